@@ -282,10 +282,14 @@ impl fmt::Display for ErrorKind {
                 f,
                 "unknown entity &{name};: expected one of &amp; &lt; &gt; &quot; &apos; or a character reference"
             ),
-            WrongRoot { found } => write!(
-                f,
-                "the document element is <{found}>: expected <ruleset> in the common-policy or load-control namespace"
-            ),
+            WrongRoot { found } => {
+                let unqualified = if found.starts_with('{') { "" } else { " in no namespace" };
+                write!(
+                    f,
+                    "the document element is <{found}>{unqualified}: expected <ruleset> in the \
+                     common-policy or load-control namespace"
+                )
+            }
             MissingAttribute { element, attribute } => {
                 write!(f, "<{element}> lacks the required attribute {attribute:?}")
             }

@@ -19,6 +19,7 @@
 //! take it; see the event package). A partial document applies only to version `v` when it
 //! carries `v + 1`; anything else is [`MergeError::VersionGap`].
 
+mod display;
 mod error;
 mod merge;
 mod model;

@@ -1,0 +1,197 @@
+//! The standard workload, generated in code from a seed so every run sees the same bytes.
+//!
+//! Policy mix (`carrier` policies): ~80 % `to` many-tel prefixes (4–9 digits after the country
+//! code, many countries, nested prefixes), ~10 % `from` many-domain rules with excepts, ~5 %
+//! exact `one` ids, ~5 % request-uri prefixes restricted to INVITE; about one rule in twenty
+//! carries a target-sip-entity and one in twenty a validity window. Actions: ~70 % rate,
+//! ~20 % percent, ~10 % window; alt-actions ~80 % reject, ~10 % redirect, ~10 % drop.
+
+use loadctl::policy::*;
+
+/// A small, fast, seedable generator (SplitMix64): the workload must not depend on a crate's
+/// algorithm changing between versions.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// True with probability `percent` / 100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    /// A string of `len` decimal digits.
+    pub fn digits(&mut self, len: usize) -> String {
+        (0..len).map(|_| char::from(b'0' + self.below(10) as u8)).collect()
+    }
+
+    /// One of `items`.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// Country codes the number prefixes are drawn from.
+pub const COUNTRY_CODES: &[&str] = &[
+    "1", "7", "20", "27", "30", "31", "32", "33", "34", "36", "39", "40", "41", "43", "44", "45",
+    "46", "47", "48", "49", "52", "55", "61", "62", "64", "65", "81", "82", "86", "90", "91",
+    "351", "353", "358", "420", "852", "971", "972",
+];
+
+/// A carrier-scale full policy of `rules` rules, deterministic for `seed`.
+pub fn carrier_policy(rules: usize, seed: u64) -> Ruleset {
+    let mut rng = Rng::new(seed);
+    let mut prefixes: Vec<String> = Vec::new();
+    let out: Vec<Rule> = (0..rules)
+        .map(|i| {
+            let kind = rng.below(100);
+            let mut conditions = Conditions::default();
+            let sip = if kind < 80 {
+                // Nested prefixes: one time in four, extend an earlier prefix.
+                let prefix = if !prefixes.is_empty() && rng.chance(25) {
+                    let base = rng.pick(&prefixes).clone();
+                    {
+                        let n = 1 + rng.below(2) as usize;
+                        format!("{base}{}", rng.digits(n))
+                    }
+                } else {
+                    let cc = rng.pick(COUNTRY_CODES);
+                    {
+                        let n = 4 + rng.below(6) as usize;
+                        format!("+{cc}-{}", rng.digits(n))
+                    }
+                };
+                prefixes.push(prefix.clone());
+                let mut except = Vec::new();
+                if rng.chance(5) {
+                    except.push(ExceptTel::Prefix(tel(&format!("{prefix}{}", rng.digits(2)))));
+                }
+                SipIdentity {
+                    to: Some(set(Identity::ManyTel { prefix: tel(&prefix), except })),
+                    ..SipIdentity::default()
+                }
+            } else if kind < 90 {
+                let except = (0..rng.below(3))
+                    .map(|_| Except::Id(uri(&format!("sip:vip{}@dom{i}.example.net", rng.below(1000)))))
+                    .collect();
+                SipIdentity {
+                    from: Some(set(Identity::Many {
+                        domain: Some(Domain::new(&format!("dom{i}.example.net")).expect("domain")),
+                        except,
+                    })),
+                    ..SipIdentity::default()
+                }
+            } else if kind < 95 {
+                SipIdentity {
+                    to: Some(set(Identity::One(uri(&format!("sip:user{i}@svc.example.com"))))),
+                    ..SipIdentity::default()
+                }
+            } else {
+                conditions.method = Some(Method::Invite);
+                let cc = rng.pick(COUNTRY_CODES);
+                let n = 3 + rng.below(4) as usize;
+                SipIdentity {
+                    request_uri: Some(set(Identity::ManyTel {
+                        prefix: tel(&format!("+{cc}{}", rng.digits(n))),
+                        except: Vec::new(),
+                    })),
+                    ..SipIdentity::default()
+                }
+            };
+            conditions.call_identity = Some(CallIdentity { sip: NonEmpty::one(sip) });
+            if rng.chance(5) {
+                conditions.target_sip_entity = Some(uri(&format!("sip:sbc{}.example.com", rng.below(8))));
+            }
+            if rng.chance(5) {
+                let from = Timestamp::from_unix(1_700_000_000 + rng.below(10_000_000) as i64, 0);
+                let until = Timestamp::from_unix(from.unix_seconds() + 3600 * (1 + rng.below(48) as i64), 0);
+                conditions.validity = Some(Validity {
+                    intervals: NonEmpty::one(Interval::new(from, until).expect("ordered")),
+                });
+            }
+            Rule {
+                id: RuleId::new(&format!("r{i}")).expect("id"),
+                conditions,
+                accept: accept(&mut rng),
+            }
+        })
+        .collect();
+    Ruleset::full(0, out).expect("ids are unique")
+}
+
+fn accept(rng: &mut Rng) -> Accept {
+    let kind = rng.below(100);
+    let limit = if kind < 70 {
+        Limit::Rate(Rate::new((1 + rng.below(500)) as f64).expect("rate"))
+    } else if kind < 90 {
+        Limit::Percent(Percent::new(rng.below(101) as f64).expect("percent"))
+    } else {
+        Limit::Window(1 + rng.below(100) as u32)
+    };
+    let alt = rng.below(100);
+    let alt_action = if alt < 80 {
+        AltAction::Reject
+    } else if alt < 90 {
+        AltAction::Redirect(NonEmpty::one(uri("sip:overflow@ivr.example.com")))
+    } else {
+        AltAction::Drop
+    };
+    Accept { limit, alt_action }
+}
+
+fn set(identity: Identity) -> IdentitySet {
+    IdentitySet { identities: NonEmpty::one(identity) }
+}
+
+fn uri(s: &str) -> Uri {
+    Uri::new(s).expect("generated URIs are valid")
+}
+
+fn tel(s: &str) -> TelPrefix {
+    TelPrefix::new(s).expect("generated prefixes are valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn carrier_policy_is_deterministic_valid_and_mixed() {
+        let a = carrier_policy(2_000, 7);
+        assert_eq!(a, carrier_policy(2_000, 7));
+        assert_ne!(a, carrier_policy(2_000, 8));
+        let text = write(&a);
+        let back = read(text.as_bytes(), &Limits::default()).expect("valid");
+        assert_eq!(back.ruleset, a);
+        let rules = a.rules().expect("full");
+        let tel_to = rules
+            .iter()
+            .filter(|r| {
+                let sip = r.conditions.call_identity.as_ref().expect("ci").sip.first();
+                matches!(sip.to.as_ref().map(|s| s.identities.first()), Some(Identity::ManyTel { .. }))
+            })
+            .count();
+        // ~80 % to many-tel, within sampling noise.
+        assert!((1_500..1_700).contains(&tel_to), "{tel_to}");
+        let rates = rules.iter().filter(|r| matches!(r.accept.limit, Limit::Rate(_))).count();
+        assert!((1_300..1_500).contains(&rates), "{rates}");
+    }
+}
