@@ -40,7 +40,9 @@ impl Rng {
 
     /// A string of `len` decimal digits.
     pub fn digits(&mut self, len: usize) -> String {
-        (0..len).map(|_| char::from(b'0' + self.below(10) as u8)).collect()
+        (0..len)
+            .map(|_| char::from(b'0' + self.below(10) as u8))
+            .collect()
     }
 
     /// One of `items`.
@@ -82,15 +84,26 @@ pub fn carrier_policy(rules: usize, seed: u64) -> Ruleset {
                 prefixes.push(prefix.clone());
                 let mut except = Vec::new();
                 if rng.chance(5) {
-                    except.push(ExceptTel::Prefix(tel(&format!("{prefix}{}", rng.digits(2)))));
+                    except.push(ExceptTel::Prefix(tel(&format!(
+                        "{prefix}{}",
+                        rng.digits(2)
+                    ))));
                 }
                 SipIdentity {
-                    to: Some(set(Identity::ManyTel { prefix: tel(&prefix), except })),
+                    to: Some(set(Identity::ManyTel {
+                        prefix: tel(&prefix),
+                        except,
+                    })),
                     ..SipIdentity::default()
                 }
             } else if kind < 90 {
                 let except = (0..rng.below(3))
-                    .map(|_| Except::Id(uri(&format!("sip:vip{}@dom{i}.example.net", rng.below(1000)))))
+                    .map(|_| {
+                        Except::Id(uri(&format!(
+                            "sip:vip{}@dom{i}.example.net",
+                            rng.below(1000)
+                        )))
+                    })
                     .collect();
                 SipIdentity {
                     from: Some(set(Identity::Many {
@@ -101,7 +114,9 @@ pub fn carrier_policy(rules: usize, seed: u64) -> Ruleset {
                 }
             } else if kind < 95 {
                 SipIdentity {
-                    to: Some(set(Identity::One(uri(&format!("sip:user{i}@svc.example.com"))))),
+                    to: Some(set(Identity::One(uri(&format!(
+                        "sip:user{i}@svc.example.com"
+                    ))))),
                     ..SipIdentity::default()
                 }
             } else {
@@ -116,13 +131,19 @@ pub fn carrier_policy(rules: usize, seed: u64) -> Ruleset {
                     ..SipIdentity::default()
                 }
             };
-            conditions.call_identity = Some(CallIdentity { sip: NonEmpty::one(sip) });
+            conditions.call_identity = Some(CallIdentity {
+                sip: NonEmpty::one(sip),
+            });
             if rng.chance(5) {
-                conditions.target_sip_entity = Some(uri(&format!("sip:sbc{}.example.com", rng.below(8))));
+                conditions.target_sip_entity =
+                    Some(uri(&format!("sip:sbc{}.example.com", rng.below(8))));
             }
             if rng.chance(5) {
                 let from = Timestamp::from_unix(1_700_000_000 + rng.below(10_000_000) as i64, 0);
-                let until = Timestamp::from_unix(from.unix_seconds() + 3600 * (1 + rng.below(48) as i64), 0);
+                let until = Timestamp::from_unix(
+                    from.unix_seconds() + 3600 * (1 + rng.below(48) as i64),
+                    0,
+                );
                 conditions.validity = Some(Validity {
                     intervals: NonEmpty::one(Interval::new(from, until).expect("ordered")),
                 });
@@ -158,7 +179,9 @@ fn accept(rng: &mut Rng) -> Accept {
 }
 
 fn set(identity: Identity) -> IdentitySet {
-    IdentitySet { identities: NonEmpty::one(identity) }
+    IdentitySet {
+        identities: NonEmpty::one(identity),
+    }
 }
 
 fn uri(s: &str) -> Uri {
@@ -186,12 +209,18 @@ mod tests {
             .iter()
             .filter(|r| {
                 let sip = r.conditions.call_identity.as_ref().expect("ci").sip.first();
-                matches!(sip.to.as_ref().map(|s| s.identities.first()), Some(Identity::ManyTel { .. }))
+                matches!(
+                    sip.to.as_ref().map(|s| s.identities.first()),
+                    Some(Identity::ManyTel { .. })
+                )
             })
             .count();
         // ~80 % to many-tel, within sampling noise.
         assert!((1_500..1_700).contains(&tel_to), "{tel_to}");
-        let rates = rules.iter().filter(|r| matches!(r.accept.limit, Limit::Rate(_))).count();
+        let rates = rules
+            .iter()
+            .filter(|r| matches!(r.accept.limit, Limit::Rate(_)))
+            .count();
         assert!((1_300..1_500).contains(&rates), "{rates}");
     }
 }

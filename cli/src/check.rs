@@ -6,7 +6,11 @@ use loadctl::policy::{self, Body, Change, Limits};
 pub fn run(files: &[String]) -> u8 {
     let mut code = 0;
     for file in files {
-        let name = if file == "-" { "<stdin>" } else { file.as_str() };
+        let name = if file == "-" {
+            "<stdin>"
+        } else {
+            file.as_str()
+        };
         let bytes = match crate::read_input(file) {
             Ok(b) => b,
             Err(e) => {
@@ -18,7 +22,11 @@ pub fn run(files: &[String]) -> u8 {
         match policy::read(&bytes, &Limits::default()) {
             Ok(doc) => {
                 for w in &doc.warnings {
-                    let rule = w.rule.as_ref().map(|r| format!("in rule {r:?}: ")).unwrap_or_default();
+                    let rule = w
+                        .rule
+                        .as_ref()
+                        .map(|r| format!("in rule {r:?}: "))
+                        .unwrap_or_default();
                     eprintln!("{name}:{}: warning: {rule}{}", w.position, w.message);
                 }
                 print!("{}", summary(name, &doc.ruleset));
@@ -41,7 +49,11 @@ pub fn summary(name: &str, rs: &policy::Ruleset) -> String {
         (policy::State::Partial, 1) => "change",
         (policy::State::Partial, _) => "changes",
     };
-    let mut out = format!("{name}: version {}, {}, {n} {noun}\n", rs.version(), rs.state());
+    let mut out = format!(
+        "{name}: version {}, {}, {n} {noun}\n",
+        rs.version(),
+        rs.state()
+    );
     match rs.body() {
         Body::Full(rules) => {
             for r in rules {

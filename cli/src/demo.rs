@@ -15,7 +15,10 @@ pub fn run(policy_file: Option<&str>) -> u8 {
                 return 2;
             }
         },
-        None => ("<embedded default policy>".to_owned(), crate::DEFAULT_POLICY.as_bytes().to_vec()),
+        None => (
+            "<embedded default policy>".to_owned(),
+            crate::DEFAULT_POLICY.as_bytes().to_vec(),
+        ),
     };
     match policy::read(&bytes, &Limits::default()) {
         Ok(doc) => {

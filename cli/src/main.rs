@@ -16,7 +16,11 @@ use clap::{Parser, Subcommand};
 pub const DEFAULT_POLICY: &str = include_str!("default-policy.xml");
 
 #[derive(Parser)]
-#[command(name = "loadctl", version, about = "SIP load control (RFC 7200) engine tools")]
+#[command(
+    name = "loadctl",
+    version,
+    about = "SIP load control (RFC 7200) engine tools"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

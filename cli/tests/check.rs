@@ -12,7 +12,9 @@ fn loadctl(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .expect("loadctl runs");
     let mut input = child.stdin.take().expect("stdin");
-    input.write_all(stdin.unwrap_or("").as_bytes()).expect("write stdin");
+    input
+        .write_all(stdin.unwrap_or("").as_bytes())
+        .expect("write stdin");
     drop(input);
     child.wait_with_output().expect("loadctl finishes")
 }
@@ -27,24 +29,43 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn rfc_examples_are_valid_and_summarised() {
-    let files: Vec<String> = (1..=3).map(|i| data(&format!("rfc7200-example{i}.xml"))).collect();
-    let args: Vec<&str> = std::iter::once("check").chain(files.iter().map(String::as_str)).collect();
+    let files: Vec<String> = (1..=3)
+        .map(|i| data(&format!("rfc7200-example{i}.xml")))
+        .collect();
+    let args: Vec<&str> = std::iter::once("check")
+        .chain(files.iter().map(String::as_str))
+        .collect();
     let out = loadctl(&args, None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 3 + 4, "{stdout}");
-    assert!(lines[0].ends_with("rfc7200-example1.xml: version 0, full, 1 rule"), "{stdout}");
+    assert!(
+        lines[0].ends_with("rfc7200-example1.xml: version 0, full, 1 rule"),
+        "{stdout}"
+    );
     assert_eq!(
         lines[1],
         "  f3g44k1: to in {sip:alice@hotline.example.com, tel:+1-212-555-1234}; method INVITE; \
          valid 2008-05-31T12:00:00-05:00/2008-05-31T15:00:00-05:00 -> accept rate 100/s, else reject (503)"
     );
     assert!(lines[2].ends_with("rfc7200-example2.xml: version 1, full, 1 rule"));
-    assert!(lines[3].contains("else redirect to sip:sandy@update.example.com"), "{}", lines[3]);
+    assert!(
+        lines[3].contains("else redirect to sip:sandy@update.example.com"),
+        "{}",
+        lines[3]
+    );
     assert!(lines[4].ends_with("rfc7200-example3.xml: version 2, full, 2 rules"));
-    assert!(lines[5].starts_with("  f3g44k3: from in {any@example.com}"), "{}", lines[5]);
-    assert!(lines[6].starts_with("  f3g44k4: from in {sip:alice@example.com}"), "{}", lines[6]);
+    assert!(
+        lines[5].starts_with("  f3g44k3: from in {any@example.com}"),
+        "{}",
+        lines[5]
+    );
+    assert!(
+        lines[6].starts_with("  f3g44k4: from in {sip:alice@example.com}"),
+        "{}",
+        lines[6]
+    );
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
 }
 
@@ -64,7 +85,10 @@ fn invalid_document_reports_file_line_column_and_exits_1() {
 
 #[test]
 fn valid_document_on_stdin() {
-    let out = loadctl(&["check", "-"], Some(include_str!("../../engine/tests/data/rfc7200-example3.xml")));
+    let out = loadctl(
+        &["check", "-"],
+        Some(include_str!("../../engine/tests/data/rfc7200-example3.xml")),
+    );
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).starts_with("<stdin>: version 2, full, 2 rules\n"));
 }
@@ -90,9 +114,14 @@ fn warnings_go_to_stderr_and_do_not_fail() {
     let out = loadctl(&["check", "-"], Some(doc));
     assert_eq!(out.status.code(), Some(0));
     let stderr = text(&out.stderr);
-    assert!(stderr.starts_with("<stdin>:2:26: warning: in rule \"g\": condition <g:area>"), "{stderr}");
+    assert!(
+        stderr.starts_with("<stdin>:2:26: warning: in rule \"g\": condition <g:area>"),
+        "{stderr}"
+    );
     assert!(stderr.contains("never matches"), "{stderr}");
-    assert!(text(&out.stdout).contains("never matches (unsupported condition {urn:example:geo}area)"));
+    assert!(
+        text(&out.stdout).contains("never matches (unsupported condition {urn:example:geo}area)")
+    );
 }
 
 #[test]
@@ -101,7 +130,11 @@ fn mixed_valid_and_invalid_exits_1_and_still_summarises_the_valid_one() {
     let out = loadctl(&["check", &good, "-"], Some("<ruleset"));
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("version 0, full, 1 rule"));
-    assert!(text(&out.stderr).starts_with("<stdin>:1:1: not well-formed XML"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).starts_with("<stdin>:1:1: not well-formed XML"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

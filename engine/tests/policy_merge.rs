@@ -16,7 +16,9 @@ fn doc(version: u32, state: &str, rules: &[(&str, &str)]) -> Ruleset {
         }
     }
     text.push_str("</ruleset>");
-    read(text.as_bytes(), &Limits::default()).expect("valid").ruleset
+    read(text.as_bytes(), &Limits::default())
+        .expect("valid")
+        .ruleset
 }
 
 fn summary(rs: &Ruleset) -> Vec<(String, f64)> {
@@ -39,7 +41,12 @@ fn partial_replaces_in_place_and_appends_new_ids() {
     assert_eq!(merged.state(), State::Full);
     assert_eq!(
         summary(&merged),
-        [("a".into(), 1.0), ("b".into(), 20.0), ("c".into(), 3.0), ("d".into(), 4.0)]
+        [
+            ("a".into(), 1.0),
+            ("b".into(), 20.0),
+            ("c".into(), 3.0),
+            ("d".into(), 4.0)
+        ]
     );
 }
 
@@ -47,7 +54,10 @@ fn partial_replaces_in_place_and_appends_new_ids() {
 fn rule_without_accept_in_partial_deletes_that_id() {
     let base = doc(0, "full", &[("a", "1"), ("b", "2"), ("c", "3")]);
     let update = doc(1, "partial", &[("b", "")]);
-    assert_eq!(update.body(), &Body::Partial(vec![Change::Delete(RuleId::new("b").expect("id"))]));
+    assert_eq!(
+        update.body(),
+        &Body::Partial(vec![Change::Delete(RuleId::new("b").expect("id"))])
+    );
     let merged = merge(Some(&base), update, &Limits::default()).expect("applies");
     assert_eq!(summary(&merged), [("a".into(), 1.0), ("c".into(), 3.0)]);
 }
@@ -55,15 +65,30 @@ fn rule_without_accept_in_partial_deletes_that_id() {
 #[test]
 fn deleted_then_re_added_id_goes_to_the_end() {
     let base = doc(0, "full", &[("a", "1"), ("b", "2")]);
-    let v1 = merge(Some(&base), doc(1, "partial", &[("a", "")]), &Limits::default()).expect("v1");
-    let v2 = merge(Some(&v1), doc(2, "partial", &[("a", "9")]), &Limits::default()).expect("v2");
+    let v1 = merge(
+        Some(&base),
+        doc(1, "partial", &[("a", "")]),
+        &Limits::default(),
+    )
+    .expect("v1");
+    let v2 = merge(
+        Some(&v1),
+        doc(2, "partial", &[("a", "9")]),
+        &Limits::default(),
+    )
+    .expect("v2");
     assert_eq!(summary(&v2), [("b".into(), 2.0), ("a".into(), 9.0)]);
 }
 
 #[test]
 fn deleting_an_unknown_id_is_refused() {
     let base = doc(0, "full", &[("a", "1")]);
-    let e = merge(Some(&base), doc(1, "partial", &[("zz", "")]), &Limits::default()).expect_err("refused");
+    let e = merge(
+        Some(&base),
+        doc(1, "partial", &[("zz", "")]),
+        &Limits::default(),
+    )
+    .expect_err("refused");
     assert_eq!(e, MergeError::UnknownRule(RuleId::new("zz").expect("id")));
 }
 
@@ -71,8 +96,12 @@ fn deleting_an_unknown_id_is_refused() {
 fn partial_needs_exactly_the_next_version() {
     let base = doc(7, "full", &[("a", "1")]);
     for got in [7, 9, 100, 0] {
-        let e = merge(Some(&base), doc(got, "partial", &[("a", "2")]), &Limits::default())
-            .expect_err("gap");
+        let e = merge(
+            Some(&base),
+            doc(got, "partial", &[("a", "2")]),
+            &Limits::default(),
+        )
+        .expect_err("gap");
         assert_eq!(e, MergeError::VersionGap { expected: 8, got });
     }
     // The base is untouched by a refused merge (it is borrowed, and the result is new).
@@ -83,7 +112,13 @@ fn partial_needs_exactly_the_next_version() {
 fn no_partial_after_the_last_version() {
     let base = doc(u32::MAX, "full", &[("a", "1")]);
     let e = merge(Some(&base), doc(0, "partial", &[]), &Limits::default()).expect_err("gap");
-    assert_eq!(e, MergeError::VersionGap { expected: 1 << 32, got: 0 });
+    assert_eq!(
+        e,
+        MergeError::VersionGap {
+            expected: 1 << 32,
+            got: 0
+        }
+    );
 }
 
 #[test]
@@ -102,7 +137,12 @@ fn partial_base_is_refused() {
 #[test]
 fn full_replaces_everything_whatever_its_version() {
     let base = doc(10, "full", &[("a", "1"), ("b", "2")]);
-    let merged = merge(Some(&base), doc(3, "full", &[("z", "5")]), &Limits::default()).expect("full");
+    let merged = merge(
+        Some(&base),
+        doc(3, "full", &[("z", "5")]),
+        &Limits::default(),
+    )
+    .expect("full");
     assert_eq!(merged.version(), 3);
     assert_eq!(summary(&merged), [("z".into(), 5.0)]);
     let first = merge(None, doc(0, "full", &[]), &Limits::default()).expect("full");
@@ -111,7 +151,10 @@ fn full_replaces_everything_whatever_its_version() {
 
 #[test]
 fn merged_policy_respects_the_rule_limit() {
-    let limits = Limits { max_rules: 2, ..Limits::default() };
+    let limits = Limits {
+        max_rules: 2,
+        ..Limits::default()
+    };
     let base = doc(0, "full", &[("a", "1"), ("b", "2")]);
     let e = merge(Some(&base), doc(1, "partial", &[("c", "3")]), &limits).expect_err("too many");
     assert_eq!(e, MergeError::TooManyRules { max: 2 });
@@ -121,7 +164,10 @@ fn merged_policy_respects_the_rule_limit() {
 
 #[test]
 fn version_gap_message_tells_the_subscriber_what_to_do() {
-    let e = MergeError::VersionGap { expected: 8, got: 10 };
+    let e = MergeError::VersionGap {
+        expected: 8,
+        got: 10,
+    };
     assert_eq!(
         e.to_string(),
         "partial document has version 10, expected 8: re-SUBSCRIBE for a full policy"

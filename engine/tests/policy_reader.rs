@@ -252,6 +252,27 @@ fn unknown_elements_under_actions_are_ignored() {
     assert_eq!(r.accept.limit, Limit::Rate(Rate::new(5.0).expect("r")));
     assert!(!r.conditions.never_matches());
     assert_eq!(d.warnings.len(), 3);
+    let positions: Vec<Position> = d.warnings.iter().map(|w| w.position).collect();
+    assert_eq!(positions, [pos(5, 10), pos(5, 83), pos(5, 128)]);
+}
+
+#[test]
+fn warnings_on_many_lines_get_their_own_positions() {
+    let mut doc = String::from(
+        "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"0\" state=\"full\">\n",
+    );
+    for i in 0..50 {
+        doc.push_str(&format!(
+            "<rule id=\"r{i}\"><conditions>\n  <x:c xmlns:x=\"urn:x\"/></conditions><actions><accept><rate>1</rate></accept></actions></rule>\n"
+        ));
+    }
+    doc.push_str("</ruleset>");
+    let d = ok(&doc);
+    assert_eq!(d.warnings.len(), 50);
+    for (i, w) in d.warnings.iter().enumerate() {
+        assert_eq!(w.position, pos(3 + 2 * i as u32, 3), "{w}");
+        assert_eq!(w.rule.as_deref(), Some(format!("r{i}").as_str()));
+    }
 }
 
 #[test]

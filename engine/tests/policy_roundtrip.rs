@@ -6,9 +6,16 @@ use proptest::prelude::*;
 
 fn uri() -> impl Strategy<Value = Uri> {
     prop_oneof![
-        ("(sip|sips)", "[a-zA-Z0-9._%+-]{1,12}", "[a-z0-9-]{1,10}(\\.[a-z]{2,5}){1,2}")
+        (
+            "(sip|sips)",
+            "[a-zA-Z0-9._%+-]{1,12}",
+            "[a-z0-9-]{1,10}(\\.[a-z]{2,5}){1,2}"
+        )
             .prop_map(|(s, u, h)| format!("{s}:{u}@{h}")),
-        ("[a-z0-9-]{1,10}\\.[a-z]{2,4}", "(;transport=tcp|;user=phone|;lr)?")
+        (
+            "[a-z0-9-]{1,10}\\.[a-z]{2,4}",
+            "(;transport=tcp|;user=phone|;lr)?"
+        )
             .prop_map(|(h, p)| format!("sip:{h}{p}")),
         "\\+?[0-9][0-9.()-]{0,14}".prop_map(|n| format!("tel:{n}")),
         // Characters that need escaping in XML attributes and text.
@@ -31,14 +38,20 @@ fn prefix() -> impl Strategy<Value = TelPrefix> {
 }
 
 fn identity() -> impl Strategy<Value = Identity> {
-    let except = prop_oneof![domain().prop_map(Except::Domain), uri().prop_map(Except::Id)];
+    let except = prop_oneof![
+        domain().prop_map(Except::Domain),
+        uri().prop_map(Except::Id)
+    ];
     let except_tel = prop_oneof![
         prefix().prop_map(ExceptTel::Prefix),
         uri().prop_map(ExceptTel::Id)
     ];
     prop_oneof![
         uri().prop_map(Identity::One),
-        (proptest::option::of(domain()), proptest::collection::vec(except, 0..3))
+        (
+            proptest::option::of(domain()),
+            proptest::collection::vec(except, 0..3)
+        )
             .prop_map(|(domain, except)| Identity::Many { domain, except }),
         (prefix(), proptest::collection::vec(except_tel, 0..3))
             .prop_map(|(prefix, except)| Identity::ManyTel { prefix, except }),
@@ -149,7 +162,8 @@ fn accept() -> impl Strategy<Value = Accept> {
         (0u32..1_000_000, 0u32..4).prop_map(|(n, d)| Limit::Rate(
             Rate::new(f64::from(n) / 10f64.powi(d as i32)).expect("rate")
         )),
-        (0u32..=10_000).prop_map(|n| Limit::Percent(Percent::new(f64::from(n) / 100.0).expect("p"))),
+        (0u32..=10_000)
+            .prop_map(|n| Limit::Percent(Percent::new(f64::from(n) / 100.0).expect("p"))),
         any::<u32>().prop_map(Limit::Window),
     ];
     let alt = prop_oneof![
@@ -170,7 +184,11 @@ fn rules() -> impl Strategy<Value = Vec<Rule>> {
         let mut seen = std::collections::HashSet::new();
         v.into_iter()
             .filter(|(id, _, _)| seen.insert(id.clone()))
-            .map(|(id, conditions, accept)| Rule { id, conditions, accept })
+            .map(|(id, conditions, accept)| Rule {
+                id,
+                conditions,
+                accept,
+            })
             .collect()
     })
 }
@@ -178,16 +196,25 @@ fn rules() -> impl Strategy<Value = Vec<Rule>> {
 fn ruleset() -> impl Strategy<Value = Ruleset> {
     prop_oneof![
         (any::<u32>(), rules()).prop_map(|(v, r)| Ruleset::full(v, r).expect("unique")),
-        (any::<u32>(), rules(), proptest::collection::vec(any::<bool>(), 6)).prop_map(
-            |(v, r, deletes)| {
+        (
+            any::<u32>(),
+            rules(),
+            proptest::collection::vec(any::<bool>(), 6)
+        )
+            .prop_map(|(v, r, deletes)| {
                 let changes = r
                     .into_iter()
                     .zip(deletes)
-                    .map(|(rule, delete)| if delete { Change::Delete(rule.id) } else { Change::Put(rule) })
+                    .map(|(rule, delete)| {
+                        if delete {
+                            Change::Delete(rule.id)
+                        } else {
+                            Change::Put(rule)
+                        }
+                    })
                     .collect();
                 Ruleset::partial(v, changes).expect("unique")
-            }
-        ),
+            }),
     ]
 }
 
@@ -246,8 +273,12 @@ fn rfc_examples_round_trip() {
         include_str!("data/rfc7200-example2.xml"),
         include_str!("data/rfc7200-example3.xml"),
     ] {
-        let rs = read(doc.as_bytes(), &Limits::default()).expect("valid").ruleset;
-        let back = read(write(&rs).as_bytes(), &Limits::default()).expect("valid").ruleset;
+        let rs = read(doc.as_bytes(), &Limits::default())
+            .expect("valid")
+            .ruleset;
+        let back = read(write(&rs).as_bytes(), &Limits::default())
+            .expect("valid")
+            .ruleset;
         assert_eq!(back, rs);
     }
 }

@@ -16,24 +16,36 @@ impl fmt::Display for Identity {
                     Some(d) => write!(f, "any@{d}")?,
                     None => f.write_str("anyone")?,
                 }
-                list(f, " except ", except.iter().map(|e| match e {
-                    Except::Domain(d) => format!("@{d}"),
-                    Except::Id(u) => u.to_string(),
-                }))
+                list(
+                    f,
+                    " except ",
+                    except.iter().map(|e| match e {
+                        Except::Domain(d) => format!("@{d}"),
+                        Except::Id(u) => u.to_string(),
+                    }),
+                )
             }
             Identity::ManyTel { prefix, except } => {
                 write!(f, "{prefix}*")?;
-                list(f, " except ", except.iter().map(|e| match e {
-                    ExceptTel::Prefix(p) => format!("{p}*"),
-                    ExceptTel::Id(u) => u.to_string(),
-                }))
+                list(
+                    f,
+                    " except ",
+                    except.iter().map(|e| match e {
+                        ExceptTel::Prefix(p) => format!("{p}*"),
+                        ExceptTel::Id(u) => u.to_string(),
+                    }),
+                )
             }
         }
     }
 }
 
 /// Writes ` except {a, b}` when there are items.
-fn list(f: &mut fmt::Formatter<'_>, lead: &str, items: impl Iterator<Item = String>) -> fmt::Result {
+fn list(
+    f: &mut fmt::Formatter<'_>,
+    lead: &str,
+    items: impl Iterator<Item = String>,
+) -> fmt::Result {
     let items: Vec<String> = items.collect();
     if items.is_empty() {
         return Ok(());
@@ -73,8 +85,11 @@ impl fmt::Display for Conditions {
             parts.push(format!("target {t}"));
         }
         if let Some(v) = &self.validity {
-            let spans: Vec<String> =
-                v.intervals.iter().map(|i| format!("{}/{}", i.from(), i.until())).collect();
+            let spans: Vec<String> = v
+                .intervals
+                .iter()
+                .map(|i| format!("{}/{}", i.from(), i.until()))
+                .collect();
             parts.push(format!("valid {}", spans.join(" or ")));
         }
         for u in &self.unsupported {

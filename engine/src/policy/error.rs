@@ -283,7 +283,11 @@ impl fmt::Display for ErrorKind {
                 "unknown entity &{name};: expected one of &amp; &lt; &gt; &quot; &apos; or a character reference"
             ),
             WrongRoot { found } => {
-                let unqualified = if found.starts_with('{') { "" } else { " in no namespace" };
+                let unqualified = if found.starts_with('{') {
+                    ""
+                } else {
+                    " in no namespace"
+                };
                 write!(
                     f,
                     "the document element is <{found}>{unqualified}: expected <ruleset> in the \

@@ -57,7 +57,7 @@ pub fn read(input: &[u8], limits: &Limits) -> std::result::Result<Document, Poli
     let ruleset = reader.document()?;
     Ok(Document {
         ruleset,
-        warnings: reader.warnings,
+        warnings: reader.finish_warnings(),
     })
 }
 
@@ -128,7 +128,8 @@ struct Reader<'i, 'l> {
     depth: usize,
     /// An `<x/>` was returned as an open element; its close is next.
     pending_close: bool,
-    warnings: Vec<Warning>,
+    /// (byte offset, rule id, message) of each warning.
+    warnings: Vec<(usize, Option<String>, String)>,
     /// Id of the rule being read, for error context.
     rule: Option<String>,
     /// Identity conditions counted in the current rule.
@@ -186,13 +187,36 @@ impl<'i, 'l> Reader<'i, 'l> {
         }
     }
 
+    /// Records a warning; its position is worked out in [`Reader::finish_warnings`], in one
+    /// pass over the input, so many warnings do not cost a scan each.
     fn warn(&mut self, offset: usize, message: String) {
-        let warning = Warning {
-            position: self.position(offset),
-            rule: self.rule.clone(),
-            message,
-        };
-        self.warnings.push(warning);
+        self.warnings.push((offset, self.rule.clone(), message));
+    }
+
+    fn finish_warnings(&mut self) -> Vec<Warning> {
+        let mut warnings = std::mem::take(&mut self.warnings);
+        warnings.sort_by_key(|w| w.0);
+        let bytes = self.input.as_bytes();
+        let (mut line, mut line_start, mut scanned) = (1u32, 0usize, 0usize);
+        warnings
+            .into_iter()
+            .map(|(offset, rule, message)| {
+                let offset = offset.min(bytes.len());
+                for (i, &b) in bytes[scanned..offset].iter().enumerate() {
+                    if b == b'\n' {
+                        line += 1;
+                        line_start = scanned + i + 1;
+                    }
+                }
+                scanned = offset;
+                let column = Position::of_offset(&bytes[line_start..], offset - line_start).column;
+                Warning {
+                    position: Position { line, column },
+                    rule,
+                    message,
+                }
+            })
+            .collect()
     }
 
     /// The offset of attribute `name` inside the start tag of `e` (or of the tag itself).
@@ -546,7 +570,8 @@ impl<'i, 'l> Reader<'i, 'l> {
                 ));
             }
         };
-        let mut seen: HashMap<String, Position> = HashMap::new();
+        // Rule id → byte offset of its <rule> (positions are computed only for errors).
+        let mut seen: HashMap<String, usize> = HashMap::new();
         let mut rules = Vec::new();
         let mut changes = Vec::new();
         self.children("ruleset", |r, child| {
@@ -563,15 +588,16 @@ impl<'i, 'l> Reader<'i, 'l> {
                 ));
             }
             let (rule_id, conditions, accept) = r.rule(&child)?;
-            let here = r.position(child.offset);
-            if let Some(first) = seen.get(rule_id.as_str()) {
+            if let Some(&first) = seen.get(rule_id.as_str()) {
                 return Err(PolicyError {
-                    kind: ErrorKind::DuplicateRuleId { first: *first },
-                    position: here,
+                    kind: ErrorKind::DuplicateRuleId {
+                        first: r.position(first),
+                    },
+                    position: r.position(child.offset),
                     rule: Some(rule_id.as_str().to_owned()),
                 });
             }
-            seen.insert(rule_id.as_str().to_owned(), here);
+            seen.insert(rule_id.as_str().to_owned(), child.offset);
             match (state, accept) {
                 (State::Full, Some(accept)) => rules.push(Rule {
                     id: rule_id,
@@ -591,7 +617,7 @@ impl<'i, 'l> Reader<'i, 'l> {
                                        that id, which only a state=\"partial\" document may do)",
                             parent: "rule",
                         },
-                        position: here,
+                        position: r.position(child.offset),
                         rule: Some(rule_id.as_str().to_owned()),
                     });
                 }
