@@ -8,7 +8,7 @@ fn uri() -> impl Strategy<Value = Uri> {
     prop_oneof![
         (
             "(sip|sips)",
-            "[a-zA-Z0-9._%+-]{1,12}",
+            "[a-zA-Z0-9._+-]{1,12}(%2[0-9A-F])?",
             "[a-z0-9-]{1,10}(\\.[a-z]{2,5}){1,2}"
         )
             .prop_map(|(s, u, h)| format!("{s}:{u}@{h}")),
@@ -19,7 +19,7 @@ fn uri() -> impl Strategy<Value = Uri> {
             .prop_map(|(h, p)| format!("sip:{h}{p}")),
         "\\+?[0-9][0-9.()-]{0,14}".prop_map(|n| format!("tel:{n}")),
         // Characters that need escaping in XML attributes and text.
-        "[a-z]{1,5}".prop_map(|u| format!("sip:{u}@x.example;a=\"1\"&b='2'")),
+        "[a-z]{1,5}".prop_map(|u| format!("sip:{u}@x.example;a=1&b='2'?h=%3C&i")),
     ]
     .prop_map(|s| Uri::new(&s).expect("generated URIs are valid"))
 }

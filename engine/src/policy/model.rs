@@ -457,26 +457,21 @@ text_newtype!(
 );
 
 impl Uri {
-    /// A URI, checked for the lexical shape described on the type; the error says why not.
+    /// A URI, checked: `sip:`, `sips:` and `tel:` URIs must parse as such (host, port,
+    /// escapes), any other scheme needs a non-empty rest; no white space, control characters,
+    /// `<`, `>` or `"` anywhere. The error says why not.
     pub fn new(s: &str) -> Result<Self, &'static str> {
-        let Some((scheme, rest)) = s.split_once(':') else {
-            return Err("a URI needs a scheme followed by ':' (e.g. sip:, tel:)");
-        };
-        let mut chars = scheme.chars();
-        let scheme_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-        if !scheme_ok {
-            return Err("a URI scheme is a letter followed by letters, digits, '+', '-' or '.'");
+        if s.trim() != s {
+            return Err(crate::uri::UriError::BadCharacter.message());
         }
-        if rest.is_empty() {
-            return Err("nothing follows the URI scheme");
-        }
-        if s.chars()
-            .any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
-        {
-            return Err("a URI holds no white space, control characters, '<' or '>'");
-        }
+        crate::uri::parse(s).map_err(crate::uri::UriError::message)?;
         Ok(Self(s.into()))
+    }
+
+    /// The parsed form.
+    pub fn parsed(&self) -> crate::uri::UriRef<'_> {
+        // Checked by the constructor.
+        crate::uri::parse(&self.0).unwrap_or(crate::uri::UriRef::Other { scheme: "", rest: &self.0 })
     }
 
     /// The scheme, as written.
