@@ -6,8 +6,15 @@
 //!
 //! The crate is sans-I/O: it owns no threads, sockets or clocks. Modules:
 //! - [`policy`]: the `application/load-control+xml` document — model, reader, writer, merge.
+//! - [`uri`]: SIP / tel URI views and canonical comparison.
+//! - [`compile`]: policy → immutable, indexed [`compile::CompiledPolicy`].
+//! - [`limit`]: single-owner limiters (GCRA rate gate, percent gate, window).
+//! - [`engine`]: requests, decisions and the [`engine::Shard`] that owns limiter state.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod compile;
+pub mod engine;
+pub mod limit;
 pub mod policy;
 pub mod uri;

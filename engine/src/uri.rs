@@ -118,10 +118,13 @@ pub struct Params<'a>(pub &'a str);
 impl<'a> Params<'a> {
     /// Each parameter as `(name, value)`; the value is `None` for a bare name.
     pub fn iter(&self) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + 'a {
-        self.0.split(';').filter(|p| !p.is_empty()).map(|p| match p.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
-            None => (p, None),
-        })
+        self.0
+            .split(';')
+            .filter(|p| !p.is_empty())
+            .map(|p| match p.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (p, None),
+            })
     }
 
     /// The value of the first parameter named `name` (case-insensitive); `Some(None)` for a
@@ -143,7 +146,8 @@ fn check_escapes(s: &str) -> Result<(), UriError> {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
-            let ok = b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
+            let ok =
+                b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
             if !ok {
                 return Err(UriError::BadEscape);
             }
@@ -165,8 +169,13 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
         return Err(UriError::BadCharacter);
     }
     let (scheme, rest) = s.split_once(':').ok_or(UriError::NoScheme)?;
-    let scheme_ok = scheme.bytes().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && scheme.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
+    let scheme_ok = scheme
+        .bytes()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
     if !scheme_ok || rest.is_empty() {
         return Err(UriError::NoScheme);
     }
@@ -178,7 +187,10 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
         if number.is_empty() {
             return Err(UriError::NoNumber);
         }
-        Ok(UriRef::Tel(TelUri { number, params: Params(params) }))
+        Ok(UriRef::Tel(TelUri {
+            number,
+            params: Params(params),
+        }))
     } else {
         Ok(UriRef::Other { scheme, rest })
     }
@@ -203,7 +215,9 @@ fn parse_sip(secure: bool, rest: &str) -> Result<SipUri<'_>, UriError> {
         let end = v6.find(']').ok_or(UriError::BadHost)?;
         let host = &hostport[..end + 2];
         let after = &v6[end + 1..];
-        let ok = v6[..end].bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+        let ok = v6[..end]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
         if !ok || end == 0 {
             return Err(UriError::BadHost);
         }
@@ -221,7 +235,9 @@ fn parse_sip(secure: bool, rest: &str) -> Result<SipUri<'_>, UriError> {
         return Err(UriError::NoHost);
     }
     if !host.starts_with('[')
-        && !host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+        && !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
     {
         return Err(UriError::BadHost);
     }
@@ -261,7 +277,9 @@ impl<'a> Iterator for HeaderUris<'a> {
     type Item = Result<&'a str, UriError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let s = self.rest.trim_start_matches(|c: char| c == ',' || c.is_ascii_whitespace());
+        let s = self
+            .rest
+            .trim_start_matches(|c: char| c == ',' || c.is_ascii_whitespace());
         if s.is_empty() {
             self.rest = s;
             return None;
@@ -298,7 +316,11 @@ impl<'a> Iterator for HeaderUris<'a> {
         let value = &s[..i];
         self.rest = &s[i..];
         let uri = value.split(';').next().unwrap_or("").trim();
-        Some(if uri.is_empty() { Err(UriError::Empty) } else { Ok(uri) })
+        Some(if uri.is_empty() {
+            Err(UriError::Empty)
+        } else {
+            Ok(uri)
+        })
     }
 }
 
@@ -424,7 +446,12 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
     // A number's parts: (digits as written, parameters holding phone-context).
     let tel_parts: Option<(&str, Params<'_>)> = match uri {
         UriRef::Tel(t) => Some((t.number, t.params)),
-        UriRef::Sip(s) if s.params.get("user").flatten().is_some_and(|v| v.eq_ignore_ascii_case("phone")) => {
+        UriRef::Sip(s)
+            if s.params
+                .get("user")
+                .flatten()
+                .is_some_and(|v| v.eq_ignore_ascii_case("phone")) =>
+        {
             s.user.map(|u| {
                 let (n, p) = u.split_once(';').unwrap_or((u, ""));
                 (n, Params(p))
@@ -579,7 +606,10 @@ pub fn params_and_headers_match(
                 }
             }
             None => {
-                if STRICT_PARAMS.iter().any(|s| eq_decoded_ci(name, s.as_bytes())) {
+                if STRICT_PARAMS
+                    .iter()
+                    .any(|s| eq_decoded_ci(name, s.as_bytes()))
+                {
                     return false;
                 }
             }
@@ -587,7 +617,12 @@ pub fn params_and_headers_match(
     }
     for p in policy_params {
         let strict = STRICT_PARAMS.iter().any(|s| s.as_bytes() == &*p.name);
-        if strict && !request.params.iter().any(|(n, _)| eq_decoded_ci(n, &p.name)) {
+        if strict
+            && !request
+                .params
+                .iter()
+                .any(|(n, _)| eq_decoded_ci(n, &p.name))
+        {
             return false;
         }
     }
@@ -619,10 +654,16 @@ mod tests {
     #[test]
     fn header_values_in_every_form() {
         let cases = [
-            ("\"Alice\" <sip:alice@Example.COM;transport=tcp>;tag=9", vec!["sip:alice@Example.COM;transport=tcp"]),
+            (
+                "\"Alice\" <sip:alice@Example.COM;transport=tcp>;tag=9",
+                vec!["sip:alice@Example.COM;transport=tcp"],
+            ),
             ("<sip:bob@x.example>", vec!["sip:bob@x.example"]),
             ("sip:carol@x.example;tag=77", vec!["sip:carol@x.example"]),
-            ("  Dave <tel:+1-212-555-0100>  ", vec!["tel:+1-212-555-0100"]),
+            (
+                "  Dave <tel:+1-212-555-0100>  ",
+                vec!["tel:+1-212-555-0100"],
+            ),
             ("\"a <quoted> name, too\" <sip:e@x>", vec!["sip:e@x"]),
             ("<sip:f@x>, <tel:+44207>", vec!["sip:f@x", "tel:+44207"]),
             ("\"Q\\\"x\" <sip:g@x>", vec!["sip:g@x"]),
@@ -631,14 +672,18 @@ mod tests {
             let got: Vec<&str> = header_uris(value).map(|r| r.expect("ok")).collect();
             assert_eq!(got, want, "{value}");
         }
-        assert_eq!(header_uris("<sip:x@y").next(), Some(Err(UriError::Unclosed)));
+        assert_eq!(
+            header_uris("<sip:x@y").next(),
+            Some(Err(UriError::Unclosed))
+        );
         assert_eq!(header_uris("   ").next(), None);
     }
 
     #[test]
     fn sip_parts() {
-        let UriRef::Sip(s) = parse("sips:al%69ce:pw@[2001:db8::1]:5061;transport=tls;lr?subject=hi&x")
-            .expect("valid")
+        let UriRef::Sip(s) =
+            parse("sips:al%69ce:pw@[2001:db8::1]:5061;transport=tls;lr?subject=hi&x")
+                .expect("valid")
         else {
             panic!("not sip")
         };
@@ -690,10 +735,19 @@ mod tests {
     fn numbers_follow_rfc3966() {
         assert_eq!(key("tel:+1-212-555-1234"), "tel:+12125551234");
         assert_eq!(key("tel:+1(212)555.1234"), "tel:+12125551234");
-        assert_eq!(key("tel:7042;phone-context=Example.COM"), "tel:7042;phone-context=example.com");
-        assert_eq!(key("tel:7042;phone-context=+1-212"), "tel:7042;phone-context=+1212");
+        assert_eq!(
+            key("tel:7042;phone-context=Example.COM"),
+            "tel:7042;phone-context=example.com"
+        );
+        assert_eq!(
+            key("tel:7042;phone-context=+1-212"),
+            "tel:7042;phone-context=+1212"
+        );
         // user=phone SIP URIs are compared as their number, whatever the host.
-        assert_eq!(key("sip:+1-212-555-1234@gw.example;user=phone"), "tel:+12125551234");
+        assert_eq!(
+            key("sip:+1-212-555-1234@gw.example;user=phone"),
+            "tel:+12125551234"
+        );
         assert_eq!(
             key("sip:5551234;phone-context=+1-212@gw;user=PHONE"),
             "tel:5551234;phone-context=+1212"
@@ -703,7 +757,10 @@ mod tests {
         let mut buf = Vec::new();
         let c = canonicalize(parse("tel:+44-20-7946-0000").expect("ok"), &mut buf);
         let n = c.number.expect("number");
-        assert_eq!((n.digits, n.global, n.context), (&b"442079460000"[..], true, None));
+        assert_eq!(
+            (n.digits, n.global, n.context),
+            (&b"442079460000"[..], true, None)
+        );
         assert_eq!(c.host, None);
     }
 
@@ -719,21 +776,45 @@ mod tests {
         };
         let (p, h) = policy("sip:a@x");
         // Parameters in only one URI are ignored …
-        assert!(params_and_headers_match(&request("sip:a@x;transport=tcp;lr"), &p, &h));
+        assert!(params_and_headers_match(
+            &request("sip:a@x;transport=tcp;lr"),
+            &p,
+            &h
+        ));
         // … except user, ttl, method and maddr.
         for strict in ["user=ip", "ttl=1", "method=INVITE", "maddr=1.2.3.4"] {
             let r: &'static str = Box::leak(format!("sip:a@x;{strict}").into_boxed_str());
             assert!(!params_and_headers_match(&request(r), &p, &h), "{strict}");
         }
         let (p, h) = policy("sip:a@x;transport=TCP;method=INVITE");
-        assert!(params_and_headers_match(&request("sip:a@x;transport=tcp;method=invite"), &p, &h));
-        assert!(!params_and_headers_match(&request("sip:a@x;transport=udp;method=INVITE"), &p, &h));
-        assert!(!params_and_headers_match(&request("sip:a@x;transport=tcp"), &p, &h));
+        assert!(params_and_headers_match(
+            &request("sip:a@x;transport=tcp;method=invite"),
+            &p,
+            &h
+        ));
+        assert!(!params_and_headers_match(
+            &request("sip:a@x;transport=udp;method=INVITE"),
+            &p,
+            &h
+        ));
+        assert!(!params_and_headers_match(
+            &request("sip:a@x;transport=tcp"),
+            &p,
+            &h
+        ));
         // Headers must be present in both.
         let (p, h) = policy("sip:a@x?subject=hello");
-        assert!(params_and_headers_match(&request("sip:a@x?Subject=hell%6F"), &p, &h));
+        assert!(params_and_headers_match(
+            &request("sip:a@x?Subject=hell%6F"),
+            &p,
+            &h
+        ));
         assert!(!params_and_headers_match(&request("sip:a@x"), &p, &h));
         let (p, h) = policy("sip:a@x");
-        assert!(!params_and_headers_match(&request("sip:a@x?subject=x"), &p, &h));
+        assert!(!params_and_headers_match(
+            &request("sip:a@x?subject=x"),
+            &p,
+            &h
+        ));
     }
 }

@@ -471,7 +471,10 @@ impl Uri {
     /// The parsed form.
     pub fn parsed(&self) -> crate::uri::UriRef<'_> {
         // Checked by the constructor.
-        crate::uri::parse(&self.0).unwrap_or(crate::uri::UriRef::Other { scheme: "", rest: &self.0 })
+        crate::uri::parse(&self.0).unwrap_or(crate::uri::UriRef::Other {
+            scheme: "",
+            rest: &self.0,
+        })
     }
 
     /// The scheme, as written.

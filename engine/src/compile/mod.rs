@@ -1,0 +1,798 @@
+//! Policy → immutable [`CompiledPolicy`]: canonical identities, indexes, and the rule checks.
+//!
+//! This module owns *matching*: deciding which rule, if any, a request falls under. It knows
+//! nothing of limiter state (a [`crate::engine::Shard`] owns that), so one compiled policy is
+//! shared read-only by every shard.
+//!
+//! # How a request finds its rule
+//! Every `<sip>` block of every rule picks one *anchor* field whose identities are all
+//! indexable (`one` → exact canonical key, `many@domain` → host, `many-tel` → digit trie or
+//! phone-context). A request looks its canonical From / To / Request-URI / P-Asserted-Identity
+//! up in those indexes, which yields the few rules that *might* match; rules that cannot be
+//! indexed (no call-identity, or only `<many/>` everywhere in a block) are always candidates.
+//! Candidates are then checked in document order with the full conditions and the first that
+//! holds wins (RFC 7200 Appendix D.1), so the index changes the cost, never the answer. Lookup
+//! cost grows with the length of the request's URIs, not with the number of rules.
+
+mod hash;
+mod trie;
+
+use std::sync::Arc;
+
+use crate::policy::{
+    self, AltAction, Except, ExceptTel, Field, Identity, Limit, Rule, RuleId, Ruleset, TelPrefix,
+    Uri,
+};
+use crate::uri::{self, Canonical, CanonicalParam, Number, UriRef};
+use hash::FxHashMap;
+use trie::DigitTrie;
+
+/// Methods a rule without `<method>` applies to (RFC 7200 §5.2).
+pub const DEFAULT_METHODS: [&str; 6] = [
+    "INVITE",
+    "MESSAGE",
+    "REGISTER",
+    "SUBSCRIBE",
+    "OPTIONS",
+    "PUBLISH",
+];
+
+/// How policies are compiled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompileConfig {
+    /// Hosts and domains redirect targets may point at (RFC 7200 §7: agreed in advance). A
+    /// target host matches an entry when it equals it or is a subdomain of it
+    /// (case-insensitive). `None` allows any target. A redirect rule with any target outside
+    /// the list rejects (503) instead of redirecting.
+    pub redirect_allow: Option<Vec<String>>,
+}
+
+/// Why a full ruleset could not be compiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CompileError {
+    /// Only a full ruleset describes a policy; merge partial ones first.
+    NotFull,
+}
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompileError::NotFull => {
+                f.write_str("only a full ruleset can be compiled; merge partial updates first")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+/// A policy ready for classification: rules in order plus the indexes that find candidates.
+#[derive(Debug)]
+pub struct CompiledPolicy {
+    version: u32,
+    rules: Vec<CompiledRule>,
+    index: [FieldIndex; 4],
+    /// Rules checked for every request (not reachable through an index), ascending.
+    always: Vec<u32>,
+    /// Which request fields some rule looks at (others are not canonicalised).
+    uses: [bool; 4],
+    uses_target: bool,
+}
+
+/// One rule, compiled.
+#[derive(Debug)]
+pub struct CompiledRule {
+    rule: Rule,
+    method: Option<policy::Method>,
+    target: Option<CompiledUri>,
+    /// (from, until) in Unix nanoseconds; empty when the rule has no `<validity>`.
+    validity: Vec<(i128, i128)>,
+    never: bool,
+    sips: Vec<CompiledSip>,
+    redirect_refused: bool,
+}
+
+impl CompiledRule {
+    /// The rule id.
+    pub fn id(&self) -> &RuleId {
+        &self.rule.id
+    }
+
+    /// The rule as written.
+    pub fn rule(&self) -> &Rule {
+        &self.rule
+    }
+
+    /// The accepted amount.
+    pub fn limit(&self) -> &Limit {
+        &self.rule.accept.limit
+    }
+
+    /// What the excess gets.
+    pub fn alt_action(&self) -> &AltAction {
+        &self.rule.accept.alt_action
+    }
+
+    /// The redirect targets (empty unless the alt-action is redirect).
+    pub fn redirect_targets(&self) -> &[Uri] {
+        match &self.rule.accept.alt_action {
+            AltAction::Redirect(t) => t.as_slice(),
+            _ => &[],
+        }
+    }
+
+    /// True when the rule redirects but a target lies outside the configured allow-list, so
+    /// its excess is rejected instead.
+    pub fn redirect_refused(&self) -> bool {
+        self.redirect_refused
+    }
+}
+
+#[derive(Debug)]
+struct CompiledSip {
+    fields: Vec<(Field, Vec<CompiledIdentity>)>,
+}
+
+#[derive(Debug)]
+enum CompiledIdentity {
+    One(CompiledUri),
+    Many {
+        domain: Option<Box<[u8]>>,
+        except: Vec<CompiledExcept>,
+    },
+    ManyTel {
+        prefix: TelMatch,
+        except: Vec<CompiledExceptTel>,
+    },
+}
+
+#[derive(Debug)]
+enum CompiledExcept {
+    Domain(Box<[u8]>),
+    Id(CompiledUri),
+}
+
+#[derive(Debug)]
+enum CompiledExceptTel {
+    Prefix(TelMatch),
+    Id(CompiledUri),
+}
+
+/// A policy URI in canonical form.
+#[derive(Debug)]
+struct CompiledUri {
+    key: Box<[u8]>,
+    /// Parameters and headers of a SIP URI not compared as a number.
+    sip: Option<(Vec<CanonicalParam>, Vec<CanonicalParam>)>,
+}
+
+impl CompiledUri {
+    fn new(uri: &Uri) -> Self {
+        let mut buf = Vec::new();
+        let c = uri::canonicalize(uri.parsed(), &mut buf);
+        let sip = match (c.uri, c.number) {
+            (UriRef::Sip(s), None) => Some((
+                uri::canonical_params(s.params),
+                uri::canonical_headers(s.headers),
+            )),
+            _ => None,
+        };
+        Self {
+            key: c.key.into(),
+            sip,
+        }
+    }
+
+    #[inline]
+    fn matches(&self, c: &Canonical<'_, '_>) -> bool {
+        if *self.key != *c.key {
+            return false;
+        }
+        match (&self.sip, c.uri, c.number) {
+            (Some((params, headers)), UriRef::Sip(s), None) => {
+                uri::params_and_headers_match(&s, params, headers)
+            }
+            _ => true,
+        }
+    }
+}
+
+/// A `many-tel` / `except-tel` prefix in canonical form.
+#[derive(Debug)]
+struct TelMatch {
+    /// Decimal digits for a numeric prefix (without the `+` of a global one).
+    digits: Option<Box<[u8]>>,
+    global: bool,
+    /// The prefix as a canonical phone-context (`+digits` or a lower-case domain).
+    context: Box<[u8]>,
+}
+
+impl TelMatch {
+    fn new(prefix: &TelPrefix) -> Self {
+        match prefix.digits() {
+            Some(d) => {
+                let global = d.starts_with('+');
+                let digits: Box<[u8]> = d.trim_start_matches('+').as_bytes().into();
+                Self {
+                    digits: Some(digits),
+                    global,
+                    context: d.into_bytes().into(),
+                }
+            }
+            None => Self {
+                digits: None,
+                global: false,
+                context: prefix.as_str().to_ascii_lowercase().into_bytes().into(),
+            },
+        }
+    }
+
+    /// A global number starting with the prefix digits; a local number whose phone-context is
+    /// the prefix, or (for a prefix without `+`) whose digits start with it.
+    #[inline]
+    fn matches(&self, n: &Number<'_>) -> bool {
+        if n.global {
+            return self.global
+                && self
+                    .digits
+                    .as_deref()
+                    .is_some_and(|d| n.digits.starts_with(d));
+        }
+        n.context == Some(&self.context[..])
+            || (!self.global
+                && self
+                    .digits
+                    .as_deref()
+                    .is_some_and(|d| n.digits.starts_with(d)))
+    }
+}
+
+impl CompiledIdentity {
+    fn new(identity: &Identity) -> Self {
+        match identity {
+            Identity::One(u) => CompiledIdentity::One(CompiledUri::new(u)),
+            Identity::Many { domain, except } => CompiledIdentity::Many {
+                domain: domain.as_ref().map(|d| lower(d.as_str())),
+                except: except
+                    .iter()
+                    .map(|e| match e {
+                        Except::Domain(d) => CompiledExcept::Domain(lower(d.as_str())),
+                        Except::Id(u) => CompiledExcept::Id(CompiledUri::new(u)),
+                    })
+                    .collect(),
+            },
+            Identity::ManyTel { prefix, except } => CompiledIdentity::ManyTel {
+                prefix: TelMatch::new(prefix),
+                except: except
+                    .iter()
+                    .map(|e| match e {
+                        ExceptTel::Prefix(p) => CompiledExceptTel::Prefix(TelMatch::new(p)),
+                        ExceptTel::Id(u) => CompiledExceptTel::Id(CompiledUri::new(u)),
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    #[inline]
+    fn matches(&self, c: &Canonical<'_, '_>) -> bool {
+        match self {
+            CompiledIdentity::One(u) => u.matches(c),
+            CompiledIdentity::Many { domain, except } => {
+                let in_domain = match domain {
+                    None => true,
+                    Some(d) => c.host == Some(&d[..]),
+                };
+                in_domain
+                    && !except.iter().any(|e| match e {
+                        CompiledExcept::Domain(d) => c.host == Some(&d[..]),
+                        CompiledExcept::Id(u) => u.matches(c),
+                    })
+            }
+            CompiledIdentity::ManyTel { prefix, except } => {
+                c.number.is_some_and(|n| prefix.matches(&n))
+                    && !except.iter().any(|e| match e {
+                        CompiledExceptTel::Prefix(p) => c.number.is_some_and(|n| p.matches(&n)),
+                        CompiledExceptTel::Id(u) => u.matches(c),
+                    })
+            }
+        }
+    }
+
+    fn indexable(&self) -> bool {
+        !matches!(self, CompiledIdentity::Many { domain: None, .. })
+    }
+}
+
+fn lower(s: &str) -> Box<[u8]> {
+    s.to_ascii_lowercase().into_bytes().into()
+}
+
+/// Where the anchors of one header field are indexed.
+#[derive(Debug, Default)]
+struct FieldIndex {
+    exact: FxHashMap<Box<[u8]>, Vec<u32>>,
+    domain: FxHashMap<Box<[u8]>, Vec<u32>>,
+    context: FxHashMap<Box<[u8]>, Vec<u32>>,
+    global: DigitTrie,
+    local: DigitTrie,
+}
+
+fn push_unique(map: &mut FxHashMap<Box<[u8]>, Vec<u32>>, key: &[u8], rule: u32) {
+    let list = map.entry(key.into()).or_default();
+    if list.last() != Some(&rule) {
+        list.push(rule);
+    }
+}
+
+impl FieldIndex {
+    fn insert(&mut self, identity: &CompiledIdentity, rule: u32) {
+        match identity {
+            CompiledIdentity::One(u) => push_unique(&mut self.exact, &u.key, rule),
+            CompiledIdentity::Many {
+                domain: Some(d), ..
+            } => push_unique(&mut self.domain, d, rule),
+            CompiledIdentity::Many { domain: None, .. } => {}
+            CompiledIdentity::ManyTel { prefix, .. } => {
+                push_unique(&mut self.context, &prefix.context, rule);
+                if let Some(d) = &prefix.digits {
+                    if prefix.global {
+                        self.global.insert(d, rule);
+                    } else {
+                        self.local.insert(d, rule);
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn lookup(&self, c: &Canonical<'_, '_>, out: &mut Vec<u32>) {
+        if let Some(l) = self.exact.get(c.key) {
+            out.extend_from_slice(l);
+        }
+        if let Some(host) = c.host
+            && let Some(l) = self.domain.get(host)
+        {
+            out.extend_from_slice(l);
+        }
+        if let Some(n) = c.number {
+            if n.global {
+                self.global.walk(n.digits, |l| out.extend_from_slice(l));
+            } else {
+                self.local.walk(n.digits, |l| out.extend_from_slice(l));
+                if let Some(ctx) = n.context
+                    && let Some(l) = self.context.get(ctx)
+                {
+                    out.extend_from_slice(l);
+                }
+            }
+        }
+    }
+}
+
+fn field_slot(f: Field) -> usize {
+    match f {
+        Field::From => 0,
+        Field::To => 1,
+        Field::RequestUri => 2,
+        Field::PAssertedIdentity => 3,
+    }
+}
+
+/// Compiles a full ruleset.
+pub fn compile(ruleset: &Ruleset, config: &CompileConfig) -> Result<CompiledPolicy, CompileError> {
+    let rules = ruleset.rules().ok_or(CompileError::NotFull)?;
+    Ok(compile_rules(
+        ruleset.version(),
+        rules.iter().cloned(),
+        config,
+    ))
+}
+
+/// Compiles rules given in order (the engine uses this to merge several sources' policies).
+pub fn compile_rules(
+    version: u32,
+    rules: impl IntoIterator<Item = Rule>,
+    config: &CompileConfig,
+) -> CompiledPolicy {
+    let mut index: [FieldIndex; 4] = Default::default();
+    let mut always = Vec::new();
+    let mut uses = [false; 4];
+    let mut uses_target = false;
+    let mut compiled = Vec::new();
+    for (i, rule) in rules.into_iter().enumerate() {
+        let i = i as u32;
+        let c = &rule.conditions;
+        let sips: Vec<CompiledSip> = c
+            .call_identity
+            .iter()
+            .flat_map(|ci| ci.sip.iter())
+            .map(|sip| CompiledSip {
+                fields: sip
+                    .fields()
+                    .map(|(f, set)| {
+                        (
+                            f,
+                            set.identities.iter().map(CompiledIdentity::new).collect(),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        let never = c.never_matches();
+        if !never {
+            if sips.is_empty() {
+                always.push(i);
+            }
+            for sip in &sips {
+                for (f, _) in &sip.fields {
+                    uses[field_slot(*f)] = true;
+                }
+                // The anchor: the indexable field with the fewest identities.
+                let anchor = sip
+                    .fields
+                    .iter()
+                    .filter(|(_, ids)| ids.iter().all(CompiledIdentity::indexable))
+                    .min_by_key(|(_, ids)| ids.len());
+                match anchor {
+                    Some((f, ids)) => ids
+                        .iter()
+                        .for_each(|id| index[field_slot(*f)].insert(id, i)),
+                    None => {
+                        if always.last() != Some(&i) {
+                            always.push(i);
+                        }
+                    }
+                }
+            }
+            uses_target |= c.target_sip_entity.is_some();
+        }
+        let validity = c
+            .validity
+            .iter()
+            .flat_map(|v| v.intervals.iter())
+            .map(|iv| (iv.from().unix_nanos(), iv.until().unix_nanos()))
+            .collect();
+        let redirect_refused = match (&rule.accept.alt_action, &config.redirect_allow) {
+            (AltAction::Redirect(targets), Some(allow)) => {
+                !targets.iter().all(|t| target_allowed(t, allow))
+            }
+            _ => false,
+        };
+        compiled.push(CompiledRule {
+            method: c.method.clone(),
+            target: c.target_sip_entity.as_ref().map(CompiledUri::new),
+            validity,
+            never,
+            sips,
+            redirect_refused,
+            rule,
+        });
+    }
+    CompiledPolicy {
+        version,
+        rules: compiled,
+        index,
+        always,
+        uses,
+        uses_target,
+    }
+}
+
+fn target_allowed(target: &Uri, allow: &[String]) -> bool {
+    let host = match target.parsed() {
+        UriRef::Sip(s) => s.host.to_ascii_lowercase(),
+        _ => return false,
+    };
+    allow.iter().any(|entry| {
+        let entry = entry.trim().trim_start_matches("*.").to_ascii_lowercase();
+        host == entry
+            || host
+                .strip_suffix(entry.as_str())
+                .is_some_and(|rest| rest.ends_with('.'))
+    })
+}
+
+/// A rule condition that did not hold, the first one found (cheapest checks first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Miss {
+    /// The rule holds a condition this reader does not support (never matches).
+    Unsupported,
+    /// The request's method is not the rule's (or not in the default set).
+    Method,
+    /// The time is outside every validity interval.
+    Validity,
+    /// The rule names a target and the request has none.
+    NoTarget,
+    /// The request's target is another entity.
+    Target,
+    /// No `<sip>` block matched.
+    CallIdentity,
+}
+
+impl Miss {
+    /// A short explanation for `loadctl explain`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Miss::Unsupported => {
+                "holds a condition this engine does not support, so it never matches"
+            }
+            Miss::Method => "the method does not match",
+            Miss::Validity => "outside its validity period",
+            Miss::NoTarget => "the rule names a target-sip-entity and the request has no target",
+            Miss::Target => "the request's target is another entity",
+            Miss::CallIdentity => "no <sip> block of its call-identity matches",
+        }
+    }
+}
+
+/// The canonical forms of a request's identities, borrowed from shard scratch buffers.
+#[derive(Debug, Default)]
+pub struct RequestView<'b, 'r> {
+    /// From, To, Request-URI, P-Asserted-Identity (up to two values each).
+    pub fields: [[Option<Canonical<'b, 'r>>; 2]; 4],
+    /// The target entity.
+    pub target: Option<Canonical<'b, 'r>>,
+}
+
+/// Reused buffers for [`RequestView`]s: after warm-up, building a view does not allocate.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    bufs: [Vec<u8>; 6],
+    candidates: Vec<u32>,
+}
+
+/// The raw inputs a view is built from.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Identities<'r> {
+    /// From header value.
+    pub from: Option<&'r str>,
+    /// To header value.
+    pub to: Option<&'r str>,
+    /// The Request-URI (a URI, not a header value: its `;` parameters belong to it).
+    pub request_uri: Option<&'r str>,
+    /// P-Asserted-Identity header value (up to two comma-separated values are used).
+    pub p_asserted_identity: Option<&'r str>,
+    /// The target entity (URI or `<URI>`).
+    pub target: Option<&'r str>,
+}
+
+/// The first URI of a header value that parses, canonicalised into `buf`.
+fn header_canonical<'b, 'r>(
+    value: &'r str,
+    n: usize,
+    buf: &'b mut Vec<u8>,
+) -> Option<Canonical<'b, 'r>> {
+    let text = uri::header_uris(value).nth(n)?.ok()?;
+    let parsed = uri::parse(text).ok()?;
+    Some(uri::canonicalize(parsed, buf))
+}
+
+fn uri_canonical<'b, 'r>(value: &'r str, buf: &'b mut Vec<u8>) -> Option<Canonical<'b, 'r>> {
+    let v = value.trim();
+    let text = match v.strip_prefix('<') {
+        Some(inner) => inner.split('>').next().unwrap_or(""),
+        None => v,
+    };
+    let parsed = uri::parse(text).ok()?;
+    Some(uri::canonicalize(parsed, buf))
+}
+
+impl CompiledPolicy {
+    /// The version of the document this was compiled from.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// The rules, in the order they are tried.
+    pub fn rules(&self) -> &[CompiledRule] {
+        &self.rules
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// True when there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Canonicalises the fields some rule uses into `scratch`.
+    pub fn view<'b, 'r>(
+        &self,
+        ids: &Identities<'r>,
+        scratch: &'b mut Scratch,
+    ) -> RequestView<'b, 'r> {
+        let [f0, t0, r0, p0, p1, tg] = &mut scratch.bufs;
+        let mut view = RequestView::default();
+        if self.uses[0] {
+            view.fields[0][0] = ids.from.and_then(|v| header_canonical(v, 0, f0));
+        }
+        if self.uses[1] {
+            view.fields[1][0] = ids.to.and_then(|v| header_canonical(v, 0, t0));
+        }
+        if self.uses[2] {
+            view.fields[2][0] = ids.request_uri.and_then(|v| uri_canonical(v, r0));
+        }
+        if self.uses[3] {
+            view.fields[3][0] = ids
+                .p_asserted_identity
+                .and_then(|v| header_canonical(v, 0, p0));
+            view.fields[3][1] = ids
+                .p_asserted_identity
+                .and_then(|v| header_canonical(v, 1, p1));
+        }
+        if self.uses_target {
+            view.target = ids.target.and_then(|v| uri_canonical(v, tg));
+        }
+        view
+    }
+
+    /// Checks rule `i` against a request: `Ok` when every condition holds.
+    #[inline]
+    pub fn check(
+        &self,
+        i: usize,
+        method: &str,
+        unix_nanos: i128,
+        view: &RequestView<'_, '_>,
+    ) -> Result<(), Miss> {
+        let r = &self.rules[i];
+        if r.never {
+            return Err(Miss::Unsupported);
+        }
+        let method_ok = match &r.method {
+            Some(m) => m.as_str() == method,
+            None => DEFAULT_METHODS.contains(&method),
+        };
+        if !method_ok {
+            return Err(Miss::Method);
+        }
+        if !r.validity.is_empty()
+            && !r
+                .validity
+                .iter()
+                .any(|&(f, u)| f <= unix_nanos && unix_nanos < u)
+        {
+            return Err(Miss::Validity);
+        }
+        if let Some(t) = &r.target {
+            match &view.target {
+                None => return Err(Miss::NoTarget),
+                Some(c) if !t.matches(c) => return Err(Miss::Target),
+                Some(_) => {}
+            }
+        }
+        if !r.sips.is_empty() && !r.sips.iter().any(|sip| self.sip_matches(sip, view)) {
+            return Err(Miss::CallIdentity);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn sip_matches(&self, sip: &CompiledSip, view: &RequestView<'_, '_>) -> bool {
+        sip.fields
+            .iter()
+            .all(|(f, ids)| Self::field_matches(ids, &view.fields[field_slot(*f)]))
+    }
+
+    #[inline]
+    fn field_matches(ids: &[CompiledIdentity], values: &[Option<Canonical<'_, '_>>; 2]) -> bool {
+        values
+            .iter()
+            .flatten()
+            .any(|c| ids.iter().any(|id| id.matches(c)))
+    }
+
+    /// The first rule (document order) whose conditions all hold, found through the indexes.
+    /// `candidates` is scratch space (cleared here).
+    #[inline]
+    pub fn find(
+        &self,
+        method: &str,
+        unix_nanos: i128,
+        view: &RequestView<'_, '_>,
+        candidates: &mut Vec<u32>,
+    ) -> Option<usize> {
+        candidates.clear();
+        for (slot, values) in view.fields.iter().enumerate() {
+            if !self.uses[slot] {
+                continue;
+            }
+            for c in values.iter().flatten() {
+                self.index[slot].lookup(c, candidates);
+            }
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        // Merge the two ascending lists; the first rule that holds wins.
+        let (mut a, mut b) = (0, 0);
+        let (cands, always) = (&candidates[..], &self.always[..]);
+        loop {
+            let next = match (cands.get(a), always.get(b)) {
+                (None, None) => return None,
+                (Some(&x), None) => {
+                    a += 1;
+                    x
+                }
+                (None, Some(&y)) => {
+                    b += 1;
+                    y
+                }
+                (Some(&x), Some(&y)) => {
+                    if x <= y {
+                        a += 1;
+                        if x == y {
+                            b += 1;
+                        }
+                        x
+                    } else {
+                        b += 1;
+                        y
+                    }
+                }
+            };
+            if self.check(next as usize, method, unix_nanos, view).is_ok() {
+                return Some(next as usize);
+            }
+        }
+    }
+
+    /// Like [`CompiledPolicy::find`] using `scratch` for both the view and candidates.
+    pub fn find_with(
+        &self,
+        method: &str,
+        unix_nanos: i128,
+        ids: &Identities<'_>,
+        scratch: &mut Scratch,
+    ) -> Option<usize> {
+        let mut candidates = std::mem::take(&mut scratch.candidates);
+        let found = {
+            let view = self.view(ids, scratch);
+            self.find(method, unix_nanos, &view, &mut candidates)
+        };
+        scratch.candidates = candidates;
+        found
+    }
+
+    /// For `explain`: per `<sip>` block of rule `i`, per field, whether it matched.
+    pub fn explain_rule(&self, i: usize, view: &RequestView<'_, '_>) -> Vec<Vec<(Field, bool)>> {
+        self.rules[i]
+            .sips
+            .iter()
+            .map(|sip| {
+                sip.fields
+                    .iter()
+                    .map(|(f, ids)| (*f, Self::field_matches(ids, &view.fields[field_slot(*f)])))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// Shared ownership of a compiled policy (what shards hold).
+pub type SharedPolicy = Arc<CompiledPolicy>;
+
+/// Display of a canonical form for people (`explain`).
+pub fn describe_canonical(c: &Canonical<'_, '_>) -> String {
+    let mut s = String::from_utf8_lossy(c.key).into_owned();
+    if let Some(n) = c.number {
+        s.push_str(&format!(
+            " (number {}{}{})",
+            if n.global { "+" } else { "" },
+            String::from_utf8_lossy(n.digits),
+            n.context
+                .map(|x| format!(", phone-context {}", String::from_utf8_lossy(x)))
+                .unwrap_or_default()
+        ));
+    }
+    if let Some(h) = c.host
+        && c.number.is_some()
+    {
+        s.push_str(&format!(" host {}", String::from_utf8_lossy(h)));
+    }
+    s
+}

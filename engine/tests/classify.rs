@@ -1,0 +1,591 @@
+//! Classification semantics (RFC 7200 §5): which requests are filtered, how conditions combine,
+//! canonical comparison, first match wins, limiters and alt-actions.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use loadctl::compile::{CompileConfig, Identities, compile};
+use loadctl::engine::*;
+use loadctl::policy::{Limits, read};
+
+const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
+
+fn policy_with(rules: &str, config: &CompileConfig) -> Arc<loadctl::compile::CompiledPolicy> {
+    let doc = format!("<ruleset {NS} version=\"0\" state=\"full\">{rules}</ruleset>");
+    let rs = read(doc.as_bytes(), &Limits::default())
+        .unwrap_or_else(|e| panic!("{e}\n{doc}"))
+        .ruleset;
+    Arc::new(compile(&rs, config).expect("full"))
+}
+
+fn shard(rules: &str) -> Shard {
+    Shard::new(
+        policy_with(rules, &CompileConfig::default()),
+        ShardConfig::default(),
+    )
+}
+
+/// A rule with the given conditions and `<accept>` body.
+fn rule(id: &str, conditions: &str, accept: &str) -> String {
+    format!(
+        "<rule id=\"{id}\"><conditions>{conditions}</conditions><actions>{accept}</actions></rule>"
+    )
+}
+
+fn ci(fields: &str) -> String {
+    format!("<lc:call-identity><lc:sip>{fields}</lc:sip></lc:call-identity>")
+}
+
+const REJECT_ALL: &str = "<lc:accept><lc:rate>0</lc:rate></lc:accept>";
+const ACCEPT_ALL: &str = "<lc:accept><lc:percent>100</lc:percent></lc:accept>";
+
+fn invite<'a>(from: &'a str, to: &'a str) -> Request<'a> {
+    Request {
+        method: "INVITE",
+        identities: Identities {
+            from: Some(from),
+            to: Some(to),
+            request_uri: Some(to_uri(to)),
+            ..Identities::default()
+        },
+        transport: Transport::Udp,
+        initial: true,
+        event: None,
+        time: Time {
+            monotonic_ns: 1_000_000_000,
+            unix_ns: 1_700_000_000_000_000_000,
+        },
+    }
+}
+
+/// The Request-URI for a To value (the URI inside the brackets).
+fn to_uri(to: &str) -> &str {
+    loadctl::uri::header_uris(to)
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or(to)
+}
+
+/// Matched rule id (or "-") for a request.
+fn matched(s: &mut Shard, r: &Request<'_>) -> String {
+    s.classify(r)
+        .rule
+        .map_or("-".into(), |r| r.id().to_string())
+}
+
+// ------------------------------------------------------------------ which requests
+
+#[test]
+fn only_initial_requests_are_filtered() {
+    let mut s = shard(&rule("all", "", REJECT_ALL));
+    let base = invite("<sip:a@x.example>", "<sip:b@y.example>");
+    for method in ["ACK", "BYE", "CANCEL"] {
+        let d = s.classify(&Request { method, ..base });
+        assert_eq!(
+            (d.verdict, d.exempt, d.rule.is_none()),
+            (Verdict::Accept, true, true),
+            "{method}"
+        );
+    }
+    let d = s.classify(&Request {
+        initial: false,
+        ..base
+    });
+    assert!(d.exempt);
+    for event in ["load-control", "load-control;id=7", " Load-Control "] {
+        let d = s.classify(&Request {
+            method: "SUBSCRIBE",
+            event: Some(event),
+            ..base
+        });
+        assert!(d.exempt, "{event}");
+    }
+    // A SUBSCRIBE for another package is filtered.
+    let d = s.classify(&Request {
+        method: "SUBSCRIBE",
+        event: Some("presence"),
+        ..base
+    });
+    assert_eq!((d.verdict, d.exempt), (Verdict::Reject, false));
+    assert_eq!(s.exempt_count(), 7);
+}
+
+#[test]
+fn rule_without_method_covers_the_default_set_only() {
+    let mut s = shard(&rule("all", "", REJECT_ALL));
+    let base = invite("<sip:a@x.example>", "<sip:b@y.example>");
+    for method in [
+        "INVITE",
+        "MESSAGE",
+        "REGISTER",
+        "SUBSCRIBE",
+        "OPTIONS",
+        "PUBLISH",
+    ] {
+        assert_eq!(
+            s.classify(&Request { method, ..base }).verdict,
+            Verdict::Reject,
+            "{method}"
+        );
+    }
+    for method in ["NOTIFY", "INFO", "REFER", "UPDATE", "PRACK", "invite"] {
+        let d = s.classify(&Request { method, ..base });
+        assert_eq!(
+            (d.verdict, d.rule.is_none()),
+            (Verdict::Accept, true),
+            "{method}"
+        );
+    }
+    // An explicit method is exactly that method.
+    let mut s = shard(&rule("notify", "<method>NOTIFY</method>", REJECT_ALL));
+    assert_eq!(
+        s.classify(&Request {
+            method: "NOTIFY",
+            ..base
+        })
+        .verdict,
+        Verdict::Reject
+    );
+    assert_eq!(
+        s.classify(&Request {
+            method: "INVITE",
+            ..base
+        })
+        .verdict,
+        Verdict::Accept
+    );
+}
+
+// ------------------------------------------------------------------ combining conditions
+
+#[test]
+fn sip_blocks_or_fields_and_identities_or_excepts_subtract() {
+    let conditions = "<lc:call-identity>\
+        <lc:sip><lc:from><many domain=\"a.example\"><except id=\"sip:boss@a.example\"/></many></lc:from>\
+                <lc:to><one id=\"sip:hot@line.example\"/><many-tel prefix=\"+1-900\"/></lc:to></lc:sip>\
+        <lc:sip><lc:p-asserted-identity><many domain=\"b.example\"/></lc:p-asserted-identity></lc:sip>\
+        </lc:call-identity>";
+    let mut s = shard(&rule("r", conditions, REJECT_ALL));
+    let m = |s: &mut Shard, from: &str, to: &str, pai: Option<&str>| {
+        let mut r = invite(from, to);
+        r.identities.p_asserted_identity = pai;
+        matched(s, &r)
+    };
+    // First block: from a.example AND (to hot line OR to +1900…).
+    assert_eq!(
+        m(&mut s, "<sip:x@a.example>", "<sip:hot@line.example>", None),
+        "r"
+    );
+    assert_eq!(
+        m(&mut s, "<sip:x@a.example>", "<tel:+1-900-555-0000>", None),
+        "r"
+    );
+    assert_eq!(
+        m(&mut s, "<sip:x@a.example>", "<sip:cold@line.example>", None),
+        "-"
+    );
+    assert_eq!(
+        m(&mut s, "<sip:x@c.example>", "<sip:hot@line.example>", None),
+        "-"
+    );
+    // The except subtracts from the first block…
+    assert_eq!(
+        m(
+            &mut s,
+            "<sip:boss@a.example>",
+            "<sip:hot@line.example>",
+            None
+        ),
+        "-"
+    );
+    // …but the second block ORs in.
+    assert_eq!(
+        m(
+            &mut s,
+            "<sip:boss@a.example>",
+            "<sip:cold@line.example>",
+            Some("<sip:z@b.example>")
+        ),
+        "r"
+    );
+    // Two P-Asserted-Identity values: either may match.
+    assert_eq!(
+        m(
+            &mut s,
+            "<sip:q@q>",
+            "<sip:q@q>",
+            Some("<tel:+4420>, <sip:z@b.example>")
+        ),
+        "r"
+    );
+    assert_eq!(m(&mut s, "<sip:q@q>", "<sip:q@q>", None), "-");
+}
+
+#[test]
+fn first_match_wins_and_later_limiters_are_untouched() {
+    // RFC 7200 Appendix D.1 example 3.
+    let doc = include_str!("data/rfc7200-example3.xml");
+    let rs = read(doc.as_bytes(), &Limits::default())
+        .expect("valid")
+        .ruleset;
+    let mut s = Shard::new(
+        Arc::new(compile(&rs, &CompileConfig::default()).expect("full")),
+        ShardConfig::default(),
+    );
+    let d = s.classify(&invite(
+        "\"Alice\" <sip:alice@example.com>;tag=1",
+        "<sip:bob@elsewhere.example>",
+    ));
+    assert_eq!(
+        (d.verdict, d.rule.map(|r| r.id().as_str())),
+        (Verdict::Reject, Some("f3g44k3"))
+    );
+    assert_eq!(s.rule_stats(1).expect("rule 2").matched, 0);
+    // Order decides even when the later rule is "more specific".
+    let mut s = shard(&format!(
+        "{}{}",
+        rule(
+            "broad",
+            &ci("<lc:to><many-tel prefix=\"+1\"/></lc:to>"),
+            ACCEPT_ALL
+        ),
+        rule(
+            "narrow",
+            &ci("<lc:to><many-tel prefix=\"+1-212\"/></lc:to>"),
+            REJECT_ALL
+        )
+    ));
+    assert_eq!(
+        matched(&mut s, &invite("<sip:a@b>", "<tel:+12125550000>")),
+        "broad"
+    );
+    let mut s = shard(&format!(
+        "{}{}",
+        rule(
+            "narrow",
+            &ci("<lc:to><many-tel prefix=\"+1-212\"/></lc:to>"),
+            REJECT_ALL
+        ),
+        rule(
+            "broad",
+            &ci("<lc:to><many-tel prefix=\"+1\"/></lc:to>"),
+            ACCEPT_ALL
+        )
+    ));
+    assert_eq!(
+        matched(&mut s, &invite("<sip:a@b>", "<tel:+12125550000>")),
+        "narrow"
+    );
+    assert_eq!(
+        matched(&mut s, &invite("<sip:a@b>", "<tel:+13125550000>")),
+        "broad"
+    );
+}
+
+// ------------------------------------------------------------------ canonical comparison
+
+#[test]
+fn one_compares_canonical_uris() {
+    let mut s = shard(&rule(
+        "r",
+        &ci("<lc:from><one id=\"sip:alice@example.com\"/></lc:from>"),
+        REJECT_ALL,
+    ));
+    let hit = |s: &mut Shard, from: &str| matched(s, &invite(from, "<sip:b@y>")) == "r";
+    // Display names, tags, header params and brackets are stripped; host case-insensitive.
+    assert!(hit(
+        &mut s,
+        "\"Alice\" <sip:alice@Example.COM;transport=tcp>;tag=9"
+    ));
+    assert!(hit(&mut s, "sip:alice@example.com;tag=9"));
+    assert!(hit(&mut s, "<SIP:alice@EXAMPLE.com>"));
+    assert!(hit(&mut s, "<sip:%61lice@example.com>"));
+    // User is case-sensitive; a written port is not an omitted one; sips is not sip.
+    assert!(!hit(&mut s, "<sip:Alice@example.com>"));
+    assert!(!hit(&mut s, "<sip:alice@example.com:5060>"));
+    assert!(!hit(&mut s, "<sips:alice@example.com>"));
+    // user / ttl / method / maddr present in only one URI never match.
+    assert!(!hit(&mut s, "<sip:alice@example.com;maddr=10.0.0.1>"));
+    assert!(!hit(&mut s, "<sip:alice@example.com;user=ip>"));
+    // Malformed or absent values match nothing.
+    assert!(!hit(&mut s, "<sip:alice@example.com"));
+    assert!(!hit(&mut s, ""));
+}
+
+#[test]
+fn tel_numbers_and_user_phone() {
+    let mut s = shard(&format!(
+        "{}{}{}",
+        rule(
+            "one-tel",
+            &ci("<lc:to><one id=\"tel:+1-212-555-1234\"/></lc:to>"),
+            REJECT_ALL
+        ),
+        rule(
+            "prefix",
+            &ci(
+                "<lc:to><many-tel prefix=\"+44-20\"><except-tel prefix=\"+44-20-7946\"/><except-tel id=\"tel:+442012345678\"/></many-tel></lc:to>"
+            ),
+            REJECT_ALL
+        ),
+        rule(
+            "local",
+            &ci("<lc:to><many-tel prefix=\"example.com\"/><many-tel prefix=\"+33-1\"/></lc:to>"),
+            REJECT_ALL
+        ),
+    ));
+    let m = |s: &mut Shard, to: &str| matched(s, &invite("<sip:a@b>", to));
+    // Visual separators are ignored on both sides.
+    assert_eq!(m(&mut s, "<tel:+12125551234>"), "one-tel");
+    assert_eq!(m(&mut s, "<tel:+1(212)555.1234>"), "one-tel");
+    // A sip URI with user=phone is its number, whatever the host.
+    assert_eq!(
+        m(&mut s, "<sip:+1-212-555-1234@gw.example;user=phone>"),
+        "one-tel"
+    );
+    // Without user=phone it is a user name, not a number.
+    assert_eq!(m(&mut s, "<sip:+12125551234@gw.example>"), "-");
+    // Prefixes with excepts.
+    assert_eq!(m(&mut s, "<tel:+44-20-1111-2222>"), "prefix");
+    assert_eq!(m(&mut s, "<sip:+442011112222@gw;user=phone>"), "prefix");
+    assert_eq!(m(&mut s, "<tel:+44-20-7946-0000>"), "-");
+    assert_eq!(m(&mut s, "<tel:+442012345678>"), "-");
+    assert_eq!(m(&mut s, "<tel:+4421>"), "-");
+    // Local numbers: the phone-context equals the prefix.
+    assert_eq!(m(&mut s, "<tel:7042;phone-context=Example.COM>"), "local");
+    assert_eq!(m(&mut s, "<tel:7042;phone-context=+33-1>"), "local");
+    assert_eq!(
+        m(
+            &mut s,
+            "<sip:7042;phone-context=example.com@pbx;user=phone>"
+        ),
+        "local"
+    );
+    assert_eq!(m(&mut s, "<tel:7042;phone-context=other.example>"), "-");
+    // A global number does not match a phone-context prefix by its digits alone.
+    assert_eq!(m(&mut s, "<tel:+3311234>"), "local");
+    assert_eq!(m(&mut s, "<tel:+3321234>"), "-");
+}
+
+#[test]
+fn many_domain_and_many_anyone() {
+    let mut s = shard(&format!(
+        "{}{}",
+        rule(
+            "dom",
+            &ci("<lc:request-uri><many domain=\"Shop.Example\"/></lc:request-uri>"),
+            REJECT_ALL
+        ),
+        rule(
+            "any-pai",
+            &ci("<lc:p-asserted-identity><many/></lc:p-asserted-identity>"),
+            REJECT_ALL
+        ),
+    ));
+    let mut r = invite("<sip:a@b>", "<sip:tickets@shop.example>");
+    assert_eq!(matched(&mut s, &r), "dom");
+    r.identities.request_uri = Some("sip:tickets@SHOP.example;transport=tcp");
+    assert_eq!(matched(&mut s, &r), "dom");
+    r.identities.request_uri = Some("sip:tickets@sub.shop.example");
+    assert_eq!(matched(&mut s, &r), "-");
+    // <many/> matches any identity, but not an absent header.
+    r.identities.p_asserted_identity = Some("<tel:+15551234>");
+    assert_eq!(matched(&mut s, &r), "any-pai");
+}
+
+#[test]
+fn target_sip_entity_scopes_a_rule() {
+    let mut s = shard(&rule(
+        "t",
+        "<lc:target-sip-entity>sip:sbc1.example.com</lc:target-sip-entity>",
+        REJECT_ALL,
+    ));
+    let mut r = invite("<sip:a@b>", "<sip:c@d>");
+    assert_eq!(matched(&mut s, &r), "-");
+    r.identities.target = Some("sip:SBC1.example.com;transport=udp");
+    assert_eq!(matched(&mut s, &r), "t");
+    r.identities.target = Some("<sip:sbc1.example.com>");
+    assert_eq!(matched(&mut s, &r), "t");
+    r.identities.target = Some("sip:sbc2.example.com");
+    assert_eq!(matched(&mut s, &r), "-");
+}
+
+#[test]
+fn validity_uses_the_injected_wall_clock() {
+    // RFC example 1: 2008-05-31 12:00–15:00 at -05:00 (17:00–20:00Z).
+    let rs = read(
+        include_bytes!("data/rfc7200-example1.xml"),
+        &Limits::default(),
+    )
+    .expect("valid")
+    .ruleset;
+    let mut s = Shard::new(
+        Arc::new(compile(&rs, &CompileConfig::default()).expect("full")),
+        ShardConfig::default(),
+    );
+    let start = 1_212_253_200i128 * 1_000_000_000;
+    let mut r = invite("<sip:a@b>", "\"Hotline\" <sip:alice@hotline.example.com>");
+    for (offset_s, inside) in [
+        (-1i128, false),
+        (0, true),
+        (3 * 3600 - 1, true),
+        (3 * 3600, false),
+    ] {
+        r.time.unix_ns = start + offset_s * 1_000_000_000;
+        r.time.monotonic_ns += 1_000_000_000;
+        assert_eq!(s.classify(&r).rule.is_some(), inside, "offset {offset_s}s");
+    }
+}
+
+#[test]
+fn unsupported_condition_never_matches() {
+    let mut s = shard(&format!(
+        "{}{}",
+        rule("geo", "<g:area xmlns:g=\"urn:example:geo\"/>", REJECT_ALL),
+        rule("next", "", ACCEPT_ALL)
+    ));
+    assert_eq!(matched(&mut s, &invite("<sip:a@b>", "<sip:c@d>")), "next");
+}
+
+// ------------------------------------------------------------------ actions
+
+#[test]
+fn drop_over_udp_is_reject_and_redirect_carries_targets() {
+    let mut s = shard(&format!(
+        "{}{}",
+        rule(
+            "drop",
+            &ci("<lc:to><many domain=\"d.example\"/></lc:to>"),
+            "<lc:accept alt-action=\"drop\"><lc:rate>0</lc:rate></lc:accept>"
+        ),
+        rule(
+            "redir",
+            &ci("<lc:to><many domain=\"r.example\"/></lc:to>"),
+            "<lc:accept alt-action=\"redirect\" alt-target=\"sip:ivr@info.example sip:backup@info.example\"><lc:rate>0</lc:rate></lc:accept>"
+        ),
+    ));
+    let udp = invite("<sip:a@b>", "<sip:x@d.example>");
+    let d = s.classify(&udp);
+    assert_eq!((d.verdict, d.status()), (Verdict::Reject, Some(503)));
+    let d = s.classify(&Request {
+        transport: Transport::Tcp,
+        ..udp
+    });
+    assert_eq!((d.verdict, d.status()), (Verdict::Drop, None));
+    for t in [
+        Transport::Tls,
+        Transport::Sctp,
+        Transport::Ws,
+        Transport::Wss,
+    ] {
+        assert_eq!(
+            s.classify(&Request {
+                transport: t,
+                ..udp
+            })
+            .verdict,
+            Verdict::Drop
+        );
+    }
+    let d = s.classify(&invite("<sip:a@b>", "<sip:x@r.example>"));
+    assert_eq!((d.verdict, d.status()), (Verdict::Redirect, Some(302)));
+    let targets: Vec<&str> = d.targets().iter().map(|t| t.as_str()).collect();
+    assert_eq!(targets, ["sip:ivr@info.example", "sip:backup@info.example"]);
+    let stats = *s.rule_stats(0).expect("drop");
+    assert_eq!((stats.matched, stats.rejected, stats.dropped), (6, 1, 5));
+}
+
+#[test]
+fn redirect_outside_the_allow_list_becomes_reject_and_is_counted() {
+    let rules = format!(
+        "{}{}",
+        rule(
+            "ok",
+            &ci("<lc:to><many domain=\"a.example\"/></lc:to>"),
+            "<lc:accept alt-action=\"redirect\" alt-target=\"sip:x@ivr.trusted.example\"><lc:rate>0</lc:rate></lc:accept>"
+        ),
+        rule(
+            "evil",
+            &ci("<lc:to><many domain=\"b.example\"/></lc:to>"),
+            "<lc:accept alt-action=\"redirect\" alt-target=\"sip:x@ivr.trusted.example sip:victim@target.example\"><lc:rate>0</lc:rate></lc:accept>"
+        ),
+    );
+    let config = CompileConfig {
+        redirect_allow: Some(vec!["trusted.example".into()]),
+    };
+    let mut s = Shard::new(policy_with(&rules, &config), ShardConfig::default());
+    assert_eq!(
+        s.classify(&invite("<sip:a@b>", "<sip:x@a.example>"))
+            .verdict,
+        Verdict::Redirect
+    );
+    let d = s.classify(&invite("<sip:a@b>", "<sip:x@b.example>"));
+    assert_eq!((d.verdict, d.targets().len()), (Verdict::Reject, 0));
+    let stats = *s.rule_stats(1).expect("evil");
+    assert_eq!((stats.rejected, stats.redirect_refused), (1, 1));
+    // Without an allow-list any target is used.
+    let mut s = shard(&rules);
+    assert_eq!(
+        s.classify(&invite("<sip:a@b>", "<sip:x@b.example>"))
+            .verdict,
+        Verdict::Redirect
+    );
+}
+
+#[test]
+fn window_tickets_release_slots() {
+    let mut s = shard(&rule("w", "", "<lc:accept><lc:win>2</lc:win></lc:accept>"));
+    let r = invite("<sip:a@b>", "<sip:c@d>");
+    let t1 = s.classify(&r).ticket.expect("admitted");
+    let t2 = s.classify(&r).ticket.expect("admitted");
+    let d = s.classify(&r);
+    assert_eq!((d.verdict, d.ticket.is_none()), (Verdict::Reject, true));
+    s.complete(t1);
+    let t3 = s.classify(&r).ticket.expect("slot freed");
+    assert_eq!(s.classify(&r).verdict, Verdict::Reject);
+    s.complete(t2);
+    s.complete(t3);
+    assert!(s.classify(&r).ticket.is_some());
+    // Rate and percent admissions carry no ticket.
+    let mut s = shard(&rule(
+        "r",
+        "",
+        "<lc:accept><lc:rate>10</lc:rate></lc:accept>",
+    ));
+    assert!(s.classify(&r).ticket.is_none());
+}
+
+#[test]
+fn percent_rule_accepts_its_share() {
+    let mut s = shard(&rule(
+        "p",
+        "",
+        "<lc:accept><lc:percent>25</lc:percent></lc:accept>",
+    ));
+    let r = invite("<sip:a@b>", "<sip:c@d>");
+    let accepted = (0..10_000)
+        .filter(|_| s.classify(&r).verdict == Verdict::Accept)
+        .count();
+    assert_eq!(accepted, 2_500);
+}
+
+#[test]
+fn burst_tolerance_is_configurable() {
+    let policy = policy_with(
+        &rule("r", "", "<lc:accept><lc:rate>1000</lc:rate></lc:accept>"),
+        &CompileConfig::default(),
+    );
+    for (tau_ms, burst) in [(100u64, 100usize), (10, 10), (0, 1)] {
+        let mut s = Shard::new(
+            policy.clone(),
+            ShardConfig {
+                burst_tolerance: Duration::from_millis(tau_ms),
+            },
+        );
+        let r = invite("<sip:a@b>", "<sip:c@d>");
+        let at_once = (0..1000)
+            .filter(|_| s.classify(&r).verdict == Verdict::Accept)
+            .count();
+        assert_eq!(at_once, burst, "tau {tau_ms} ms");
+    }
+}
