@@ -1,0 +1,349 @@
+//! Properties of classification: the rate bound under load, the index agreeing with a
+//! rule-by-rule scan, and no allocation on the classify path.
+
+use std::sync::Arc;
+
+use loadctl::compile::{CompileConfig, Identities, Scratch, compile};
+use loadctl::engine::*;
+use loadctl::policy::{Limits, read};
+use proptest::prelude::*;
+
+const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
+const SECOND: u64 = 1_000_000_000;
+
+fn compiled(rules: &str) -> Arc<loadctl::compile::CompiledPolicy> {
+    let doc = format!("<ruleset {NS} version=\"0\" state=\"full\">{rules}</ruleset>");
+    let rs = read(doc.as_bytes(), &Limits::default())
+        .unwrap_or_else(|e| panic!("{e}\n{doc}"))
+        .ruleset;
+    Arc::new(compile(&rs, &CompileConfig::default()).expect("full"))
+}
+
+fn request(monotonic_ns: u64) -> Request<'static> {
+    Request {
+        method: "INVITE",
+        identities: Identities {
+            to: Some("<tel:+1-900-555-0001>"),
+            ..Identities::default()
+        },
+        transport: Transport::Udp,
+        initial: true,
+        event: None,
+        time: Time {
+            monotonic_ns,
+            unix_ns: 0,
+        },
+    }
+}
+
+/// Offers `arrivals` (monotonic ns, ascending) to a rate-`r` rule; returns admission times.
+fn admit(rate: f64, arrivals: &[u64]) -> Vec<u64> {
+    let policy = compiled(&format!(
+        "<rule id=\"hot\"><conditions><lc:call-identity><lc:sip><lc:to><many-tel prefix=\"+1-900\"/></lc:to></lc:sip></lc:call-identity></conditions>\
+         <actions><lc:accept><lc:rate>{rate}</lc:rate></lc:accept></actions></rule>"
+    ));
+    let mut shard = Shard::new(policy, ShardConfig::default());
+    arrivals
+        .iter()
+        .copied()
+        .filter(|&t| shard.classify(&request(t)).verdict == Verdict::Accept)
+        .collect()
+}
+
+/// The largest number of admissions in any window [t, t + 1 s).
+fn max_per_sliding_second(admitted: &[u64]) -> usize {
+    let mut best = 0;
+    let mut j = 0;
+    for i in 0..admitted.len() {
+        while j < admitted.len() && admitted[j] < admitted[i] + SECOND {
+            j += 1;
+        }
+        best = best.max(j - i);
+    }
+    best
+}
+
+/// Deterministic exponential inter-arrival times (Poisson process) from a seed.
+fn poisson(rate_per_s: f64, duration_ns: u64, seed: u64) -> Vec<u64> {
+    let mut state = seed | 1;
+    let mut t = 0f64;
+    let mut out = Vec::new();
+    loop {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let u = ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        t += -u.ln() / rate_per_s * 1e9;
+        if t >= duration_ns as f64 {
+            return out;
+        }
+        out.push(t as u64);
+    }
+}
+
+fn check_rate_bounds(rate: f64, arrivals: &[u64]) -> Result<(), TestCaseError> {
+    let admitted = admit(rate, arrivals);
+    let tau = 0.1;
+    let burst = (rate * tau).ceil().max(1.0);
+    let bound = rate * (1.0 + tau) + 1.0;
+    let worst = max_per_sliding_second(&admitted) as f64;
+    prop_assert!(
+        worst <= bound,
+        "rate {rate}: {worst} admitted in one second, bound {bound}"
+    );
+    let expected = rate * 10.0 + burst;
+    let got = admitted.len() as f64;
+    prop_assert!(
+        (got - expected).abs() <= expected * 0.01,
+        "rate {rate}: {got} admitted in 10 s, expected {expected} ± 1 %"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Offered load 3r, evenly spaced.
+    #[test]
+    fn rate_bound_under_uniform_overload(rate in 50.0f64..2_000.0) {
+        let gap = (1e9 / (3.0 * rate)) as u64;
+        let arrivals: Vec<u64> = (0..).map(|i| i * gap).take_while(|&t| t < 10 * SECOND).collect();
+        check_rate_bounds(rate, &arrivals)?;
+    }
+
+    /// Offered load 3r, Poisson arrivals.
+    #[test]
+    fn rate_bound_under_poisson_overload(rate in 50.0f64..2_000.0, seed in any::<u64>()) {
+        let arrivals = poisson(3.0 * rate, 10 * SECOND, seed);
+        check_rate_bounds(rate, &arrivals)?;
+    }
+}
+
+#[test]
+fn tail_drop_contrast_gcra_never_admits_a_seconds_quota_at_once() {
+    // 1000/s offered 3000/s: a per-second counter would pass 1000 in the first 333 ms; GCRA
+    // passes the burst (100) and then one per millisecond.
+    let arrivals: Vec<u64> = (0..30_000u64).map(|i| i * SECOND / 3_000).collect();
+    let admitted = admit(1000.0, &arrivals);
+    let first_100ms = admitted.iter().filter(|&&t| t < SECOND / 10).count();
+    assert!((195..=201).contains(&first_100ms), "{first_100ms}");
+}
+
+// ------------------------------------------------------------------ index ≡ scan
+
+const DOMAINS: [&str; 3] = ["a.example", "b.example", "c.example"];
+const USERS: [&str; 3] = ["alice", "bob", "carol"];
+const PREFIXES: [&str; 6] = ["+1", "+1-212", "+1-212-555", "+44", "555", "a.example"];
+const NUMBERS: [&str; 6] = [
+    "tel:+12125551234",
+    "tel:+1-212-666-0000",
+    "tel:+4420",
+    "tel:5551234;phone-context=a.example",
+    "tel:5559;phone-context=+1-212",
+    "sip:+12125550000@gw.b.example;user=phone",
+];
+
+fn identity_xml() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (0..3usize, 0..3usize)
+            .prop_map(|(u, d)| format!("<one id=\"sip:{}@{}\"/>", USERS[u], DOMAINS[d])),
+        (0..6usize).prop_map(|n| format!("<one id=\"{}\"/>", NUMBERS[n])),
+        (0..3usize, proptest::option::of((0..3usize, 0..3usize))).prop_map(|(d, ex)| match ex {
+            None => format!("<many domain=\"{}\"/>", DOMAINS[d]),
+            Some((u, d2)) => format!(
+                "<many domain=\"{}\"><except id=\"sip:{}@{}\"/></many>",
+                DOMAINS[d], USERS[u], DOMAINS[d2]
+            ),
+        }),
+        (0..3usize).prop_map(|d| format!("<many><except domain=\"{}\"/></many>", DOMAINS[d])),
+        (0..6usize, proptest::option::of(0..6usize)).prop_map(|(p, ex)| match ex {
+            None => format!("<many-tel prefix=\"{}\"/>", PREFIXES[p]),
+            Some(e) => format!(
+                "<many-tel prefix=\"{}\"><except-tel prefix=\"{}\"/></many-tel>",
+                PREFIXES[p], PREFIXES[e]
+            ),
+        }),
+    ]
+}
+
+fn field_xml() -> impl Strategy<Value = String> {
+    (0..4usize, proptest::collection::vec(identity_xml(), 1..3)).prop_map(|(f, ids)| {
+        let name = ["from", "to", "request-uri", "p-asserted-identity"][f];
+        format!("<lc:{name}>{}</lc:{name}>", ids.concat())
+    })
+}
+
+fn rule_xml(i: usize) -> impl Strategy<Value = String> {
+    (
+        proptest::collection::vec(proptest::collection::vec(field_xml(), 1..3), 0..3),
+        proptest::option::of(prop_oneof![Just("INVITE"), Just("MESSAGE")]),
+    )
+        .prop_map(move |(sips, method)| {
+            let mut c = String::new();
+            if !sips.is_empty() {
+                c.push_str("<lc:call-identity>");
+                for fields in sips {
+                    // Duplicate field names within a block are invalid: keep the first of each.
+                    let mut seen = std::collections::HashSet::new();
+                    let fields: String = fields
+                        .into_iter()
+                        .filter(|f| seen.insert(f.split('>').next().unwrap_or("").to_owned()))
+                        .collect();
+                    c.push_str(&format!("<lc:sip>{fields}</lc:sip>"));
+                }
+                c.push_str("</lc:call-identity>");
+            }
+            if let Some(m) = method {
+                c.push_str(&format!("<method>{m}</method>"));
+            }
+            format!("<rule id=\"r{i}\"><conditions>{c}</conditions><actions><lc:accept><lc:rate>1</lc:rate></lc:accept></actions></rule>")
+        })
+}
+
+fn policy_xml() -> impl Strategy<Value = String> {
+    (1..12usize)
+        .prop_flat_map(|n| (0..n).map(rule_xml).collect::<Vec<_>>())
+        .prop_map(|rules| rules.concat())
+}
+
+fn value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (0..3usize, 0..3usize, any::<bool>()).prop_map(|(u, d, params)| {
+            let p = if params { ";transport=tcp" } else { "" };
+            format!(
+                "\"X\" <sip:{}@{}{p}>;tag=1",
+                USERS[u],
+                DOMAINS[d].to_uppercase()
+            )
+        }),
+        (0..6usize).prop_map(|n| format!("<{}>", NUMBERS[n])),
+        Just("<sip:nobody@nowhere.example>".to_string()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn index_finds_the_same_rule_as_a_scan(
+        rules in policy_xml(),
+        values in proptest::collection::vec((value(), value(), value(), proptest::option::of(value()), any::<bool>()), 1..20),
+    ) {
+        let policy = compiled(&rules);
+        let mut scratch = Scratch::default();
+        for (from, to, ruri, pai, message) in &values {
+            let ruri_uri = loadctl::uri::header_uris(ruri).next().and_then(Result::ok).unwrap_or("");
+            let ids = Identities {
+                from: Some(from),
+                to: Some(to),
+                request_uri: Some(ruri_uri),
+                p_asserted_identity: pai.as_deref(),
+                target: None,
+            };
+            let method = if *message { "MESSAGE" } else { "INVITE" };
+            let found = policy.find_with(method, 0, &ids, &mut scratch);
+            let mut scan_scratch = Scratch::default();
+            let view = policy.view(&ids, &mut scan_scratch);
+            let scanned = (0..policy.len()).find(|&i| policy.check(i, method, 0, &view).is_ok());
+            prop_assert_eq!(found, scanned, "{} {} {} {:?}\n{}", from, to, ruri, pai, rules);
+        }
+    }
+}
+
+// ------------------------------------------------------------------ no allocation
+
+#[test]
+fn classify_does_not_allocate_once_warm() {
+    let mut rules = String::new();
+    for i in 0..300 {
+        rules.push_str(&format!(
+            "<rule id=\"tel{i}\"><conditions><lc:call-identity><lc:sip><lc:to><many-tel prefix=\"+1-{:03}\"/></lc:to></lc:sip></lc:call-identity><method>INVITE</method></conditions>\
+             <actions><lc:accept alt-action=\"redirect\" alt-target=\"sip:x@ivr.example\"><lc:rate>1</lc:rate></lc:accept></actions></rule>",
+            200 + i
+        ));
+        rules.push_str(&format!(
+            "<rule id=\"dom{i}\"><conditions><lc:call-identity><lc:sip><lc:from><many domain=\"d{i}.example\"><except id=\"sip:vip@d{i}.example\"/></many></lc:from></lc:sip></lc:call-identity></conditions>\
+             <actions><lc:accept><lc:win>1</lc:win></lc:accept></actions></rule>"
+        ));
+    }
+    rules.push_str("<rule id=\"one\"><conditions><lc:call-identity><lc:sip><lc:request-uri><one id=\"sip:vote@tv.example;transport=udp\"/></lc:request-uri></lc:sip></lc:call-identity><lc:target-sip-entity>sip:sbc.example</lc:target-sip-entity></conditions>\
+                    <actions><lc:accept><lc:percent>50</lc:percent></lc:accept></actions></rule>");
+    rules.push_str("<rule id=\"pai\"><conditions><lc:call-identity><lc:sip><lc:p-asserted-identity><many/></lc:p-asserted-identity></lc:sip></lc:call-identity></conditions>\
+                    <actions><lc:accept alt-action=\"drop\"><lc:rate>1</lc:rate></lc:accept></actions></rule>");
+    let mut shard = Shard::new(compiled(&rules), ShardConfig::default());
+    // Four kinds of request, so that every verdict occurs: a tel rule (rate 1, redirect), a
+    // domain rule (window 1), the exact R-URI rule (50 %), and the PAI rule (rate 1, drop).
+    let requests: Vec<Request<'static>> = (0..600u64)
+        .map(|i| {
+            let kind = i % 4;
+            let to: &'static str = if kind == 0 {
+                Box::leak(
+                    format!(
+                        "\"Callee\" <sip:+1-{:03}-555-{:04}@gw.example;user=phone>;tag=x",
+                        200 + i % 10,
+                        i
+                    )
+                    .into_boxed_str(),
+                )
+            } else {
+                "<tel:+44-20-7946-0000>"
+            };
+            let from: &'static str = if kind == 1 {
+                Box::leak(
+                    format!("<sip:user{i}@d{}.example;transport=tcp>;tag={i}", i % 10)
+                        .into_boxed_str(),
+                )
+            } else {
+                "<sip:someone@elsewhere.example>;tag=1"
+            };
+            Request {
+                method: if i % 7 == 0 { "MESSAGE" } else { "INVITE" },
+                identities: Identities {
+                    from: Some(from),
+                    to: Some(to),
+                    request_uri: Some(if kind == 2 {
+                        "sip:vote@TV.example"
+                    } else {
+                        "sip:+12125551234@gw.example;user=phone"
+                    }),
+                    p_asserted_identity: (kind == 3)
+                        .then_some("<sip:pai@carrier.example>, <tel:+1-212-555-0000>"),
+                    target: Some("<sip:sbc.example>"),
+                },
+                transport: if i % 8 == 3 {
+                    Transport::Udp
+                } else {
+                    Transport::Tcp
+                },
+                initial: i % 11 != 0,
+                event: None,
+                time: Time {
+                    monotonic_ns: i * 100_000,
+                    unix_ns: 0,
+                },
+            }
+        })
+        .collect();
+    let mut tickets = Vec::with_capacity(requests.len() * 2);
+    let run = |shard: &mut Shard, tickets: &mut Vec<Ticket>| {
+        let mut verdicts = [0usize; 4];
+        for r in &requests {
+            let d = shard.classify(r);
+            verdicts[d.verdict as usize] += 1;
+            if let Some(t) = d.ticket {
+                tickets.push(t);
+            }
+        }
+        for t in tickets.drain(..) {
+            shard.complete(t);
+        }
+        verdicts
+    };
+    let warm = run(&mut shard, &mut tickets);
+    let mut again = [0usize; 4];
+    let info = allocation_counter::measure(|| again = run(&mut shard, &mut tickets));
+    assert_eq!(info.count_total, 0, "classify allocated: {info:?}");
+    // The run did real work: every kind of verdict occurred.
+    assert!(warm.iter().all(|&n| n > 0), "{warm:?}");
+    assert!(again.iter().all(|&n| n > 0), "{again:?}");
+}
