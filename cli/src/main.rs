@@ -1,12 +1,16 @@
 //! `loadctl`: the command-line face of the engine.
 //!
-//! Subcommands: `check` validates policy documents; `demo` runs the embedded default policy.
+//! Subcommands: `check` validates policy documents; `classify` decides requests given as JSON
+//! Lines; `explain` shows how one request is decided; `demo` runs the embedded default policy.
 //! Exit codes: 0 success, 1 an invalid document, 2 usage or I/O errors.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod check;
+mod classify;
 mod demo;
+mod explain;
+mod policy_file;
 
 use std::process::ExitCode;
 
@@ -34,6 +38,54 @@ enum Command {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
     },
+    /// Classify requests read as JSON Lines from standard input; one JSON decision per line.
+    Classify {
+        /// The policy document.
+        #[arg(long, value_name = "FILE")]
+        policy: String,
+        /// Wall-clock time at t = 0 (e.g. 2026-11-30T12:00:00Z); default: now.
+        #[arg(long, value_name = "RFC3339")]
+        now: Option<String>,
+        /// Transport of requests that name none.
+        #[arg(long, default_value = "udp", value_name = "udp|tcp|tls|sctp|ws|wss")]
+        transport: String,
+    },
+    /// Show how one request is classified and why.
+    Explain {
+        /// The policy document.
+        #[arg(long, value_name = "FILE")]
+        policy: String,
+        /// Request method.
+        #[arg(long)]
+        method: String,
+        /// From header value.
+        #[arg(long)]
+        from: Option<String>,
+        /// To header value.
+        #[arg(long)]
+        to: Option<String>,
+        /// Request-URI.
+        #[arg(long)]
+        ruri: Option<String>,
+        /// P-Asserted-Identity header value.
+        #[arg(long)]
+        pai: Option<String>,
+        /// Target entity (next hop) URI.
+        #[arg(long)]
+        target: Option<String>,
+        /// Transport.
+        #[arg(long, default_value = "udp")]
+        transport: String,
+        /// Wall-clock time (default: now).
+        #[arg(long, value_name = "RFC3339")]
+        now: Option<String>,
+        /// Event header value.
+        #[arg(long)]
+        event: Option<String>,
+        /// The request is inside a dialog (not filtered).
+        #[arg(long)]
+        in_dialog: bool,
+    },
     /// Run the demo on the embedded default policy (or --policy FILE).
     Demo {
         /// A policy document to use instead of the embedded one.
@@ -46,6 +98,38 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Check { files } => check::run(&files),
+        Command::Classify {
+            policy,
+            now,
+            transport,
+        } => classify::run(&policy, now.as_deref(), &transport),
+        Command::Explain {
+            policy,
+            method,
+            from,
+            to,
+            ruri,
+            pai,
+            target,
+            transport,
+            now,
+            event,
+            in_dialog,
+        } => explain::run(&explain::Args {
+            policy: &policy,
+            method: &method,
+            identities: loadctl::compile::Identities {
+                from: from.as_deref(),
+                to: to.as_deref(),
+                request_uri: ruri.as_deref(),
+                p_asserted_identity: pai.as_deref(),
+                target: target.as_deref(),
+            },
+            transport: &transport,
+            now: now.as_deref(),
+            event: event.as_deref(),
+            in_dialog,
+        }),
         Command::Demo { policy } => demo::run(policy.as_deref()),
     };
     ExitCode::from(code)

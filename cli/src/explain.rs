@@ -1,0 +1,207 @@
+//! `loadctl explain`: for a person, how one request is classified and why.
+
+use loadctl::compile::{Identities, Miss, Scratch, describe_canonical};
+use loadctl::engine::{Request, Shard, ShardConfig, Time, Transport};
+
+/// The request as given on the command line.
+pub struct Args<'a> {
+    /// Policy file.
+    pub policy: &'a str,
+    /// Method.
+    pub method: &'a str,
+    /// Header values and target.
+    pub identities: Identities<'a>,
+    /// Transport name.
+    pub transport: &'a str,
+    /// Wall-clock time.
+    pub now: Option<&'a str>,
+    /// Event header.
+    pub event: Option<&'a str>,
+    /// In-dialog request.
+    pub in_dialog: bool,
+}
+
+/// Prints the explanation; returns the exit code.
+pub fn run(args: &Args<'_>) -> u8 {
+    let Some(transport) = Transport::parse(args.transport) else {
+        eprintln!(
+            "loadctl: --transport {:?}: expected udp, tcp, tls, sctp, ws or wss",
+            args.transport
+        );
+        return 2;
+    };
+    let unix_ns = match crate::policy_file::wall_clock(args.now) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let (_, policy) = match crate::policy_file::load(args.policy) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let request = Request {
+        method: args.method,
+        identities: args.identities,
+        transport,
+        initial: !args.in_dialog,
+        event: args.event,
+        time: Time {
+            monotonic_ns: 0,
+            unix_ns,
+        },
+    };
+    let ids = &args.identities;
+    println!(
+        "request: {} over {}, {}",
+        args.method,
+        args.transport.to_ascii_lowercase(),
+        if args.in_dialog {
+            "in-dialog"
+        } else {
+            "initial"
+        }
+    );
+    let mut scratch = Scratch::default();
+    let view = policy.view(
+        &Identities {
+            from: ids.from,
+            to: ids.to,
+            request_uri: ids.request_uri,
+            p_asserted_identity: ids.p_asserted_identity,
+            target: ids.target,
+        },
+        &mut scratch,
+    );
+    let all_fields = [
+        ("from", ids.from, 0usize),
+        ("to", ids.to, 1),
+        ("request-uri", ids.request_uri, 2),
+        ("p-asserted-identity", ids.p_asserted_identity, 3),
+    ];
+    for (name, raw, slot) in all_fields {
+        match raw {
+            None => println!("  {name}: (absent)"),
+            Some(raw) => {
+                let canon: Vec<String> = view.fields[slot]
+                    .iter()
+                    .flatten()
+                    .map(describe_canonical)
+                    .collect();
+                let shown = if canon.is_empty() {
+                    if policy_uses(&policy, slot) {
+                        "(no valid SIP/tel URI)".to_owned()
+                    } else {
+                        "(no rule looks at it)".to_owned()
+                    }
+                } else {
+                    canon.join(" | ")
+                };
+                println!("  {name}: {raw}\n      canonical: {shown}");
+            }
+        }
+    }
+    match (ids.target, &view.target) {
+        (None, _) => println!("  target: (absent)"),
+        (Some(raw), Some(c)) => println!(
+            "  target: {raw}\n      canonical: {}",
+            describe_canonical(c)
+        ),
+        (Some(raw), None) => println!(
+            "  target: {raw}\n      canonical: (no rule names a target, or not a valid URI)"
+        ),
+    }
+    if request.is_exempt() {
+        println!(
+            "exempt: ACK, BYE, CANCEL, in-dialog requests and load-control SUBSCRIBEs are never filtered (RFC 7200 §5.1)"
+        );
+        println!("decision: accept (exempt)");
+        return 0;
+    }
+    println!("rules, in order (the first that matches decides):");
+    let mut matched = None;
+    for (i, rule) in policy.rules().iter().enumerate() {
+        match policy.check(i, args.method, unix_ns, &view) {
+            Ok(()) => {
+                println!(
+                    "  {}. {}: MATCH -> {}",
+                    i + 1,
+                    rule.id(),
+                    rule.rule().accept
+                );
+                matched = Some(i);
+                break;
+            }
+            Err(Miss::CallIdentity) => {
+                let blocks: Vec<String> = policy
+                    .explain_rule(i, &view)
+                    .iter()
+                    .enumerate()
+                    .map(|(b, fields)| {
+                        let f: Vec<String> = fields
+                            .iter()
+                            .map(|(field, ok)| {
+                                format!(
+                                    "{} {}",
+                                    field.element(),
+                                    if *ok { "matches" } else { "does not match" }
+                                )
+                            })
+                            .collect();
+                        format!("<sip> #{}: {}", b + 1, f.join(", "))
+                    })
+                    .collect();
+                println!(
+                    "  {}. {}: no - {} ({})",
+                    i + 1,
+                    rule.id(),
+                    Miss::CallIdentity.describe(),
+                    blocks.join("; ")
+                );
+            }
+            Err(miss) => println!("  {}. {}: no - {}", i + 1, rule.id(), miss.describe()),
+        }
+    }
+    if let Some(i) = matched {
+        let rest = policy.len() - i - 1;
+        if rest > 0 {
+            println!(
+                "  ({rest} later rule{} not evaluated)",
+                if rest == 1 { " is" } else { "s are" }
+            );
+        }
+    }
+    drop(view);
+    let mut shard = Shard::new(policy.clone(), ShardConfig::default());
+    let d = shard.classify(&request);
+    let status = d.status().map(|s| format!(" ({s})")).unwrap_or_default();
+    match d.rule {
+        None => println!("decision: accept (no rule matches)"),
+        Some(r) => {
+            println!(
+                "decision: {}{status} by rule {} (first request, fresh limiter state)",
+                d.verdict.as_str(),
+                r.id()
+            );
+            for t in d.targets() {
+                println!("  contact: <{t}>");
+            }
+        }
+    }
+    0
+}
+
+fn policy_uses(policy: &loadctl::compile::CompiledPolicy, slot: usize) -> bool {
+    let field = [
+        loadctl::policy::Field::From,
+        loadctl::policy::Field::To,
+        loadctl::policy::Field::RequestUri,
+        loadctl::policy::Field::PAssertedIdentity,
+    ][slot];
+    policy.rules().iter().any(|r| {
+        r.rule()
+            .conditions
+            .call_identity
+            .iter()
+            .flat_map(|ci| ci.sip.iter())
+            .any(|sip| sip.fields().any(|(f, _)| f == field))
+    })
+}

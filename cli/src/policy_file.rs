@@ -1,0 +1,46 @@
+//! Loading a policy file for the commands that classify.
+
+use std::sync::Arc;
+
+use loadctl::compile::{CompileConfig, CompiledPolicy, compile};
+use loadctl::policy::{self, Limits, Ruleset};
+
+/// Reads, validates and compiles a full policy; on failure prints why and returns the exit
+/// code (1 invalid, 2 I/O).
+pub fn load(path: &str) -> Result<(Ruleset, Arc<CompiledPolicy>), u8> {
+    let bytes = crate::read_input(path).map_err(|e| {
+        eprintln!("loadctl: {path}: {e}");
+        2u8
+    })?;
+    let doc = policy::read(&bytes, &Limits::default()).map_err(|e| {
+        eprintln!("{path}:{e}");
+        1u8
+    })?;
+    for w in &doc.warnings {
+        let rule = w
+            .rule
+            .as_ref()
+            .map(|r| format!("in rule {r:?}: "))
+            .unwrap_or_default();
+        eprintln!("{path}:{}: warning: {rule}{}", w.position, w.message);
+    }
+    let compiled = compile(&doc.ruleset, &CompileConfig::default()).map_err(|e| {
+        eprintln!("{path}: {e}");
+        1u8
+    })?;
+    Ok((doc.ruleset, Arc::new(compiled)))
+}
+
+/// Parses `--now` (an xs:dateTime / RFC 3339 time with a zone) into Unix nanoseconds;
+/// without one, the real time.
+pub fn wall_clock(now: Option<&str>) -> Result<i128, u8> {
+    match now {
+        None => Ok(policy::Timestamp::now().unix_nanos()),
+        Some(text) => policy::Timestamp::parse(text)
+            .map(|t| t.unix_nanos())
+            .map_err(|e| {
+                eprintln!("loadctl: --now {text:?}: {e}");
+                2u8
+            }),
+    }
+}

@@ -1,0 +1,383 @@
+//! `loadctl classify` and `loadctl explain` end to end, including the three RFC 7200
+//! Appendix D.1 examples.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn loadctl(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadctl"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("loadctl runs");
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(stdin.as_bytes()).expect("write stdin");
+    drop(input);
+    child.wait_with_output().expect("loadctl finishes")
+}
+
+fn data(name: &str) -> String {
+    format!("{}/../engine/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs classify on `lines` and returns the parsed output lines.
+fn classify(policy: &str, extra: &[&str], lines: &[Value]) -> (Vec<Value>, Output) {
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut args = vec!["classify", "--policy", policy];
+    args.extend_from_slice(extra);
+    let out = loadctl(&args, &input);
+    let parsed = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON output"))
+        .collect();
+    (parsed, out)
+}
+
+fn invite(t: f64, from: &str, to: &str) -> Value {
+    serde_json::json!({"t": t, "method": "INVITE", "from": from, "to": to})
+}
+
+fn count(decisions: &[Value], action: &str) -> usize {
+    decisions.iter().filter(|d| d["action"] == action).count()
+}
+
+#[test]
+fn rfc_example_1_hotline_rate_inside_its_validity() {
+    let policy = data("rfc7200-example1.xml");
+    // 300 calls in one second to the hotline, inside the three-hour window.
+    let lines: Vec<Value> = (0..300)
+        .map(|i| {
+            invite(
+                f64::from(i) / 300.0,
+                "<sip:fan@elsewhere.example>;tag=1",
+                "\"Hotline\" <sip:alice@hotline.example.com>",
+            )
+        })
+        .collect();
+    let (d, out) = classify(&policy, &["--now", "2008-05-31T17:30:00Z"], &lines);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(d.len(), 300);
+    let accepted = count(&d, "accept");
+    // 100/s with a 100 ms burst tolerance: at most 100·1.1 + 1 in the first second.
+    assert!((100..=111).contains(&accepted), "{accepted}");
+    assert_eq!(count(&d, "reject"), 300 - accepted);
+    assert!(d.iter().all(|x| x["rule"] == "f3g44k1"));
+    assert!(
+        d.iter()
+            .filter(|x| x["action"] == "reject")
+            .all(|x| x["status"] == 503)
+    );
+    assert!(
+        d.iter()
+            .filter(|x| x["action"] == "accept")
+            .all(|x| x["status"].is_null())
+    );
+    // The tel id matches written with or without separators, and as a user=phone SIP URI.
+    for to in [
+        "<tel:+12125551234>",
+        "<sip:+1-212-555-1234@gw.example;user=phone>",
+    ] {
+        let (d, _) = classify(
+            &policy,
+            &["--now", "2008-05-31T17:30:00Z"],
+            &[invite(0.0, "<sip:a@b>", to)],
+        );
+        assert_eq!(d[0]["rule"], "f3g44k1", "{to}");
+    }
+    // Outside the window no rule applies.
+    let (d, _) = classify(&policy, &["--now", "2008-05-31T20:00:00Z"], &lines[..5]);
+    assert!(
+        d.iter()
+            .all(|x| x["action"] == "accept" && x["rule"].is_null())
+    );
+    // Other methods are not covered by this INVITE rule.
+    let (d, _) = classify(
+        &policy,
+        &["--now", "2008-05-31T17:30:00Z"],
+        &[
+            serde_json::json!({"t": 0, "method": "MESSAGE", "to": "<sip:alice@hotline.example.com>"}),
+        ],
+    );
+    assert!(d[0]["rule"].is_null());
+}
+
+#[test]
+fn rfc_example_2_hurricane_redirects_excess_except_rescue_domains() {
+    let policy = data("rfc7200-example2.xml");
+    let now = ["--now", "2012-10-26T12:00:00+01:00"];
+    let mut lines: Vec<Value> = (0..400)
+        .map(|i| {
+            invite(
+                f64::from(i) / 400.0,
+                "<sip:worried@family.example>",
+                "<sip:kin@sandy.example.com>",
+            )
+        })
+        .collect();
+    lines.push(invite(
+        1.0,
+        "<sip:team@rescue.example.com>",
+        "<sip:kin@sandy.example.com>",
+    ));
+    lines.push(invite(
+        1.0,
+        "<sip:local@sandy.example.com>",
+        "<tel:+1-212-555-7777>",
+    ));
+    lines.push(invite(
+        1.0,
+        "<sip:worried@family.example>",
+        "<tel:+1-212-555-7777>",
+    ));
+    lines.push(invite(
+        1.0,
+        "<sip:worried@family.example>",
+        "<tel:+1-312-555-7777>",
+    ));
+    let (d, out) = classify(&policy, &now, &lines);
+    assert_eq!(out.status.code(), Some(0));
+    let first: Vec<&Value> = d[..400].iter().collect();
+    assert!(first.iter().all(|x| x["rule"] == "f3g44k2"));
+    let redirected: Vec<&&Value> = first.iter().filter(|x| x["action"] == "redirect").collect();
+    assert!(redirected.len() >= 280, "{}", redirected.len());
+    assert!(redirected.iter().all(|x| x["status"] == 302
+        && x["targets"] == serde_json::json!(["sip:sandy@update.example.com"])));
+    // Excepted source domains are not filtered; the +1-212 prefix is.
+    assert!(d[400]["rule"].is_null());
+    assert!(d[401]["rule"].is_null());
+    assert_eq!(d[402]["rule"], "f3g44k2");
+    assert!(d[403]["rule"].is_null());
+}
+
+#[test]
+fn rfc_example_3_first_match_wins() {
+    let policy = data("rfc7200-example3.xml");
+    let lines = [
+        invite(0.0, "\"Alice\" <sip:alice@example.com>;tag=a", "<sip:x@y>"),
+        invite(0.1, "<sip:bob@EXAMPLE.com>", "<sip:x@y>"),
+        invite(0.2, "<sip:alice@other.example>", "<sip:x@y>"),
+    ];
+    let (d, _) = classify(&policy, &[], &lines);
+    assert_eq!(
+        d[0],
+        serde_json::json!({"action": "reject", "rule": "f3g44k3", "status": 503})
+    );
+    assert_eq!(
+        d[1],
+        serde_json::json!({"action": "reject", "rule": "f3g44k3", "status": 503})
+    );
+    assert_eq!(
+        d[2],
+        serde_json::json!({"action": "accept", "rule": null, "status": null})
+    );
+}
+
+fn policy_file(name: &str, accept: &str) -> String {
+    let path = std::env::temp_dir().join(format!(
+        "loadctl-cli-test-{}-{name}.xml",
+        std::process::id()
+    ));
+    let doc = format!(
+        "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"0\" state=\"full\">\
+         <rule id=\"{name}\"><conditions><method>INVITE</method></conditions><actions>{accept}</actions></rule></ruleset>"
+    );
+    std::fs::write(&path, doc).expect("write policy");
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn window_rule_releases_slots_after_hold() {
+    let policy = policy_file("win", "<accept><win>2</win></accept>");
+    let lines = [
+        serde_json::json!({"t": 0.0, "method": "INVITE", "hold": 1.0}),
+        serde_json::json!({"t": 0.1, "method": "INVITE", "hold": 1.0}),
+        serde_json::json!({"t": 0.2, "method": "INVITE", "hold": 1.0}),
+        serde_json::json!({"t": 1.05, "method": "INVITE"}),
+        serde_json::json!({"t": 1.2, "method": "INVITE"}),
+        serde_json::json!({"t": 9.0, "method": "INVITE"}),
+    ];
+    let (d, _) = classify(&policy, &[], &lines);
+    let actions: Vec<&str> = d
+        .iter()
+        .map(|x| x["action"].as_str().expect("action"))
+        .collect();
+    // Slot 1 frees at 1.0, slot 2 at 1.1; the request at 1.05 never completes (no hold).
+    assert_eq!(
+        actions,
+        ["accept", "accept", "reject", "accept", "accept", "reject"]
+    );
+}
+
+#[test]
+fn drop_depends_on_transport() {
+    let policy = policy_file(
+        "drop",
+        "<accept alt-action=\"drop\"><rate>0</rate></accept>",
+    );
+    let lines = [
+        serde_json::json!({"t": 0, "method": "INVITE"}),
+        serde_json::json!({"t": 0, "method": "INVITE", "transport": "tcp"}),
+        serde_json::json!({"t": 0, "method": "INVITE", "transport": "udp"}),
+    ];
+    let (d, _) = classify(&policy, &[], &lines);
+    assert_eq!(
+        d[0],
+        serde_json::json!({"action": "reject", "rule": "drop", "status": 503})
+    );
+    assert_eq!(
+        d[1],
+        serde_json::json!({"action": "drop", "rule": "drop", "status": null})
+    );
+    assert_eq!(d[2]["action"], "reject");
+    let (d, _) = classify(&policy, &["--transport", "tls"], &lines);
+    assert_eq!(d[0]["action"], "drop");
+    assert_eq!(d[2]["action"], "reject");
+}
+
+#[test]
+fn exempt_requests_pass() {
+    let policy = policy_file("all", "<accept><rate>0</rate></accept>");
+    let lines = [
+        serde_json::json!({"t": 0, "method": "INVITE", "initial": false}),
+        serde_json::json!({"t": 0, "method": "INVITE"}),
+    ];
+    let (d, _) = classify(&policy, &[], &lines);
+    assert_eq!(
+        d[0],
+        serde_json::json!({"action": "accept", "rule": null, "status": null})
+    );
+    assert_eq!(d[1]["action"], "reject");
+}
+
+#[test]
+fn bad_lines_are_reported_and_the_rest_processed() {
+    let policy = data("rfc7200-example3.xml");
+    let input = "{\"t\": 0, \"method\": \"INVITE\"}\nnot json\n{\"method\": \"INVITE\"}\n\n{\"t\": 1, \"method\": \"INVITE\", \"transport\": \"pigeon\"}\n{\"t\": 0.5, \"method\": \"INVITE\"}\n{\"t\": 2, \"method\": \"INVITE\"}\n{\"t\": 1.5, \"method\": \"INVITE\"}\n";
+    let out = loadctl(&["classify", "--policy", &policy], input);
+    assert_eq!(out.status.code(), Some(1));
+    // Lines 1, 6 and 7 are requests (line 6 follows line 1 in time: line 5 was refused).
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("line 8: \"t\" goes backwards"), "{stderr}");
+    for n in [2, 3, 5, 8] {
+        assert!(
+            stderr.contains(&format!("line {n}:")),
+            "line {n} in {stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains("line 4:"),
+        "blank lines are skipped: {stderr}"
+    );
+}
+
+#[test]
+fn classify_usage_and_policy_errors() {
+    let out = loadctl(&["classify", "--policy", "/nonexistent.xml"], "");
+    assert_eq!(out.status.code(), Some(2));
+    let out = loadctl(
+        &[
+            "classify",
+            "--policy",
+            &data("rfc7200-example1.xml"),
+            "--transport",
+            "carrier-pigeon",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = loadctl(
+        &[
+            "classify",
+            "--policy",
+            &data("rfc7200-example1.xml"),
+            "--now",
+            "yesterday",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let bad = policy_file("bad", "<accept><rate>-1</rate></accept>");
+    let out = loadctl(&["classify", "--policy", &bad], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is negative"));
+}
+
+#[test]
+fn explain_shows_canonical_forms_reasons_and_decision() {
+    let out = loadctl(
+        &[
+            "explain",
+            "--policy",
+            &data("rfc7200-example2.xml"),
+            "--method",
+            "INVITE",
+            "--from",
+            "\"Team\" <sip:team@Rescue.Example.COM>;tag=5",
+            "--to",
+            "<sip:+1-212-555-0000@gw.example;user=phone>",
+            "--now",
+            "2012-10-26T12:00:00Z",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("canonical: sip:team@rescue.example.com"),
+        "{text}"
+    );
+    assert!(
+        text.contains("canonical: tel:+12125550000 (number +12125550000) host gw.example"),
+        "{text}"
+    );
+    assert!(text.contains("1. f3g44k2: no - no <sip> block of its call-identity matches (<sip> #1: from does not match, to matches)"), "{text}");
+    assert!(
+        text.contains("decision: accept (no rule matches)"),
+        "{text}"
+    );
+    let out = loadctl(
+        &[
+            "explain",
+            "--policy",
+            &data("rfc7200-example3.xml"),
+            "--method",
+            "INVITE",
+            "--from",
+            "<sip:alice@example.com>",
+        ],
+        "",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("1. f3g44k3: MATCH -> accept rate 0/s, else reject (503)"),
+        "{text}"
+    );
+    assert!(text.contains("(1 later rule is not evaluated)"), "{text}");
+    assert!(
+        text.contains("decision: reject (503) by rule f3g44k3"),
+        "{text}"
+    );
+    let out = loadctl(
+        &[
+            "explain",
+            "--policy",
+            &data("rfc7200-example3.xml"),
+            "--method",
+            "BYE",
+            "--from",
+            "<sip:alice@example.com>",
+        ],
+        "",
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("decision: accept (exempt)"));
+}
