@@ -224,3 +224,152 @@ mod tests {
         assert!((1_300..1_500).contains(&rates), "{rates}");
     }
 }
+
+/// A request of the workload, owning its header values as a SIP stack would hold them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedRequest {
+    /// Method.
+    pub method: &'static str,
+    /// From header value.
+    pub from: String,
+    /// To header value.
+    pub to: String,
+    /// Request-URI.
+    pub request_uri: String,
+    /// P-Asserted-Identity header value.
+    pub p_asserted_identity: Option<String>,
+    /// Target entity.
+    pub target: Option<String>,
+    /// Outside a dialog.
+    pub initial: bool,
+    /// Transport.
+    pub transport: loadctl::engine::Transport,
+}
+
+impl OwnedRequest {
+    /// Borrowed view for the engine, at time `time`.
+    pub fn as_request(&self, time: loadctl::engine::Time) -> loadctl::engine::Request<'_> {
+        loadctl::engine::Request {
+            method: self.method,
+            identities: loadctl::compile::Identities {
+                from: Some(&self.from),
+                to: Some(&self.to),
+                request_uri: Some(&self.request_uri),
+                p_asserted_identity: self.p_asserted_identity.as_deref(),
+                target: self.target.as_deref(),
+            },
+            transport: self.transport,
+            initial: self.initial,
+            event: None,
+            time,
+        }
+    }
+}
+
+const NAMES: &[&str] = &["Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi"];
+
+/// Writes a global number's digits with visual separators, sometimes.
+fn pretty_number(rng: &mut Rng, digits: &str) -> String {
+    match rng.below(3) {
+        0 => format!("+{digits}"),
+        1 => {
+            let (a, b) = digits.split_at(digits.len().min(2));
+            format!("+{a}-{b}")
+        }
+        _ => {
+            let (a, rest) = digits.split_at(digits.len().min(1));
+            let (b, c) = rest.split_at(rest.len().min(3));
+            format!("+{a}({b}){c}")
+        }
+    }
+}
+
+/// A number URI as header value: `tel:` or a `user=phone` SIP URI, with display name and tag.
+fn number_header(rng: &mut Rng, digits: &str) -> String {
+    let n = pretty_number(rng, digits);
+    let name = rng.pick(NAMES);
+    if rng.chance(50) {
+        format!("\"{name}\" <tel:{n}>;tag={:x}", rng.next_u64())
+    } else {
+        format!("\"{name}\" <sip:{n}@gw{}.carrier.example;user=phone>;tag={:x}", rng.below(4), rng.next_u64())
+    }
+}
+
+/// `n` requests for `policy` (deterministic for `seed`): ~60 % INVITEs aimed at some rule,
+/// ~30 % INVITEs matching none, ~10 % exempt (ACK, BYE, in-dialog) or other methods.
+pub fn requests(policy: &Ruleset, n: usize, seed: u64) -> Vec<OwnedRequest> {
+    let mut rng = Rng::new(seed);
+    let rules = policy.rules().unwrap_or(&[]);
+    (0..n)
+        .map(|_| {
+            let kind = rng.below(100);
+            let caller = format!(
+                "\"{}\" <sip:user{}@customers{}.example.org;transport=tcp>;tag={:x}",
+                rng.pick(NAMES),
+                rng.below(100_000),
+                rng.below(50),
+                rng.next_u64()
+            );
+            let callee = format!("999{}", rng.digits(8));
+            let mut r = OwnedRequest {
+                method: "INVITE",
+                from: caller,
+                to: number_header(&mut rng, &callee),
+                request_uri: format!("sip:+999{}@core.example;user=phone", rng.digits(8)),
+                p_asserted_identity: rng.chance(30).then(|| format!("<sip:pai{}@trusted.example>", rng.below(1000))),
+                target: rng.chance(20).then(|| format!("sip:sbc{}.example.com", rng.below(8))),
+                initial: true,
+                transport: if rng.chance(70) { loadctl::engine::Transport::Udp } else { loadctl::engine::Transport::Tcp },
+            };
+            if kind < 60 && !rules.is_empty() {
+                let rule = rng.pick(rules);
+                aim_at(&mut rng, rule, &mut r);
+            } else if kind >= 90 {
+                r.method = *rng.pick(&["ACK", "BYE", "OPTIONS", "REGISTER", "MESSAGE", "NOTIFY"]);
+                r.initial = !matches!(r.method, "ACK" | "BYE") && rng.chance(70);
+            }
+            r
+        })
+        .collect()
+}
+
+/// Rewrites the header a rule's first `<sip>` block looks at so the request hits it.
+fn aim_at(rng: &mut Rng, rule: &Rule, r: &mut OwnedRequest) {
+    let Some(ci) = &rule.conditions.call_identity else { return };
+    for (field, set) in ci.sip.first().fields() {
+        let value = match set.identities.first() {
+            Identity::ManyTel { prefix, .. } => {
+                let digits = prefix.digits().unwrap_or_default();
+                let digits = digits.trim_start_matches('+');
+                let fill = 12usize.saturating_sub(digits.len()).max(2);
+                let number = format!("{digits}{}", rng.digits(fill));
+                number_header(rng, &number)
+            }
+            Identity::Many { domain: Some(d), .. } => {
+                format!("<sip:caller{}@{d}>;tag={:x}", rng.below(10_000), rng.next_u64())
+            }
+            Identity::Many { domain: None, .. } => continue,
+            Identity::One(uri) => format!("\"{}\" <{uri}>;tag={:x}", rng.pick(NAMES), rng.next_u64()),
+        };
+        match field {
+            Field::From => r.from = value,
+            Field::To => r.to = value,
+            Field::RequestUri => {
+                r.request_uri = loadctl::uri::header_uris(&value)
+                    .next()
+                    .and_then(Result::ok)
+                    .unwrap_or_default()
+                    .to_owned()
+            }
+            Field::PAssertedIdentity => r.p_asserted_identity = Some(value),
+        }
+    }
+    if let Some(t) = &rule.conditions.target_sip_entity {
+        r.target = Some(t.to_string());
+    }
+}
+
+/// The `small-10` policy: ten rules of the carrier mix.
+pub fn small_policy(seed: u64) -> Ruleset {
+    carrier_policy(10, seed)
+}
