@@ -28,7 +28,10 @@ fn bench_classify(c: &mut Criterion) {
             b.iter(|| {
                 let r = &reqs[i % reqs.len()];
                 i += 1;
-                let time = Time { monotonic_ns: i as u64 * 1_000, unix_ns: WALL };
+                let time = Time {
+                    monotonic_ns: i as u64 * 1_000,
+                    unix_ns: WALL,
+                };
                 let d = shard.classify(&r.as_request(time));
                 black_box(d.verdict);
             })
@@ -43,7 +46,10 @@ fn bench_classify(c: &mut Criterion) {
             b.iter(|| {
                 let r = &reqs[j % reqs.len()];
                 j += 1;
-                let time = Time { monotonic_ns: j as u64 * 1_000, unix_ns: WALL };
+                let time = Time {
+                    monotonic_ns: j as u64 * 1_000,
+                    unix_ns: WALL,
+                };
                 black_box(naive.classify(&r.as_request(time)));
             })
         });

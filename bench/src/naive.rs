@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use loadctl::engine::{Request, Verdict};
 use loadctl::limit::Limiter;
-use loadctl::policy::{AltAction, Except, ExceptTel, Field, Identity, Rule, Ruleset, TelPrefix, Uri};
+use loadctl::policy::{
+    AltAction, Except, ExceptTel, Field, Identity, Rule, Ruleset, TelPrefix, Uri,
+};
 use loadctl::uri::{self, UriRef};
 
 /// A canonical URI as owned strings.
@@ -45,7 +47,11 @@ fn canon_of_text(text: &str) -> Option<Canon> {
 
 fn header_canons(value: Option<&str>) -> Vec<Canon> {
     let Some(v) = value else { return Vec::new() };
-    uri::header_uris(v).take(2).filter_map(Result::ok).filter_map(canon_of_text).collect()
+    uri::header_uris(v)
+        .take(2)
+        .filter_map(Result::ok)
+        .filter_map(canon_of_text)
+        .collect()
 }
 
 fn uri_canon(value: Option<&str>) -> Vec<Canon> {
@@ -59,11 +65,18 @@ fn uri_canon(value: Option<&str>) -> Vec<Canon> {
 }
 
 fn uri_eq(policy: &Uri, req: &Canon) -> bool {
-    let Some(p) = canon_of_text(policy.as_str()) else { return false };
+    let Some(p) = canon_of_text(policy.as_str()) else {
+        return false;
+    };
     if p.key != req.key {
         return false;
     }
-    match (policy.parsed(), uri::parse(&req.text), &p.number, &req.number) {
+    match (
+        policy.parsed(),
+        uri::parse(&req.text),
+        &p.number,
+        &req.number,
+    ) {
         (UriRef::Sip(ps), Ok(UriRef::Sip(rs)), None, None) => uri::params_and_headers_match(
             &rs,
             &uri::canonical_params(ps.params),
@@ -74,25 +87,36 @@ fn uri_eq(policy: &Uri, req: &Canon) -> bool {
 }
 
 fn prefix_matches(prefix: &TelPrefix, req: &Canon) -> bool {
-    let Some((digits, global, ctx)) = &req.number else { return false };
+    let Some((digits, global, ctx)) = &req.number else {
+        return false;
+    };
     let (p_digits, p_global, p_context) = match prefix.digits() {
-        Some(d) => (Some(d.trim_start_matches('+').to_owned()), d.starts_with('+'), d),
+        Some(d) => (
+            Some(d.trim_start_matches('+').to_owned()),
+            d.starts_with('+'),
+            d,
+        ),
         None => (None, false, prefix.as_str().to_lowercase()),
     };
     if *global {
         return p_global && p_digits.is_some_and(|d| digits.starts_with(&d));
     }
-    ctx.as_deref() == Some(p_context.as_str()) || (!p_global && p_digits.is_some_and(|d| digits.starts_with(&d)))
+    ctx.as_deref() == Some(p_context.as_str())
+        || (!p_global && p_digits.is_some_and(|d| digits.starts_with(&d)))
 }
 
 fn identity_matches(id: &Identity, req: &Canon) -> bool {
     match id {
         Identity::One(u) => uri_eq(u, req),
         Identity::Many { domain, except } => {
-            let in_domain = domain.as_ref().is_none_or(|d| req.host.as_deref() == Some(d.as_str().to_lowercase().as_str()));
+            let in_domain = domain
+                .as_ref()
+                .is_none_or(|d| req.host.as_deref() == Some(d.as_str().to_lowercase().as_str()));
             in_domain
                 && !except.iter().any(|e| match e {
-                    Except::Domain(d) => req.host.as_deref() == Some(d.as_str().to_lowercase().as_str()),
+                    Except::Domain(d) => {
+                        req.host.as_deref() == Some(d.as_str().to_lowercase().as_str())
+                    }
                     Except::Id(u) => uri_eq(u, req),
                 })
         }
@@ -116,7 +140,11 @@ pub struct NaiveEvaluator {
 impl NaiveEvaluator {
     /// An evaluator for a full policy.
     pub fn new(policy: &Ruleset, tolerance: Duration) -> Self {
-        Self { rules: policy.rules().unwrap_or(&[]).to_vec(), limiters: Mutex::new(HashMap::new()), tolerance }
+        Self {
+            rules: policy.rules().unwrap_or(&[]).to_vec(),
+            limiters: Mutex::new(HashMap::new()),
+            tolerance,
+        }
     }
 
     fn rule_matches(rule: &Rule, req: &Request<'_>) -> bool {
@@ -146,7 +174,9 @@ impl NaiveEvaluator {
                 return false;
             }
         }
-        let Some(ci) = &c.call_identity else { return true };
+        let Some(ci) = &c.call_identity else {
+            return true;
+        };
         ci.sip.iter().any(|sip| {
             sip.fields().all(|(field, set)| {
                 let values = match field {
@@ -155,7 +185,9 @@ impl NaiveEvaluator {
                     Field::RequestUri => uri_canon(req.identities.request_uri),
                     Field::PAssertedIdentity => header_canons(req.identities.p_asserted_identity),
                 };
-                values.iter().any(|v| set.identities.iter().any(|id| identity_matches(id, v)))
+                values
+                    .iter()
+                    .any(|v| set.identities.iter().any(|id| identity_matches(id, v)))
             })
         })
     }
@@ -202,14 +234,24 @@ mod tests {
         let policy = carrier_policy(2_000, 42);
         let reqs = requests(&policy, 3_000, 7);
         let naive = NaiveEvaluator::new(&policy, Duration::from_millis(100));
-        let mut shard = Shard::new(Arc::new(compile(&policy, &CompileConfig::default()).expect("full")), ShardConfig::default());
+        let mut shard = Shard::new(
+            Arc::new(compile(&policy, &CompileConfig::default()).expect("full")),
+            ShardConfig::default(),
+        );
         let mut matched = 0;
         for (i, r) in reqs.iter().enumerate() {
-            let time = Time { monotonic_ns: i as u64 * 200_000, unix_ns: 1_705_000_000_000_000_000 };
+            let time = Time {
+                monotonic_ns: i as u64 * 200_000,
+                unix_ns: 1_705_000_000_000_000_000,
+            };
             let req = r.as_request(time);
             let (verdict, rule) = naive.classify(&req);
             let d = shard.classify(&req);
-            assert_eq!((d.verdict, d.rule.map(|r| r.id().to_string())), (verdict, rule.clone()), "request {i}: {r:?}");
+            assert_eq!(
+                (d.verdict, d.rule.map(|r| r.id().to_string())),
+                (verdict, rule.clone()),
+                "request {i}: {r:?}"
+            );
             matched += usize::from(rule.is_some());
         }
         // The workload aims ~60 % at rules; some miss on method, target or validity.

@@ -1,8 +1,8 @@
 //! The standard workload, generated in code from a seed so every run sees the same bytes.
 //!
-//! Policy mix (`carrier` policies): ~80 % `to` many-tel prefixes (4–9 digits after the country
-//! code, many countries, nested prefixes), ~10 % `from` many-domain rules with excepts, ~5 %
-//! exact `one` ids, ~5 % request-uri prefixes restricted to INVITE; about one rule in twenty
+//! Policy mix (`carrier` policies, exact proportions even for 10 rules): 80 % `to` many-tel prefixes (4–9 digits after the country
+//! code, many countries, nested prefixes), 10 % `from` many-domain rules with excepts, 5 %
+//! exact `one` ids, 5 % request-uri prefixes restricted to INVITE; about one rule in twenty
 //! carries a target-sip-entity and one in twenty a validity window. Actions: ~70 % rate,
 //! ~20 % percent, ~10 % window; alt-actions ~80 % reject, ~10 % redirect, ~10 % drop.
 
@@ -62,9 +62,18 @@ pub const COUNTRY_CODES: &[&str] = &[
 pub fn carrier_policy(rules: usize, seed: u64) -> Ruleset {
     let mut rng = Rng::new(seed);
     let mut prefixes: Vec<String> = Vec::new();
+    // The kinds are dealt in exact proportions and shuffled, so a small policy has the same
+    // mix of header fields as a large one (80 to-tel, 10 from-domain, 5 one, 5 request-uri).
+    let mut kinds: Vec<u64> = (0..rules as u64)
+        .map(|i| (i * 100 + 50) / rules.max(1) as u64)
+        .collect();
+    for i in (1..kinds.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        kinds.swap(i, j);
+    }
     let out: Vec<Rule> = (0..rules)
         .map(|i| {
-            let kind = rng.below(100);
+            let kind = kinds[i];
             let mut conditions = Conditions::default();
             let sip = if kind < 80 {
                 // Nested prefixes: one time in four, extend an earlier prefix.
@@ -266,7 +275,9 @@ impl OwnedRequest {
     }
 }
 
-const NAMES: &[&str] = &["Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi"];
+const NAMES: &[&str] = &[
+    "Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi",
+];
 
 /// Writes a global number's digits with visual separators, sometimes.
 fn pretty_number(rng: &mut Rng, digits: &str) -> String {
@@ -291,7 +302,11 @@ fn number_header(rng: &mut Rng, digits: &str) -> String {
     if rng.chance(50) {
         format!("\"{name}\" <tel:{n}>;tag={:x}", rng.next_u64())
     } else {
-        format!("\"{name}\" <sip:{n}@gw{}.carrier.example;user=phone>;tag={:x}", rng.below(4), rng.next_u64())
+        format!(
+            "\"{name}\" <sip:{n}@gw{}.carrier.example;user=phone>;tag={:x}",
+            rng.below(4),
+            rng.next_u64()
+        )
     }
 }
 
@@ -316,10 +331,18 @@ pub fn requests(policy: &Ruleset, n: usize, seed: u64) -> Vec<OwnedRequest> {
                 from: caller,
                 to: number_header(&mut rng, &callee),
                 request_uri: format!("sip:+999{}@core.example;user=phone", rng.digits(8)),
-                p_asserted_identity: rng.chance(30).then(|| format!("<sip:pai{}@trusted.example>", rng.below(1000))),
-                target: rng.chance(20).then(|| format!("sip:sbc{}.example.com", rng.below(8))),
+                p_asserted_identity: rng
+                    .chance(30)
+                    .then(|| format!("<sip:pai{}@trusted.example>", rng.below(1000))),
+                target: rng
+                    .chance(20)
+                    .then(|| format!("sip:sbc{}.example.com", rng.below(8))),
                 initial: true,
-                transport: if rng.chance(70) { loadctl::engine::Transport::Udp } else { loadctl::engine::Transport::Tcp },
+                transport: if rng.chance(70) {
+                    loadctl::engine::Transport::Udp
+                } else {
+                    loadctl::engine::Transport::Tcp
+                },
             };
             if kind < 60 && !rules.is_empty() {
                 let rule = rng.pick(rules);
@@ -335,7 +358,9 @@ pub fn requests(policy: &Ruleset, n: usize, seed: u64) -> Vec<OwnedRequest> {
 
 /// Rewrites the header a rule's first `<sip>` block looks at so the request hits it.
 fn aim_at(rng: &mut Rng, rule: &Rule, r: &mut OwnedRequest) {
-    let Some(ci) = &rule.conditions.call_identity else { return };
+    let Some(ci) = &rule.conditions.call_identity else {
+        return;
+    };
     for (field, set) in ci.sip.first().fields() {
         let value = match set.identities.first() {
             Identity::ManyTel { prefix, .. } => {
@@ -345,11 +370,19 @@ fn aim_at(rng: &mut Rng, rule: &Rule, r: &mut OwnedRequest) {
                 let number = format!("{digits}{}", rng.digits(fill));
                 number_header(rng, &number)
             }
-            Identity::Many { domain: Some(d), .. } => {
-                format!("<sip:caller{}@{d}>;tag={:x}", rng.below(10_000), rng.next_u64())
+            Identity::Many {
+                domain: Some(d), ..
+            } => {
+                format!(
+                    "<sip:caller{}@{d}>;tag={:x}",
+                    rng.below(10_000),
+                    rng.next_u64()
+                )
             }
             Identity::Many { domain: None, .. } => continue,
-            Identity::One(uri) => format!("\"{}\" <{uri}>;tag={:x}", rng.pick(NAMES), rng.next_u64()),
+            Identity::One(uri) => {
+                format!("\"{}\" <{uri}>;tag={:x}", rng.pick(NAMES), rng.next_u64())
+            }
         };
         match field {
             Field::From => r.from = value,

@@ -55,7 +55,7 @@ impl Ord for Pending {
 }
 
 fn seconds_to_ns(s: f64) -> Option<u64> {
-    (s.is_finite() && s >= 0.0 && s < 1e9).then(|| (s * 1e9).round() as u64)
+    (s.is_finite() && (0.0..1e9).contains(&s)).then(|| (s * 1e9).round() as u64)
 }
 
 /// Runs the command; returns the exit code.

@@ -169,7 +169,6 @@ pub fn run(args: &Args<'_>) -> u8 {
             );
         }
     }
-    drop(view);
     let mut shard = Shard::new(policy.clone(), ShardConfig::default());
     let d = shard.classify(&request);
     let status = d.status().map(|s| format!(" ({s})")).unwrap_or_default();

@@ -200,12 +200,19 @@ impl Default for ShardConfig {
     }
 }
 
+/// What a shard keeps per rule.
+#[derive(Debug)]
+struct RuleState {
+    limiter: Limiter,
+    stats: RuleStats,
+}
+
 /// One worker's classifier: a shared policy plus this worker's limiter state and counters.
 #[derive(Debug)]
 pub struct Shard {
     policy: Arc<CompiledPolicy>,
-    limiters: Vec<Limiter>,
-    stats: Vec<RuleStats>,
+    /// Per rule, the limiter and counters side by side: one cache line per decision.
+    rules: Vec<RuleState>,
     exempt: u64,
     unmatched: u64,
     scratch: Scratch,
@@ -215,16 +222,17 @@ pub struct Shard {
 impl Shard {
     /// A shard enforcing `policy` with fresh limiter state.
     pub fn new(policy: Arc<CompiledPolicy>, config: ShardConfig) -> Self {
-        let limiters = policy
+        let rules = policy
             .rules()
             .iter()
-            .map(|r| Limiter::new(r.limit(), config.burst_tolerance))
+            .map(|r| RuleState {
+                limiter: Limiter::new(r.limit(), config.burst_tolerance),
+                stats: RuleStats::default(),
+            })
             .collect();
-        let stats = vec![RuleStats::default(); policy.len()];
         Self {
             policy,
-            limiters,
-            stats,
+            rules,
             exempt: 0,
             unmatched: 0,
             scratch: Scratch::default(),
@@ -268,9 +276,8 @@ impl Shard {
             };
         };
         let rule = &self.policy.rules()[i];
-        let stats = &mut self.stats[i];
+        let RuleState { limiter, stats } = &mut self.rules[i];
         stats.matched += 1;
-        let limiter = &mut self.limiters[i];
         if limiter.try_acquire(req.time.monotonic_ns) {
             stats.accepted += 1;
             let ticket = matches!(limiter, Limiter::Window(_)).then_some(Ticket { rule: i as u32 });
@@ -307,14 +314,18 @@ impl Shard {
 
     /// Releases the window slot a request took, when its transaction completes.
     pub fn complete(&mut self, ticket: Ticket) {
-        if let Some(Limiter::Window(w)) = self.limiters.get_mut(ticket.rule as usize) {
+        if let Some(RuleState {
+            limiter: Limiter::Window(w),
+            ..
+        }) = self.rules.get_mut(ticket.rule as usize)
+        {
             w.release();
         }
     }
 
     /// Counters of rule `i` (document order).
     pub fn rule_stats(&self, i: usize) -> Option<&RuleStats> {
-        self.stats.get(i)
+        self.rules.get(i).map(|r| &r.stats)
     }
 
     /// Requests not filtered because exempt (§5.1).

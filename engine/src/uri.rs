@@ -118,13 +118,23 @@ pub struct Params<'a>(pub &'a str);
 impl<'a> Params<'a> {
     /// Each parameter as `(name, value)`; the value is `None` for a bare name.
     pub fn iter(&self) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + 'a {
-        self.0
-            .split(';')
-            .filter(|p| !p.is_empty())
-            .map(|p| match p.split_once('=') {
-                Some((n, v)) => (n, Some(v)),
-                None => (p, None),
-            })
+        let mut rest = self.0;
+        std::iter::from_fn(move || {
+            loop {
+                if rest.is_empty() {
+                    return None;
+                }
+                let (param, tail) = split_byte(rest, b';').unwrap_or((rest, ""));
+                rest = tail;
+                if param.is_empty() {
+                    continue;
+                }
+                return Some(match split_byte(param, b'=') {
+                    Some((n, v)) => (n, Some(v)),
+                    None => (param, None),
+                });
+            }
+        })
     }
 
     /// The value of the first parameter named `name` (case-insensitive); `Some(None)` for a
@@ -136,39 +146,78 @@ impl<'a> Params<'a> {
     }
 }
 
-fn has_bad_char(s: &str) -> bool {
-    s.bytes()
-        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || matches!(b, b'<' | b'>' | b'"'))
+/// Splits at the first `b` (an ASCII byte), scanning bytes: the URIs here are short, and a
+/// plain loop beats the generic `char` searcher on them.
+#[inline]
+fn split_byte(s: &str, b: u8) -> Option<(&str, &str)> {
+    let i = s.as_bytes().iter().position(|&c| c == b)?;
+    // `b` is ASCII, so `i` and `i + 1` are character boundaries.
+    Some((&s[..i], &s[i + 1..]))
 }
 
-fn check_escapes(s: &str) -> Result<(), UriError> {
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let ok =
-                b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
-            if !ok {
-                return Err(UriError::BadEscape);
-            }
-            i += 3;
-        } else {
-            i += 1;
+const PLAIN: u8 = 0;
+const BAD: u8 = 1;
+const PERCENT: u8 = 2;
+const COLON: u8 = 3;
+
+/// How [`parse`] treats each byte: white space, control characters, `<`, `>` and `"` are
+/// refused; `%` starts an escape; `:` may end the scheme.
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [PLAIN; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        if b.is_ascii_whitespace() || b.is_ascii_control() || b == b'<' || b == b'>' || b == b'"' {
+            t[c] = BAD;
         }
+        c += 1;
     }
-    Ok(())
-}
+    t[b'%' as usize] = PERCENT;
+    t[b':' as usize] = COLON;
+    t
+};
 
 /// Parses a URI (no surrounding `<>`, no header parameters).
 pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
-    let s = s.trim();
+    let s = s.trim_ascii();
     if s.is_empty() {
         return Err(UriError::Empty);
     }
-    if has_bad_char(s) {
-        return Err(UriError::BadCharacter);
+    // One pass: refuse bad characters, check escapes, find the scheme's colon. Most bytes are
+    // plain, so a table lookup and one rarely-taken branch per byte.
+    let b = s.as_bytes();
+    let mut colon = None;
+    let mut i = 0;
+    while i < b.len() {
+        let class = BYTE_CLASS[usize::from(b[i])];
+        if class == PLAIN {
+            i += 1;
+            continue;
+        }
+        match class {
+            BAD => return Err(UriError::BadCharacter),
+            PERCENT => {
+                let ok =
+                    b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
+                if !ok {
+                    return Err(if colon.is_some() {
+                        UriError::BadEscape
+                    } else {
+                        UriError::NoScheme
+                    });
+                }
+                i += 3;
+            }
+            _ => {
+                if colon.is_none() {
+                    colon = Some(i);
+                }
+                i += 1;
+            }
+        }
     }
-    let (scheme, rest) = s.split_once(':').ok_or(UriError::NoScheme)?;
+    let colon = colon.ok_or(UriError::NoScheme)?;
+    let (scheme, rest) = (&s[..colon], &s[colon + 1..]);
     let scheme_ok = scheme
         .bytes()
         .next()
@@ -179,11 +228,10 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
     if !scheme_ok || rest.is_empty() {
         return Err(UriError::NoScheme);
     }
-    check_escapes(rest)?;
     if scheme.eq_ignore_ascii_case("sip") || scheme.eq_ignore_ascii_case("sips") {
         parse_sip(scheme.len() == 4, rest).map(UriRef::Sip)
     } else if scheme.eq_ignore_ascii_case("tel") {
-        let (number, params) = rest.split_once(';').unwrap_or((rest, ""));
+        let (number, params) = split_byte(rest, b';').unwrap_or((rest, ""));
         if number.is_empty() {
             return Err(UriError::NoNumber);
         }
@@ -198,19 +246,19 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
 
 fn parse_sip(secure: bool, rest: &str) -> Result<SipUri<'_>, UriError> {
     // No '@' may appear unescaped after the userinfo, so the first one ends it.
-    let (userinfo, hostpart) = match rest.split_once('@') {
+    let (userinfo, hostpart) = match split_byte(rest, b'@') {
         Some((u, h)) => (Some(u), h),
         None => (None, rest),
     };
     let (user, password) = match userinfo {
-        Some(u) => match u.split_once(':') {
+        Some(u) => match split_byte(u, b':') {
             Some((user, pw)) => (Some(user), Some(pw)),
             None => (Some(u), None),
         },
         None => (None, None),
     };
-    let (hostpart, headers) = hostpart.split_once('?').unwrap_or((hostpart, ""));
-    let (hostport, params) = hostpart.split_once(';').unwrap_or((hostpart, ""));
+    let (hostpart, headers) = split_byte(hostpart, b'?').unwrap_or((hostpart, ""));
+    let (hostport, params) = split_byte(hostpart, b';').unwrap_or((hostpart, ""));
     let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
         let end = v6.find(']').ok_or(UriError::BadHost)?;
         let host = &hostport[..end + 2];
@@ -226,7 +274,7 @@ fn parse_sip(secure: bool, rest: &str) -> Result<SipUri<'_>, UriError> {
             p => (host, Some(p.strip_prefix(':').ok_or(UriError::BadPort)?)),
         }
     } else {
-        match hostport.split_once(':') {
+        match split_byte(hostport, b':') {
             Some((h, p)) => (h, Some(p)),
             None => (hostport, None),
         }
@@ -334,8 +382,13 @@ fn hex(b: u8) -> u8 {
 }
 
 /// Appends `raw` with %-escapes decoded (escapes were validated by [`parse`]).
+#[inline]
 pub fn decode_into(raw: &str, out: &mut Vec<u8>) {
     let b = raw.as_bytes();
+    if !b.contains(&b'%') {
+        out.extend_from_slice(b);
+        return;
+    }
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' && i + 2 < b.len() {
@@ -373,8 +426,11 @@ pub fn eq_decoded_ci(raw: &str, canonical: &[u8]) -> bool {
 }
 
 /// Appends `raw`, decoded and lower-cased.
+#[inline]
 pub fn decode_lower_into(raw: &str, out: &mut Vec<u8>) {
-    out.extend(decoded_lower(raw));
+    let start = out.len();
+    decode_into(raw, out);
+    out[start..].make_ascii_lowercase();
 }
 
 /// RFC 3966 visual separators.
@@ -386,8 +442,9 @@ pub fn is_visual_separator(b: u8) -> bool {
 /// hex digits upper-cased, a leading `+` kept. Returns whether the number is global (`+`).
 pub fn normalize_number(buf: &mut Vec<u8>, start: usize) -> bool {
     let global = buf.get(start) == Some(&b'+');
-    let mut w = start + usize::from(global);
-    for r in w..buf.len() {
+    let first_digit = start + usize::from(global);
+    let mut w = first_digit;
+    for r in first_digit..buf.len() {
         let b = buf[r];
         if !is_visual_separator(b) {
             buf[w] = b.to_ascii_uppercase();
@@ -467,13 +524,11 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
         let global = normalize_number(buf, digits_start);
         let digits = digits_start + usize::from(global)..buf.len();
         let mut context = None;
-        if !global {
-            if let Some(Some(ctx)) = params.get("phone-context") {
-                buf.extend_from_slice(b";phone-context=");
-                let s = buf.len();
-                context_into(ctx, buf);
-                context = Some(s..buf.len());
-            }
+        if !global && let Some(Some(ctx)) = params.get("phone-context") {
+            buf.extend_from_slice(b";phone-context=");
+            let s = buf.len();
+            context_into(ctx, buf);
+            context = Some(s..buf.len());
         }
         key = 0..buf.len();
         number = Some((digits, global, context));

@@ -25,7 +25,7 @@ use crate::policy::{
 };
 use crate::uri::{self, Canonical, CanonicalParam, Number, UriRef};
 use hash::FxHashMap;
-use trie::DigitTrie;
+use trie::{DigitTrie, TrieBuilder};
 
 /// Methods a rule without `<method>` applies to (RFC 7200 §5.2).
 pub const DEFAULT_METHODS: [&str; 6] = [
@@ -71,6 +71,8 @@ impl std::error::Error for CompileError {}
 pub struct CompiledPolicy {
     version: u32,
     rules: Vec<CompiledRule>,
+    /// The hot part of each rule, dense, so checking a candidate touches one small entry.
+    meta: Vec<RuleMeta>,
     index: [FieldIndex; 4],
     /// Rules checked for every request (not reachable through an index), ascending.
     always: Vec<u32>,
@@ -87,7 +89,6 @@ pub struct CompiledRule {
     target: Option<CompiledUri>,
     /// (from, until) in Unix nanoseconds; empty when the rule has no `<validity>`.
     validity: Vec<(i128, i128)>,
-    never: bool,
     sips: Vec<CompiledSip>,
     redirect_refused: bool,
 }
@@ -299,6 +300,15 @@ impl CompiledIdentity {
         }
     }
 
+    /// An index hit on this identity proves it matches: nothing left to compare.
+    fn hit_suffices(&self) -> bool {
+        match self {
+            CompiledIdentity::One(u) => u.sip.is_none(),
+            CompiledIdentity::Many { domain, except } => domain.is_some() && except.is_empty(),
+            CompiledIdentity::ManyTel { except, .. } => except.is_empty(),
+        }
+    }
+
     fn indexable(&self) -> bool {
         !matches!(self, CompiledIdentity::Many { domain: None, .. })
     }
@@ -308,7 +318,9 @@ fn lower(s: &str) -> Box<[u8]> {
     s.to_ascii_lowercase().into_bytes().into()
 }
 
-/// Where the anchors of one header field are indexed.
+/// Where the anchors of one header field are indexed. Entries are `rule << 1 | sufficient`:
+/// `sufficient` says a hit alone proves the rule's call-identity matches (the hit identity has
+/// no excepts or parameters to compare, and its `<sip>` block tests no other field).
 #[derive(Debug, Default)]
 struct FieldIndex {
     exact: FxHashMap<Box<[u8]>, Vec<u32>>,
@@ -318,40 +330,64 @@ struct FieldIndex {
     local: DigitTrie,
 }
 
-fn push_unique(map: &mut FxHashMap<Box<[u8]>, Vec<u32>>, key: &[u8], rule: u32) {
+#[derive(Debug, Default)]
+struct FieldIndexBuilder {
+    exact: FxHashMap<Box<[u8]>, Vec<u32>>,
+    domain: FxHashMap<Box<[u8]>, Vec<u32>>,
+    context: FxHashMap<Box<[u8]>, Vec<u32>>,
+    global: TrieBuilder,
+    local: TrieBuilder,
+}
+
+fn push_unique(map: &mut FxHashMap<Box<[u8]>, Vec<u32>>, key: &[u8], entry: u32) {
     let list = map.entry(key.into()).or_default();
-    if list.last() != Some(&rule) {
-        list.push(rule);
+    if list.last() != Some(&entry) {
+        list.push(entry);
     }
 }
 
-impl FieldIndex {
-    fn insert(&mut self, identity: &CompiledIdentity, rule: u32) {
+impl FieldIndexBuilder {
+    fn insert(&mut self, identity: &CompiledIdentity, entry: u32) {
         match identity {
-            CompiledIdentity::One(u) => push_unique(&mut self.exact, &u.key, rule),
+            CompiledIdentity::One(u) => push_unique(&mut self.exact, &u.key, entry),
             CompiledIdentity::Many {
                 domain: Some(d), ..
-            } => push_unique(&mut self.domain, d, rule),
+            } => push_unique(&mut self.domain, d, entry),
             CompiledIdentity::Many { domain: None, .. } => {}
             CompiledIdentity::ManyTel { prefix, .. } => {
-                push_unique(&mut self.context, &prefix.context, rule);
+                push_unique(&mut self.context, &prefix.context, entry);
                 if let Some(d) = &prefix.digits {
                     if prefix.global {
-                        self.global.insert(d, rule);
+                        self.global.insert(d, entry);
                     } else {
-                        self.local.insert(d, rule);
+                        self.local.insert(d, entry);
                     }
                 }
             }
         }
     }
 
+    fn build(self) -> FieldIndex {
+        FieldIndex {
+            exact: self.exact,
+            domain: self.domain,
+            context: self.context,
+            global: self.global.build(),
+            local: self.local.build(),
+        }
+    }
+}
+
+impl FieldIndex {
     #[inline]
     fn lookup(&self, c: &Canonical<'_, '_>, out: &mut Vec<u32>) {
-        if let Some(l) = self.exact.get(c.key) {
+        if !self.exact.is_empty()
+            && let Some(l) = self.exact.get(c.key)
+        {
             out.extend_from_slice(l);
         }
         if let Some(host) = c.host
+            && !self.domain.is_empty()
             && let Some(l) = self.domain.get(host)
         {
             out.extend_from_slice(l);
@@ -370,6 +406,42 @@ impl FieldIndex {
         }
     }
 }
+
+/// The hot part of a rule for candidate checks.
+#[derive(Clone, Copy, Debug)]
+struct RuleMeta {
+    /// Bit per [`method_code`] the rule applies to.
+    methods: u16,
+    /// The rule names an extension method (compared as a string).
+    other_method: bool,
+    never: bool,
+    /// Has validity or a target: check those on the rule itself.
+    slow: bool,
+}
+
+/// A small code per well-known method (bit positions in [`RuleMeta::methods`]).
+fn method_code(method: &str) -> Option<u8> {
+    Some(match method {
+        "INVITE" => 0,
+        "MESSAGE" => 1,
+        "REGISTER" => 2,
+        "SUBSCRIBE" => 3,
+        "OPTIONS" => 4,
+        "PUBLISH" => 5,
+        "ACK" => 6,
+        "BYE" => 7,
+        "CANCEL" => 8,
+        "NOTIFY" => 9,
+        "INFO" => 10,
+        "PRACK" => 11,
+        "UPDATE" => 12,
+        "REFER" => 13,
+        _ => return None,
+    })
+}
+
+/// The default set (INVITE … PUBLISH) as method bits.
+const DEFAULT_METHOD_BITS: u16 = 0b11_1111;
 
 fn field_slot(f: Field) -> usize {
     match f {
@@ -396,7 +468,8 @@ pub fn compile_rules(
     rules: impl IntoIterator<Item = Rule>,
     config: &CompileConfig,
 ) -> CompiledPolicy {
-    let mut index: [FieldIndex; 4] = Default::default();
+    let mut index: [FieldIndexBuilder; 4] = Default::default();
+    let mut meta = Vec::new();
     let mut always = Vec::new();
     let mut uses = [false; 4];
     let mut uses_target = false;
@@ -435,10 +508,12 @@ pub fn compile_rules(
                     .iter()
                     .filter(|(_, ids)| ids.iter().all(CompiledIdentity::indexable))
                     .min_by_key(|(_, ids)| ids.len());
+                let single_field = sip.fields.len() == 1;
                 match anchor {
-                    Some((f, ids)) => ids
-                        .iter()
-                        .for_each(|id| index[field_slot(*f)].insert(id, i)),
+                    Some((f, ids)) => ids.iter().for_each(|id| {
+                        let sufficient = single_field && id.hit_suffices();
+                        index[field_slot(*f)].insert(id, i << 1 | u32::from(sufficient))
+                    }),
                     None => {
                         if always.last() != Some(&i) {
                             always.push(i);
@@ -460,19 +535,33 @@ pub fn compile_rules(
             }
             _ => false,
         };
+        let (methods, other_method) = match &c.method {
+            None => (DEFAULT_METHOD_BITS, false),
+            Some(m) => match method_code(m.as_str()) {
+                Some(code) => (1 << code, false),
+                None => (0, true),
+            },
+        };
+        meta.push(RuleMeta {
+            methods,
+            other_method,
+            never,
+            slow: c.validity.is_some() || c.target_sip_entity.is_some(),
+        });
         compiled.push(CompiledRule {
             method: c.method.clone(),
             target: c.target_sip_entity.as_ref().map(CompiledUri::new),
             validity,
-            never,
             sips,
             redirect_refused,
             rule,
         });
     }
+    let index = index.map(FieldIndexBuilder::build);
     CompiledPolicy {
         version,
         rules: compiled,
+        meta,
         index,
         always,
         uses,
@@ -640,17 +729,43 @@ impl CompiledPolicy {
         unix_nanos: i128,
         view: &RequestView<'_, '_>,
     ) -> Result<(), Miss> {
-        let r = &self.rules[i];
-        if r.never {
+        self.check_conditions(i, method, method_code(method), unix_nanos, view)?;
+        if self.identity_matches(i, view) {
+            Ok(())
+        } else {
+            Err(Miss::CallIdentity)
+        }
+    }
+
+    /// Every condition but the call-identity, cheapest first, mostly from the dense meta.
+    #[inline]
+    fn check_conditions(
+        &self,
+        i: usize,
+        method: &str,
+        code: Option<u8>,
+        unix_nanos: i128,
+        view: &RequestView<'_, '_>,
+    ) -> Result<(), Miss> {
+        let meta = self.meta[i];
+        if meta.never {
             return Err(Miss::Unsupported);
         }
-        let method_ok = match &r.method {
-            Some(m) => m.as_str() == method,
-            None => DEFAULT_METHODS.contains(&method),
+        let method_ok = if meta.other_method {
+            self.rules[i]
+                .method
+                .as_ref()
+                .is_some_and(|m| m.as_str() == method)
+        } else {
+            code.is_some_and(|c| meta.methods & (1 << c) != 0)
         };
         if !method_ok {
             return Err(Miss::Method);
         }
+        if !meta.slow {
+            return Ok(());
+        }
+        let r = &self.rules[i];
         if !r.validity.is_empty()
             && !r
                 .validity
@@ -666,10 +781,13 @@ impl CompiledPolicy {
                 Some(_) => {}
             }
         }
-        if !r.sips.is_empty() && !r.sips.iter().any(|sip| self.sip_matches(sip, view)) {
-            return Err(Miss::CallIdentity);
-        }
         Ok(())
+    }
+
+    #[inline]
+    fn identity_matches(&self, i: usize, view: &RequestView<'_, '_>) -> bool {
+        let r = &self.rules[i];
+        r.sips.is_empty() || r.sips.iter().any(|sip| self.sip_matches(sip, view))
     }
 
     #[inline]
@@ -706,37 +824,52 @@ impl CompiledPolicy {
                 self.index[slot].lookup(c, candidates);
             }
         }
+        // Entries are `rule << 1 | sufficient`: sorting orders by rule; `dedup_by` folds hits
+        // on one rule into the first, keeping `sufficient` if any of them had it.
         candidates.sort_unstable();
-        candidates.dedup();
-        // Merge the two ascending lists; the first rule that holds wins.
+        candidates.dedup_by(|later, earlier| {
+            let same = *later >> 1 == *earlier >> 1;
+            if same {
+                *earlier |= *later & 1;
+            }
+            same
+        });
+        let code = method_code(method);
+        // Merge with the always-checked rules (ascending); the first rule that holds wins.
         let (mut a, mut b) = (0, 0);
         let (cands, always) = (&candidates[..], &self.always[..]);
         loop {
-            let next = match (cands.get(a), always.get(b)) {
-                (None, None) => return None,
-                (Some(&x), None) => {
-                    a += 1;
-                    x
-                }
-                (None, Some(&y)) => {
-                    b += 1;
-                    y
-                }
-                (Some(&x), Some(&y)) => {
-                    if x <= y {
+            let (rule, sufficient) =
+                match (cands.get(a).map(|&e| (e >> 1, e & 1 == 1)), always.get(b)) {
+                    (None, None) => return None,
+                    (Some(x), None) => {
                         a += 1;
-                        if x == y {
-                            b += 1;
-                        }
                         x
-                    } else {
-                        b += 1;
-                        y
                     }
-                }
-            };
-            if self.check(next as usize, method, unix_nanos, view).is_ok() {
-                return Some(next as usize);
+                    (None, Some(&y)) => {
+                        b += 1;
+                        (y, false)
+                    }
+                    (Some(x), Some(&y)) => {
+                        if x.0 <= y {
+                            a += 1;
+                            if x.0 == y {
+                                b += 1;
+                            }
+                            x
+                        } else {
+                            b += 1;
+                            (y, false)
+                        }
+                    }
+                };
+            let i = rule as usize;
+            if self
+                .check_conditions(i, method, code, unix_nanos, view)
+                .is_ok()
+                && (sufficient || self.identity_matches(i, view))
+            {
+                return Some(i);
             }
         }
     }
