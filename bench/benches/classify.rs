@@ -4,12 +4,10 @@
 //! `cargo bench -p loadctl-bench --bench classify`
 
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use loadctl::compile::{CompileConfig, compile};
-use loadctl::engine::{Shard, ShardConfig, Time};
+use loadctl::engine::{Engine, EngineConfig, Time};
 use loadctl_bench::naive::NaiveEvaluator;
 use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests};
 
@@ -21,8 +19,15 @@ fn bench_classify(c: &mut Criterion) {
     for (name, rules) in [("small-10", 10usize), ("carrier-10k", 10_000)] {
         let policy = carrier_policy(rules, 42);
         let reqs: Vec<OwnedRequest> = requests(&policy, 10_000, 7);
-        let compiled = Arc::new(compile(&policy, &CompileConfig::default()).expect("full"));
-        let mut shard = Shard::new(compiled, ShardConfig::default());
+        let engine = Engine::from_ruleset(
+            policy.clone(),
+            EngineConfig {
+                shards: 1,
+                ..EngineConfig::default()
+            },
+        )
+        .expect("publishes");
+        let mut shard = engine.attach();
         let mut i = 0usize;
         group.bench_function(format!("loadctl/{name}"), |b| {
             b.iter(|| {

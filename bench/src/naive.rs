@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use loadctl::engine::{Request, Verdict};
+use loadctl::engine::{Request, Time, Verdict};
 use loadctl::limit::Limiter;
 use loadctl::policy::{
     AltAction, Except, ExceptTel, Field, Identity, Rule, Ruleset, TelPrefix, Uri,
@@ -147,7 +147,7 @@ impl NaiveEvaluator {
         }
     }
 
-    fn rule_matches(rule: &Rule, req: &Request<'_>) -> bool {
+    fn rule_matches(rule: &Rule, req: &Request<'_>, time: Time) -> bool {
         let c = &rule.conditions;
         if c.never_matches() {
             return false;
@@ -161,8 +161,8 @@ impl NaiveEvaluator {
         }
         if let Some(v) = &c.validity {
             let now = loadctl::policy::Timestamp::from_unix(
-                (req.time.unix_ns.div_euclid(1_000_000_000)) as i64,
-                req.time.unix_ns.rem_euclid(1_000_000_000) as u32,
+                (time.unix_ns.div_euclid(1_000_000_000)) as i64,
+                time.unix_ns.rem_euclid(1_000_000_000) as u32,
             );
             if !v.contains(&now) {
                 return false;
@@ -192,13 +192,15 @@ impl NaiveEvaluator {
         })
     }
 
-    /// Decides one request: the verdict and the matched rule's id.
+    /// Decides one request: the verdict and the matched rule's id. The request must carry its
+    /// time.
     pub fn classify(&self, req: &Request<'_>) -> (Verdict, Option<String>) {
+        let time = req.time.unwrap_or_default();
         if req.is_exempt() {
             return (Verdict::Accept, None);
         }
         for rule in &self.rules {
-            if !Self::rule_matches(rule, req) {
+            if !Self::rule_matches(rule, req, time) {
                 continue;
             }
             let id = rule.id.to_string();
@@ -206,7 +208,7 @@ impl NaiveEvaluator {
             let limiter = limiters
                 .entry(id.clone())
                 .or_insert_with(|| Limiter::new(&rule.accept.limit, self.tolerance));
-            if limiter.try_acquire(req.time.monotonic_ns) {
+            if limiter.try_acquire(time.monotonic_ns) {
                 return (Verdict::Accept, Some(id));
             }
             let verdict = match &rule.accept.alt_action {
@@ -225,19 +227,22 @@ impl NaiveEvaluator {
 mod tests {
     use super::*;
     use crate::workload::{carrier_policy, requests};
-    use loadctl::compile::{CompileConfig, compile};
-    use loadctl::engine::{Shard, ShardConfig, Time};
-    use std::sync::Arc;
+    use loadctl::engine::{Engine, EngineConfig};
 
     #[test]
     fn naive_and_engine_agree_on_the_standard_workload() {
         let policy = carrier_policy(2_000, 42);
         let reqs = requests(&policy, 3_000, 7);
         let naive = NaiveEvaluator::new(&policy, Duration::from_millis(100));
-        let mut shard = Shard::new(
-            Arc::new(compile(&policy, &CompileConfig::default()).expect("full")),
-            ShardConfig::default(),
-        );
+        let engine = Engine::from_ruleset(
+            policy.clone(),
+            EngineConfig {
+                shards: 1,
+                ..EngineConfig::default()
+            },
+        )
+        .expect("publishes");
+        let mut shard = engine.attach();
         let mut matched = 0;
         for (i, r) in reqs.iter().enumerate() {
             let time = Time {

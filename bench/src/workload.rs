@@ -270,7 +270,7 @@ impl OwnedRequest {
             transport: self.transport,
             initial: self.initial,
             event: None,
-            time,
+            time: Some(time),
         }
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BinaryHeap;
 use std::io::{BufRead, Write};
 
 use loadctl::compile::Identities;
-use loadctl::engine::{Request, Shard, ShardConfig, Ticket, Time, Transport, Verdict};
+use loadctl::engine::{Request, Ticket, Time, Transport, Verdict};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -68,11 +68,12 @@ pub fn run(policy: &str, now: Option<&str>, transport: &str) -> u8 {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let compiled = match crate::policy_file::load(policy) {
-        Ok((_, c)) => c,
+    let mut shard = match crate::policy_file::load(policy)
+        .and_then(|(ruleset, _)| crate::policy_file::shard(ruleset))
+    {
+        Ok(s) => s,
         Err(code) => return code,
     };
-    let mut shard = Shard::new(compiled, ShardConfig::default());
     let mut pending: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
     let mut last_t = 0u64;
     let mut seq = 0u64;
@@ -152,10 +153,10 @@ pub fn run(policy: &str, now: Option<&str>, transport: &str) -> u8 {
             transport,
             initial: req.initial.unwrap_or(true),
             event: req.event.as_deref(),
-            time: Time {
+            time: Some(Time {
                 monotonic_ns: t_ns,
                 unix_ns: wall0 + i128::from(t_ns),
-            },
+            }),
         };
         let decision = shard.classify(&request);
         let mut json = serde_json::json!({

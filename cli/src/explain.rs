@@ -1,7 +1,7 @@
 //! `loadctl explain`: for a person, how one request is classified and why.
 
 use loadctl::compile::{Identities, Miss, Scratch, describe_canonical};
-use loadctl::engine::{Request, Shard, ShardConfig, Time, Transport};
+use loadctl::engine::{Request, Time, Transport};
 
 /// The request as given on the command line.
 pub struct Args<'a> {
@@ -34,7 +34,7 @@ pub fn run(args: &Args<'_>) -> u8 {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let (_, policy) = match crate::policy_file::load(args.policy) {
+    let (ruleset, policy) = match crate::policy_file::load(args.policy) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -44,10 +44,10 @@ pub fn run(args: &Args<'_>) -> u8 {
         transport,
         initial: !args.in_dialog,
         event: args.event,
-        time: Time {
+        time: Some(Time {
             monotonic_ns: 0,
             unix_ns,
-        },
+        }),
     };
     let ids = &args.identities;
     println!(
@@ -169,7 +169,10 @@ pub fn run(args: &Args<'_>) -> u8 {
             );
         }
     }
-    let mut shard = Shard::new(policy.clone(), ShardConfig::default());
+    let mut shard = match crate::policy_file::shard(ruleset) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     let d = shard.classify(&request);
     let status = d.status().map(|s| format!(" ({s})")).unwrap_or_default();
     match d.rule {

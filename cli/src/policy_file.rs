@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use loadctl::compile::{CompileConfig, CompiledPolicy, compile};
+use loadctl::engine::{Engine, EngineConfig, Shard};
 use loadctl::policy::{self, Limits, Ruleset};
 
 /// Reads, validates and compiles a full policy; on failure prints why and returns the exit
@@ -29,6 +30,22 @@ pub fn load(path: &str) -> Result<(Ruleset, Arc<CompiledPolicy>), u8> {
         1u8
     })?;
     Ok((doc.ruleset, Arc::new(compiled)))
+}
+
+/// A one-shard engine enforcing `ruleset`, and its shard.
+pub fn shard(ruleset: Ruleset) -> Result<Shard, u8> {
+    let engine = Engine::from_ruleset(
+        ruleset,
+        EngineConfig {
+            shards: 1,
+            ..EngineConfig::default()
+        },
+    )
+    .map_err(|e| {
+        eprintln!("loadctl: {e}");
+        1u8
+    })?;
+    Ok(engine.attach())
 }
 
 /// Parses `--now` (an xs:dateTime / RFC 3339 time with a zone) into Unix nanoseconds;

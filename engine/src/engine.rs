@@ -1,340 +1,509 @@
-//! Requests, decisions, and the [`Shard`] that owns limiter state.
+//! The multi-core runtime: an [`Engine`] that publishes policy snapshots, and the [`Shard`]s
+//! that classify on each worker thread.
 //!
-//! A shard holds a shared, read-only [`CompiledPolicy`] and, for each of its rules, the limiter
-//! state and counters that only this shard touches. `classify` finds the first matching rule
-//! (through the policy's indexes), asks that rule's limiter, and turns a refusal into the rule's
-//! alt-action. It does not allocate once its scratch buffers are warm, takes no lock and makes
-//! no system call: time comes in with the request.
+//! # Seams
+//! - Writers (`publish`, `apply`, `withdraw`) serialise on one mutex, merge the sources'
+//!   policies, compile a new [`Snapshot`] and swap it in (RCU, arc-swap). They never block
+//!   readers; an error leaves the published snapshot untouched.
+//! - A [`Shard`] caches the snapshot and checks one shared generation counter per request (a
+//!   read of a line written once per publish). When it changes, the shard re-maps its per-rule
+//!   state by rule *key* — source, rule id and action — so a rule kept across publishes keeps
+//!   its limiter state and counters on every shard.
+//! - Limits are global: each rule has one shared [`RuleCell`] (carried across publishes by
+//!   key) from which shards lease tokens and window slots in batches.
+//!
+//! # Several sources
+//! Policies from different notifiers are kept apart and merged into one snapshot. **Rules are
+//! tried source by source, in the order the sources were first published, and within a source
+//! in document order**; the first match wins across the whole list. A rule without a
+//! `target-sip-entity` is scoped to its notifier's URI when the source names one, so a
+//! notifier's policy only throttles traffic towards that notifier. Withdrawing a source removes
+//! exactly its rules.
 
-use std::sync::Arc;
+mod cell;
+mod request;
+mod shard;
+mod stats;
+
+use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::compile::{CompiledPolicy, CompiledRule, Identities, Scratch};
-use crate::limit::Limiter;
-use crate::policy::AltAction;
+pub use cell::RuleCell;
+pub use request::*;
+pub use shard::Shard;
+pub use stats::{EngineStats, RuleRow, SourceRow};
 
-/// The transport a request arrived on. Only UDP is unreliable: there a silent drop causes
-/// retransmissions, so `drop` is turned into `reject` (RFC 7200 §5.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Transport {
-    /// UDP (unreliable).
-    #[default]
-    Udp,
-    /// TCP.
-    Tcp,
-    /// TLS over TCP.
-    Tls,
-    /// SCTP.
-    Sctp,
-    /// WebSocket.
-    Ws,
-    /// Secure WebSocket.
-    Wss,
-}
+use crate::clock::{Clock, SystemClock};
+use crate::compile::{CompileConfig, CompiledPolicy, compile_sources};
+use crate::policy::{self, Limit, Limits, MergeError, Rule, Ruleset, State, Uri};
+use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Ordering, lock};
 
-impl Transport {
-    /// True for every transport except UDP.
-    pub fn is_reliable(self) -> bool {
-        !matches!(self, Transport::Udp)
-    }
-
-    /// Parses `udp`, `tcp`, `tls`, `sctp`, `ws`, `wss` (case-insensitive).
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            ("udp", Transport::Udp),
-            ("tcp", Transport::Tcp),
-            ("tls", Transport::Tls),
-            ("sctp", Transport::Sctp),
-            ("ws", Transport::Ws),
-            ("wss", Transport::Wss),
-        ]
-        .into_iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(s))
-        .map(|(_, t)| t)
-    }
-}
-
-/// The time of a request: a monotonic clock for limiters, a wall clock for validity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct Time {
-    /// Monotonic nanoseconds (any origin, never going backwards).
-    pub monotonic_ns: u64,
-    /// Wall-clock nanoseconds since the Unix epoch.
-    pub unix_ns: i128,
-}
-
-/// A request to classify: header values as the SIP stack holds them, borrowed.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Request<'r> {
-    /// The method (case-sensitive, e.g. `INVITE`).
-    pub method: &'r str,
-    /// From, To, Request-URI, P-Asserted-Identity and the target entity.
-    pub identities: Identities<'r>,
-    /// The transport it arrived on.
-    pub transport: Transport,
-    /// True for a request outside a dialog (no To tag). Only initial requests are filtered.
-    pub initial: bool,
-    /// The Event header value, if any.
-    pub event: Option<&'r str>,
-    /// When it arrived.
-    pub time: Time,
-}
-
-impl Request<'_> {
-    /// RFC 7200 §5.1: ACK, BYE, CANCEL, in-dialog requests and SUBSCRIBEs for the
-    /// `load-control` event itself are never filtered.
-    pub fn is_exempt(&self) -> bool {
-        if !self.initial || matches!(self.method, "ACK" | "BYE" | "CANCEL") {
-            return true;
-        }
-        self.method == "SUBSCRIBE"
-            && self.event.is_some_and(|e| {
-                e.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .eq_ignore_ascii_case("load-control")
-            })
-    }
-}
-
-/// What to do with a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Verdict {
-    /// Let it through.
-    Accept,
-    /// Answer 503 Service Unavailable.
-    Reject,
-    /// Answer 302 Moved Temporarily with the rule's targets as Contacts.
-    Redirect,
-    /// Discard it without an answer (only over reliable transports).
-    Drop,
-}
-
-impl Verdict {
-    /// The SIP status to answer with: 503 for reject, 302 for redirect, none otherwise.
-    pub fn status(self) -> Option<u16> {
-        match self {
-            Verdict::Reject => Some(503),
-            Verdict::Redirect => Some(302),
-            Verdict::Accept | Verdict::Drop => None,
-        }
-    }
-
-    /// `accept`, `reject`, `redirect` or `drop`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Accept => "accept",
-            Verdict::Reject => "reject",
-            Verdict::Redirect => "redirect",
-            Verdict::Drop => "drop",
-        }
-    }
-}
-
-/// Proof that a window rule admitted a request: give it back with [`Shard::complete`] when
-/// the transaction ends. Not `Clone`, so one admission is released once.
-#[derive(Debug, PartialEq, Eq)]
-#[must_use = "a window slot stays taken until the ticket is completed"]
-pub struct Ticket {
-    rule: u32,
-}
-
-/// The outcome of [`Shard::classify`].
-#[derive(Debug)]
-pub struct Decision<'p> {
-    /// What to do.
-    pub verdict: Verdict,
-    /// The matched rule; `None` when no rule matched or the request is exempt.
-    pub rule: Option<&'p CompiledRule>,
-    /// True when the request was not filtered at all (§5.1).
-    pub exempt: bool,
-    /// For a request admitted by a window rule.
-    pub ticket: Option<Ticket>,
-}
-
-impl Decision<'_> {
-    /// The SIP status to answer with (503, 302) or none.
-    pub fn status(&self) -> Option<u16> {
-        self.verdict.status()
-    }
-
-    /// The redirect targets (empty unless the verdict is redirect).
-    pub fn targets(&self) -> &[crate::policy::Uri] {
-        match (self.verdict, self.rule) {
-            (Verdict::Redirect, Some(r)) => r.redirect_targets(),
-            _ => &[],
-        }
-    }
-}
-
-/// Counters of one rule on one shard.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RuleStats {
-    /// Requests the rule matched.
-    pub matched: u64,
-    /// Of those, admitted.
-    pub accepted: u64,
-    /// Answered 503 (including drops over UDP and refused redirects).
-    pub rejected: u64,
-    /// Redirected.
-    pub redirected: u64,
-    /// Dropped silently.
-    pub dropped: u64,
-    /// Redirects turned into rejects because a target is outside the allow-list.
-    pub redirect_refused: u64,
-}
-
-/// How a shard's limiters behave.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShardConfig {
+/// How an [`Engine`] behaves.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// How many shards (worker threads) are expected. Default: the number of cores.
+    pub shards: usize,
+    /// Where shards read the time when a request carries none.
+    pub clock: Arc<dyn Clock>,
+    /// Redirect allow-list and other compile options.
+    pub compile: CompileConfig,
+    /// Input limits for documents and merged policies.
+    pub limits: Limits,
     /// GCRA burst tolerance τ of rate rules: at most max(1, ⌈r·τ⌉) requests at once.
     pub burst_tolerance: Duration,
+    /// How long a shard may hold leased tokens before they expire, which also sizes leases
+    /// (⌊r·period⌋ tokens, at least 1). Short periods keep the aggregate exact when load moves
+    /// between shards; long ones mean fewer shared writes. Default 1 ms.
+    pub lease_period: Duration,
 }
 
-impl Default for ShardConfig {
+impl Default for EngineConfig {
     fn default() -> Self {
         Self {
+            shards: std::thread::available_parallelism().map_or(1, usize::from),
+            clock: Arc::new(SystemClock::default()),
+            compile: CompileConfig::default(),
+            limits: Limits::default(),
             burst_tolerance: Duration::from_millis(100),
+            lease_period: Duration::from_millis(1),
         }
     }
 }
 
-/// What a shard keeps per rule.
-#[derive(Debug)]
-struct RuleState {
-    limiter: Limiter,
-    stats: RuleStats,
+/// Who a policy came from: a notifier (or a local configuration).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Source {
+    /// A stable name (typically the notifier's URI, or "local").
+    pub name: String,
+    /// The notifier's URI, when known: rules without `target-sip-entity` are scoped to it.
+    pub notifier: Option<Uri>,
 }
 
-/// One worker's classifier: a shared policy plus this worker's limiter state and counters.
-#[derive(Debug)]
-pub struct Shard {
-    policy: Arc<CompiledPolicy>,
-    /// Per rule, the limiter and counters side by side: one cache line per decision.
-    rules: Vec<RuleState>,
-    exempt: u64,
-    unmatched: u64,
-    scratch: Scratch,
-    config: ShardConfig,
-}
-
-impl Shard {
-    /// A shard enforcing `policy` with fresh limiter state.
-    pub fn new(policy: Arc<CompiledPolicy>, config: ShardConfig) -> Self {
-        let rules = policy
-            .rules()
-            .iter()
-            .map(|r| RuleState {
-                limiter: Limiter::new(r.limit(), config.burst_tolerance),
-                stats: RuleStats::default(),
-            })
-            .collect();
+impl Source {
+    /// A source that scopes nothing (static configuration).
+    pub fn local(name: &str) -> Self {
         Self {
-            policy,
-            rules,
-            exempt: 0,
-            unmatched: 0,
-            scratch: Scratch::default(),
-            config,
+            name: name.to_owned(),
+            notifier: None,
         }
     }
 
-    /// The policy this shard enforces.
-    pub fn policy(&self) -> &Arc<CompiledPolicy> {
+    /// A notifier's source: its rules apply to requests towards `notifier` unless they name
+    /// another target.
+    pub fn notifier(notifier: Uri) -> Self {
+        Self {
+            name: notifier.as_str().to_owned(),
+            notifier: Some(notifier),
+        }
+    }
+}
+
+/// Why a policy change was refused (nothing was changed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PublishError {
+    /// `publish` takes full documents; use `apply` for partial ones.
+    NotFull,
+    /// The partial document does not apply to the source's current policy.
+    Merge(MergeError),
+    /// All sources together would exceed [`Limits::max_rules`].
+    TooManyRules {
+        /// The limit.
+        max: usize,
+    },
+    /// `withdraw` named a source that has no policy.
+    UnknownSource(String),
+}
+
+impl std::fmt::Display for PublishError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PublishError::NotFull => {
+                f.write_str("publish needs a full document; use apply for a partial one")
+            }
+            PublishError::Merge(e) => write!(f, "{e}"),
+            PublishError::TooManyRules { max } => {
+                write!(f, "all sources together would have more than {max} rules")
+            }
+            PublishError::UnknownSource(s) => write!(f, "no policy from source {s:?}"),
+        }
+    }
+}
+
+impl std::error::Error for PublishError {}
+
+impl From<MergeError> for PublishError {
+    fn from(e: MergeError) -> Self {
+        PublishError::Merge(e)
+    }
+}
+
+/// How a rule's limit is enforced across shards.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LimitParams {
+    /// GCRA with leases.
+    Rate {
+        /// Emission interval T; `None` for rate 0.
+        interval_ns: Option<u64>,
+        /// Tolerance used when leasing: (b − 1)·T minus the lateness a batch may add.
+        tolerance_ns: u64,
+        /// Tokens per lease.
+        lease: u32,
+        /// Leased tokens expire after this long.
+        ttl_ns: u64,
+    },
+    /// A per-shard deterministic gate.
+    Percent(f64),
+    /// A global window: one slot per admission, taken from and returned to the shared cell.
+    Window {
+        /// Window size.
+        size: u32,
+    },
+}
+
+impl LimitParams {
+    fn new(limit: &Limit, config: &EngineConfig) -> Self {
+        match *limit {
+            Limit::Rate(r) => {
+                let r = r.per_second();
+                if r <= 0.0 {
+                    return LimitParams::Rate {
+                        interval_ns: None,
+                        tolerance_ns: 0,
+                        lease: 1,
+                        ttl_ns: 0,
+                    };
+                }
+                let interval = (1e9 / r).round() as u64;
+                let burst = crate::limit::RateGate::burst_for(r, config.burst_tolerance);
+                let tolerance = interval.saturating_mul(burst - 1);
+                let lease = ((r * config.lease_period.as_secs_f64()).floor() as u64)
+                    .clamp(1, burst.min(1 << 16)) as u32;
+                LimitParams::Rate {
+                    interval_ns: Some(interval),
+                    tolerance_ns: tolerance
+                        .saturating_sub(interval.saturating_mul(u64::from(lease) - 1)),
+                    lease,
+                    ttl_ns: config.lease_period.as_nanos() as u64,
+                }
+            }
+            Limit::Percent(p) => LimitParams::Percent(p.value()),
+            Limit::Window(w) => LimitParams::Window { size: w },
+        }
+    }
+
+    fn new_cell(&self) -> RuleCell {
+        match *self {
+            LimitParams::Rate { .. } => RuleCell::rate(),
+            LimitParams::Percent(_) => RuleCell::unused(),
+            LimitParams::Window { size, .. } => RuleCell::window(size),
+        }
+    }
+}
+
+/// What a snapshot knows about each rule beyond the compiled matcher.
+#[derive(Debug)]
+pub(crate) struct SnapshotRule {
+    pub(crate) key: u64,
+    pub(crate) cell: Arc<RuleCell>,
+    pub(crate) limit: LimitParams,
+}
+
+/// One published state: the merged compiled policy plus per-rule keys and shared cells.
+#[derive(Debug)]
+pub struct Snapshot {
+    generation: u64,
+    policy: CompiledPolicy,
+    rules: Vec<SnapshotRule>,
+    sources: Vec<Arc<str>>,
+}
+
+impl Snapshot {
+    /// Increases by one per publish; 0 is the empty policy the engine starts with.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The merged, compiled policy.
+    pub fn policy(&self) -> &CompiledPolicy {
         &self.policy
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &ShardConfig {
-        &self.config
+    /// Source names, indexed by [`crate::compile::CompiledRule::source`].
+    pub fn sources(&self) -> &[Arc<str>] {
+        &self.sources
     }
 
-    /// Decides one request.
-    pub fn classify(&mut self, req: &Request<'_>) -> Decision<'_> {
-        if req.is_exempt() {
-            self.exempt += 1;
-            return Decision {
-                verdict: Verdict::Accept,
-                rule: None,
-                exempt: true,
-                ticket: None,
-            };
-        }
-        let Some(i) = self.policy.find_with(
-            req.method,
-            req.time.unix_ns,
-            &req.identities,
-            &mut self.scratch,
-        ) else {
-            self.unmatched += 1;
-            return Decision {
-                verdict: Verdict::Accept,
-                rule: None,
-                exempt: false,
-                ticket: None,
-            };
-        };
-        let rule = &self.policy.rules()[i];
-        let RuleState { limiter, stats } = &mut self.rules[i];
-        stats.matched += 1;
-        if limiter.try_acquire(req.time.monotonic_ns) {
-            stats.accepted += 1;
-            let ticket = matches!(limiter, Limiter::Window(_)).then_some(Ticket { rule: i as u32 });
-            return Decision {
-                verdict: Verdict::Accept,
-                rule: Some(rule),
-                exempt: false,
-                ticket,
-            };
-        }
-        let verdict = match rule.alt_action() {
-            AltAction::Reject => Verdict::Reject,
-            AltAction::Drop if req.transport.is_reliable() => Verdict::Drop,
-            AltAction::Drop => Verdict::Reject,
-            AltAction::Redirect(_) if rule.redirect_refused() => {
-                stats.redirect_refused += 1;
-                Verdict::Reject
-            }
-            AltAction::Redirect(_) => Verdict::Redirect,
-        };
-        match verdict {
-            Verdict::Reject => stats.rejected += 1,
-            Verdict::Redirect => stats.redirected += 1,
-            Verdict::Drop => stats.dropped += 1,
-            Verdict::Accept => {}
-        }
-        Decision {
-            verdict,
-            rule: Some(rule),
-            exempt: false,
-            ticket: None,
-        }
+    /// The name of the source rule `i` came from.
+    pub fn source_of(&self, i: usize) -> &str {
+        self.policy
+            .rules()
+            .get(i)
+            .and_then(|r| self.sources.get(r.source() as usize))
+            .map_or("", |s| s)
     }
 
-    /// Releases the window slot a request took, when its transaction completes.
-    pub fn complete(&mut self, ticket: Ticket) {
-        if let Some(RuleState {
-            limiter: Limiter::Window(w),
-            ..
-        }) = self.rules.get_mut(ticket.rule as usize)
-        {
-            w.release();
-        }
-    }
-
-    /// Counters of rule `i` (document order).
-    pub fn rule_stats(&self, i: usize) -> Option<&RuleStats> {
-        self.rules.get(i).map(|r| &r.stats)
-    }
-
-    /// Requests not filtered because exempt (§5.1).
-    pub fn exempt_count(&self) -> u64 {
-        self.exempt
-    }
-
-    /// Requests no rule matched.
-    pub fn unmatched_count(&self) -> u64 {
-        self.unmatched
+    /// Rule `i`'s key: a stable hash of (source, rule id, action).
+    pub fn key(&self, i: usize) -> u64 {
+        self.rules.get(i).map_or(0, |r| r.key)
     }
 }
+
+/// A stable 64-bit key for (source, rule id, action): FNV-1a, identical in every process.
+fn rule_key(source: &str, rule: &Rule) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let action = rule.accept.to_string();
+    for part in [
+        source.as_bytes(),
+        b"\0",
+        rule.id.as_str().as_bytes(),
+        b"\0",
+        action.as_bytes(),
+    ] {
+        for &b in part {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h.max(1)
+}
+
+struct SourceState {
+    source: Source,
+    policy: Ruleset,
+}
+
+struct Writer {
+    sources: Vec<SourceState>,
+    cells: HashMap<u64, Arc<RuleCell>>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: EngineConfig,
+    pub(crate) snapshot: ArcSwap<Snapshot>,
+    pub(crate) generation: AtomicU64,
+    writer: Mutex<Writer>,
+    pub(crate) registry: Mutex<stats::Registry>,
+}
+
+/// The engine: owns the published policy and hands out [`Shard`]s. Cheap to clone; `Send` and
+/// `Sync`.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("generation", &self.generation())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine with no policy (every request is accepted).
+    pub fn new(config: EngineConfig) -> Self {
+        let empty = Snapshot {
+            generation: 0,
+            policy: compile_sources(0, std::iter::empty(), &config.compile),
+            rules: Vec::new(),
+            sources: Vec::new(),
+        };
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                snapshot: ArcSwap::new(Arc::new(empty)),
+                generation: AtomicU64::new(0),
+                writer: Mutex::new(Writer {
+                    sources: Vec::new(),
+                    cells: HashMap::new(),
+                }),
+                registry: Mutex::new(stats::Registry::default()),
+            }),
+        }
+    }
+
+    /// An engine enforcing one full ruleset (published as source `local`).
+    pub fn from_ruleset(ruleset: Ruleset, config: EngineConfig) -> Result<Self, PublishError> {
+        let engine = Self::new(config);
+        engine.publish(&Source::local("local"), ruleset)?;
+        Ok(engine)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// The generation of the published snapshot.
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+
+    /// The published snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.snapshot.load_full()
+    }
+
+    /// A shard for the calling worker thread (one per thread; it is `Send`, not `Sync`).
+    pub fn attach(&self) -> Shard {
+        Shard::new(Arc::clone(&self.inner))
+    }
+
+    /// Like [`Engine::attach`], and pins the calling thread to core `core` (an index into the
+    /// cores this process may use). Fails when the core does not exist or pinning is refused.
+    pub fn attach_pinned(&self, core: usize) -> Result<Shard, PinError> {
+        let cores = core_affinity::get_core_ids().ok_or(PinError { core })?;
+        let id = cores.get(core).copied().ok_or(PinError { core })?;
+        if !core_affinity::set_for_current(id) {
+            return Err(PinError { core });
+        }
+        Ok(self.attach())
+    }
+
+    /// Replaces `source`'s policy with a full document.
+    pub fn publish(&self, source: &Source, ruleset: Ruleset) -> Result<u64, PublishError> {
+        if ruleset.state() != State::Full {
+            return Err(PublishError::NotFull);
+        }
+        self.apply(source, ruleset)
+    }
+
+    /// Applies a document from `source` the way a NOTIFY body is applied: a full one replaces
+    /// the source's policy, a partial one is merged into it by rule id (and must carry the
+    /// next version). Returns the new generation.
+    pub fn apply(&self, source: &Source, document: Ruleset) -> Result<u64, PublishError> {
+        let mut guard = lock(&self.inner.writer);
+        let w = &mut *guard;
+        let current = w.sources.iter().position(|s| s.source.name == source.name);
+        let base = current.map(|i| &w.sources[i].policy);
+        let merged = policy::merge(base, document, &self.inner.config.limits)?;
+        let mut next: Vec<(Source, &Ruleset)> = w
+            .sources
+            .iter()
+            .map(|s| (s.source.clone(), &s.policy))
+            .collect();
+        match current {
+            Some(i) => next[i] = (source.clone(), &merged),
+            None => next.push((source.clone(), &merged)),
+        }
+        let generation = self.commit(&mut w.cells, &next)?;
+        drop(next);
+        match current {
+            Some(i) => {
+                w.sources[i] = SourceState {
+                    source: source.clone(),
+                    policy: merged,
+                }
+            }
+            None => w.sources.push(SourceState {
+                source: source.clone(),
+                policy: merged,
+            }),
+        }
+        Ok(generation)
+    }
+
+    /// Removes every rule `source` published (its subscription ended).
+    pub fn withdraw(&self, source: &str) -> Result<u64, PublishError> {
+        let mut guard = lock(&self.inner.writer);
+        let w = &mut *guard;
+        let i = w
+            .sources
+            .iter()
+            .position(|s| s.source.name == source)
+            .ok_or_else(|| PublishError::UnknownSource(source.to_owned()))?;
+        let next: Vec<(Source, &Ruleset)> = w
+            .sources
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, s)| (s.source.clone(), &s.policy))
+            .collect();
+        let generation = self.commit(&mut w.cells, &next)?;
+        drop(next);
+        w.sources.remove(i);
+        Ok(generation)
+    }
+
+    /// The current policy of `source`, if it has one.
+    pub fn source_policy(&self, source: &str) -> Option<Ruleset> {
+        lock(&self.inner.writer)
+            .sources
+            .iter()
+            .find(|s| s.source.name == source)
+            .map(|s| s.policy.clone())
+    }
+
+    /// Builds and publishes the snapshot for `sources`; on error nothing changes.
+    fn commit(
+        &self,
+        cells: &mut HashMap<u64, Arc<RuleCell>>,
+        sources: &[(Source, &Ruleset)],
+    ) -> Result<u64, PublishError> {
+        let config = &self.inner.config;
+        let total: usize = sources.iter().map(|(_, r)| r.len()).sum();
+        if total > config.limits.max_rules {
+            return Err(PublishError::TooManyRules {
+                max: config.limits.max_rules,
+            });
+        }
+        let generation = self.inner.generation.load(Ordering::Acquire) + 1;
+        let mut rules = Vec::with_capacity(total);
+        let mut meta = Vec::with_capacity(total);
+        let mut next_cells = HashMap::with_capacity(total);
+        for (si, (source, ruleset)) in sources.iter().enumerate() {
+            for rule in ruleset.rules().unwrap_or(&[]) {
+                let key = rule_key(&source.name, rule);
+                let limit = LimitParams::new(&rule.accept.limit, config);
+                let cell = cells
+                    .get(&key)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(limit.new_cell()));
+                next_cells.insert(key, Arc::clone(&cell));
+                meta.push(SnapshotRule { key, cell, limit });
+                let mut rule = rule.clone();
+                if rule.conditions.target_sip_entity.is_none() {
+                    rule.conditions.target_sip_entity = source.notifier.clone();
+                }
+                rules.push((si as u32, rule));
+            }
+        }
+        let policy = compile_sources(generation as u32, rules, &config.compile);
+        let snapshot = Snapshot {
+            generation,
+            policy,
+            rules: meta,
+            sources: sources
+                .iter()
+                .map(|(s, _)| Arc::from(s.name.as_str()))
+                .collect(),
+        };
+        *cells = next_cells;
+        self.inner.snapshot.store(Arc::new(snapshot));
+        self.inner.generation.store(generation, Ordering::Release);
+        Ok(generation)
+    }
+
+    /// Counters summed over every shard (attached or gone), per rule of the current snapshot
+    /// and per source. Shards write their own counters without sharing, so a reading may be a
+    /// few requests behind a busy shard.
+    pub fn stats(&self) -> EngineStats {
+        stats::collect(&self.inner)
+    }
+}
+
+/// Pinning a shard's thread failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PinError {
+    /// The core asked for.
+    pub core: usize,
+}
+
+impl std::fmt::Display for PinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot pin this thread to core {}", self.core)
+    }
+}
+
+impl std::error::Error for PinError {}

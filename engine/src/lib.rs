@@ -9,12 +9,17 @@
 //! - [`uri`]: SIP / tel URI views and canonical comparison.
 //! - [`compile`]: policy → immutable, indexed [`compile::CompiledPolicy`].
 //! - [`limit`]: single-owner limiters (GCRA rate gate, percent gate, window).
-//! - [`engine`]: requests, decisions and the [`engine::Shard`] that owns limiter state.
+//! - [`engine`]: the multi-core runtime — [`engine::Engine`] publishes snapshots (RCU), each
+//!   worker's [`engine::Shard`] classifies with its own limiter state; requests, decisions, stats.
+//! - [`clock`]: injected time sources.
+//! - [`sync`]: the only module naming atomics and arc-swap (loom shim under `--cfg loadctl_loom`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod clock;
 pub mod compile;
 pub mod engine;
 pub mod limit;
 pub mod policy;
+pub mod sync;
 pub mod uri;

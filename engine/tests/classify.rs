@@ -1,28 +1,36 @@
 //! Classification semantics (RFC 7200 §5): which requests are filtered, how conditions combine,
 //! canonical comparison, first match wins, limiters and alt-actions.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use loadctl::compile::{CompileConfig, Identities, compile};
+use loadctl::compile::{CompileConfig, Identities};
 use loadctl::engine::*;
-use loadctl::policy::{Limits, read};
+use loadctl::policy::{Limits, Ruleset, read};
 
 const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 
-fn policy_with(rules: &str, config: &CompileConfig) -> Arc<loadctl::compile::CompiledPolicy> {
+fn ruleset(rules: &str) -> Ruleset {
     let doc = format!("<ruleset {NS} version=\"0\" state=\"full\">{rules}</ruleset>");
-    let rs = read(doc.as_bytes(), &Limits::default())
+    read(doc.as_bytes(), &Limits::default())
         .unwrap_or_else(|e| panic!("{e}\n{doc}"))
-        .ruleset;
-    Arc::new(compile(&rs, config).expect("full"))
+        .ruleset
+}
+
+/// A shard of a one-shard engine enforcing `rs`.
+fn shard_for(rs: Ruleset, config: EngineConfig) -> Shard {
+    Engine::from_ruleset(
+        rs,
+        EngineConfig {
+            shards: 1,
+            ..config
+        },
+    )
+    .expect("publishes")
+    .attach()
 }
 
 fn shard(rules: &str) -> Shard {
-    Shard::new(
-        policy_with(rules, &CompileConfig::default()),
-        ShardConfig::default(),
-    )
+    shard_for(ruleset(rules), EngineConfig::default())
 }
 
 /// A rule with the given conditions and `<accept>` body.
@@ -51,10 +59,10 @@ fn invite<'a>(from: &'a str, to: &'a str) -> Request<'a> {
         transport: Transport::Udp,
         initial: true,
         event: None,
-        time: Time {
+        time: Some(Time {
             monotonic_ns: 1_000_000_000,
             unix_ns: 1_700_000_000_000_000_000,
-        },
+        }),
     }
 }
 
@@ -228,10 +236,7 @@ fn first_match_wins_and_later_limiters_are_untouched() {
     let rs = read(doc.as_bytes(), &Limits::default())
         .expect("valid")
         .ruleset;
-    let mut s = Shard::new(
-        Arc::new(compile(&rs, &CompileConfig::default()).expect("full")),
-        ShardConfig::default(),
-    );
+    let mut s = shard_for(rs, EngineConfig::default());
     let d = s.classify(&invite(
         "\"Alice\" <sip:alice@example.com>;tag=1",
         "<sip:bob@elsewhere.example>",
@@ -419,10 +424,7 @@ fn validity_uses_the_injected_wall_clock() {
     )
     .expect("valid")
     .ruleset;
-    let mut s = Shard::new(
-        Arc::new(compile(&rs, &CompileConfig::default()).expect("full")),
-        ShardConfig::default(),
-    );
+    let mut s = shard_for(rs, EngineConfig::default());
     let start = 1_212_253_200i128 * 1_000_000_000;
     let mut r = invite("<sip:a@b>", "\"Hotline\" <sip:alice@hotline.example.com>");
     for (offset_s, inside) in [
@@ -431,8 +433,9 @@ fn validity_uses_the_injected_wall_clock() {
         (3 * 3600 - 1, true),
         (3 * 3600, false),
     ] {
-        r.time.unix_ns = start + offset_s * 1_000_000_000;
-        r.time.monotonic_ns += 1_000_000_000;
+        let t = r.time.as_mut().expect("timed");
+        t.unix_ns = start + offset_s * 1_000_000_000;
+        t.monotonic_ns += 1_000_000_000;
         assert_eq!(s.classify(&r).rule.is_some(), inside, "offset {offset_s}s");
     }
 }
@@ -491,7 +494,7 @@ fn drop_over_udp_is_reject_and_redirect_carries_targets() {
     assert_eq!((d.verdict, d.status()), (Verdict::Redirect, Some(302)));
     let targets: Vec<&str> = d.targets().iter().map(|t| t.as_str()).collect();
     assert_eq!(targets, ["sip:ivr@info.example", "sip:backup@info.example"]);
-    let stats = *s.rule_stats(0).expect("drop");
+    let stats = s.rule_stats(0).expect("drop");
     assert_eq!((stats.matched, stats.rejected, stats.dropped), (6, 1, 5));
 }
 
@@ -513,7 +516,13 @@ fn redirect_outside_the_allow_list_becomes_reject_and_is_counted() {
     let config = CompileConfig {
         redirect_allow: Some(vec!["trusted.example".into()]),
     };
-    let mut s = Shard::new(policy_with(&rules, &config), ShardConfig::default());
+    let mut s = shard_for(
+        ruleset(&rules),
+        EngineConfig {
+            compile: config,
+            ..EngineConfig::default()
+        },
+    );
     assert_eq!(
         s.classify(&invite("<sip:a@b>", "<sip:x@a.example>"))
             .verdict,
@@ -521,7 +530,7 @@ fn redirect_outside_the_allow_list_becomes_reject_and_is_counted() {
     );
     let d = s.classify(&invite("<sip:a@b>", "<sip:x@b.example>"));
     assert_eq!((d.verdict, d.targets().len()), (Verdict::Reject, 0));
-    let stats = *s.rule_stats(1).expect("evil");
+    let stats = s.rule_stats(1).expect("evil");
     assert_eq!((stats.rejected, stats.redirect_refused), (1, 1));
     // Without an allow-list any target is used.
     let mut s = shard(&rules);
@@ -571,17 +580,13 @@ fn percent_rule_accepts_its_share() {
 
 #[test]
 fn burst_tolerance_is_configurable() {
-    let policy = policy_with(
-        &rule("r", "", "<lc:accept><lc:rate>1000</lc:rate></lc:accept>"),
-        &CompileConfig::default(),
-    );
+    let rules = rule("r", "", "<lc:accept><lc:rate>1000</lc:rate></lc:accept>");
     for (tau_ms, burst) in [(100u64, 100usize), (10, 10), (0, 1)] {
-        let mut s = Shard::new(
-            policy.clone(),
-            ShardConfig {
-                burst_tolerance: Duration::from_millis(tau_ms),
-            },
-        );
+        let config = EngineConfig {
+            burst_tolerance: Duration::from_millis(tau_ms),
+            ..EngineConfig::default()
+        };
+        let mut s = shard_for(ruleset(&rules), config);
         let r = invite("<sip:a@b>", "<sip:c@d>");
         let at_once = (0..1000)
             .filter(|_| s.classify(&r).verdict == Verdict::Accept)

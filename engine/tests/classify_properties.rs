@@ -5,11 +5,32 @@ use std::sync::Arc;
 
 use loadctl::compile::{CompileConfig, Identities, Scratch, compile};
 use loadctl::engine::*;
+use loadctl::policy::Ruleset;
 use loadctl::policy::{Limits, read};
 use proptest::prelude::*;
 
 const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 const SECOND: u64 = 1_000_000_000;
+
+fn ruleset(rules: &str) -> Ruleset {
+    let doc = format!("<ruleset {NS} version=\"0\" state=\"full\">{rules}</ruleset>");
+    read(doc.as_bytes(), &Limits::default())
+        .unwrap_or_else(|e| panic!("{e}\n{doc}"))
+        .ruleset
+}
+
+/// A shard of a one-shard engine enforcing `rules`.
+fn shard_of(rules: &str) -> Shard {
+    Engine::from_ruleset(
+        ruleset(rules),
+        EngineConfig {
+            shards: 1,
+            ..EngineConfig::default()
+        },
+    )
+    .expect("publishes")
+    .attach()
+}
 
 fn compiled(rules: &str) -> Arc<loadctl::compile::CompiledPolicy> {
     let doc = format!("<ruleset {NS} version=\"0\" state=\"full\">{rules}</ruleset>");
@@ -29,20 +50,19 @@ fn request(monotonic_ns: u64) -> Request<'static> {
         transport: Transport::Udp,
         initial: true,
         event: None,
-        time: Time {
+        time: Some(Time {
             monotonic_ns,
             unix_ns: 0,
-        },
+        }),
     }
 }
 
 /// Offers `arrivals` (monotonic ns, ascending) to a rate-`r` rule; returns admission times.
 fn admit(rate: f64, arrivals: &[u64]) -> Vec<u64> {
-    let policy = compiled(&format!(
+    let mut shard = shard_of(&format!(
         "<rule id=\"hot\"><conditions><lc:call-identity><lc:sip><lc:to><many-tel prefix=\"+1-900\"/></lc:to></lc:sip></lc:call-identity></conditions>\
          <actions><lc:accept><lc:rate>{rate}</lc:rate></lc:accept></actions></rule>"
     ));
-    let mut shard = Shard::new(policy, ShardConfig::default());
     arrivals
         .iter()
         .copied()
@@ -270,7 +290,7 @@ fn classify_does_not_allocate_once_warm() {
                     <actions><lc:accept><lc:percent>50</lc:percent></lc:accept></actions></rule>");
     rules.push_str("<rule id=\"pai\"><conditions><lc:call-identity><lc:sip><lc:p-asserted-identity><many/></lc:p-asserted-identity></lc:sip></lc:call-identity></conditions>\
                     <actions><lc:accept alt-action=\"drop\"><lc:rate>1</lc:rate></lc:accept></actions></rule>");
-    let mut shard = Shard::new(compiled(&rules), ShardConfig::default());
+    let mut shard = shard_of(&rules);
     // Four kinds of request, so that every verdict occurs: a tel rule (rate 1, redirect), a
     // domain rule (window 1), the exact R-URI rule (50 %), and the PAI rule (rate 1, drop).
     let requests: Vec<Request<'static>> = (0..600u64)
@@ -317,10 +337,10 @@ fn classify_does_not_allocate_once_warm() {
                 },
                 initial: i % 11 != 0,
                 event: None,
-                time: Time {
+                time: Some(Time {
                     monotonic_ns: i * 100_000,
                     unix_ns: 0,
-                },
+                }),
             }
         })
         .collect();

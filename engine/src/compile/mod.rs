@@ -85,6 +85,7 @@ pub struct CompiledPolicy {
 #[derive(Debug)]
 pub struct CompiledRule {
     rule: Rule,
+    source: u32,
     method: Option<policy::Method>,
     target: Option<CompiledUri>,
     /// (from, until) in Unix nanoseconds; empty when the rule has no `<validity>`.
@@ -94,6 +95,12 @@ pub struct CompiledRule {
 }
 
 impl CompiledRule {
+    /// Index of the source (notifier) the rule came from, in the order given to
+    /// [`compile_sources`]; 0 for [`compile`] and [`compile_rules`].
+    pub fn source(&self) -> u32 {
+        self.source
+    }
+
     /// The rule id.
     pub fn id(&self) -> &RuleId {
         &self.rule.id
@@ -462,10 +469,20 @@ pub fn compile(ruleset: &Ruleset, config: &CompileConfig) -> Result<CompiledPoli
     ))
 }
 
-/// Compiles rules given in order (the engine uses this to merge several sources' policies).
+/// Compiles rules given in order, all from one source.
 pub fn compile_rules(
     version: u32,
     rules: impl IntoIterator<Item = Rule>,
+    config: &CompileConfig,
+) -> CompiledPolicy {
+    compile_sources(version, rules.into_iter().map(|r| (0, r)), config)
+}
+
+/// Compiles `(source index, rule)` pairs in the order they are tried (the engine merges several
+/// notifiers' policies this way).
+pub fn compile_sources(
+    version: u32,
+    rules: impl IntoIterator<Item = (u32, Rule)>,
     config: &CompileConfig,
 ) -> CompiledPolicy {
     let mut index: [FieldIndexBuilder; 4] = Default::default();
@@ -474,7 +491,7 @@ pub fn compile_rules(
     let mut uses = [false; 4];
     let mut uses_target = false;
     let mut compiled = Vec::new();
-    for (i, rule) in rules.into_iter().enumerate() {
+    for (i, (source, rule)) in rules.into_iter().enumerate() {
         let i = i as u32;
         let c = &rule.conditions;
         let sips: Vec<CompiledSip> = c
@@ -549,6 +566,7 @@ pub fn compile_rules(
             slow: c.validity.is_some() || c.target_sip_entity.is_some(),
         });
         compiled.push(CompiledRule {
+            source,
             method: c.method.clone(),
             target: c.target_sip_entity.as_ref().map(CompiledUri::new),
             validity,

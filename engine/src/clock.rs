@@ -1,0 +1,85 @@
+//! Time sources. The engine never reads a clock on its own: a [`Clock`] is injected through the
+//! engine configuration (or a time comes with each request), so every time-dependent behaviour
+//! runs in simulated time in tests.
+
+use std::fmt::Debug;
+
+/// Where shards get the time when a request carries none.
+pub trait Clock: Send + Sync + Debug {
+    /// Monotonic nanoseconds (any origin, never decreasing). Called once per request, so it
+    /// must be cheap.
+    fn monotonic_ns(&self) -> u64;
+
+    /// Wall-clock nanoseconds since the Unix epoch. Called rarely (shards derive the wall time
+    /// from the monotonic clock and re-synchronise about once a second).
+    fn unix_ns(&self) -> i128;
+}
+
+/// The default clock: `CLOCK_MONOTONIC_COARSE` (a few nanoseconds per read, resolution of a
+/// few milliseconds) and the system's real-time clock. Never the TSC.
+#[derive(Debug)]
+pub struct SystemClock {
+    origin: coarsetime::Instant,
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self {
+            origin: coarsetime::Instant::now_without_cache_update(),
+        }
+    }
+}
+
+impl Clock for SystemClock {
+    fn monotonic_ns(&self) -> u64 {
+        coarsetime::Instant::now_without_cache_update()
+            .duration_since(self.origin)
+            .as_nanos()
+    }
+
+    fn unix_ns(&self) -> i128 {
+        match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => d.as_nanos() as i128,
+            Err(e) => -(e.duration().as_nanos() as i128),
+        }
+    }
+}
+
+/// A clock that only moves when told to: for tests and simulations.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    monotonic: crate::sync::AtomicU64,
+    unix_offset: crate::sync::AtomicI64,
+}
+
+impl ManualClock {
+    /// A clock at monotonic 0 and wall time `unix_ns`.
+    pub fn new(unix_ns: i128) -> Self {
+        Self {
+            monotonic: crate::sync::AtomicU64::new(0),
+            unix_offset: crate::sync::AtomicI64::new(i64::try_from(unix_ns).unwrap_or(i64::MAX)),
+        }
+    }
+
+    /// Moves time forward by `ns`.
+    pub fn advance(&self, ns: u64) {
+        self.monotonic.fetch_add(ns, crate::sync::Ordering::Relaxed);
+    }
+
+    /// Sets the monotonic time (must not go backwards).
+    pub fn set(&self, monotonic_ns: u64) {
+        self.monotonic
+            .fetch_max(monotonic_ns, crate::sync::Ordering::Relaxed);
+    }
+}
+
+impl Clock for ManualClock {
+    fn monotonic_ns(&self) -> u64 {
+        self.monotonic.load(crate::sync::Ordering::Relaxed)
+    }
+
+    fn unix_ns(&self) -> i128 {
+        i128::from(self.unix_offset.load(crate::sync::Ordering::Relaxed))
+            + i128::from(self.monotonic_ns())
+    }
+}

@@ -1,0 +1,370 @@
+//! A worker's classifier: the cached snapshot plus this worker's limiter state and counters.
+//!
+//! `classify` reads one shared word per request (the engine's generation), finds the first
+//! matching rule through the snapshot's indexes and decides with the rule's local state,
+//! touching the rule's shared cell only when a lease runs out. It does not allocate once warm,
+//! takes no lock and makes no system call (time comes with the request or from a coarse clock).
+
+use std::collections::HashMap;
+
+use super::cell::RuleCell;
+use super::stats::{CounterTable, ShardCounters};
+use super::{Decision, Request, RuleStats, Ticket, Time, Verdict};
+use super::{Inner, LimitParams, Snapshot};
+use crate::compile::Scratch;
+use crate::limit::PercentGate;
+use crate::policy::AltAction;
+use crate::sync::{Arc, Ordering, lock};
+
+/// This shard's part of a rule's limit.
+#[derive(Debug)]
+enum Local {
+    /// Tokens leased from the cell and not yet spent, valid until `leased_at + ttl`.
+    Rate { tokens: u32, leased_at: u64 },
+    /// The percent gate (exact per shard).
+    Percent(PercentGate),
+    /// Requests this shard admitted and that have not completed (only to keep the cell of a
+    /// removed rule alive until they do; the slots themselves live in the shared cell).
+    Window { outstanding: u32 },
+}
+
+impl Local {
+    fn new(limit: &LimitParams) -> Self {
+        match *limit {
+            LimitParams::Rate { .. } => Local::Rate {
+                tokens: 0,
+                leased_at: 0,
+            },
+            LimitParams::Percent(p) => Local::Percent(PercentGate::new(p)),
+            LimitParams::Window { .. } => Local::Window { outstanding: 0 },
+        }
+    }
+}
+
+/// The cell of a window rule that left the snapshot while requests it admitted were
+/// outstanding: their tickets still release into it.
+#[derive(Debug)]
+struct Retired {
+    key: u64,
+    cell: Arc<RuleCell>,
+    outstanding: u32,
+}
+
+/// Wall-clock time derived from the monotonic clock, re-synchronised about once a second.
+#[derive(Debug, Default)]
+struct WallSync {
+    offset: i128,
+    synced_at: Option<u64>,
+}
+
+const WALL_RESYNC_NS: u64 = 1_000_000_000;
+
+/// One worker's classifier. Create it with [`super::Engine::attach`] on the thread that uses
+/// it; drop it when the worker ends (its counters stay in the engine's totals).
+pub struct Shard {
+    inner: Arc<Inner>,
+    snapshot: Arc<Snapshot>,
+    local: Vec<Local>,
+    by_key: HashMap<u64, u32>,
+    retired: Vec<Retired>,
+    counters: Arc<ShardCounters>,
+    table: Arc<CounterTable>,
+    scratch: Scratch,
+    wall: WallSync,
+    shared_writes: u64,
+}
+
+impl std::fmt::Debug for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard")
+            .field("generation", &self.snapshot.generation())
+            .finish()
+    }
+}
+
+impl Shard {
+    pub(crate) fn new(inner: Arc<Inner>) -> Self {
+        let snapshot = inner.snapshot.load_full();
+        let table = Arc::new(CounterTable::for_snapshot(&snapshot, None));
+        let counters = Arc::new(ShardCounters::new(Arc::clone(&table)));
+        lock(&inner.registry).shards.push(Arc::clone(&counters));
+        let local = snapshot
+            .rules
+            .iter()
+            .map(|r| Local::new(&r.limit))
+            .collect();
+        let by_key = snapshot
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.key, i as u32))
+            .collect();
+        Self {
+            inner,
+            snapshot,
+            local,
+            by_key,
+            retired: Vec::new(),
+            counters,
+            table,
+            scratch: Scratch::default(),
+            wall: WallSync::default(),
+            shared_writes: 0,
+        }
+    }
+
+    /// The snapshot this shard currently enforces.
+    pub fn snapshot(&self) -> &Arc<Snapshot> {
+        &self.snapshot
+    }
+
+    /// How many times this shard wrote a shared cell (a lease or a return).
+    pub fn shared_writes(&self) -> u64 {
+        self.shared_writes
+    }
+
+    /// The time now, from the engine's clock.
+    pub fn now(&mut self) -> Time {
+        let clock = &self.inner.config.clock;
+        let mono = clock.monotonic_ns();
+        let stale = self
+            .wall
+            .synced_at
+            .is_none_or(|at| mono.saturating_sub(at) >= WALL_RESYNC_NS);
+        if stale {
+            self.wall.offset = clock.unix_ns() - i128::from(mono);
+            self.wall.synced_at = Some(mono);
+        }
+        Time {
+            monotonic_ns: mono,
+            unix_ns: self.wall.offset + i128::from(mono),
+        }
+    }
+
+    /// Picks up a newly published snapshot, carrying state over by rule key.
+    #[inline]
+    fn refresh(&mut self) {
+        if self.inner.generation.load(Ordering::Acquire) != self.snapshot.generation() {
+            self.remap(self.inner.snapshot.load_full());
+        }
+    }
+
+    fn remap(&mut self, next: Arc<Snapshot>) {
+        let mut old_local: Vec<Option<Local>> = std::mem::take(&mut self.local)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut local = Vec::with_capacity(next.rules.len());
+        for rule in &next.rules {
+            let carried = self
+                .by_key
+                .get(&rule.key)
+                .and_then(|&i| old_local[i as usize].take());
+            local.push(carried.unwrap_or_else(|| Local::new(&rule.limit)));
+        }
+        // Window rules that are gone keep their cell while requests they admitted are out.
+        for (i, state) in old_local.into_iter().enumerate() {
+            if let Some(Local::Window { outstanding }) = state
+                && outstanding > 0
+            {
+                let old = &self.snapshot.rules[i];
+                self.retired.push(Retired {
+                    key: old.key,
+                    cell: Arc::clone(&old.cell),
+                    outstanding,
+                });
+            }
+        }
+        let table = Arc::new(CounterTable::for_snapshot(
+            &next,
+            Some((&self.table, &self.snapshot, &self.counters)),
+        ));
+        self.counters.table.store(Arc::clone(&table));
+        self.table = table;
+        self.by_key = next
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.key, i as u32))
+            .collect();
+        self.local = local;
+        self.snapshot = next;
+    }
+
+    /// Decides one request.
+    pub fn classify(&mut self, req: &Request<'_>) -> Decision<'_> {
+        self.refresh();
+        let time = match req.time {
+            Some(t) => t,
+            None => self.now(),
+        };
+        if req.is_exempt() {
+            ShardCounters::bump(&self.counters.exempt);
+            return Decision {
+                verdict: Verdict::Accept,
+                rule: None,
+                exempt: true,
+                ticket: None,
+            };
+        }
+        let snapshot = &self.snapshot;
+        let Some(i) =
+            snapshot
+                .policy
+                .find_with(req.method, time.unix_ns, &req.identities, &mut self.scratch)
+        else {
+            ShardCounters::bump(&self.counters.unmatched);
+            return Decision {
+                verdict: Verdict::Accept,
+                rule: None,
+                exempt: false,
+                ticket: None,
+            };
+        };
+        let rule = &snapshot.policy.rules()[i];
+        let shared = &snapshot.rules[i];
+        let counters = &self.table.counters[i];
+        ShardCounters::bump(&counters.matched);
+        let (admitted, wrote) = acquire(&mut self.local[i], shared, time.monotonic_ns);
+        self.shared_writes += u64::from(wrote);
+        if admitted {
+            ShardCounters::bump(&counters.accepted);
+            let ticket = matches!(shared.limit, LimitParams::Window { .. }).then_some(Ticket {
+                key: shared.key,
+                index: i as u32,
+                generation: snapshot.generation(),
+            });
+            return Decision {
+                verdict: Verdict::Accept,
+                rule: Some(rule),
+                exempt: false,
+                ticket,
+            };
+        }
+        let verdict = match rule.alt_action() {
+            AltAction::Reject => Verdict::Reject,
+            AltAction::Drop if req.transport.is_reliable() => Verdict::Drop,
+            AltAction::Drop => Verdict::Reject,
+            AltAction::Redirect(_) if rule.redirect_refused() => {
+                ShardCounters::bump(&counters.redirect_refused);
+                Verdict::Reject
+            }
+            AltAction::Redirect(_) => Verdict::Redirect,
+        };
+        match verdict {
+            Verdict::Reject => ShardCounters::bump(&counters.rejected),
+            Verdict::Redirect => ShardCounters::bump(&counters.redirected),
+            Verdict::Drop => ShardCounters::bump(&counters.dropped),
+            Verdict::Accept => {}
+        }
+        Decision {
+            verdict,
+            rule: Some(rule),
+            exempt: false,
+            ticket: None,
+        }
+    }
+
+    /// Releases the window slot a request took, when its transaction completes — also after
+    /// the rule changed or disappeared in a later publish, and also on another shard of the
+    /// same engine than the one that admitted it.
+    pub fn complete(&mut self, ticket: Ticket) {
+        self.refresh();
+        let index = if ticket.generation == self.snapshot.generation()
+            && self
+                .snapshot
+                .rules
+                .get(ticket.index as usize)
+                .is_some_and(|r| r.key == ticket.key)
+        {
+            Some(ticket.index as usize)
+        } else {
+            self.by_key.get(&ticket.key).map(|&i| i as usize)
+        };
+        if let Some(i) = index
+            && let LimitParams::Window { .. } = self.snapshot.rules[i].limit
+        {
+            self.snapshot.rules[i].cell.return_slots(1);
+            self.shared_writes += 1;
+            if let Local::Window { outstanding } = &mut self.local[i] {
+                *outstanding = outstanding.saturating_sub(1);
+            }
+            return;
+        }
+        if let Some(pos) = self.retired.iter().position(|r| r.key == ticket.key) {
+            let r = &mut self.retired[pos];
+            r.cell.return_slots(1);
+            self.shared_writes += 1;
+            r.outstanding -= 1;
+            if r.outstanding == 0 {
+                self.retired.swap_remove(pos);
+            }
+        }
+    }
+
+    /// This shard's counters for rule `i` of its snapshot.
+    pub fn rule_stats(&self, i: usize) -> Option<RuleStats> {
+        self.table.counters.get(i).map(|c| c.read())
+    }
+
+    /// Requests this shard let through as exempt.
+    pub fn exempt_count(&self) -> u64 {
+        self.counters.exempt.load(Ordering::Relaxed)
+    }
+
+    /// Requests no rule matched on this shard.
+    pub fn unmatched_count(&self) -> u64 {
+        self.counters.unmatched.load(Ordering::Relaxed)
+    }
+}
+
+/// Asks a rule's limiter; returns (admitted, wrote the shared cell).
+#[inline]
+fn acquire(local: &mut Local, shared: &super::SnapshotRule, now: u64) -> (bool, bool) {
+    match (local, shared.limit) {
+        (Local::Percent(g), _) => (g.try_acquire(), false),
+        (
+            Local::Rate { tokens, leased_at },
+            LimitParams::Rate {
+                interval_ns,
+                tolerance_ns,
+                lease,
+                ttl_ns,
+            },
+        ) => {
+            if *tokens > 0 && now.saturating_sub(*leased_at) <= ttl_ns {
+                *tokens -= 1;
+                return (true, false);
+            }
+            *tokens = 0;
+            let Some(interval) = interval_ns else {
+                return (false, false);
+            };
+            let k = shared.cell.lease_tokens(now, interval, tolerance_ns, lease);
+            if k == 0 {
+                return (false, false);
+            }
+            *tokens = k - 1;
+            *leased_at = now;
+            (true, true)
+        }
+        (Local::Window { outstanding }, LimitParams::Window { .. }) => {
+            // One slot per admission, straight from the shared cell: a window is exact across
+            // shards and a ticket can be completed on any shard.
+            if shared.cell.lease_slots(1) == 0 {
+                return (false, false);
+            }
+            *outstanding += 1;
+            (true, true)
+        }
+        // Local state always matches the snapshot rule's kind (both come from the same key).
+        _ => (false, false),
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        // Window slots stay taken: their tickets may still be completed on another shard.
+        super::stats::detach(&self.inner, &self.counters, &self.snapshot);
+    }
+}

@@ -1,0 +1,375 @@
+//! Counters: kept per shard without shared writes, summed when read.
+//!
+//! Each shard owns a [`CounterTable`] (one row of counters per rule of its snapshot). Only that
+//! shard writes it, with plain relaxed loads and stores (no read-modify-write, no lock);
+//! readers sum all shards' tables. When a shard re-maps to a new snapshot it copies the rows of
+//! kept rules into a new table and folds the rows of removed rules into per-source totals, so
+//! nothing counted is ever lost: at any time, exempt + unmatched + Σ matched equals the
+//! requests classified (up to the few in flight on busy shards).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use super::{Inner, RuleStats, Snapshot};
+use crate::policy::Limit;
+use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Ordering, lock};
+
+/// One rule's counters on one shard.
+#[derive(Debug, Default)]
+pub(crate) struct AtomicCounters {
+    pub(crate) matched: AtomicU64,
+    pub(crate) accepted: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    pub(crate) redirected: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    pub(crate) redirect_refused: AtomicU64,
+}
+
+impl AtomicCounters {
+    pub(crate) fn read(&self) -> RuleStats {
+        RuleStats {
+            matched: self.matched.load(Ordering::Relaxed),
+            accepted: self.accepted.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+            redirected: self.redirected.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            redirect_refused: self.redirect_refused.load(Ordering::Relaxed),
+        }
+    }
+
+    fn from_stats(s: RuleStats) -> Self {
+        Self {
+            matched: AtomicU64::new(s.matched),
+            accepted: AtomicU64::new(s.accepted),
+            rejected: AtomicU64::new(s.rejected),
+            redirected: AtomicU64::new(s.redirected),
+            dropped: AtomicU64::new(s.dropped),
+            redirect_refused: AtomicU64::new(s.redirect_refused),
+        }
+    }
+}
+
+impl RuleStats {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &RuleStats) {
+        self.matched += other.matched;
+        self.accepted += other.accepted;
+        self.rejected += other.rejected;
+        self.redirected += other.redirected;
+        self.dropped += other.dropped;
+        self.redirect_refused += other.redirect_refused;
+    }
+}
+
+/// A shard's counters for the rules of one snapshot.
+#[derive(Debug)]
+pub(crate) struct CounterTable {
+    keys: Vec<u64>,
+    sources: Vec<Arc<str>>,
+    pub(crate) counters: Vec<AtomicCounters>,
+}
+
+impl CounterTable {
+    /// A table for `next`; with `prev`, rows of kept rules carry over and rows of removed rules
+    /// are folded into the shard's per-source totals.
+    pub(crate) fn for_snapshot(
+        next: &Snapshot,
+        prev: Option<(&Arc<CounterTable>, &Arc<Snapshot>, &Arc<ShardCounters>)>,
+    ) -> Self {
+        let mut carried: HashMap<u64, RuleStats> = HashMap::new();
+        if let Some((table, _, _)) = prev {
+            for (k, c) in table.keys.iter().zip(&table.counters) {
+                carried.insert(*k, c.read());
+            }
+        }
+        let keys: Vec<u64> = next.rules.iter().map(|r| r.key).collect();
+        let sources: Vec<Arc<str>> = (0..keys.len())
+            .map(|i| Arc::from(next.source_of(i)))
+            .collect();
+        let counters = keys
+            .iter()
+            .map(|k| {
+                carried
+                    .remove(k)
+                    .map_or_else(AtomicCounters::default, AtomicCounters::from_stats)
+            })
+            .collect();
+        if let Some((table, _, shard)) = prev {
+            let mut retired = lock(&shard.retired);
+            for (k, src) in table.keys.iter().zip(&table.sources) {
+                if let Some(stats) = carried.remove(k) {
+                    retired.entry(Arc::clone(src)).or_default().add(&stats);
+                }
+            }
+        }
+        Self {
+            keys,
+            sources,
+            counters,
+        }
+    }
+}
+
+/// What a shard shares with readers.
+#[derive(Debug)]
+pub(crate) struct ShardCounters {
+    pub(crate) table: ArcSwap<CounterTable>,
+    pub(crate) exempt: AtomicU64,
+    pub(crate) unmatched: AtomicU64,
+    /// Counters of rules that left the snapshot, by source.
+    retired: Mutex<HashMap<Arc<str>, RuleStats>>,
+}
+
+impl ShardCounters {
+    pub(crate) fn new(table: Arc<CounterTable>) -> Self {
+        Self {
+            table: ArcSwap::new(table),
+            exempt: AtomicU64::new(0),
+            unmatched: AtomicU64::new(0),
+            retired: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Adds one to a counter only this shard writes: a plain load and store, no locked
+    /// instruction.
+    #[inline]
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+}
+
+/// Attached shards, and what shards that are gone counted.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    pub(crate) shards: Vec<Arc<ShardCounters>>,
+    detached_rules: HashMap<u64, (Arc<str>, RuleStats)>,
+    detached_sources: HashMap<Arc<str>, RuleStats>,
+    detached_exempt: u64,
+    detached_unmatched: u64,
+}
+
+/// Folds a dropped shard's counters into the engine's totals.
+pub(crate) fn detach(inner: &Inner, counters: &Arc<ShardCounters>, _snapshot: &Snapshot) {
+    let mut reg = lock(&inner.registry);
+    reg.shards.retain(|c| !Arc::ptr_eq(c, counters));
+    let table = counters.table.load_full();
+    for ((k, src), c) in table.keys.iter().zip(&table.sources).zip(&table.counters) {
+        reg.detached_rules
+            .entry(*k)
+            .or_insert_with(|| (Arc::clone(src), RuleStats::default()))
+            .1
+            .add(&c.read());
+    }
+    for (src, stats) in lock(&counters.retired).iter() {
+        reg.detached_sources
+            .entry(Arc::clone(src))
+            .or_default()
+            .add(stats);
+    }
+    reg.detached_exempt += counters.exempt.load(Ordering::Relaxed);
+    reg.detached_unmatched += counters.unmatched.load(Ordering::Relaxed);
+}
+
+/// One rule of the current snapshot, summed over shards.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuleRow {
+    /// The source (notifier) it came from.
+    pub source: String,
+    /// The rule id.
+    pub rule: String,
+    /// Its limit.
+    pub limit: Limit,
+    /// Counters.
+    pub stats: RuleStats,
+}
+
+/// One source, all its rules (current and removed) summed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceRow {
+    /// The source name.
+    pub source: String,
+    /// Counters.
+    pub stats: RuleStats,
+}
+
+/// A reading of every counter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineStats {
+    /// The snapshot generation the rows describe.
+    pub generation: u64,
+    /// Per rule of the current snapshot, in the order rules are tried.
+    pub rules: Vec<RuleRow>,
+    /// Per source, including rules that have since been removed.
+    pub sources: Vec<SourceRow>,
+    /// Requests not filtered (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE).
+    pub exempt: u64,
+    /// Requests no rule matched.
+    pub unmatched: u64,
+}
+
+pub(crate) fn collect(inner: &Inner) -> EngineStats {
+    let snapshot = inner.snapshot.load_full();
+    let reg = lock(&inner.registry);
+    let index: HashMap<u64, usize> = snapshot
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.key, i))
+        .collect();
+    let mut rows = vec![RuleStats::default(); snapshot.rules.len()];
+    let mut extra: HashMap<Arc<str>, RuleStats> = HashMap::new();
+    let mut exempt = reg.detached_exempt;
+    let mut unmatched = reg.detached_unmatched;
+    let mut add = |key: u64, src: &Arc<str>, stats: &RuleStats| match index.get(&key) {
+        Some(&i) => rows[i].add(stats),
+        None => extra.entry(Arc::clone(src)).or_default().add(stats),
+    };
+    for shard in &reg.shards {
+        let table = shard.table.load_full();
+        for ((k, src), c) in table.keys.iter().zip(&table.sources).zip(&table.counters) {
+            add(*k, src, &c.read());
+        }
+        exempt += shard.exempt.load(Ordering::Relaxed);
+        unmatched += shard.unmatched.load(Ordering::Relaxed);
+    }
+    for (k, (src, stats)) in &reg.detached_rules {
+        add(*k, src, stats);
+    }
+    for shard in &reg.shards {
+        for (src, stats) in lock(&shard.retired).iter() {
+            extra.entry(Arc::clone(src)).or_default().add(stats);
+        }
+    }
+    for (src, stats) in &reg.detached_sources {
+        extra.entry(Arc::clone(src)).or_default().add(stats);
+    }
+    let rules: Vec<RuleRow> = snapshot
+        .policy
+        .rules()
+        .iter()
+        .zip(&rows)
+        .enumerate()
+        .map(|(i, (r, stats))| RuleRow {
+            source: snapshot.source_of(i).to_owned(),
+            rule: r.id().to_string(),
+            limit: *r.limit(),
+            stats: *stats,
+        })
+        .collect();
+    let mut sources: Vec<SourceRow> = Vec::new();
+    let mut push =
+        |name: &str, stats: &RuleStats| match sources.iter_mut().find(|s| s.source == name) {
+            Some(s) => s.stats.add(stats),
+            None => sources.push(SourceRow {
+                source: name.to_owned(),
+                stats: *stats,
+            }),
+        };
+    for row in &rules {
+        push(&row.source, &row.stats);
+    }
+    let mut rest: Vec<(&Arc<str>, &RuleStats)> = extra.iter().collect();
+    rest.sort_by(|a, b| a.0.cmp(b.0));
+    for (src, stats) in rest {
+        push(src, stats);
+    }
+    EngineStats {
+        generation: snapshot.generation(),
+        rules,
+        sources,
+        exempt,
+        unmatched,
+    }
+}
+
+impl EngineStats {
+    /// Every request classified: exempt + unmatched + matched by some rule.
+    pub fn total(&self) -> u64 {
+        self.exempt + self.unmatched + self.sources.iter().map(|s| s.stats.matched).sum::<u64>()
+    }
+
+    /// The counters in the Prometheus text exposition format (version 0.0.4).
+    pub fn prometheus(&self) -> String {
+        let mut out = String::new();
+        type Counter = (&'static str, &'static str, fn(&RuleStats) -> u64);
+        let counters: [Counter; 6] = [
+            ("matched", "Requests the rule matched.", |s| s.matched),
+            ("accepted", "Matched requests admitted.", |s| s.accepted),
+            ("rejected", "Matched requests answered 503.", |s| s.rejected),
+            ("redirected", "Matched requests redirected.", |s| {
+                s.redirected
+            }),
+            ("dropped", "Matched requests dropped.", |s| s.dropped),
+            (
+                "redirect_refused",
+                "Redirects turned into 503 by the allow-list.",
+                |s| s.redirect_refused,
+            ),
+        ];
+        for (name, help, get) in counters {
+            let _ = writeln!(out, "# HELP loadctl_rule_{name}_total {help}");
+            let _ = writeln!(out, "# TYPE loadctl_rule_{name}_total counter");
+            for r in &self.rules {
+                let _ = writeln!(
+                    out,
+                    "loadctl_rule_{name}_total{{source=\"{}\",rule=\"{}\"}} {}",
+                    escape_label(&r.source),
+                    escape_label(&r.rule),
+                    get(&r.stats)
+                );
+            }
+            let _ = writeln!(
+                out,
+                "# HELP loadctl_source_{name}_total {help} Per source, removed rules included."
+            );
+            let _ = writeln!(out, "# TYPE loadctl_source_{name}_total counter");
+            for s in &self.sources {
+                let _ = writeln!(
+                    out,
+                    "loadctl_source_{name}_total{{source=\"{}\"}} {}",
+                    escape_label(&s.source),
+                    get(&s.stats)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP loadctl_exempt_total Requests never filtered (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE)."
+        );
+        let _ = writeln!(out, "# TYPE loadctl_exempt_total counter");
+        let _ = writeln!(out, "loadctl_exempt_total {}", self.exempt);
+        let _ = writeln!(
+            out,
+            "# HELP loadctl_unmatched_total Requests no rule matched."
+        );
+        let _ = writeln!(out, "# TYPE loadctl_unmatched_total counter");
+        let _ = writeln!(out, "loadctl_unmatched_total {}", self.unmatched);
+        let _ = writeln!(
+            out,
+            "# HELP loadctl_policy_generation Generation of the published policy snapshot."
+        );
+        let _ = writeln!(out, "# TYPE loadctl_policy_generation gauge");
+        let _ = writeln!(out, "loadctl_policy_generation {}", self.generation);
+        let _ = writeln!(
+            out,
+            "# HELP loadctl_policy_rules Rules in the published policy."
+        );
+        let _ = writeln!(out, "# TYPE loadctl_policy_rules gauge");
+        let _ = writeln!(out, "loadctl_policy_rules {}", self.rules.len());
+        out
+    }
+}
+
+/// Escapes a Prometheus label value: backslash, double quote and newline.
+fn escape_label(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
