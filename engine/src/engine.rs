@@ -36,7 +36,7 @@ pub use stats::{EngineStats, RuleRow, SourceRow};
 use crate::clock::{Clock, SystemClock};
 use crate::compile::{CompileConfig, CompiledPolicy, compile_sources};
 use crate::policy::{self, Limit, Limits, MergeError, Rule, Ruleset, State, Uri};
-use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Ordering, lock};
+use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Name, Ordering, StdArc, lock};
 
 /// How an [`Engine`] behaves.
 #[derive(Clone, Debug)]
@@ -44,7 +44,7 @@ pub struct EngineConfig {
     /// How many shards (worker threads) are expected. Default: the number of cores.
     pub shards: usize,
     /// Where shards read the time when a request carries none.
-    pub clock: Arc<dyn Clock>,
+    pub clock: StdArc<dyn Clock>,
     /// Redirect allow-list and other compile options.
     pub compile: CompileConfig,
     /// Input limits for documents and merged policies.
@@ -61,7 +61,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             shards: std::thread::available_parallelism().map_or(1, usize::from),
-            clock: Arc::new(SystemClock::default()),
+            clock: StdArc::new(SystemClock::default()),
             compile: CompileConfig::default(),
             limits: Limits::default(),
             burst_tolerance: Duration::from_millis(100),
@@ -214,7 +214,7 @@ pub struct Snapshot {
     generation: u64,
     policy: CompiledPolicy,
     rules: Vec<SnapshotRule>,
-    sources: Vec<Arc<str>>,
+    sources: Vec<Name>,
 }
 
 impl Snapshot {
@@ -229,7 +229,7 @@ impl Snapshot {
     }
 
     /// Source names, indexed by [`crate::compile::CompiledRule::source`].
-    pub fn sources(&self) -> &[Arc<str>] {
+    pub fn sources(&self) -> &[Name] {
         &self.sources
     }
 
@@ -476,7 +476,7 @@ impl Engine {
             rules: meta,
             sources: sources
                 .iter()
-                .map(|(s, _)| Arc::from(s.name.as_str()))
+                .map(|(s, _)| Name::from(s.name.as_str()))
                 .collect(),
         };
         *cells = next_cells;

@@ -77,3 +77,11 @@ impl<T> std::fmt::Debug for ArcSwap<T> {
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// An immutable shared string (source names). Immutable data needs no model checking, so
+/// this is the standard `Arc` under loom too (loom's `Arc` cannot hold `str`).
+pub type Name = std::sync::Arc<str>;
+
+/// The standard `Arc`, for shared configuration that needs no model checking (the clock
+/// trait object: loom's `Arc` cannot hold a `dyn` value).
+pub type StdArc<T> = std::sync::Arc<T>;

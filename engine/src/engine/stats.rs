@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use super::{Inner, RuleStats, Snapshot};
 use crate::policy::Limit;
-use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Ordering, lock};
+use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Name, Ordering, lock};
 
 /// One rule's counters on one shard.
 #[derive(Debug, Default)]
@@ -65,7 +65,7 @@ impl RuleStats {
 #[derive(Debug)]
 pub(crate) struct CounterTable {
     keys: Vec<u64>,
-    sources: Vec<Arc<str>>,
+    sources: Vec<Name>,
     pub(crate) counters: Vec<AtomicCounters>,
 }
 
@@ -83,8 +83,8 @@ impl CounterTable {
             }
         }
         let keys: Vec<u64> = next.rules.iter().map(|r| r.key).collect();
-        let sources: Vec<Arc<str>> = (0..keys.len())
-            .map(|i| Arc::from(next.source_of(i)))
+        let sources: Vec<Name> = (0..keys.len())
+            .map(|i| Name::from(next.source_of(i)))
             .collect();
         let counters = keys
             .iter()
@@ -98,7 +98,7 @@ impl CounterTable {
             let mut retired = lock(&shard.retired);
             for (k, src) in table.keys.iter().zip(&table.sources) {
                 if let Some(stats) = carried.remove(k) {
-                    retired.entry(Arc::clone(src)).or_default().add(&stats);
+                    retired.entry(Name::clone(src)).or_default().add(&stats);
                 }
             }
         }
@@ -117,7 +117,7 @@ pub(crate) struct ShardCounters {
     pub(crate) exempt: AtomicU64,
     pub(crate) unmatched: AtomicU64,
     /// Counters of rules that left the snapshot, by source.
-    retired: Mutex<HashMap<Arc<str>, RuleStats>>,
+    retired: Mutex<HashMap<Name, RuleStats>>,
 }
 
 impl ShardCounters {
@@ -142,8 +142,8 @@ impl ShardCounters {
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     pub(crate) shards: Vec<Arc<ShardCounters>>,
-    detached_rules: HashMap<u64, (Arc<str>, RuleStats)>,
-    detached_sources: HashMap<Arc<str>, RuleStats>,
+    detached_rules: HashMap<u64, (Name, RuleStats)>,
+    detached_sources: HashMap<Name, RuleStats>,
     detached_exempt: u64,
     detached_unmatched: u64,
 }
@@ -156,13 +156,13 @@ pub(crate) fn detach(inner: &Inner, counters: &Arc<ShardCounters>, _snapshot: &S
     for ((k, src), c) in table.keys.iter().zip(&table.sources).zip(&table.counters) {
         reg.detached_rules
             .entry(*k)
-            .or_insert_with(|| (Arc::clone(src), RuleStats::default()))
+            .or_insert_with(|| (Name::clone(src), RuleStats::default()))
             .1
             .add(&c.read());
     }
     for (src, stats) in lock(&counters.retired).iter() {
         reg.detached_sources
-            .entry(Arc::clone(src))
+            .entry(Name::clone(src))
             .or_default()
             .add(stats);
     }
@@ -217,12 +217,12 @@ pub(crate) fn collect(inner: &Inner) -> EngineStats {
         .map(|(i, r)| (r.key, i))
         .collect();
     let mut rows = vec![RuleStats::default(); snapshot.rules.len()];
-    let mut extra: HashMap<Arc<str>, RuleStats> = HashMap::new();
+    let mut extra: HashMap<Name, RuleStats> = HashMap::new();
     let mut exempt = reg.detached_exempt;
     let mut unmatched = reg.detached_unmatched;
-    let mut add = |key: u64, src: &Arc<str>, stats: &RuleStats| match index.get(&key) {
+    let mut add = |key: u64, src: &Name, stats: &RuleStats| match index.get(&key) {
         Some(&i) => rows[i].add(stats),
-        None => extra.entry(Arc::clone(src)).or_default().add(stats),
+        None => extra.entry(Name::clone(src)).or_default().add(stats),
     };
     for shard in &reg.shards {
         let table = shard.table.load_full();
@@ -237,11 +237,11 @@ pub(crate) fn collect(inner: &Inner) -> EngineStats {
     }
     for shard in &reg.shards {
         for (src, stats) in lock(&shard.retired).iter() {
-            extra.entry(Arc::clone(src)).or_default().add(stats);
+            extra.entry(Name::clone(src)).or_default().add(stats);
         }
     }
     for (src, stats) in &reg.detached_sources {
-        extra.entry(Arc::clone(src)).or_default().add(stats);
+        extra.entry(Name::clone(src)).or_default().add(stats);
     }
     let rules: Vec<RuleRow> = snapshot
         .policy
@@ -268,7 +268,7 @@ pub(crate) fn collect(inner: &Inner) -> EngineStats {
     for row in &rules {
         push(&row.source, &row.stats);
     }
-    let mut rest: Vec<(&Arc<str>, &RuleStats)> = extra.iter().collect();
+    let mut rest: Vec<(&Name, &RuleStats)> = extra.iter().collect();
     rest.sort_by(|a, b| a.0.cmp(b.0));
     for (src, stats) in rest {
         push(src, stats);
