@@ -51,9 +51,11 @@ pub struct EngineConfig {
     pub limits: Limits,
     /// GCRA burst tolerance τ of rate rules: at most max(1, ⌈r·τ⌉) requests at once.
     pub burst_tolerance: Duration,
-    /// How long a shard may hold leased tokens before they expire, which also sizes leases
-    /// (⌊r·period⌋ tokens, at least 1). Short periods keep the aggregate exact when load moves
-    /// between shards; long ones mean fewer shared writes. Default 1 ms.
+    /// How far ahead a shard may lease rate tokens, which sizes leases (⌊r·period⌋ tokens, at
+    /// least 1): one shared write buys that many admissions. Tokens a shard leased and then
+    /// had no traffic for are lost to the others, at most ⌊r·period⌋ each time load moves
+    /// away from a shard, so short periods keep the aggregate exact; long ones mean fewer
+    /// shared writes. Default 0.5 ms.
     pub lease_period: Duration,
 }
 
@@ -65,7 +67,7 @@ impl Default for EngineConfig {
             compile: CompileConfig::default(),
             limits: Limits::default(),
             burst_tolerance: Duration::from_millis(100),
-            lease_period: Duration::from_millis(1),
+            lease_period: Duration::from_micros(500),
         }
     }
 }
@@ -144,12 +146,12 @@ pub(crate) enum LimitParams {
     Rate {
         /// Emission interval T; `None` for rate 0.
         interval_ns: Option<u64>,
-        /// Tolerance used when leasing: (b − 1)·T minus the lateness a batch may add.
+        /// (b − 1)·T, less the look-ahead (so leased tokens never widen the burst).
         tolerance_ns: u64,
         /// Tokens per lease.
         lease: u32,
-        /// Leased tokens expire after this long.
-        ttl_ns: u64,
+        /// How far ahead of now a lease may reach; stale leases expire after as long.
+        ahead_ns: u64,
     },
     /// A per-shard deterministic gate.
     Percent(f64),
@@ -170,20 +172,24 @@ impl LimitParams {
                         interval_ns: None,
                         tolerance_ns: 0,
                         lease: 1,
-                        ttl_ns: 0,
+                        ahead_ns: 0,
                     };
                 }
                 let interval = (1e9 / r).round() as u64;
                 let burst = crate::limit::RateGate::burst_for(r, config.burst_tolerance);
-                let tolerance = interval.saturating_mul(burst - 1);
                 let lease = ((r * config.lease_period.as_secs_f64()).floor() as u64)
-                    .clamp(1, burst.min(1 << 16)) as u32;
+                    .clamp(1, 1 << 16) as u32;
+                // With one token per lease there is nothing to look ahead for.
+                let ahead = if lease > 1 {
+                    config.lease_period.as_nanos() as u64
+                } else {
+                    0
+                };
                 LimitParams::Rate {
                     interval_ns: Some(interval),
-                    tolerance_ns: tolerance
-                        .saturating_sub(interval.saturating_mul(u64::from(lease) - 1)),
+                    tolerance_ns: interval.saturating_mul(burst - 1).saturating_sub(ahead),
                     lease,
-                    ttl_ns: config.lease_period.as_nanos() as u64,
+                    ahead_ns: ahead,
                 }
             }
             Limit::Percent(p) => LimitParams::Percent(p.value()),
@@ -240,6 +246,11 @@ impl Snapshot {
             .get(i)
             .and_then(|r| self.sources.get(r.source() as usize))
             .map_or("", |s| s)
+    }
+
+    /// Rule `i`'s shared cell.
+    pub fn cell(&self, i: usize) -> Option<&RuleCell> {
+        self.rules.get(i).map(|r| &*r.cell)
     }
 
     /// Rule `i`'s key: a stable hash of (source, rule id, action).

@@ -45,30 +45,37 @@ impl RuleCell {
     }
 
     /// Leases up to `max` tokens at `now_ns` from a rate cell with emission interval
-    /// `interval_ns` and tolerance `tolerance_ns`; returns how many were granted (0 when the
-    /// rate is exhausted, without writing).
+    /// `interval_ns` and tolerance `tolerance_ns`, looking `ahead_ns` into the future: a token
+    /// is granted when its slot s satisfies s − tolerance ≤ now + ahead. Returns how many were
+    /// granted and the slot of the first (the others follow one interval apart); `(0, _)` when
+    /// none, without writing. A token may be spent from `slot − tolerance` on.
     #[inline]
-    pub fn lease_tokens(&self, now_ns: u64, interval_ns: u64, tolerance_ns: u64, max: u32) -> u32 {
+    pub fn lease_tokens(
+        &self,
+        now_ns: u64,
+        interval_ns: u64,
+        tolerance_ns: u64,
+        ahead_ns: u64,
+        max: u32,
+    ) -> (u32, u64) {
+        let reach = tolerance_ns.saturating_add(ahead_ns);
         let mut tat = self.state.load(Ordering::Acquire);
         loop {
             let base = tat.max(now_ns);
-            let ahead = base - now_ns;
-            if ahead > tolerance_ns {
-                return 0;
+            let behind = base - now_ns;
+            if behind > reach {
+                return (0, base);
             }
-            let conforming = (tolerance_ns - ahead)
+            let conforming = (reach - behind)
                 .checked_div(interval_ns)
                 .map_or(u64::from(max), |n| n + 1);
             let k = conforming.min(u64::from(max)) as u32;
-            if k == 0 {
-                return 0;
-            }
             let new = base.saturating_add(u64::from(k) * interval_ns);
             match self
                 .state
                 .compare_exchange_weak(tat, new, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return k,
+                Ok(_) => return (k, base),
                 Err(current) => tat = current,
             }
         }
@@ -118,12 +125,17 @@ mod tests {
         // 1000/s (T = 1 ms), tolerance 9 ms: burst of 10.
         let c = RuleCell::rate();
         let ms = 1_000_000;
-        assert_eq!(c.lease_tokens(100 * ms, ms, 9 * ms, 4), 4);
-        assert_eq!(c.lease_tokens(100 * ms, ms, 9 * ms, 100), 6);
-        assert_eq!(c.lease_tokens(100 * ms, ms, 9 * ms, 100), 0);
+        assert_eq!(c.lease_tokens(100 * ms, ms, 9 * ms, 0, 4), (4, 100 * ms));
+        assert_eq!(c.lease_tokens(100 * ms, ms, 9 * ms, 0, 100), (6, 104 * ms));
+        assert_eq!(c.lease_tokens(100 * ms, ms, 9 * ms, 0, 100).0, 0);
         // One more token per millisecond.
-        assert_eq!(c.lease_tokens(101 * ms, ms, 9 * ms, 100), 1);
-        assert_eq!(c.lease_tokens(105 * ms, ms, 9 * ms, 100), 4);
+        assert_eq!(c.lease_tokens(101 * ms, ms, 9 * ms, 0, 100), (1, 110 * ms));
+        assert_eq!(c.lease_tokens(105 * ms, ms, 9 * ms, 0, 100), (4, 111 * ms));
+        // Looking 3 ms ahead grants 3 more, whose slots lie in the future.
+        assert_eq!(
+            c.lease_tokens(105 * ms, ms, 9 * ms, 3 * ms, 100),
+            (3, 115 * ms)
+        );
     }
 
     #[test]

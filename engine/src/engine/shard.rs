@@ -19,8 +19,9 @@ use crate::sync::{Arc, Ordering, lock};
 /// This shard's part of a rule's limit.
 #[derive(Debug)]
 enum Local {
-    /// Tokens leased from the cell and not yet spent, valid until `leased_at + ttl`.
-    Rate { tokens: u32, leased_at: u64 },
+    /// Tokens leased from the cell and not yet spent; the next one's GCRA slot is
+    /// `next_slot` (the rest follow one interval apart).
+    Rate { tokens: u32, next_slot: u64 },
     /// The percent gate (exact per shard).
     Percent(PercentGate),
     /// Requests this shard admitted and that have not completed (only to keep the cell of a
@@ -33,7 +34,7 @@ impl Local {
         match *limit {
             LimitParams::Rate { .. } => Local::Rate {
                 tokens: 0,
-                leased_at: 0,
+                next_slot: 0,
             },
             LimitParams::Percent(p) => Local::Percent(PercentGate::new(p)),
             LimitParams::Window { .. } => Local::Window { outstanding: 0 },
@@ -324,29 +325,39 @@ fn acquire(local: &mut Local, shared: &super::SnapshotRule, now: u64) -> (bool, 
     match (local, shared.limit) {
         (Local::Percent(g), _) => (g.try_acquire(), false),
         (
-            Local::Rate { tokens, leased_at },
+            Local::Rate { tokens, next_slot },
             LimitParams::Rate {
                 interval_ns,
                 tolerance_ns,
                 lease,
-                ttl_ns,
+                ahead_ns,
             },
         ) => {
-            if *tokens > 0 && now.saturating_sub(*leased_at) <= ttl_ns {
-                *tokens -= 1;
-                return (true, false);
-            }
-            *tokens = 0;
             let Some(interval) = interval_ns else {
                 return (false, false);
             };
-            let k = shared.cell.lease_tokens(now, interval, tolerance_ns, lease);
-            if k == 0 {
-                return (false, false);
+            let mut wrote = false;
+            if *tokens == 0 || next_slot.saturating_add(ahead_ns) < now {
+                // None left, or the ones left are stale: lease afresh.
+                let (k, first) =
+                    shared
+                        .cell
+                        .lease_tokens(now, interval, tolerance_ns, ahead_ns, lease);
+                if k == 0 {
+                    *tokens = 0;
+                    return (false, false);
+                }
+                *tokens = k;
+                *next_slot = first;
+                wrote = true;
             }
-            *tokens = k - 1;
-            *leased_at = now;
-            (true, true)
+            // A token may be spent from its slot minus the tolerance on (GCRA conformance).
+            if *next_slot <= now.saturating_add(tolerance_ns) {
+                *tokens -= 1;
+                *next_slot = next_slot.saturating_add(interval);
+                return (true, wrote);
+            }
+            (false, wrote)
         }
         (Local::Window { outstanding }, LimitParams::Window { .. }) => {
             // One slot per admission, straight from the shared cell: a window is exact across
