@@ -160,7 +160,7 @@ fn window_is_global_and_loses_no_slot() {
         let d = s[shard].classify(&call("<tel:+1555>", t));
         if let Some(ticket) = d.ticket {
             let hold = 1_000_000 + state % 20_000_000;
-            let completer = if state % 5 == 0 {
+            let completer = if state.is_multiple_of(5) {
                 (shard + 1) % SHARDS
             } else {
                 shard
