@@ -86,11 +86,18 @@ enum Command {
         #[arg(long)]
         in_dialog: bool,
     },
-    /// Run the demo on the embedded default policy (or --policy FILE).
+    /// Run the engine on all cores against a synthetic SIP request mix, with a policy update
+    /// half-way, and print per-rule results (embedded default policy unless --policy FILE).
     Demo {
         /// A policy document to use instead of the embedded one.
         #[arg(long, value_name = "FILE")]
         policy: Option<String>,
+        /// How long to run, in seconds.
+        #[arg(long, default_value_t = 4.0, value_name = "SECONDS")]
+        duration: f64,
+        /// Worker threads (default: one per core).
+        #[arg(long)]
+        threads: Option<usize>,
     },
 }
 
@@ -130,7 +137,21 @@ fn main() -> ExitCode {
             event: event.as_deref(),
             in_dialog,
         }),
-        Command::Demo { policy } => demo::run(policy.as_deref()),
+        Command::Demo {
+            policy,
+            duration,
+            threads,
+        } => {
+            if !(duration.is_finite() && duration > 0.0 && duration <= 3600.0) {
+                eprintln!("loadctl: --duration must be between 0 and 3600 seconds");
+                return ExitCode::from(2);
+            }
+            demo::run(&demo::Options {
+                policy: policy.as_deref(),
+                duration: std::time::Duration::from_secs_f64(duration),
+                threads,
+            })
+        }
     };
     ExitCode::from(code)
 }

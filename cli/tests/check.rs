@@ -150,8 +150,40 @@ fn io_errors_and_usage_errors_exit_2() {
 }
 
 #[test]
-fn embedded_default_policy_is_valid() {
-    let out = loadctl(&["demo"], None);
+fn demo_runs_the_embedded_policy_on_several_threads() {
+    let out = loadctl(&["demo", "--duration", "0.6", "--threads", "2"], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("version 0, full, 4 rules"));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("loadctl demo: embedded default policy, 4 rules, 2 worker thread(s)"),
+        "{stdout}"
+    );
+    for rule in [
+        "televote-hotline",
+        "ticket-sales",
+        "partner-domain",
+        "media-trunk",
+    ] {
+        let rows = stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("  {rule} ")))
+            .count();
+        assert_eq!(rows, 2, "{rule} in both halves: {stdout}");
+    }
+    assert!(stdout.contains("half-way: applied a partial update (version 1) setting rule televote-hotline to rate 100/s"), "{stdout}");
+    assert!(stdout.contains("rate 100/s"), "{stdout}");
+    // The percent gate is exact on each shard, so the aggregate shows 40 %.
+    assert!(stdout.contains("40.0%"), "{stdout}");
+    assert!(stdout.contains("throughput:"), "{stdout}");
+    // Bad options are usage errors.
+    assert_eq!(
+        loadctl(&["demo", "--duration", "-1"], None).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        loadctl(&["demo", "--policy", "/nonexistent.xml"], None)
+            .status
+            .code(),
+        Some(2)
+    );
 }

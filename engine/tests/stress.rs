@@ -13,7 +13,9 @@ const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:
 
 fn doc(version: u32, state: &str, rules: &str) -> Ruleset {
     let text = format!("<ruleset {NS} version=\"{version}\" state=\"{state}\">{rules}</ruleset>");
-    read(text.as_bytes(), &Limits::default()).unwrap_or_else(|e| panic!("{e}")).ruleset
+    read(text.as_bytes(), &Limits::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .ruleset
 }
 
 fn rule(id: &str, prefix: &str, accept: &str) -> String {
@@ -27,19 +29,36 @@ const WINDOW: u32 = 16;
 const RATE: f64 = 2_000.0;
 
 fn base_rules() -> String {
-    let mut rules = rule("rate", "+1-900", &format!("<lc:accept><lc:rate>{RATE}</lc:rate></lc:accept>"));
-    rules.push_str(&rule("win", "+1-800", &format!("<lc:accept><lc:win>{WINDOW}</lc:win></lc:accept>")));
+    let mut rules = rule(
+        "rate",
+        "+1-900",
+        &format!("<lc:accept><lc:rate>{RATE}</lc:rate></lc:accept>"),
+    );
+    rules.push_str(&rule(
+        "win",
+        "+1-800",
+        &format!("<lc:accept><lc:win>{WINDOW}</lc:win></lc:accept>"),
+    ));
     for i in 0..200 {
-        rules.push_str(&rule(&format!("r{i}"), &format!("+44-{:03}", i), "<lc:accept><lc:percent>50</lc:percent></lc:accept>"));
+        rules.push_str(&rule(
+            &format!("r{i}"),
+            &format!("+44-{:03}", i),
+            "<lc:accept><lc:percent>50</lc:percent></lc:accept>",
+        ));
     }
     rules
 }
 
 #[test]
 fn classify_while_publishing_a_thousand_times() {
-    let engine = Engine::new(EngineConfig { shards: 2, ..EngineConfig::default() });
+    let engine = Engine::new(EngineConfig {
+        shards: 2,
+        ..EngineConfig::default()
+    });
     let src = Source::local("notifier");
-    engine.publish(&src, doc(0, "full", &base_rules())).expect("publish");
+    engine
+        .publish(&src, doc(0, "full", &base_rules()))
+        .expect("publish");
     let done = Arc::new(AtomicBool::new(false));
     let window_out = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
@@ -50,21 +69,31 @@ fn classify_while_publishing_a_thousand_times() {
             let window_out = Arc::clone(&window_out);
             std::thread::spawn(move || {
                 let mut shard = engine.attach();
-                let numbers = ["<tel:+1-900-555-0000>", "<tel:+1-800-555-0000>", "<tel:+44-017-1234>", "<tel:+33-1234>"];
+                let numbers = [
+                    "<tel:+1-900-555-0000>",
+                    "<tel:+1-800-555-0000>",
+                    "<tel:+44-017-1234>",
+                    "<tel:+33-1234>",
+                ];
                 let mut held: Vec<Ticket> = Vec::new();
                 let (mut n, mut rate_admitted) = (0u64, 0u64);
                 while !done.load(Ordering::Acquire) || n < 10_000 {
                     let to = numbers[(n as usize + w) % numbers.len()];
                     let req = Request {
                         method: if n % 17 == 0 { "BYE" } else { "INVITE" },
-                        identities: Identities { to: Some(to), ..Identities::default() },
+                        identities: Identities {
+                            to: Some(to),
+                            ..Identities::default()
+                        },
                         transport: Transport::Udp,
                         initial: true,
                         event: None,
                         time: None,
                     };
                     let d = shard.classify(&req);
-                    if d.verdict == Verdict::Accept && d.rule.is_some_and(|r| r.id().as_str() == "rate") {
+                    if d.verdict == Verdict::Accept
+                        && d.rule.is_some_and(|r| r.id().as_str() == "rate")
+                    {
                         rate_admitted += 1;
                     }
                     if let Some(t) = d.ticket {
@@ -92,14 +121,28 @@ fn classify_while_publishing_a_thousand_times() {
     for i in 0..1_000u32 {
         version += 1;
         if i % 10 == 0 {
-            engine.publish(&src, doc(version, "full", &base_rules())).expect("full");
+            engine
+                .publish(&src, doc(version, "full", &base_rules()))
+                .expect("full");
         } else {
-            let changed = rule(&format!("r{}", i % 200), &format!("+44-{:03}", i % 200), &format!("<lc:accept><lc:percent>{}</lc:percent></lc:accept>", i % 100));
-            engine.apply(&src, doc(version, "partial", &changed)).expect("partial");
+            let changed = rule(
+                &format!("r{}", i % 200),
+                &format!("+44-{:03}", i % 200),
+                &format!(
+                    "<lc:accept><lc:percent>{}</lc:percent></lc:accept>",
+                    i % 100
+                ),
+            );
+            engine
+                .apply(&src, doc(version, "partial", &changed))
+                .expect("partial");
         }
     }
     done.store(true, Ordering::Release);
-    let results: Vec<(u64, u64)> = workers.into_iter().map(|h| h.join().expect("no panic")).collect();
+    let results: Vec<(u64, u64)> = workers
+        .into_iter()
+        .map(|h| h.join().expect("no panic"))
+        .collect();
     let elapsed = start.elapsed();
     let total: u64 = results.iter().map(|r| r.0).sum();
     let rate_admitted: u64 = results.iter().map(|r| r.1).sum();
@@ -110,10 +153,18 @@ fn classify_while_publishing_a_thousand_times() {
     // The rate limit held over the run: the GCRA bound r·(t + τ) + 1, where the engine's
     // coarse clock may run up to a tick (≤ 10 ms) ahead of this test's precise one.
     let bound = RATE * (elapsed.as_secs_f64() + 0.1 + 0.01) + 1.0;
-    assert!((rate_admitted as f64) <= bound, "{rate_admitted} admitted in {elapsed:?}, bound {bound}");
+    assert!(
+        (rate_admitted as f64) <= bound,
+        "{rate_admitted} admitted in {elapsed:?}, bound {bound}"
+    );
     // Every window slot came back.
     let snap = engine.snapshot();
-    let win = snap.policy().rules().iter().position(|r| r.id().as_str() == "win").expect("win rule");
+    let win = snap
+        .policy()
+        .rules()
+        .iter()
+        .position(|r| r.id().as_str() == "win")
+        .expect("win rule");
     assert_eq!(snap.cell(win).map(|c| c.state()), Some(u64::from(WINDOW)));
     assert!(elapsed < Duration::from_secs(120));
 }
