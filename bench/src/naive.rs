@@ -141,7 +141,12 @@ impl NaiveEvaluator {
     /// An evaluator for a full policy.
     pub fn new(policy: &Ruleset, tolerance: Duration) -> Self {
         Self {
-            rules: policy.rules().unwrap_or(&[]).to_vec(),
+            rules: policy
+                .rules()
+                .unwrap_or(&[])
+                .iter()
+                .map(|r| Rule::clone(r))
+                .collect(),
             limiters: Mutex::new(HashMap::new()),
             tolerance,
         }

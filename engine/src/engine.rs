@@ -34,7 +34,7 @@ pub use shard::Shard;
 pub use stats::{EngineStats, RuleRow, SourceRow};
 
 use crate::clock::{Clock, SystemClock};
-use crate::compile::{CompileConfig, CompiledPolicy, compile_sources};
+use crate::compile::{CompileConfig, CompiledPolicy, SourcedRule, compile_sources};
 use crate::policy::{self, Limit, Limits, MergeError, Rule, Ruleset, State, Uri};
 use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Name, Ordering, StdArc, lock};
 
@@ -206,6 +206,9 @@ impl LimitParams {
     }
 }
 
+/// [`Snapshot::previous`] entry of a rule that was not in the previous snapshot.
+pub(crate) const NOT_CARRIED: u32 = u32::MAX;
+
 /// What a snapshot knows about each rule beyond the compiled matcher.
 #[derive(Debug)]
 pub(crate) struct SnapshotRule {
@@ -220,6 +223,9 @@ pub struct Snapshot {
     generation: u64,
     policy: CompiledPolicy,
     rules: Vec<SnapshotRule>,
+    /// For each rule, its index in the previous generation's snapshot ([`NOT_CARRIED`] when
+    /// new), so shards that follow every publish re-map without hashing.
+    pub(crate) previous: Vec<u32>,
     sources: Vec<Name>,
 }
 
@@ -237,6 +243,16 @@ impl Snapshot {
     /// Source names, indexed by [`crate::compile::CompiledRule::source`].
     pub fn sources(&self) -> &[Name] {
         &self.sources
+    }
+
+    /// The shared name of the source rule `i` came from.
+    pub(crate) fn source_name(&self, i: usize) -> Name {
+        self.policy
+            .rules()
+            .get(i)
+            .and_then(|r| self.sources.get(r.source() as usize))
+            .cloned()
+            .unwrap_or_else(|| Name::from(""))
     }
 
     /// The name of the source rule `i` came from.
@@ -285,7 +301,8 @@ struct SourceState {
 
 struct Writer {
     sources: Vec<SourceState>,
-    cells: HashMap<u64, Arc<RuleCell>>,
+    /// The cell and snapshot index of every rule key in the published snapshot.
+    cells: HashMap<u64, (Arc<RuleCell>, u32)>,
 }
 
 pub(crate) struct Inner {
@@ -318,6 +335,7 @@ impl Engine {
             generation: 0,
             policy: compile_sources(0, std::iter::empty(), &config.compile),
             rules: Vec::new(),
+            previous: Vec::new(),
             sources: Vec::new(),
         };
         Self {
@@ -449,7 +467,7 @@ impl Engine {
     /// Builds and publishes the snapshot for `sources`; on error nothing changes.
     fn commit(
         &self,
-        cells: &mut HashMap<u64, Arc<RuleCell>>,
+        cells: &mut HashMap<u64, (Arc<RuleCell>, u32)>,
         sources: &[(Source, &Ruleset)],
     ) -> Result<u64, PublishError> {
         let config = &self.inner.config;
@@ -462,22 +480,24 @@ impl Engine {
         let generation = self.inner.generation.load(Ordering::Acquire) + 1;
         let mut rules = Vec::with_capacity(total);
         let mut meta = Vec::with_capacity(total);
+        let mut previous = Vec::with_capacity(total);
         let mut next_cells = HashMap::with_capacity(total);
         for (si, (source, ruleset)) in sources.iter().enumerate() {
             for rule in ruleset.rules().unwrap_or(&[]) {
                 let key = rule_key(&source.name, rule);
                 let limit = LimitParams::new(&rule.accept.limit, config);
-                let cell = cells
-                    .get(&key)
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(limit.new_cell()));
-                next_cells.insert(key, Arc::clone(&cell));
+                let (cell, before) = match cells.get(&key) {
+                    Some((cell, i)) => (Arc::clone(cell), *i),
+                    None => (Arc::new(limit.new_cell()), NOT_CARRIED),
+                };
+                next_cells.insert(key, (Arc::clone(&cell), meta.len() as u32));
+                previous.push(before);
                 meta.push(SnapshotRule { key, cell, limit });
-                let mut rule = rule.clone();
-                if rule.conditions.target_sip_entity.is_none() {
-                    rule.conditions.target_sip_entity = source.notifier.clone();
-                }
-                rules.push((si as u32, rule));
+                rules.push(SourcedRule {
+                    source: si as u32,
+                    rule: StdArc::clone(rule),
+                    scope: source.notifier.clone(),
+                });
             }
         }
         let policy = compile_sources(generation as u32, rules, &config.compile);
@@ -485,6 +505,7 @@ impl Engine {
             generation,
             policy,
             rules: meta,
+            previous,
             sources: sources
                 .iter()
                 .map(|(s, _)| Name::from(s.name.as_str()))

@@ -84,7 +84,7 @@ pub struct CompiledPolicy {
 /// One rule, compiled.
 #[derive(Debug)]
 pub struct CompiledRule {
-    rule: Rule,
+    rule: Arc<Rule>,
     source: u32,
     method: Option<policy::Method>,
     target: Option<CompiledUri>,
@@ -472,17 +472,36 @@ pub fn compile(ruleset: &Ruleset, config: &CompileConfig) -> Result<CompiledPoli
 /// Compiles rules given in order, all from one source.
 pub fn compile_rules(
     version: u32,
-    rules: impl IntoIterator<Item = Rule>,
+    rules: impl IntoIterator<Item = Arc<Rule>>,
     config: &CompileConfig,
 ) -> CompiledPolicy {
-    compile_sources(version, rules.into_iter().map(|r| (0, r)), config)
+    compile_sources(
+        version,
+        rules.into_iter().map(|r| SourcedRule {
+            source: 0,
+            rule: r,
+            scope: None,
+        }),
+        config,
+    )
 }
 
-/// Compiles `(source index, rule)` pairs in the order they are tried (the engine merges several
+/// A rule with where it came from, for [`compile_sources`].
+#[derive(Clone, Debug)]
+pub struct SourcedRule {
+    /// Index of its source (see [`CompiledRule::source`]).
+    pub source: u32,
+    /// The rule (shared, not copied).
+    pub rule: Arc<Rule>,
+    /// The target entity the rule is scoped to when it names none (its notifier's URI).
+    pub scope: Option<Uri>,
+}
+
+/// Compiles rules from several sources in the order they are tried (the engine merges the
 /// notifiers' policies this way).
 pub fn compile_sources(
     version: u32,
-    rules: impl IntoIterator<Item = (u32, Rule)>,
+    rules: impl IntoIterator<Item = SourcedRule>,
     config: &CompileConfig,
 ) -> CompiledPolicy {
     let mut index: [FieldIndexBuilder; 4] = Default::default();
@@ -491,9 +510,18 @@ pub fn compile_sources(
     let mut uses = [false; 4];
     let mut uses_target = false;
     let mut compiled = Vec::new();
-    for (i, (source, rule)) in rules.into_iter().enumerate() {
+    for (
+        i,
+        SourcedRule {
+            source,
+            rule,
+            scope,
+        },
+    ) in rules.into_iter().enumerate()
+    {
         let i = i as u32;
         let c = &rule.conditions;
+        let target = c.target_sip_entity.as_ref().or(scope.as_ref());
         let sips: Vec<CompiledSip> = c
             .call_identity
             .iter()
@@ -538,7 +566,7 @@ pub fn compile_sources(
                     }
                 }
             }
-            uses_target |= c.target_sip_entity.is_some();
+            uses_target |= target.is_some();
         }
         let validity = c
             .validity
@@ -563,12 +591,12 @@ pub fn compile_sources(
             methods,
             other_method,
             never,
-            slow: c.validity.is_some() || c.target_sip_entity.is_some(),
+            slow: c.validity.is_some() || target.is_some(),
         });
         compiled.push(CompiledRule {
             source,
             method: c.method.clone(),
-            target: c.target_sip_entity.as_ref().map(CompiledUri::new),
+            target: target.map(CompiledUri::new),
             validity,
             sips,
             redirect_refused,

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use super::cell::RuleCell;
 use super::stats::{CounterTable, ShardCounters};
 use super::{Decision, Request, RuleStats, Ticket, Time, Verdict};
-use super::{Inner, LimitParams, Snapshot};
+use super::{Inner, LimitParams, NOT_CARRIED, Snapshot};
 use crate::compile::Scratch;
 use crate::limit::PercentGate;
 use crate::policy::AltAction;
@@ -66,7 +66,8 @@ pub struct Shard {
     inner: Arc<Inner>,
     snapshot: Arc<Snapshot>,
     local: Vec<Local>,
-    by_key: HashMap<u64, u32>,
+    /// Rule key → index, built only when a ticket from an older snapshot comes back.
+    by_key: Option<HashMap<u64, u32>>,
     retired: Vec<Retired>,
     counters: Arc<ShardCounters>,
     table: Arc<CounterTable>,
@@ -94,12 +95,7 @@ impl Shard {
             .iter()
             .map(|r| Local::new(&r.limit))
             .collect();
-        let by_key = snapshot
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.key, i as u32))
-            .collect();
+        let by_key = None;
         Self {
             inner,
             snapshot,
@@ -151,18 +147,38 @@ impl Shard {
     }
 
     fn remap(&mut self, next: Arc<Snapshot>) {
+        // Where each new rule was in the snapshot this shard had: precomputed by the engine
+        // when this shard followed every publish, otherwise matched by key.
+        let mapping: Vec<u32> = if next.generation() == self.snapshot.generation() + 1 {
+            next.previous.clone()
+        } else {
+            let old: HashMap<u64, u32> = self
+                .snapshot
+                .rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.key, i as u32))
+                .collect();
+            next.rules
+                .iter()
+                .map(|r| old.get(&r.key).copied().unwrap_or(NOT_CARRIED))
+                .collect()
+        };
         let mut old_local: Vec<Option<Local>> = std::mem::take(&mut self.local)
             .into_iter()
             .map(Some)
             .collect();
-        let mut local = Vec::with_capacity(next.rules.len());
-        for rule in &next.rules {
-            let carried = self
-                .by_key
-                .get(&rule.key)
-                .and_then(|&i| old_local[i as usize].take());
-            local.push(carried.unwrap_or_else(|| Local::new(&rule.limit)));
-        }
+        let local = next
+            .rules
+            .iter()
+            .zip(&mapping)
+            .map(|(rule, &old)| {
+                old_local
+                    .get_mut(old as usize)
+                    .and_then(Option::take)
+                    .unwrap_or_else(|| Local::new(&rule.limit))
+            })
+            .collect();
         // Window rules that are gone keep their cell while requests they admitted are out.
         for (i, state) in old_local.into_iter().enumerate() {
             if let Some(Local::Window { outstanding }) = state
@@ -178,18 +194,27 @@ impl Shard {
         }
         let table = Arc::new(CounterTable::for_snapshot(
             &next,
-            Some((&self.table, &self.snapshot, &self.counters)),
+            Some((&self.table, &mapping, &self.counters)),
         ));
         self.counters.table.store(Arc::clone(&table));
         self.table = table;
-        self.by_key = next
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.key, i as u32))
-            .collect();
+        self.by_key = None;
         self.local = local;
         self.snapshot = next;
+    }
+
+    /// The index of the rule with `key` in the current snapshot.
+    fn index_of(&mut self, key: u64) -> Option<usize> {
+        let snapshot = &self.snapshot;
+        let map = self.by_key.get_or_insert_with(|| {
+            snapshot
+                .rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.key, i as u32))
+                .collect()
+        });
+        map.get(&key).map(|&i| i as usize)
     }
 
     /// Decides one request.
@@ -280,7 +305,7 @@ impl Shard {
         {
             Some(ticket.index as usize)
         } else {
-            self.by_key.get(&ticket.key).map(|&i| i as usize)
+            self.index_of(ticket.key)
         };
         if let Some(i) = index
             && let LimitParams::Window { .. } = self.snapshot.rules[i].limit

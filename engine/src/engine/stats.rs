@@ -64,49 +64,57 @@ impl RuleStats {
 /// A shard's counters for the rules of one snapshot.
 #[derive(Debug)]
 pub(crate) struct CounterTable {
-    keys: Vec<u64>,
-    sources: Vec<Name>,
+    /// The snapshot the rows belong to (rule keys and source names come from it).
+    snapshot: Arc<Snapshot>,
     pub(crate) counters: Vec<AtomicCounters>,
 }
 
 impl CounterTable {
-    /// A table for `next`; with `prev`, rows of kept rules carry over and rows of removed rules
-    /// are folded into the shard's per-source totals.
+    /// A table for `next`; with `prev` (the old table, where each new rule was in it, and the
+    /// shard), rows of kept rules carry over and rows of removed rules are folded into the
+    /// shard's per-source totals.
     pub(crate) fn for_snapshot(
-        next: &Snapshot,
-        prev: Option<(&Arc<CounterTable>, &Arc<Snapshot>, &Arc<ShardCounters>)>,
+        next: &Arc<Snapshot>,
+        prev: Option<(&Arc<CounterTable>, &[u32], &Arc<ShardCounters>)>,
     ) -> Self {
-        let mut carried: HashMap<u64, RuleStats> = HashMap::new();
-        if let Some((table, _, _)) = prev {
-            for (k, c) in table.keys.iter().zip(&table.counters) {
-                carried.insert(*k, c.read());
-            }
-        }
-        let keys: Vec<u64> = next.rules.iter().map(|r| r.key).collect();
-        let sources: Vec<Name> = (0..keys.len())
-            .map(|i| Name::from(next.source_of(i)))
-            .collect();
-        let counters = keys
+        let snapshot = Arc::clone(next);
+        let Some((old, mapping, shard)) = prev else {
+            let counters = next
+                .rules
+                .iter()
+                .map(|_| AtomicCounters::default())
+                .collect();
+            return Self { snapshot, counters };
+        };
+        let mut kept = vec![false; old.counters.len()];
+        let counters = mapping
             .iter()
-            .map(|k| {
-                carried
-                    .remove(k)
-                    .map_or_else(AtomicCounters::default, AtomicCounters::from_stats)
+            .map(|&o| match old.counters.get(o as usize) {
+                Some(c) => {
+                    kept[o as usize] = true;
+                    AtomicCounters::from_stats(c.read())
+                }
+                None => AtomicCounters::default(),
             })
             .collect();
-        if let Some((table, _, shard)) = prev {
-            let mut retired = lock(&shard.retired);
-            for (k, src) in table.keys.iter().zip(&table.sources) {
-                if let Some(stats) = carried.remove(k) {
-                    retired.entry(Name::clone(src)).or_default().add(&stats);
-                }
+        let mut retired = lock(&shard.retired);
+        for (i, keep) in kept.iter().enumerate() {
+            if !keep {
+                retired
+                    .entry(old.snapshot.source_name(i))
+                    .or_default()
+                    .add(&old.counters[i].read());
             }
         }
-        Self {
-            keys,
-            sources,
-            counters,
-        }
+        Self { snapshot, counters }
+    }
+
+    /// (rule key, source name, counters) of each row.
+    fn rows(&self) -> impl Iterator<Item = (u64, Name, &AtomicCounters)> {
+        self.counters
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (self.snapshot.key(i), self.snapshot.source_name(i), c))
     }
 }
 
@@ -153,10 +161,10 @@ pub(crate) fn detach(inner: &Inner, counters: &Arc<ShardCounters>, _snapshot: &S
     let mut reg = lock(&inner.registry);
     reg.shards.retain(|c| !Arc::ptr_eq(c, counters));
     let table = counters.table.load_full();
-    for ((k, src), c) in table.keys.iter().zip(&table.sources).zip(&table.counters) {
+    for (k, src, c) in table.rows() {
         reg.detached_rules
-            .entry(*k)
-            .or_insert_with(|| (Name::clone(src), RuleStats::default()))
+            .entry(k)
+            .or_insert_with(|| (Name::clone(&src), RuleStats::default()))
             .1
             .add(&c.read());
     }
@@ -226,8 +234,8 @@ pub(crate) fn collect(inner: &Inner) -> EngineStats {
     };
     for shard in &reg.shards {
         let table = shard.table.load_full();
-        for ((k, src), c) in table.keys.iter().zip(&table.sources).zip(&table.counters) {
-            add(*k, src, &c.read());
+        for (k, src, c) in table.rows() {
+            add(k, &src, &c.read());
         }
         exempt += shard.exempt.load(Ordering::Relaxed);
         unmatched += shard.unmatched.load(Ordering::Relaxed);

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use super::Limits;
 use super::model::{Body, Change, Rule, RuleId, Ruleset};
@@ -85,7 +86,7 @@ pub fn merge(
                 });
             }
             // Ids were unique in `update`, so this cannot fail.
-            return Ruleset::full(version, rules).map_err(|d| MergeError::UnknownRule(d.0));
+            return Ruleset::full_shared(version, rules).map_err(|d| MergeError::UnknownRule(d.0));
         }
         Body::Partial(changes) => changes,
     };
@@ -98,7 +99,8 @@ pub fn merge(
         });
     }
     let base_rules = base.rules().ok_or(MergeError::BaseNotFull)?;
-    let mut slots: Vec<Option<Rule>> = base_rules.iter().cloned().map(Some).collect();
+    // Unchanged rules are shared with the base, not copied.
+    let mut slots: Vec<Option<Arc<Rule>>> = base_rules.iter().cloned().map(Some).collect();
     let mut index: HashMap<RuleId, usize> = base_rules
         .iter()
         .enumerate()
@@ -107,10 +109,10 @@ pub fn merge(
     for change in changes {
         match change {
             Change::Put(rule) => match index.get(&rule.id) {
-                Some(&i) => slots[i] = Some(rule),
+                Some(&i) => slots[i] = Some(Arc::new(rule)),
                 None => {
                     index.insert(rule.id.clone(), slots.len());
-                    slots.push(Some(rule));
+                    slots.push(Some(Arc::new(rule)));
                 }
             },
             Change::Delete(id) => match index.remove(&id) {
@@ -119,11 +121,11 @@ pub fn merge(
             },
         }
     }
-    let rules: Vec<Rule> = slots.into_iter().flatten().collect();
+    let rules: Vec<Arc<Rule>> = slots.into_iter().flatten().collect();
     if rules.len() > limits.max_rules {
         return Err(MergeError::TooManyRules {
             max: limits.max_rules,
         });
     }
-    Ruleset::full(version, rules).map_err(|d| MergeError::UnknownRule(d.0))
+    Ruleset::full_shared(version, rules).map_err(|d| MergeError::UnknownRule(d.0))
 }

@@ -8,6 +8,7 @@
 //! breaking them are private.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::time::Timestamp;
 
@@ -96,11 +97,12 @@ pub struct Ruleset {
     body: Body,
 }
 
-/// What a ruleset carries, by state.
+/// What a ruleset carries, by state. Rules are immutable and shared (`Arc`), so copying a
+/// policy, merging a partial update into it or compiling it never copies a rule.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Body {
     /// A full policy: the rules, in the order they are tried (first match wins).
-    Full(Vec<Rule>),
+    Full(Vec<Arc<Rule>>),
     /// A partial update: changes applied in document order to the previous version.
     Partial(Vec<Change>),
 }
@@ -145,6 +147,11 @@ fn first_duplicate<'a>(ids: impl Iterator<Item = &'a RuleId>) -> Option<&'a Rule
 impl Ruleset {
     /// A full policy. Fails when two rules share an id.
     pub fn full(version: u32, rules: Vec<Rule>) -> Result<Self, DuplicateRuleId> {
+        Self::full_shared(version, rules.into_iter().map(Arc::new).collect())
+    }
+
+    /// A full policy of shared rules. Fails when two rules share an id.
+    pub fn full_shared(version: u32, rules: Vec<Arc<Rule>>) -> Result<Self, DuplicateRuleId> {
         if let Some(id) = first_duplicate(rules.iter().map(|r| &r.id)) {
             return Err(DuplicateRuleId(id.clone()));
         }
@@ -184,7 +191,7 @@ impl Ruleset {
     }
 
     /// The rules of a full document, in order; `None` for a partial one.
-    pub fn rules(&self) -> Option<&[Rule]> {
+    pub fn rules(&self) -> Option<&[Arc<Rule>]> {
         match &self.body {
             Body::Full(rules) => Some(rules),
             Body::Partial(_) => None,
