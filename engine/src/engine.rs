@@ -25,7 +25,6 @@ mod request;
 mod shard;
 mod stats;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 pub use cell::RuleCell;
@@ -34,7 +33,7 @@ pub use shard::Shard;
 pub use stats::{EngineStats, RuleRow, SourceRow};
 
 use crate::clock::{Clock, SystemClock};
-use crate::compile::{CompileConfig, CompiledPolicy, SourcedRule, compile_sources};
+use crate::compile::{CompileConfig, CompiledPolicy, FxHashMap, SourcedRule, compile_sources};
 use crate::policy::{self, Limit, Limits, MergeError, Rule, Ruleset, State, Uri};
 use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Name, Ordering, StdArc, lock};
 
@@ -277,21 +276,32 @@ impl Snapshot {
 
 /// A stable 64-bit key for (source, rule id, action): FNV-1a, identical in every process.
 fn rule_key(source: &str, rule: &Rule) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let action = rule.accept.to_string();
-    for part in [
-        source.as_bytes(),
-        b"\0",
-        rule.id.as_str().as_bytes(),
-        b"\0",
-        action.as_bytes(),
-    ] {
-        for &b in part {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    h.bytes(source.as_bytes());
+    h.bytes(b"\0");
+    h.bytes(rule.id.as_str().as_bytes());
+    h.bytes(b"\0");
+    // The action's canonical text, hashed as it is formatted (no allocation).
+    let _ = std::fmt::Write::write_fmt(&mut h, format_args!("{}", rule.accept));
+    h.0.max(1)
+}
+
+struct Fnv(u64);
+
+impl Fnv {
+    fn bytes(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
         }
     }
-    h.max(1)
+}
+
+impl std::fmt::Write for Fnv {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.bytes(s.as_bytes());
+        Ok(())
+    }
 }
 
 struct SourceState {
@@ -301,14 +311,31 @@ struct SourceState {
 
 struct Writer {
     sources: Vec<SourceState>,
+    /// Snapshots replaced but perhaps still held by a shard. Kept here so that the last
+    /// reference is dropped by a writer, never by a worker thread in the middle of classifying
+    /// (dropping a 10,000-rule policy takes milliseconds).
+    graveyard: Vec<Arc<Snapshot>>,
     /// The cell and snapshot index of every rule key in the published snapshot.
-    cells: HashMap<u64, (Arc<RuleCell>, u32)>,
+    cells: FxHashMap<u64, (Arc<RuleCell>, u32)>,
+}
+
+/// A value alone on its cache lines.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 pub(crate) struct Inner {
     pub(crate) config: EngineConfig,
     pub(crate) snapshot: ArcSwap<Snapshot>,
-    pub(crate) generation: AtomicU64,
+    /// Read by every shard on every request; on a line of its own.
+    pub(crate) generation: Padded<AtomicU64>,
     writer: Mutex<Writer>,
     pub(crate) registry: Mutex<stats::Registry>,
 }
@@ -342,10 +369,11 @@ impl Engine {
             inner: Arc::new(Inner {
                 config,
                 snapshot: ArcSwap::new(Arc::new(empty)),
-                generation: AtomicU64::new(0),
+                generation: Padded(AtomicU64::new(0)),
                 writer: Mutex::new(Writer {
                     sources: Vec::new(),
-                    cells: HashMap::new(),
+                    graveyard: Vec::new(),
+                    cells: FxHashMap::default(),
                 }),
                 registry: Mutex::new(stats::Registry::default()),
             }),
@@ -416,7 +444,7 @@ impl Engine {
             Some(i) => next[i] = (source.clone(), &merged),
             None => next.push((source.clone(), &merged)),
         }
-        let generation = self.commit(&mut w.cells, &next)?;
+        let generation = self.commit(&mut w.cells, &mut w.graveyard, &next)?;
         drop(next);
         match current {
             Some(i) => {
@@ -449,7 +477,7 @@ impl Engine {
             .filter(|(j, _)| *j != i)
             .map(|(_, s)| (s.source.clone(), &s.policy))
             .collect();
-        let generation = self.commit(&mut w.cells, &next)?;
+        let generation = self.commit(&mut w.cells, &mut w.graveyard, &next)?;
         drop(next);
         w.sources.remove(i);
         Ok(generation)
@@ -467,7 +495,8 @@ impl Engine {
     /// Builds and publishes the snapshot for `sources`; on error nothing changes.
     fn commit(
         &self,
-        cells: &mut HashMap<u64, (Arc<RuleCell>, u32)>,
+        cells: &mut FxHashMap<u64, (Arc<RuleCell>, u32)>,
+        graveyard: &mut Vec<Arc<Snapshot>>,
         sources: &[(Source, &Ruleset)],
     ) -> Result<u64, PublishError> {
         let config = &self.inner.config;
@@ -481,7 +510,7 @@ impl Engine {
         let mut rules = Vec::with_capacity(total);
         let mut meta = Vec::with_capacity(total);
         let mut previous = Vec::with_capacity(total);
-        let mut next_cells = HashMap::with_capacity(total);
+        let mut next_cells = FxHashMap::with_capacity_and_hasher(total, Default::default());
         for (si, (source, ruleset)) in sources.iter().enumerate() {
             for rule in ruleset.rules().unwrap_or(&[]) {
                 let key = rule_key(&source.name, rule);
@@ -512,8 +541,11 @@ impl Engine {
                 .collect(),
         };
         *cells = next_cells;
+        let old = self.inner.snapshot.load_full();
         self.inner.snapshot.store(Arc::new(snapshot));
         self.inner.generation.store(generation, Ordering::Release);
+        graveyard.retain(|s| Arc::strong_count(s) > 1);
+        graveyard.push(old);
         Ok(generation)
     }
 

@@ -14,7 +14,7 @@
 //! holds wins (RFC 7200 Appendix D.1), so the index changes the cost, never the answer. Lookup
 //! cost grows with the length of the request's URIs, not with the number of rules.
 
-mod hash;
+pub mod hash;
 mod trie;
 
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use crate::policy::{
     Uri,
 };
 use crate::uri::{self, Canonical, CanonicalParam, Number, UriRef};
-use hash::FxHashMap;
+pub use hash::FxHashMap;
 use trie::{DigitTrie, TrieBuilder};
 
 /// Methods a rule without `<method>` applies to (RFC 7200 §5.2).
