@@ -33,7 +33,9 @@ pub use shard::Shard;
 pub use stats::{EngineStats, RuleRow, SourceRow};
 
 use crate::clock::{Clock, SystemClock};
-use crate::compile::{CompileConfig, CompiledPolicy, FxHashMap, SourcedRule, compile_sources};
+use crate::compile::{
+    CompileConfig, CompiledPolicy, FxHashMap, SourcedRule, compile_after, compile_sources,
+};
 use crate::policy::{self, Limit, Limits, MergeError, Rule, Ruleset, State, Uri};
 use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Name, Ordering, StdArc, lock};
 
@@ -529,7 +531,8 @@ impl Engine {
                 });
             }
         }
-        let policy = compile_sources(generation as u32, rules, &config.compile);
+        let old = self.inner.snapshot.load_full();
+        let policy = compile_after(generation as u32, rules, &config.compile, Some(&old.policy));
         let snapshot = Snapshot {
             generation,
             policy,
@@ -541,7 +544,6 @@ impl Engine {
                 .collect(),
         };
         *cells = next_cells;
-        let old = self.inner.snapshot.load_full();
         self.inner.snapshot.store(Arc::new(snapshot));
         self.inner.generation.store(generation, Ordering::Release);
         graveyard.retain(|s| Arc::strong_count(s) > 1);

@@ -699,3 +699,88 @@ fn shared_writes_per_thousand_classifications_on_the_standard_mix_are_reported()
     eprintln!("shared writes per 1,000 classifications: {per_thousand:.1}");
     assert!(per_thousand < 400.0, "{per_thousand}");
 }
+
+#[test]
+fn a_publish_that_only_changes_actions_reuses_the_matcher() {
+    let e = engine(EngineConfig::default());
+    let src = Source::local("n");
+    let two = |a: &str, b: &str| format!("{}{}", rule("a", "+1", a), rule("b", "+44", b));
+    e.publish(
+        &src,
+        doc(
+            0,
+            "full",
+            &two(
+                "<accept><rate>5</rate></accept>",
+                "<accept><win>2</win></accept>",
+            ),
+        ),
+    )
+    .expect("v0");
+    let s0 = e.snapshot();
+    // New rates and alt-actions, same conditions: the matching structures are shared.
+    e.apply(
+        &src,
+        doc(
+            1,
+            "partial",
+            &rule(
+                "a",
+                "+1",
+                "<accept alt-action=\"drop\"><rate>7</rate></accept>",
+            ),
+        ),
+    )
+    .expect("v1");
+    let s1 = e.snapshot();
+    assert!(s1.policy().shares_matcher_with(s0.policy()));
+    let mut s = e.attach();
+    let d = s.classify(&call("<tel:+1555>", 0));
+    assert_eq!(
+        d.rule.map(|r| r.limit().to_string()),
+        Some("rate 7/s".into())
+    );
+    // A changed condition rebuilds them, and the new condition is in force.
+    e.apply(
+        &src,
+        doc(
+            2,
+            "partial",
+            &rule(
+                "a",
+                "+33",
+                "<accept alt-action=\"drop\"><rate>7</rate></accept>",
+            ),
+        ),
+    )
+    .expect("v2");
+    let s2 = e.snapshot();
+    assert!(!s2.policy().shares_matcher_with(s1.policy()));
+    assert!(s.classify(&call("<tel:+1555>", 0)).rule.is_none());
+    assert_eq!(
+        s.classify(&call("<tel:+33555>", 0))
+            .rule
+            .map(|r| r.id().to_string()),
+        Some("a".into())
+    );
+    // A reorder (delete and re-add moves a rule to the end) rebuilds too.
+    e.apply(&src, doc(3, "partial", "<rule id=\"a\"><actions/></rule>"))
+        .expect("v3");
+    e.apply(
+        &src,
+        doc(
+            4,
+            "partial",
+            &rule("a", "+33", "<accept><rate>1</rate></accept>"),
+        ),
+    )
+    .expect("v4");
+    let ids: Vec<String> = e
+        .snapshot()
+        .policy()
+        .rules()
+        .iter()
+        .map(|r| r.id().to_string())
+        .collect();
+    assert_eq!(ids, ["b", "a"]);
+}

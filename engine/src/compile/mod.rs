@@ -71,6 +71,18 @@ impl std::error::Error for CompileError {}
 pub struct CompiledPolicy {
     version: u32,
     rules: Vec<CompiledRule>,
+    /// Everything derived from the rules' conditions. Shared with the policy this one was
+    /// compiled after when no condition changed (a NOTIFY that only retunes rates), so such a
+    /// publish neither rebuilds nor evicts from cache the structures classification walks.
+    matcher: Arc<Matcher>,
+}
+
+/// The conditions of every rule, compiled, and the indexes over them.
+#[derive(Debug)]
+struct Matcher {
+    /// Per rule: the rule and scope its conditions were compiled from (to decide reuse) and
+    /// the compiled conditions.
+    conditions: Vec<RuleMatch>,
     /// The hot part of each rule, dense, so checking a candidate touches one small entry.
     meta: Vec<RuleMeta>,
     index: [FieldIndex; 4],
@@ -81,16 +93,23 @@ pub struct CompiledPolicy {
     uses_target: bool,
 }
 
-/// One rule, compiled.
+/// One rule's conditions, compiled.
 #[derive(Debug)]
-pub struct CompiledRule {
-    rule: Arc<Rule>,
-    source: u32,
+struct RuleMatch {
+    from: Arc<Rule>,
+    scope: Option<Uri>,
     method: Option<policy::Method>,
     target: Option<CompiledUri>,
     /// (from, until) in Unix nanoseconds; empty when the rule has no `<validity>`.
     validity: Vec<(i128, i128)>,
     sips: Vec<CompiledSip>,
+}
+
+/// One rule, compiled.
+#[derive(Debug)]
+pub struct CompiledRule {
+    rule: Arc<Rule>,
+    source: u32,
     redirect_refused: bool,
 }
 
@@ -504,114 +523,145 @@ pub fn compile_sources(
     rules: impl IntoIterator<Item = SourcedRule>,
     config: &CompileConfig,
 ) -> CompiledPolicy {
-    let mut index: [FieldIndexBuilder; 4] = Default::default();
-    let mut meta = Vec::new();
-    let mut always = Vec::new();
-    let mut uses = [false; 4];
-    let mut uses_target = false;
-    let mut compiled = Vec::new();
-    for (
-        i,
-        SourcedRule {
-            source,
-            rule,
-            scope,
-        },
-    ) in rules.into_iter().enumerate()
-    {
-        let i = i as u32;
-        let c = &rule.conditions;
-        let target = c.target_sip_entity.as_ref().or(scope.as_ref());
-        let sips: Vec<CompiledSip> = c
-            .call_identity
-            .iter()
-            .flat_map(|ci| ci.sip.iter())
-            .map(|sip| CompiledSip {
-                fields: sip
-                    .fields()
-                    .map(|(f, set)| {
-                        (
-                            f,
-                            set.identities.iter().map(CompiledIdentity::new).collect(),
-                        )
-                    })
-                    .collect(),
-            })
-            .collect();
-        let never = c.never_matches();
-        if !never {
-            if sips.is_empty() {
-                always.push(i);
-            }
-            for sip in &sips {
-                for (f, _) in &sip.fields {
-                    uses[field_slot(*f)] = true;
+    compile_after(version, rules, config, None)
+}
+
+/// Like [`compile_sources`], reusing `previous`'s matching structures when every rule's
+/// conditions (and scope) are the same, in the same order — the common NOTIFY that only
+/// changes limits or actions.
+pub fn compile_after(
+    version: u32,
+    rules: impl IntoIterator<Item = SourcedRule>,
+    config: &CompileConfig,
+    previous: Option<&CompiledPolicy>,
+) -> CompiledPolicy {
+    let rules: Vec<SourcedRule> = rules.into_iter().collect();
+    let compiled: Vec<CompiledRule> = rules
+        .iter()
+        .map(|r| CompiledRule {
+            source: r.source,
+            redirect_refused: match (&r.rule.accept.alt_action, &config.redirect_allow) {
+                (AltAction::Redirect(targets), Some(allow)) => {
+                    !targets.iter().all(|t| target_allowed(t, allow))
                 }
-                // The anchor: the indexable field with the fewest identities.
-                let anchor = sip
-                    .fields
-                    .iter()
-                    .filter(|(_, ids)| ids.iter().all(CompiledIdentity::indexable))
-                    .min_by_key(|(_, ids)| ids.len());
-                let single_field = sip.fields.len() == 1;
-                match anchor {
-                    Some((f, ids)) => ids.iter().for_each(|id| {
-                        let sufficient = single_field && id.hit_suffices();
-                        index[field_slot(*f)].insert(id, i << 1 | u32::from(sufficient))
-                    }),
-                    None => {
-                        if always.last() != Some(&i) {
-                            always.push(i);
-                        }
-                    }
-                }
-            }
-            uses_target |= target.is_some();
-        }
-        let validity = c
-            .validity
-            .iter()
-            .flat_map(|v| v.intervals.iter())
-            .map(|iv| (iv.from().unix_nanos(), iv.until().unix_nanos()))
-            .collect();
-        let redirect_refused = match (&rule.accept.alt_action, &config.redirect_allow) {
-            (AltAction::Redirect(targets), Some(allow)) => {
-                !targets.iter().all(|t| target_allowed(t, allow))
-            }
-            _ => false,
-        };
-        let (methods, other_method) = match &c.method {
-            None => (DEFAULT_METHOD_BITS, false),
-            Some(m) => match method_code(m.as_str()) {
-                Some(code) => (1 << code, false),
-                None => (0, true),
+                _ => false,
             },
-        };
-        meta.push(RuleMeta {
-            methods,
-            other_method,
-            never,
-            slow: c.validity.is_some() || target.is_some(),
-        });
-        compiled.push(CompiledRule {
-            source,
-            method: c.method.clone(),
-            target: target.map(CompiledUri::new),
-            validity,
-            sips,
-            redirect_refused,
-            rule,
-        });
-    }
-    let index = index.map(FieldIndexBuilder::build);
+            rule: Arc::clone(&r.rule),
+        })
+        .collect();
+    let reusable = previous.filter(|p| {
+        p.matcher.conditions.len() == rules.len()
+            && p.matcher.conditions.iter().zip(&rules).all(|(old, new)| {
+                old.scope == new.scope
+                    && (Arc::ptr_eq(&old.from, &new.rule)
+                        || old.from.conditions == new.rule.conditions)
+            })
+    });
+    let matcher = match reusable {
+        Some(p) => Arc::clone(&p.matcher),
+        None => Arc::new(Matcher::new(&rules)),
+    };
     CompiledPolicy {
         version,
         rules: compiled,
-        meta,
-        index,
-        always,
-        uses,
-        uses_target,
+        matcher,
+    }
+}
+
+impl Matcher {
+    fn new(rules: &[SourcedRule]) -> Self {
+        let mut index: [FieldIndexBuilder; 4] = Default::default();
+        let mut meta = Vec::with_capacity(rules.len());
+        let mut always = Vec::new();
+        let mut uses = [false; 4];
+        let mut uses_target = false;
+        let mut conditions = Vec::with_capacity(rules.len());
+        for (i, SourcedRule { rule, scope, .. }) in rules.iter().enumerate() {
+            let i = i as u32;
+            let c = &rule.conditions;
+            let target = c.target_sip_entity.as_ref().or(scope.as_ref());
+            let sips: Vec<CompiledSip> = c
+                .call_identity
+                .iter()
+                .flat_map(|ci| ci.sip.iter())
+                .map(|sip| CompiledSip {
+                    fields: sip
+                        .fields()
+                        .map(|(f, set)| {
+                            (
+                                f,
+                                set.identities.iter().map(CompiledIdentity::new).collect(),
+                            )
+                        })
+                        .collect(),
+                })
+                .collect();
+            let never = c.never_matches();
+            if !never {
+                if sips.is_empty() {
+                    always.push(i);
+                }
+                for sip in &sips {
+                    for (f, _) in &sip.fields {
+                        uses[field_slot(*f)] = true;
+                    }
+                    // The anchor: the indexable field with the fewest identities.
+                    let anchor = sip
+                        .fields
+                        .iter()
+                        .filter(|(_, ids)| ids.iter().all(CompiledIdentity::indexable))
+                        .min_by_key(|(_, ids)| ids.len());
+                    let single_field = sip.fields.len() == 1;
+                    match anchor {
+                        Some((f, ids)) => ids.iter().for_each(|id| {
+                            let sufficient = single_field && id.hit_suffices();
+                            index[field_slot(*f)].insert(id, i << 1 | u32::from(sufficient))
+                        }),
+                        None => {
+                            if always.last() != Some(&i) {
+                                always.push(i);
+                            }
+                        }
+                    }
+                }
+                uses_target |= target.is_some();
+            }
+            let validity = c
+                .validity
+                .iter()
+                .flat_map(|v| v.intervals.iter())
+                .map(|iv| (iv.from().unix_nanos(), iv.until().unix_nanos()))
+                .collect();
+            let (methods, other_method) = match &c.method {
+                None => (DEFAULT_METHOD_BITS, false),
+                Some(m) => match method_code(m.as_str()) {
+                    Some(code) => (1 << code, false),
+                    None => (0, true),
+                },
+            };
+            meta.push(RuleMeta {
+                methods,
+                other_method,
+                never,
+                slow: c.validity.is_some() || target.is_some(),
+            });
+            conditions.push(RuleMatch {
+                from: Arc::clone(rule),
+                scope: scope.clone(),
+                method: c.method.clone(),
+                target: target.map(CompiledUri::new),
+                validity,
+                sips,
+            });
+        }
+        Matcher {
+            conditions,
+            meta,
+            index: index.map(FieldIndexBuilder::build),
+            always,
+            uses,
+            uses_target,
+        }
     }
 }
 
@@ -720,6 +770,11 @@ impl CompiledPolicy {
         self.version
     }
 
+    /// True when `self` and `other` share their matching structures (see [`compile_after`]).
+    pub fn shares_matcher_with(&self, other: &CompiledPolicy) -> bool {
+        Arc::ptr_eq(&self.matcher, &other.matcher)
+    }
+
     /// The rules, in the order they are tried.
     pub fn rules(&self) -> &[CompiledRule] {
         &self.rules
@@ -743,16 +798,16 @@ impl CompiledPolicy {
     ) -> RequestView<'b, 'r> {
         let [f0, t0, r0, p0, p1, tg] = &mut scratch.bufs;
         let mut view = RequestView::default();
-        if self.uses[0] {
+        if self.matcher.uses[0] {
             view.fields[0][0] = ids.from.and_then(|v| header_canonical(v, 0, f0));
         }
-        if self.uses[1] {
+        if self.matcher.uses[1] {
             view.fields[1][0] = ids.to.and_then(|v| header_canonical(v, 0, t0));
         }
-        if self.uses[2] {
+        if self.matcher.uses[2] {
             view.fields[2][0] = ids.request_uri.and_then(|v| uri_canonical(v, r0));
         }
-        if self.uses[3] {
+        if self.matcher.uses[3] {
             view.fields[3][0] = ids
                 .p_asserted_identity
                 .and_then(|v| header_canonical(v, 0, p0));
@@ -760,7 +815,7 @@ impl CompiledPolicy {
                 .p_asserted_identity
                 .and_then(|v| header_canonical(v, 1, p1));
         }
-        if self.uses_target {
+        if self.matcher.uses_target {
             view.target = ids.target.and_then(|v| uri_canonical(v, tg));
         }
         view
@@ -793,12 +848,12 @@ impl CompiledPolicy {
         unix_nanos: i128,
         view: &RequestView<'_, '_>,
     ) -> Result<(), Miss> {
-        let meta = self.meta[i];
+        let meta = self.matcher.meta[i];
         if meta.never {
             return Err(Miss::Unsupported);
         }
         let method_ok = if meta.other_method {
-            self.rules[i]
+            self.matcher.conditions[i]
                 .method
                 .as_ref()
                 .is_some_and(|m| m.as_str() == method)
@@ -811,7 +866,7 @@ impl CompiledPolicy {
         if !meta.slow {
             return Ok(());
         }
-        let r = &self.rules[i];
+        let r = &self.matcher.conditions[i];
         if !r.validity.is_empty()
             && !r
                 .validity
@@ -832,7 +887,7 @@ impl CompiledPolicy {
 
     #[inline]
     fn identity_matches(&self, i: usize, view: &RequestView<'_, '_>) -> bool {
-        let r = &self.rules[i];
+        let r = &self.matcher.conditions[i];
         r.sips.is_empty() || r.sips.iter().any(|sip| self.sip_matches(sip, view))
     }
 
@@ -863,11 +918,11 @@ impl CompiledPolicy {
     ) -> Option<usize> {
         candidates.clear();
         for (slot, values) in view.fields.iter().enumerate() {
-            if !self.uses[slot] {
+            if !self.matcher.uses[slot] {
                 continue;
             }
             for c in values.iter().flatten() {
-                self.index[slot].lookup(c, candidates);
+                self.matcher.index[slot].lookup(c, candidates);
             }
         }
         // Entries are `rule << 1 | sufficient`: sorting orders by rule; `dedup_by` folds hits
@@ -883,7 +938,7 @@ impl CompiledPolicy {
         let code = method_code(method);
         // Merge with the always-checked rules (ascending); the first rule that holds wins.
         let (mut a, mut b) = (0, 0);
-        let (cands, always) = (&candidates[..], &self.always[..]);
+        let (cands, always) = (&candidates[..], &self.matcher.always[..]);
         loop {
             let (rule, sufficient) =
                 match (cands.get(a).map(|&e| (e >> 1, e & 1 == 1)), always.get(b)) {
@@ -939,7 +994,7 @@ impl CompiledPolicy {
 
     /// For `explain`: per `<sip>` block of rule `i`, per field, whether it matched.
     pub fn explain_rule(&self, i: usize, view: &RequestView<'_, '_>) -> Vec<Vec<(Field, bool)>> {
-        self.rules[i]
+        self.matcher.conditions[i]
             .sips
             .iter()
             .map(|sip| {
