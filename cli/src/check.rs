@@ -21,14 +21,7 @@ pub fn run(files: &[String]) -> u8 {
         };
         match policy::read(&bytes, &Limits::default()) {
             Ok(doc) => {
-                for w in &doc.warnings {
-                    let rule = w
-                        .rule
-                        .as_ref()
-                        .map(|r| format!("in rule {r:?}: "))
-                        .unwrap_or_default();
-                    eprintln!("{name}:{}: warning: {rule}{}", w.position, w.message);
-                }
+                crate::policy_file::print_warnings(name, &doc.warnings);
                 print!("{}", summary(name, &doc.ruleset));
             }
             Err(e) => {

@@ -17,19 +17,24 @@ pub fn load(path: &str) -> Result<(Ruleset, Arc<CompiledPolicy>), u8> {
         eprintln!("{path}:{e}");
         1u8
     })?;
-    for w in &doc.warnings {
-        let rule = w
-            .rule
-            .as_ref()
-            .map(|r| format!("in rule {r:?}: "))
-            .unwrap_or_default();
-        eprintln!("{path}:{}: warning: {rule}{}", w.position, w.message);
-    }
+    print_warnings(path, &doc.warnings);
     let compiled = compile(&doc.ruleset, &CompileConfig::default()).map_err(|e| {
         eprintln!("{path}: {e}");
         1u8
     })?;
     Ok((doc.ruleset, Arc::new(compiled)))
+}
+
+/// Prints the reader's warnings as `FILE:LINE:COL: warning: …` on standard error.
+pub fn print_warnings(name: &str, warnings: &[policy::Warning]) {
+    for w in warnings {
+        let rule = w
+            .rule
+            .as_ref()
+            .map(|r| format!("in rule {r:?}: "))
+            .unwrap_or_default();
+        eprintln!("{name}:{}: warning: {rule}{}", w.position, w.message);
+    }
 }
 
 /// A one-shard engine enforcing `ruleset`, and its shard.
