@@ -19,6 +19,7 @@
 pub mod clock;
 pub mod compile;
 pub mod engine;
+pub mod event;
 pub mod limit;
 pub mod policy;
 pub mod sync;

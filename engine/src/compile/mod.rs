@@ -665,7 +665,7 @@ impl Matcher {
     }
 }
 
-fn target_allowed(target: &Uri, allow: &[String]) -> bool {
+pub(crate) fn target_allowed(target: &Uri, allow: &[String]) -> bool {
     let host = match target.parsed() {
         UriRef::Sip(s) => s.host.to_ascii_lowercase(),
         _ => return false,

@@ -1,0 +1,263 @@
+//! The `load-control` event package (RFC 6665 + RFC 7200 §4) as deterministic, I/O-free
+//! state machines.
+//!
+//! Both ends work like quinn-proto: the caller feeds parsed SIP messages and the current time
+//! (`handle_*`), and takes out the messages to send (`poll_transmit`), what happened
+//! (`poll_event`) and when to call back (`poll_timeout` / `handle_timeout`). Nothing here reads
+//! a clock, opens a socket or spawns a thread, so every exchange runs in simulated time. A SIP
+//! stack — the appliance's own, or the test harness — moves the bytes and runs the transaction
+//! layer (retransmissions; a transaction that gets no final response is reported here as a
+//! timeout after [`TRANSACTION_TIMEOUT_NS`]).
+//!
+//! - [`subscriber::Subscriber`]: the upstream server that receives policies and applies them to
+//!   an [`crate::engine::Engine`] as one source.
+//! - [`notifier::Notifier`]: the overloaded or protected server that pushes policies.
+//! - [`allocator`]: max-min fair shares of a capacity among several subscribers.
+
+pub mod allocator;
+pub mod notifier;
+pub mod subscriber;
+
+use crate::policy::Uri;
+
+/// The event package name (`Event` / `Allow-Events`).
+pub const EVENT_PACKAGE: &str = "load-control";
+
+/// RFC 3261 Timer F / Timer B: 64·T1 = 32 s without a final response ends a transaction.
+pub const TRANSACTION_TIMEOUT_NS: u64 = 32_000_000_000;
+
+/// Nanoseconds per second.
+pub(crate) const SECOND_NS: u64 = 1_000_000_000;
+
+/// A URI with its tag (From / To).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameAddr {
+    /// The address.
+    pub uri: Uri,
+    /// The `tag` parameter.
+    pub tag: Option<String>,
+}
+
+/// The two methods of the package.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// SUBSCRIBE.
+    Subscribe,
+    /// NOTIFY.
+    Notify,
+}
+
+impl Method {
+    /// The method name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Subscribe => "SUBSCRIBE",
+            Method::Notify => "NOTIFY",
+        }
+    }
+}
+
+/// A SUBSCRIBE or NOTIFY as the state machines see it: the fields they need, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// SUBSCRIBE or NOTIFY.
+    pub method: Method,
+    /// The Request-URI.
+    pub request_uri: Uri,
+    /// Call-ID.
+    pub call_id: String,
+    /// From (with tag).
+    pub from: NameAddr,
+    /// To (tag once the dialog exists).
+    pub to: NameAddr,
+    /// CSeq number.
+    pub cseq: u32,
+    /// Event header value.
+    pub event: Option<String>,
+    /// Expires (SUBSCRIBE).
+    pub expires: Option<u32>,
+    /// Accept header value (SUBSCRIBE); `None` when absent.
+    pub accept: Option<String>,
+    /// Subscription-State header value (NOTIFY), e.g. `active;expires=3599`.
+    pub subscription_state: Option<String>,
+    /// Content-Type header value.
+    pub content_type: Option<String>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// A response to a SUBSCRIBE or NOTIFY.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Reason phrase.
+    pub reason: String,
+    /// The request's method.
+    pub method: Method,
+    /// The request's Call-ID.
+    pub call_id: String,
+    /// The request's CSeq number.
+    pub cseq: u32,
+    /// From, as in the request.
+    pub from: NameAddr,
+    /// To, with the responder's tag.
+    pub to: NameAddr,
+    /// Expires (2xx to SUBSCRIBE).
+    pub expires: Option<u32>,
+    /// Min-Expires (423).
+    pub min_expires: Option<u32>,
+    /// Retry-After, seconds.
+    pub retry_after: Option<u32>,
+}
+
+impl Response {
+    /// A response to `req` with the given status; `to_tag` is added when the To has none.
+    pub fn to(req: &Request, status: u16, to_tag: Option<&str>) -> Self {
+        let mut to = req.to.clone();
+        if to.tag.is_none() {
+            to.tag = to_tag.map(str::to_owned);
+        }
+        Self {
+            status,
+            reason: reason_phrase(status).to_owned(),
+            method: req.method,
+            call_id: req.call_id.clone(),
+            cseq: req.cseq,
+            from: req.from.clone(),
+            to,
+            expires: None,
+            min_expires: None,
+            retry_after: None,
+        }
+    }
+
+    /// 2xx.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// The reason phrase RFC 3261 / 6665 give a status code.
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        202 => "Accepted",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        406 => "Not Acceptable",
+        423 => "Interval Too Brief",
+        481 => "Call/Transaction Does Not Exist",
+        489 => "Bad Event",
+        500 => "Server Internal Error",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+/// A parsed `Subscription-State` value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SubscriptionState {
+    /// `active;expires=N`.
+    Active {
+        /// Remaining seconds, if given.
+        expires: Option<u32>,
+    },
+    /// `pending;expires=N`.
+    Pending {
+        /// Remaining seconds, if given.
+        expires: Option<u32>,
+    },
+    /// `terminated;reason=R;retry-after=N`.
+    Terminated {
+        /// The reason (deactivated, probation, rejected, timeout, giveup, noresource, …).
+        reason: Option<String>,
+        /// Seconds before trying again, if given.
+        retry_after: Option<u32>,
+    },
+}
+
+impl SubscriptionState {
+    /// Parses a header value; `None` for an unknown state.
+    pub fn parse(value: &str) -> Option<Self> {
+        let mut parts = value.split(';').map(str::trim);
+        let state = parts.next()?.to_ascii_lowercase();
+        let mut expires = None;
+        let mut reason = None;
+        let mut retry_after = None;
+        for p in parts {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            match k.trim().to_ascii_lowercase().as_str() {
+                "expires" => expires = v.trim().parse().ok(),
+                "reason" => reason = Some(v.trim().to_ascii_lowercase()),
+                "retry-after" => retry_after = v.trim().parse().ok(),
+                _ => {}
+            }
+        }
+        match state.as_str() {
+            "active" => Some(SubscriptionState::Active { expires }),
+            "pending" => Some(SubscriptionState::Pending { expires }),
+            "terminated" => Some(SubscriptionState::Terminated { reason, retry_after }),
+            _ => None,
+        }
+    }
+
+    /// The header value.
+    pub fn render(&self) -> String {
+        match self {
+            SubscriptionState::Active { expires: Some(e) } => format!("active;expires={e}"),
+            SubscriptionState::Active { expires: None } => "active".into(),
+            SubscriptionState::Pending { expires: Some(e) } => format!("pending;expires={e}"),
+            SubscriptionState::Pending { expires: None } => "pending".into(),
+            SubscriptionState::Terminated { reason, retry_after } => {
+                let mut s = String::from("terminated");
+                if let Some(r) = reason {
+                    s.push_str(";reason=");
+                    s.push_str(r);
+                }
+                if let Some(r) = retry_after {
+                    s.push_str(&format!(";retry-after={r}"));
+                }
+                s
+            }
+        }
+    }
+}
+
+/// True when an Event header value names the load-control package (parameters ignored).
+pub fn is_load_control(event: Option<&str>) -> bool {
+    event.is_some_and(|e| e.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case(EVENT_PACKAGE))
+}
+
+/// True when a media type is `application/load-control+xml` (parameters ignored).
+pub fn is_policy_type(content_type: &str) -> bool {
+    content_type.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case(crate::policy::CONTENT_TYPE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscription_state_round_trip() {
+        for v in ["active;expires=3599", "pending", "terminated;reason=timeout", "terminated;reason=probation;retry-after=30"] {
+            let s = SubscriptionState::parse(v).expect("known");
+            assert_eq!(s.render(), v);
+        }
+        assert_eq!(
+            SubscriptionState::parse("Terminated ; Reason=Deactivated"),
+            Some(SubscriptionState::Terminated { reason: Some("deactivated".into()), retry_after: None })
+        );
+        assert_eq!(SubscriptionState::parse("bogus"), None);
+    }
+
+    #[test]
+    fn package_and_type_checks() {
+        assert!(is_load_control(Some("load-control")));
+        assert!(is_load_control(Some(" Load-Control ;id=1")));
+        assert!(!is_load_control(Some("presence")));
+        assert!(!is_load_control(None));
+        assert!(is_policy_type("application/load-control+xml; charset=utf-8"));
+        assert!(!is_policy_type("application/pidf+xml"));
+    }
+}

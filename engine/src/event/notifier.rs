@@ -1,0 +1,485 @@
+//! The notifier: accepts SUBSCRIBEs from authorised subscribers and pushes each its policy in
+//! NOTIFYs, paced and versioned.
+//!
+//! # Rules it follows
+//! - SUBSCRIBE for another package: 489. An `Accept` listing no `application/load-control+xml`
+//!   (nor `application/*`, `*/*`): 406. A subscriber outside the authorised hosts/domains: 403
+//!   (§4.6). `Expires` below Min-Expires: 423 with Min-Expires; above the maximum: shortened.
+//! - After every accepted SUBSCRIBE **and every refresh** a NOTIFY with the full current policy
+//!   follows (§4.7); without a policy the NOTIFY has no body but keeps its Content-Type.
+//! - Each NOTIFY that carries a document carries the next version on that subscription
+//!   (0, 1, 2, …, §4.11). A change is sent as a partial document when only some rules changed
+//!   and a partial one reproduces the new policy exactly (order included), as a full one
+//!   otherwise and after every (re-)SUBSCRIBE.
+//! - At most one NOTIFY per second per subscription (§4.10): changes in between are coalesced,
+//!   so a burst of changes yields at most two NOTIFYs, the last carrying the final state. Only
+//!   one NOTIFY is outstanding per subscription at a time.
+//! - A subscription ends on expiry (`terminated;reason=timeout`), on unsubscribe
+//!   (`Expires: 0`, same), on [`Notifier::shutdown`] (`reason=noresource`), and when a NOTIFY
+//!   fails (any non-2xx, or no final response within 32 s).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use super::{
+    EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, SubscriptionState, TRANSACTION_TIMEOUT_NS,
+    is_load_control,
+};
+use crate::policy::{self, Change, Limits, Rule, Ruleset, Uri};
+
+/// Who may subscribe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Authorization {
+    /// Anyone (only inside a trust domain that authenticates at the SIP layer).
+    Any,
+    /// Subscribers whose URI host is one of these hosts or in one of these domains.
+    Domains(Vec<String>),
+}
+
+/// How a notifier behaves.
+#[derive(Clone, Debug)]
+pub struct NotifierConfig {
+    /// This server's URI (From of the NOTIFYs).
+    pub uri: Uri,
+    /// To-tag stem: subscription n gets `{tag}-{n}`.
+    pub tag: String,
+    /// Who may subscribe.
+    pub authorization: Authorization,
+    /// Shortest subscription accepted, seconds (423 below). Default 60.
+    pub min_expires: u32,
+    /// Longest subscription granted, seconds. Default 3600.
+    pub max_expires: u32,
+    /// Duration when a SUBSCRIBE names none, seconds. Default 3600 (RFC 7200 §4).
+    pub default_expires: u32,
+    /// Minimum spacing of NOTIFYs on one subscription. Default 1 s (§4.10).
+    pub pacing_ns: u64,
+}
+
+impl NotifierConfig {
+    /// A configuration with the defaults above.
+    pub fn new(uri: Uri, tag: &str, authorization: Authorization) -> Self {
+        Self {
+            uri,
+            tag: tag.to_owned(),
+            authorization,
+            min_expires: 60,
+            max_expires: 3600,
+            default_expires: 3600,
+            pacing_ns: SECOND_NS,
+        }
+    }
+}
+
+/// A policy: the rules, in order. `None` is "no policy" (NOTIFY without body).
+pub type Policy = Option<Vec<Arc<Rule>>>;
+
+/// What a notifier reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotifierEvent {
+    /// A new subscription.
+    Subscribed {
+        /// The subscriber's URI.
+        subscriber: String,
+        /// Granted seconds.
+        expires: u32,
+    },
+    /// A subscription was refreshed.
+    Refreshed {
+        /// The subscriber's URI.
+        subscriber: String,
+    },
+    /// A SUBSCRIBE was refused.
+    Refused {
+        /// The status sent.
+        status: u16,
+        /// Why.
+        why: &'static str,
+    },
+    /// A subscription ended.
+    Ended {
+        /// The subscriber's URI.
+        subscriber: String,
+        /// Why (`timeout`, `noresource`, `notify-failed`, `unsubscribed`).
+        reason: &'static str,
+    },
+}
+
+#[derive(Debug)]
+struct Subscription {
+    call_id: String,
+    subscriber: NameAddr,
+    key: String,
+    our_tag: String,
+    expires_at: u64,
+    cseq: u32,
+    next_version: u32,
+    /// The policy the subscriber has (as last sent); `None` when it has none.
+    sent: Option<Vec<Arc<Rule>>>,
+    dirty: bool,
+    full_next: bool,
+    last_notify_at: Option<u64>,
+    outstanding: Option<(u32, u64)>,
+    /// Remove once the final NOTIFY is out.
+    ending: Option<&'static str>,
+}
+
+/// The notifier side of the package for any number of subscriptions.
+#[derive(Debug)]
+pub struct Notifier {
+    config: NotifierConfig,
+    subs: Vec<Subscription>,
+    count: u64,
+    policy: Policy,
+    per_subscriber: HashMap<String, Policy>,
+    outbox: VecDeque<Request>,
+    events: VecDeque<NotifierEvent>,
+}
+
+/// The canonical key of a URI (per-subscriber policies are keyed by it).
+fn uri_key(uri: &Uri) -> String {
+    let mut buf = Vec::new();
+    String::from_utf8_lossy(crate::uri::canonicalize(uri.parsed(), &mut buf).key).into_owned()
+}
+
+fn accepts_policy(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else { return true };
+    if accept.trim().is_empty() {
+        return true;
+    }
+    accept.split(',').any(|t| {
+        let t = t.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        t == policy::CONTENT_TYPE || t == "application/*" || t == "*/*"
+    })
+}
+
+impl Notifier {
+    /// A notifier with no policy and no subscription.
+    pub fn new(config: NotifierConfig) -> Self {
+        Self {
+            config,
+            subs: Vec::new(),
+            count: 0,
+            policy: None,
+            per_subscriber: HashMap::new(),
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Number of live subscriptions.
+    pub fn subscriptions(&self) -> usize {
+        self.subs.len()
+    }
+
+    /// The next message to send.
+    pub fn poll_transmit(&mut self) -> Option<Request> {
+        self.outbox.pop_front()
+    }
+
+    /// The next thing that happened.
+    pub fn poll_event(&mut self) -> Option<NotifierEvent> {
+        self.events.pop_front()
+    }
+
+    fn authorized(&self, uri: &Uri) -> bool {
+        match &self.config.authorization {
+            Authorization::Any => true,
+            Authorization::Domains(list) => match uri.parsed() {
+                crate::uri::UriRef::Sip(s) => {
+                    let host = s.host.to_ascii_lowercase();
+                    list.iter().any(|e| {
+                        let e = e.trim().trim_start_matches("*.").to_ascii_lowercase();
+                        host == e || host.strip_suffix(e.as_str()).is_some_and(|r| r.ends_with('.'))
+                    })
+                }
+                _ => false,
+            },
+        }
+    }
+
+    fn refuse(&mut self, req: &Request, status: u16, why: &'static str) -> Response {
+        self.events.push_back(NotifierEvent::Refused { status, why });
+        Response::to(req, status, None)
+    }
+
+    /// Handles a SUBSCRIBE; returns the response to send (a NOTIFY follows in
+    /// [`Notifier::poll_transmit`] when it was accepted).
+    pub fn handle_subscribe(&mut self, now_ns: u64, req: &Request) -> Response {
+        if req.method != Method::Subscribe {
+            return self.refuse(req, 400, "not a SUBSCRIBE");
+        }
+        if !is_load_control(req.event.as_deref()) {
+            return self.refuse(req, 489, "not the load-control package");
+        }
+        if !accepts_policy(req.accept.as_deref()) {
+            return self.refuse(req, 406, "Accept lists no application/load-control+xml");
+        }
+        if !self.authorized(&req.from.uri) {
+            return self.refuse(req, 403, "subscriber not authorised");
+        }
+        let requested = req.expires.unwrap_or(self.config.default_expires);
+        if requested != 0 && requested < self.config.min_expires {
+            let mut r = self.refuse(req, 423, "interval too brief");
+            r.min_expires = Some(self.config.min_expires);
+            return r;
+        }
+        let granted = requested.min(self.config.max_expires);
+        let existing = self.subs.iter().position(|s| {
+            s.call_id == req.call_id && s.subscriber.tag == req.from.tag && req.to.tag.as_deref() == Some(s.our_tag.as_str())
+        });
+        let index = match (existing, &req.to.tag) {
+            (Some(i), _) => {
+                let s = &mut self.subs[i];
+                s.expires_at = now_ns + u64::from(granted) * SECOND_NS;
+                s.dirty = true;
+                s.full_next = true;
+                if granted == 0 {
+                    s.ending = Some("unsubscribed");
+                } else {
+                    let subscriber = s.subscriber.uri.to_string();
+                    self.events.push_back(NotifierEvent::Refreshed { subscriber });
+                }
+                i
+            }
+            (None, Some(_)) => return self.refuse(req, 481, "no such subscription"),
+            (None, None) => {
+                // Expires: 0 on a new subscription is a fetch: one final NOTIFY with the state.
+                self.count += 1;
+                let sub = Subscription {
+                    call_id: req.call_id.clone(),
+                    subscriber: req.from.clone(),
+                    key: uri_key(&req.from.uri),
+                    our_tag: format!("{}-{}", self.config.tag, self.count),
+                    expires_at: now_ns + u64::from(granted) * SECOND_NS,
+                    cseq: 0,
+                    next_version: 0,
+                    sent: None,
+                    dirty: true,
+                    full_next: true,
+                    last_notify_at: None,
+                    outstanding: None,
+                    ending: (granted == 0).then_some("unsubscribed"),
+                };
+                self.events.push_back(NotifierEvent::Subscribed { subscriber: req.from.uri.to_string(), expires: granted });
+                self.subs.push(sub);
+                self.subs.len() - 1
+            }
+        };
+        let mut resp = Response::to(req, 200, Some(&self.subs[index].our_tag));
+        resp.expires = Some(granted);
+        // The NOTIFY a (re-)SUBSCRIBE calls for is not paced (§4.7).
+        self.send_if_due(now_ns, index, true);
+        self.subs.retain(|s| s.ending.is_none());
+        resp
+    }
+
+    /// Sets the policy every subscriber without a policy of its own receives.
+    pub fn set_policy(&mut self, now_ns: u64, policy: Policy) {
+        self.policy = policy;
+        for s in &mut self.subs {
+            if !self.per_subscriber.contains_key(&s.key) {
+                s.dirty = true;
+            }
+        }
+        self.flush(now_ns);
+    }
+
+    /// Sets (or, with `None`, clears) the policy of one subscriber, by its URI.
+    pub fn set_subscriber_policy(&mut self, now_ns: u64, subscriber: &Uri, policy: Option<Policy>) {
+        let key = uri_key(subscriber);
+        match policy {
+            Some(p) => {
+                self.per_subscriber.insert(key.clone(), p);
+            }
+            None => {
+                self.per_subscriber.remove(&key);
+            }
+        }
+        for s in &mut self.subs {
+            if s.key == key {
+                s.dirty = true;
+            }
+        }
+        self.flush(now_ns);
+    }
+
+    /// Ends every subscription (`terminated;reason=noresource`).
+    pub fn shutdown(&mut self, now_ns: u64) {
+        for i in 0..self.subs.len() {
+            self.subs[i].ending = Some("noresource");
+            self.subs[i].outstanding = None;
+            self.send_if_due(now_ns, i, true);
+        }
+        self.subs.retain(|s| s.ending.is_none());
+    }
+
+    fn policy_for(&self, key: &str) -> &Policy {
+        self.per_subscriber.get(key).unwrap_or(&self.policy)
+    }
+
+    fn flush(&mut self, now_ns: u64) {
+        for i in 0..self.subs.len() {
+            self.send_if_due(now_ns, i, false);
+        }
+        self.subs.retain(|s| s.ending.is_none());
+    }
+
+    /// When [`Notifier::handle_timeout`] must be called next.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.subs
+            .iter()
+            .flat_map(|s| {
+                let paced = (s.dirty && s.outstanding.is_none())
+                    .then(|| s.last_notify_at.map_or(0, |t| t + self.config.pacing_ns));
+                let txn = s.outstanding.map(|(_, at)| at + TRANSACTION_TIMEOUT_NS);
+                [Some(s.expires_at), paced, txn]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Advances timers: paced NOTIFYs, expiries, NOTIFY transactions that got no answer.
+    pub fn handle_timeout(&mut self, now_ns: u64) {
+        let mut gone = Vec::new();
+        for (i, s) in self.subs.iter_mut().enumerate() {
+            if let Some((_, at)) = s.outstanding
+                && now_ns >= at + TRANSACTION_TIMEOUT_NS
+            {
+                gone.push((i, "notify-failed"));
+                continue;
+            }
+            if now_ns >= s.expires_at && s.ending.is_none() {
+                s.ending = Some("timeout");
+                s.outstanding = None;
+            }
+        }
+        for (i, reason) in gone.into_iter().rev() {
+            let s = self.subs.remove(i);
+            self.events.push_back(NotifierEvent::Ended { subscriber: s.subscriber.uri.to_string(), reason });
+        }
+        for i in 0..self.subs.len() {
+            let force = self.subs[i].ending.is_some();
+            self.send_if_due(now_ns, i, force);
+        }
+        self.subs.retain(|s| s.ending.is_none());
+    }
+
+    /// Handles a response to a NOTIFY this notifier sent.
+    pub fn handle_response(&mut self, now_ns: u64, resp: &Response) {
+        if resp.method != Method::Notify || resp.status < 200 {
+            return;
+        }
+        let Some(i) = self
+            .subs
+            .iter()
+            .position(|s| s.call_id == resp.call_id && s.outstanding.is_some_and(|(c, _)| c == resp.cseq))
+        else {
+            return;
+        };
+        self.subs[i].outstanding = None;
+        if !resp.is_success() {
+            let s = self.subs.remove(i);
+            self.events.push_back(NotifierEvent::Ended { subscriber: s.subscriber.uri.to_string(), reason: "notify-failed" });
+            return;
+        }
+        self.send_if_due(now_ns, i, false);
+    }
+
+    /// Sends subscription `i`'s pending NOTIFY if it is due (`immediate` skips the pacing).
+    fn send_if_due(&mut self, now_ns: u64, i: usize, immediate: bool) {
+        let pacing = self.config.pacing_ns;
+        let s = &self.subs[i];
+        if s.outstanding.is_some() && s.ending.is_none() {
+            return;
+        }
+        if !s.dirty && s.ending.is_none() {
+            return;
+        }
+        if !immediate && s.ending.is_none() && s.last_notify_at.is_some_and(|t| now_ns < t + pacing) {
+            return;
+        }
+        let target = self.policy_for(&s.key).clone();
+        let s = &mut self.subs[i];
+        let (body, sent) = match &target {
+            None => (Vec::new(), None),
+            Some(rules) => match document(s.next_version, s.sent.as_ref().filter(|_| !s.full_next), rules) {
+                Some(doc) => {
+                    s.next_version = s.next_version.wrapping_add(1);
+                    (policy::write(&doc).into_bytes(), Some(rules.clone()))
+                }
+                // Nothing changed since the last NOTIFY.
+                None if s.ending.is_none() => {
+                    s.dirty = false;
+                    return;
+                }
+                None => (Vec::new(), s.sent.clone()),
+            },
+        };
+        let remaining = s.expires_at.saturating_sub(now_ns) / SECOND_NS;
+        let state = match s.ending {
+            Some(reason) => SubscriptionState::Terminated {
+                reason: Some(if reason == "unsubscribed" { "timeout" } else { reason }.to_owned()),
+                retry_after: None,
+            },
+            None => SubscriptionState::Active { expires: Some(remaining as u32) },
+        };
+        s.cseq += 1;
+        let req = Request {
+            method: Method::Notify,
+            request_uri: s.subscriber.uri.clone(),
+            call_id: s.call_id.clone(),
+            from: NameAddr { uri: self.config.uri.clone(), tag: Some(s.our_tag.clone()) },
+            to: s.subscriber.clone(),
+            cseq: s.cseq,
+            event: Some(EVENT_PACKAGE.to_owned()),
+            expires: None,
+            accept: None,
+            subscription_state: Some(state.render()),
+            content_type: Some(policy::CONTENT_TYPE.to_owned()),
+            body,
+        };
+        s.sent = sent;
+        s.dirty = false;
+        s.full_next = false;
+        s.last_notify_at = Some(now_ns);
+        s.outstanding = Some((s.cseq, now_ns));
+        self.outbox.push_back(req);
+        if let Some(reason) = s.ending {
+            let subscriber = s.subscriber.uri.to_string();
+            self.events.push_back(NotifierEvent::Ended { subscriber, reason });
+        }
+    }
+}
+
+/// The document that brings a subscriber from `sent` (or nothing) to `target` with version
+/// `version`: partial when that reproduces `target` exactly and changes fewer rules than it
+/// holds, full otherwise; `None` when nothing changed.
+fn document(version: u32, sent: Option<&Vec<Arc<Rule>>>, target: &[Arc<Rule>]) -> Option<Ruleset> {
+    let full = || Ruleset::full_shared(version, target.to_vec()).ok();
+    let Some(sent) = sent else { return full() };
+    let mut changes = Vec::new();
+    for old in sent {
+        if !target.iter().any(|r| r.id == old.id) {
+            changes.push(Change::Delete(old.id.clone()));
+        }
+    }
+    for new in target {
+        match sent.iter().find(|r| r.id == new.id) {
+            Some(old) if Arc::ptr_eq(old, new) || **old == **new => {}
+            _ => changes.push(Change::Put((**new).clone())),
+        }
+    }
+    if changes.is_empty() {
+        return None;
+    }
+    if changes.len() >= target.len() {
+        return full();
+    }
+    let partial = Ruleset::partial(version, changes).ok()?;
+    let base = Ruleset::full_shared(version.wrapping_sub(1), sent.clone()).ok()?;
+    let limits = Limits { max_rules: usize::MAX, ..Limits::default() };
+    match policy::merge(Some(&base), partial.clone(), &limits) {
+        Ok(merged) if merged.rules().is_some_and(|m| m.iter().map(|r| &**r).eq(target.iter().map(|r| &**r))) => Some(partial),
+        _ => full(),
+    }
+}

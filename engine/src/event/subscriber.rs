@@ -1,0 +1,595 @@
+//! The subscriber: SUBSCRIBEs to one notifier, applies the policies its NOTIFYs carry to an
+//! [`Engine`] as one source, refreshes, and recovers from failures.
+//!
+//! # Rules it follows
+//! - SUBSCRIBE carries `Event: load-control`, `Accept: application/load-control+xml` and
+//!   `Expires` (default 3600). It is refreshed before expiry (at the earlier of expiry − 60 s
+//!   and half the granted duration). 2xx arms the refresh; 423 retries at once with
+//!   Min-Expires; 403 and 489 stop for good (reported); 481 to a refresh starts a new
+//!   subscription; anything else, or no final response within 32 s, retries with exponential
+//!   back-off (1 s doubling to 5 min, or the server's Retry-After).
+//! - Only a NOTIFY from a notifier in the trust domain, inside the current subscription, is
+//!   accepted; anything else gets 481 and nothing is applied. A NOTIFY for another event package
+//!   gets 489. With forking only the first dialog-creating NOTIFY creates the dialog (§4.9).
+//! - Policy bodies are applied through [`Engine::apply`]: a full document replaces this
+//!   notifier's policy, a partial one merges into it. A version that repeats or precedes the
+//!   last one applied is ignored; a gap of more than one is ignored and triggers a re-SUBSCRIBE
+//!   (the notifier answers a refresh with its full state). An invalid document is answered
+//!   200, reported, and changes nothing. Bodies of other types are discarded. A NOTIFY without
+//!   a body means the notifier has no policy: this source's rules are withdrawn.
+//! - `terminated` withdraws every rule of this notifier (§4.8); `deactivated` and `timeout`
+//!   re-subscribe at once, `probation` and `giveup` after Retry-After (or back-off),
+//!   `rejected` and `noresource` stop.
+//! - **A subscription that merely lapses (refreshes failing) keeps the rules it received**:
+//!   RFC 7200 says a rule whose validity starts in the future is enforced when it starts,
+//!   whether or not a later refresh succeeds. Only a `terminated` NOTIFY removes them.
+
+use std::collections::VecDeque;
+
+use super::{
+    EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, SubscriptionState, TRANSACTION_TIMEOUT_NS,
+    is_load_control, is_policy_type,
+};
+use crate::engine::{Engine, PublishError, Source};
+use crate::policy::{self, AltAction, Body, MergeError, State, Uri};
+
+/// How a subscriber behaves.
+#[derive(Clone, Debug)]
+pub struct SubscriberConfig {
+    /// The notifier's URI: Request-URI and To of the SUBSCRIBE, and the source name.
+    pub notifier: Uri,
+    /// This server's URI (From).
+    pub subscriber: Uri,
+    /// Call-ID stem: subscription n uses `{call_id}-{n}` (the SIP stack makes it unique).
+    pub call_id: String,
+    /// From-tag stem: subscription n uses `{tag}-{n}`.
+    pub tag: String,
+    /// Requested duration in seconds. Default 3600 (RFC 7200 §4).
+    pub expires: u32,
+    /// Hosts or domains notifiers may be at (a host matches an entry equal to it or a parent
+    /// domain of it). Empty: only the configured notifier's host.
+    pub trust: Vec<String>,
+    /// Hosts or domains redirect targets may point at; rules redirecting elsewhere are
+    /// reported (and the engine, configured with the same list, rejects instead).
+    pub redirect_allow: Option<Vec<String>>,
+    /// Scope rules without `target-sip-entity` to the notifier's URI. Default true.
+    pub scope_to_notifier: bool,
+    /// First retry delay after a failure. Default 1 s.
+    pub retry_initial_ns: u64,
+    /// Longest retry delay. Default 300 s.
+    pub retry_max_ns: u64,
+}
+
+impl SubscriberConfig {
+    /// A configuration with the defaults above.
+    pub fn new(notifier: Uri, subscriber: Uri, call_id: &str, tag: &str) -> Self {
+        Self {
+            notifier,
+            subscriber,
+            call_id: call_id.to_owned(),
+            tag: tag.to_owned(),
+            expires: 3600,
+            trust: Vec::new(),
+            redirect_allow: None,
+            scope_to_notifier: true,
+            retry_initial_ns: SECOND_NS,
+            retry_max_ns: 300 * SECOND_NS,
+        }
+    }
+}
+
+/// Why a subscriber gave up for good.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// 403: this server may not receive policies (§4.6).
+    Forbidden,
+    /// 489: the notifier does not know the package.
+    BadEvent,
+    /// `terminated;reason=rejected` or `noresource`.
+    Terminated(String),
+    /// [`Subscriber::unsubscribe`] completed.
+    Unsubscribed,
+}
+
+/// Why a policy document was not applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IgnoreReason {
+    /// The version repeats or precedes the last one applied.
+    Stale {
+        /// Last version applied.
+        last: u32,
+    },
+    /// The version skips ahead: a re-SUBSCRIBE was sent for a full document.
+    Gap {
+        /// The version that would have applied.
+        expected: u64,
+    },
+}
+
+/// What a subscriber reports.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubscriberEvent {
+    /// A 2xx granted the subscription for this many seconds.
+    Subscribed {
+        /// Granted duration.
+        expires: u32,
+    },
+    /// The notifier reported `pending`.
+    Pending,
+    /// A document was applied to the engine.
+    PolicyApplied {
+        /// Document version.
+        version: u32,
+        /// Full or partial.
+        state: State,
+        /// The engine generation it produced.
+        generation: u64,
+    },
+    /// This notifier's rules were removed (terminated, or a NOTIFY without policy).
+    PolicyWithdrawn,
+    /// A document was not applied.
+    DocumentIgnored {
+        /// Its version.
+        version: u32,
+        /// Why.
+        reason: IgnoreReason,
+    },
+    /// The body did not validate; the current policy is unchanged.
+    InvalidDocument {
+        /// The reader's error (`line:column: …`).
+        error: String,
+    },
+    /// The engine refused the document (e.g. too many rules); nothing changed.
+    ApplyFailed {
+        /// The error.
+        error: PublishError,
+    },
+    /// A body of another type was discarded.
+    UnknownBody {
+        /// Its Content-Type.
+        content_type: String,
+    },
+    /// Rules redirect outside the agreed targets (RFC 7200 §7).
+    RedirectOutsideAllowList {
+        /// Their ids.
+        rules: Vec<String>,
+    },
+    /// A NOTIFY was refused.
+    NotifyRejected {
+        /// The status sent.
+        status: u16,
+        /// Why.
+        why: &'static str,
+    },
+    /// The subscription will be tried again.
+    Retrying {
+        /// When (monotonic ns).
+        at_ns: u64,
+        /// What failed.
+        why: String,
+    },
+    /// The subscription lapsed without a successful refresh (its rules stay in force).
+    Lapsed,
+    /// The subscriber stopped for good.
+    Stopped(StopReason),
+}
+
+#[derive(Clone, Debug)]
+struct Dialog {
+    call_id: String,
+    local_tag: String,
+    remote_tag: Option<String>,
+    /// When the subscription lapses (monotonic ns), once granted.
+    expires_at: Option<u64>,
+    /// Last document version applied on this subscription.
+    last_version: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Transaction {
+    cseq: u32,
+    sent_at: u64,
+    expires: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// A SUBSCRIBE is (or is about to be) outstanding.
+    Subscribing,
+    /// Subscribed; refresh at the given time.
+    Active { refresh_at: u64 },
+    /// Waiting to try again.
+    Waiting { retry_at: u64 },
+    /// Unsubscribing (Expires: 0 sent).
+    Ending,
+    /// Done.
+    Stopped,
+}
+
+/// One subscription to one notifier, feeding one [`Engine`] source.
+#[derive(Debug)]
+pub struct Subscriber {
+    config: SubscriberConfig,
+    engine: Engine,
+    source: Source,
+    phase: Phase,
+    dialog: Dialog,
+    subscriptions: u32,
+    cseq: u32,
+    txn: Option<Transaction>,
+    retry_delay: u64,
+    applied_any: bool,
+    outbox: VecDeque<Request>,
+    events: VecDeque<SubscriberEvent>,
+}
+
+impl Subscriber {
+    /// A subscriber that sends its first SUBSCRIBE at `now_ns`.
+    pub fn new(config: SubscriberConfig, engine: Engine, now_ns: u64) -> Self {
+        let source = if config.scope_to_notifier {
+            Source::notifier(config.notifier.clone())
+        } else {
+            Source::local(config.notifier.as_str())
+        };
+        let mut s = Self {
+            retry_delay: config.retry_initial_ns,
+            dialog: Dialog { call_id: String::new(), local_tag: String::new(), remote_tag: None, expires_at: None, last_version: None },
+            config,
+            engine,
+            source,
+            phase: Phase::Subscribing,
+            subscriptions: 0,
+            cseq: 0,
+            txn: None,
+            applied_any: false,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+        };
+        s.new_subscription(now_ns);
+        s
+    }
+
+    /// The engine source this subscriber feeds.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// True once stopped for good.
+    pub fn is_stopped(&self) -> bool {
+        self.phase == Phase::Stopped
+    }
+
+    /// The next message to send.
+    pub fn poll_transmit(&mut self) -> Option<Request> {
+        self.outbox.pop_front()
+    }
+
+    /// The next thing that happened.
+    pub fn poll_event(&mut self) -> Option<SubscriberEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`Subscriber::handle_timeout`] must be called next (monotonic ns).
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let txn = self.txn.map(|t| t.sent_at + TRANSACTION_TIMEOUT_NS);
+        let phase = match self.phase {
+            Phase::Active { refresh_at } => Some(refresh_at),
+            Phase::Waiting { retry_at } => Some(retry_at),
+            _ => None,
+        };
+        let lapse = self.dialog.expires_at.filter(|_| !matches!(self.phase, Phase::Stopped));
+        [txn, phase, lapse].into_iter().flatten().min()
+    }
+
+    /// Advances timers to `now_ns`.
+    pub fn handle_timeout(&mut self, now_ns: u64) {
+        if let Some(t) = self.txn
+            && now_ns >= t.sent_at + TRANSACTION_TIMEOUT_NS
+        {
+            self.txn = None;
+            if self.phase == Phase::Ending {
+                self.stop(StopReason::Unsubscribed);
+            } else {
+                self.retry_later(now_ns, None, "no final response to SUBSCRIBE within 32 s");
+            }
+        }
+        if let Some(at) = self.dialog.expires_at
+            && now_ns >= at
+            && self.phase != Phase::Stopped
+        {
+            self.dialog.expires_at = None;
+            self.events.push_back(SubscriberEvent::Lapsed);
+        }
+        match self.phase {
+            Phase::Active { refresh_at } if now_ns >= refresh_at => self.send_subscribe(now_ns, self.config.expires),
+            Phase::Waiting { retry_at } if now_ns >= retry_at => self.new_subscription(now_ns),
+            _ => {}
+        }
+    }
+
+    /// Ends the subscription (SUBSCRIBE with Expires: 0). The notifier's final NOTIFY
+    /// withdraws the policy.
+    pub fn unsubscribe(&mut self, now_ns: u64) {
+        if self.phase == Phase::Stopped {
+            return;
+        }
+        if self.dialog.remote_tag.is_none() && self.txn.is_none() {
+            self.stop(StopReason::Unsubscribed);
+            return;
+        }
+        self.send_subscribe(now_ns, 0);
+        self.phase = Phase::Ending;
+    }
+
+    fn new_subscription(&mut self, now_ns: u64) {
+        self.subscriptions += 1;
+        let n = self.subscriptions;
+        self.dialog = Dialog {
+            call_id: format!("{}-{n}", self.config.call_id),
+            local_tag: format!("{}-{n}", self.config.tag),
+            remote_tag: None,
+            expires_at: None,
+            last_version: None,
+        };
+        self.cseq = 0;
+        self.send_subscribe(now_ns, self.config.expires);
+    }
+
+    fn send_subscribe(&mut self, now_ns: u64, expires: u32) {
+        self.cseq += 1;
+        let req = Request {
+            method: Method::Subscribe,
+            request_uri: self.config.notifier.clone(),
+            call_id: self.dialog.call_id.clone(),
+            from: NameAddr { uri: self.config.subscriber.clone(), tag: Some(self.dialog.local_tag.clone()) },
+            to: NameAddr { uri: self.config.notifier.clone(), tag: self.dialog.remote_tag.clone() },
+            cseq: self.cseq,
+            event: Some(EVENT_PACKAGE.to_owned()),
+            expires: Some(expires),
+            accept: Some(policy::CONTENT_TYPE.to_owned()),
+            subscription_state: None,
+            content_type: None,
+            body: Vec::new(),
+        };
+        self.txn = Some(Transaction { cseq: self.cseq, sent_at: now_ns, expires });
+        if self.phase != Phase::Ending {
+            self.phase = Phase::Subscribing;
+        }
+        self.outbox.push_back(req);
+    }
+
+    fn retry_later(&mut self, now_ns: u64, retry_after_s: Option<u32>, why: &str) {
+        let delay = match retry_after_s {
+            Some(s) => u64::from(s) * SECOND_NS,
+            None => {
+                let d = self.retry_delay;
+                self.retry_delay = (self.retry_delay.saturating_mul(2)).min(self.config.retry_max_ns);
+                d
+            }
+        };
+        let at = now_ns + delay;
+        self.txn = None;
+        self.phase = Phase::Waiting { retry_at: at };
+        self.events.push_back(SubscriberEvent::Retrying { at_ns: at, why: why.to_owned() });
+    }
+
+    fn stop(&mut self, why: StopReason) {
+        self.phase = Phase::Stopped;
+        self.txn = None;
+        self.dialog.expires_at = None;
+        self.events.push_back(SubscriberEvent::Stopped(why));
+    }
+
+    /// Handles a response to a SUBSCRIBE this subscriber sent.
+    pub fn handle_response(&mut self, now_ns: u64, resp: &Response) {
+        let Some(txn) = self.txn else { return };
+        if resp.method != Method::Subscribe || resp.call_id != self.dialog.call_id || resp.cseq != txn.cseq {
+            return;
+        }
+        if resp.status < 200 {
+            return;
+        }
+        self.txn = None;
+        match resp.status {
+            200..=299 => {
+                if self.dialog.remote_tag.is_none() {
+                    self.dialog.remote_tag = resp.to.tag.clone();
+                }
+                let granted = resp.expires.unwrap_or(txn.expires).min(txn.expires.max(1));
+                if txn.expires == 0 || self.phase == Phase::Ending {
+                    // The final NOTIFY (terminated) follows; stop if it does not come.
+                    self.txn = Some(Transaction { cseq: 0, sent_at: now_ns, expires: 0 });
+                    return;
+                }
+                self.retry_delay = self.config.retry_initial_ns;
+                let duration = u64::from(granted) * SECOND_NS;
+                self.dialog.expires_at = Some(now_ns + duration);
+                let before = (60 * SECOND_NS).min(duration / 2);
+                self.phase = Phase::Active { refresh_at: now_ns + duration - before };
+                self.events.push_back(SubscriberEvent::Subscribed { expires: granted });
+            }
+            423 => {
+                let min = resp.min_expires.unwrap_or(txn.expires.saturating_mul(2)).max(txn.expires + 1);
+                self.config.expires = min;
+                self.send_subscribe(now_ns, min);
+            }
+            403 => self.stop(StopReason::Forbidden),
+            489 => self.stop(StopReason::BadEvent),
+            481 if self.dialog.remote_tag.is_some() => {
+                // The notifier lost the subscription: start a new one.
+                self.events.push_back(SubscriberEvent::Retrying { at_ns: now_ns, why: "481 to a refresh".into() });
+                self.new_subscription(now_ns);
+            }
+            status => {
+                let retry_after = if status == 503 { resp.retry_after } else { resp.retry_after.filter(|_| status >= 500) };
+                self.retry_later(now_ns, retry_after, &format!("SUBSCRIBE answered {status}"));
+            }
+        }
+    }
+
+    fn trusted(&self, uri: &Uri) -> bool {
+        let host = match uri.parsed() {
+            crate::uri::UriRef::Sip(s) => s.host.to_ascii_lowercase(),
+            _ => return false,
+        };
+        let notifier_host = match self.config.notifier.parsed() {
+            crate::uri::UriRef::Sip(s) => Some(s.host.to_ascii_lowercase()),
+            _ => None,
+        };
+        let in_domain = |entry: &str| {
+            let entry = entry.trim().trim_start_matches("*.").to_ascii_lowercase();
+            host == entry || host.strip_suffix(entry.as_str()).is_some_and(|rest| rest.ends_with('.'))
+        };
+        notifier_host.as_deref() == Some(host.as_str()) || self.config.trust.iter().any(|e| in_domain(e))
+    }
+
+    fn refuse(&mut self, req: &Request, status: u16, why: &'static str) -> Response {
+        self.events.push_back(SubscriberEvent::NotifyRejected { status, why });
+        Response::to(req, status, None)
+    }
+
+    /// Handles a NOTIFY; returns the response to send.
+    pub fn handle_notify(&mut self, now_ns: u64, req: &Request) -> Response {
+        if req.method != Method::Notify {
+            return self.refuse(req, 400, "not a NOTIFY");
+        }
+        if !self.trusted(&req.from.uri) {
+            return self.refuse(req, 481, "notifier outside the trust domain");
+        }
+        let ours = req.call_id == self.dialog.call_id && req.to.tag.as_deref() == Some(self.dialog.local_tag.as_str());
+        if !ours || self.phase == Phase::Stopped {
+            return self.refuse(req, 481, "NOTIFY outside a subscription");
+        }
+        match (&self.dialog.remote_tag, &req.from.tag) {
+            (None, Some(tag)) => self.dialog.remote_tag = Some(tag.clone()),
+            (Some(ours), Some(theirs)) if ours == theirs => {}
+            _ => return self.refuse(req, 481, "NOTIFY from another dialog (forked)"),
+        }
+        if !is_load_control(req.event.as_deref()) {
+            return self.refuse(req, 489, "NOTIFY for another event package");
+        }
+        let Some(state) = req.subscription_state.as_deref().and_then(SubscriptionState::parse) else {
+            return self.refuse(req, 400, "missing or unknown Subscription-State");
+        };
+        if let SubscriptionState::Terminated { reason, retry_after } = &state {
+            self.withdraw();
+            self.dialog.expires_at = None;
+            match reason.as_deref() {
+                _ if self.phase == Phase::Ending => self.stop(StopReason::Unsubscribed),
+                Some("rejected") | Some("noresource") => {
+                    self.stop(StopReason::Terminated(reason.clone().unwrap_or_default()))
+                }
+                Some("probation") | Some("giveup") => {
+                    let why = format!("terminated ({})", reason.as_deref().unwrap_or(""));
+                    self.retry_later(now_ns, *retry_after, &why)
+                }
+                _ => {
+                    // deactivated, timeout, or no reason: subscribe again at once.
+                    self.events.push_back(SubscriberEvent::Retrying { at_ns: now_ns, why: "terminated".into() });
+                    self.new_subscription(now_ns);
+                }
+            }
+            return Response::to(req, 200, None);
+        }
+        match &state {
+            SubscriptionState::Pending { .. } => self.events.push_back(SubscriberEvent::Pending),
+            SubscriptionState::Active { expires: Some(e) } if self.dialog.expires_at.is_none() => {
+                // A NOTIFY ahead of the 2xx: the subscription lives at least this long.
+                self.dialog.expires_at = Some(now_ns + u64::from(*e) * SECOND_NS);
+            }
+            _ => {}
+        }
+        self.handle_body(now_ns, req);
+        Response::to(req, 200, None)
+    }
+
+    fn withdraw(&mut self) {
+        if self.applied_any && self.engine.withdraw(&self.source.name).is_ok() {
+            self.events.push_back(SubscriberEvent::PolicyWithdrawn);
+        }
+        self.applied_any = false;
+    }
+
+    fn handle_body(&mut self, now_ns: u64, req: &Request) {
+        let content_type = req.content_type.as_deref().unwrap_or("");
+        if req.body.is_empty() {
+            // No body: the notifier has no policy for us (§4.7).
+            if content_type.is_empty() || is_policy_type(content_type) {
+                self.withdraw();
+            }
+            return;
+        }
+        if !is_policy_type(content_type) {
+            self.events.push_back(SubscriberEvent::UnknownBody { content_type: content_type.to_owned() });
+            return;
+        }
+        let doc = match policy::read(&req.body, &self.engine.config().limits) {
+            Ok(d) => d,
+            Err(e) => {
+                self.events.push_back(SubscriberEvent::InvalidDocument { error: e.to_string() });
+                return;
+            }
+        };
+        let version = doc.ruleset.version();
+        if let Some(last) = self.dialog.last_version {
+            if version <= last {
+                self.events.push_back(SubscriberEvent::DocumentIgnored { version, reason: IgnoreReason::Stale { last } });
+                return;
+            }
+            if u64::from(version) > u64::from(last) + 1 {
+                let expected = u64::from(last) + 1;
+                self.events.push_back(SubscriberEvent::DocumentIgnored { version, reason: IgnoreReason::Gap { expected } });
+                self.resubscribe(now_ns);
+                return;
+            }
+        }
+        self.report_redirects(&doc.ruleset);
+        let state = doc.ruleset.state();
+        match self.engine.apply(&self.source, doc.ruleset) {
+            Ok(generation) => {
+                self.dialog.last_version = Some(version);
+                self.applied_any = true;
+                self.events.push_back(SubscriberEvent::PolicyApplied { version, state, generation });
+            }
+            Err(PublishError::Merge(MergeError::NoBase { .. } | MergeError::VersionGap { .. })) => {
+                let expected = self.dialog.last_version.map_or(0, |l| u64::from(l) + 1);
+                self.events.push_back(SubscriberEvent::DocumentIgnored { version, reason: IgnoreReason::Gap { expected } });
+                self.resubscribe(now_ns);
+            }
+            Err(error) => self.events.push_back(SubscriberEvent::ApplyFailed { error }),
+        }
+    }
+
+    /// Asks for the full state again: a refresh SUBSCRIBE in the dialog (the notifier answers
+    /// every refresh with a full NOTIFY), unless one is already outstanding.
+    fn resubscribe(&mut self, now_ns: u64) {
+        if self.txn.is_none() && self.phase != Phase::Ending {
+            self.send_subscribe(now_ns, self.config.expires);
+        }
+    }
+
+    fn report_redirects(&mut self, ruleset: &policy::Ruleset) {
+        let Some(allow) = &self.config.redirect_allow else { return };
+        let rules: Vec<&policy::Rule> = match ruleset.body() {
+            Body::Full(rules) => rules.iter().map(|r| &**r).collect(),
+            Body::Partial(changes) => changes
+                .iter()
+                .filter_map(|c| match c {
+                    policy::Change::Put(r) => Some(r),
+                    policy::Change::Delete(_) => None,
+                })
+                .collect(),
+        };
+        let outside: Vec<String> = rules
+            .into_iter()
+            .filter(|r| match &r.accept.alt_action {
+                AltAction::Redirect(targets) => !targets.iter().all(|t| crate::compile::target_allowed(t, allow)),
+                _ => false,
+            })
+            .map(|r| r.id.to_string())
+            .collect();
+        if !outside.is_empty() {
+            self.events.push_back(SubscriberEvent::RedirectOutsideAllowList { rules: outside });
+        }
+    }
+}
