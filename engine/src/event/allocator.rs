@@ -52,7 +52,12 @@ impl Allocator {
     /// rule is `template` with its share as `<rate>` (the template's alt-action is kept).
     /// `alpha` (0 < α ≤ 1) weighs the newest demand sample; 0.5 settles within a few periods.
     pub fn new(capacity: f64, template: Rule, alpha: f64) -> Self {
-        Self { capacity, template, alpha: alpha.clamp(0.01, 1.0), demand: BTreeMap::new() }
+        Self {
+            capacity,
+            template,
+            alpha: alpha.clamp(0.01, 1.0),
+            demand: BTreeMap::new(),
+        }
     }
 
     /// Records the rate (requests/s) observed from `subscriber` over the last period.
@@ -78,7 +83,11 @@ impl Allocator {
     /// Each subscriber's share, requests/s.
     pub fn shares(&self) -> Vec<(String, f64)> {
         let demands: Vec<f64> = self.demand.values().copied().collect();
-        self.demand.keys().cloned().zip(max_min_fair(self.capacity, &demands)).collect()
+        self.demand
+            .keys()
+            .cloned()
+            .zip(max_min_fair(self.capacity, &demands))
+            .collect()
     }
 
     /// Each subscriber's policy: the template rule limited to its share (to a thousandth of a
@@ -89,7 +98,10 @@ impl Allocator {
             .filter_map(|(sub, share)| {
                 let rate = Rate::new(((share * 1000.0).floor() / 1000.0).clamp(0.0, Rate::MAX))?;
                 let mut rule = self.template.clone();
-                rule.accept = Accept { limit: Limit::Rate(rate), alt_action: self.template.accept.alt_action.clone() };
+                rule.accept = Accept {
+                    limit: Limit::Rate(rate),
+                    alt_action: self.template.accept.alt_action.clone(),
+                };
                 Some((sub, vec![Arc::new(rule)]))
             })
             .collect()
@@ -107,11 +119,20 @@ mod tests {
     #[test]
     fn water_filling() {
         // Everyone over the fair share: equal split.
-        assert!(close(&max_min_fair(300.0, &[500.0, 400.0, 1000.0]), &[100.0, 100.0, 100.0]));
+        assert!(close(
+            &max_min_fair(300.0, &[500.0, 400.0, 1000.0]),
+            &[100.0, 100.0, 100.0]
+        ));
         // A small demand keeps its demand, the rest is redistributed.
-        assert!(close(&max_min_fair(300.0, &[20.0, 400.0, 1000.0]), &[20.0, 140.0, 140.0]));
+        assert!(close(
+            &max_min_fair(300.0, &[20.0, 400.0, 1000.0]),
+            &[20.0, 140.0, 140.0]
+        ));
         // Demand below capacity: everyone gets its demand plus equal headroom.
-        assert!(close(&max_min_fair(300.0, &[20.0, 40.0, 60.0]), &[80.0, 100.0, 120.0]));
+        assert!(close(
+            &max_min_fair(300.0, &[20.0, 40.0, 60.0]),
+            &[80.0, 100.0, 120.0]
+        ));
         assert!(max_min_fair(10.0, &[]).is_empty());
         for d in [[1.0, 2.0, 3.0], [0.0, 0.0, 0.0], [1e9, 5.0, 7.0]] {
             let s: f64 = max_min_fair(123.0, &d).iter().sum();

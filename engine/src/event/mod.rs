@@ -197,7 +197,10 @@ impl SubscriptionState {
         match state.as_str() {
             "active" => Some(SubscriptionState::Active { expires }),
             "pending" => Some(SubscriptionState::Pending { expires }),
-            "terminated" => Some(SubscriptionState::Terminated { reason, retry_after }),
+            "terminated" => Some(SubscriptionState::Terminated {
+                reason,
+                retry_after,
+            }),
             _ => None,
         }
     }
@@ -209,7 +212,10 @@ impl SubscriptionState {
             SubscriptionState::Active { expires: None } => "active".into(),
             SubscriptionState::Pending { expires: Some(e) } => format!("pending;expires={e}"),
             SubscriptionState::Pending { expires: None } => "pending".into(),
-            SubscriptionState::Terminated { reason, retry_after } => {
+            SubscriptionState::Terminated {
+                reason,
+                retry_after,
+            } => {
                 let mut s = String::from("terminated");
                 if let Some(r) = reason {
                     s.push_str(";reason=");
@@ -226,12 +232,23 @@ impl SubscriptionState {
 
 /// True when an Event header value names the load-control package (parameters ignored).
 pub fn is_load_control(event: Option<&str>) -> bool {
-    event.is_some_and(|e| e.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case(EVENT_PACKAGE))
+    event.is_some_and(|e| {
+        e.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .eq_ignore_ascii_case(EVENT_PACKAGE)
+    })
 }
 
 /// True when a media type is `application/load-control+xml` (parameters ignored).
 pub fn is_policy_type(content_type: &str) -> bool {
-    content_type.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case(crate::policy::CONTENT_TYPE)
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .eq_ignore_ascii_case(crate::policy::CONTENT_TYPE)
 }
 
 #[cfg(test)]
@@ -240,13 +257,21 @@ mod tests {
 
     #[test]
     fn subscription_state_round_trip() {
-        for v in ["active;expires=3599", "pending", "terminated;reason=timeout", "terminated;reason=probation;retry-after=30"] {
+        for v in [
+            "active;expires=3599",
+            "pending",
+            "terminated;reason=timeout",
+            "terminated;reason=probation;retry-after=30",
+        ] {
             let s = SubscriptionState::parse(v).expect("known");
             assert_eq!(s.render(), v);
         }
         assert_eq!(
             SubscriptionState::parse("Terminated ; Reason=Deactivated"),
-            Some(SubscriptionState::Terminated { reason: Some("deactivated".into()), retry_after: None })
+            Some(SubscriptionState::Terminated {
+                reason: Some("deactivated".into()),
+                retry_after: None
+            })
         );
         assert_eq!(SubscriptionState::parse("bogus"), None);
     }
@@ -257,7 +282,9 @@ mod tests {
         assert!(is_load_control(Some(" Load-Control ;id=1")));
         assert!(!is_load_control(Some("presence")));
         assert!(!is_load_control(None));
-        assert!(is_policy_type("application/load-control+xml; charset=utf-8"));
+        assert!(is_policy_type(
+            "application/load-control+xml; charset=utf-8"
+        ));
         assert!(!is_policy_type("application/pidf+xml"));
     }
 }

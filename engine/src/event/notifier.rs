@@ -22,8 +22,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::{
-    EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, SubscriptionState, TRANSACTION_TIMEOUT_NS,
-    is_load_control,
+    EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, SubscriptionState,
+    TRANSACTION_TIMEOUT_NS, is_load_control,
 };
 use crate::policy::{self, Change, Limits, Rule, Ruleset, Uri};
 
@@ -147,7 +147,12 @@ fn accepts_policy(accept: Option<&str>) -> bool {
         return true;
     }
     accept.split(',').any(|t| {
-        let t = t.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let t = t
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         t == policy::CONTENT_TYPE || t == "application/*" || t == "*/*"
     })
 }
@@ -189,7 +194,10 @@ impl Notifier {
                     let host = s.host.to_ascii_lowercase();
                     list.iter().any(|e| {
                         let e = e.trim().trim_start_matches("*.").to_ascii_lowercase();
-                        host == e || host.strip_suffix(e.as_str()).is_some_and(|r| r.ends_with('.'))
+                        host == e
+                            || host
+                                .strip_suffix(e.as_str())
+                                .is_some_and(|r| r.ends_with('.'))
                     })
                 }
                 _ => false,
@@ -198,7 +206,8 @@ impl Notifier {
     }
 
     fn refuse(&mut self, req: &Request, status: u16, why: &'static str) -> Response {
-        self.events.push_back(NotifierEvent::Refused { status, why });
+        self.events
+            .push_back(NotifierEvent::Refused { status, why });
         Response::to(req, status, None)
     }
 
@@ -225,7 +234,9 @@ impl Notifier {
         }
         let granted = requested.min(self.config.max_expires);
         let existing = self.subs.iter().position(|s| {
-            s.call_id == req.call_id && s.subscriber.tag == req.from.tag && req.to.tag.as_deref() == Some(s.our_tag.as_str())
+            s.call_id == req.call_id
+                && s.subscriber.tag == req.from.tag
+                && req.to.tag.as_deref() == Some(s.our_tag.as_str())
         });
         let index = match (existing, &req.to.tag) {
             (Some(i), _) => {
@@ -237,7 +248,8 @@ impl Notifier {
                     s.ending = Some("unsubscribed");
                 } else {
                     let subscriber = s.subscriber.uri.to_string();
-                    self.events.push_back(NotifierEvent::Refreshed { subscriber });
+                    self.events
+                        .push_back(NotifierEvent::Refreshed { subscriber });
                 }
                 i
             }
@@ -260,7 +272,10 @@ impl Notifier {
                     outstanding: None,
                     ending: (granted == 0).then_some("unsubscribed"),
                 };
-                self.events.push_back(NotifierEvent::Subscribed { subscriber: req.from.uri.to_string(), expires: granted });
+                self.events.push_back(NotifierEvent::Subscribed {
+                    subscriber: req.from.uri.to_string(),
+                    expires: granted,
+                });
                 self.subs.push(sub);
                 self.subs.len() - 1
             }
@@ -355,7 +370,10 @@ impl Notifier {
         }
         for (i, reason) in gone.into_iter().rev() {
             let s = self.subs.remove(i);
-            self.events.push_back(NotifierEvent::Ended { subscriber: s.subscriber.uri.to_string(), reason });
+            self.events.push_back(NotifierEvent::Ended {
+                subscriber: s.subscriber.uri.to_string(),
+                reason,
+            });
         }
         for i in 0..self.subs.len() {
             let force = self.subs[i].ending.is_some();
@@ -369,17 +387,18 @@ impl Notifier {
         if resp.method != Method::Notify || resp.status < 200 {
             return;
         }
-        let Some(i) = self
-            .subs
-            .iter()
-            .position(|s| s.call_id == resp.call_id && s.outstanding.is_some_and(|(c, _)| c == resp.cseq))
-        else {
+        let Some(i) = self.subs.iter().position(|s| {
+            s.call_id == resp.call_id && s.outstanding.is_some_and(|(c, _)| c == resp.cseq)
+        }) else {
             return;
         };
         self.subs[i].outstanding = None;
         if !resp.is_success() {
             let s = self.subs.remove(i);
-            self.events.push_back(NotifierEvent::Ended { subscriber: s.subscriber.uri.to_string(), reason: "notify-failed" });
+            self.events.push_back(NotifierEvent::Ended {
+                subscriber: s.subscriber.uri.to_string(),
+                reason: "notify-failed",
+            });
             return;
         }
         self.send_if_due(now_ns, i, false);
@@ -395,14 +414,19 @@ impl Notifier {
         if !s.dirty && s.ending.is_none() {
             return;
         }
-        if !immediate && s.ending.is_none() && s.last_notify_at.is_some_and(|t| now_ns < t + pacing) {
+        if !immediate && s.ending.is_none() && s.last_notify_at.is_some_and(|t| now_ns < t + pacing)
+        {
             return;
         }
         let target = self.policy_for(&s.key).clone();
         let s = &mut self.subs[i];
         let (body, sent) = match &target {
             None => (Vec::new(), None),
-            Some(rules) => match document(s.next_version, s.sent.as_ref().filter(|_| !s.full_next), rules) {
+            Some(rules) => match document(
+                s.next_version,
+                s.sent.as_ref().filter(|_| !s.full_next),
+                rules,
+            ) {
                 Some(doc) => {
                     s.next_version = s.next_version.wrapping_add(1);
                     (policy::write(&doc).into_bytes(), Some(rules.clone()))
@@ -418,17 +442,29 @@ impl Notifier {
         let remaining = s.expires_at.saturating_sub(now_ns) / SECOND_NS;
         let state = match s.ending {
             Some(reason) => SubscriptionState::Terminated {
-                reason: Some(if reason == "unsubscribed" { "timeout" } else { reason }.to_owned()),
+                reason: Some(
+                    if reason == "unsubscribed" {
+                        "timeout"
+                    } else {
+                        reason
+                    }
+                    .to_owned(),
+                ),
                 retry_after: None,
             },
-            None => SubscriptionState::Active { expires: Some(remaining as u32) },
+            None => SubscriptionState::Active {
+                expires: Some(remaining as u32),
+            },
         };
         s.cseq += 1;
         let req = Request {
             method: Method::Notify,
             request_uri: s.subscriber.uri.clone(),
             call_id: s.call_id.clone(),
-            from: NameAddr { uri: self.config.uri.clone(), tag: Some(s.our_tag.clone()) },
+            from: NameAddr {
+                uri: self.config.uri.clone(),
+                tag: Some(s.our_tag.clone()),
+            },
             to: s.subscriber.clone(),
             cseq: s.cseq,
             event: Some(EVENT_PACKAGE.to_owned()),
@@ -446,7 +482,8 @@ impl Notifier {
         self.outbox.push_back(req);
         if let Some(reason) = s.ending {
             let subscriber = s.subscriber.uri.to_string();
-            self.events.push_back(NotifierEvent::Ended { subscriber, reason });
+            self.events
+                .push_back(NotifierEvent::Ended { subscriber, reason });
         }
     }
 }
@@ -470,16 +507,27 @@ fn document(version: u32, sent: Option<&Vec<Arc<Rule>>>, target: &[Arc<Rule>]) -
         }
     }
     if changes.is_empty() {
-        return None;
+        // Same rules; a new order needs a full document.
+        let same_order = sent.iter().map(|r| &r.id).eq(target.iter().map(|r| &r.id));
+        return if same_order { None } else { full() };
     }
     if changes.len() >= target.len() {
         return full();
     }
     let partial = Ruleset::partial(version, changes).ok()?;
     let base = Ruleset::full_shared(version.wrapping_sub(1), sent.clone()).ok()?;
-    let limits = Limits { max_rules: usize::MAX, ..Limits::default() };
+    let limits = Limits {
+        max_rules: usize::MAX,
+        ..Limits::default()
+    };
     match policy::merge(Some(&base), partial.clone(), &limits) {
-        Ok(merged) if merged.rules().is_some_and(|m| m.iter().map(|r| &**r).eq(target.iter().map(|r| &**r))) => Some(partial),
+        Ok(merged)
+            if merged
+                .rules()
+                .is_some_and(|m| m.iter().map(|r| &**r).eq(target.iter().map(|r| &**r))) =>
+        {
+            Some(partial)
+        }
         _ => full(),
     }
 }

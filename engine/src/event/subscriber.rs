@@ -27,8 +27,8 @@
 use std::collections::VecDeque;
 
 use super::{
-    EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, SubscriptionState, TRANSACTION_TIMEOUT_NS,
-    is_load_control, is_policy_type,
+    EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, SubscriptionState,
+    TRANSACTION_TIMEOUT_NS, is_load_control, is_policy_type,
 };
 use crate::engine::{Engine, PublishError, Source};
 use crate::policy::{self, AltAction, Body, MergeError, State, Uri};
@@ -179,8 +179,6 @@ struct Dialog {
     call_id: String,
     local_tag: String,
     remote_tag: Option<String>,
-    /// When the subscription lapses (monotonic ns), once granted.
-    expires_at: Option<u64>,
     /// Last document version applied on this subscription.
     last_version: Option<u32>,
 }
@@ -218,6 +216,8 @@ pub struct Subscriber {
     cseq: u32,
     txn: Option<Transaction>,
     retry_delay: u64,
+    /// When the last granted subscription runs out (survives re-subscribing).
+    lapses_at: Option<u64>,
     applied_any: bool,
     outbox: VecDeque<Request>,
     events: VecDeque<SubscriberEvent>,
@@ -233,11 +233,17 @@ impl Subscriber {
         };
         let mut s = Self {
             retry_delay: config.retry_initial_ns,
-            dialog: Dialog { call_id: String::new(), local_tag: String::new(), remote_tag: None, expires_at: None, last_version: None },
+            dialog: Dialog {
+                call_id: String::new(),
+                local_tag: String::new(),
+                remote_tag: None,
+                last_version: None,
+            },
             config,
             engine,
             source,
             phase: Phase::Subscribing,
+            lapses_at: None,
             subscriptions: 0,
             cseq: 0,
             txn: None,
@@ -277,7 +283,9 @@ impl Subscriber {
             Phase::Waiting { retry_at } => Some(retry_at),
             _ => None,
         };
-        let lapse = self.dialog.expires_at.filter(|_| !matches!(self.phase, Phase::Stopped));
+        let lapse = self
+            .lapses_at
+            .filter(|_| !matches!(self.phase, Phase::Stopped));
         [txn, phase, lapse].into_iter().flatten().min()
     }
 
@@ -293,15 +301,17 @@ impl Subscriber {
                 self.retry_later(now_ns, None, "no final response to SUBSCRIBE within 32 s");
             }
         }
-        if let Some(at) = self.dialog.expires_at
+        if let Some(at) = self.lapses_at
             && now_ns >= at
             && self.phase != Phase::Stopped
         {
-            self.dialog.expires_at = None;
+            self.lapses_at = None;
             self.events.push_back(SubscriberEvent::Lapsed);
         }
         match self.phase {
-            Phase::Active { refresh_at } if now_ns >= refresh_at => self.send_subscribe(now_ns, self.config.expires),
+            Phase::Active { refresh_at } if now_ns >= refresh_at => {
+                self.send_subscribe(now_ns, self.config.expires)
+            }
             Phase::Waiting { retry_at } if now_ns >= retry_at => self.new_subscription(now_ns),
             _ => {}
         }
@@ -328,7 +338,6 @@ impl Subscriber {
             call_id: format!("{}-{n}", self.config.call_id),
             local_tag: format!("{}-{n}", self.config.tag),
             remote_tag: None,
-            expires_at: None,
             last_version: None,
         };
         self.cseq = 0;
@@ -341,8 +350,14 @@ impl Subscriber {
             method: Method::Subscribe,
             request_uri: self.config.notifier.clone(),
             call_id: self.dialog.call_id.clone(),
-            from: NameAddr { uri: self.config.subscriber.clone(), tag: Some(self.dialog.local_tag.clone()) },
-            to: NameAddr { uri: self.config.notifier.clone(), tag: self.dialog.remote_tag.clone() },
+            from: NameAddr {
+                uri: self.config.subscriber.clone(),
+                tag: Some(self.dialog.local_tag.clone()),
+            },
+            to: NameAddr {
+                uri: self.config.notifier.clone(),
+                tag: self.dialog.remote_tag.clone(),
+            },
             cseq: self.cseq,
             event: Some(EVENT_PACKAGE.to_owned()),
             expires: Some(expires),
@@ -351,7 +366,11 @@ impl Subscriber {
             content_type: None,
             body: Vec::new(),
         };
-        self.txn = Some(Transaction { cseq: self.cseq, sent_at: now_ns, expires });
+        self.txn = Some(Transaction {
+            cseq: self.cseq,
+            sent_at: now_ns,
+            expires,
+        });
         if self.phase != Phase::Ending {
             self.phase = Phase::Subscribing;
         }
@@ -363,27 +382,34 @@ impl Subscriber {
             Some(s) => u64::from(s) * SECOND_NS,
             None => {
                 let d = self.retry_delay;
-                self.retry_delay = (self.retry_delay.saturating_mul(2)).min(self.config.retry_max_ns);
+                self.retry_delay =
+                    (self.retry_delay.saturating_mul(2)).min(self.config.retry_max_ns);
                 d
             }
         };
         let at = now_ns + delay;
         self.txn = None;
         self.phase = Phase::Waiting { retry_at: at };
-        self.events.push_back(SubscriberEvent::Retrying { at_ns: at, why: why.to_owned() });
+        self.events.push_back(SubscriberEvent::Retrying {
+            at_ns: at,
+            why: why.to_owned(),
+        });
     }
 
     fn stop(&mut self, why: StopReason) {
         self.phase = Phase::Stopped;
         self.txn = None;
-        self.dialog.expires_at = None;
+        self.lapses_at = None;
         self.events.push_back(SubscriberEvent::Stopped(why));
     }
 
     /// Handles a response to a SUBSCRIBE this subscriber sent.
     pub fn handle_response(&mut self, now_ns: u64, resp: &Response) {
         let Some(txn) = self.txn else { return };
-        if resp.method != Method::Subscribe || resp.call_id != self.dialog.call_id || resp.cseq != txn.cseq {
+        if resp.method != Method::Subscribe
+            || resp.call_id != self.dialog.call_id
+            || resp.cseq != txn.cseq
+        {
             return;
         }
         if resp.status < 200 {
@@ -398,18 +424,28 @@ impl Subscriber {
                 let granted = resp.expires.unwrap_or(txn.expires).min(txn.expires.max(1));
                 if txn.expires == 0 || self.phase == Phase::Ending {
                     // The final NOTIFY (terminated) follows; stop if it does not come.
-                    self.txn = Some(Transaction { cseq: 0, sent_at: now_ns, expires: 0 });
+                    self.txn = Some(Transaction {
+                        cseq: 0,
+                        sent_at: now_ns,
+                        expires: 0,
+                    });
                     return;
                 }
                 self.retry_delay = self.config.retry_initial_ns;
                 let duration = u64::from(granted) * SECOND_NS;
-                self.dialog.expires_at = Some(now_ns + duration);
+                self.lapses_at = Some(now_ns + duration);
                 let before = (60 * SECOND_NS).min(duration / 2);
-                self.phase = Phase::Active { refresh_at: now_ns + duration - before };
-                self.events.push_back(SubscriberEvent::Subscribed { expires: granted });
+                self.phase = Phase::Active {
+                    refresh_at: now_ns + duration - before,
+                };
+                self.events
+                    .push_back(SubscriberEvent::Subscribed { expires: granted });
             }
             423 => {
-                let min = resp.min_expires.unwrap_or(txn.expires.saturating_mul(2)).max(txn.expires + 1);
+                let min = resp
+                    .min_expires
+                    .unwrap_or(txn.expires.saturating_mul(2))
+                    .max(txn.expires + 1);
                 self.config.expires = min;
                 self.send_subscribe(now_ns, min);
             }
@@ -417,11 +453,18 @@ impl Subscriber {
             489 => self.stop(StopReason::BadEvent),
             481 if self.dialog.remote_tag.is_some() => {
                 // The notifier lost the subscription: start a new one.
-                self.events.push_back(SubscriberEvent::Retrying { at_ns: now_ns, why: "481 to a refresh".into() });
+                self.events.push_back(SubscriberEvent::Retrying {
+                    at_ns: now_ns,
+                    why: "481 to a refresh".into(),
+                });
                 self.new_subscription(now_ns);
             }
             status => {
-                let retry_after = if status == 503 { resp.retry_after } else { resp.retry_after.filter(|_| status >= 500) };
+                let retry_after = if status == 503 {
+                    resp.retry_after
+                } else {
+                    resp.retry_after.filter(|_| status >= 500)
+                };
                 self.retry_later(now_ns, retry_after, &format!("SUBSCRIBE answered {status}"));
             }
         }
@@ -438,13 +481,18 @@ impl Subscriber {
         };
         let in_domain = |entry: &str| {
             let entry = entry.trim().trim_start_matches("*.").to_ascii_lowercase();
-            host == entry || host.strip_suffix(entry.as_str()).is_some_and(|rest| rest.ends_with('.'))
+            host == entry
+                || host
+                    .strip_suffix(entry.as_str())
+                    .is_some_and(|rest| rest.ends_with('.'))
         };
-        notifier_host.as_deref() == Some(host.as_str()) || self.config.trust.iter().any(|e| in_domain(e))
+        notifier_host.as_deref() == Some(host.as_str())
+            || self.config.trust.iter().any(|e| in_domain(e))
     }
 
     fn refuse(&mut self, req: &Request, status: u16, why: &'static str) -> Response {
-        self.events.push_back(SubscriberEvent::NotifyRejected { status, why });
+        self.events
+            .push_back(SubscriberEvent::NotifyRejected { status, why });
         Response::to(req, status, None)
     }
 
@@ -456,7 +504,8 @@ impl Subscriber {
         if !self.trusted(&req.from.uri) {
             return self.refuse(req, 481, "notifier outside the trust domain");
         }
-        let ours = req.call_id == self.dialog.call_id && req.to.tag.as_deref() == Some(self.dialog.local_tag.as_str());
+        let ours = req.call_id == self.dialog.call_id
+            && req.to.tag.as_deref() == Some(self.dialog.local_tag.as_str());
         if !ours || self.phase == Phase::Stopped {
             return self.refuse(req, 481, "NOTIFY outside a subscription");
         }
@@ -468,12 +517,20 @@ impl Subscriber {
         if !is_load_control(req.event.as_deref()) {
             return self.refuse(req, 489, "NOTIFY for another event package");
         }
-        let Some(state) = req.subscription_state.as_deref().and_then(SubscriptionState::parse) else {
+        let Some(state) = req
+            .subscription_state
+            .as_deref()
+            .and_then(SubscriptionState::parse)
+        else {
             return self.refuse(req, 400, "missing or unknown Subscription-State");
         };
-        if let SubscriptionState::Terminated { reason, retry_after } = &state {
+        if let SubscriptionState::Terminated {
+            reason,
+            retry_after,
+        } = &state
+        {
             self.withdraw();
-            self.dialog.expires_at = None;
+            self.lapses_at = None;
             match reason.as_deref() {
                 _ if self.phase == Phase::Ending => self.stop(StopReason::Unsubscribed),
                 Some("rejected") | Some("noresource") => {
@@ -485,7 +542,10 @@ impl Subscriber {
                 }
                 _ => {
                     // deactivated, timeout, or no reason: subscribe again at once.
-                    self.events.push_back(SubscriberEvent::Retrying { at_ns: now_ns, why: "terminated".into() });
+                    self.events.push_back(SubscriberEvent::Retrying {
+                        at_ns: now_ns,
+                        why: "terminated".into(),
+                    });
                     self.new_subscription(now_ns);
                 }
             }
@@ -493,9 +553,9 @@ impl Subscriber {
         }
         match &state {
             SubscriptionState::Pending { .. } => self.events.push_back(SubscriberEvent::Pending),
-            SubscriptionState::Active { expires: Some(e) } if self.dialog.expires_at.is_none() => {
+            SubscriptionState::Active { expires: Some(e) } if self.lapses_at.is_none() => {
                 // A NOTIFY ahead of the 2xx: the subscription lives at least this long.
-                self.dialog.expires_at = Some(now_ns + u64::from(*e) * SECOND_NS);
+                self.lapses_at = Some(now_ns + u64::from(*e) * SECOND_NS);
             }
             _ => {}
         }
@@ -520,25 +580,35 @@ impl Subscriber {
             return;
         }
         if !is_policy_type(content_type) {
-            self.events.push_back(SubscriberEvent::UnknownBody { content_type: content_type.to_owned() });
+            self.events.push_back(SubscriberEvent::UnknownBody {
+                content_type: content_type.to_owned(),
+            });
             return;
         }
         let doc = match policy::read(&req.body, &self.engine.config().limits) {
             Ok(d) => d,
             Err(e) => {
-                self.events.push_back(SubscriberEvent::InvalidDocument { error: e.to_string() });
+                self.events.push_back(SubscriberEvent::InvalidDocument {
+                    error: e.to_string(),
+                });
                 return;
             }
         };
         let version = doc.ruleset.version();
         if let Some(last) = self.dialog.last_version {
             if version <= last {
-                self.events.push_back(SubscriberEvent::DocumentIgnored { version, reason: IgnoreReason::Stale { last } });
+                self.events.push_back(SubscriberEvent::DocumentIgnored {
+                    version,
+                    reason: IgnoreReason::Stale { last },
+                });
                 return;
             }
             if u64::from(version) > u64::from(last) + 1 {
                 let expected = u64::from(last) + 1;
-                self.events.push_back(SubscriberEvent::DocumentIgnored { version, reason: IgnoreReason::Gap { expected } });
+                self.events.push_back(SubscriberEvent::DocumentIgnored {
+                    version,
+                    reason: IgnoreReason::Gap { expected },
+                });
                 self.resubscribe(now_ns);
                 return;
             }
@@ -549,14 +619,23 @@ impl Subscriber {
             Ok(generation) => {
                 self.dialog.last_version = Some(version);
                 self.applied_any = true;
-                self.events.push_back(SubscriberEvent::PolicyApplied { version, state, generation });
+                self.events.push_back(SubscriberEvent::PolicyApplied {
+                    version,
+                    state,
+                    generation,
+                });
             }
             Err(PublishError::Merge(MergeError::NoBase { .. } | MergeError::VersionGap { .. })) => {
                 let expected = self.dialog.last_version.map_or(0, |l| u64::from(l) + 1);
-                self.events.push_back(SubscriberEvent::DocumentIgnored { version, reason: IgnoreReason::Gap { expected } });
+                self.events.push_back(SubscriberEvent::DocumentIgnored {
+                    version,
+                    reason: IgnoreReason::Gap { expected },
+                });
                 self.resubscribe(now_ns);
             }
-            Err(error) => self.events.push_back(SubscriberEvent::ApplyFailed { error }),
+            Err(error) => self
+                .events
+                .push_back(SubscriberEvent::ApplyFailed { error }),
         }
     }
 
@@ -569,7 +648,9 @@ impl Subscriber {
     }
 
     fn report_redirects(&mut self, ruleset: &policy::Ruleset) {
-        let Some(allow) = &self.config.redirect_allow else { return };
+        let Some(allow) = &self.config.redirect_allow else {
+            return;
+        };
         let rules: Vec<&policy::Rule> = match ruleset.body() {
             Body::Full(rules) => rules.iter().map(|r| &**r).collect(),
             Body::Partial(changes) => changes
@@ -583,13 +664,16 @@ impl Subscriber {
         let outside: Vec<String> = rules
             .into_iter()
             .filter(|r| match &r.accept.alt_action {
-                AltAction::Redirect(targets) => !targets.iter().all(|t| crate::compile::target_allowed(t, allow)),
+                AltAction::Redirect(targets) => !targets
+                    .iter()
+                    .all(|t| crate::compile::target_allowed(t, allow)),
                 _ => false,
             })
             .map(|r| r.id.to_string())
             .collect();
         if !outside.is_empty() {
-            self.events.push_back(SubscriberEvent::RedirectOutsideAllowList { rules: outside });
+            self.events
+                .push_back(SubscriberEvent::RedirectOutsideAllowList { rules: outside });
         }
     }
 }

@@ -1,0 +1,1005 @@
+//! The load-control event package in simulated time: scripted exchanges for each rule of the
+//! subscriber and the notifier, and both wired back to back through in-memory channels with
+//! loss and reordering.
+
+use std::sync::Arc;
+
+use loadctl::compile::Identities;
+use loadctl::engine::{Engine, EngineConfig, Request as SipRequest, Time, Transport, Verdict};
+use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig, NotifierEvent};
+use loadctl::event::subscriber::{
+    IgnoreReason, StopReason, Subscriber, SubscriberConfig, SubscriberEvent,
+};
+use loadctl::event::*;
+use loadctl::policy::{self, Limits, Rule, Ruleset, State, Uri};
+
+const S: u64 = 1_000_000_000;
+const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
+
+fn uri(s: &str) -> Uri {
+    Uri::new(s).expect("uri")
+}
+
+fn rule_xml(id: &str, prefix: &str, rate: u32) -> String {
+    format!(
+        "<rule id=\"{id}\"><conditions><lc:call-identity><lc:sip><lc:to><many-tel prefix=\"{prefix}\"/></lc:to></lc:sip></lc:call-identity></conditions>\
+         <actions><lc:accept><lc:rate>{rate}</lc:rate></lc:accept></actions></rule>"
+    )
+}
+
+fn body(version: u32, state: &str, rules: &str) -> Vec<u8> {
+    format!("<ruleset {NS} version=\"{version}\" state=\"{state}\">{rules}</ruleset>").into_bytes()
+}
+
+fn rules(xml: &str) -> Vec<Arc<Rule>> {
+    let doc = body(0, "full", xml);
+    policy::read(&doc, &Limits::default())
+        .expect("valid")
+        .ruleset
+        .rules()
+        .expect("full")
+        .to_vec()
+}
+
+fn subscriber(engine: &Engine) -> Subscriber {
+    let mut c = SubscriberConfig::new(
+        uri("sip:sbc.example.com"),
+        uri("sip:proxy.upstream.example"),
+        "cid",
+        "up",
+    );
+    c.scope_to_notifier = false;
+    Subscriber::new(c, engine.clone(), 0)
+}
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig {
+        shards: 1,
+        ..EngineConfig::default()
+    })
+}
+
+fn events(s: &mut Subscriber) -> Vec<SubscriberEvent> {
+    std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+/// A NOTIFY inside `s`'s current subscription (the SUBSCRIBE `sub` it answers).
+fn notify(
+    sub: &Request,
+    cseq: u32,
+    state: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> Request {
+    Request {
+        method: Method::Notify,
+        request_uri: sub.from.uri.clone(),
+        call_id: sub.call_id.clone(),
+        from: NameAddr {
+            uri: uri("sip:sbc.example.com"),
+            tag: Some("n1".into()),
+        },
+        to: sub.from.clone(),
+        cseq,
+        event: Some("load-control".into()),
+        expires: None,
+        accept: None,
+        subscription_state: Some(state.into()),
+        content_type: content_type.map(str::to_owned),
+        body,
+    }
+}
+
+fn ok(req: &Request, expires: u32) -> Response {
+    let mut r = Response::to(req, 200, Some("n1"));
+    r.expires = Some(expires);
+    r
+}
+
+fn classify_to(engine: &Engine, to: &str, unix_s: i128) -> Option<String> {
+    let mut shard = engine.attach();
+    let req = SipRequest {
+        method: "INVITE",
+        identities: Identities {
+            to: Some(to),
+            ..Identities::default()
+        },
+        transport: Transport::Tcp,
+        initial: true,
+        event: None,
+        time: Some(Time {
+            monotonic_ns: 0,
+            unix_ns: unix_s * 1_000_000_000,
+        }),
+    };
+    shard.classify(&req).rule.map(|r| r.id().to_string())
+}
+
+const CT: Option<&str> = Some("application/load-control+xml");
+
+// ------------------------------------------------------------------ Appendix D.2
+
+#[test]
+fn appendix_d2_flow() {
+    let e = engine();
+    let mut s = subscriber(&e);
+    let sub = s.poll_transmit().expect("SUBSCRIBE");
+    assert_eq!(sub.method, Method::Subscribe);
+    assert_eq!(sub.event.as_deref(), Some("load-control"));
+    assert_eq!(sub.accept.as_deref(), Some("application/load-control+xml"));
+    assert_eq!(sub.expires, Some(3600));
+    assert!(sub.body.is_empty());
+    let mut notifier = Notifier::new(NotifierConfig::new(
+        uri("sip:sbc.example.com"),
+        "n",
+        Authorization::Any,
+    ));
+    notifier.set_policy(0, Some(rules(&rule_xml("f3g44k1", "+1-212", 100))));
+    let resp = notifier.handle_subscribe(0, &sub);
+    assert_eq!((resp.status, resp.expires), (200, Some(3600)));
+    s.handle_response(0, &resp);
+    let n = notifier.poll_transmit().expect("NOTIFY");
+    assert_eq!(n.event.as_deref(), Some("load-control"));
+    assert_eq!(n.subscription_state.as_deref(), Some("active;expires=3600"));
+    assert_eq!(
+        n.content_type.as_deref(),
+        Some("application/load-control+xml")
+    );
+    let doc = policy::read(&n.body, &Limits::default())
+        .expect("valid body")
+        .ruleset;
+    assert_eq!((doc.version(), doc.state()), (0, State::Full));
+    let r = s.handle_notify(0, &n);
+    assert_eq!(r.status, 200);
+    notifier.handle_response(0, &r);
+    let ev = events(&mut s);
+    assert!(
+        ev.contains(&SubscriberEvent::Subscribed { expires: 3600 }),
+        "{ev:?}"
+    );
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            SubscriberEvent::PolicyApplied {
+                version: 0,
+                state: State::Full,
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+    assert_eq!(
+        classify_to(&e, "<tel:+1-212-555-0000>", 0).as_deref(),
+        Some("f3g44k1")
+    );
+}
+
+// ------------------------------------------------------------------ subscriber: responses
+
+#[test]
+fn subscriber_stops_on_403_and_489() {
+    for (status, why) in [(403, StopReason::Forbidden), (489, StopReason::BadEvent)] {
+        let e = engine();
+        let mut s = subscriber(&e);
+        let sub = s.poll_transmit().expect("SUBSCRIBE");
+        s.handle_response(0, &Response::to(&sub, status, Some("n1")));
+        assert!(s.is_stopped());
+        assert_eq!(events(&mut s), [SubscriberEvent::Stopped(why)]);
+        assert_eq!(s.poll_timeout(), None);
+    }
+}
+
+#[test]
+fn subscriber_retries_423_with_min_expires() {
+    let e = engine();
+    let mut s = subscriber(&e);
+    let sub = s.poll_transmit().expect("SUBSCRIBE");
+    let mut r = Response::to(&sub, 423, Some("n1"));
+    r.min_expires = Some(7200);
+    s.handle_response(0, &r);
+    let again = s.poll_transmit().expect("retried at once");
+    assert_eq!(
+        (again.expires, again.cseq, again.call_id.as_str()),
+        (Some(7200), 2, sub.call_id.as_str())
+    );
+}
+
+#[test]
+fn subscriber_backs_off_and_honours_retry_after() {
+    let e = engine();
+    let mut s = subscriber(&e);
+    let sub = s.poll_transmit().expect("SUBSCRIBE");
+    let mut r = Response::to(&sub, 503, Some("n1"));
+    r.retry_after = Some(30);
+    s.handle_response(0, &r);
+    assert_eq!(s.poll_timeout(), Some(30 * S));
+    s.handle_timeout(30 * S);
+    let second = s.poll_transmit().expect("retry");
+    assert_ne!(second.call_id, sub.call_id, "a new subscription");
+    // No answer at all: 32 s transaction timeout, then 1 s, 2 s, 4 s back-off.
+    let mut t = 30 * S;
+    let mut delays = Vec::new();
+    for _ in 0..3 {
+        let timeout = s.poll_timeout().expect("txn timer");
+        assert_eq!(timeout, t + TRANSACTION_TIMEOUT_NS);
+        s.handle_timeout(timeout);
+        let retry = s.poll_timeout().expect("retry timer");
+        delays.push((retry - timeout) / S);
+        s.handle_timeout(retry);
+        assert!(s.poll_transmit().is_some());
+        t = retry;
+    }
+    assert_eq!(delays, [1, 2, 4]);
+}
+
+#[test]
+fn subscriber_refreshes_before_expiry_and_restarts_on_481() {
+    let e = engine();
+    let mut s = subscriber(&e);
+    let sub = s.poll_transmit().expect("SUBSCRIBE");
+    s.handle_response(0, &ok(&sub, 600));
+    // Refresh at expiry − 60 s, inside the dialog.
+    assert_eq!(s.poll_timeout(), Some(540 * S));
+    s.handle_timeout(540 * S);
+    let refresh = s.poll_transmit().expect("refresh");
+    assert_eq!(
+        (
+            refresh.call_id.as_str(),
+            refresh.to.tag.as_deref(),
+            refresh.cseq
+        ),
+        (sub.call_id.as_str(), Some("n1"), 2)
+    );
+    s.handle_response(540 * S, &Response::to(&refresh, 481, None));
+    let fresh = s.poll_transmit().expect("new subscription");
+    assert_ne!(fresh.call_id, sub.call_id);
+    assert_eq!(fresh.to.tag, None);
+}
+
+// ------------------------------------------------------------------ subscriber: NOTIFY
+
+fn subscribed() -> (Engine, Subscriber, Request) {
+    let e = engine();
+    let mut s = subscriber(&e);
+    let sub = s.poll_transmit().expect("SUBSCRIBE");
+    s.handle_response(0, &ok(&sub, 3600));
+    events(&mut s);
+    (e, s, sub)
+}
+
+#[test]
+fn notify_checks_trust_dialog_and_package() {
+    let (e, mut s, sub) = subscribed();
+    let good = body(0, "full", &rule_xml("r", "+1", 5));
+    let mut stranger = notify(&sub, 1, "active", CT, good.clone());
+    stranger.from.uri = uri("sip:evil.example.net");
+    assert_eq!(s.handle_notify(0, &stranger).status, 481);
+    let mut outside = notify(&sub, 1, "active", CT, good.clone());
+    outside.call_id = "other".into();
+    assert_eq!(s.handle_notify(0, &outside).status, 481);
+    let mut other_event = notify(&sub, 1, "active", CT, good.clone());
+    other_event.event = Some("presence".into());
+    assert_eq!(s.handle_notify(0, &other_event).status, 489);
+    assert!(
+        e.source_policy("sip:sbc.example.com").is_none(),
+        "nothing applied"
+    );
+    // Forking: the first dialog-creating NOTIFY wins.
+    assert_eq!(
+        s.handle_notify(0, &notify(&sub, 1, "active", CT, good.clone()))
+            .status,
+        200
+    );
+    let mut forked = notify(&sub, 1, "active", CT, good);
+    forked.from.tag = Some("n2".into());
+    assert_eq!(s.handle_notify(0, &forked).status, 481);
+    // A trusted domain other than the notifier's host is accepted.
+    let mut c = SubscriberConfig::new(
+        uri("sip:sbc.example.com"),
+        uri("sip:up.example"),
+        "c2",
+        "t2",
+    );
+    c.trust = vec!["example.com".into()];
+    let mut s2 = Subscriber::new(c, engine(), 0);
+    let sub2 = s2.poll_transmit().expect("SUBSCRIBE");
+    let mut sibling = notify(&sub2, 1, "active", CT, body(0, "full", ""));
+    sibling.from.uri = uri("sip:sbc2.example.com");
+    assert_eq!(s2.handle_notify(0, &sibling).status, 200);
+}
+
+#[test]
+fn versions_repeats_gaps_invalid_and_unknown_bodies() {
+    let (e, mut s, sub) = subscribed();
+    let src = "sip:sbc.example.com";
+    assert_eq!(
+        s.handle_notify(
+            0,
+            &notify(
+                &sub,
+                1,
+                "active",
+                CT,
+                body(4, "full", &rule_xml("a", "+1", 5))
+            )
+        )
+        .status,
+        200
+    );
+    assert_eq!(e.source_policy(src).map(|r| r.version()), Some(4));
+    // A partial with the next version merges.
+    s.handle_notify(
+        0,
+        &notify(
+            &sub,
+            2,
+            "active",
+            CT,
+            body(5, "partial", &rule_xml("b", "+44", 5)),
+        ),
+    );
+    assert_eq!(e.source_policy(src).map(|r| r.len()), Some(2));
+    events(&mut s);
+    // Repeated and older versions are ignored.
+    s.handle_notify(0, &notify(&sub, 3, "active", CT, body(5, "full", "")));
+    s.handle_notify(0, &notify(&sub, 4, "active", CT, body(3, "full", "")));
+    assert_eq!(
+        events(&mut s),
+        [
+            SubscriberEvent::DocumentIgnored {
+                version: 5,
+                reason: IgnoreReason::Stale { last: 5 }
+            },
+            SubscriberEvent::DocumentIgnored {
+                version: 3,
+                reason: IgnoreReason::Stale { last: 5 }
+            },
+        ]
+    );
+    // A gap: ignored, and a re-SUBSCRIBE asks for the full state.
+    s.handle_notify(
+        0,
+        &notify(
+            &sub,
+            5,
+            "active",
+            CT,
+            body(7, "partial", &rule_xml("c", "+33", 5)),
+        ),
+    );
+    assert_eq!(
+        events(&mut s),
+        [SubscriberEvent::DocumentIgnored {
+            version: 7,
+            reason: IgnoreReason::Gap { expected: 6 }
+        }]
+    );
+    let resub = s.poll_transmit().expect("re-SUBSCRIBE");
+    assert_eq!(
+        (resub.call_id.as_str(), resub.to.tag.as_deref()),
+        (sub.call_id.as_str(), Some("n1"))
+    );
+    assert_eq!(e.source_policy(src).map(|r| r.len()), Some(2));
+    // An invalid document is answered 200, reported, and changes nothing.
+    let r = s.handle_notify(
+        0,
+        &notify(
+            &sub,
+            6,
+            "active",
+            CT,
+            body(
+                6,
+                "full",
+                "<rule id=\"x\"><actions><accept><rate>-1</rate></accept></actions></rule>",
+            ),
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert!(
+        matches!(&events(&mut s)[..], [SubscriberEvent::InvalidDocument { error }] if error.contains("negative"))
+    );
+    assert_eq!(e.source_policy(src).map(|r| r.version()), Some(5));
+    // Another body type is discarded.
+    s.handle_notify(
+        0,
+        &notify(
+            &sub,
+            7,
+            "active",
+            Some("application/pidf+xml"),
+            b"<presence/>".to_vec(),
+        ),
+    );
+    assert_eq!(
+        events(&mut s),
+        [SubscriberEvent::UnknownBody {
+            content_type: "application/pidf+xml".into()
+        }]
+    );
+    // No body: the notifier has no policy any more.
+    s.handle_notify(0, &notify(&sub, 8, "active", CT, Vec::new()));
+    assert_eq!(events(&mut s), [SubscriberEvent::PolicyWithdrawn]);
+    assert!(e.source_policy(src).is_none());
+}
+
+#[test]
+fn terminated_withdraws_the_notifiers_rules_and_reasons_decide_what_next() {
+    for (reason, stops, new_dialog) in [
+        ("deactivated", false, true),
+        ("timeout", false, true),
+        ("probation;retry-after=20", false, false),
+        ("rejected", true, false),
+        ("noresource", true, false),
+    ] {
+        let (e, mut s, sub) = subscribed();
+        s.handle_notify(
+            0,
+            &notify(
+                &sub,
+                1,
+                "active",
+                CT,
+                body(0, "full", &rule_xml("a", "+1", 5)),
+            ),
+        );
+        assert!(e.source_policy("sip:sbc.example.com").is_some());
+        s.handle_notify(
+            S,
+            &notify(
+                &sub,
+                2,
+                &format!("terminated;reason={reason}"),
+                CT,
+                Vec::new(),
+            ),
+        );
+        assert!(e.source_policy("sip:sbc.example.com").is_none(), "{reason}");
+        assert!(classify_to(&e, "<tel:+1555>", 0).is_none());
+        assert_eq!(s.is_stopped(), stops, "{reason}");
+        assert_eq!(s.poll_transmit().is_some(), new_dialog, "{reason}");
+        if reason.starts_with("probation") {
+            assert_eq!(s.poll_timeout(), Some(21 * S));
+        }
+    }
+}
+
+#[test]
+fn future_rules_are_enforced_when_they_start_even_if_refreshes_failed() {
+    let (e, mut s, sub) = subscribed();
+    // Valid from one hour after "now" (wall clock 1,700,000,000 s).
+    let starts = policy::Timestamp::from_unix(1_700_003_600, 0);
+    let ends = policy::Timestamp::from_unix(1_700_010_800, 0);
+    let rule = format!(
+        "<rule id=\"later\"><conditions><lc:call-identity><lc:sip><lc:to><many-tel prefix=\"+1\"/></lc:to></lc:sip></lc:call-identity>\
+         <validity><from>{starts}</from><until>{ends}</until></validity></conditions><actions><lc:accept><lc:rate>1</lc:rate></lc:accept></actions></rule>"
+    );
+    s.handle_notify(0, &notify(&sub, 1, "active", CT, body(0, "full", &rule)));
+    assert!(classify_to(&e, "<tel:+1555>", 1_700_000_000).is_none());
+    // Every refresh from now on fails; the subscription lapses.
+    let mut now = 0;
+    while now < 7_200 * S {
+        let Some(t) = s.poll_timeout() else { break };
+        now = t;
+        s.handle_timeout(now);
+        while s.poll_transmit().is_some() {}
+    }
+    assert!(events(&mut s).contains(&SubscriberEvent::Lapsed));
+    assert_eq!(
+        classify_to(&e, "<tel:+1555>", 1_700_003_700).as_deref(),
+        Some("later")
+    );
+}
+
+// ------------------------------------------------------------------ notifier
+
+fn sub_req(call_id: &str, from: &str, expires: Option<u32>, accept: Option<&str>) -> Request {
+    Request {
+        method: Method::Subscribe,
+        request_uri: uri("sip:sbc.example.com"),
+        call_id: call_id.into(),
+        from: NameAddr {
+            uri: uri(from),
+            tag: Some(format!("t-{call_id}")),
+        },
+        to: NameAddr {
+            uri: uri("sip:sbc.example.com"),
+            tag: None,
+        },
+        cseq: 1,
+        event: Some("load-control".into()),
+        expires,
+        accept: accept.map(str::to_owned),
+        subscription_state: None,
+        content_type: None,
+        body: Vec::new(),
+    }
+}
+
+fn notifier() -> Notifier {
+    Notifier::new(NotifierConfig::new(
+        uri("sip:sbc.example.com"),
+        "n",
+        Authorization::Domains(vec!["upstream.example".into()]),
+    ))
+}
+
+#[test]
+fn notifier_refuses_what_it_must() {
+    let mut n = notifier();
+    assert_eq!(
+        n.handle_subscribe(0, &sub_req("a", "sip:x@evil.example", None, None))
+            .status,
+        403
+    );
+    assert_eq!(
+        n.handle_subscribe(
+            0,
+            &sub_req(
+                "b",
+                "sip:p1.upstream.example",
+                None,
+                Some("application/pidf+xml")
+            )
+        )
+        .status,
+        406
+    );
+    let mut wrong = sub_req("c", "sip:p1.upstream.example", None, None);
+    wrong.event = Some("presence".into());
+    assert_eq!(n.handle_subscribe(0, &wrong).status, 489);
+    let r = n.handle_subscribe(0, &sub_req("d", "sip:p1.upstream.example", Some(10), None));
+    assert_eq!((r.status, r.min_expires), (423, Some(60)));
+    let r = n.handle_subscribe(
+        0,
+        &sub_req("e", "sip:p1.upstream.example", Some(86_400), Some("*/*")),
+    );
+    assert_eq!((r.status, r.expires), (200, Some(3600)));
+    assert_eq!(n.subscriptions(), 1);
+    // No policy: a NOTIFY without body, Content-Type still set.
+    let first = n.poll_transmit().expect("NOTIFY");
+    assert!(first.body.is_empty());
+    assert_eq!(
+        first.content_type.as_deref(),
+        Some("application/load-control+xml")
+    );
+}
+
+fn answer(n: &mut Notifier, now: u64, req: &Request) {
+    n.handle_response(now, &Response::to(req, 200, None));
+}
+
+fn version_of(req: &Request) -> (u32, State, usize) {
+    let rs = policy::read(&req.body, &Limits::default())
+        .expect("valid")
+        .ruleset;
+    (rs.version(), rs.state(), rs.len())
+}
+
+#[test]
+fn notifier_paces_coalesces_versions_and_sends_partials() {
+    let mut n = notifier();
+    let base: String = (0..5)
+        .map(|i| rule_xml(&format!("r{i}"), &format!("+4{i}"), 10))
+        .collect();
+    n.set_policy(0, Some(rules(&base)));
+    let sub = sub_req("a", "sip:p1.upstream.example", None, None);
+    let r = n.handle_subscribe(0, &sub);
+    let first = n.poll_transmit().expect("initial NOTIFY");
+    assert_eq!(version_of(&first), (0, State::Full, 5));
+    answer(&mut n, 0, &first);
+    // 100 changes within one second: one NOTIFY at the 1 s mark carrying the final state.
+    for k in 0..100u32 {
+        let t = S / 2 + u64::from(k) * S / 250;
+        let changed: String = (0..5)
+            .map(|i| {
+                rule_xml(
+                    &format!("r{i}"),
+                    &format!("+4{i}"),
+                    if i == 2 { 100 + k } else { 10 },
+                )
+            })
+            .collect();
+        n.set_policy(t, Some(rules(&changed)));
+        assert!(n.poll_transmit().is_none(), "paced");
+    }
+    assert_eq!(n.poll_timeout(), Some(S));
+    n.handle_timeout(S);
+    let second = n.poll_transmit().expect("coalesced NOTIFY");
+    assert!(n.poll_transmit().is_none());
+    // Only r2 changed: a partial document, version 1.
+    assert_eq!(version_of(&second), (1, State::Partial, 1));
+    assert!(String::from_utf8_lossy(&second.body).contains("<lc:rate>199</lc:rate>"));
+    answer(&mut n, S, &second);
+    // A refresh gets the full state, version 2, at once.
+    let mut refresh = sub.clone();
+    refresh.to.tag = r.to.tag.clone();
+    refresh.cseq = 2;
+    assert_eq!(n.handle_subscribe(S + 1, &refresh).status, 200);
+    let third = n.poll_transmit().expect("NOTIFY after refresh");
+    assert_eq!(version_of(&third), (2, State::Full, 5));
+    answer(&mut n, S + 1, &third);
+    // Replacing most rules sends a full document; removing one sends a deletion.
+    n.set_policy(3 * S, Some(rules(&rule_xml("z", "+1", 1))));
+    let fourth = n.poll_transmit().expect("NOTIFY");
+    assert_eq!(version_of(&fourth), (3, State::Full, 1));
+    answer(&mut n, 3 * S, &fourth);
+    let zyx = format!(
+        "{}{}{}",
+        rule_xml("z", "+1", 1),
+        rule_xml("y", "+2", 1),
+        rule_xml("x", "+3", 1)
+    );
+    n.set_policy(5 * S, Some(rules(&zyx)));
+    let fifth = n.poll_transmit().expect("NOTIFY");
+    // Two new rules appended to one: a partial document.
+    assert_eq!(version_of(&fifth), (4, State::Partial, 2));
+    answer(&mut n, 5 * S, &fifth);
+    n.set_policy(
+        7 * S,
+        Some(rules(&format!(
+            "{}{}",
+            rule_xml("y", "+2", 1),
+            rule_xml("x", "+3", 1)
+        ))),
+    );
+    let del = n.poll_transmit().expect("NOTIFY");
+    assert_eq!(version_of(&del), (5, State::Partial, 1));
+    assert!(String::from_utf8_lossy(&del.body).contains("<rule id=\"z\">"));
+    answer(&mut n, 7 * S, &del);
+    // A new order cannot be expressed by a partial document: full.
+    n.set_policy(
+        9 * S,
+        Some(rules(&format!(
+            "{}{}",
+            rule_xml("x", "+3", 1),
+            rule_xml("y", "+2", 1)
+        ))),
+    );
+    let reorder = n.poll_transmit().expect("NOTIFY");
+    assert_eq!(version_of(&reorder), (6, State::Full, 2));
+}
+
+#[test]
+fn notifier_expires_fails_and_shuts_down_subscriptions() {
+    let mut n = notifier();
+    n.handle_subscribe(0, &sub_req("a", "sip:p1.upstream.example", Some(120), None));
+    n.handle_subscribe(
+        0,
+        &sub_req("b", "sip:p2.upstream.example", Some(3600), None),
+    );
+    n.handle_subscribe(
+        0,
+        &sub_req("c", "sip:p3.upstream.example", Some(3600), None),
+    );
+    let notifies: Vec<Request> = std::iter::from_fn(|| n.poll_transmit()).collect();
+    answer(&mut n, 0, &notifies[0]);
+    answer(&mut n, 0, &notifies[1]);
+    // c never answers: after 32 s its subscription ends.
+    n.handle_timeout(33 * S);
+    assert_eq!(n.subscriptions(), 2);
+    // a expires at 120 s: terminated;reason=timeout.
+    n.handle_timeout(120 * S);
+    let last = n.poll_transmit().expect("final NOTIFY");
+    assert_eq!(
+        (last.call_id.as_str(), last.subscription_state.as_deref()),
+        ("a", Some("terminated;reason=timeout"))
+    );
+    assert_eq!(n.subscriptions(), 1);
+    n.shutdown(200 * S);
+    let last = n.poll_transmit().expect("final NOTIFY");
+    assert_eq!(
+        last.subscription_state.as_deref(),
+        Some("terminated;reason=noresource")
+    );
+    assert_eq!(n.subscriptions(), 0);
+    let ended: Vec<NotifierEvent> = std::iter::from_fn(|| n.poll_event())
+        .filter(|e| matches!(e, NotifierEvent::Ended { .. }))
+        .collect();
+    assert_eq!(ended.len(), 3);
+}
+
+// ------------------------------------------------------------------ back to back
+
+/// Moves messages between a notifier and one subscriber; `lose` lists NOTIFYs (by count) to
+/// drop, `delay` NOTIFYs to deliver that much later (after later messages).
+struct Wire {
+    notifier: Notifier,
+    subs: Vec<(Subscriber, Engine)>,
+    now: u64,
+    notifies: usize,
+    lose: Vec<usize>,
+    delay: Vec<(usize, u64)>,
+    held: Vec<(u64, Request)>,
+    late_answers: Vec<u16>,
+}
+
+impl Wire {
+    fn pump(&mut self) {
+        for _ in 0..100 {
+            let mut moved = false;
+            for (s, _) in &mut self.subs {
+                while let Some(req) = s.poll_transmit() {
+                    moved = true;
+                    let resp = self.notifier.handle_subscribe(self.now, &req);
+                    s.handle_response(self.now, &resp);
+                }
+            }
+            while let Some(n) = self.notifier.poll_transmit() {
+                moved = true;
+                self.notifies += 1;
+                let k = self.notifies;
+                if self.lose.contains(&k) {
+                    continue;
+                }
+                if let Some(&(_, d)) = self.delay.iter().find(|(n, _)| *n == k) {
+                    self.held.push((self.now + d, n));
+                    continue;
+                }
+                let resp = self.subs[0].0.handle_notify(self.now, &n);
+                self.notifier.handle_response(self.now, &resp);
+            }
+            let now = self.now;
+            let due: Vec<Request> = self
+                .held
+                .iter()
+                .filter(|(at, _)| *at <= now)
+                .map(|(_, r)| r.clone())
+                .collect();
+            self.held.retain(|(at, _)| *at > now);
+            for late in due {
+                moved = true;
+                let resp = self.subs[0].0.handle_notify(self.now, &late);
+                self.late_answers.push(resp.status);
+                self.notifier.handle_response(self.now, &resp);
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn run_until(&mut self, t: u64) {
+        loop {
+            self.pump();
+            let next = self
+                .subs
+                .iter()
+                .filter_map(|(s, _)| s.poll_timeout())
+                .chain(self.notifier.poll_timeout())
+                .chain(self.held.iter().map(|(at, _)| *at))
+                .min();
+            match next {
+                Some(n) if n <= t => {
+                    self.now = self.now.max(n);
+                    for (s, _) in &mut self.subs {
+                        s.handle_timeout(self.now);
+                    }
+                    self.notifier.handle_timeout(self.now);
+                }
+                _ => {
+                    self.now = t;
+                    self.pump();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn wire_one(lose: Vec<usize>, delay: Vec<(usize, u64)>) -> Wire {
+    let e = engine();
+    let mut c = SubscriberConfig::new(
+        uri("sip:sbc.example.com"),
+        uri("sip:proxy.upstream.example"),
+        "cid",
+        "up",
+    );
+    c.scope_to_notifier = false;
+    c.expires = 600;
+    let s = Subscriber::new(c, e.clone(), 0);
+    Wire {
+        notifier: notifier(),
+        subs: vec![(s, e)],
+        now: 0,
+        notifies: 0,
+        lose,
+        delay,
+        held: Vec::new(),
+        late_answers: Vec::new(),
+    }
+}
+
+fn in_sync(w: &Wire, expected: &[Arc<Rule>]) -> bool {
+    let got = w.subs[0].1.source_policy("sip:sbc.example.com");
+    got.as_ref()
+        .and_then(Ruleset::rules)
+        .is_some_and(|r| r.iter().map(|x| &**x).eq(expected.iter().map(|x| &**x)))
+}
+
+#[test]
+fn back_to_back_changes_arrive_and_stay_in_sync() {
+    let mut w = wire_one(vec![], vec![]);
+    let mut current = Vec::new();
+    for k in 0..30u32 {
+        let xml: String = (0..4)
+            .map(|i| rule_xml(&format!("r{i}"), &format!("+4{i}"), 10 + (k + i) % 7))
+            .collect();
+        current = rules(&xml);
+        w.notifier.set_policy(w.now, Some(current.clone()));
+        w.run_until(w.now + S / 3);
+    }
+    w.run_until(w.now + 2 * S);
+    assert!(in_sync(&w, &current));
+    // The subscription is refreshed across an hour.
+    w.run_until(3_600 * S);
+    assert!(in_sync(&w, &current));
+    assert_eq!(w.notifier.subscriptions(), 1);
+}
+
+#[test]
+fn a_lost_notify_ends_the_subscription_and_the_subscriber_recovers() {
+    // NOTIFY 2 is lost: the notifier's transaction times out, it ends the subscription; the
+    // subscriber's refresh gets 481 and a new subscription brings the full state.
+    let mut w = wire_one(vec![2], vec![]);
+    w.notifier
+        .set_policy(0, Some(rules(&rule_xml("a", "+1", 1))));
+    w.run_until(2 * S);
+    let latest = rules(&format!(
+        "{}{}",
+        rule_xml("a", "+1", 2),
+        rule_xml("b", "+2", 2)
+    ));
+    w.notifier.set_policy(w.now, Some(latest.clone()));
+    w.run_until(40 * S);
+    assert_eq!(w.notifier.subscriptions(), 0);
+    w.run_until(700 * S);
+    assert_eq!(w.notifier.subscriptions(), 1);
+    assert!(in_sync(&w, &latest));
+}
+
+#[test]
+fn a_late_notify_from_an_ended_subscription_cannot_roll_the_policy_back() {
+    // NOTIFY 2 (version 1) is delayed by ten minutes: the notifier gives up on it after 32 s,
+    // the subscriber's refresh gets 481, a new subscription delivers the latest state, and
+    // when the stale NOTIFY finally arrives it is refused (481) and changes nothing.
+    let mut w = wire_one(vec![], vec![(2, 600 * S)]);
+    w.notifier
+        .set_policy(0, Some(rules(&rule_xml("a", "+1", 1))));
+    w.run_until(2 * S);
+    w.notifier.set_policy(
+        w.now,
+        Some(rules(&format!(
+            "{}{}",
+            rule_xml("a", "+1", 1),
+            rule_xml("b", "+2", 1)
+        ))),
+    );
+    w.run_until(4 * S);
+    let latest = rules(&format!(
+        "{}{}",
+        rule_xml("a", "+1", 7),
+        rule_xml("c", "+3", 7)
+    ));
+    w.notifier.set_policy(w.now, Some(latest.clone()));
+    w.run_until(590 * S);
+    assert!(in_sync(&w, &latest));
+    w.run_until(700 * S);
+    assert_eq!(w.late_answers, [481]);
+    assert!(in_sync(&w, &latest));
+}
+
+#[test]
+fn allocator_shares_a_global_rate_among_subscribers() {
+    use loadctl::event::allocator::Allocator;
+    let template = rules(&rule_xml("hotline", "+1-212", 1))[0].as_ref().clone();
+    let mut alloc = Allocator::new(300.0, template, 0.5);
+    let mut n = Notifier::new(NotifierConfig::new(
+        uri("sip:sbc.example.com"),
+        "n",
+        Authorization::Any,
+    ));
+    let upstreams = [
+        "sip:p1.upstream.example",
+        "sip:p2.upstream.example",
+        "sip:p3.upstream.example",
+    ];
+    let mut engines = Vec::new();
+    let mut subs = Vec::new();
+    for (i, u) in upstreams.iter().enumerate() {
+        let e = engine();
+        let mut c = SubscriberConfig::new(
+            uri("sip:sbc.example.com"),
+            uri(u),
+            &format!("c{i}"),
+            &format!("t{i}"),
+        );
+        c.scope_to_notifier = false;
+        subs.push(Subscriber::new(c, e.clone(), 0));
+        engines.push(e);
+    }
+    let rate_of = |e: &Engine| -> f64 {
+        match e
+            .source_policy("sip:sbc.example.com")
+            .and_then(|r| r.rules().map(|r| r[0].accept.limit))
+        {
+            Some(loadctl::policy::Limit::Rate(r)) => r.per_second(),
+            _ => -1.0,
+        }
+    };
+    let mut demands = [50.0, 400.0, 400.0];
+    let mut now = 0;
+    for period in 0..12 {
+        if period == 6 {
+            // Demand moves: the first upstream now sends the most.
+            demands = [500.0, 40.0, 40.0];
+        }
+        for (u, d) in upstreams.iter().zip(demands) {
+            alloc.observe(u, d);
+        }
+        for (u, p) in alloc.policies() {
+            n.set_subscriber_policy(now, &uri(&u), Some(Some(p)));
+        }
+        for _ in 0..3 {
+            for s in &mut subs {
+                while let Some(req) = s.poll_transmit() {
+                    let r = n.handle_subscribe(now, &req);
+                    s.handle_response(now, &r);
+                }
+            }
+            n.handle_timeout(now);
+            while let Some(msg) = n.poll_transmit() {
+                let k = upstreams
+                    .iter()
+                    .position(|u| msg.to.uri.as_str() == *u)
+                    .expect("known");
+                let resp = subs[k].handle_notify(now, &msg);
+                n.handle_response(now, &resp);
+            }
+            now += S / 2;
+        }
+        let shares: Vec<f64> = engines.iter().map(&rate_of).collect();
+        let total: f64 = shares.iter().sum();
+        assert!((total - 300.0).abs() < 0.01, "period {period}: {shares:?}");
+        if period == 5 {
+            // The small sender keeps its demand (plus no headroom: capacity is short).
+            assert!(
+                (shares[0] - 50.0).abs() < 1.0 && (shares[1] - 125.0).abs() < 1.0,
+                "{shares:?}"
+            );
+        }
+        if period == 11 {
+            // Within a few periods after the shift, the big sender has the largest share.
+            assert!(
+                shares[0] > 190.0 && shares[1] < 60.0 && shares[2] < 60.0,
+                "{shares:?}"
+            );
+        }
+    }
+    // Each upstream enforces its own share locally; the cluster's sum is the capacity.
+    assert_eq!(
+        classify_to(&engines[0], "<tel:+1-212-555-0000>", 0).as_deref(),
+        Some("hotline")
+    );
+    let mut shard = engines[1].attach();
+    let admitted = (0..1000)
+        .filter(|_| {
+            let req = SipRequest {
+                method: "INVITE",
+                identities: Identities {
+                    to: Some("<tel:+1-212-555-0000>"),
+                    ..Identities::default()
+                },
+                transport: Transport::Tcp,
+                initial: true,
+                event: None,
+                time: Some(Time {
+                    monotonic_ns: 5 * S,
+                    unix_ns: 0,
+                }),
+            };
+            shard.classify(&req).verdict == Verdict::Accept
+        })
+        .count();
+    assert!(admitted as f64 <= (rate_of(&engines[1]) * 0.1).ceil() + 1.0);
+}
