@@ -1003,3 +1003,124 @@ fn allocator_shares_a_global_rate_among_subscribers() {
         .count();
     assert!(admitted as f64 <= (rate_of(&engines[1]) * 0.1).ceil() + 1.0);
 }
+
+#[test]
+fn a_burst_after_a_quiet_period_gives_two_notifies_the_last_with_the_final_state() {
+    let mut n = notifier();
+    n.set_policy(0, Some(rules(&rule_xml("r", "+1", 1))));
+    n.handle_subscribe(0, &sub_req("a", "sip:p1.upstream.example", None, None));
+    let first = n.poll_transmit().expect("initial");
+    answer(&mut n, 0, &first);
+    let mut sent = Vec::new();
+    for k in 0..100u32 {
+        let t = 10 * S + u64::from(k) * S / 200;
+        n.set_policy(t, Some(rules(&rule_xml("r", "+1", 2 + k))));
+        while let Some(m) = n.poll_transmit() {
+            answer(&mut n, t, &m);
+            sent.push(m);
+        }
+        if let Some(due) = n.poll_timeout().filter(|&d| d <= t) {
+            n.handle_timeout(due);
+        }
+    }
+    n.handle_timeout(12 * S);
+    while let Some(m) = n.poll_transmit() {
+        sent.push(m);
+    }
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(String::from_utf8_lossy(&sent[0].body).contains("<lc:rate>2</lc:rate>"));
+    assert!(String::from_utf8_lossy(&sent[1].body).contains("<lc:rate>101</lc:rate>"));
+    assert_eq!((version_of(&sent[0]).0, version_of(&sent[1]).0), (1, 2));
+}
+
+#[test]
+fn redirect_targets_are_checked_against_the_agreed_list() {
+    let e = engine();
+    let mut c = SubscriberConfig::new(
+        uri("sip:sbc.example.com"),
+        uri("sip:proxy.upstream.example"),
+        "cid",
+        "up",
+    );
+    c.redirect_allow = Some(vec!["ivr.example.com".into()]);
+    let mut s = Subscriber::new(c, e, 0);
+    let sub = s.poll_transmit().expect("SUBSCRIBE");
+    let redirect = |id: &str, target: &str| {
+        format!(
+            "<rule id=\"{id}\"><actions><lc:accept alt-action=\"redirect\" alt-target=\"{target}\"><lc:rate>1</lc:rate></lc:accept></actions></rule>"
+        )
+    };
+    let doc = format!(
+        "{}{}",
+        redirect("fine", "sip:info@ivr.example.com"),
+        redirect("victim", "sip:victim@bank.example")
+    );
+    s.handle_notify(0, &notify(&sub, 1, "active", CT, body(0, "full", &doc)));
+    let ev = events(&mut s);
+    assert!(
+        ev.contains(&SubscriberEvent::RedirectOutsideAllowList {
+            rules: vec!["victim".into()]
+        }),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn several_subscribers_feed_one_engine_as_separate_sources() {
+    let e = engine();
+    let mut subs: Vec<(Subscriber, Request)> = ["sip:east.example.com", "sip:west.example.com"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let c = SubscriberConfig::new(
+                uri(n),
+                uri("sip:proxy.upstream.example"),
+                &format!("c{i}"),
+                &format!("t{i}"),
+            );
+            let mut s = Subscriber::new(c, e.clone(), 0);
+            let sub = s.poll_transmit().expect("SUBSCRIBE");
+            (s, sub)
+        })
+        .collect();
+    for (i, (s, sub)) in subs.iter_mut().enumerate() {
+        let mut n = notify(
+            sub,
+            1,
+            "active",
+            CT,
+            body(0, "full", &rule_xml(&format!("r{i}"), "+1", 0)),
+        );
+        n.from.uri = sub.request_uri.clone();
+        assert_eq!(s.handle_notify(0, &n).status, 200);
+    }
+    // Each notifier's rules are scoped to it.
+    let towards = |target: &str| {
+        let mut shard = e.attach();
+        let req = SipRequest {
+            method: "INVITE",
+            identities: Identities {
+                to: Some("<tel:+1555>"),
+                target: Some(target),
+                ..Identities::default()
+            },
+            transport: Transport::Tcp,
+            initial: true,
+            event: None,
+            time: Some(Time {
+                monotonic_ns: 0,
+                unix_ns: 0,
+            }),
+        };
+        shard.classify(&req).rule.map(|r| r.id().to_string())
+    };
+    assert_eq!(towards("sip:east.example.com").as_deref(), Some("r0"));
+    assert_eq!(towards("sip:west.example.com").as_deref(), Some("r1"));
+    // East terminates: only its rules go.
+    let (s, sub) = &mut subs[0];
+    let mut t = notify(sub, 2, "terminated;reason=rejected", CT, Vec::new());
+    t.from.uri = sub.request_uri.clone();
+    s.handle_notify(S, &t);
+    assert_eq!(towards("sip:east.example.com"), None);
+    assert_eq!(towards("sip:west.example.com").as_deref(), Some("r1"));
+}

@@ -13,6 +13,43 @@
 //!   an [`crate::engine::Engine`] as one source.
 //! - [`notifier::Notifier`]: the overloaded or protected server that pushes policies.
 //! - [`allocator`]: max-min fair shares of a capacity among several subscribers.
+//!
+//! # A worked example
+//! A notifier and a subscriber wired back to back; in production each side's SIP stack turns
+//! the [`Request`]s and [`Response`]s into messages on the wire and back.
+//!
+//! ```
+//! use loadctl::engine::{Engine, EngineConfig};
+//! use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig};
+//! use loadctl::event::subscriber::{Subscriber, SubscriberConfig, SubscriberEvent};
+//! use loadctl::policy::{self, Uri};
+//!
+//! let sbc = Uri::new("sip:sbc.example.com").unwrap();
+//! let proxy = Uri::new("sip:proxy.example.net").unwrap();
+//! let mut notifier = Notifier::new(NotifierConfig::new(sbc.clone(), "n7", Authorization::Any));
+//! let body = br#"<ruleset xmlns="urn:ietf:params:xml:ns:common-policy" version="0" state="full">
+//!   <rule id="hotline"><actions><accept><rate>100</rate></accept></actions></rule></ruleset>"#;
+//! let rules = policy::read(body, &Default::default()).unwrap().ruleset;
+//! notifier.set_policy(0, rules.rules().map(|r| r.to_vec()));
+//!
+//! let engine = Engine::new(EngineConfig::default());
+//! let config = SubscriberConfig::new(sbc, proxy, "a84b4c76e66710", "1928301774");
+//! let mut subscriber = Subscriber::new(config, engine.clone(), 0);
+//!
+//! let now = 0; // monotonic nanoseconds, from the caller's clock
+//! while let Some(subscribe) = subscriber.poll_transmit() {
+//!     let answer = notifier.handle_subscribe(now, &subscribe); // 200, Expires: 3600
+//!     subscriber.handle_response(now, &answer);
+//! }
+//! while let Some(notify) = notifier.poll_transmit() {
+//!     let answer = subscriber.handle_notify(now, &notify); // applies the policy
+//!     notifier.handle_response(now, &answer);
+//! }
+//! assert!(std::iter::from_fn(|| subscriber.poll_event())
+//!     .any(|e| matches!(e, SubscriberEvent::PolicyApplied { version: 0, .. })));
+//! assert_eq!(engine.snapshot().policy().len(), 1);
+//! // Later: call handle_timeout(now) whenever now reaches poll_timeout() on either side.
+//! ```
 
 pub mod allocator;
 pub mod notifier;
