@@ -11,6 +11,8 @@
 //! - [`limit`]: single-owner limiters (GCRA rate gate, percent gate, window).
 //! - [`engine`]: the multi-core runtime — [`engine::Engine`] publishes snapshots (RCU), each
 //!   worker's [`engine::Shard`] classifies with its own limiter state; requests, decisions, stats.
+//! - [`sip`]: zero-copy scanner for the fields of a raw SIP request.
+//! - [`event`]: the sans-I/O `load-control` event package (subscriber, notifier, allocator).
 //! - [`clock`]: injected time sources.
 //! - [`sync`]: the only module naming atomics and arc-swap (loom shim under `--cfg loadctl_loom`).
 #![forbid(unsafe_code)]
@@ -22,5 +24,6 @@ pub mod engine;
 pub mod event;
 pub mod limit;
 pub mod policy;
+pub mod sip;
 pub mod sync;
 pub mod uri;

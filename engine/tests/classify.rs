@@ -594,3 +594,41 @@ fn burst_tolerance_is_configurable() {
         assert_eq!(at_once, burst, "tau {tau_ms} ms");
     }
 }
+
+#[test]
+fn raw_sip_requests_classify_like_parsed_ones() {
+    let mut s = shard(&format!(
+        "{}{}",
+        rule(
+            "hot",
+            &ci("<lc:to><many-tel prefix=\"+1-212\"/></lc:to>"),
+            REJECT_ALL
+        ),
+        rule("msg", "<method>MESSAGE</method>", REJECT_ALL)
+    ));
+    let invite = b"INVITE sip:+12125551234@gw.example.com;user=phone SIP/2.0\r\n\
+Via: SIP/2.0/UDP a.example;branch=z9hG4bK1\r\nTo: \"Hotline\" <tel:+1-212-555-1234>\r\n\
+From: \"J\xf6rg\" <sip:j@a.example>;tag=1\r\nCall-ID: x@a\r\nCSeq: 1 INVITE\r\n\r\n";
+    let sip = loadctl::sip::scan(invite).expect("valid");
+    let d = s.classify(&Request::from_sip(&sip, Transport::Udp, None));
+    assert_eq!(
+        (d.verdict, d.rule.map(|r| r.id().as_str())),
+        (Verdict::Reject, Some("hot"))
+    );
+    // In-dialog (to-tag) and ACK are exempt.
+    let bye = b"BYE sip:x@y SIP/2.0\r\nt: <tel:+12125551234>;tag=9\r\nf: <sip:j@a.example>;tag=1\r\ni: x@a\r\nCSeq: 2 BYE\r\n\r\n";
+    let sip = loadctl::sip::scan(bye).expect("valid");
+    assert!(
+        s.classify(&Request::from_sip(&sip, Transport::Udp, None))
+            .exempt
+    );
+    let msg = b"MESSAGE sip:x@y SIP/2.0\r\nt: <sip:x@y>\r\nf: <sip:j@a.example>;tag=1\r\ni: m@a\r\nCSeq: 1 MESSAGE\r\n\r\n";
+    let sip = loadctl::sip::scan(msg).expect("valid");
+    assert_eq!(
+        s.classify(&Request::from_sip(&sip, Transport::Tcp, None))
+            .rule
+            .map(|r| r.id().to_string())
+            .as_deref(),
+        Some("msg")
+    );
+}

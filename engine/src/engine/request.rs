@@ -69,7 +69,34 @@ pub struct Request<'r> {
     pub time: Option<Time>,
 }
 
-impl Request<'_> {
+impl<'r> Request<'r> {
+    /// The request a scanned raw SIP message describes (the target is left empty: the caller
+    /// knows its next hop).
+    pub fn from_sip(
+        sip: &crate::sip::SipRequest<'r>,
+        transport: Transport,
+        time: Option<Time>,
+    ) -> Self {
+        use crate::sip::uri_part;
+        Request {
+            method: sip.method,
+            identities: Identities {
+                from: uri_part(sip.from),
+                to: uri_part(sip.to),
+                request_uri: Some(sip.request_uri),
+                // Both comma-separated values when the header is clean text, else the first URI.
+                p_asserted_identity: sip
+                    .p_asserted_identity
+                    .and_then(|v| std::str::from_utf8(v).ok().or_else(|| uri_part(v))),
+                target: None,
+            },
+            transport,
+            initial: sip.initial,
+            event: sip.event.and_then(|e| std::str::from_utf8(e).ok()),
+            time,
+        }
+    }
+
     /// RFC 7200 §5.1: ACK, BYE, CANCEL, in-dialog requests and SUBSCRIBEs for the
     /// `load-control` event itself are never filtered.
     pub fn is_exempt(&self) -> bool {

@@ -1,0 +1,428 @@
+//! A zero-copy scanner that pulls from a raw SIP request the fields classification needs.
+//!
+//! It reads the request line and the header section only — no body, no full RFC 3261 parse —
+//! and allocates nothing: every field is a slice of the input. Header names are matched
+//! case-insensitively, in long or compact form (`f` From, `t` To, `i` Call-ID, `v` Via, `o`
+//! Event); folded lines (a line starting with white space continues the previous one) belong to
+//! the header they fold. A request whose To header has no `tag` parameter is initial; one with
+//! a to-tag is inside a dialog. Lines may end in CRLF or a bare LF.
+//!
+//! Header values keep their display names and parameters; [`uri_part`] cuts the URI out of one
+//! at the byte level, so a display name in a legacy 8-bit charset never stops classification.
+
+/// Why a message was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SipError {
+    /// The input ends before the empty line that closes the headers.
+    Truncated,
+    /// The first line is not `METHOD SP Request-URI SP SIP/2.0`.
+    BadRequestLine,
+    /// A response (status line) where a request was expected.
+    NotARequest,
+    /// A header line without a colon, or a fold before the first header.
+    BadHeader,
+    /// A header the request must have (From, To, Call-ID, CSeq) is missing.
+    MissingHeader(&'static str),
+    /// The CSeq header is not `number SP method`.
+    BadCSeq,
+}
+
+impl std::fmt::Display for SipError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SipError::Truncated => f.write_str("the message ends inside its header section"),
+            SipError::BadRequestLine => f.write_str("malformed request line"),
+            SipError::NotARequest => f.write_str("a response, not a request"),
+            SipError::BadHeader => f.write_str("malformed header line"),
+            SipError::MissingHeader(h) => write!(f, "missing {h} header"),
+            SipError::BadCSeq => f.write_str("malformed CSeq header"),
+        }
+    }
+}
+
+impl std::error::Error for SipError {}
+
+/// The fields of a SIP request classification needs, borrowed from the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SipRequest<'a> {
+    /// The method, from the request line.
+    pub method: &'a str,
+    /// The Request-URI.
+    pub request_uri: &'a str,
+    /// From header value.
+    pub from: &'a [u8],
+    /// To header value.
+    pub to: &'a [u8],
+    /// The first P-Asserted-Identity header value, if any.
+    pub p_asserted_identity: Option<&'a [u8]>,
+    /// The Event header value, if any.
+    pub event: Option<&'a [u8]>,
+    /// Call-ID.
+    pub call_id: &'a [u8],
+    /// CSeq number.
+    pub cseq: u32,
+    /// CSeq method.
+    pub cseq_method: &'a [u8],
+    /// The topmost Via header value (up to the first comma), if any.
+    pub via: Option<&'a [u8]>,
+    /// True when To has no tag: the request is outside a dialog.
+    pub initial: bool,
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &b[start..end.max(start)]
+}
+
+/// The next line of `input` from `at`: (line without its end, offset after it), or `None` at
+/// the end of the input without a line end.
+fn line(input: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    let rest = &input[at..];
+    let lf = rest.iter().position(|&b| b == b'\n')?;
+    let content = &rest[..lf];
+    let content = content.strip_suffix(b"\r").unwrap_or(content);
+    Some((content, at + lf + 1))
+}
+
+/// The header a (lower-cased) name stands for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Known {
+    From,
+    To,
+    Pai,
+    Event,
+    CallId,
+    CSeq,
+    Via,
+    Other,
+}
+
+fn known(name: &[u8]) -> Known {
+    let eq = |s: &str| name.eq_ignore_ascii_case(s.as_bytes());
+    if eq("from") || eq("f") {
+        Known::From
+    } else if eq("to") || eq("t") {
+        Known::To
+    } else if eq("p-asserted-identity") {
+        Known::Pai
+    } else if eq("event") || eq("o") {
+        Known::Event
+    } else if eq("call-id") || eq("i") {
+        Known::CallId
+    } else if eq("cseq") {
+        Known::CSeq
+    } else if eq("via") || eq("v") {
+        Known::Via
+    } else {
+        Known::Other
+    }
+}
+
+/// Scans a raw SIP request.
+pub fn scan(input: &[u8]) -> Result<SipRequest<'_>, SipError> {
+    // Leading empty lines are allowed before a message on a stream (RFC 3261 §7.5).
+    let mut at = 0;
+    let request_line = loop {
+        let (l, next) = line(input, at).ok_or(SipError::Truncated)?;
+        at = next;
+        if !l.is_empty() {
+            break l;
+        }
+    };
+    if request_line.starts_with(b"SIP/") {
+        return Err(SipError::NotARequest);
+    }
+    let text = std::str::from_utf8(request_line).map_err(|_| SipError::BadRequestLine)?;
+    let mut parts = text.split(' ');
+    let (Some(method), Some(request_uri), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(SipError::BadRequestLine);
+    };
+    let method_ok = !method.is_empty()
+        && method
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.!%*_+`'~".contains(&b));
+    if !method_ok || request_uri.is_empty() || !version.eq_ignore_ascii_case("SIP/2.0") {
+        return Err(SipError::BadRequestLine);
+    }
+    let mut fields: [Option<&[u8]>; 7] = [None; 7];
+    // (field, value start, value end) of the header being read, to extend over folds.
+    let mut current: Option<(usize, usize, usize)> = None;
+    fn commit<'a>(
+        fields: &mut [Option<&'a [u8]>; 7],
+        current: Option<(usize, usize, usize)>,
+        input: &'a [u8],
+    ) {
+        if let Some((slot, start, end)) = current
+            && fields[slot].is_none()
+        {
+            fields[slot] = Some(trim(&input[start..end]));
+        }
+    }
+    loop {
+        let (l, next) = line(input, at).ok_or(SipError::Truncated)?;
+        if l.is_empty() {
+            commit(&mut fields, current, input);
+            break;
+        }
+        if l[0] == b' ' || l[0] == b'\t' {
+            // A fold: the value goes on.
+            match &mut current {
+                Some((_, _, end)) => *end = at + l.len(),
+                None => return Err(SipError::BadHeader),
+            }
+            at = next;
+            continue;
+        }
+        commit(&mut fields, current, input);
+        let colon = l
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or(SipError::BadHeader)?;
+        let name = trim(&l[..colon]);
+        if name.is_empty() || name.iter().any(|b| b.is_ascii_whitespace()) {
+            return Err(SipError::BadHeader);
+        }
+        let slot = match known(name) {
+            Known::From => Some(0),
+            Known::To => Some(1),
+            Known::Pai => Some(2),
+            Known::Event => Some(3),
+            Known::CallId => Some(4),
+            Known::CSeq => Some(5),
+            Known::Via => Some(6),
+            Known::Other => None,
+        };
+        current = slot.map(|s| (s, at + colon + 1, at + l.len()));
+        at = next;
+    }
+    let [from, to, pai, event, call_id, cseq, via] = fields;
+    let from = from.ok_or(SipError::MissingHeader("From"))?;
+    let to = to.ok_or(SipError::MissingHeader("To"))?;
+    let call_id = call_id.ok_or(SipError::MissingHeader("Call-ID"))?;
+    let cseq = cseq.ok_or(SipError::MissingHeader("CSeq"))?;
+    let split = cseq
+        .iter()
+        .position(|b| b.is_ascii_whitespace())
+        .ok_or(SipError::BadCSeq)?;
+    let number = std::str::from_utf8(&cseq[..split])
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+        .ok_or(SipError::BadCSeq)?;
+    let cseq_method = trim(&cseq[split..]);
+    if cseq_method.is_empty() {
+        return Err(SipError::BadCSeq);
+    }
+    let via = via.map(|v| trim(top_value(v)));
+    Ok(SipRequest {
+        method,
+        request_uri,
+        from,
+        to,
+        p_asserted_identity: pai,
+        event,
+        call_id,
+        cseq: number,
+        cseq_method,
+        via,
+        initial: !has_tag(to),
+    })
+}
+
+/// The part of a comma-separated header value before the first comma outside quotes and `<>`.
+fn top_value(v: &[u8]) -> &[u8] {
+    let (mut quoted, mut angle) = (false, false);
+    let mut i = 0;
+    while i < v.len() {
+        match v[i] {
+            b'\\' if quoted => i += 1,
+            b'"' => quoted = !quoted,
+            b'<' if !quoted => angle = true,
+            b'>' if !quoted => angle = false,
+            b',' if !quoted && !angle => return &v[..i],
+            _ => {}
+        }
+        i += 1;
+    }
+    v
+}
+
+/// Where the header parameters of a name-addr / addr-spec value start: after the `>` of a
+/// name-addr, or at the first `;` of an addr-spec.
+fn params_start(v: &[u8]) -> usize {
+    let mut quoted = false;
+    let mut i = 0;
+    while i < v.len() {
+        match v[i] {
+            b'\\' if quoted => i += 1,
+            b'"' => quoted = !quoted,
+            b'<' if !quoted => {
+                return v[i..]
+                    .iter()
+                    .position(|&b| b == b'>')
+                    .map_or(v.len(), |e| i + e + 1);
+            }
+            b';' if !quoted => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    v.len()
+}
+
+/// True when a From/To value has a `tag` header parameter.
+pub fn has_tag(value: &[u8]) -> bool {
+    value[params_start(value)..].split(|&b| b == b';').any(|p| {
+        let name = p.split(|&b| b == b'=').next().unwrap_or(&[]);
+        trim(name).eq_ignore_ascii_case(b"tag")
+    })
+}
+
+/// The URI of a header value (`<…>` included for a name-addr, the addr-spec without its
+/// header parameters otherwise), as text; `None` when it is not ASCII-clean UTF-8.
+pub fn uri_part(value: &[u8]) -> Option<&str> {
+    let value = trim(top_value(value));
+    let mut quoted = false;
+    let mut i = 0;
+    while i < value.len() {
+        match value[i] {
+            b'\\' if quoted => i += 1,
+            b'"' => quoted = !quoted,
+            b'<' if !quoted => {
+                let end = value[i..].iter().position(|&b| b == b'>')?;
+                return std::str::from_utf8(&value[i..=i + end]).ok();
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let end = params_start(value);
+    std::str::from_utf8(trim(&value[..end]))
+        .ok()
+        .filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INVITE: &[u8] = b"INVITE sip:+12125551234@gw.example.com;user=phone SIP/2.0\r\n\
+Via: SIP/2.0/UDP pc33.atlanta.example.com;branch=z9hG4bK776asdhds, SIP/2.0/UDP proxy.example;branch=z9hG4bKx\r\n\
+Max-Forwards: 70\r\n\
+To: \"Hotline\" <tel:+1-212-555-1234>\r\n\
+From: \"Alice\" <sip:alice@atlanta.example.com>;tag=1928301774\r\n\
+P-Asserted-Identity: <sip:alice@atlanta.example.com>, <tel:+13125550000>\r\n\
+Call-ID: a84b4c76e66710@pc33.atlanta.example.com\r\n\
+CSeq: 314159 INVITE\r\n\
+Content-Type: application/sdp\r\n\
+Content-Length: 4\r\n\
+\r\n\
+v=0\n";
+
+    #[test]
+    fn scans_a_realistic_invite() {
+        let r = scan(INVITE).expect("valid");
+        assert_eq!(r.method, "INVITE");
+        assert_eq!(r.request_uri, "sip:+12125551234@gw.example.com;user=phone");
+        assert_eq!(r.to, b"\"Hotline\" <tel:+1-212-555-1234>");
+        assert_eq!(
+            r.from,
+            b"\"Alice\" <sip:alice@atlanta.example.com>;tag=1928301774"
+        );
+        assert_eq!(
+            r.p_asserted_identity,
+            Some(&b"<sip:alice@atlanta.example.com>, <tel:+13125550000>"[..])
+        );
+        assert_eq!(r.call_id, b"a84b4c76e66710@pc33.atlanta.example.com");
+        assert_eq!((r.cseq, r.cseq_method), (314_159, &b"INVITE"[..]));
+        assert_eq!(
+            r.via,
+            Some(&b"SIP/2.0/UDP pc33.atlanta.example.com;branch=z9hG4bK776asdhds"[..])
+        );
+        assert!(r.initial);
+        assert_eq!(uri_part(r.to), Some("<tel:+1-212-555-1234>"));
+        assert_eq!(uri_part(r.from), Some("<sip:alice@atlanta.example.com>"));
+    }
+
+    #[test]
+    fn compact_forms_folds_case_and_bare_lf() {
+        let msg = b"MESSAGE sip:bob@b.example SIP/2.0\n\
+v: SIP/2.0/TCP a.example;branch=z9hG4bK1\n\
+t: <sip:bob@b.example>;TAG=x9\n\
+f: \"Al\n  ice\" <sip:alice@a.example>\n\
+\t;tag=77\n\
+i: 1@a\n\
+CSEQ: 2 MESSAGE\n\
+o: presence;id=1\n\
+\n";
+        let r = scan(msg).expect("valid");
+        assert_eq!(r.method, "MESSAGE");
+        assert!(!r.initial, "To has a tag");
+        assert_eq!(uri_part(r.from), Some("<sip:alice@a.example>"));
+        assert!(has_tag(r.from));
+        assert_eq!(r.event, Some(&b"presence;id=1"[..]));
+        assert_eq!(r.call_id, b"1@a");
+    }
+
+    #[test]
+    fn tags_inside_uris_and_quotes_do_not_count() {
+        assert!(!has_tag(b"<sip:bob@b.example;tag=x>"));
+        assert!(!has_tag(b"\"tag=1;\" <sip:bob@b.example>"));
+        assert!(has_tag(b"sip:bob@b.example;tag=1"));
+        assert!(has_tag(b"<sip:bob@b.example> ; tag = 1"));
+        assert_eq!(
+            uri_part(b"sip:bob@b.example;tag=1"),
+            Some("sip:bob@b.example")
+        );
+        // An 8-bit display name does not hide the URI.
+        assert_eq!(
+            uri_part(b"\"J\xf6rg\" <sip:j@x.example>"),
+            Some("<sip:j@x.example>")
+        );
+    }
+
+    #[test]
+    fn refuses_malformed_messages() {
+        let cases: [(&[u8], SipError); 8] = [
+            (b"", SipError::Truncated),
+            (b"INVITE sip:a@b SIP/2.0\r\nFrom: <sip:x@y>\r\n", SipError::Truncated),
+            (b"SIP/2.0 200 OK\r\n\r\n", SipError::NotARequest),
+            (b"INVITE sip:a@b\r\n\r\n", SipError::BadRequestLine),
+            (b"INVITE  sip:a@b SIP/2.0\r\n\r\n", SipError::BadRequestLine),
+            (b"INVITE sip:a@b SIP/2.0\r\nno colon here\r\n\r\n", SipError::BadHeader),
+            (b"INVITE sip:a@b SIP/2.0\r\nFrom: <sip:x@y>\r\nTo: <sip:a@b>\r\nCall-ID: 1\r\n\r\n", SipError::MissingHeader("CSeq")),
+            (b"INVITE sip:a@b SIP/2.0\r\nFrom: <sip:x@y>\r\nTo: <sip:a@b>\r\nCall-ID: 1\r\nCSeq: x INVITE\r\n\r\n", SipError::BadCSeq),
+        ];
+        for (msg, err) in cases {
+            assert_eq!(scan(msg), Err(err), "{}", String::from_utf8_lossy(msg));
+        }
+        assert_eq!(scan(b" folded: x\r\n"), Err(SipError::BadRequestLine));
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for len in 0..2000 {
+            let mut msg = INVITE.to_vec();
+            for _ in 0..(len % 7 + 1) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let i = (state as usize) % msg.len();
+                msg[i] = (state >> 32) as u8;
+            }
+            msg.truncate(len % (INVITE.len() + 1));
+            if let Ok(r) = scan(&msg) {
+                let _ = (uri_part(r.from), uri_part(r.to), has_tag(r.to));
+            }
+        }
+    }
+}
