@@ -2,11 +2,22 @@
 # Every target installs what it needs; nothing is skipped because a tool is absent.
 
 CARGO ?= cargo
+CC ?= cc
+CXX ?= c++
+CBINDGEN_VERSION := 0.29.4
+LIBDIR := target/libloadctl
+CFLAGS_C := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -Iinclude
+CLIBS := -lpthread -ldl -lm
+C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 
-.PHONY: test lint unit demo bench
+PREFIX ?= /usr/local
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-## test: formatting, lints and every test of the workspace
-test: lint unit
+.PHONY: test lint unit c-test header header-check cxx-check lib install example tools demo bench
+
+## test: formatting, lints, every Rust test, the C ABI header check, the C test suite, and
+## the installed library used the way a C project would (pkg-config)
+test: lint unit header-check c-test cxx-check example
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -15,10 +26,68 @@ lint:
 unit:
 	$(CARGO) test --workspace
 
+## tools: what the C side needs (valgrind, a C/C++ compiler, the pinned cbindgen)
+tools:
+	@command -v valgrind >/dev/null && command -v $(CXX) >/dev/null && command -v pkg-config >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind g++ pkg-config)
+	@cbindgen --version 2>/dev/null | grep -qx "cbindgen $(CBINDGEN_VERSION)" || \
+	  $(CARGO) install --locked cbindgen --version $(CBINDGEN_VERSION)
+
+## lib: libloadctl.a and libloadctl.so in target/libloadctl/
+lib:
+	$(CARGO) build --release -p loadctl-ffi
+	mkdir -p $(LIBDIR)
+	cp target/release/libloadctl_ffi.a $(LIBDIR)/libloadctl.a
+	cp target/release/libloadctl_ffi.so $(LIBDIR)/libloadctl.so.0
+	ln -sf libloadctl.so.0 $(LIBDIR)/libloadctl.so
+
+## install: header, libraries, pkg-config file and CMake config under $(PREFIX)
+install: lib
+	install -D -m 644 include/loadctl.h $(PREFIX)/include/loadctl.h
+	install -D -m 644 $(LIBDIR)/libloadctl.a $(PREFIX)/lib/libloadctl.a
+	install -D -m 755 $(LIBDIR)/libloadctl.so.0 $(PREFIX)/lib/libloadctl.so.0
+	ln -sf libloadctl.so.0 $(PREFIX)/lib/libloadctl.so
+	install -D -m 644 ffi/cmake/loadctlConfig.cmake $(PREFIX)/lib/cmake/loadctl/loadctlConfig.cmake
+	mkdir -p $(PREFIX)/lib/pkgconfig
+	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|' ffi/loadctl.pc.in > $(PREFIX)/lib/pkgconfig/loadctl.pc
+
+## example: install into target/prefix and build examples/minimal.c through pkg-config
+example: tools
+	$(MAKE) install PREFIX=target/prefix
+	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror examples/minimal.c -o target/minimal \
+	  $$(PKG_CONFIG_PATH=target/prefix/lib/pkgconfig pkg-config --cflags --libs --static loadctl)
+	LD_LIBRARY_PATH=target/prefix/lib ./target/minimal
+
+## header: regenerate include/loadctl.h with the pinned cbindgen
+header: tools
+	cd ffi && cbindgen --config cbindgen.toml --crate loadctl-ffi --output ../include/loadctl.h
+
+## header-check: fail when include/loadctl.h is not what cbindgen generates
+header-check: tools
+	cd ffi && cbindgen --config cbindgen.toml --crate loadctl-ffi --output ../target/loadctl.h.fresh
+	diff -u include/loadctl.h target/loadctl.h.fresh
+
+## c-test: ffi/tests/*.c under ASan+UBSan, then under valgrind memcheck
+c-test: tools lib
+	mkdir -p target/ctest
+	set -e; for t in $(C_TESTS); do \
+	  $(CC) $(CFLAGS_C) -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
+	    ffi/tests/$$t.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/ctest/$$t-asan; \
+	  echo "== $$t (ASan+UBSan)"; ASAN_OPTIONS=detect_leaks=1 ./target/ctest/$$t-asan; \
+	  $(CC) $(CFLAGS_C) ffi/tests/$$t.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/ctest/$$t; \
+	  echo "== $$t (valgrind)"; valgrind -q --error-exitcode=1 --leak-check=full \
+	    --errors-for-leak-kinds=definite,indirect ./target/ctest/$$t; \
+	done
+
+## cxx-check: the header compiles as C++17
+cxx-check: tools
+	printf '#include "loadctl.h"\nint main() { lc_decision d{}; return lc_version() != nullptr && d.status == 0 ? 0 : 1; }\n' > target/cxx-check.cpp
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -Iinclude -fsyntax-only target/cxx-check.cpp
+
 ## demo: the main job
 demo:
 	$(CARGO) run --release -p loadctl-cli -- demo
 
-## bench: criterion benches (figures go to BENCHMARKS.md)
+## bench: criterion benches and the runtime harness (figures go to BENCHMARKS.md)
 bench:
 	$(CARGO) bench -p loadctl-bench

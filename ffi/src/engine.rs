@@ -1,0 +1,454 @@
+//! The engine handle: configuration, policies (publish / apply / withdraw), stats.
+
+use std::ffi::c_void;
+use std::time::Duration;
+
+use loadctl::engine::{Engine, EngineConfig, EngineStats, PublishError, Source};
+use loadctl::policy::{self, MergeError, Uri};
+
+use crate::{boundary, copy_out, lc_result, lc_str};
+
+/// The engine: owns the published policy; shared by every worker. Thread-safe.
+pub struct lc_engine {
+    pub(crate) engine: Engine,
+}
+
+/// Engine settings. Get the defaults with `lc_engine_config_default` and change what you need.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lc_engine_config {
+    /// Expected number of workers. Default: the number of cores.
+    pub shards: u32,
+    /// GCRA burst tolerance of rate rules, milliseconds. Default 100.
+    pub burst_tolerance_ms: u32,
+    /// Rate-token lease horizon, microseconds. Default 500.
+    pub lease_period_us: u32,
+    /// Most rules over all sources. Default 100,000.
+    pub max_rules: u32,
+    /// Largest policy body, bytes. Default 64 MiB.
+    pub max_body_bytes: u64,
+    /// Space-separated hosts/domains redirect targets may point at; absent: any.
+    pub redirect_allow: lc_str,
+}
+
+/// Writes the default configuration into `*out`.
+///
+/// # Safety
+/// `out` must be NULL or point to writable memory for one `lc_engine_config`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) -> lc_result {
+    boundary(|| {
+        if out.is_null() {
+            return lc_result::NullParameter;
+        }
+        let d = EngineConfig::default();
+        let config = lc_engine_config {
+            shards: d.shards as u32,
+            burst_tolerance_ms: d.burst_tolerance.as_millis() as u32,
+            lease_period_us: d.lease_period.as_micros() as u32,
+            max_rules: d.limits.max_rules as u32,
+            max_body_bytes: d.limits.max_body_bytes as u64,
+            redirect_allow: lc_str::NONE,
+        };
+        // SAFETY: checked non-null; the caller promises it is writable.
+        unsafe { out.write(config) };
+        lc_result::Ok
+    })
+}
+
+/// Creates an engine with no policy (every request accepted) and writes it to `*out`.
+/// `config` NULL means the defaults.
+///
+/// # Safety
+/// `config` must be NULL or valid (its `redirect_allow` readable); `out` must be writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_new(
+    config: *const lc_engine_config,
+    out: *mut *mut lc_engine,
+) -> lc_result {
+    boundary(|| {
+        if out.is_null() {
+            return lc_result::NullParameter;
+        }
+        let mut c = EngineConfig::default();
+        if !config.is_null() {
+            // SAFETY: checked non-null; the caller promises a valid struct.
+            let cfg = unsafe { *config };
+            if cfg.shards == 0 || cfg.max_rules == 0 || cfg.max_body_bytes == 0 {
+                return lc_result::InvalidArgument;
+            }
+            c.shards = cfg.shards as usize;
+            c.burst_tolerance = Duration::from_millis(u64::from(cfg.burst_tolerance_ms));
+            c.lease_period = Duration::from_micros(u64::from(cfg.lease_period_us));
+            c.limits.max_rules = cfg.max_rules as usize;
+            c.limits.max_body_bytes = usize::try_from(cfg.max_body_bytes).unwrap_or(usize::MAX);
+            // SAFETY: the caller promises `redirect_allow` is NULL or readable.
+            if let Some(list) = unsafe { cfg.redirect_allow.bytes() } {
+                let Ok(list) = std::str::from_utf8(list) else {
+                    return lc_result::InvalidUtf8;
+                };
+                c.compile.redirect_allow =
+                    Some(list.split_ascii_whitespace().map(str::to_owned).collect());
+            }
+        }
+        let handle = Box::new(lc_engine {
+            engine: Engine::new(c),
+        });
+        // SAFETY: checked non-null; the caller promises it is writable.
+        unsafe { out.write(Box::into_raw(handle)) };
+        lc_result::Ok
+    })
+}
+
+/// Frees an engine. Workers attached to it keep working with the policy they have; free them
+/// too. `NULL` is a no-op.
+///
+/// # Safety
+/// `engine` must be NULL or come from `lc_engine_new` and not be used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_free(engine: *mut lc_engine) {
+    let _ = boundary(|| {
+        if !engine.is_null() {
+            // SAFETY: it came from Box::into_raw in lc_engine_new and is freed once.
+            drop(unsafe { Box::from_raw(engine) });
+        }
+        lc_result::Ok
+    });
+}
+
+fn publish_error(e: &PublishError) -> lc_result {
+    match e {
+        PublishError::NotFull => lc_result::NotFull,
+        PublishError::Merge(MergeError::VersionGap { .. }) => lc_result::VersionGap,
+        PublishError::Merge(MergeError::NoBase { .. } | MergeError::BaseNotFull) => {
+            lc_result::NoBase
+        }
+        PublishError::Merge(MergeError::UnknownRule(_)) => lc_result::UnknownRule,
+        PublishError::Merge(MergeError::TooManyRules { .. })
+        | PublishError::TooManyRules { .. } => lc_result::TooManyRules,
+        PublishError::UnknownSource(_) => lc_result::UnknownSource,
+    }
+}
+
+/// # Safety
+/// As for the exported functions that call it.
+unsafe fn source_of(name: lc_str, notifier: lc_str) -> Result<Source, lc_result> {
+    // SAFETY: the caller promises readable strings.
+    let name = unsafe { name.bytes() }.ok_or(lc_result::NullParameter)?;
+    let name = std::str::from_utf8(name).map_err(|_| lc_result::InvalidUtf8)?;
+    // SAFETY: as above.
+    match unsafe { notifier.bytes() } {
+        None => Ok(Source::local(name)),
+        Some(uri) => {
+            let uri = std::str::from_utf8(uri).map_err(|_| lc_result::InvalidUtf8)?;
+            let uri = Uri::new(uri).map_err(|_| lc_result::InvalidArgument)?;
+            Ok(Source {
+                name: name.to_owned(),
+                notifier: Some(uri),
+            })
+        }
+    }
+}
+
+/// # Safety
+/// `engine` valid or NULL; `body` readable for `len` bytes or NULL; `generation` writable or NULL.
+unsafe fn apply(
+    engine: *const lc_engine,
+    source: lc_str,
+    notifier: lc_str,
+    body: *const u8,
+    len: usize,
+    full_only: bool,
+    generation: *mut u64,
+) -> lc_result {
+    boundary(|| {
+        if engine.is_null() || body.is_null() || generation.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; the caller keeps the engine alive during the call.
+        let engine = unsafe { &(*engine).engine };
+        // SAFETY: the caller promises readable strings.
+        let source = match unsafe { source_of(source, notifier) } {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        // SAFETY: non-null, `len` readable bytes for the duration of the call.
+        let body = unsafe { std::slice::from_raw_parts(body, len) };
+        let Ok(doc) = policy::read(body, &engine.config().limits) else {
+            return lc_result::InvalidPolicy;
+        };
+        let result = if full_only {
+            engine.publish(&source, doc.ruleset)
+        } else {
+            engine.apply(&source, doc.ruleset)
+        };
+        match result {
+            Ok(g) => {
+                // SAFETY: checked non-null, writable by contract.
+                unsafe { generation.write(g) };
+                lc_result::Ok
+            }
+            Err(e) => publish_error(&e),
+        }
+    })
+}
+
+/// Replaces `source`'s policy with a full document (`body`, `len` bytes). `notifier` (may be
+/// absent) is the notifier's URI: rules without `target-sip-entity` are scoped to it. On
+/// success writes the new snapshot generation. On any error nothing changes.
+///
+/// # Safety
+/// `engine` from `lc_engine_new`; `source`/`notifier` readable or absent; `body` readable for
+/// `len` bytes; `generation` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_publish(
+    engine: *const lc_engine,
+    source: lc_str,
+    notifier: lc_str,
+    body: *const u8,
+    len: usize,
+    generation: *mut u64,
+) -> lc_result {
+    // SAFETY: same contract as this function.
+    unsafe { apply(engine, source, notifier, body, len, true, generation) }
+}
+
+/// Applies a document from `source` as a NOTIFY body is applied: a full one replaces the
+/// source's policy, a partial one merges into it (and must carry the next version, else
+/// `LC_RESULT_VERSION_GAP`). On any error nothing changes.
+///
+/// # Safety
+/// As for `lc_engine_publish`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_apply(
+    engine: *const lc_engine,
+    source: lc_str,
+    notifier: lc_str,
+    body: *const u8,
+    len: usize,
+    generation: *mut u64,
+) -> lc_result {
+    // SAFETY: same contract as this function.
+    unsafe { apply(engine, source, notifier, body, len, false, generation) }
+}
+
+/// Removes every rule `source` published.
+///
+/// # Safety
+/// `engine` from `lc_engine_new`; `source` readable; `generation` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_withdraw(
+    engine: *const lc_engine,
+    source: lc_str,
+    generation: *mut u64,
+) -> lc_result {
+    boundary(|| {
+        if engine.is_null() || generation.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; alive during the call by contract.
+        let engine = unsafe { &(*engine).engine };
+        // SAFETY: readable by contract.
+        let Some(name) = (unsafe { source.bytes() }) else {
+            return lc_result::NullParameter;
+        };
+        let Ok(name) = std::str::from_utf8(name) else {
+            return lc_result::InvalidUtf8;
+        };
+        match engine.withdraw(name) {
+            Ok(g) => {
+                // SAFETY: checked non-null, writable by contract.
+                unsafe { generation.write(g) };
+                lc_result::Ok
+            }
+            Err(e) => publish_error(&e),
+        }
+    })
+}
+
+/// Validates a policy document without applying it. Returns `LC_RESULT_OK` or
+/// `LC_RESULT_INVALID_POLICY`; in both cases writes the reader's message
+/// (`LINE:COLUMN: …`, empty when valid) into `buf` and its length into `*written` (the full
+/// length even when `buf` is too small, then `LC_RESULT_BUFFER_TOO_SMALL`).
+///
+/// # Safety
+/// `body` readable for `len` bytes; `buf` writable for `cap` bytes (or NULL with `cap` 0);
+/// `written` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_policy_check(
+    body: *const u8,
+    len: usize,
+    buf: *mut u8,
+    cap: usize,
+    written: *mut usize,
+) -> lc_result {
+    boundary(|| {
+        if body.is_null() || written.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: non-null, `len` readable bytes by contract.
+        let body = unsafe { std::slice::from_raw_parts(body, len) };
+        let (message, result) = match policy::read(body, &policy::Limits::default()) {
+            Ok(_) => (String::new(), lc_result::Ok),
+            Err(e) => (e.to_string(), lc_result::InvalidPolicy),
+        };
+        // SAFETY: buffer contract as documented.
+        match unsafe { copy_out(message.as_bytes(), buf, cap, written) } {
+            lc_result::Ok => result,
+            other => other,
+        }
+    })
+}
+
+/// Totals over every worker (attached or freed).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lc_stats {
+    /// The published snapshot generation.
+    pub generation: u64,
+    /// Rules in the published policy.
+    pub rules: u64,
+    /// Requests classified.
+    pub total: u64,
+    /// Not filtered (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE).
+    pub exempt: u64,
+    /// No rule matched.
+    pub unmatched: u64,
+    /// Matched a rule (removed rules included).
+    pub matched: u64,
+    /// Admitted by the matched rule.
+    pub accepted: u64,
+    /// Answered 503.
+    pub rejected: u64,
+    /// Redirected.
+    pub redirected: u64,
+    /// Dropped.
+    pub dropped: u64,
+}
+
+/// One rule's counters, for `lc_engine_stats_each`. The strings are valid during the callback.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lc_rule_stats {
+    /// Position in the published policy (the order rules are tried).
+    pub index: usize,
+    /// The source that published the rule.
+    pub source: lc_str,
+    /// The rule id.
+    pub rule: lc_str,
+    /// Requests matched.
+    pub matched: u64,
+    /// Admitted.
+    pub accepted: u64,
+    /// Answered 503.
+    pub rejected: u64,
+    /// Redirected.
+    pub redirected: u64,
+    /// Dropped.
+    pub dropped: u64,
+    /// Redirects turned into 503 by the allow-list.
+    pub redirect_refused: u64,
+}
+
+fn totals(s: &EngineStats) -> lc_stats {
+    let mut t = lc_stats {
+        generation: s.generation,
+        rules: s.rules.len() as u64,
+        total: s.total(),
+        exempt: s.exempt,
+        unmatched: s.unmatched,
+        ..lc_stats::default()
+    };
+    for src in &s.sources {
+        t.matched += src.stats.matched;
+        t.accepted += src.stats.accepted;
+        t.rejected += src.stats.rejected;
+        t.redirected += src.stats.redirected;
+        t.dropped += src.stats.dropped;
+    }
+    t
+}
+
+/// Writes the totals over every worker into `*out`.
+///
+/// # Safety
+/// `engine` from `lc_engine_new`; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_stats(
+    engine: *const lc_engine,
+    out: *mut lc_stats,
+) -> lc_result {
+    boundary(|| {
+        if engine.is_null() || out.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; alive during the call by contract.
+        let stats = unsafe { &(*engine).engine }.stats();
+        // SAFETY: checked non-null, writable by contract.
+        unsafe { out.write(totals(&stats)) };
+        lc_result::Ok
+    })
+}
+
+/// Calls `callback(userdata, &row)` for each rule of the published policy, in order.
+///
+/// # Safety
+/// `engine` from `lc_engine_new`; `callback` a valid function that does not unwind.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_stats_each(
+    engine: *const lc_engine,
+    callback: Option<unsafe extern "C" fn(userdata: *mut c_void, row: *const lc_rule_stats)>,
+    userdata: *mut c_void,
+) -> lc_result {
+    boundary(|| {
+        let Some(callback) = callback else {
+            return lc_result::NullParameter;
+        };
+        if engine.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; alive during the call by contract.
+        let stats = unsafe { &(*engine).engine }.stats();
+        for (index, r) in stats.rules.iter().enumerate() {
+            let row = lc_rule_stats {
+                index,
+                source: lc_str::from_bytes(r.source.as_bytes()),
+                rule: lc_str::from_bytes(r.rule.as_bytes()),
+                matched: r.stats.matched,
+                accepted: r.stats.accepted,
+                rejected: r.stats.rejected,
+                redirected: r.stats.redirected,
+                dropped: r.stats.dropped,
+                redirect_refused: r.stats.redirect_refused,
+            };
+            // SAFETY: the caller provides a valid callback; `row` lives across the call.
+            unsafe { callback(userdata, &row) };
+        }
+        lc_result::Ok
+    })
+}
+
+/// Writes the counters in the Prometheus text format into `buf` and the length into
+/// `*written`. When `cap` is too small returns `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set
+/// to the size needed (call again with a bigger buffer).
+///
+/// # Safety
+/// `engine` from `lc_engine_new`; `buf` writable for `cap` bytes (or NULL with `cap` 0);
+/// `written` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_prometheus(
+    engine: *const lc_engine,
+    buf: *mut u8,
+    cap: usize,
+    written: *mut usize,
+) -> lc_result {
+    boundary(|| {
+        if engine.is_null() || written.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; alive during the call by contract.
+        let text = unsafe { &(*engine).engine }.stats().prometheus();
+        // SAFETY: buffer contract as documented.
+        unsafe { copy_out(text.as_bytes(), buf, cap, written) }
+    })
+}

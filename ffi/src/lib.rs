@@ -1,0 +1,181 @@
+//! # libloadctl — the C ABI of loadctl
+//!
+//! Conventions (after rustls-ffi):
+//! - Every name starts with `lc_`. Handles (`lc_engine`, `lc_worker`) are opaque and come in
+//!   `_new`/`_attach` … `_free` pairs; `_free(NULL)` does nothing.
+//! - Fallible calls return an [`lc_result`]; outputs are the last parameters and are written only
+//!   on success (the few exceptions say so). Every pointer is checked for NULL.
+//! - Every exported function runs inside a panic boundary: no unwinding crosses into C; a panic
+//!   is reported as `LC_RESULT_PANIC`.
+//! - Strings are pointer + length ([`lc_str`]); SIP bytes need not be UTF-8. A `const` handle
+//!   argument means the call does not change it.
+//! - An `lc_engine` may be used from any thread. An `lc_worker` is used by one thread at a time
+//!   (typically one per worker thread or process).
+//!
+//! Modules: [`engine`] (configuration, policies, stats), [`worker`] (classification).
+
+#![warn(missing_docs)]
+#![allow(non_camel_case_types)]
+
+pub mod engine;
+pub mod worker;
+
+use std::ffi::c_char;
+
+/// Result codes. Codes are never reused; bands: 0–99 general, 100–199 policy, 200–299 runtime,
+/// 300–399 raw SIP.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum lc_result {
+    /// Success.
+    Ok = 0,
+    /// A required pointer was NULL.
+    NullParameter = 1,
+    /// A bug: Rust code panicked (nothing unwound into C).
+    Panic = 2,
+    /// A string that must be UTF-8 is not.
+    InvalidUtf8 = 3,
+    /// The caller's buffer is too small (the needed size is reported where documented).
+    BufferTooSmall = 4,
+    /// An argument is out of range.
+    InvalidArgument = 5,
+    /// The policy document does not validate (`lc_policy_check` says why).
+    InvalidPolicy = 100,
+    /// `lc_engine_publish` was given a partial document.
+    NotFull = 101,
+    /// A partial document does not carry the current version + 1: re-SUBSCRIBE.
+    VersionGap = 102,
+    /// A partial document for a source without a policy.
+    NoBase = 103,
+    /// A partial document deletes a rule the source does not have.
+    UnknownRule = 104,
+    /// All sources together would exceed the rule limit.
+    TooManyRules = 105,
+    /// No policy from that source.
+    UnknownSource = 106,
+    /// The worker thread could not be pinned to the core asked for.
+    PinFailed = 200,
+    /// The SIP message ends inside its header section.
+    SipTruncated = 300,
+    /// The SIP request line is malformed.
+    SipBadRequestLine = 301,
+    /// A SIP response where a request was expected.
+    SipNotARequest = 302,
+    /// A malformed SIP header line.
+    SipBadHeader = 303,
+    /// From, To, Call-ID or CSeq is missing.
+    SipMissingHeader = 304,
+    /// A malformed CSeq header.
+    SipBadCseq = 305,
+}
+
+/// A byte string borrowed from its owner: `ptr` NULL (and `len` 0) means absent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lc_str {
+    /// First byte, or NULL.
+    pub ptr: *const u8,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl lc_str {
+    /// The absent string.
+    pub(crate) const NONE: lc_str = lc_str {
+        ptr: std::ptr::null(),
+        len: 0,
+    };
+
+    fn from_bytes(b: &[u8]) -> Self {
+        lc_str {
+            ptr: b.as_ptr(),
+            len: b.len(),
+        }
+    }
+
+    /// The bytes, or `None` when absent.
+    ///
+    /// # Safety
+    /// `ptr` must be NULL or point to `len` readable bytes that outlive the returned slice.
+    unsafe fn bytes<'a>(self) -> Option<&'a [u8]> {
+        if self.ptr.is_null() {
+            None
+        } else {
+            // SAFETY: non-null, and the caller promises `len` readable bytes for 'a.
+            Some(unsafe { std::slice::from_raw_parts(self.ptr, self.len) })
+        }
+    }
+}
+
+/// Runs `body` inside a panic boundary, turning a panic into `LC_RESULT_PANIC`.
+fn boundary(body: impl FnOnce() -> lc_result) -> lc_result {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(lc_result::Panic)
+}
+
+/// A static, NUL-terminated description of a result code.
+#[unsafe(no_mangle)]
+pub extern "C" fn lc_result_text(result: lc_result) -> *const c_char {
+    let text: &'static [u8] = match result {
+        lc_result::Ok => b"ok\0",
+        lc_result::NullParameter => b"a required pointer was NULL\0",
+        lc_result::Panic => b"internal error (panic caught at the C boundary)\0",
+        lc_result::InvalidUtf8 => b"a string that must be UTF-8 is not\0",
+        lc_result::BufferTooSmall => b"the buffer is too small\0",
+        lc_result::InvalidArgument => b"an argument is out of range\0",
+        lc_result::InvalidPolicy => b"the policy document does not validate\0",
+        lc_result::NotFull => b"a full policy document was expected\0",
+        lc_result::VersionGap => {
+            b"the partial document does not follow the current version: re-SUBSCRIBE\0"
+        }
+        lc_result::NoBase => b"a partial document for a source without a policy\0",
+        lc_result::UnknownRule => b"the partial document deletes an unknown rule\0",
+        lc_result::TooManyRules => b"too many rules\0",
+        lc_result::UnknownSource => b"no policy from that source\0",
+        lc_result::PinFailed => b"the thread could not be pinned to that core\0",
+        lc_result::SipTruncated => b"the SIP message ends inside its header section\0",
+        lc_result::SipBadRequestLine => b"malformed SIP request line\0",
+        lc_result::SipNotARequest => b"a SIP response, not a request\0",
+        lc_result::SipBadHeader => b"malformed SIP header line\0",
+        lc_result::SipMissingHeader => b"a SIP request without From, To, Call-ID or CSeq\0",
+        lc_result::SipBadCseq => b"malformed CSeq header\0",
+    };
+    text.as_ptr().cast()
+}
+
+/// The library version (`MAJOR.MINOR.PATCH`), static and NUL-terminated; equals
+/// `LC_VERSION` in the header this library was built with.
+#[unsafe(no_mangle)]
+pub extern "C" fn lc_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// Copies `text` into a caller buffer: writes `*written` (the full length, also when the
+/// buffer is too small) and returns `BufferTooSmall` when `text` does not fit.
+///
+/// # Safety
+/// `buf` must point to `cap` writable bytes (or be NULL with `cap` 0); `written` must be valid.
+unsafe fn copy_out(text: &[u8], buf: *mut u8, cap: usize, written: *mut usize) -> lc_result {
+    // SAFETY: the caller checked `written` for NULL and promises it is writable.
+    unsafe { *written = text.len() };
+    if text.len() > cap || (buf.is_null() && !text.is_empty()) {
+        return lc_result::BufferTooSmall;
+    }
+    if !text.is_empty() {
+        // SAFETY: `buf` has room for `cap` ≥ len bytes and cannot overlap our own string.
+        unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), buf, text.len()) };
+    }
+    lc_result::Ok
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn header_version_macro_matches_the_crate() {
+        let header = include_str!("../../include/loadctl.h");
+        let expected = format!("#define LC_VERSION \"{}\"", env!("CARGO_PKG_VERSION"));
+        assert!(
+            header.contains(&expected),
+            "include/loadctl.h lacks {expected}: update ffi/cbindgen.toml"
+        );
+    }
+}

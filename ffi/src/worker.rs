@@ -1,0 +1,355 @@
+//! The worker handle: one per worker thread (or process), classifying without locks.
+//!
+//! # Lifetime of the strings in an `lc_decision`
+//! `rule_id`, `source` and `targets` point into the policy snapshot the worker holds. They stay
+//! valid until the next `lc_classify`, `lc_classify_sip` or `lc_complete` on the **same
+//! worker** (any of which may switch it to a newly published snapshot), or `lc_worker_free`.
+//! Publishing from another thread never invalidates them by itself. Copy what you keep longer.
+
+use loadctl::compile::Identities;
+use loadctl::engine::{Decision, Request, Shard, Ticket, Time, Transport, Verdict};
+use loadctl::sip::{self, SipError};
+
+use crate::engine::lc_engine;
+use crate::{boundary, lc_result, lc_str};
+
+/// A worker's classifier (a shard of the engine). Use it from one thread at a time.
+pub struct lc_worker {
+    shard: Shard,
+}
+
+/// The transport a request arrived on. Only UDP is unreliable (`drop` becomes 503 there).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum lc_transport {
+    /// UDP.
+    Udp = 0,
+    /// TCP.
+    Tcp = 1,
+    /// TLS.
+    Tls = 2,
+    /// SCTP.
+    Sctp = 3,
+    /// WebSocket.
+    Ws = 4,
+    /// Secure WebSocket.
+    Wss = 5,
+}
+
+impl From<lc_transport> for Transport {
+    fn from(t: lc_transport) -> Self {
+        match t {
+            lc_transport::Udp => Transport::Udp,
+            lc_transport::Tcp => Transport::Tcp,
+            lc_transport::Tls => Transport::Tls,
+            lc_transport::Sctp => Transport::Sctp,
+            lc_transport::Ws => Transport::Ws,
+            lc_transport::Wss => Transport::Wss,
+        }
+    }
+}
+
+/// A request as the SIP stack holds it: header values (display names, tags and all) as
+/// pointer + length; absent fields have a NULL `ptr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lc_request {
+    /// Method (required), e.g. `INVITE`.
+    pub method: lc_str,
+    /// From header value.
+    pub from: lc_str,
+    /// To header value.
+    pub to: lc_str,
+    /// Request-URI.
+    pub request_uri: lc_str,
+    /// P-Asserted-Identity header value.
+    pub p_asserted_identity: lc_str,
+    /// The target entity (next hop) URI.
+    pub target: lc_str,
+    /// Event header value.
+    pub event: lc_str,
+    /// Transport.
+    pub transport: lc_transport,
+    /// True outside a dialog (To without tag). Only initial requests are filtered.
+    pub initial: bool,
+    /// True when `monotonic_ns` / `unix_ns` are set; false reads the engine's clock.
+    pub has_time: bool,
+    /// Monotonic nanoseconds.
+    pub monotonic_ns: u64,
+    /// Wall-clock nanoseconds since the Unix epoch.
+    pub unix_ns: i64,
+}
+
+/// What to do with a request.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum lc_verdict {
+    /// Let it through.
+    Accept = 0,
+    /// Answer 503.
+    Reject = 1,
+    /// Answer 302 with `targets` as Contacts.
+    Redirect = 2,
+    /// Discard without answer.
+    Drop = 3,
+}
+
+/// A window admission, to give back with `lc_complete` when the transaction ends.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct lc_ticket {
+    /// The rule's key.
+    pub key: u64,
+    /// Where to find it quickly.
+    pub hint: u64,
+}
+
+/// Most redirect targets a decision reports.
+pub const LC_MAX_TARGETS: usize = 16;
+
+/// The decision for one request (see the module documentation for how long the strings live).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lc_decision {
+    /// What to do.
+    pub verdict: lc_verdict,
+    /// The SIP status to answer with: 503, 302, or 0 for none.
+    pub status: u16,
+    /// Not filtered at all (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE).
+    pub exempt: bool,
+    /// A rule matched (`rule_id` and `source` are set).
+    pub matched: bool,
+    /// The matched rule's id.
+    pub rule_id: lc_str,
+    /// The source (notifier) that published it.
+    pub source: lc_str,
+    /// Redirect targets in use (for `LC_VERDICT_REDIRECT`).
+    pub target_count: usize,
+    /// The redirect target URIs.
+    pub targets: [lc_str; LC_MAX_TARGETS],
+    /// A window rule admitted the request: `ticket` must go back through `lc_complete`.
+    pub has_ticket: bool,
+    /// The ticket.
+    pub ticket: lc_ticket,
+}
+
+/// Attaches a worker to `engine`. With `core_hint` ≥ 0 the calling thread is also pinned to
+/// that core (`LC_RESULT_PIN_FAILED`, and no worker, when it cannot be).
+///
+/// # Safety
+/// `engine` from `lc_engine_new`; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_worker_attach(
+    engine: *const lc_engine,
+    core_hint: i32,
+    out: *mut *mut lc_worker,
+) -> lc_result {
+    boundary(|| {
+        if engine.is_null() || out.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; alive during the call by contract.
+        let engine = unsafe { &(*engine).engine };
+        let shard = if core_hint >= 0 {
+            match engine.attach_pinned(core_hint as usize) {
+                Ok(s) => s,
+                Err(_) => return lc_result::PinFailed,
+            }
+        } else {
+            engine.attach()
+        };
+        // SAFETY: checked non-null, writable by contract.
+        unsafe { out.write(Box::into_raw(Box::new(lc_worker { shard }))) };
+        lc_result::Ok
+    })
+}
+
+/// Frees a worker. Its counters stay in the engine's totals; window tickets it issued can still
+/// be completed on another worker. `NULL` is a no-op.
+///
+/// # Safety
+/// `worker` NULL or from `lc_worker_attach`, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_worker_free(worker: *mut lc_worker) {
+    let _ = boundary(|| {
+        if !worker.is_null() {
+            // SAFETY: from Box::into_raw in lc_worker_attach, freed once.
+            drop(unsafe { Box::from_raw(worker) });
+        }
+        lc_result::Ok
+    });
+}
+
+/// Header values are cut down to their URI at the byte level first, so a display name in an
+/// 8-bit charset does not make the request unclassifiable.
+fn header(v: Option<&[u8]>) -> Option<&str> {
+    v.and_then(|b| std::str::from_utf8(b).ok().or_else(|| sip::uri_part(b)))
+}
+
+fn write_decision(d: &Decision<'_>, out: &mut lc_decision) {
+    out.verdict = match d.verdict {
+        Verdict::Accept => lc_verdict::Accept,
+        Verdict::Reject => lc_verdict::Reject,
+        Verdict::Redirect => lc_verdict::Redirect,
+        Verdict::Drop => lc_verdict::Drop,
+    };
+    out.status = d.status().unwrap_or(0);
+    out.exempt = d.exempt;
+    out.matched = d.rule.is_some();
+    out.rule_id = d.rule.map_or(lc_str::NONE, |r| {
+        lc_str::from_bytes(r.id().as_str().as_bytes())
+    });
+    out.source = lc_str::NONE;
+    let targets = d.targets();
+    out.target_count = targets.len().min(LC_MAX_TARGETS);
+    out.targets = [lc_str::NONE; LC_MAX_TARGETS];
+    for (slot, t) in out.targets.iter_mut().zip(targets) {
+        *slot = lc_str::from_bytes(t.as_str().as_bytes());
+    }
+    out.has_ticket = d.ticket.is_some();
+    out.ticket = d.ticket.as_ref().map_or(lc_ticket::default(), |t| {
+        let (key, hint) = t.to_parts();
+        lc_ticket { key, hint }
+    });
+}
+
+/// Classifies and fills `out`. The strings point into the snapshot the worker holds after the
+/// call (the decision came from it), which stays until the worker's next call.
+fn decide(worker: &mut lc_worker, req: &Request<'_>, out: &mut lc_decision) {
+    let d = worker.shard.classify(req);
+    write_decision(&d, out);
+    let source = d.rule.map(|r| r.source() as usize);
+    if let Some(name) = source.and_then(|i| worker.shard.snapshot().sources().get(i)) {
+        out.source = lc_str::from_bytes(name.as_bytes());
+    }
+}
+
+/// Classifies one request; writes the decision into `*out`.
+///
+/// # Safety
+/// `worker` from `lc_worker_attach` (used by this thread only); `req` valid with readable
+/// strings; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_classify(
+    worker: *mut lc_worker,
+    req: *const lc_request,
+    out: *mut lc_decision,
+) -> lc_result {
+    boundary(|| {
+        if worker.is_null() || req.is_null() || out.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; exclusive use by contract.
+        let worker = unsafe { &mut *worker };
+        // SAFETY: checked non-null; valid by contract.
+        let r = unsafe { &*req };
+        // SAFETY: the strings are readable for the duration of the call by contract.
+        let (method, from, to, ruri, pai, target, event) = unsafe {
+            (
+                r.method.bytes(),
+                r.from.bytes(),
+                r.to.bytes(),
+                r.request_uri.bytes(),
+                r.p_asserted_identity.bytes(),
+                r.target.bytes(),
+                r.event.bytes(),
+            )
+        };
+        let Some(method) = method else {
+            return lc_result::NullParameter;
+        };
+        let Ok(method) = std::str::from_utf8(method) else {
+            return lc_result::InvalidUtf8;
+        };
+        let request = Request {
+            method,
+            identities: Identities {
+                from: header(from),
+                to: header(to),
+                request_uri: ruri.and_then(|b| std::str::from_utf8(b).ok()),
+                p_asserted_identity: header(pai),
+                target: target.and_then(|b| std::str::from_utf8(b).ok()),
+            },
+            transport: r.transport.into(),
+            initial: r.initial,
+            event: event.and_then(|b| std::str::from_utf8(b).ok()),
+            time: r.has_time.then_some(Time {
+                monotonic_ns: r.monotonic_ns,
+                unix_ns: i128::from(r.unix_ns),
+            }),
+        };
+        // SAFETY: checked non-null, writable by contract.
+        let out = unsafe { &mut *out };
+        decide(worker, &request, out);
+        lc_result::Ok
+    })
+}
+
+fn sip_error(e: SipError) -> lc_result {
+    match e {
+        SipError::Truncated => lc_result::SipTruncated,
+        SipError::BadRequestLine => lc_result::SipBadRequestLine,
+        SipError::NotARequest => lc_result::SipNotARequest,
+        SipError::BadHeader => lc_result::SipBadHeader,
+        SipError::MissingHeader(_) => lc_result::SipMissingHeader,
+        SipError::BadCSeq => lc_result::SipBadCseq,
+    }
+}
+
+/// Scans a raw SIP request (`len` bytes: request line and headers; a body is ignored) and
+/// classifies it like `lc_classify`, without allocating. Malformed messages get a
+/// `LC_RESULT_SIP_*` code and no decision.
+///
+/// # Safety
+/// `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes; `out`
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_classify_sip(
+    worker: *mut lc_worker,
+    msg: *const u8,
+    len: usize,
+    transport: lc_transport,
+    out: *mut lc_decision,
+) -> lc_result {
+    boundary(|| {
+        if worker.is_null() || msg.is_null() || out.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; exclusive use by contract.
+        let worker = unsafe { &mut *worker };
+        // SAFETY: non-null, `len` readable bytes by contract.
+        let bytes = unsafe { std::slice::from_raw_parts(msg, len) };
+        let scanned = match sip::scan(bytes) {
+            Ok(s) => s,
+            Err(e) => return sip_error(e),
+        };
+        let request = Request::from_sip(&scanned, transport.into(), None);
+        // SAFETY: checked non-null, writable by contract.
+        let out = unsafe { &mut *out };
+        decide(worker, &request, out);
+        lc_result::Ok
+    })
+}
+
+/// Gives back the window slot of a completed transaction. Any worker of the same engine may
+/// complete any ticket; completing one twice frees a slot that was not taken (don't).
+///
+/// # Safety
+/// `worker` from `lc_worker_attach` (this thread only); `ticket` readable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_complete(
+    worker: *mut lc_worker,
+    ticket: *const lc_ticket,
+) -> lc_result {
+    boundary(|| {
+        if worker.is_null() || ticket.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; exclusive use by contract.
+        let worker = unsafe { &mut *worker };
+        // SAFETY: checked non-null, readable by contract.
+        let t = unsafe { *ticket };
+        worker.shard.complete(Ticket::from_parts(t.key, t.hint));
+        lc_result::Ok
+    })
+}

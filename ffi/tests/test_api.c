@@ -1,0 +1,395 @@
+/* The C ABI end to end: lifecycle, every NULL path, policies (valid, invalid, partial),
+ * classification of the RFC 7200 Appendix D.1 examples, raw SIP messages, window tickets,
+ * stats. Built with -std=c11 -Wall -Wextra -Wpedantic -Werror and run under ASan+UBSan and
+ * under valgrind (see the Makefile's c-test target). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loadctl.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        checks++;                                                                    \
+        if (!(cond)) {                                                               \
+            failures++;                                                              \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                            \
+    } while (0)
+
+#define CHECK_RESULT(call, expected)                                                            \
+    do {                                                                                        \
+        lc_result got_ = (call);                                                                \
+        checks++;                                                                               \
+        if (got_ != (expected)) {                                                               \
+            failures++;                                                                         \
+            fprintf(stderr, "%s:%d: %s returned %u (%s), expected %u\n", __FILE__, __LINE__, #call, \
+                    (unsigned)got_, lc_result_text(got_), (unsigned)(expected));                \
+        }                                                                                       \
+    } while (0)
+
+static lc_str str(const char *s) {
+    lc_str out;
+    out.ptr = (const uint8_t *)s;
+    out.len = s ? strlen(s) : 0;
+    return out;
+}
+
+static const lc_str NONE = {NULL, 0};
+
+static int str_is(lc_str s, const char *expected) {
+    return s.ptr != NULL && s.len == strlen(expected) && memcmp(s.ptr, expected, s.len) == 0;
+}
+
+static const char *EXAMPLE1 =
+    "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\"\n"
+    "         xmlns:lc=\"urn:ietf:params:xml:ns:load-control\" version=\"0\" state=\"full\">\n"
+    "  <rule id=\"f3g44k1\"><conditions><lc:call-identity><lc:sip><lc:to>\n"
+    "    <one id=\"sip:alice@hotline.example.com\"/><one id=\"tel:+1-212-555-1234\"/>\n"
+    "  </lc:to></lc:sip></lc:call-identity><method>INVITE</method>\n"
+    "  <validity><from>2008-05-31T12:00:00-05:00</from><until>2008-05-31T15:00:00-05:00</until></validity>\n"
+    "  </conditions><actions><lc:accept alt-action=\"reject\"><lc:rate>100</lc:rate></lc:accept></actions></rule>\n"
+    "</ruleset>\n";
+
+static const char *EXAMPLE2 =
+    "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\"\n"
+    "         xmlns:lc=\"urn:ietf:params:xml:ns:load-control\" version=\"1\" state=\"full\">\n"
+    "  <rule id=\"f3g44k2\"><conditions><lc:call-identity><lc:sip>\n"
+    "    <lc:to><many domain=\"sandy.example.com\"/><many-tel prefix=\"+1-212\"/></lc:to>\n"
+    "    <lc:from><many><except domain=\"sandy.example.com\"/><except domain=\"rescue.example.com\"/></many></lc:from>\n"
+    "  </lc:sip></lc:call-identity><method>INVITE</method></conditions>\n"
+    "  <actions><lc:accept alt-action=\"redirect\" alt-target=\"sip:sandy@update.example.com\"><lc:rate>0</lc:rate></lc:accept></actions></rule>\n"
+    "</ruleset>\n";
+
+static const char *EXAMPLE3 =
+    "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\"\n"
+    "         xmlns:lc=\"urn:ietf:params:xml:ns:load-control\" version=\"2\" state=\"full\">\n"
+    "  <rule id=\"f3g44k3\"><conditions><lc:call-identity><lc:sip><lc:from><many domain=\"example.com\"/></lc:from>\n"
+    "  </lc:sip></lc:call-identity></conditions>\n"
+    "  <actions><lc:accept alt-action=\"reject\"><lc:rate>0</lc:rate></lc:accept></actions></rule>\n"
+    "  <rule id=\"f3g44k4\"><conditions><lc:call-identity><lc:sip><lc:from><one id=\"sip:alice@example.com\"/></lc:from>\n"
+    "  </lc:sip></lc:call-identity></conditions>\n"
+    "  <actions><lc:accept alt-action=\"redirect\" alt-target=\"sip:eve@example.com\"><lc:rate>0</lc:rate></lc:accept></actions></rule>\n"
+    "</ruleset>\n";
+
+static lc_result publish(lc_engine *e, const char *source, const char *body, uint64_t *generation) {
+    return lc_engine_publish(e, str(source), NONE, (const uint8_t *)body, strlen(body), generation);
+}
+
+static lc_request invite(const char *from, const char *to) {
+    lc_request r;
+    memset(&r, 0, sizeof r);
+    r.method = str("INVITE");
+    r.from = str(from);
+    r.to = str(to);
+    r.transport = LC_TRANSPORT_UDP;
+    r.initial = true;
+    return r;
+}
+
+static void test_version_and_lifecycle(void) {
+    CHECK(strcmp(lc_version(), LC_VERSION) == 0);
+    CHECK(strcmp(lc_result_text(LC_RESULT_OK), "ok") == 0);
+    CHECK(strlen(lc_result_text(LC_RESULT_SIP_BAD_CSEQ)) > 0);
+    lc_engine_config config;
+    CHECK_RESULT(lc_engine_config_default(&config), LC_RESULT_OK);
+    CHECK(config.burst_tolerance_ms == 100);
+    CHECK(config.shards >= 1);
+    config.shards = 0;
+    lc_engine *e = NULL;
+    CHECK_RESULT(lc_engine_new(&config, &e), LC_RESULT_INVALID_ARGUMENT);
+    CHECK(e == NULL);
+    config.shards = 2;
+    config.redirect_allow = str("trusted.example");
+    CHECK_RESULT(lc_engine_new(&config, &e), LC_RESULT_OK);
+    lc_worker *w = NULL;
+    CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+    CHECK(w != NULL);
+    /* Freeing the engine first is allowed: the worker keeps its policy. */
+    lc_engine_free(e);
+    lc_request r = invite("<sip:a@b.example>", "<sip:c@d.example>");
+    lc_decision d;
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_ACCEPT && !d.matched);
+    lc_worker_free(w);
+    lc_worker_free(NULL);
+    lc_engine_free(NULL);
+}
+
+static void test_null_parameters(void) {
+    lc_engine *e = NULL;
+    CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK); /* NULL config: defaults */
+    lc_worker *w = NULL;
+    CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+    uint64_t g = 0;
+    size_t n = 0;
+    char buf[16];
+    lc_stats st;
+    lc_decision d;
+    lc_request r = invite("<sip:a@b>", "<sip:c@d>");
+    lc_ticket t = {0, 0};
+    const uint8_t *body = (const uint8_t *)EXAMPLE3;
+    CHECK_RESULT(lc_engine_config_default(NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_new(NULL, NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_publish(NULL, str("s"), NONE, body, strlen(EXAMPLE3), &g), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_publish(e, NONE, NONE, body, strlen(EXAMPLE3), &g), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_publish(e, str("s"), NONE, NULL, 0, &g), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_publish(e, str("s"), NONE, body, strlen(EXAMPLE3), NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_apply(NULL, str("s"), NONE, body, strlen(EXAMPLE3), &g), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_withdraw(NULL, str("s"), &g), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_withdraw(e, NONE, &g), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_withdraw(e, str("s"), NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_policy_check(NULL, 0, (uint8_t *)buf, sizeof buf, &n), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_policy_check(body, 1, (uint8_t *)buf, sizeof buf, NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_stats(NULL, &st), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_stats(e, NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_stats_each(e, NULL, NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_prometheus(NULL, (uint8_t *)buf, sizeof buf, &n), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_prometheus(e, (uint8_t *)buf, sizeof buf, NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_worker_attach(NULL, -1, &w), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_worker_attach(e, -1, NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_classify(NULL, &r, &d), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_classify(w, NULL, &d), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_classify(w, &r, NULL), LC_RESULT_NULL_PARAMETER);
+    r.method = NONE;
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_classify_sip(NULL, body, 1, LC_TRANSPORT_UDP, &d), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_classify_sip(w, NULL, 1, LC_TRANSPORT_UDP, &d), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_classify_sip(w, body, 1, LC_TRANSPORT_UDP, NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_complete(NULL, &t), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_complete(w, NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK(g == 0 && n == 0);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
+static void test_policies(void) {
+    lc_engine *e = NULL;
+    CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK);
+    uint64_t g = 0;
+    CHECK_RESULT(publish(e, "notifier-a", EXAMPLE3, &g), LC_RESULT_OK);
+    CHECK(g == 1);
+    /* An invalid document is refused and the old policy stays. */
+    const char *bad = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"3\" state=\"full\">\n"
+                      "<rule id=\"x\"><actions><accept><rate>-1</rate></accept></actions></rule></ruleset>";
+    CHECK_RESULT(publish(e, "notifier-a", bad, &g), LC_RESULT_INVALID_POLICY);
+    lc_stats st;
+    CHECK_RESULT(lc_engine_stats(e, &st), LC_RESULT_OK);
+    CHECK(st.generation == 1 && st.rules == 2);
+    char msg[256];
+    size_t n = 0;
+    CHECK_RESULT(lc_policy_check((const uint8_t *)bad, strlen(bad), (uint8_t *)msg, sizeof msg, &n), LC_RESULT_INVALID_POLICY);
+    CHECK(n > 0 && n < sizeof msg);
+    msg[n < sizeof msg ? n : sizeof msg - 1] = 0;
+    CHECK(strncmp(msg, "2:", 2) == 0 && strstr(msg, "negative") != NULL);
+    CHECK_RESULT(lc_policy_check((const uint8_t *)bad, strlen(bad), (uint8_t *)msg, 4, &n), LC_RESULT_BUFFER_TOO_SMALL);
+    CHECK_RESULT(lc_policy_check((const uint8_t *)EXAMPLE1, strlen(EXAMPLE1), (uint8_t *)msg, sizeof msg, &n), LC_RESULT_OK);
+    CHECK(n == 0);
+    /* Partial documents: version 3 follows 2; a gap and a partial publish are refused. */
+    const char *partial = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"3\" state=\"partial\">"
+                          "<rule id=\"f3g44k4\"><actions/></rule></ruleset>";
+    CHECK_RESULT(lc_engine_publish(e, str("notifier-a"), NONE, (const uint8_t *)partial, strlen(partial), &g), LC_RESULT_NOT_FULL);
+    CHECK_RESULT(lc_engine_apply(e, str("notifier-a"), NONE, (const uint8_t *)partial, strlen(partial), &g), LC_RESULT_OK);
+    CHECK(g == 2);
+    CHECK_RESULT(lc_engine_apply(e, str("notifier-a"), NONE, (const uint8_t *)partial, strlen(partial), &g), LC_RESULT_VERSION_GAP);
+    CHECK_RESULT(lc_engine_apply(e, str("nobody"), NONE, (const uint8_t *)partial, strlen(partial), &g), LC_RESULT_NO_BASE);
+    CHECK_RESULT(lc_engine_withdraw(e, str("nobody"), &g), LC_RESULT_UNKNOWN_SOURCE);
+    CHECK_RESULT(lc_engine_withdraw(e, str("notifier-a"), &g), LC_RESULT_OK);
+    CHECK(g == 3);
+    /* A notifier URI that does not parse. */
+    CHECK_RESULT(lc_engine_publish(e, str("x"), str("not a uri"), (const uint8_t *)EXAMPLE3, strlen(EXAMPLE3), &g), LC_RESULT_INVALID_ARGUMENT);
+    lc_engine_free(e);
+}
+
+static void test_rfc_examples(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    uint64_t g;
+    lc_decision d;
+    CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK);
+    CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+    /* Example 3: first match wins. */
+    CHECK_RESULT(publish(e, "ex", EXAMPLE3, &g), LC_RESULT_OK);
+    lc_request r = invite("\"Alice\" <sip:alice@example.com>;tag=1", "<sip:x@y.example>");
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_REJECT && d.status == 503 && d.matched);
+    CHECK(str_is(d.rule_id, "f3g44k3") && str_is(d.source, "ex"));
+    r = invite("<sip:alice@other.example>", "<sip:x@y.example>");
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_ACCEPT && !d.matched && d.status == 0 && d.rule_id.ptr == NULL);
+    /* Example 2: redirect with the target as Contact; excepted domains pass. */
+    CHECK_RESULT(publish(e, "ex", EXAMPLE2, &g), LC_RESULT_OK);
+    r = invite("<sip:worried@family.example>", "<tel:+1-212-555-0000>");
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_REDIRECT && d.status == 302 && d.target_count == 1);
+    CHECK(str_is(d.targets[0], "sip:sandy@update.example.com"));
+    r = invite("<sip:team@rescue.example.com>", "<sip:kin@sandy.example.com>");
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(!d.matched);
+    /* Example 1: validity decides, with the time given by the caller. */
+    CHECK_RESULT(publish(e, "ex", EXAMPLE1, &g), LC_RESULT_OK);
+    r = invite("<sip:fan@x.example>", "\"Hotline\" <sip:alice@hotline.example.com>");
+    r.has_time = true;
+    r.monotonic_ns = 1000000000ull;
+    r.unix_ns = 1212255000ll * 1000000000ll; /* 2008-05-31T17:30:00Z */
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(str_is(d.rule_id, "f3g44k1") && d.verdict == LC_VERDICT_ACCEPT);
+    r.unix_ns = 1212267600ll * 1000000000ll; /* 21:00Z, after the window */
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(!d.matched);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
+static const char *SIP_INVITE =
+    "INVITE sip:+12125551234@gw.example.com;user=phone SIP/2.0\r\n"
+    "Via: SIP/2.0/UDP pc33.example.com;branch=z9hG4bK776asdhds\r\n"
+    "Max-Forwards: 70\r\n"
+    "To: \"Hotline\" <tel:+1-212-555-1234>\r\n"
+    "From: \"Alice\" <sip:alice@example.com>;tag=1928301774\r\n"
+    "Call-ID: a84b4c76e66710@pc33.example.com\r\n"
+    "CSeq: 314159 INVITE\r\n"
+    "Content-Length: 0\r\n"
+    "\r\n";
+
+static const char *SIP_COMPACT =
+    "INVITE sip:bob@b.example SIP/2.0\n"
+    "v: SIP/2.0/TCP a.example;branch=z9hG4bK1\n"
+    "t: <sip:bob@b.example>\n"
+    "f: \"Al\n"
+    "  ice\" <sip:alice@example.com>;tag=77\n"
+    "i: 1@a\n"
+    "CSEQ: 2 INVITE\n"
+    "\n";
+
+static void test_raw_sip(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    uint64_t g;
+    lc_decision d;
+    CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK);
+    CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+    CHECK_RESULT(publish(e, "ex", EXAMPLE3, &g), LC_RESULT_OK);
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)SIP_INVITE, strlen(SIP_INVITE), LC_TRANSPORT_UDP, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_REJECT && str_is(d.rule_id, "f3g44k3"));
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)SIP_COMPACT, strlen(SIP_COMPACT), LC_TRANSPORT_TCP, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_REJECT && str_is(d.rule_id, "f3g44k3"));
+    /* In dialog (to-tag): exempt. */
+    const char *bye = "BYE sip:x@y SIP/2.0\r\nt: <sip:x@y>;tag=9\r\nf: <sip:alice@example.com>;tag=1\r\ni: x\r\nCSeq: 2 BYE\r\n\r\n";
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)bye, strlen(bye), LC_TRANSPORT_UDP, &d), LC_RESULT_OK);
+    CHECK(d.exempt && d.verdict == LC_VERDICT_ACCEPT);
+    /* Malformed input gets a code and no decision. */
+    const char *response = "SIP/2.0 200 OK\r\n\r\n";
+    const char *truncated = "INVITE sip:a@b SIP/2.0\r\nFrom: <sip:x@y>\r\n";
+    const char *no_cseq = "INVITE sip:a@b SIP/2.0\r\nFrom: <sip:x@y>\r\nTo: <sip:a@b>\r\nCall-ID: 1\r\n\r\n";
+    const char *bad_line = "INVITE sip:a@b\r\n\r\n";
+    const char *bad_header = "INVITE sip:a@b SIP/2.0\r\nnocolon\r\n\r\n";
+    const char *bad_cseq = "INVITE sip:a@b SIP/2.0\r\nf: <sip:x@y>\r\nt: <sip:a@b>\r\ni: 1\r\nCSeq: one INVITE\r\n\r\n";
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)response, strlen(response), LC_TRANSPORT_UDP, &d), LC_RESULT_SIP_NOT_A_REQUEST);
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)truncated, strlen(truncated), LC_TRANSPORT_UDP, &d), LC_RESULT_SIP_TRUNCATED);
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)no_cseq, strlen(no_cseq), LC_TRANSPORT_UDP, &d), LC_RESULT_SIP_MISSING_HEADER);
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)bad_line, strlen(bad_line), LC_TRANSPORT_UDP, &d), LC_RESULT_SIP_BAD_REQUEST_LINE);
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)bad_header, strlen(bad_header), LC_TRANSPORT_UDP, &d), LC_RESULT_SIP_BAD_HEADER);
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)bad_cseq, strlen(bad_cseq), LC_TRANSPORT_UDP, &d), LC_RESULT_SIP_BAD_CSEQ);
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)"", 0, LC_TRANSPORT_UDP, &d), LC_RESULT_SIP_TRUNCATED);
+    /* Garbage: random mutations never crash. */
+    unsigned state = 12345u;
+    size_t len = strlen(SIP_INVITE);
+    char *copy = malloc(len);
+    CHECK(copy != NULL);
+    for (int i = 0; copy && i < 5000; i++) {
+        memcpy(copy, SIP_INVITE, len);
+        for (int k = 0; k < 4; k++) {
+            state = state * 1103515245u + 12345u;
+            copy[(state >> 8) % len] = (char)(state >> 16);
+        }
+        state = state * 1103515245u + 12345u;
+        lc_result res = lc_classify_sip(w, (const uint8_t *)copy, (state >> 8) % (len + 1), LC_TRANSPORT_UDP, &d);
+        CHECK(res == LC_RESULT_OK || (res >= LC_RESULT_SIP_TRUNCATED && res <= LC_RESULT_SIP_BAD_CSEQ));
+    }
+    free(copy);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
+static void count_rule(void *userdata, const lc_rule_stats *row) {
+    uint64_t *sums = userdata;
+    sums[0] += row->matched;
+    sums[1] += 1;
+    if (str_is(row->rule, "trunk")) {
+        sums[2] = row->accepted;
+    }
+}
+
+static void test_windows_and_stats(void) {
+    lc_engine *e = NULL;
+    lc_worker *a = NULL;
+    lc_worker *b = NULL;
+    uint64_t g;
+    lc_decision d;
+    const char *win = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"0\" state=\"full\">"
+                      "<rule id=\"trunk\"><conditions><method>INVITE</method></conditions>"
+                      "<actions><accept alt-action=\"drop\"><win>2</win></accept></actions></rule></ruleset>";
+    CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK);
+    CHECK_RESULT(lc_worker_attach(e, -1, &a), LC_RESULT_OK);
+    CHECK_RESULT(lc_worker_attach(e, -1, &b), LC_RESULT_OK);
+    CHECK_RESULT(publish(e, "ex", win, &g), LC_RESULT_OK);
+    lc_request r = invite("<sip:a@b>", "<sip:c@d>");
+    lc_ticket tickets[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK_RESULT(lc_classify(a, &r, &d), LC_RESULT_OK);
+        CHECK(d.has_ticket && d.verdict == LC_VERDICT_ACCEPT);
+        tickets[i] = d.ticket;
+    }
+    CHECK_RESULT(lc_classify(b, &r, &d), LC_RESULT_OK);
+    CHECK(!d.has_ticket && d.verdict == LC_VERDICT_REJECT); /* drop over UDP is 503 */
+    r.transport = LC_TRANSPORT_TCP;
+    CHECK_RESULT(lc_classify(b, &r, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_DROP && d.status == 0);
+    /* A ticket can be completed on another worker. */
+    CHECK_RESULT(lc_complete(b, &tickets[0]), LC_RESULT_OK);
+    CHECK_RESULT(lc_classify(b, &r, &d), LC_RESULT_OK);
+    CHECK(d.has_ticket);
+    CHECK_RESULT(lc_complete(a, &tickets[1]), LC_RESULT_OK);
+    CHECK_RESULT(lc_complete(b, &d.ticket), LC_RESULT_OK);
+    /* Stats: 5 INVITEs + one exempt BYE = 6 requests. */
+    r.method = str("BYE");
+    CHECK_RESULT(lc_classify(a, &r, &d), LC_RESULT_OK);
+    lc_stats st;
+    CHECK_RESULT(lc_engine_stats(e, &st), LC_RESULT_OK);
+    CHECK(st.total == 6 && st.exempt == 1 && st.matched == 5 && st.accepted == 3);
+    CHECK(st.rejected == 1 && st.dropped == 1);
+    uint64_t sums[3] = {0, 0, 0};
+    CHECK_RESULT(lc_engine_stats_each(e, count_rule, sums), LC_RESULT_OK);
+    CHECK(sums[0] == 5 && sums[1] == 1 && sums[2] == 3);
+    /* Prometheus text: ask for the size first. */
+    size_t need = 0;
+    CHECK_RESULT(lc_engine_prometheus(e, NULL, 0, &need), LC_RESULT_BUFFER_TOO_SMALL);
+    CHECK(need > 100);
+    char *text = malloc(need + 1);
+    size_t n = 0;
+    CHECK(text != NULL);
+    if (text) {
+        CHECK_RESULT(lc_engine_prometheus(e, (uint8_t *)text, need, &n), LC_RESULT_OK);
+        text[n] = 0;
+        CHECK(n == need && strstr(text, "loadctl_rule_matched_total{source=\"ex\",rule=\"trunk\"} 5") != NULL);
+        free(text);
+    }
+    lc_worker_free(a);
+    lc_worker_free(b);
+    lc_engine_free(e);
+}
+
+int main(void) {
+    test_version_and_lifecycle();
+    test_null_parameters();
+    test_policies();
+    test_rfc_examples();
+    test_raw_sip();
+    test_windows_and_stats();
+    printf("%d passed, %d failed\n", checks - failures, failures);
+    return failures == 0 ? 0 : 1;
+}
