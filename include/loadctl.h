@@ -30,6 +30,8 @@ enum lc_result
   LC_RESULT_BUFFER_TOO_SMALL = 4,
   // An argument is out of range.
   LC_RESULT_INVALID_ARGUMENT = 5,
+  // Nothing to return (no message to send, no event, no timer).
+  LC_RESULT_EMPTY = 6,
   // The policy document does not validate (`lc_policy_check` says why).
   LC_RESULT_INVALID_POLICY = 100,
   // `lc_engine_publish` was given a partial document.
@@ -67,6 +69,56 @@ typedef uint32_t lc_result;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// SUBSCRIBE or NOTIFY.
+typedef enum lc_method {
+  // SUBSCRIBE.
+  LC_METHOD_SUBSCRIBE = 0,
+  // NOTIFY.
+  LC_METHOD_NOTIFY = 1,
+} lc_method;
+
+// What a subscriber reports.
+typedef enum lc_subscriber_event_kind {
+  // Subscribed (`number`: granted seconds).
+  LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED = 0,
+  // The notifier reported pending.
+  LC_SUBSCRIBER_EVENT_KIND_PENDING = 1,
+  // A document was applied (`number`: version, `generation`).
+  LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED = 2,
+  // This notifier's rules were removed.
+  LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN = 3,
+  // A document was ignored (`number`: version; `text`: why).
+  LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED = 4,
+  // An invalid document (`text`: the reader's error).
+  LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT = 5,
+  // The engine refused the document (`text`).
+  LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED = 6,
+  // A body of another type was discarded (`text`: its type).
+  LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY = 7,
+  // Rules redirect outside the agreed list (`text`: their ids).
+  LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST = 8,
+  // A NOTIFY was refused (`number`: status; `text`: why).
+  LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED = 9,
+  // Will retry (`at_ns`; `text`: what failed).
+  LC_SUBSCRIBER_EVENT_KIND_RETRYING = 10,
+  // The subscription lapsed; its rules stay.
+  LC_SUBSCRIBER_EVENT_KIND_LAPSED = 11,
+  // Stopped for good (`text`: why).
+  LC_SUBSCRIBER_EVENT_KIND_STOPPED = 12,
+} lc_subscriber_event_kind;
+
+// What a notifier reports.
+typedef enum lc_notifier_event_kind {
+  // A new subscription (`text`: subscriber; `number`: seconds).
+  LC_NOTIFIER_EVENT_KIND_SUBSCRIBED = 0,
+  // A refresh (`text`: subscriber).
+  LC_NOTIFIER_EVENT_KIND_REFRESHED = 1,
+  // A SUBSCRIBE was refused (`number`: status; `text`: why).
+  LC_NOTIFIER_EVENT_KIND_REFUSED = 2,
+  // A subscription ended (`text`: subscriber and reason).
+  LC_NOTIFIER_EVENT_KIND_ENDED = 3,
+} lc_notifier_event_kind;
+
 // The transport a request arrived on. Only UDP is unreliable (`drop` becomes 503 there).
 typedef enum lc_transport {
   // UDP.
@@ -97,6 +149,12 @@ typedef enum lc_verdict {
 
 // The engine: owns the published policy; shared by every worker. Thread-safe.
 typedef struct lc_engine lc_engine;
+
+// A notifier: pushes policies to its subscribers. One thread at a time.
+typedef struct lc_notifier lc_notifier;
+
+// A subscriber: one subscription to one notifier, feeding an engine. One thread at a time.
+typedef struct lc_subscriber lc_subscriber;
 
 // A worker's classifier (a shard of the engine). Use it from one thread at a time.
 typedef struct lc_worker lc_worker;
@@ -170,6 +228,108 @@ typedef struct lc_rule_stats {
   // Redirects turned into 503 by the allow-list.
   uint64_t redirect_refused;
 } lc_rule_stats;
+
+// Subscriber settings (see `loadctl::event::subscriber::SubscriberConfig`).
+typedef struct lc_subscriber_config {
+  // The notifier's URI (required).
+  struct lc_str notifier;
+  // This server's URI (required).
+  struct lc_str subscriber;
+  // Call-ID stem (required; subscription n uses `stem-n`).
+  struct lc_str call_id;
+  // From-tag stem (required).
+  struct lc_str tag;
+  // Requested duration, seconds; 0 means the default 3600.
+  uint32_t expires;
+  // Space-separated hosts/domains notifiers may be at; absent: the notifier's host only.
+  struct lc_str trust;
+  // Space-separated hosts/domains redirect targets may point at; absent: not checked.
+  struct lc_str redirect_allow;
+  // Scope rules without target-sip-entity to the notifier's URI.
+  bool scope_to_notifier;
+} lc_subscriber_config;
+
+// A SUBSCRIBE or NOTIFY request (`status` 0) or a response to one (`status` ≥ 100).
+// Absent strings have a NULL `ptr`; absent numbers are -1.
+typedef struct lc_sip_message {
+  // 0 for a request, else the response status.
+  uint16_t status;
+  // The request's method (for a response: the method it answers).
+  enum lc_method method;
+  // Request-URI (requests).
+  struct lc_str request_uri;
+  // Call-ID.
+  struct lc_str call_id;
+  // From URI.
+  struct lc_str from_uri;
+  // From tag.
+  struct lc_str from_tag;
+  // To URI.
+  struct lc_str to_uri;
+  // To tag.
+  struct lc_str to_tag;
+  // CSeq number.
+  uint32_t cseq;
+  // Event header value.
+  struct lc_str event;
+  // Accept header value.
+  struct lc_str accept;
+  // Subscription-State header value.
+  struct lc_str subscription_state;
+  // Content-Type header value.
+  struct lc_str content_type;
+  // The body.
+  struct lc_str body;
+  // Expires, or -1.
+  int64_t expires;
+  // Min-Expires, or -1.
+  int64_t min_expires;
+  // Retry-After, or -1.
+  int64_t retry_after;
+} lc_sip_message;
+
+// One subscriber event; `text` is valid until the next call on the handle.
+typedef struct lc_subscriber_event {
+  // What happened.
+  enum lc_subscriber_event_kind kind;
+  // Version, seconds or status, by kind.
+  uint64_t number;
+  // Engine generation (`POLICY_APPLIED`).
+  uint64_t generation;
+  // When (`RETRYING`).
+  uint64_t at_ns;
+  // Details, by kind.
+  struct lc_str text;
+} lc_subscriber_event;
+
+// Notifier settings (see `loadctl::event::notifier::NotifierConfig`); zero numbers mean the
+// defaults (60 s / 3600 s / 3600 s / 1000 ms).
+typedef struct lc_notifier_config {
+  // This server's URI (required).
+  struct lc_str uri;
+  // To-tag stem (required).
+  struct lc_str tag;
+  // Space-separated hosts/domains subscribers may be at; absent: anyone.
+  struct lc_str authorized;
+  // Shortest subscription, seconds.
+  uint32_t min_expires;
+  // Longest subscription, seconds.
+  uint32_t max_expires;
+  // Duration when a SUBSCRIBE names none, seconds.
+  uint32_t default_expires;
+  // Least spacing of NOTIFYs on one subscription, milliseconds.
+  uint32_t pacing_ms;
+} lc_notifier_config;
+
+// One notifier event; `text` is valid until the next call on the handle.
+typedef struct lc_notifier_event {
+  // What happened.
+  enum lc_notifier_event_kind kind;
+  // Seconds or status, by kind.
+  uint64_t number;
+  // Details.
+  struct lc_str text;
+} lc_notifier_event;
 
 // A request as the SIP stack holds it: header values (display names, tags and all) as
 // pointer + length; absent fields have a NULL `ptr`.
@@ -337,6 +497,151 @@ lc_result lc_engine_prometheus(const struct lc_engine *engine,
                                uint8_t *buf,
                                size_t cap,
                                size_t *written);
+
+// Creates a subscriber feeding `engine`; its first SUBSCRIBE is ready in `poll_transmit`.
+//
+// # Safety
+// `engine` from `lc_engine_new`; `config` valid with readable strings; `out` writable.
+lc_result lc_subscriber_new(const struct lc_engine *engine,
+                            const struct lc_subscriber_config *config,
+                            uint64_t now_ns,
+                            struct lc_subscriber **out);
+
+// Frees a subscriber (its rules stay in the engine; withdraw them with `lc_engine_withdraw`
+// if wanted). `NULL` is a no-op.
+//
+// # Safety
+// `sub` NULL or from `lc_subscriber_new`, not used afterwards.
+void lc_subscriber_free(struct lc_subscriber *sub);
+
+// Takes the next SUBSCRIBE to send (`LC_RESULT_EMPTY` when none).
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `out` writable.
+lc_result lc_subscriber_poll_transmit(struct lc_subscriber *sub, struct lc_sip_message *out);
+
+// Feeds a final response to a SUBSCRIBE.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `msg` valid with readable strings.
+lc_result lc_subscriber_handle_response(struct lc_subscriber *sub,
+                                        uint64_t now_ns,
+                                        const struct lc_sip_message *msg);
+
+// Feeds a NOTIFY; writes the response to send into `*response`.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `msg` valid with readable strings; `response` writable.
+lc_result lc_subscriber_handle_notify(struct lc_subscriber *sub,
+                                      uint64_t now_ns,
+                                      const struct lc_sip_message *msg,
+                                      struct lc_sip_message *response);
+
+// Writes when `lc_subscriber_handle_timeout` is due (`LC_RESULT_EMPTY`: no timer).
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `out` writable.
+lc_result lc_subscriber_poll_timeout(const struct lc_subscriber *sub, uint64_t *out);
+
+// Advances the subscriber's timers to `now_ns`.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`.
+lc_result lc_subscriber_handle_timeout(struct lc_subscriber *sub, uint64_t now_ns);
+
+// Ends the subscription (SUBSCRIBE with Expires: 0 queued).
+//
+// # Safety
+// `sub` from `lc_subscriber_new`.
+lc_result lc_subscriber_unsubscribe(struct lc_subscriber *sub, uint64_t now_ns);
+
+// Takes the next event (`LC_RESULT_EMPTY` when none).
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `out` writable.
+lc_result lc_subscriber_poll_event(struct lc_subscriber *sub, struct lc_subscriber_event *out);
+
+// Creates a notifier.
+//
+// # Safety
+// `config` valid with readable strings; `out` writable.
+lc_result lc_notifier_new(const struct lc_notifier_config *config, struct lc_notifier **out);
+
+// Frees a notifier. `NULL` is a no-op.
+//
+// # Safety
+// `n` NULL or from `lc_notifier_new`, not used afterwards.
+void lc_notifier_free(struct lc_notifier *n);
+
+// Sets the policy every subscriber without one of its own gets: a full document (`body`,
+// `len`), or NULL for "no policy".
+//
+// # Safety
+// `n` from `lc_notifier_new`; `body` NULL or readable for `len` bytes.
+lc_result lc_notifier_set_policy(struct lc_notifier *n,
+                                 uint64_t now_ns,
+                                 const uint8_t *body,
+                                 size_t len);
+
+// Sets one subscriber's own policy (full document, or NULL for "no policy"); with `clear`
+// true instead reverts it to the common policy.
+//
+// # Safety
+// `n` from `lc_notifier_new`; `subscriber` readable; `body` NULL or readable for `len` bytes.
+lc_result lc_notifier_set_subscriber_policy(struct lc_notifier *n,
+                                            uint64_t now_ns,
+                                            struct lc_str subscriber,
+                                            const uint8_t *body,
+                                            size_t len,
+                                            bool clear);
+
+// Feeds a SUBSCRIBE; writes the response to send into `*response` (a NOTIFY follows in
+// `lc_notifier_poll_transmit` when accepted).
+//
+// # Safety
+// `n` from `lc_notifier_new`; `msg` valid with readable strings; `response` writable.
+lc_result lc_notifier_handle_subscribe(struct lc_notifier *n,
+                                       uint64_t now_ns,
+                                       const struct lc_sip_message *msg,
+                                       struct lc_sip_message *response);
+
+// Feeds a final response to a NOTIFY.
+//
+// # Safety
+// `n` from `lc_notifier_new`; `msg` valid with readable strings.
+lc_result lc_notifier_handle_response(struct lc_notifier *n,
+                                      uint64_t now_ns,
+                                      const struct lc_sip_message *msg);
+
+// Takes the next NOTIFY to send (`LC_RESULT_EMPTY` when none).
+//
+// # Safety
+// `n` from `lc_notifier_new`; `out` writable.
+lc_result lc_notifier_poll_transmit(struct lc_notifier *n, struct lc_sip_message *out);
+
+// Writes when `lc_notifier_handle_timeout` is due (`LC_RESULT_EMPTY`: no timer).
+//
+// # Safety
+// `n` from `lc_notifier_new`; `out` writable.
+lc_result lc_notifier_poll_timeout(const struct lc_notifier *n, uint64_t *out);
+
+// Advances the notifier's timers (paced NOTIFYs, expiries, unanswered NOTIFYs).
+//
+// # Safety
+// `n` from `lc_notifier_new`.
+lc_result lc_notifier_handle_timeout(struct lc_notifier *n, uint64_t now_ns);
+
+// Ends every subscription (`terminated;reason=noresource` NOTIFYs queued).
+//
+// # Safety
+// `n` from `lc_notifier_new`.
+lc_result lc_notifier_shutdown(struct lc_notifier *n, uint64_t now_ns);
+
+// Takes the next event (`LC_RESULT_EMPTY` when none).
+//
+// # Safety
+// `n` from `lc_notifier_new`; `out` writable.
+lc_result lc_notifier_poll_event(struct lc_notifier *n, struct lc_notifier_event *out);
 
 // Attaches a worker to `engine`. With `core_hint` ≥ 0 the calling thread is also pinned to
 // that core (`LC_RESULT_PIN_FAILED`, and no worker, when it cannot be).

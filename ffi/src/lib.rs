@@ -12,12 +12,14 @@
 //! - An `lc_engine` may be used from any thread. An `lc_worker` is used by one thread at a time
 //!   (typically one per worker thread or process).
 //!
-//! Modules: [`engine`] (configuration, policies, stats), [`worker`] (classification).
+//! Modules: [`engine`] (configuration, policies, stats), [`worker`] (classification),
+//! [`event`] (the load-control event package: subscriber and notifier handles).
 
 #![warn(missing_docs)]
 #![allow(non_camel_case_types)]
 
 pub mod engine;
+pub mod event;
 pub mod worker;
 
 use std::ffi::c_char;
@@ -39,6 +41,8 @@ pub enum lc_result {
     BufferTooSmall = 4,
     /// An argument is out of range.
     InvalidArgument = 5,
+    /// Nothing to return (no message to send, no event, no timer).
+    Empty = 6,
     /// The policy document does not validate (`lc_policy_check` says why).
     InvalidPolicy = 100,
     /// `lc_engine_publish` was given a partial document.
@@ -122,6 +126,7 @@ pub extern "C" fn lc_result_text(result: lc_result) -> *const c_char {
         lc_result::InvalidUtf8 => b"a string that must be UTF-8 is not\0",
         lc_result::BufferTooSmall => b"the buffer is too small\0",
         lc_result::InvalidArgument => b"an argument is out of range\0",
+        lc_result::Empty => b"nothing to return\0",
         lc_result::InvalidPolicy => b"the policy document does not validate\0",
         lc_result::NotFull => b"a full policy document was expected\0",
         lc_result::VersionGap => {

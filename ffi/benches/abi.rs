@@ -1,0 +1,171 @@
+//! The cost of the C ABI, side by side in one run: classify through `lc_classify` against the
+//! Rust API on the same requests and policy, and `lc_classify_sip` on raw INVITEs of the
+//! standard mix (requests/s per core, bytes/s).
+//!
+//! `cargo bench -p loadctl-ffi --bench abi`
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use loadctl::engine::{Engine, EngineConfig, Source, Time};
+use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests};
+use loadctl_ffi::engine::{lc_engine, lc_engine_free, lc_engine_new, lc_engine_publish};
+use loadctl_ffi::worker::*;
+use loadctl_ffi::{lc_result, lc_str};
+
+const WALL: i128 = 1_705_000_000_000_000_000;
+
+fn s(v: &str) -> lc_str {
+    lc_str {
+        ptr: v.as_ptr(),
+        len: v.len(),
+    }
+}
+
+fn opt(v: Option<&str>) -> lc_str {
+    v.map_or(
+        lc_str {
+            ptr: std::ptr::null(),
+            len: 0,
+        },
+        s,
+    )
+}
+
+fn c_request(r: &OwnedRequest, time: Time) -> lc_request {
+    lc_request {
+        method: s(r.method),
+        from: s(&r.from),
+        to: s(&r.to),
+        request_uri: s(&r.request_uri),
+        p_asserted_identity: opt(r.p_asserted_identity.as_deref()),
+        target: opt(r.target.as_deref()),
+        event: opt(None),
+        transport: if r.transport.is_reliable() {
+            lc_transport::Tcp
+        } else {
+            lc_transport::Udp
+        },
+        initial: r.initial,
+        has_time: true,
+        monotonic_ns: time.monotonic_ns,
+        unix_ns: time.unix_ns as i64,
+    }
+}
+
+/// The request as raw SIP bytes, the way it would arrive on the wire.
+fn raw(r: &OwnedRequest, i: usize) -> Vec<u8> {
+    let mut m = format!(
+        "{} {} SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.{};branch=z9hG4bK{i:08x}\r\nMax-Forwards: 70\r\nFrom: {}\r\nTo: {}{}\r\nCall-ID: {i:x}@192.0.2.1\r\nCSeq: 1 {}\r\n",
+        r.method,
+        r.request_uri,
+        i % 250,
+        r.from,
+        r.to,
+        if r.initial { "" } else { ";tag=d1" },
+        r.method
+    );
+    if let Some(p) = &r.p_asserted_identity {
+        m.push_str(&format!("P-Asserted-Identity: {p}\r\n"));
+    }
+    m.push_str("Contact: <sip:alice@192.0.2.1:5060>\r\nContent-Type: application/sdp\r\nContent-Length: 0\r\n\r\n");
+    m.into_bytes()
+}
+
+fn bench(c: &mut Criterion) {
+    let policy = carrier_policy(10_000, 42);
+    let reqs = requests(&policy, 10_000, 7);
+    let wire: Vec<Vec<u8>> = reqs.iter().enumerate().map(|(i, r)| raw(r, i)).collect();
+    let mean_len = wire.iter().map(Vec::len).sum::<usize>() / wire.len();
+    let body = loadctl::policy::write(&policy);
+
+    let engine = Engine::new(EngineConfig {
+        shards: 1,
+        ..EngineConfig::default()
+    });
+    engine
+        .publish(&Source::local("bench"), policy.clone())
+        .expect("publish");
+    let mut shard = engine.attach();
+
+    let mut e: *mut lc_engine = std::ptr::null_mut();
+    let mut w: *mut lc_worker = std::ptr::null_mut();
+    let mut generation = 0u64;
+    // SAFETY: valid pointers to locals; the engine outlives the worker below.
+    unsafe {
+        assert_eq!(lc_engine_new(std::ptr::null(), &mut e), lc_result::Ok);
+        assert_eq!(
+            lc_engine_publish(
+                e,
+                s("bench"),
+                opt(None),
+                body.as_ptr(),
+                body.len(),
+                &mut generation
+            ),
+            lc_result::Ok
+        );
+        assert_eq!(lc_worker_attach(e, -1, &mut w), lc_result::Ok);
+    }
+    let mut decision = std::mem::MaybeUninit::<lc_decision>::uninit();
+
+    let mut group = c.benchmark_group("abi");
+    group.throughput(Throughput::Elements(1));
+    let mut i = 0usize;
+    group.bench_function("rust-api", |b| {
+        b.iter(|| {
+            let r = &reqs[i % reqs.len()];
+            i += 1;
+            let d = shard.classify(&r.as_request(Time {
+                monotonic_ns: i as u64 * 1_000,
+                unix_ns: WALL,
+            }));
+            black_box(d.verdict);
+        })
+    });
+    let mut j = 0usize;
+    group.bench_function("lc_classify", |b| {
+        b.iter(|| {
+            let r = &reqs[j % reqs.len()];
+            j += 1;
+            let req = c_request(
+                r,
+                Time {
+                    monotonic_ns: j as u64 * 1_000,
+                    unix_ns: WALL,
+                },
+            );
+            // SAFETY: `w` is a live worker used by this thread only; `req` borrows live strings.
+            let res = unsafe { lc_classify(w, &req, decision.as_mut_ptr()) };
+            black_box(res);
+        })
+    });
+    group.throughput(Throughput::Bytes(mean_len as u64));
+    let mut k = 0usize;
+    group.bench_function("lc_classify_sip", |b| {
+        b.iter(|| {
+            let m = &wire[k % wire.len()];
+            k += 1;
+            // SAFETY: as above; `m` is a live buffer.
+            let res = unsafe {
+                lc_classify_sip(
+                    w,
+                    m.as_ptr(),
+                    m.len(),
+                    lc_transport::Udp,
+                    decision.as_mut_ptr(),
+                )
+            };
+            black_box(res);
+        })
+    });
+    group.finish();
+    // SAFETY: created above, freed once.
+    unsafe {
+        lc_worker_free(w);
+        lc_engine_free(e);
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,237 @@
+/* The load-control event package through the C ABI: a notifier and a subscriber (feeding an
+ * engine) wired back to back in memory, in simulated time, plus the NULL paths. */
+#include <stdio.h>
+#include <string.h>
+
+#include "loadctl.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        checks++;                                                                    \
+        if (!(cond)) {                                                               \
+            failures++;                                                              \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                            \
+    } while (0)
+
+#define SECOND 1000000000ull
+
+static lc_str str(const char *s) {
+    lc_str out;
+    out.ptr = (const uint8_t *)s;
+    out.len = s ? strlen(s) : 0;
+    return out;
+}
+
+static const lc_str NONE = {NULL, 0};
+
+static int str_is(lc_str s, const char *expected) {
+    return s.ptr != NULL && s.len == strlen(expected) && memcmp(s.ptr, expected, s.len) == 0;
+}
+
+static const char *policy(int rate) {
+    static char buf[512];
+    snprintf(buf, sizeof buf,
+             "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"0\" state=\"full\">"
+             "<rule id=\"hotline\"><conditions><call-identity><sip><to><many-tel prefix=\"+1-212\"/></to></sip></call-identity></conditions>"
+             "<actions><accept><rate>%d</rate></accept></actions></rule></ruleset>",
+             rate);
+    return buf;
+}
+
+/* Moves every pending message between the two until both are quiet. */
+static int pump(lc_subscriber *s, lc_notifier *n, uint64_t now) {
+    int moved = 0;
+    for (int round = 0; round < 10; round++) {
+        int any = 0;
+        lc_sip_message m;
+        lc_sip_message resp;
+        while (lc_subscriber_poll_transmit(s, &m) == LC_RESULT_OK) {
+            any = 1;
+            CHECK(m.status == 0 && m.method == LC_METHOD_SUBSCRIBE && str_is(m.event, "load-control"));
+            CHECK(lc_notifier_handle_subscribe(n, now, &m, &resp) == LC_RESULT_OK);
+            CHECK(lc_subscriber_handle_response(s, now, &resp) == LC_RESULT_OK);
+        }
+        while (lc_notifier_poll_transmit(n, &m) == LC_RESULT_OK) {
+            any = 1;
+            moved++;
+            CHECK(m.method == LC_METHOD_NOTIFY && str_is(m.content_type, "application/load-control+xml"));
+            CHECK(lc_subscriber_handle_notify(s, now, &m, &resp) == LC_RESULT_OK);
+            CHECK(resp.status == 200);
+            CHECK(lc_notifier_handle_response(n, now, &resp) == LC_RESULT_OK);
+        }
+        if (!any) {
+            break;
+        }
+    }
+    return moved;
+}
+
+static const char *matched_rule(lc_worker *w) {
+    static char id[64];
+    lc_request r;
+    memset(&r, 0, sizeof r);
+    r.method = str("INVITE");
+    r.to = str("<tel:+1-212-555-0000>");
+    r.transport = LC_TRANSPORT_TCP;
+    r.initial = true;
+    lc_decision d;
+    if (lc_classify(w, &r, &d) != LC_RESULT_OK || !d.matched) {
+        return "";
+    }
+    snprintf(id, sizeof id, "%.*s", (int)d.rule_id.len, (const char *)d.rule_id.ptr);
+    return id;
+}
+
+static void test_back_to_back(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    lc_notifier *n = NULL;
+    lc_subscriber *s = NULL;
+    CHECK(lc_engine_new(NULL, &e) == LC_RESULT_OK);
+    CHECK(lc_worker_attach(e, -1, &w) == LC_RESULT_OK);
+    lc_notifier_config nc;
+    memset(&nc, 0, sizeof nc);
+    nc.uri = str("sip:sbc.example.com");
+    nc.tag = str("n7");
+    nc.authorized = str("example.net");
+    CHECK(lc_notifier_new(&nc, &n) == LC_RESULT_OK);
+    const char *p = policy(100);
+    CHECK(lc_notifier_set_policy(n, 0, (const uint8_t *)p, strlen(p)) == LC_RESULT_OK);
+    lc_subscriber_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.notifier = str("sip:sbc.example.com");
+    sc.subscriber = str("sip:proxy.example.net");
+    sc.call_id = str("a84b4c76e66710");
+    sc.tag = str("1928301774");
+    sc.scope_to_notifier = false;
+    CHECK(lc_subscriber_new(e, &sc, 0, &s) == LC_RESULT_OK);
+    CHECK(pump(s, n, 0) == 1);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    int applied = 0;
+    int subscribed = 0;
+    lc_subscriber_event ev;
+    while (lc_subscriber_poll_event(s, &ev) == LC_RESULT_OK) {
+        if (ev.kind == LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED) {
+            applied++;
+            CHECK(ev.number == 0 && ev.generation == 1);
+        }
+        if (ev.kind == LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED) {
+            subscribed++;
+            CHECK(ev.number == 3600);
+        }
+    }
+    CHECK(applied == 1 && subscribed == 1);
+    lc_notifier_event nev;
+    CHECK(lc_notifier_poll_event(n, &nev) == LC_RESULT_OK);
+    CHECK(nev.kind == LC_NOTIFIER_EVENT_KIND_SUBSCRIBED && str_is(nev.text, "sip:proxy.example.net"));
+    /* A change within the pacing interval waits for the timer. */
+    p = policy(50);
+    CHECK(lc_notifier_set_policy(n, SECOND / 2, (const uint8_t *)p, strlen(p)) == LC_RESULT_OK);
+    CHECK(pump(s, n, SECOND / 2) == 0);
+    uint64_t due = 0;
+    CHECK(lc_notifier_poll_timeout(n, &due) == LC_RESULT_OK && due == SECOND);
+    CHECK(lc_notifier_handle_timeout(n, due) == LC_RESULT_OK);
+    CHECK(pump(s, n, due) == 1);
+    while (lc_subscriber_poll_event(s, &ev) == LC_RESULT_OK) {
+        CHECK(ev.kind == LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED && ev.number == 1);
+    }
+    uint64_t refresh = 0;
+    CHECK(lc_subscriber_poll_timeout(s, &refresh) == LC_RESULT_OK && refresh == 3540 * SECOND);
+    /* Shutdown: terminated;reason=noresource withdraws the policy and stops the subscriber. */
+    CHECK(lc_notifier_shutdown(n, 2 * SECOND) == LC_RESULT_OK);
+    pump(s, n, 2 * SECOND);
+    CHECK(strcmp(matched_rule(w), "") == 0);
+    int withdrawn = 0;
+    int stopped = 0;
+    while (lc_subscriber_poll_event(s, &ev) == LC_RESULT_OK) {
+        withdrawn += ev.kind == LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN;
+        stopped += ev.kind == LC_SUBSCRIBER_EVENT_KIND_STOPPED;
+    }
+    CHECK(withdrawn == 1 && stopped == 1);
+    CHECK(lc_subscriber_poll_timeout(s, &refresh) == LC_RESULT_EMPTY);
+    lc_subscriber_free(s);
+    lc_notifier_free(n);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
+static void test_refusals_and_nulls(void) {
+    lc_notifier *n = NULL;
+    lc_notifier_config nc;
+    memset(&nc, 0, sizeof nc);
+    nc.uri = str("sip:sbc.example.com");
+    nc.tag = str("n1");
+    nc.authorized = str("example.net");
+    CHECK(lc_notifier_new(&nc, &n) == LC_RESULT_OK);
+    /* A subscriber outside the authorised domains gets 403. */
+    lc_sip_message m;
+    memset(&m, 0, sizeof m);
+    m.method = LC_METHOD_SUBSCRIBE;
+    m.request_uri = str("sip:sbc.example.com");
+    m.call_id = str("x1");
+    m.from_uri = str("sip:intruder@evil.example");
+    m.from_tag = str("t1");
+    m.to_uri = str("sip:sbc.example.com");
+    m.cseq = 1;
+    m.event = str("load-control");
+    m.expires = -1;
+    m.min_expires = -1;
+    m.retry_after = -1;
+    lc_sip_message resp;
+    CHECK(lc_notifier_handle_subscribe(n, 0, &m, &resp) == LC_RESULT_OK && resp.status == 403);
+    m.from_uri = str("not a uri");
+    CHECK(lc_notifier_handle_subscribe(n, 0, &m, &resp) == LC_RESULT_INVALID_ARGUMENT);
+    const char *bad = "<ruleset/>";
+    CHECK(lc_notifier_set_policy(n, 0, (const uint8_t *)bad, strlen(bad)) == LC_RESULT_INVALID_POLICY);
+    CHECK(lc_notifier_set_policy(n, 0, NULL, 0) == LC_RESULT_OK);
+    CHECK(lc_notifier_set_subscriber_policy(n, 0, str("sip:p@example.net"), NULL, 0, true) == LC_RESULT_OK);
+    lc_notifier_event ev;
+    CHECK(lc_notifier_poll_event(n, &ev) == LC_RESULT_OK && ev.kind == LC_NOTIFIER_EVENT_KIND_REFUSED && ev.number == 403);
+    /* NULL paths. */
+    uint64_t t;
+    CHECK(lc_notifier_new(NULL, &n) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_handle_subscribe(NULL, 0, &m, &resp) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_handle_subscribe(n, 0, NULL, &resp) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_handle_subscribe(n, 0, &m, NULL) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_handle_response(NULL, 0, &m) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_poll_transmit(NULL, &m) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_poll_timeout(n, NULL) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_handle_timeout(NULL, 0) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_shutdown(NULL, 0) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_poll_event(n, NULL) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_set_policy(NULL, 0, NULL, 0) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_subscriber_new(NULL, NULL, 0, NULL) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_subscriber_poll_transmit(NULL, &m) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_subscriber_handle_response(NULL, 0, &m) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_subscriber_handle_notify(NULL, 0, &m, &resp) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_subscriber_poll_timeout(NULL, &t) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_subscriber_handle_timeout(NULL, 0) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_subscriber_unsubscribe(NULL, 0) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_subscriber_poll_event(NULL, NULL) == LC_RESULT_NULL_PARAMETER);
+    /* A subscriber with a missing URI is refused. */
+    lc_engine *e = NULL;
+    lc_subscriber *s = NULL;
+    CHECK(lc_engine_new(NULL, &e) == LC_RESULT_OK);
+    lc_subscriber_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.notifier = NONE;
+    sc.subscriber = str("sip:p@example.net");
+    sc.call_id = str("c");
+    sc.tag = str("t");
+    CHECK(lc_subscriber_new(e, &sc, 0, &s) == LC_RESULT_NULL_PARAMETER && s == NULL);
+    lc_subscriber_free(NULL);
+    lc_notifier_free(NULL);
+    lc_notifier_free(n);
+    lc_engine_free(e);
+}
+
+int main(void) {
+    test_back_to_back();
+    test_refusals_and_nulls();
+    printf("%d passed, %d failed\n", checks - failures, failures);
+    return failures == 0 ? 0 : 1;
+}
