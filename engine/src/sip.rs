@@ -287,25 +287,31 @@ pub fn has_tag(value: &[u8]) -> bool {
 }
 
 /// The URI of a header value (`<…>` included for a name-addr, the addr-spec without its
-/// header parameters otherwise), as text; `None` when it is not ASCII-clean UTF-8.
+/// header parameters otherwise), as text; `None` when it is not UTF-8. One pass that stops at
+/// the URI: display names are skipped, not validated.
 pub fn uri_part(value: &[u8]) -> Option<&str> {
-    let value = trim(top_value(value));
+    let start = value.iter().position(|c| !c.is_ascii_whitespace())?;
+    let v = &value[start..];
     let mut quoted = false;
     let mut i = 0;
-    while i < value.len() {
-        match value[i] {
+    while i < v.len() {
+        match v[i] {
             b'\\' if quoted => i += 1,
             b'"' => quoted = !quoted,
             b'<' if !quoted => {
-                let end = value[i..].iter().position(|&b| b == b'>')?;
-                return std::str::from_utf8(&value[i..=i + end]).ok();
+                let end = v[i..].iter().position(|&b| b == b'>')?;
+                return std::str::from_utf8(&v[i..=i + end]).ok();
             }
+            // An addr-spec ends at its header parameters or at the next value.
+            b';' | b',' if !quoted => break,
             _ => {}
         }
         i += 1;
     }
-    let end = params_start(value);
-    std::str::from_utf8(trim(&value[..end]))
+    if quoted {
+        return None;
+    }
+    std::str::from_utf8(trim(&v[..i.min(v.len())]))
         .ok()
         .filter(|s| !s.is_empty())
 }

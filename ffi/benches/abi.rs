@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use loadctl::engine::{Engine, EngineConfig, Source, Time};
+use loadctl::engine::Time;
 use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests};
 use loadctl_ffi::engine::{lc_engine, lc_engine_free, lc_engine_new, lc_engine_publish};
 use loadctl_ffi::worker::*;
@@ -79,15 +79,6 @@ fn bench(c: &mut Criterion) {
     let mean_len = wire.iter().map(Vec::len).sum::<usize>() / wire.len();
     let body = loadctl::policy::write(&policy);
 
-    let engine = Engine::new(EngineConfig {
-        shards: 1,
-        ..EngineConfig::default()
-    });
-    engine
-        .publish(&Source::local("bench"), policy.clone())
-        .expect("publish");
-    let mut shard = engine.attach();
-
     let mut e: *mut lc_engine = std::ptr::null_mut();
     let mut w: *mut lc_worker = std::ptr::null_mut();
     let mut generation = 0u64;
@@ -107,6 +98,29 @@ fn bench(c: &mut Criterion) {
         );
         assert_eq!(lc_worker_attach(e, -1, &mut w), lc_result::Ok);
     }
+    // The Rust API on an identical engine of its own (sharing one would share the limiters'
+    // state between the two measurements).
+    let mut rust_engine: *mut lc_engine = std::ptr::null_mut();
+    // SAFETY: valid pointers to locals; freed at the end.
+    unsafe {
+        assert_eq!(
+            lc_engine_new(std::ptr::null(), &mut rust_engine),
+            lc_result::Ok
+        );
+        assert_eq!(
+            lc_engine_publish(
+                rust_engine,
+                s("bench"),
+                opt(None),
+                body.as_ptr(),
+                body.len(),
+                &mut generation
+            ),
+            lc_result::Ok
+        );
+    }
+    // SAFETY: `rust_engine` is live until the end of this function.
+    let mut shard = unsafe { &*rust_engine }.engine().attach();
     let mut decision = std::mem::MaybeUninit::<lc_decision>::uninit();
 
     let mut group = c.benchmark_group("abi");
@@ -164,6 +178,8 @@ fn bench(c: &mut Criterion) {
     unsafe {
         lc_worker_free(w);
         lc_engine_free(e);
+        drop(shard);
+        lc_engine_free(rust_engine);
     }
 }
 

@@ -13,6 +13,13 @@ pub struct lc_engine {
     pub(crate) engine: Engine,
 }
 
+impl lc_engine {
+    /// The Rust engine behind the handle (for Rust code that links the rlib).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
 /// Engine settings. Get the defaults with `lc_engine_config_default` and change what you need.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

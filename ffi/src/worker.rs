@@ -125,7 +125,7 @@ pub struct lc_decision {
     pub source: lc_str,
     /// Redirect targets in use (for `LC_VERDICT_REDIRECT`).
     pub target_count: usize,
-    /// The redirect target URIs.
+    /// The redirect target URIs; only the first `target_count` are set.
     pub targets: [lc_str; LC_MAX_TARGETS],
     /// A window rule admitted the request: `ticket` must go back through `lc_complete`.
     pub has_ticket: bool,
@@ -180,10 +180,13 @@ pub unsafe extern "C" fn lc_worker_free(worker: *mut lc_worker) {
     });
 }
 
-/// Header values are cut down to their URI at the byte level first, so a display name in an
-/// 8-bit charset does not make the request unclassifiable.
+/// A header value as text; one that is not UTF-8 (a display name in an 8-bit charset) is cut
+/// down to its URI at the byte level, so it still classifies.
 fn header(v: Option<&[u8]>) -> Option<&str> {
-    v.and_then(|b| std::str::from_utf8(b).ok().or_else(|| sip::uri_part(b)))
+    let b = v?;
+    // With several comma-separated values (P-Asserted-Identity), only the first survives the
+    // fallback.
+    std::str::from_utf8(b).ok().or_else(|| sip::uri_part(b))
 }
 
 fn write_decision(d: &Decision<'_>, out: &mut lc_decision) {
@@ -200,9 +203,10 @@ fn write_decision(d: &Decision<'_>, out: &mut lc_decision) {
         lc_str::from_bytes(r.id().as_str().as_bytes())
     });
     out.source = lc_str::NONE;
+    // Only the first `target_count` entries are written (and valid): clearing all sixteen on
+    // every call would cost more than the rest of the decision.
     let targets = d.targets();
     out.target_count = targets.len().min(LC_MAX_TARGETS);
-    out.targets = [lc_str::NONE; LC_MAX_TARGETS];
     for (slot, t) in out.targets.iter_mut().zip(targets) {
         *slot = lc_str::from_bytes(t.as_str().as_bytes());
     }
