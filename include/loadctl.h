@@ -384,7 +384,7 @@ typedef struct lc_decision {
   struct lc_str source;
   // Redirect targets in use (for `LC_VERDICT_REDIRECT`).
   size_t target_count;
-  // The redirect target URIs.
+  // The redirect target URIs; only the first `target_count` are set.
   struct lc_str targets[LC_MAX_TARGETS];
   // A window rule admitted the request: `ticket` must go back through `lc_complete`.
   bool has_ticket;
