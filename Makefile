@@ -13,11 +13,11 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: test lint unit c-test header header-check cxx-check lib install example tools demo bench
+.PHONY: test lint unit c-test header header-check cxx-check lib install example edge edge-test tools demo bench
 
 ## test: formatting, lints, every Rust test, the C ABI header check, the C test suite, and
 ## the installed library used the way a C project would (pkg-config)
-test: lint unit header-check c-test cxx-check example
+test: lint unit header-check c-test cxx-check example edge-test
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -57,6 +57,15 @@ example: tools
 	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror examples/minimal.c -o target/minimal \
 	  $$(PKG_CONFIG_PATH=target/prefix/lib/pkgconfig pkg-config --cflags --libs --static loadctl)
 	LD_LIBRARY_PATH=target/prefix/lib ./target/minimal
+
+## edge: the example edge proxy (examples/edge/)
+edge: lib
+	$(CC) $(CFLAGS_C) -O2 examples/edge/edge.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge
+
+## edge-test: drive the edge over UDP on loopback
+edge-test: edge
+	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror examples/edge/test_edge.c -o target/test_edge
+	./target/test_edge ./target/edge
 
 ## header: regenerate include/loadctl.h with the pinned cbindgen
 header: tools

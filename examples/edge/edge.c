@@ -1,0 +1,456 @@
+/* edge: a small stateless SIP edge proxy (UDP) that enforces RFC 7200 load-filtering policies
+ * with libloadctl.
+ *
+ *   edge --listen IP:PORT --next-hop IP:PORT --policy FILE [--source NAME]
+ *
+ * Every request is classified with lc_classify_sip. Excess is answered 503 (or 302 with the
+ * rule's targets as Contacts); everything else is forwarded statelessly to the next hop with
+ * this proxy's Via on top (RFC 3261 §16.11: the branch is derived from the incoming one, so
+ * retransmissions get the same branch). Responses coming back lose that Via and go to the
+ * address in the next Via (received/rport when present). Window admissions are released when a
+ * final response for the same Call-ID and CSeq passes back, or after 32 s.
+ *
+ * SIGHUP reloads the policy file (an invalid file is reported and the old policy stays);
+ * SIGUSR1 prints the counters in the Prometheus text format; SIGINT/SIGTERM exit. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loadctl.h"
+
+#define MAX_MSG 65535
+#define PENDING 4096
+#define TIMER_B_NS (32ull * 1000000000ull)
+
+static volatile sig_atomic_t reload_requested = 0;
+static volatile sig_atomic_t stats_requested = 0;
+static volatile sig_atomic_t stop_requested = 0;
+
+static void on_signal(int sig) {
+    if (sig == SIGHUP) reload_requested = 1;
+    else if (sig == SIGUSR1) stats_requested = 1;
+    else stop_requested = 1;
+}
+
+/* A window admission waiting for its final response. */
+typedef struct {
+    unsigned long hash;
+    uint64_t deadline_ns;
+    lc_ticket ticket;
+    int used;
+} pending_t;
+
+typedef struct {
+    int sock;
+    struct sockaddr_in listen_addr;
+    struct sockaddr_in next_hop;
+    const char *policy_path;
+    const char *source;
+    lc_engine *engine;
+    lc_worker *worker;
+    pending_t pending[PENDING];
+    unsigned long forwarded, answered, malformed;
+} edge_t;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int parse_addr(const char *text, struct sockaddr_in *out) {
+    char host[64];
+    const char *colon = strrchr(text, ':');
+    if (!colon || (size_t)(colon - text) >= sizeof host) return -1;
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = 0;
+    memset(out, 0, sizeof *out);
+    out->sin_family = AF_INET;
+    out->sin_port = htons((uint16_t)atoi(colon + 1));
+    return inet_pton(AF_INET, host, &out->sin_addr) == 1 ? 0 : -1;
+}
+
+static int load_policy(edge_t *e) {
+    FILE *f = fopen(e->policy_path, "rb");
+    if (!f) {
+        fprintf(stderr, "edge: cannot open %s: %s\n", e->policy_path, strerror(errno));
+        return -1;
+    }
+    static char body[1 << 20];
+    size_t n = fread(body, 1, sizeof body, f);
+    fclose(f);
+    uint64_t generation = 0;
+    lc_str source = {(const uint8_t *)e->source, strlen(e->source)};
+    lc_str none = {NULL, 0};
+    lc_result r = lc_engine_publish(e->engine, source, none, (const uint8_t *)body, n, &generation);
+    if (r != LC_RESULT_OK) {
+        char msg[512];
+        size_t len = 0;
+        lc_policy_check((const uint8_t *)body, n, (uint8_t *)msg, sizeof msg - 1, &len);
+        msg[len < sizeof msg ? len : sizeof msg - 1] = 0;
+        fprintf(stderr, "edge: %s: %s %s (keeping the current policy)\n", e->policy_path, lc_result_text(r), msg);
+        return -1;
+    }
+    fprintf(stderr, "edge: policy %s loaded (generation %llu)\n", e->policy_path, (unsigned long long)generation);
+    return 0;
+}
+
+/* Case-insensitive prefix match of a header line against a long or compact name. */
+static int header_is(const char *line, size_t len, const char *name, const char *compact) {
+    size_t n = strlen(name);
+    if (len > n && strncasecmp(line, name, n) == 0 && (line[n] == ':' || line[n] == ' ' || line[n] == '\t')) return 1;
+    if (compact && len > 1 && (line[0] == compact[0] || line[0] == (compact[0] - 32)) && (line[1] == ':' || line[1] == ' ')) return 1;
+    return 0;
+}
+
+/* Finds the value of the first header with that name: start offset and length (0 if absent). */
+static size_t find_header(const char *msg, size_t len, const char *name, const char *compact, size_t *value_len) {
+    size_t i = 0;
+    while (i < len && msg[i] != '\n') i++; /* skip the first line */
+    i++;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && msg[end] != '\n') end++;
+        size_t line_len = end - i;
+        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
+        if (line_len == 0) break;
+        if (header_is(msg + i, line_len, name, compact)) {
+            const char *colon = memchr(msg + i, ':', line_len);
+            if (!colon) return 0;
+            size_t v = (size_t)(colon - msg) + 1;
+            while (v < i + line_len && (msg[v] == ' ' || msg[v] == '\t')) v++;
+            *value_len = i + line_len - v;
+            return v;
+        }
+        i = end + 1;
+    }
+    *value_len = 0;
+    return 0;
+}
+
+static unsigned long hash_bytes(const char *a, size_t alen, const char *b, size_t blen) {
+    unsigned long h = 1469598103934665603ul;
+    for (size_t i = 0; i < alen; i++) h = (h ^ (unsigned char)a[i]) * 1099511628211ul;
+    h = (h ^ 0xff) * 1099511628211ul;
+    for (size_t i = 0; i < blen; i++) h = (h ^ (unsigned char)b[i]) * 1099511628211ul;
+    return h ? h : 1;
+}
+
+/* Call-ID and CSeq number identify the transaction for window tickets. */
+static unsigned long transaction_hash(const char *msg, size_t len) {
+    size_t cl = 0, sl = 0;
+    size_t c = find_header(msg, len, "Call-ID", "i", &cl);
+    size_t s = find_header(msg, len, "CSeq", NULL, &sl);
+    size_t num = 0;
+    while (num < sl && msg[s + num] >= '0' && msg[s + num] <= '9') num++;
+    return hash_bytes(msg + c, cl, msg + s, num);
+}
+
+static void remember(edge_t *e, unsigned long h, lc_ticket t) {
+    for (size_t k = 0; k < PENDING; k++) {
+        pending_t *p = &e->pending[(h + k) % PENDING];
+        if (!p->used) {
+            p->used = 1;
+            p->hash = h;
+            p->ticket = t;
+            p->deadline_ns = now_ns() + TIMER_B_NS;
+            return;
+        }
+    }
+    lc_complete(e->worker, &t); /* table full: release at once rather than leak */
+}
+
+static void release(edge_t *e, unsigned long h) {
+    for (size_t k = 0; k < PENDING; k++) {
+        pending_t *p = &e->pending[(h + k) % PENDING];
+        if (p->used && p->hash == h) {
+            lc_complete(e->worker, &p->ticket);
+            p->used = 0;
+            return;
+        }
+    }
+}
+
+static void expire(edge_t *e) {
+    uint64_t now = now_ns();
+    for (size_t k = 0; k < PENDING; k++) {
+        if (e->pending[k].used && e->pending[k].deadline_ns <= now) {
+            lc_complete(e->worker, &e->pending[k].ticket);
+            e->pending[k].used = 0;
+        }
+    }
+}
+
+static void send_to(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *to) {
+    if (sendto(e->sock, msg, len, 0, (const struct sockaddr *)to, sizeof *to) < 0) {
+        fprintf(stderr, "edge: sendto: %s\n", strerror(errno));
+    }
+}
+
+/* Appends `len` bytes to out if they fit. */
+static int put(char *out, size_t *at, size_t cap, const char *s, size_t len) {
+    if (*at + len > cap) return -1;
+    memcpy(out + *at, s, len);
+    *at += len;
+    return 0;
+}
+
+/* Answers a request with `status` (503 or 302 with Contacts), copying Via, From, To (with a
+ * tag added when it has none), Call-ID and CSeq. */
+static void answer(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from, const lc_decision *d) {
+    static char out[MAX_MSG];
+    size_t at = 0;
+    char line[128];
+    int n = snprintf(line, sizeof line, "SIP/2.0 %u %s\r\n", d->status, d->status == 302 ? "Moved Temporarily" : "Service Unavailable");
+    put(out, &at, sizeof out, line, (size_t)n);
+    size_t i = 0;
+    while (i < len && msg[i] != '\n') i++;
+    i++;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && msg[end] != '\n') end++;
+        size_t line_len = end - i;
+        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
+        if (line_len == 0) break;
+        const char *h = msg + i;
+        if (header_is(h, line_len, "Via", "v") || header_is(h, line_len, "From", "f") ||
+            header_is(h, line_len, "Call-ID", "i") || header_is(h, line_len, "CSeq", NULL)) {
+            put(out, &at, sizeof out, h, line_len);
+            put(out, &at, sizeof out, "\r\n", 2);
+        } else if (header_is(h, line_len, "To", "t")) {
+            put(out, &at, sizeof out, h, line_len);
+            int tagged = 0;
+            for (size_t k = 0; k + 4 <= line_len; k++) {
+                if (strncasecmp(h + k, "tag=", 4) == 0) tagged = 1;
+            }
+            if (!tagged) put(out, &at, sizeof out, ";tag=lc-edge", 12);
+            put(out, &at, sizeof out, "\r\n", 2);
+        }
+        i = end + 1;
+    }
+    for (size_t t = 0; d->verdict == LC_VERDICT_REDIRECT && t < d->target_count; t++) {
+        put(out, &at, sizeof out, "Contact: <", 10);
+        put(out, &at, sizeof out, (const char *)d->targets[t].ptr, d->targets[t].len);
+        put(out, &at, sizeof out, ">\r\n", 3);
+    }
+    if (d->status == 503) put(out, &at, sizeof out, "Retry-After: 5\r\n", 16);
+    put(out, &at, sizeof out, "Content-Length: 0\r\n\r\n", 21);
+    send_to(e, out, at, from);
+    e->answered++;
+}
+
+/* Forwards a request with this proxy's Via on top, received/rport on the sender's Via, and
+ * Max-Forwards decremented. */
+static void forward_request(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
+    static char out[MAX_MSG];
+    size_t at = 0;
+    size_t first = 0;
+    while (first < len && msg[first] != '\n') first++;
+    first++;
+    put(out, &at, sizeof out, msg, first);
+    size_t vl = 0;
+    size_t v = find_header(msg, len, "Via", "v", &vl);
+    char via[256];
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &e->listen_addr.sin_addr, ip, sizeof ip);
+    int n = snprintf(via, sizeof via, "Via: SIP/2.0/UDP %s:%u;branch=z9hG4bK-lc%lx\r\n", ip,
+                     ntohs(e->listen_addr.sin_port), hash_bytes(msg + v, vl, msg, first));
+    put(out, &at, sizeof out, via, (size_t)n);
+    size_t i = first;
+    int via_done = 0;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && msg[end] != '\n') end++;
+        size_t line_len = end - i;
+        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
+        const char *h = msg + i;
+        if (line_len == 0) {
+            put(out, &at, sizeof out, msg + i, len - i); /* the empty line and the body */
+            break;
+        }
+        if (!via_done && header_is(h, line_len, "Via", "v")) {
+            via_done = 1;
+            put(out, &at, sizeof out, h, line_len);
+            char extra[96];
+            char src[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &from->sin_addr, src, sizeof src);
+            int m = snprintf(extra, sizeof extra, ";received=%s", src);
+            put(out, &at, sizeof out, extra, (size_t)m);
+            put(out, &at, sizeof out, "\r\n", 2);
+        } else if (header_is(h, line_len, "Max-Forwards", NULL)) {
+            const char *colon = memchr(h, ':', line_len);
+            int mf = colon ? atoi(colon + 1) : 70;
+            char mfl[32];
+            int m = snprintf(mfl, sizeof mfl, "Max-Forwards: %d\r\n", mf > 0 ? mf - 1 : 0);
+            put(out, &at, sizeof out, mfl, (size_t)m);
+        } else {
+            put(out, &at, sizeof out, h, end + 1 - i);
+        }
+        i = end + 1;
+    }
+    send_to(e, out, at, &e->next_hop);
+    e->forwarded++;
+}
+
+/* Sends a response back: drops the top Via (ours) and goes to the next Via's address. */
+static void forward_response(edge_t *e, const char *msg, size_t len) {
+    static char out[MAX_MSG];
+    size_t at = 0;
+    size_t i = 0;
+    int dropped = 0;
+    struct sockaddr_in to;
+    int have_to = 0;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && msg[end] != '\n') end++;
+        size_t line_len = end - i;
+        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
+        const char *h = msg + i;
+        if (i > 0 && line_len == 0) {
+            put(out, &at, sizeof out, msg + i, len - i);
+            break;
+        }
+        if (i > 0 && header_is(h, line_len, "Via", "v")) {
+            if (!dropped) {
+                dropped = 1; /* ours */
+                i = end + 1;
+                continue;
+            }
+            if (!have_to) {
+                /* sent-by, or received= when present */
+                char buf[256];
+                size_t bl = line_len < sizeof buf - 1 ? line_len : sizeof buf - 1;
+                memcpy(buf, h, bl);
+                buf[bl] = 0;
+                char host[64] = {0};
+                int port = 5060;
+                char *sp = strstr(buf, "UDP ");
+                if (!sp) sp = strstr(buf, "udp ");
+                if (sp && sscanf(sp + 4, "%63[^:;, ]:%d", host, &port) >= 1) {
+                    char *rec = strstr(buf, "received=");
+                    if (rec) sscanf(rec + 9, "%63[^;, ]", host);
+                    memset(&to, 0, sizeof to);
+                    to.sin_family = AF_INET;
+                    to.sin_port = htons((uint16_t)port);
+                    have_to = inet_pton(AF_INET, host, &to.sin_addr) == 1;
+                }
+            }
+        }
+        put(out, &at, sizeof out, h, end + 1 - i);
+        i = end + 1;
+    }
+    /* A final response ends the transaction: release its window slot. */
+    if (len > 12 && msg[8] == ' ' && msg[9] >= '2') release(e, transaction_hash(msg, len));
+    if (have_to) send_to(e, out, at, &to);
+}
+
+static void handle(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
+    if (len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0) {
+        forward_response(e, msg, len);
+        return;
+    }
+    lc_decision d;
+    lc_result r = lc_classify_sip(e->worker, (const uint8_t *)msg, len, LC_TRANSPORT_UDP, &d);
+    if (r != LC_RESULT_OK) {
+        e->malformed++;
+        return; /* not a request we can route: dropped */
+    }
+    if (d.verdict == LC_VERDICT_REJECT || d.verdict == LC_VERDICT_REDIRECT) {
+        answer(e, msg, len, from, &d);
+        return;
+    }
+    if (d.verdict == LC_VERDICT_DROP) return;
+    if (d.has_ticket) remember(e, transaction_hash(msg, len), d.ticket);
+    forward_request(e, msg, len, from);
+}
+
+static void print_stats(edge_t *e) {
+    size_t need = 0;
+    lc_engine_prometheus(e->engine, NULL, 0, &need);
+    char *text = malloc(need + 1);
+    size_t n = 0;
+    if (text && lc_engine_prometheus(e->engine, (uint8_t *)text, need, &n) == LC_RESULT_OK) {
+        fwrite(text, 1, n, stdout);
+        printf("edge_forwarded_total %lu\nedge_answered_total %lu\nedge_malformed_total %lu\n", e->forwarded, e->answered, e->malformed);
+        fflush(stdout);
+    }
+    free(text);
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: edge --listen IP:PORT --next-hop IP:PORT --policy FILE [--source NAME]\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    static edge_t e;
+    const char *listen_at = NULL, *next_hop = NULL;
+    e.source = "edge";
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc) return usage();
+        if (strcmp(argv[i], "--listen") == 0) listen_at = argv[++i];
+        else if (strcmp(argv[i], "--next-hop") == 0) next_hop = argv[++i];
+        else if (strcmp(argv[i], "--policy") == 0) e.policy_path = argv[++i];
+        else if (strcmp(argv[i], "--source") == 0) e.source = argv[++i];
+        else return usage();
+    }
+    if (!listen_at || !next_hop || !e.policy_path || parse_addr(listen_at, &e.listen_addr) || parse_addr(next_hop, &e.next_hop)) {
+        return usage();
+    }
+    if (lc_engine_new(NULL, &e.engine) != LC_RESULT_OK || lc_worker_attach(e.engine, -1, &e.worker) != LC_RESULT_OK) {
+        fprintf(stderr, "edge: cannot start the engine\n");
+        return 1;
+    }
+    if (load_policy(&e) != 0) return 1;
+    e.sock = socket(AF_INET, SOCK_DGRAM, 0);
+    if (e.sock < 0 || bind(e.sock, (struct sockaddr *)&e.listen_addr, sizeof e.listen_addr) < 0) {
+        fprintf(stderr, "edge: cannot listen on %s: %s\n", listen_at, strerror(errno));
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    fprintf(stderr, "edge: listening on %s, next hop %s\n", listen_at, next_hop);
+    static char buf[MAX_MSG + 1];
+    while (!stop_requested) {
+        if (reload_requested) {
+            reload_requested = 0;
+            load_policy(&e);
+        }
+        if (stats_requested) {
+            stats_requested = 0;
+            print_stats(&e);
+        }
+        struct pollfd p = {e.sock, POLLIN, 0};
+        int ready = poll(&p, 1, 1000);
+        expire(&e);
+        if (ready <= 0) continue;
+        struct sockaddr_in from;
+        socklen_t fl = sizeof from;
+        ssize_t n = recvfrom(e.sock, buf, MAX_MSG, 0, (struct sockaddr *)&from, &fl);
+        if (n > 0) handle(&e, buf, (size_t)n, &from);
+    }
+    for (size_t k = 0; k < PENDING; k++) {
+        if (e.pending[k].used) lc_complete(e.worker, &e.pending[k].ticket);
+    }
+    close(e.sock);
+    lc_worker_free(e.worker);
+    lc_engine_free(e.engine);
+    fprintf(stderr, "edge: stopped (%lu forwarded, %lu answered, %lu malformed)\n", e.forwarded, e.answered, e.malformed);
+    return 0;
+}
