@@ -4,4 +4,5 @@
 #![warn(missing_docs)]
 
 pub mod naive;
+pub mod peers;
 pub mod workload;

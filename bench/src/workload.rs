@@ -256,6 +256,27 @@ pub struct OwnedRequest {
 }
 
 impl OwnedRequest {
+    /// The request as a raw SIP message, the way it arrives on the wire (request line, Via,
+    /// Max-Forwards, From, To with a tag when in-dialog, Call-ID, CSeq, P-Asserted-Identity when
+    /// present, Contact, Content-Type, Content-Length). `n` varies the Via branch and Call-ID.
+    pub fn to_sip(&self, n: usize) -> Vec<u8> {
+        let mut m = format!(
+            "{} {} SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.{};branch=z9hG4bK{n:08x}\r\nMax-Forwards: 70\r\nFrom: {}\r\nTo: {}{}\r\nCall-ID: {n:x}@192.0.2.1\r\nCSeq: 1 {}\r\n",
+            self.method,
+            self.request_uri,
+            n % 250,
+            self.from,
+            self.to,
+            if self.initial { "" } else { ";tag=d1" },
+            self.method
+        );
+        if let Some(p) = &self.p_asserted_identity {
+            m.push_str(&format!("P-Asserted-Identity: {p}\r\n"));
+        }
+        m.push_str("Contact: <sip:caller@192.0.2.1:5060>\r\nContent-Type: application/sdp\r\nContent-Length: 0\r\n\r\n");
+        m.into_bytes()
+    }
+
     /// Borrowed view for the engine, at time `time`.
     pub fn as_request(&self, time: loadctl::engine::Time) -> loadctl::engine::Request<'_> {
         loadctl::engine::Request {

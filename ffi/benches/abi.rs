@@ -53,29 +53,10 @@ fn c_request(r: &OwnedRequest, time: Time) -> lc_request {
     }
 }
 
-/// The request as raw SIP bytes, the way it would arrive on the wire.
-fn raw(r: &OwnedRequest, i: usize) -> Vec<u8> {
-    let mut m = format!(
-        "{} {} SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.{};branch=z9hG4bK{i:08x}\r\nMax-Forwards: 70\r\nFrom: {}\r\nTo: {}{}\r\nCall-ID: {i:x}@192.0.2.1\r\nCSeq: 1 {}\r\n",
-        r.method,
-        r.request_uri,
-        i % 250,
-        r.from,
-        r.to,
-        if r.initial { "" } else { ";tag=d1" },
-        r.method
-    );
-    if let Some(p) = &r.p_asserted_identity {
-        m.push_str(&format!("P-Asserted-Identity: {p}\r\n"));
-    }
-    m.push_str("Contact: <sip:alice@192.0.2.1:5060>\r\nContent-Type: application/sdp\r\nContent-Length: 0\r\n\r\n");
-    m.into_bytes()
-}
-
 fn bench(c: &mut Criterion) {
     let policy = carrier_policy(10_000, 42);
     let reqs = requests(&policy, 10_000, 7);
-    let wire: Vec<Vec<u8>> = reqs.iter().enumerate().map(|(i, r)| raw(r, i)).collect();
+    let wire: Vec<Vec<u8>> = reqs.iter().enumerate().map(|(i, r)| r.to_sip(i)).collect();
     let mean_len = wire.iter().map(Vec::len).sum::<usize>() / wire.len();
     let body = loadctl::policy::write(&policy);
 
