@@ -15,99 +15,83 @@ const NONE: u32 = u32::MAX;
 const MAX_LABEL: usize = 14;
 
 /// Collects prefixes; [`TrieBuilder::build`] packs them.
-#[derive(Clone, Debug)]
+///
+/// Prefixes are kept in one byte arena and built into the packed trie from sorted order, so
+/// building never holds an uncompressed tree (one node per digit would be ~50 MB for 100,000
+/// long prefixes).
+#[derive(Clone, Debug, Default)]
 pub struct TrieBuilder {
-    nodes: Vec<BuildNode>,
-}
-
-#[derive(Clone, Debug)]
-struct BuildNode {
-    children: [u32; 10],
-    entries: Vec<u32>,
-}
-
-impl BuildNode {
-    fn new() -> Self {
-        Self {
-            children: [NONE; 10],
-            entries: Vec::new(),
-        }
-    }
-}
-
-impl Default for TrieBuilder {
-    fn default() -> Self {
-        Self {
-            nodes: vec![BuildNode::new()],
-        }
-    }
+    digits: Vec<u8>,
+    /// (start in `digits`, length, value), in insertion order.
+    items: Vec<(u32, u8, u32)>,
 }
 
 impl TrieBuilder {
-    /// Stores `value` under `digits` (decimal digits only; anything else is skipped).
+    /// Stores `value` under `digits` (decimal digits only; anything else is skipped; at most
+    /// 255 digits are kept).
     pub fn insert(&mut self, digits: &[u8], value: u32) {
-        let mut at = 0usize;
-        for d in digits.iter().filter(|d| d.is_ascii_digit()) {
-            let slot = usize::from(d - b'0');
-            let next = self.nodes[at].children[slot];
-            at = if next == NONE {
-                let n = self.nodes.len();
-                self.nodes.push(BuildNode::new());
-                self.nodes[at].children[slot] = n as u32;
-                n
-            } else {
-                next as usize
-            };
-        }
-        let entries = &mut self.nodes[at].entries;
-        if entries.last() != Some(&value) {
-            entries.push(value);
-        }
+        let start = self.digits.len() as u32;
+        self.digits.extend(digits.iter().filter(|d| d.is_ascii_digit()).take(255).map(|d| d - b'0'));
+        let len = (self.digits.len() as u32 - start) as u8;
+        self.items.push((start, len, value));
+    }
+
+    fn key(&self, item: &(u32, u8, u32)) -> &[u8] {
+        &self.digits[item.0 as usize..item.0 as usize + usize::from(item.1)]
     }
 
     /// Packs the prefixes into a path-compressed [`DigitTrie`].
-    pub fn build(self) -> DigitTrie {
-        let mut trie = DigitTrie {
-            nodes: Vec::new(),
-            entries: Vec::new(),
-        };
-        let root = trie.push(&self.nodes[0], &[]);
-        debug_assert_eq!(root, 0);
-        // (build node, packed node) pairs whose children still need packing.
-        let mut work = vec![(0usize, 0usize)];
-        while let Some((b, p)) = work.pop() {
-            for slot in 0..10 {
-                let mut child = self.nodes[b].children[slot];
-                if child == NONE {
-                    continue;
-                }
-                // Follow the single-child chain below this edge, collecting its digits.
-                let mut label = Vec::new();
-                loop {
-                    let node = &self.nodes[child as usize];
-                    let mut kids = node
-                        .children
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, c)| **c != NONE);
-                    let only = match (kids.next(), kids.next()) {
-                        (Some((d, &c)), None) => Some((d, c)),
-                        _ => None,
-                    };
-                    match only {
-                        Some((d, c)) if node.entries.is_empty() && label.len() < MAX_LABEL => {
-                            label.push(d as u8);
-                            child = c;
-                        }
-                        _ => break,
-                    }
-                }
-                let packed = trie.push(&self.nodes[child as usize], &label);
-                trie.nodes[p].children[slot] = packed as u32;
-                work.push((child as usize, packed));
+    pub fn build(mut self) -> DigitTrie {
+        let mut items = std::mem::take(&mut self.items);
+        // Stable: equal prefixes keep their insertion (rule) order.
+        items.sort_by(|a, b| self.key(a).cmp(self.key(b)));
+        let mut trie = DigitTrie { nodes: Vec::new(), entries: Vec::new() };
+        self.node(&mut trie, &items, 0, &[]);
+        trie
+    }
+
+    /// Builds the node for `items` (sorted, sharing their first `depth` digits, none shorter),
+    /// reached through `label`; returns its index.
+    fn node(&self, trie: &mut DigitTrie, items: &[(u32, u8, u32)], depth: usize, label: &[u8]) -> u32 {
+        let ends_here = items.iter().take_while(|it| usize::from(it.1) == depth).count();
+        let index = trie.nodes.len();
+        let start = trie.entries.len();
+        for it in &items[..ends_here] {
+            if trie.entries.len() == start || trie.entries.last() != Some(&it.2) {
+                trie.entries.push(it.2);
             }
         }
-        trie
+        let mut packed = Node {
+            children: [NONE; 10],
+            entries_start: start as u32,
+            entries_len: (trie.entries.len() - start).min(usize::from(u16::MAX)) as u16,
+            label_len: label.len() as u8,
+            label: [0; MAX_LABEL],
+        };
+        packed.label[..label.len()].copy_from_slice(label);
+        trie.nodes.push(packed);
+        let rest = &items[ends_here..];
+        let mut i = 0;
+        while i < rest.len() {
+            let slot = self.key(&rest[i])[depth];
+            let j = i + rest[i..].iter().take_while(|it| self.key(it)[depth] == slot).count();
+            let group = &rest[i..j];
+            // Fold the run of digits every prefix in the group shares (and none ends inside)
+            // into the child's label.
+            let mut k = depth + 1;
+            while k - (depth + 1) < MAX_LABEL && group.iter().all(|it| usize::from(it.1) > k) {
+                let c = self.key(&group[0])[k];
+                if !group.iter().all(|it| self.key(it)[k] == c) {
+                    break;
+                }
+                k += 1;
+            }
+            let child_label: Vec<u8> = self.key(&group[0])[depth + 1..k].to_vec();
+            let child = self.node(trie, group, k, &child_label);
+            trie.nodes[index].children[usize::from(slot)] = child;
+            i = j;
+        }
+        index as u32
     }
 }
 
@@ -137,21 +121,6 @@ impl Default for DigitTrie {
 }
 
 impl DigitTrie {
-    fn push(&mut self, from: &BuildNode, label: &[u8]) -> usize {
-        let mut packed = Node {
-            children: [NONE; 10],
-            entries_start: self.entries.len() as u32,
-            entries_len: from.entries.len().min(usize::from(u16::MAX)) as u16,
-            label_len: label.len() as u8,
-            label: [0; MAX_LABEL],
-        };
-        packed.label[..label.len()].copy_from_slice(label);
-        self.entries
-            .extend_from_slice(&from.entries[..usize::from(packed.entries_len)]);
-        self.nodes.push(packed);
-        self.nodes.len() - 1
-    }
-
     #[inline]
     fn report(&self, node: &Node, found: &mut impl FnMut(&[u32])) {
         if node.entries_len > 0 {
