@@ -198,11 +198,12 @@ impl LimitParams {
         }
     }
 
-    fn new_cell(&self) -> RuleCell {
+    /// A fresh cell for a rule with these limits; percent rules share `unused`.
+    fn new_cell(&self, unused: &Arc<RuleCell>) -> Arc<RuleCell> {
         match *self {
-            LimitParams::Rate { .. } => RuleCell::rate(),
-            LimitParams::Percent(_) => RuleCell::unused(),
-            LimitParams::Window { size, .. } => RuleCell::window(size),
+            LimitParams::Rate { .. } => Arc::new(RuleCell::rate()),
+            LimitParams::Percent(_) => Arc::clone(unused),
+            LimitParams::Window { size, .. } => Arc::new(RuleCell::window(size)),
         }
     }
 }
@@ -339,6 +340,8 @@ pub(crate) struct Inner {
     /// Read by every shard on every request; on a line of its own.
     pub(crate) generation: Padded<AtomicU64>,
     writer: Mutex<Writer>,
+    /// The one cell every percent rule points at (they keep no shared state).
+    unused_cell: Arc<RuleCell>,
     pub(crate) registry: Mutex<stats::Registry>,
 }
 
@@ -377,6 +380,7 @@ impl Engine {
                     graveyard: Vec::new(),
                     cells: FxHashMap::default(),
                 }),
+                unused_cell: Arc::new(RuleCell::unused()),
                 registry: Mutex::new(stats::Registry::default()),
             }),
         }
@@ -519,7 +523,7 @@ impl Engine {
                 let limit = LimitParams::new(&rule.accept.limit, config);
                 let (cell, before) = match cells.get(&key) {
                     Some((cell, i)) => (Arc::clone(cell), *i),
-                    None => (Arc::new(limit.new_cell()), NOT_CARRIED),
+                    None => (limit.new_cell(&self.inner.unused_cell), NOT_CARRIED),
                 };
                 next_cells.insert(key, (Arc::clone(&cell), meta.len() as u32));
                 previous.push(before);

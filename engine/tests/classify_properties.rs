@@ -154,12 +154,14 @@ fn tail_drop_contrast_gcra_never_admits_a_seconds_quota_at_once() {
 const DOMAINS: [&str; 3] = ["a.example", "b.example", "c.example"];
 const USERS: [&str; 3] = ["alice", "bob", "carol"];
 const PREFIXES: [&str; 6] = ["+1", "+1-212", "+1-212-555", "+44", "555", "a.example"];
-const NUMBERS: [&str; 6] = [
+const NUMBERS: [&str; 8] = [
     "tel:+12125551234",
     "tel:+1-212-666-0000",
     "tel:+4420",
     "tel:5551234;phone-context=a.example",
     "tel:5559;phone-context=+1-212",
+    "tel:77;phone-context=555",
+    "tel:0;phone-context=+4-4",
     "sip:+12125550000@gw.b.example;user=phone",
 ];
 
@@ -167,7 +169,7 @@ fn identity_xml() -> impl Strategy<Value = String> {
     prop_oneof![
         (0..3usize, 0..3usize)
             .prop_map(|(u, d)| format!("<one id=\"sip:{}@{}\"/>", USERS[u], DOMAINS[d])),
-        (0..6usize).prop_map(|n| format!("<one id=\"{}\"/>", NUMBERS[n])),
+        (0..NUMBERS.len()).prop_map(|n| format!("<one id=\"{}\"/>", NUMBERS[n])),
         (0..3usize, proptest::option::of((0..3usize, 0..3usize))).prop_map(|(d, ex)| match ex {
             None => format!("<many domain=\"{}\"/>", DOMAINS[d]),
             Some((u, d2)) => format!(
@@ -236,7 +238,7 @@ fn value() -> impl Strategy<Value = String> {
                 DOMAINS[d].to_uppercase()
             )
         }),
-        (0..6usize).prop_map(|n| format!("<{}>", NUMBERS[n])),
+        (0..NUMBERS.len()).prop_map(|n| format!("<{}>", NUMBERS[n])),
         Just("<sip:nobody@nowhere.example>".to_string()),
     ]
 }

@@ -78,11 +78,24 @@ pub struct CompiledPolicy {
 }
 
 /// The conditions of every rule, compiled, and the indexes over them.
+///
+/// Sized for 100,000-rule policies: the call-identities of all rules live in three flat
+/// vectors (`sips` → `fields` → `identities`, linked by index ranges) instead of nested
+/// per-rule vectors, and what few rules have (validity, target, scope, an extension method)
+/// sits in `extras`, so a typical rule costs a few dozen bytes and no allocation of its own
+/// beyond its canonical key.
 #[derive(Debug)]
 struct Matcher {
-    /// Per rule: the rule and scope its conditions were compiled from (to decide reuse) and
-    /// the compiled conditions.
+    /// Per rule: the rule its conditions were compiled from (to decide reuse) and where its
+    /// compiled conditions are.
     conditions: Vec<RuleMatch>,
+    /// Every `<sip>` block: a range of `fields`.
+    sips: Vec<Span>,
+    /// Every field test of every block: the field and a range of `identities`.
+    fields: Vec<(Field, Span)>,
+    identities: Vec<CompiledIdentity>,
+    /// The uncommon conditions, for rules that have any.
+    extras: Vec<RuleExtra>,
     /// The hot part of each rule, dense, so checking a candidate touches one small entry.
     meta: Vec<RuleMeta>,
     index: [FieldIndex; 4],
@@ -93,16 +106,47 @@ struct Matcher {
     uses_target: bool,
 }
 
+/// A range of one of the [`Matcher`]'s flat vectors.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    fn of<T>(items: &[T]) -> Self {
+        let n = items.len() as u32;
+        Span { start: n, end: n }
+    }
+
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+/// No [`RuleExtra`].
+const NO_EXTRA: u32 = u32::MAX;
+
 /// One rule's conditions, compiled.
 #[derive(Debug)]
 struct RuleMatch {
     from: Arc<Rule>,
+    /// Its `<sip>` blocks (a range of [`Matcher::sips`]; empty without a call-identity).
+    sips: Span,
+    /// Index in [`Matcher::extras`], or [`NO_EXTRA`].
+    extra: u32,
+}
+
+/// The conditions few rules have.
+#[derive(Debug)]
+struct RuleExtra {
+    /// The target entity the rule was scoped to by its source (for reuse decisions).
     scope: Option<Uri>,
+    /// The method, kept only when it is an extension method (compared as a string).
     method: Option<policy::Method>,
     target: Option<CompiledUri>,
     /// (from, until) in Unix nanoseconds; empty when the rule has no `<validity>`.
     validity: Vec<(i128, i128)>,
-    sips: Vec<CompiledSip>,
 }
 
 /// One rule, compiled.
@@ -153,11 +197,6 @@ impl CompiledRule {
     pub fn redirect_refused(&self) -> bool {
         self.redirect_refused
     }
-}
-
-#[derive(Debug)]
-struct CompiledSip {
-    fields: Vec<(Field, Vec<CompiledIdentity>)>,
 }
 
 #[derive(Debug)]
@@ -227,31 +266,34 @@ impl CompiledUri {
 /// A `many-tel` / `except-tel` prefix in canonical form.
 #[derive(Debug)]
 struct TelMatch {
-    /// Decimal digits for a numeric prefix (without the `+` of a global one).
-    digits: Option<Box<[u8]>>,
-    global: bool,
-    /// The prefix as a canonical phone-context (`+digits` or a lower-case domain).
+    /// The prefix as a canonical phone-context: `+digits` / `digits` for a numeric prefix, a
+    /// lower-case domain otherwise.
     context: Box<[u8]>,
+    numeric: bool,
+    global: bool,
 }
 
 impl TelMatch {
     fn new(prefix: &TelPrefix) -> Self {
         match prefix.digits() {
-            Some(d) => {
-                let global = d.starts_with('+');
-                let digits: Box<[u8]> = d.trim_start_matches('+').as_bytes().into();
-                Self {
-                    digits: Some(digits),
-                    global,
-                    context: d.into_bytes().into(),
-                }
-            }
+            Some(d) => Self {
+                global: d.starts_with('+'),
+                numeric: true,
+                context: d.into_bytes().into(),
+            },
             None => Self {
-                digits: None,
+                numeric: false,
                 global: false,
                 context: prefix.as_str().to_ascii_lowercase().into_bytes().into(),
             },
         }
+    }
+
+    /// Decimal digits of a numeric prefix (without the `+` of a global one).
+    #[inline]
+    fn digits(&self) -> Option<&[u8]> {
+        self.numeric
+            .then(|| &self.context[usize::from(self.global)..])
     }
 
     /// A global number starting with the prefix digits; a local number whose phone-context is
@@ -259,18 +301,10 @@ impl TelMatch {
     #[inline]
     fn matches(&self, n: &Number<'_>) -> bool {
         if n.global {
-            return self.global
-                && self
-                    .digits
-                    .as_deref()
-                    .is_some_and(|d| n.digits.starts_with(d));
+            return self.global && self.digits().is_some_and(|d| n.digits.starts_with(d));
         }
         n.context == Some(&self.context[..])
-            || (!self.global
-                && self
-                    .digits
-                    .as_deref()
-                    .is_some_and(|d| n.digits.starts_with(d)))
+            || (!self.global && self.digits().is_some_and(|d| n.digits.starts_with(d)))
     }
 }
 
@@ -331,7 +365,10 @@ impl CompiledIdentity {
         match self {
             CompiledIdentity::One(u) => u.sip.is_none(),
             CompiledIdentity::Many { domain, except } => domain.is_some() && except.is_empty(),
-            CompiledIdentity::ManyTel { except, .. } => except.is_empty(),
+            // The trie keeps 255 digits of a prefix: a longer one is checked in full.
+            CompiledIdentity::ManyTel { except, prefix } => {
+                except.is_empty() && prefix.context.len() <= 255
+            }
         }
     }
 
@@ -347,6 +384,10 @@ fn lower(s: &str) -> Box<[u8]> {
 /// Where the anchors of one header field are indexed. Entries are `rule << 1 | sufficient`:
 /// `sufficient` says a hit alone proves the rule's call-identity matches (the hit identity has
 /// no excepts or parameters to compare, and its `<sip>` block tests no other field).
+///
+/// A numeric prefix is found through the tries both ways it can match: by the number's digits
+/// (a walk) and by a local number's phone-context naming exactly the prefix (an exact lookup
+/// of the context's digits), so only domain prefixes need the `context` map.
 #[derive(Debug, Default)]
 struct FieldIndex {
     exact: FxHashMap<Box<[u8]>, Vec<u32>>,
@@ -380,16 +421,11 @@ impl FieldIndexBuilder {
                 domain: Some(d), ..
             } => push_unique(&mut self.domain, d, entry),
             CompiledIdentity::Many { domain: None, .. } => {}
-            CompiledIdentity::ManyTel { prefix, .. } => {
-                push_unique(&mut self.context, &prefix.context, entry);
-                if let Some(d) = &prefix.digits {
-                    if prefix.global {
-                        self.global.insert(d, entry);
-                    } else {
-                        self.local.insert(d, entry);
-                    }
-                }
-            }
+            CompiledIdentity::ManyTel { prefix, .. } => match prefix.digits() {
+                Some(d) if prefix.global => self.global.insert(d, entry),
+                Some(d) => self.local.insert(d, entry),
+                None => push_unique(&mut self.context, &prefix.context, entry),
+            },
         }
     }
 
@@ -423,10 +459,17 @@ impl FieldIndex {
                 self.global.walk(n.digits, |l| out.extend_from_slice(l));
             } else {
                 self.local.walk(n.digits, |l| out.extend_from_slice(l));
-                if let Some(ctx) = n.context
-                    && let Some(l) = self.context.get(ctx)
-                {
-                    out.extend_from_slice(l);
+                match n.context {
+                    Some([b'+', digits @ ..]) => {
+                        self.global.exact(digits, |l| out.extend_from_slice(l));
+                    }
+                    Some(ctx) => {
+                        self.local.exact(ctx, |l| out.extend_from_slice(l));
+                        if let Some(l) = self.context.get(ctx) {
+                            out.extend_from_slice(l);
+                        }
+                    }
+                    None => {}
                 }
             }
         }
@@ -550,9 +593,10 @@ pub fn compile_after(
         })
         .collect();
     let reusable = previous.filter(|p| {
-        p.matcher.conditions.len() == rules.len()
-            && p.matcher.conditions.iter().zip(&rules).all(|(old, new)| {
-                old.scope == new.scope
+        let m = &p.matcher;
+        m.conditions.len() == rules.len()
+            && m.conditions.iter().zip(&rules).all(|(old, new)| {
+                m.extra(old).and_then(|x| x.scope.as_ref()) == new.scope.as_ref()
                     && (Arc::ptr_eq(&old.from, &new.rule)
                         || old.from.conditions == new.rule.conditions)
             })
@@ -571,97 +615,112 @@ pub fn compile_after(
 impl Matcher {
     fn new(rules: &[SourcedRule]) -> Self {
         let mut index: [FieldIndexBuilder; 4] = Default::default();
-        let mut meta = Vec::with_capacity(rules.len());
-        let mut always = Vec::new();
-        let mut uses = [false; 4];
-        let mut uses_target = false;
-        let mut conditions = Vec::with_capacity(rules.len());
+        let mut m = Matcher {
+            conditions: Vec::with_capacity(rules.len()),
+            sips: Vec::with_capacity(rules.len()),
+            fields: Vec::with_capacity(rules.len()),
+            identities: Vec::with_capacity(rules.len()),
+            extras: Vec::new(),
+            meta: Vec::with_capacity(rules.len()),
+            index: Default::default(),
+            always: Vec::new(),
+            uses: [false; 4],
+            uses_target: false,
+        };
         for (i, SourcedRule { rule, scope, .. }) in rules.iter().enumerate() {
             let i = i as u32;
             let c = &rule.conditions;
             let target = c.target_sip_entity.as_ref().or(scope.as_ref());
-            let sips: Vec<CompiledSip> = c
-                .call_identity
-                .iter()
-                .flat_map(|ci| ci.sip.iter())
-                .map(|sip| CompiledSip {
-                    fields: sip
-                        .fields()
-                        .map(|(f, set)| {
-                            (
-                                f,
-                                set.identities.iter().map(CompiledIdentity::new).collect(),
-                            )
-                        })
-                        .collect(),
-                })
-                .collect();
+            let mut sips = Span::of(&m.sips);
+            for sip in c.call_identity.iter().flat_map(|ci| ci.sip.iter()) {
+                let mut fields = Span::of(&m.fields);
+                for (f, set) in sip.fields() {
+                    let mut ids = Span::of(&m.identities);
+                    m.identities
+                        .extend(set.identities.iter().map(CompiledIdentity::new));
+                    ids.end = m.identities.len() as u32;
+                    m.fields.push((f, ids));
+                }
+                fields.end = m.fields.len() as u32;
+                m.sips.push(fields);
+            }
+            sips.end = m.sips.len() as u32;
             let never = c.never_matches();
             if !never {
-                if sips.is_empty() {
-                    always.push(i);
+                if sips.start == sips.end {
+                    m.always.push(i);
                 }
-                for sip in &sips {
-                    for (f, _) in &sip.fields {
-                        uses[field_slot(*f)] = true;
+                for &block in &m.sips[sips.range()] {
+                    let fields = &m.fields[block.range()];
+                    for (f, _) in fields {
+                        m.uses[field_slot(*f)] = true;
                     }
                     // The anchor: the indexable field with the fewest identities.
-                    let anchor = sip
-                        .fields
+                    let anchor = fields
                         .iter()
+                        .map(|&(f, ids)| (f, &m.identities[ids.range()]))
                         .filter(|(_, ids)| ids.iter().all(CompiledIdentity::indexable))
                         .min_by_key(|(_, ids)| ids.len());
-                    let single_field = sip.fields.len() == 1;
+                    let single_field = fields.len() == 1;
                     match anchor {
                         Some((f, ids)) => ids.iter().for_each(|id| {
                             let sufficient = single_field && id.hit_suffices();
-                            index[field_slot(*f)].insert(id, i << 1 | u32::from(sufficient))
+                            index[field_slot(f)].insert(id, i << 1 | u32::from(sufficient))
                         }),
                         None => {
-                            if always.last() != Some(&i) {
-                                always.push(i);
+                            if m.always.last() != Some(&i) {
+                                m.always.push(i);
                             }
                         }
                     }
                 }
-                uses_target |= target.is_some();
+                m.uses_target |= target.is_some();
             }
-            let validity = c
-                .validity
-                .iter()
-                .flat_map(|v| v.intervals.iter())
-                .map(|iv| (iv.from().unix_nanos(), iv.until().unix_nanos()))
-                .collect();
             let (methods, other_method) = match &c.method {
                 None => (DEFAULT_METHOD_BITS, false),
-                Some(m) => match method_code(m.as_str()) {
+                Some(name) => match method_code(name.as_str()) {
                     Some(code) => (1 << code, false),
                     None => (0, true),
                 },
             };
-            meta.push(RuleMeta {
+            m.meta.push(RuleMeta {
                 methods,
                 other_method,
                 never,
                 slow: c.validity.is_some() || target.is_some(),
             });
-            conditions.push(RuleMatch {
+            let extra =
+                if scope.is_some() || other_method || c.validity.is_some() || target.is_some() {
+                    m.extras.push(RuleExtra {
+                        scope: scope.clone(),
+                        method: if other_method { c.method.clone() } else { None },
+                        target: target.map(CompiledUri::new),
+                        validity: c
+                            .validity
+                            .iter()
+                            .flat_map(|v| v.intervals.iter())
+                            .map(|iv| (iv.from().unix_nanos(), iv.until().unix_nanos()))
+                            .collect(),
+                    });
+                    m.extras.len() as u32 - 1
+                } else {
+                    NO_EXTRA
+                };
+            m.conditions.push(RuleMatch {
                 from: Arc::clone(rule),
-                scope: scope.clone(),
-                method: c.method.clone(),
-                target: target.map(CompiledUri::new),
-                validity,
                 sips,
+                extra,
             });
         }
-        Matcher {
-            conditions,
-            meta,
-            index: index.map(FieldIndexBuilder::build),
-            always,
-            uses,
-            uses_target,
-        }
+        m.index = index.map(FieldIndexBuilder::build);
+        m.sips.shrink_to_fit();
+        m.fields.shrink_to_fit();
+        m.identities.shrink_to_fit();
+        m
+    }
+
+    fn extra(&self, r: &RuleMatch) -> Option<&RuleExtra> {
+        self.extras.get(r.extra as usize)
     }
 }
 
@@ -852,10 +911,10 @@ impl CompiledPolicy {
         if meta.never {
             return Err(Miss::Unsupported);
         }
+        let m = &self.matcher;
         let method_ok = if meta.other_method {
-            self.matcher.conditions[i]
-                .method
-                .as_ref()
+            m.extra(&m.conditions[i])
+                .and_then(|x| x.method.as_ref())
                 .is_some_and(|m| m.as_str() == method)
         } else {
             code.is_some_and(|c| meta.methods & (1 << c) != 0)
@@ -866,7 +925,9 @@ impl CompiledPolicy {
         if !meta.slow {
             return Ok(());
         }
-        let r = &self.matcher.conditions[i];
+        let Some(r) = m.extra(&m.conditions[i]) else {
+            return Ok(());
+        };
         if !r.validity.is_empty()
             && !r
                 .validity
@@ -887,15 +948,17 @@ impl CompiledPolicy {
 
     #[inline]
     fn identity_matches(&self, i: usize, view: &RequestView<'_, '_>) -> bool {
-        let r = &self.matcher.conditions[i];
-        r.sips.is_empty() || r.sips.iter().any(|sip| self.sip_matches(sip, view))
+        let m = &self.matcher;
+        let sips = &m.sips[m.conditions[i].sips.range()];
+        sips.is_empty() || sips.iter().any(|&sip| self.sip_matches(sip, view))
     }
 
     #[inline]
-    fn sip_matches(&self, sip: &CompiledSip, view: &RequestView<'_, '_>) -> bool {
-        sip.fields
-            .iter()
-            .all(|(f, ids)| Self::field_matches(ids, &view.fields[field_slot(*f)]))
+    fn sip_matches(&self, sip: Span, view: &RequestView<'_, '_>) -> bool {
+        let m = &self.matcher;
+        m.fields[sip.range()].iter().all(|&(f, ids)| {
+            Self::field_matches(&m.identities[ids.range()], &view.fields[field_slot(f)])
+        })
     }
 
     #[inline]
@@ -994,13 +1057,16 @@ impl CompiledPolicy {
 
     /// For `explain`: per `<sip>` block of rule `i`, per field, whether it matched.
     pub fn explain_rule(&self, i: usize, view: &RequestView<'_, '_>) -> Vec<Vec<(Field, bool)>> {
-        self.matcher.conditions[i]
-            .sips
+        let m = &self.matcher;
+        m.sips[m.conditions[i].sips.range()]
             .iter()
             .map(|sip| {
-                sip.fields
+                m.fields[sip.range()]
                     .iter()
-                    .map(|(f, ids)| (*f, Self::field_matches(ids, &view.fields[field_slot(*f)])))
+                    .map(|&(f, ids)| {
+                        let ids = &m.identities[ids.range()];
+                        (f, Self::field_matches(ids, &view.fields[field_slot(f)]))
+                    })
                     .collect()
             })
             .collect()

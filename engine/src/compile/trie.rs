@@ -31,7 +31,13 @@ impl TrieBuilder {
     /// 255 digits are kept).
     pub fn insert(&mut self, digits: &[u8], value: u32) {
         let start = self.digits.len() as u32;
-        self.digits.extend(digits.iter().filter(|d| d.is_ascii_digit()).take(255).map(|d| d - b'0'));
+        self.digits.extend(
+            digits
+                .iter()
+                .filter(|d| d.is_ascii_digit())
+                .take(255)
+                .map(|d| d - b'0'),
+        );
         let len = (self.digits.len() as u32 - start) as u8;
         self.items.push((start, len, value));
     }
@@ -45,15 +51,27 @@ impl TrieBuilder {
         let mut items = std::mem::take(&mut self.items);
         // Stable: equal prefixes keep their insertion (rule) order.
         items.sort_by(|a, b| self.key(a).cmp(self.key(b)));
-        let mut trie = DigitTrie { nodes: Vec::new(), entries: Vec::new() };
+        let mut trie = DigitTrie {
+            nodes: Vec::new(),
+            entries: Vec::new(),
+        };
         self.node(&mut trie, &items, 0, &[]);
         trie
     }
 
     /// Builds the node for `items` (sorted, sharing their first `depth` digits, none shorter),
     /// reached through `label`; returns its index.
-    fn node(&self, trie: &mut DigitTrie, items: &[(u32, u8, u32)], depth: usize, label: &[u8]) -> u32 {
-        let ends_here = items.iter().take_while(|it| usize::from(it.1) == depth).count();
+    fn node(
+        &self,
+        trie: &mut DigitTrie,
+        items: &[(u32, u8, u32)],
+        depth: usize,
+        label: &[u8],
+    ) -> u32 {
+        let ends_here = items
+            .iter()
+            .take_while(|it| usize::from(it.1) == depth)
+            .count();
         let index = trie.nodes.len();
         let start = trie.entries.len();
         for it in &items[..ends_here] {
@@ -74,7 +92,10 @@ impl TrieBuilder {
         let mut i = 0;
         while i < rest.len() {
             let slot = self.key(&rest[i])[depth];
-            let j = i + rest[i..].iter().take_while(|it| self.key(it)[depth] == slot).count();
+            let j = i + rest[i..]
+                .iter()
+                .take_while(|it| self.key(it)[depth] == slot)
+                .count();
             let group = &rest[i..j];
             // Fold the run of digits every prefix in the group shares (and none ends inside)
             // into the child's label.
@@ -155,6 +176,32 @@ impl DigitTrie {
             self.report(node, &mut found);
         }
     }
+
+    /// Calls `found` with the entries stored under exactly `digits` (nothing when `digits`
+    /// holds anything but 0–9 or is not stored).
+    #[inline]
+    pub fn exact(&self, digits: &[u8], mut found: impl FnMut(&[u32])) {
+        let mut node = &self.nodes[0];
+        let mut i = 0;
+        while let Some(&d) = digits.get(i) {
+            if !d.is_ascii_digit() {
+                return;
+            }
+            let next = node.children[usize::from(d - b'0')];
+            if next == NONE {
+                return;
+            }
+            node = &self.nodes[next as usize];
+            i += 1;
+            for &want in &node.label[..usize::from(node.label_len)] {
+                match digits.get(i) {
+                    Some(&got) if got.wrapping_sub(b'0') == want => i += 1,
+                    _ => return,
+                }
+            }
+        }
+        self.report(node, &mut found);
+    }
 }
 
 #[cfg(test)]
@@ -184,6 +231,30 @@ mod tests {
         assert_eq!(walk(&t, b"121255"), [2, 1, 5]);
         assert_eq!(walk(&t, b"1212556"), [2, 1, 5]);
         assert!(walk(&DigitTrie::default(), b"123").is_empty());
+    }
+
+    #[test]
+    fn exact_reports_only_the_prefix_itself() {
+        let mut b = TrieBuilder::default();
+        b.insert(b"1212", 1);
+        b.insert(b"1", 2);
+        b.insert(b"1212555", 3);
+        b.insert(b"1212", 5);
+        let t = b.build();
+        let exact = |n: &[u8]| {
+            let mut seen = Vec::new();
+            t.exact(n, |e| seen.extend_from_slice(e));
+            seen
+        };
+        assert_eq!(exact(b"1212"), [1, 5]);
+        assert_eq!(exact(b"1"), [2]);
+        assert_eq!(exact(b"1212555"), [3]);
+        // Ends inside a folded chain, runs past a leaf, or holds a non-digit.
+        assert!(exact(b"12125").is_empty());
+        assert!(exact(b"12125551").is_empty());
+        assert!(exact(b"12a12").is_empty());
+        assert!(exact(b"").is_empty());
+        assert!(exact(b"9").is_empty());
     }
 
     #[test]
