@@ -15,7 +15,7 @@
 //! cost grows with the length of the request's URIs, not with the number of rules.
 
 pub mod hash;
-mod trie;
+pub mod trie;
 
 use std::sync::Arc;
 

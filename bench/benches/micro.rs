@@ -1,0 +1,206 @@
+//! The micro-level pieces, each beside what it replaces or competes with, so the ratios come
+//! from one run:
+//!
+//! - `trie`: finding every stored prefix of a number in the packed digit trie vs probing a
+//!   hash map once per prefix length (the obvious alternative), on 8,000 carrier prefixes.
+//! - `canonicalise`: header value → canonical identity (name-addr extraction, URI parse,
+//!   canonical key) for the header shapes of the standard mix, beside the bench floor (one
+//!   byte search and one hash of the same value).
+//! - `limiter`: the shard-local GCRA gate, the shared cell's lease (one CAS, uncontended) and
+//!   governor's direct limiter, one decision each.
+//! - `publish`: compiling carrier-10k, a full publish of it, and a publish that only retunes
+//!   one rule's rate (which reuses the compiled matcher).
+//!
+//! `cargo bench -p loadctl-bench --bench micro`
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use governor::{Quota, RateLimiter};
+use loadctl::compile::trie::TrieBuilder;
+use loadctl::compile::{CompileConfig, compile};
+use loadctl::engine::{Engine, EngineConfig, RuleCell, Source};
+use loadctl::limit::RateGate;
+use loadctl::policy::{Change, Limit, Rate, Ruleset};
+use loadctl::uri;
+use loadctl_bench::workload::carrier_policy;
+
+/// A small deterministic generator (xorshift), so every run uses the same numbers.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn digits(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| b'0' + (self.next() % 10) as u8).collect()
+    }
+}
+
+fn bench_trie(c: &mut Criterion) {
+    let mut rng = Rng(0x5eed);
+    let countries: Vec<Vec<u8>> = (0..60)
+        .map(|_| rng.digits(1 + rng.0 as usize % 3))
+        .collect();
+    let prefixes: Vec<Vec<u8>> = (0..8_000)
+        .map(|_| {
+            let mut p = countries[rng.next() as usize % countries.len()].clone();
+            let more = 2 + rng.next() as usize % 6;
+            p.extend(rng.digits(more));
+            p
+        })
+        .collect();
+    let mut builder = TrieBuilder::default();
+    let mut by_prefix: HashMap<&[u8], Vec<u32>> = HashMap::new();
+    for (i, p) in prefixes.iter().enumerate() {
+        builder.insert(p, i as u32);
+        by_prefix.entry(p.as_slice()).or_default().push(i as u32);
+    }
+    let trie = builder.build();
+    // Half the numbers extend a stored prefix, half are random.
+    let numbers: Vec<Vec<u8>> = (0..1024)
+        .map(|i| {
+            let mut n = if i % 2 == 0 {
+                prefixes[rng.next() as usize % prefixes.len()].clone()
+            } else {
+                Vec::new()
+            };
+            let fill = 12usize.saturating_sub(n.len());
+            n.extend(rng.digits(fill));
+            n
+        })
+        .collect();
+    let mut group = c.benchmark_group("trie");
+    group.throughput(Throughput::Elements(1));
+    let mut k = 0;
+    group.bench_function("walk/8k-prefixes", |b| {
+        b.iter(|| {
+            k = (k + 1) % numbers.len();
+            let mut found = 0;
+            trie.walk(black_box(&numbers[k]), |e| found += e.len());
+            found
+        })
+    });
+    group.bench_function("hash-per-length/8k-prefixes", |b| {
+        b.iter(|| {
+            k = (k + 1) % numbers.len();
+            let n = black_box(&numbers[k]);
+            (1..=n.len())
+                .filter_map(|len| by_prefix.get(&n[..len]))
+                .map(Vec::len)
+                .sum::<usize>()
+        })
+    });
+    group.finish();
+}
+
+/// Header values in the shapes the standard mix uses.
+const HEADERS: [(&str, &str); 4] = [
+    (
+        "from-name-addr",
+        "\"Bob Smith\" <sip:user12345@customers17.example.org;transport=tcp>;tag=5ae3b1c9d02e4f11",
+    ),
+    (
+        "to-user-phone",
+        "<sip:+49(301)2345678901@gw2.carrier.example;user=phone>",
+    ),
+    ("to-tel", "<tel:+1-212-555-0123>;tag=77"),
+    ("local-tel", "<tel:7042;phone-context=Example.COM>"),
+];
+
+fn bench_canonicalise(c: &mut Criterion) {
+    let mut group = c.benchmark_group("canonicalise");
+    group.throughput(Throughput::Elements(1));
+    let mut buf = Vec::new();
+    for (name, value) in HEADERS {
+        group.bench_function(format!("canonical/{name}"), |b| {
+            b.iter(|| {
+                let text = uri::header_uris(black_box(value)).next()?.ok()?;
+                let parsed = uri::parse(text).ok()?;
+                Some(uri::canonicalize(parsed, &mut buf).key.len())
+            })
+        });
+        group.bench_function(format!("floor/{name}"), |b| {
+            b.iter(|| {
+                let v = black_box(value);
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                v.hash(&mut h);
+                v.bytes().position(|b| b == b'<').unwrap_or(0) as u64 ^ h.finish()
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bench_limiter(c: &mut Criterion) {
+    let mut group = c.benchmark_group("limiter");
+    group.throughput(Throughput::Elements(1));
+    let start = std::time::Instant::now();
+    let now = || start.elapsed().as_nanos() as u64;
+    let mut gate = RateGate::new(1e6, Duration::from_millis(100));
+    group.bench_function("shard-gate", |b| {
+        b.iter(|| gate.try_acquire(black_box(now())))
+    });
+    let cell = RuleCell::rate();
+    // 1M/s: T = 1 µs, 100 ms tolerance, leases of up to 8 looking 1 ms ahead.
+    group.bench_function("shared-cell-lease", |b| {
+        b.iter(|| cell.lease_tokens(black_box(now()), 1_000, 100_000_000, 1_000_000, 8))
+    });
+    let direct = RateLimiter::direct(Quota::per_second(NonZeroU32::new(1_000_000).expect("1M")));
+    group.bench_function("governor-direct", |b| b.iter(|| direct.check().is_ok()));
+    group.finish();
+}
+
+fn bench_publish(c: &mut Criterion) {
+    let mut group = c.benchmark_group("publish");
+    group.sample_size(20);
+    let policy = carrier_policy(10_000, 42);
+    group.bench_function("compile/carrier-10k", |b| {
+        b.iter(|| compile(black_box(&policy), &CompileConfig::default()).map(|p| p.len()))
+    });
+    let source = Source::local("bench");
+    let engine = Engine::new(EngineConfig::default());
+    group.bench_function("full/carrier-10k", |b| {
+        b.iter(|| engine.publish(&source, policy.clone()).expect("publishes"))
+    });
+    // Retune one rate rule by a partial update: the matcher is reused, cells carried over.
+    engine.publish(&source, policy.clone()).expect("publishes");
+    let template = policy
+        .rules()
+        .and_then(|rules| {
+            rules
+                .iter()
+                .find(|r| matches!(r.accept.limit, Limit::Rate(_)))
+        })
+        .map(|r| (**r).clone())
+        .expect("a rate rule");
+    let mut version = policy.version();
+    group.bench_function("retune-one/carrier-10k", |b| {
+        b.iter(|| {
+            version += 1;
+            let mut rule = template.clone();
+            rule.accept.limit =
+                Limit::Rate(Rate::new(f64::from(version % 1000 + 1)).expect("rate"));
+            let update = Ruleset::partial(version, vec![Change::Put(rule)]).expect("partial");
+            engine.apply(&source, update).expect("applies")
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    micro,
+    bench_trie,
+    bench_canonicalise,
+    bench_limiter,
+    bench_publish
+);
+criterion_main!(micro);
