@@ -816,7 +816,10 @@ fn header_canonical<'b, 'r>(
 fn uri_canonical<'b, 'r>(value: &'r str, buf: &'b mut Vec<u8>) -> Option<Canonical<'b, 'r>> {
     let v = value.trim();
     let text = match v.strip_prefix('<') {
-        Some(inner) => inner.split('>').next().unwrap_or(""),
+        Some(inner) => inner
+            .bytes()
+            .position(|b| b == b'>')
+            .map_or(inner, |e| &inner[..e]),
         None => v,
     };
     let parsed = uri::parse(text).ok()?;
