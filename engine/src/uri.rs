@@ -257,11 +257,8 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
             }
             // Before the scheme's colon only the colon matters (the scheme check refuses the
             // rest).
-            _ if d.scheme == ABSENT => {
-                if class == COLON {
-                    d.scheme = i;
-                }
-            }
+            COLON if d.scheme == ABSENT => d.scheme = i,
+            _ if d.scheme == ABSENT => {}
             COLON if d.colon == ABSENT => d.colon = i,
             SEMI => {
                 if d.first_semi == ABSENT {
@@ -522,12 +519,19 @@ fn hex(b: u8) -> u8 {
     }
 }
 
+/// `b` holds a `%`. A plain loop, not `contains`: its out-of-line memchr call costs more than
+/// scanning the short strings of a URI (measured: ~7% of a classification).
+#[inline]
+#[allow(clippy::manual_contains)]
+fn has_escape(b: &[u8]) -> bool {
+    b.iter().any(|&c| c == b'%')
+}
+
 /// Appends `raw` with %-escapes decoded (escapes were validated by [`parse`]).
 #[inline]
 pub fn decode_into(raw: &str, out: &mut Vec<u8>) {
     let b = raw.as_bytes();
-    // A plain loop, not `contains` (a memchr call costs more than these short strings).
-    if !b.iter().any(|&c| c == b'%') {
+    if !has_escape(b) {
         out.extend_from_slice(b);
         return;
     }
@@ -571,7 +575,7 @@ pub fn eq_decoded_ci(raw: &str, canonical: &[u8]) -> bool {
 #[inline]
 pub fn decode_lower_into(raw: &str, out: &mut Vec<u8>) {
     let b = raw.as_bytes();
-    if !b.iter().any(|&c| c == b'%') {
+    if !has_escape(b) {
         out.extend(b.iter().map(u8::to_ascii_lowercase));
         return;
     }
