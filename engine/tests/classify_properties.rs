@@ -199,8 +199,9 @@ fn rule_xml(i: usize) -> impl Strategy<Value = String> {
     (
         proptest::collection::vec(proptest::collection::vec(field_xml(), 1..3), 0..3),
         proptest::option::of(prop_oneof![Just("INVITE"), Just("MESSAGE")]),
+        proptest::option::of(0..TARGETS.len()),
     )
-        .prop_map(move |(sips, method)| {
+        .prop_map(move |(sips, method, target)| {
             let mut c = String::new();
             if !sips.is_empty() {
                 c.push_str("<lc:call-identity>");
@@ -218,9 +219,14 @@ fn rule_xml(i: usize) -> impl Strategy<Value = String> {
             if let Some(m) = method {
                 c.push_str(&format!("<method>{m}</method>"));
             }
+            if let Some(t) = target {
+                c.push_str(&format!("<lc:target-sip-entity>{}</lc:target-sip-entity>", TARGETS[t]));
+            }
             format!("<rule id=\"r{i}\"><conditions>{c}</conditions><actions><lc:accept><lc:rate>1</lc:rate></lc:accept></actions></rule>")
         })
 }
+
+const TARGETS: [&str; 2] = ["sip:sbc1.example", "sip:sbc2.example"];
 
 fn policy_xml() -> impl Strategy<Value = String> {
     (1..12usize)
@@ -249,25 +255,25 @@ proptest! {
     #[test]
     fn index_finds_the_same_rule_as_a_scan(
         rules in policy_xml(),
-        values in proptest::collection::vec((value(), value(), value(), proptest::option::of(value()), any::<bool>()), 1..20),
+        values in proptest::collection::vec((value(), value(), value(), proptest::option::of(value()), any::<bool>(), proptest::option::of(0..TARGETS.len())), 1..20),
     ) {
         let policy = compiled(&rules);
         let mut scratch = Scratch::default();
-        for (from, to, ruri, pai, message) in &values {
+        for (from, to, ruri, pai, message, target) in &values {
             let ruri_uri = loadctl::uri::header_uris(ruri).next().and_then(Result::ok).unwrap_or("");
             let ids = Identities {
                 from: Some(from),
                 to: Some(to),
                 request_uri: Some(ruri_uri),
                 p_asserted_identity: pai.as_deref(),
-                target: None,
+                target: target.map(|t| TARGETS[t]),
             };
             let method = if *message { "MESSAGE" } else { "INVITE" };
             let found = policy.find_with(method, 0, &ids, &mut scratch);
             let mut scan_scratch = Scratch::default();
             let view = policy.view(&ids, &mut scan_scratch);
             let scanned = (0..policy.len()).find(|&i| policy.check(i, method, 0, &view).is_ok());
-            prop_assert_eq!(found, scanned, "{} {} {} {:?}\n{}", from, to, ruri, pai, rules);
+            prop_assert_eq!(found, scanned, "{} {} {} {:?} {:?}\n{}", from, to, ruri, pai, target, rules);
         }
     }
 }

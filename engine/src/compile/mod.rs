@@ -780,6 +780,34 @@ pub struct RequestView<'b, 'r> {
     pub target: Option<Canonical<'b, 'r>>,
 }
 
+/// A request's target entity for the checks: canonicalised on first use, since most
+/// requests meet no candidate rule that names a target.
+enum LazyTarget<'b, 'r> {
+    Ready(Option<Canonical<'b, 'r>>),
+    Pending {
+        raw: Option<&'r str>,
+        buf: &'b mut Vec<u8>,
+    },
+}
+
+impl<'b, 'r> LazyTarget<'b, 'r> {
+    #[inline]
+    fn get(&mut self) -> Option<&Canonical<'b, 'r>> {
+        if matches!(self, LazyTarget::Pending { .. }) {
+            *self = match std::mem::replace(self, LazyTarget::Ready(None)) {
+                LazyTarget::Pending { raw, buf } => {
+                    LazyTarget::Ready(raw.and_then(|v| uri_canonical(v, buf)))
+                }
+                ready => ready,
+            };
+        }
+        match self {
+            LazyTarget::Ready(t) => t.as_ref(),
+            LazyTarget::Pending { .. } => None,
+        }
+    }
+}
+
 /// Reused buffers for [`RequestView`]s: after warm-up, building a view does not allocate.
 #[derive(Debug, Default)]
 pub struct Scratch {
@@ -859,6 +887,19 @@ impl CompiledPolicy {
         scratch: &'b mut Scratch,
     ) -> RequestView<'b, 'r> {
         let [f0, t0, r0, p0, p1, tg] = &mut scratch.bufs;
+        let mut view = self.fields_view(ids, [f0, t0, r0, p0, p1]);
+        if self.matcher.uses_target {
+            view.target = ids.target.and_then(|v| uri_canonical(v, tg));
+        }
+        view
+    }
+
+    /// The header fields of a view (no target), canonicalised into `bufs`.
+    fn fields_view<'b, 'r>(
+        &self,
+        ids: &Identities<'r>,
+        [f0, t0, r0, p0, p1]: [&'b mut Vec<u8>; 5],
+    ) -> RequestView<'b, 'r> {
         let mut view = RequestView::default();
         if self.matcher.uses[0] {
             view.fields[0][0] = ids.from.and_then(|v| header_canonical(v, 0, f0));
@@ -877,9 +918,6 @@ impl CompiledPolicy {
                 .p_asserted_identity
                 .and_then(|v| header_canonical(v, 1, p1));
         }
-        if self.matcher.uses_target {
-            view.target = ids.target.and_then(|v| uri_canonical(v, tg));
-        }
         view
     }
 
@@ -892,7 +930,8 @@ impl CompiledPolicy {
         unix_nanos: i128,
         view: &RequestView<'_, '_>,
     ) -> Result<(), Miss> {
-        self.check_conditions(i, method, method_code(method), unix_nanos, view)?;
+        let mut target = LazyTarget::Ready(view.target);
+        self.check_conditions(i, method, method_code(method), unix_nanos, &mut target)?;
         if self.identity_matches(i, view) {
             Ok(())
         } else {
@@ -908,7 +947,7 @@ impl CompiledPolicy {
         method: &str,
         code: Option<u8>,
         unix_nanos: i128,
-        view: &RequestView<'_, '_>,
+        target: &mut LazyTarget<'_, '_>,
     ) -> Result<(), Miss> {
         let meta = self.matcher.meta[i];
         if meta.never {
@@ -940,7 +979,7 @@ impl CompiledPolicy {
             return Err(Miss::Validity);
         }
         if let Some(t) = &r.target {
-            match &view.target {
+            match target.get() {
                 None => return Err(Miss::NoTarget),
                 Some(c) if !t.matches(c) => return Err(Miss::Target),
                 Some(_) => {}
@@ -980,6 +1019,19 @@ impl CompiledPolicy {
         method: &str,
         unix_nanos: i128,
         view: &RequestView<'_, '_>,
+        candidates: &mut Vec<u32>,
+    ) -> Option<usize> {
+        let mut target = LazyTarget::Ready(view.target);
+        self.find_in(method, unix_nanos, view, &mut target, candidates)
+    }
+
+    #[inline]
+    fn find_in(
+        &self,
+        method: &str,
+        unix_nanos: i128,
+        view: &RequestView<'_, '_>,
+        target: &mut LazyTarget<'_, '_>,
         candidates: &mut Vec<u32>,
     ) -> Option<usize> {
         candidates.clear();
@@ -1032,7 +1084,7 @@ impl CompiledPolicy {
                 };
             let i = rule as usize;
             if self
-                .check_conditions(i, method, code, unix_nanos, view)
+                .check_conditions(i, method, code, unix_nanos, target)
                 .is_ok()
                 && (sufficient || self.identity_matches(i, view))
             {
@@ -1049,13 +1101,18 @@ impl CompiledPolicy {
         ids: &Identities<'_>,
         scratch: &mut Scratch,
     ) -> Option<usize> {
-        let mut candidates = std::mem::take(&mut scratch.candidates);
-        let found = {
-            let view = self.view(ids, scratch);
-            self.find(method, unix_nanos, &view, &mut candidates)
+        let Scratch { bufs, candidates } = scratch;
+        let [f0, t0, r0, p0, p1, tg] = bufs;
+        let view = self.fields_view(ids, [f0, t0, r0, p0, p1]);
+        // The target is canonicalised only if a candidate rule names one.
+        let mut target = match self.matcher.uses_target {
+            true => LazyTarget::Pending {
+                raw: ids.target,
+                buf: tg,
+            },
+            false => LazyTarget::Ready(None),
         };
-        scratch.candidates = candidates;
-        found
+        self.find_in(method, unix_nanos, &view, &mut target, candidates)
     }
 
     /// For `explain`: per `<sip>` block of rule `i`, per field, whether it matched.
