@@ -78,7 +78,10 @@ fn uri_eq(policy: &Uri, req: &Canon) -> bool {
         &req.number,
     ) {
         (UriRef::Sip(ps), Ok(UriRef::Sip(rs)), None, None) => uri::params_and_headers_match(
-            &rs,
+            &uri::SipRest {
+                params: rs.params,
+                headers: rs.headers,
+            },
             &uri::canonical_params(ps.params),
             &uri::canonical_headers(ps.headers),
         ),

@@ -100,6 +100,8 @@ pub struct SipUri<'a> {
     pub params: Params<'a>,
     /// Header components after `?`, without the `?`.
     pub headers: &'a str,
+    /// The URI holds %-escapes (without any, canonical forms are plain copies).
+    pub escaped: bool,
 }
 
 /// The parts of a `tel:` URI.
@@ -109,6 +111,8 @@ pub struct TelUri<'a> {
     pub number: &'a str,
     /// Parameters after the number, without the leading `;`.
     pub params: Params<'a>,
+    /// The URI holds %-escapes.
+    pub escaped: bool,
 }
 
 /// `;`-separated `name[=value]` parameters, iterated without allocating.
@@ -210,6 +214,8 @@ struct Delimiters {
     colon: usize,
     semi: usize,
     quest: usize,
+    /// A `%` appeared.
+    escaped: bool,
 }
 
 const ABSENT: usize = usize::MAX;
@@ -232,15 +238,19 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
         colon: ABSENT,
         semi: ABSENT,
         quest: ABSENT,
+        escaped: false,
     };
     let mut i = 0;
-    while i < b.len() {
-        let class = BYTE_CLASS[usize::from(b[i])];
-        if class == PLAIN {
+    loop {
+        // Plain bytes in a tight loop of their own, so the dispatch below (which the compiler
+        // makes a jump table) runs only at delimiters.
+        while i < b.len() && BYTE_CLASS[usize::from(b[i])] == PLAIN {
             i += 1;
-            continue;
         }
-        match class {
+        let Some(&byte) = b.get(i) else {
+            break;
+        };
+        match BYTE_CLASS[usize::from(byte)] {
             BAD => return Err(UriError::BadCharacter),
             PERCENT => {
                 let ok =
@@ -252,6 +262,7 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
                         UriError::NoScheme
                     });
                 }
+                d.escaped = true;
                 i += 3;
                 continue;
             }
@@ -308,6 +319,7 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
         Ok(UriRef::Tel(TelUri {
             number,
             params: Params(params),
+            escaped: d.escaped,
         }))
     } else {
         Ok(UriRef::Other { scheme, rest })
@@ -364,6 +376,7 @@ fn sip_from_delimiters<'a>(
         port: parse_port(port)?,
         params: Params(params),
         headers,
+        escaped: d.escaped,
     })
 }
 
@@ -429,6 +442,7 @@ fn parse_sip(secure: bool, rest: &str) -> Result<SipUri<'_>, UriError> {
         port: parse_port(port)?,
         params: Params(params),
         headers,
+        escaped: has_escape(rest.as_bytes()),
     })
 }
 
@@ -617,8 +631,18 @@ pub struct Canonical<'b, 'a> {
     pub host: Option<&'b [u8]>,
     /// The telephone number (tel URIs and SIP URIs with `user=phone`).
     pub number: Option<Number<'b>>,
-    /// The parsed URI, for the parameter and header comparison of exact matches.
-    pub uri: UriRef<'a>,
+    /// The parameters and headers of a SIP URI compared as a SIP URI (not as a number), for
+    /// the comparison of exact matches; `None` for everything else.
+    pub sip: Option<SipRest<'a>>,
+}
+
+/// What of a SIP URI its canonical key leaves out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SipRest<'a> {
+    /// URI parameters, as written.
+    pub params: Params<'a>,
+    /// Header components, as written.
+    pub headers: &'a str,
 }
 
 /// A canonical telephone number.
@@ -652,6 +676,20 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
     let mut number: Option<(R, bool, Option<R>)> = None;
     let key: R;
     // A number's parts: (digits as written, parameters holding phone-context).
+    let escaped = match uri {
+        UriRef::Sip(s) => s.escaped,
+        UriRef::Tel(t) => t.escaped,
+        UriRef::Other { .. } => true,
+    };
+    // Without escapes, decoding is a copy.
+    let append = |raw: &str, buf: &mut Vec<u8>| match escaped {
+        true => decode_into(raw, buf),
+        false => buf.extend_from_slice(raw.as_bytes()),
+    };
+    let append_lower = |raw: &str, buf: &mut Vec<u8>| match escaped {
+        true => decode_lower_into(raw, buf),
+        false => buf.extend(raw.bytes().map(|b| b.to_ascii_lowercase())),
+    };
     let tel_parts: Option<(&str, Params<'_>)> = match uri {
         UriRef::Tel(t) => Some((t.number, t.params)),
         UriRef::Sip(s)
@@ -671,7 +709,7 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
         // Work area after the key: decoded number, then digits, then context.
         buf.extend_from_slice(b"tel:");
         let digits_start = buf.len();
-        decode_into(raw_number, buf);
+        append(raw_number, buf);
         let global = normalize_number(buf, digits_start);
         let digits = digits_start + usize::from(global)..buf.len();
         let mut context = None;
@@ -685,7 +723,7 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
         number = Some((digits, global, context));
         if let UriRef::Sip(s) = uri {
             let s0 = buf.len();
-            decode_lower_into(s.host, buf);
+            append_lower(s.host, buf);
             host = Some(s0..buf.len());
         }
     } else {
@@ -693,15 +731,15 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
             UriRef::Sip(s) => {
                 buf.extend_from_slice(if s.secure { b"sips:" } else { b"sip:" });
                 if let Some(user) = s.user {
-                    decode_into(user, buf);
+                    append(user, buf);
                     if let Some(pw) = s.password {
                         buf.push(b':');
-                        decode_into(pw, buf);
+                        append(pw, buf);
                     }
                     buf.push(b'@');
                 }
                 let h = buf.len();
-                decode_lower_into(s.host, buf);
+                append_lower(s.host, buf);
                 host = Some(h..buf.len());
                 if let Some(port) = s.port {
                     buf.push(b':');
@@ -718,6 +756,13 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
             UriRef::Tel(_) => unreachable!("tel URIs take the number branch above"),
         }
     }
+    let sip = match uri {
+        UriRef::Sip(s) if number.is_none() => Some(SipRest {
+            params: s.params,
+            headers: s.headers,
+        }),
+        _ => None,
+    };
     let buf: &'b [u8] = buf;
     Canonical {
         key: &buf[key],
@@ -727,7 +772,7 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
             global,
             context: ctx.map(|r| &buf[r]),
         }),
-        uri,
+        sip,
     }
 }
 
@@ -800,7 +845,7 @@ fn value_eq(raw: Option<&str>, canon: &Option<Box<[u8]>>) -> bool {
 /// RFC 3261 §19.1.4 for the parts the key leaves out: do the parameters and headers of a
 /// request's SIP URI agree with a policy URI's canonical ones?
 pub fn params_and_headers_match(
-    request: &SipUri<'_>,
+    request: &SipRest<'_>,
     policy_params: &[CanonicalParam],
     policy_headers: &[CanonicalParam],
 ) -> bool {
@@ -951,6 +996,11 @@ mod tests {
         // Scheme and host case-insensitive, user case-sensitive, escapes decoded.
         assert_eq!(key("SIP:alice@Example.COM"), "sip:alice@example.com");
         assert_eq!(key("sip:%61lice@example.com"), "sip:alice@example.com");
+        assert_eq!(key("tel:%2B1-212%2d555"), "tel:+1212555");
+        assert_eq!(
+            key("sip:%2B1-212@gw;user=phone"),
+            key("sip:+1212@other.example;user=phone")
+        );
         assert_ne!(key("sip:Alice@example.com"), key("sip:alice@example.com"));
         // A written port is part of the key.
         assert_eq!(key("sip:a@x.example:5060"), "sip:a@x.example:5060");
@@ -1001,7 +1051,10 @@ mod tests {
             _ => panic!(),
         };
         let request = |s: &'static str| match parse(s).expect("ok") {
-            UriRef::Sip(u) => u,
+            UriRef::Sip(u) => SipRest {
+                params: u.params,
+                headers: u.headers,
+            },
             _ => panic!(),
         };
         let (p, h) = policy("sip:a@x");

@@ -236,13 +236,12 @@ impl CompiledUri {
     fn new(uri: &Uri) -> Self {
         let mut buf = Vec::new();
         let c = uri::canonicalize(uri.parsed(), &mut buf);
-        let sip = match (c.uri, c.number) {
-            (UriRef::Sip(s), None) => Some((
+        let sip = c.sip.map(|s| {
+            (
                 uri::canonical_params(s.params),
                 uri::canonical_headers(s.headers),
-            )),
-            _ => None,
-        };
+            )
+        });
         Self {
             key: c.key.into(),
             sip,
@@ -254,10 +253,8 @@ impl CompiledUri {
         if *self.key != *c.key {
             return false;
         }
-        match (&self.sip, c.uri, c.number) {
-            (Some((params, headers)), UriRef::Sip(s), None) => {
-                uri::params_and_headers_match(&s, params, headers)
-            }
+        match (&self.sip, &c.sip) {
+            (Some((params, headers)), Some(s)) => uri::params_and_headers_match(s, params, headers),
             _ => true,
         }
     }
