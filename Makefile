@@ -13,11 +13,12 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: test lint unit c-test header header-check cxx-check lib install example edge edge-test tools demo bench
+.PHONY: test lint unit loom c-test header header-check cxx-check lib install example edge edge-test tools demo bench
 
-## test: formatting, lints, every Rust test, the C ABI header check, the C test suite, and
-## the installed library used the way a C project would (pkg-config)
-test: lint unit header-check c-test cxx-check example edge-test
+## test: formatting, lints, every Rust test, the loom models (and their mutants), the C ABI
+## header check, the C test suite, and the installed library used the way a C project would
+## (pkg-config)
+test: lint unit loom header-check c-test cxx-check example edge-test
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -25,6 +26,15 @@ lint:
 
 unit:
 	$(CARGO) test --workspace
+
+## loom: the loom models of the lock-free pieces, then the same models against deliberately
+## broken engine code, which they must catch (loom-tests/; separate target directories keep
+## the normal build's artefacts)
+loom:
+	RUSTFLAGS="--cfg loadctl_loom" $(CARGO) test -p loadctl-loom --release \
+		--target-dir target/loom -- --nocapture
+	RUSTFLAGS="--cfg loadctl_loom --cfg loadctl_loom_mutant" $(CARGO) test -p loadctl-loom \
+		--release --target-dir target/loom-mutant
 
 ## tools: what the C side needs (valgrind, a C/C++ compiler, the pinned cbindgen)
 tools:

@@ -521,6 +521,10 @@ impl Engine {
             for rule in ruleset.rules().unwrap_or(&[]) {
                 let key = rule_key(&source.name, rule);
                 let limit = LimitParams::new(&rule.accept.limit, config);
+                // Deliberately broken for the loom can-fail check (loom-tests/tests/mutants.rs):
+                // no rule keeps its cell across a publish.
+                #[cfg(loadctl_loom_mutant)]
+                let cells = &FxHashMap::<u64, (Arc<RuleCell>, u32)>::default();
                 let (cell, before) = match cells.get(&key) {
                     Some((cell, i)) => (Arc::clone(cell), *i),
                     None => (limit.new_cell(&self.inner.unused_cell), NOT_CARRIED),

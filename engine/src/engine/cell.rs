@@ -79,10 +79,7 @@ impl RuleCell {
                 .map_or(u64::from(max), |n| n + 1);
             let k = conforming.min(u64::from(max)) as u32;
             let new = base.saturating_add(u64::from(k) * interval_ns);
-            match self
-                .state
-                .compare_exchange_weak(tat, new, Ordering::AcqRel, Ordering::Acquire)
-            {
+            match self.replace(tat, new) {
                 Ok(_) => return (k, base),
                 Err(current) => tat = current,
             }
@@ -98,16 +95,26 @@ impl RuleCell {
                 return 0;
             }
             let k = free.min(u64::from(max));
-            match self.state.compare_exchange_weak(
-                free,
-                free - k,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self.replace(free, free - k) {
                 Ok(_) => return k as u32,
                 Err(current) => free = current,
             }
         }
+    }
+
+    /// Replaces the state with `new` if it still holds `current` (else returns what it holds).
+    #[inline]
+    fn replace(&self, current: u64, new: u64) -> Result<u64, u64> {
+        #[cfg(loadctl_loom_mutant)]
+        {
+            // Deliberately broken for the loom can-fail check (loom-tests/tests/mutants.rs):
+            // a plain store, so a lease made concurrently is overwritten.
+            self.state.store(new, Ordering::Release);
+            return Ok(current);
+        }
+        #[cfg(not(loadctl_loom_mutant))]
+        self.state
+            .compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
     }
 
     /// Gives `n` window slots back.

@@ -1,0 +1,26 @@
+//! loom models of the engine's lock-free pieces (see the crate documentation). Each runs in
+//! `loom::model`, which repeats the scenario for every interleaving of its threads' atomic
+//! operations up to the preemption bound (`LOOM_MAX_PREEMPTIONS`, default 2 here).
+#![cfg(all(loadctl_loom, not(loadctl_loom_mutant)))]
+
+mod scenarios;
+
+#[test]
+fn token_leases_grant_exactly_the_burst_and_lose_none() {
+    scenarios::token_leases_grant_exactly_the_burst_and_lose_none();
+}
+
+#[test]
+fn window_slots_are_never_oversold_or_leaked() {
+    scenarios::window_slots_are_never_oversold_or_leaked();
+}
+
+#[test]
+fn a_shard_sees_a_publish_whole_and_eventually() {
+    scenarios::a_shard_sees_a_publish_whole_and_eventually();
+}
+
+#[test]
+fn a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost() {
+    scenarios::a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost();
+}

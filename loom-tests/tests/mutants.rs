@@ -1,0 +1,45 @@
+//! The models can fail: built with `--cfg loadctl_loom_mutant`, the engine has deliberately
+//! broken variants (marked "Deliberately broken" in its source), and each scenario must catch
+//! its variant. A scenario that passes against broken code is a model that proves nothing.
+//!
+//! - `RuleCell::replace` stores instead of compare-and-swapping: a concurrent lease is lost,
+//!   so shards get more tokens than the burst, or a window slot twice.
+//! - A publish gives every rule a fresh cell instead of carrying its cell over: a slot held
+//!   across the publish is lent again.
+#![cfg(all(loadctl_loom, loadctl_loom_mutant))]
+
+mod scenarios;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+fn caught(scenario: fn(), what: &str) {
+    let outcome = catch_unwind(AssertUnwindSafe(scenario));
+    assert!(
+        outcome.is_err(),
+        "the model did not catch the mutant: {what}"
+    );
+}
+
+#[test]
+fn token_model_catches_a_lost_lease() {
+    caught(
+        scenarios::token_leases_grant_exactly_the_burst_and_lose_none,
+        "a lease that overwrites another",
+    );
+}
+
+#[test]
+fn window_model_catches_an_oversold_slot() {
+    caught(
+        scenarios::window_slots_are_never_oversold_or_leaked,
+        "a slot lease that overwrites another",
+    );
+}
+
+#[test]
+fn carry_over_model_catches_a_fresh_cell() {
+    caught(
+        scenarios::a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost,
+        "cells not carried across a publish",
+    );
+}

@@ -1,0 +1,161 @@
+//! The loom scenarios, shared by `models.rs` (which expects them to hold) and `mutants.rs`
+//! (which expects each to catch its deliberately broken engine variant).
+
+use loadctl::engine::{Engine, EngineConfig, RuleCell, Source, Verdict};
+use loadctl::sync::{Arc, AtomicU32, Ordering};
+use loadctl_loom::{invite, one_rule};
+use loom::thread;
+
+/// Interval 1 µs, tolerance 3 µs: a burst of four tokens at t = 0.
+const T: u64 = 1_000;
+const TOLERANCE: u64 = 3_000;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    // How many interleavings were explored, reported so a model that explores nothing shows.
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&runs);
+    builder.check(move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f();
+    });
+    eprintln!(
+        "loom: {} interleavings explored",
+        runs.load(std::sync::atomic::Ordering::Relaxed)
+    );
+}
+
+/// Two shards lease at the same instant, twice each, asking for more than is left: together
+/// they get exactly the burst, and the cell's TAT accounts for every granted token.
+pub fn token_leases_grant_exactly_the_burst_and_lose_none() {
+    model(|| {
+        let cell = Arc::new(RuleCell::rate());
+        let lease = |cell: &RuleCell| {
+            (0..2)
+                .map(|_| cell.lease_tokens(0, T, TOLERANCE, 0, 3).0)
+                .sum::<u32>()
+        };
+        let other = {
+            let cell = Arc::clone(&cell);
+            thread::spawn(move || lease(&cell))
+        };
+        let mine = lease(&cell);
+        let theirs = other.join().expect("no panic");
+        assert_eq!(
+            mine + theirs,
+            4,
+            "granted {mine} + {theirs} of a burst of 4"
+        );
+        assert_eq!(
+            cell.state(),
+            4 * T,
+            "TAT must account for every granted token"
+        );
+    });
+}
+
+/// Three shards each take a slot of a one-slot window, hold it, and give it back: never two
+/// holders at once, and the slot is free again at the end.
+pub fn window_slots_are_never_oversold_or_leaked() {
+    model(|| {
+        let cell = Arc::new(RuleCell::window(1));
+        let held = Arc::new(AtomicU32::new(0));
+        let work = |cell: &RuleCell, held: &AtomicU32| {
+            if cell.lease_slots(1) == 1 {
+                let now = held.fetch_add(1, Ordering::AcqRel) + 1;
+                assert!(now <= 1, "{now} holders of a one-slot window");
+                held.fetch_sub(1, Ordering::AcqRel);
+                cell.return_slots(1);
+            }
+        };
+        let others: Vec<_> = (0..2)
+            .map(|_| {
+                let (cell, held) = (Arc::clone(&cell), Arc::clone(&held));
+                thread::spawn(move || work(&cell, &held))
+            })
+            .collect();
+        work(&cell, &held);
+        for t in others {
+            t.join().expect("no panic");
+        }
+        assert_eq!(cell.state(), 1, "the slot must be free again");
+    });
+}
+
+/// A shard classifies on another thread while the policy is published: it sees either policy
+/// whole (the empty one accepts; the new one rejects with its rule), and once the publish has
+/// returned and the shard is back, the new policy is in force.
+///
+/// The classifying shard runs on the spawned thread: loom's exploration starts from a schedule
+/// that runs the main thread first, and with the roles the other way round it found a single
+/// interleaving (the classify entirely before the publish).
+// No mutant of the engine breaks visibility without also breaking the shard's own check
+// (it compares against the snapshot's generation, not a cached one), so `mutants.rs` has no
+// counterpart for this model.
+#[cfg_attr(loadctl_loom_mutant, allow(dead_code))]
+pub fn a_shard_sees_a_publish_whole_and_eventually() {
+    model(|| {
+        let engine = Engine::new(EngineConfig {
+            shards: 1,
+            ..EngineConfig::default()
+        });
+        let mut shard = engine.attach();
+        let reader = thread::spawn(move || {
+            let d = shard.classify(&invite());
+            match (d.verdict, d.rule.map(|r| r.id().as_str())) {
+                (Verdict::Accept, None) | (Verdict::Reject, Some("zero")) => {}
+                other => panic!("torn view of the policy: {other:?}"),
+            }
+            shard
+        });
+        engine
+            .publish(
+                &Source::local("n"),
+                one_rule(1, "zero", "<lc:rate>0</lc:rate>"),
+            )
+            .expect("publishes");
+        let mut shard = reader.join().expect("no panic");
+        let after = shard.classify(&invite());
+        assert_eq!(
+            after.verdict,
+            Verdict::Reject,
+            "the published policy must be in force"
+        );
+    });
+}
+
+/// A shard holds the only slot of a window rule while the policy is republished with the same
+/// rule (its cell carries over) and another shard classifies: that shard must not get a slot
+/// while the first holds it, and once the ticket is back the slot is free in the cell the new
+/// snapshot uses.
+pub fn a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost() {
+    model(|| {
+        let engine = Engine::new(EngineConfig {
+            shards: 2,
+            ..EngineConfig::default()
+        });
+        let src = Source::local("n");
+        engine
+            .publish(&src, one_rule(1, "w", "<lc:win>1</lc:win>"))
+            .expect("publishes");
+        let mut holder = engine.attach();
+        let ticket = holder.classify(&invite()).ticket.expect("the free slot");
+        let mut other = engine.attach();
+        let contender = thread::spawn(move || {
+            let d = other.classify(&invite());
+            assert!(d.ticket.is_none(), "a one-slot window lent twice");
+            assert_ne!(d.verdict, Verdict::Accept);
+            other
+        });
+        engine
+            .publish(&src, one_rule(2, "w", "<lc:win>1</lc:win>"))
+            .expect("publishes");
+        let mut other = contender.join().expect("no panic");
+        holder.complete(ticket);
+        let again = other.classify(&invite());
+        assert!(again.ticket.is_some(), "the returned slot was lost");
+    });
+}
