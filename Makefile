@@ -5,6 +5,9 @@ CARGO ?= cargo
 CC ?= cc
 CXX ?= c++
 CBINDGEN_VERSION := 0.29.4
+CARGO_FUZZ_VERSION := 0.13.1
+FUZZ_TARGETS := policy_read policy_merge uri sip_classify
+FUZZ_SECONDS ?= 30
 LIBDIR := target/libloadctl
 CFLAGS_C := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -Iinclude
 CLIBS := -lpthread -ldl -lm
@@ -13,12 +16,12 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: test lint unit loom c-test header header-check cxx-check lib install example edge edge-test tools demo bench
+.PHONY: test lint unit loom fuzz-smoke c-test header header-check cxx-check lib install example edge edge-test tools demo bench
 
 ## test: formatting, lints, every Rust test, the loom models (and their mutants), the C ABI
 ## header check, the C test suite, and the installed library used the way a C project would
 ## (pkg-config)
-test: lint unit loom header-check c-test cxx-check example edge-test
+test: lint unit loom fuzz-smoke header-check c-test cxx-check example edge-test
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -35,6 +38,25 @@ loom:
 		--target-dir target/loom -- --nocapture
 	RUSTFLAGS="--cfg loadctl_loom --cfg loadctl_loom_mutant" $(CARGO) test -p loadctl-loom \
 		--release --target-dir target/loom-mutant
+
+## fuzz-smoke: every cargo-fuzz target (fuzz/) for FUZZ_SECONDS on a copy of its committed
+## corpus, under AddressSanitizer. The machine has only the stable toolchain: RUSTC_BOOTSTRAP=1
+## lets it take the sanitizer flags cargo-fuzz passes. A crash fails the target (and leaves its
+## input in fuzz/artifacts/).
+fuzz-smoke: tools
+	@cargo fuzz --version 2>/dev/null | grep -q "$(CARGO_FUZZ_VERSION)" || \
+	  $(CARGO) install --locked cargo-fuzz --version $(CARGO_FUZZ_VERSION)
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build -O
+	@set -e; mkdir -p fuzz/target/smoke-logs; for t in $(FUZZ_TARGETS); do \
+	  rm -rf fuzz/target/smoke/$$t && mkdir -p fuzz/target/smoke/$$t && cp fuzz/corpus/$$t/* fuzz/target/smoke/$$t/; \
+	  dict=policy.dict; case $$t in uri|sip_*) dict=sip.dict;; esac; \
+	  echo "fuzz-smoke: $$t for $(FUZZ_SECONDS) s"; \
+	  (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O $$t target/smoke/$$t -- \
+	    -max_total_time=$(FUZZ_SECONDS) -dict=dict/$$dict -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 > target/smoke-logs/$$t.log 2>&1) || \
+	    { tail -n 60 fuzz/target/smoke-logs/$$t.log; echo "fuzz-smoke: $$t FAILED"; exit 1; }; \
+	  grep -E "^stat::(number_of_executed_units|peak_rss_mb)" fuzz/target/smoke-logs/$$t.log; \
+	done
 
 ## tools: what the C side needs (valgrind, a C/C++ compiler, the pinned cbindgen)
 tools:

@@ -920,6 +920,47 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+        /// RFC 3261 §19.1.4 case rules and idempotence of canonical keys: scheme and host
+        /// compare case-insensitively, the user part case-sensitively, and a canonical key read
+        /// back as a URI canonicalises to itself.
+        #[test]
+        fn canonical_keys_follow_case_rules_and_are_idempotent(
+            user in "[a-zA-Z0-9._~-]{1,10}",
+            host in "[a-zA-Z0-9]{1,8}(\\.[a-zA-Z0-9]{1,8}){0,3}",
+            port in proptest::option::of(1u16..),
+            secure in any::<bool>(),
+            number in "\\+?[0-9]{1,4}([-.()]?[0-9]{1,4}){0,4}",
+            context in proptest::option::of("[a-z]{1,8}\\.example"),
+        ) {
+            let scheme = if secure { "sips" } else { "sip" };
+            let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+            let uri = format!("{scheme}:{user}@{host}{port};transport=tcp");
+            let k = key(&uri);
+            let shouted = format!("{}:{user}@{}{port};TRANSPORT=TCP", scheme.to_uppercase(), host.to_uppercase());
+            prop_assert_eq!(key(&shouted), k.clone());
+            if user.chars().any(|c| c.is_ascii_lowercase()) {
+                let other_user = format!("{scheme}:{}@{host}{port}", user.to_uppercase());
+                prop_assert_ne!(key(&other_user), k.clone());
+            }
+            prop_assert_eq!(key(&k), k.clone(), "sip key of {}", uri);
+
+            let tel = match (&context, number.starts_with('+')) {
+                (Some(ctx), false) => format!("tel:{number};phone-context={}", ctx.to_uppercase()),
+                _ => format!("tel:{number}"),
+            };
+            let t = key(&tel);
+            prop_assert_eq!(key(&t), t.clone(), "tel key of {}", tel);
+            // A sip URI with user=phone is that number, whatever its host.
+            if context.is_none() {
+                let as_sip = format!("sip:{number}@{host};user=phone");
+                prop_assert_eq!(key(&as_sip), t);
+            }
+        }
+    }
+
     fn key(s: &str) -> String {
         let mut buf = Vec::new();
         let c = canonicalize(parse(s).expect("valid"), &mut buf);
