@@ -8,6 +8,7 @@ CBINDGEN_VERSION := 0.29.4
 CARGO_FUZZ_VERSION := 0.13.1
 FUZZ_TARGETS := policy_read policy_merge uri sip_classify
 FUZZ_SECONDS ?= 30
+SOAK_SECONDS ?= 60
 LIBDIR := target/libloadctl
 CFLAGS_C := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -Iinclude
 CLIBS := -lpthread -ldl -lm
@@ -16,12 +17,12 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: test lint unit loom fuzz-smoke c-test header header-check cxx-check lib install example edge edge-test tools demo bench
+.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib install example edge edge-test tools demo bench
 
 ## test: formatting, lints, every Rust test, the loom models (and their mutants), the C ABI
 ## header check, the C test suite, and the installed library used the way a C project would
 ## (pkg-config)
-test: lint unit loom fuzz-smoke header-check c-test cxx-check example edge-test
+test: lint unit loom fuzz-smoke soak header-check c-test cxx-check example edge-test
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -38,6 +39,11 @@ loom:
 		--target-dir target/loom -- --nocapture
 	RUSTFLAGS="--cfg loadctl_loom --cfg loadctl_loom_mutant" $(CARGO) test -p loadctl-loom \
 		--release --target-dir target/loom-mutant
+
+## soak: classifiers on real threads for SOAK_SECONDS while policies are published, a source is
+## withdrawn and restored, and window tickets complete out of order (engine/tests/soak.rs)
+soak:
+	SOAK_SECONDS=$(SOAK_SECONDS) $(CARGO) test --release -p loadctl --test soak -- --ignored --nocapture
 
 ## fuzz-smoke: every cargo-fuzz target (fuzz/) for FUZZ_SECONDS on a copy of its committed
 ## corpus, under AddressSanitizer. The machine has only the stable toolchain: RUSTC_BOOTSTRAP=1
