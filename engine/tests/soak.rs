@@ -173,11 +173,11 @@ fn soak_classify_publish_withdraw_and_complete_out_of_order() {
                             }
                         }
                         3 if sent_open => {
-                            if let Some(t) = held.pop_front() {
-                                if let Err(mpsc::SendError(t)) = to_other.send(t) {
-                                    sent_open = false;
-                                    complete(&mut shard, t);
-                                }
+                            if let Some(t) = held.pop_front()
+                                && let Err(mpsc::SendError(t)) = to_other.send(t)
+                            {
+                                sent_open = false;
+                                complete(&mut shard, t);
                             }
                         }
                         _ => {}
