@@ -205,7 +205,7 @@ fn soak_classify_publish_withdraw_and_complete_out_of_order() {
     while start.elapsed() < run_for {
         i += 1;
         va += 1;
-        if i % 100 == 0 {
+        if i.is_multiple_of(100) {
             engine.publish(&a, source_a(va)).expect("full a");
         } else {
             let changed = rule(
@@ -217,7 +217,7 @@ fn soak_classify_publish_withdraw_and_complete_out_of_order() {
                 .apply(&a, doc(va, "partial", &changed))
                 .expect("partial a");
         }
-        if i % 50 == 0 {
+        if i.is_multiple_of(50) {
             if b_published {
                 engine.withdraw("b").expect("withdraw b");
             } else {
