@@ -4,7 +4,7 @@
 
 use loadctl::compile::Identities;
 use loadctl::engine::*;
-use loadctl::policy::{Limits, PolicyError, Ruleset, read};
+use loadctl::policy::{Limits, PolicyError, read};
 use loadctl::sip::scan;
 
 const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
