@@ -267,6 +267,45 @@ fn subscribed() -> (Engine, Subscriber, Request) {
     (e, s, sub)
 }
 
+/// A NOTIFY storm: 10,000 NOTIFYs in the same instant. Repeats of the version in force are
+/// answered and change nothing (one publish); a run of new full versions is applied in order,
+/// each one a publish, and the last one is in force.
+#[test]
+fn notify_storm_repeats_publish_once_and_new_versions_apply_in_order() {
+    let (e, mut s, sub) = subscribed();
+    let before = e.generation();
+    let doc = body(4, "full", &rule_xml("a", "+1", 5));
+    for cseq in 1..=10_000 {
+        let r = s.handle_notify(0, &notify(&sub, cseq, "active", CT, doc.clone()));
+        assert_eq!(r.status, 200, "NOTIFY {cseq}");
+    }
+    assert_eq!(
+        e.generation(),
+        before + 1,
+        "repeats of one version published once"
+    );
+    for (i, cseq) in (10_001..10_101).enumerate() {
+        let version = 5 + i as u32;
+        let rate = 1 + i as u32;
+        let r = s.handle_notify(
+            0,
+            &notify(
+                &sub,
+                cseq,
+                "active",
+                CT,
+                body(version, "full", &rule_xml("a", "+1", rate)),
+            ),
+        );
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(e.generation(), before + 101);
+    assert_eq!(
+        e.source_policy("sip:sbc.example.com").map(|r| r.version()),
+        Some(104)
+    );
+}
+
 #[test]
 fn notify_checks_trust_dialog_and_package() {
     let (e, mut s, sub) = subscribed();

@@ -204,6 +204,32 @@ static void test_policies(void) {
     lc_engine_free(e);
 }
 
+/* Header values that are not ASCII: valid UTF-8 takes the full check, invalid UTF-8 is cut
+ * down to its URI; a method that is not UTF-8 is refused. */
+static void test_non_ascii_and_invalid_utf8(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    uint64_t g;
+    lc_decision d;
+    CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK);
+    CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+    CHECK_RESULT(publish(e, "ex", EXAMPLE3, &g), LC_RESULT_OK);
+    lc_request r = invite("\"Zo\xc3\xab\" <sip:alice@example.com>;tag=1", "<sip:x@y.example>");
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_REJECT && str_is(d.rule_id, "f3g44k3"));
+    r = invite("\"\xff\xfe\" <sip:alice@example.com>;tag=1", "<sip:x@y.example>");
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_REJECT && str_is(d.rule_id, "f3g44k3"));
+    r = invite("\xff<sip:alice@example.com", "<sip:x@y.example>");
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_ACCEPT && !d.matched);
+    r = invite("<sip:alice@example.com>", "<sip:x@y.example>");
+    r.method = str("INV\xffITE");
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_INVALID_UTF8);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
 static void test_rfc_examples(void) {
     lc_engine *e = NULL;
     lc_worker *w = NULL;
@@ -388,6 +414,7 @@ int main(void) {
     test_null_parameters();
     test_policies();
     test_rfc_examples();
+    test_non_ascii_and_invalid_utf8();
     test_raw_sip();
     test_windows_and_stats();
     printf("%d passed, %d failed\n", checks - failures, failures);
