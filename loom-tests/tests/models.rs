@@ -24,3 +24,8 @@ fn a_shard_sees_a_publish_whole_and_eventually() {
 fn a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost() {
     scenarios::a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost();
 }
+
+#[test]
+fn statistics_add_up_and_never_go_back_when_a_shard_detaches() {
+    scenarios::statistics_add_up_and_never_go_back_when_a_shard_detaches();
+}

@@ -6,6 +6,8 @@
 //!   so shards get more tokens than the burst, or a window slot twice.
 //! - A publish gives every rule a fresh cell instead of carrying its cell over: a slot held
 //!   across the publish is lent again.
+//! - A dropped shard's counters are folded into the totals after the registry has been let go
+//!   once: a reading in between misses them, and the statistics go back.
 #![cfg(all(loadctl_loom, loadctl_loom_mutant))]
 
 mod scenarios;
@@ -41,5 +43,13 @@ fn carry_over_model_catches_a_fresh_cell() {
     caught(
         scenarios::a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost,
         "cells not carried across a publish",
+    );
+}
+
+#[test]
+fn statistics_model_catches_a_gap_in_detaching() {
+    caught(
+        scenarios::statistics_add_up_and_never_go_back_when_a_shard_detaches,
+        "counters folded in outside the registry lock",
     );
 }

@@ -162,6 +162,14 @@ pub(crate) struct Registry {
 pub(crate) fn detach(inner: &Inner, counters: &Arc<ShardCounters>, _snapshot: &Snapshot) {
     let mut reg = lock(&inner.registry);
     reg.shards.retain(|c| !Arc::ptr_eq(c, counters));
+    // Deliberately broken for the loom can-fail check (loom-tests/tests/mutants.rs): the
+    // registry is let go between forgetting the shard and folding in its counters, so a
+    // reading in between misses them.
+    #[cfg(loadctl_loom_mutant)]
+    let mut reg = {
+        drop(reg);
+        lock(&inner.registry)
+    };
     let table = counters.table.load_full();
     for (k, src, c) in table.rows() {
         reg.detached_rules

@@ -11,9 +11,14 @@ const T: u64 = 1_000;
 const TOLERANCE: u64 = 3_000;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(2, f);
+}
+
+/// Like [`model`] with another default preemption bound (`LOOM_MAX_PREEMPTIONS` still wins).
+fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
+        builder.preemption_bound = Some(bound);
     }
     // How many interleavings were explored, reported so a model that explores nothing shows.
     let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -157,5 +162,35 @@ pub fn a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost() {
         holder.complete(ticket);
         let again = other.classify(&invite());
         assert!(again.ticket.is_some(), "the returned slot was lost");
+    });
+}
+
+/// A shard counts requests on its thread and is then dropped (its counters fold into the
+/// engine's totals) while the main thread reads the statistics twice: a later reading never
+/// shows fewer requests than an earlier one, and once the shard is gone every request is
+/// counted exactly once. Three preemptions: the reading must fall inside the detach.
+pub fn statistics_add_up_and_never_go_back_when_a_shard_detaches() {
+    model_bounded(3, || {
+        let engine = Engine::new(EngineConfig {
+            shards: 1,
+            ..EngineConfig::default()
+        });
+        let mut shard = engine.attach();
+        let worker = thread::spawn(move || {
+            let mut bye = invite();
+            bye.method = "BYE";
+            for _ in 0..2 {
+                let _ = shard.classify(&bye);
+            }
+            drop(shard);
+        });
+        let first = engine.stats().total();
+        let second = engine.stats().total();
+        assert!(
+            second >= first,
+            "statistics went back from {first} to {second}"
+        );
+        worker.join().expect("no panic");
+        assert_eq!(engine.stats().total(), 2, "every request counted once");
     });
 }
