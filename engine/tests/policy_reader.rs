@@ -230,6 +230,42 @@ fn unknown_namespace_condition_makes_rule_never_match_without_failing() {
     assert_eq!(d.warnings[0].rule.as_deref(), Some("r1"));
 }
 
+/// Found by the `policy_read` fuzz target: a foreign namespace whose declaration held `<` and
+/// `>` was kept as written, the writer escaped it, and reading that back gave another name.
+#[test]
+fn fuzz_regression_namespace_names_are_unescaped_and_lt_in_attributes_refused() {
+    let crash = include_bytes!("data/fuzz/policy_read-round-trip-1.bin");
+    let e = read(crash, &Limits::default()).expect_err("'<' in an attribute value");
+    assert!(matches!(e.kind, ErrorKind::Xml(_)), "{e}");
+    let e = err(&rule_doc(
+        r#"<x:geo xmlns:x="urn:a<b"/><method>INVITE</method>"#,
+        RATE,
+    ));
+    assert!(matches!(e.kind, ErrorKind::Xml(_)), "{e}");
+    let e = err(&rule_doc(r#"<geo xmlns:="urn:x"/>"#, RATE));
+    assert!(matches!(e.kind, ErrorKind::Xml(_)), "{e}");
+    // A namespace name written with references is the name they stand for, and survives a
+    // write and a read.
+    let d = ok(&rule_doc(
+        r#"<x:geo xmlns:x="urn:a&amp;b&#x3e;c"/><method>INVITE</method>"#,
+        RATE,
+    ));
+    let r = &d.ruleset.rules().expect("full")[0];
+    assert_eq!(r.conditions.unsupported[0].namespace(), Some("urn:a&b>c"));
+    let again = read(write(&d.ruleset).as_bytes(), &Limits::default()).expect("reads back");
+    assert_eq!(again.ruleset, d.ruleset);
+    // The known namespaces are recognised however they are written.
+    let d = ok(&rule_doc(
+        r#"<method xmlns="urn:ietf:params:xml:ns:common&#45;policy">INVITE</method>"#,
+        RATE,
+    ));
+    assert!(
+        !d.ruleset.rules().expect("full")[0]
+            .conditions
+            .never_matches()
+    );
+}
+
 #[test]
 fn unknown_condition_inside_sip_block_also_never_matches() {
     let doc = rule_doc(

@@ -254,9 +254,13 @@ impl<'i, 'l> Reader<'i, 'l> {
                 }
             };
             let ns = match resolved {
-                ResolveResult::Bound(ns) if ns.as_ref() == COMMON_POLICY_NS => Ns::Known,
-                ResolveResult::Bound(ns) if ns.as_ref() == LOAD_CONTROL_NS => Ns::Known,
-                ResolveResult::Bound(ns) => Ns::Foreign(Some(ns.as_ref().to_owned())),
+                // The namespace name is the declaring attribute's value with its references
+                // replaced (the parser hands it over as written).
+                ResolveResult::Bound(ns) => match quick_xml::escape::unescape(ns.as_ref()) {
+                    Ok(name) if name == COMMON_POLICY_NS || name == LOAD_CONTROL_NS => Ns::Known,
+                    Ok(name) => Ns::Foreign(Some(name.into_owned())),
+                    Err(e) => return Err(self.error_at(offset, ErrorKind::Xml(e.to_string()))),
+                },
                 ResolveResult::Unbound => Ns::Foreign(None),
                 ResolveResult::Unknown(prefix) => {
                     return Err(self.error_at(offset, ErrorKind::UnboundPrefix(prefix)));
@@ -332,6 +336,19 @@ impl<'i, 'l> Reader<'i, 'l> {
                     max: self.limits.max_depth,
                 },
             ));
+        }
+        // What the parser lets through but XML 1.0 and Namespaces do not: `<` in an attribute
+        // value, and a namespace declaration with an empty prefix (`xmlns:=`).
+        for attr in start.attributes().with_checks(false).flatten() {
+            let key = attr.key.into_inner();
+            if key == "xmlns:" || attr.value.contains('<') {
+                let what = if key == "xmlns:" {
+                    "a namespace prefix declared with an empty name"
+                } else {
+                    "'<' in an attribute value"
+                };
+                return Err(self.error_at(offset, ErrorKind::Xml(what.into())));
+            }
         }
         self.pending_close = empty;
         Ok(Node::Open(Element { ns, start, offset }))
