@@ -1,0 +1,108 @@
+//! The C ABI entry points as a C caller would use them, with fuzzed bytes: a policy published
+//! through `lc_engine_publish` and checked through `lc_policy_check` (into a buffer that may be
+//! too small), then a raw message classified through `lc_classify_sip` and its window ticket
+//! given back. Every call returns a result code; none may crash or report a panic.
+//!
+//! Calling `extern "C"` functions is `unsafe` in Rust: that is the point of this target, and
+//! each call states why its pointers are valid.
+#![no_main]
+
+use std::mem::MaybeUninit;
+use std::ptr;
+
+use libfuzzer_sys::fuzz_target;
+use loadctl_ffi::engine::{
+    lc_engine, lc_engine_free, lc_engine_new, lc_engine_publish, lc_policy_check,
+};
+use loadctl_ffi::lc_result;
+use loadctl_ffi::lc_str;
+use loadctl_ffi::worker::{
+    lc_classify_sip, lc_complete, lc_decision, lc_transport, lc_worker, lc_worker_attach,
+    lc_worker_free,
+};
+
+fuzz_target!(|data: &[u8]| {
+    // Input: policy bytes, a NUL, then the raw SIP message; the first byte sizes the buffer.
+    let Some(split) = data.iter().position(|&b| b == 0) else {
+        return;
+    };
+    let (policy, message) = (&data[..split], &data[split + 1..]);
+    let cap = usize::from(data.first().copied().unwrap_or(0));
+    let mut buf = vec![0u8; cap];
+    let mut written = 0usize;
+    // SAFETY: `policy` is readable for its length; `buf` is writable for `cap` bytes (or is
+    // an empty allocation with `cap` 0); `written` is a valid place.
+    let r = unsafe {
+        lc_policy_check(
+            policy.as_ptr(),
+            policy.len(),
+            buf.as_mut_ptr(),
+            cap,
+            &mut written,
+        )
+    };
+    assert_ne!(r, lc_result::Panic);
+
+    let mut engine: *mut lc_engine = ptr::null_mut();
+    // SAFETY: a NULL config means the defaults; `engine` is a valid out-pointer.
+    assert_eq!(
+        unsafe { lc_engine_new(ptr::null(), &mut engine) },
+        lc_result::Ok
+    );
+    let source = b"fuzz";
+    let mut generation = 0u64;
+    // SAFETY: `engine` came from lc_engine_new; the source name, the absent notifier and the
+    // body are readable for their lengths; `generation` is a valid place.
+    let r = unsafe {
+        lc_engine_publish(
+            engine,
+            lc_str {
+                ptr: source.as_ptr(),
+                len: source.len(),
+            },
+            lc_str {
+                ptr: ptr::null(),
+                len: 0,
+            },
+            policy.as_ptr(),
+            policy.len(),
+            &mut generation,
+        )
+    };
+    assert_ne!(r, lc_result::Panic);
+
+    let mut worker: *mut lc_worker = ptr::null_mut();
+    // SAFETY: `engine` is live; `worker` is a valid out-pointer.
+    assert_eq!(
+        unsafe { lc_worker_attach(engine, -1, &mut worker) },
+        lc_result::Ok
+    );
+    let mut decision = MaybeUninit::<lc_decision>::uninit();
+    // SAFETY: `worker` is live and used by this thread only; `message` is readable for its
+    // length; `decision` is writable.
+    let r = unsafe {
+        lc_classify_sip(
+            worker,
+            message.as_ptr(),
+            message.len(),
+            lc_transport::Udp,
+            decision.as_mut_ptr(),
+        )
+    };
+    assert_ne!(r, lc_result::Panic);
+    if r == lc_result::Ok {
+        let d = decision.as_ptr();
+        // SAFETY: on success `has_ticket` and `ticket` are written (only the targets beyond
+        // `target_count` are left alone, and they are not read).
+        let (has_ticket, ticket) = unsafe { ((*d).has_ticket, (*d).ticket) };
+        if has_ticket {
+            // SAFETY: `worker` is live; `ticket` is a valid value from this engine.
+            assert_eq!(unsafe { lc_complete(worker, &ticket) }, lc_result::Ok);
+        }
+    }
+    // SAFETY: both came from their constructors and are freed once.
+    unsafe {
+        lc_worker_free(worker);
+        lc_engine_free(engine);
+    }
+});
