@@ -553,6 +553,9 @@ impl Engine {
         };
         *cells = next_cells;
         self.inner.snapshot.store(Arc::new(snapshot));
+        // Deliberately broken for the loom can-fail check (loom-tests/tests/mutants.rs): the
+        // new generation is never announced, so shards keep the snapshot they have.
+        #[cfg(not(loadctl_loom_mutant))]
         self.inner.generation.store(generation, Ordering::Release);
         graveyard.retain(|s| Arc::strong_count(s) > 1);
         graveyard.push(old);

@@ -8,6 +8,9 @@
 //!   across the publish is lent again.
 //! - A dropped shard's counters are folded into the totals after the registry has been let go
 //!   once: a reading in between misses them, and the statistics go back.
+//! - A publish never announces its generation: shards keep their snapshot. (Reordering the
+//!   announcement before the snapshot store is *not* a bug here — a shard compares the engine's
+//!   generation with its snapshot's own and looks again — so that is not used as a mutant.)
 #![cfg(all(loadctl_loom, loadctl_loom_mutant))]
 
 mod scenarios;
@@ -51,5 +54,13 @@ fn statistics_model_catches_a_gap_in_detaching() {
     caught(
         scenarios::statistics_add_up_and_never_go_back_when_a_shard_detaches,
         "counters folded in outside the registry lock",
+    );
+}
+
+#[test]
+fn publish_model_catches_an_unannounced_snapshot() {
+    caught(
+        scenarios::a_shard_sees_a_publish_whole_and_eventually,
+        "a publish whose generation is never announced",
     );
 }

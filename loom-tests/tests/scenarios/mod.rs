@@ -97,10 +97,6 @@ pub fn window_slots_are_never_oversold_or_leaked() {
 /// The classifying shard runs on the spawned thread: loom's exploration starts from a schedule
 /// that runs the main thread first, and with the roles the other way round it found a single
 /// interleaving (the classify entirely before the publish).
-// No mutant of the engine breaks visibility without also breaking the shard's own check
-// (it compares against the snapshot's generation, not a cached one), so `mutants.rs` has no
-// counterpart for this model.
-#[cfg_attr(loadctl_loom_mutant, allow(dead_code))]
 pub fn a_shard_sees_a_publish_whole_and_eventually() {
     model(|| {
         let engine = Engine::new(EngineConfig {
