@@ -103,18 +103,19 @@ impl RuleCell {
     }
 
     /// Replaces the state with `new` if it still holds `current` (else returns what it holds).
+    #[cfg(not(loadctl_loom_mutant))]
     #[inline]
     fn replace(&self, current: u64, new: u64) -> Result<u64, u64> {
-        #[cfg(loadctl_loom_mutant)]
-        {
-            // Deliberately broken for the loom can-fail check (loom-tests/tests/mutants.rs):
-            // a plain store, so a lease made concurrently is overwritten.
-            self.state.store(new, Ordering::Release);
-            return Ok(current);
-        }
-        #[cfg(not(loadctl_loom_mutant))]
         self.state
             .compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
+    }
+
+    /// Deliberately broken for the loom can-fail check (loom-tests/tests/mutants.rs): a plain
+    /// store, so a lease made concurrently is overwritten.
+    #[cfg(loadctl_loom_mutant)]
+    fn replace(&self, current: u64, new: u64) -> Result<u64, u64> {
+        self.state.store(new, Ordering::Release);
+        Ok(current)
     }
 
     /// Gives `n` window slots back.
