@@ -184,6 +184,29 @@ unsafe fn request_from_c(m: &lc_sip_message) -> Result<Request, lc_result> {
     }
 }
 
+/// Reads the request in `msg`, lets `handle` answer it, keeps the answer in `keep` (its strings
+/// stay valid until the handle's next call) and writes it to `response`: what
+/// `lc_subscriber_handle_notify` and `lc_notifier_handle_subscribe` share.
+///
+/// # Safety
+/// `msg` non-null and valid with readable strings; `response` non-null and writable.
+unsafe fn answer(
+    msg: *const lc_sip_message,
+    response: *mut lc_sip_message,
+    keep: &mut Option<Response>,
+    handle: impl FnOnce(&Request) -> Response,
+) -> lc_result {
+    // SAFETY: valid with readable strings by this function's contract.
+    let req = match unsafe { request_from_c(&*msg) } {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let r = keep.insert(handle(&req));
+    // SAFETY: writable by this function's contract.
+    unsafe { response.write(response_to_c(r)) };
+    lc_result::Ok
+}
+
 /// # Safety
 /// As for [`request_from_c`].
 unsafe fn response_from_c(m: &lc_sip_message) -> Result<Response, lc_result> {
@@ -437,18 +460,13 @@ pub unsafe extern "C" fn lc_subscriber_handle_notify(
             return lc_result::NullParameter;
         }
         // SAFETY: checked non-null; valid by contract.
-        let (s, m) = unsafe { (&mut *sub, &*msg) };
-        // SAFETY: readable strings by contract.
-        let req = match unsafe { request_from_c(m) } {
-            Ok(r) => r,
-            Err(e) => return e,
-        };
-        s.out_response = Some(s.sub.handle_notify(now_ns, &req));
-        if let Some(r) = &s.out_response {
-            // SAFETY: checked non-null, writable by contract.
-            unsafe { response.write(response_to_c(r)) };
+        let s = unsafe { &mut *sub };
+        // SAFETY: checked non-null; readable strings and a writable response by contract.
+        unsafe {
+            answer(msg, response, &mut s.out_response, |req| {
+                s.sub.handle_notify(now_ns, req)
+            })
         }
-        lc_result::Ok
     })
 }
 
@@ -817,18 +835,13 @@ pub unsafe extern "C" fn lc_notifier_handle_subscribe(
             return lc_result::NullParameter;
         }
         // SAFETY: checked non-null; valid by contract.
-        let (h, m) = unsafe { (&mut *n, &*msg) };
-        // SAFETY: readable strings by contract.
-        let req = match unsafe { request_from_c(m) } {
-            Ok(r) => r,
-            Err(e) => return e,
-        };
-        h.out_response = Some(h.notifier.handle_subscribe(now_ns, &req));
-        if let Some(r) = &h.out_response {
-            // SAFETY: checked non-null, writable by contract.
-            unsafe { response.write(response_to_c(r)) };
+        let h = unsafe { &mut *n };
+        // SAFETY: checked non-null; readable strings and a writable response by contract.
+        unsafe {
+            answer(msg, response, &mut h.out_response, |req| {
+                h.notifier.handle_subscribe(now_ns, req)
+            })
         }
-        lc_result::Ok
     })
 }
 
