@@ -28,35 +28,20 @@ use loadctl::engine::{Engine, EngineConfig, RuleCell, Source};
 use loadctl::limit::RateGate;
 use loadctl::policy::{Change, Limit, Rate, Ruleset};
 use loadctl::uri;
-use loadctl_bench::workload::carrier_policy;
-
-/// A small deterministic generator (xorshift), so every run uses the same numbers.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn digits(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| b'0' + (self.next() % 10) as u8).collect()
-    }
-}
+use loadctl_bench::workload::{Rng, carrier_policy};
 
 fn bench_trie(c: &mut Criterion) {
-    let mut rng = Rng(0x5eed);
-    let countries: Vec<Vec<u8>> = (0..60)
-        .map(|_| rng.digits(1 + rng.0 as usize % 3))
+    let mut rng = Rng::new(0x5eed);
+    let countries: Vec<String> = (0..60)
+        .map(|_| {
+            let len = 1 + rng.below(3) as usize;
+            rng.digits(len)
+        })
         .collect();
     let prefixes: Vec<Vec<u8>> = (0..8_000)
         .map(|_| {
-            let mut p = countries[rng.next() as usize % countries.len()].clone();
-            let more = 2 + rng.next() as usize % 6;
-            p.extend(rng.digits(more));
-            p
+            let more = 2 + rng.below(6) as usize;
+            format!("{}{}", rng.pick(&countries), rng.digits(more)).into_bytes()
         })
         .collect();
     let mut builder = TrieBuilder::default();
@@ -70,12 +55,12 @@ fn bench_trie(c: &mut Criterion) {
     let numbers: Vec<Vec<u8>> = (0..1024)
         .map(|i| {
             let mut n = if i % 2 == 0 {
-                prefixes[rng.next() as usize % prefixes.len()].clone()
+                rng.pick(&prefixes).clone()
             } else {
                 Vec::new()
             };
             let fill = 12usize.saturating_sub(n.len());
-            n.extend(rng.digits(fill));
+            n.extend(rng.digits(fill).into_bytes());
             n
         })
         .collect();
