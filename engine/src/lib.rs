@@ -12,6 +12,7 @@
 //! - [`engine`]: the multi-core runtime — [`engine::Engine`] publishes snapshots (RCU), each
 //!   worker's [`engine::Shard`] classifies with its own limiter state; requests, decisions, stats.
 //! - [`sip`]: zero-copy scanner for the fields of a raw SIP request.
+//! - [`prsm`]: the two-queue priority request scheduler and the retransmission detector.
 //! - [`event`]: the sans-I/O `load-control` event package (subscriber, notifier, allocator).
 //! - [`clock`]: injected time sources.
 //! - [`sync`]: the only module naming atomics and arc-swap (loom shim under `--cfg loadctl_loom`).
@@ -24,6 +25,7 @@ pub mod engine;
 pub mod event;
 pub mod limit;
 pub mod policy;
+pub mod prsm;
 pub mod sip;
 pub mod sync;
 pub mod uri;

@@ -280,10 +280,21 @@ fn params_start(v: &[u8]) -> usize {
 
 /// True when a From/To value has a `tag` header parameter.
 pub fn has_tag(value: &[u8]) -> bool {
-    value[params_start(value)..].split(|&b| b == b';').any(|p| {
-        let name = p.split(|&b| b == b'=').next().unwrap_or(&[]);
-        trim(name).eq_ignore_ascii_case(b"tag")
-    })
+    tag(value).is_some()
+}
+
+/// The value of the `tag` header parameter of a From/To value (empty for a bare `;tag`),
+/// `None` when there is none.
+pub fn tag(value: &[u8]) -> Option<&[u8]> {
+    value[params_start(value)..]
+        .split(|&b| b == b';')
+        .find_map(|p| {
+            let mut kv = p.splitn(2, |&b| b == b'=');
+            let name = kv.next().unwrap_or(&[]);
+            trim(name)
+                .eq_ignore_ascii_case(b"tag")
+                .then(|| trim(kv.next().unwrap_or(&[])))
+        })
 }
 
 /// The URI of a header value (`<…>` included for a name-addr, the addr-spec without its
