@@ -1,7 +1,8 @@
 //! `loadctl`: the command-line face of the engine.
 //!
 //! Subcommands: `check` validates policy documents; `classify` decides requests given as JSON
-//! Lines; `explain` shows how one request is decided; `demo` runs the embedded default policy.
+//! Lines; `explain` shows how one request is decided; `demo` runs the embedded default policy;
+//! `simulate` runs the SIP-server models (PRSM vs FIFO).
 //! Exit codes: 0 success, 1 an invalid document, 2 usage or I/O errors.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -11,6 +12,7 @@ mod classify;
 mod demo;
 mod explain;
 mod policy_file;
+mod simulate;
 
 use std::process::ExitCode;
 
@@ -99,6 +101,9 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
+    /// Simulate an overloaded SIP server (PRSM vs FIFO) with the discrete-event or fluid
+    /// model; `--sweep` runs the whole grid and draws plots.
+    Simulate(simulate::Args),
 }
 
 fn main() -> ExitCode {
@@ -152,6 +157,7 @@ fn main() -> ExitCode {
                 threads,
             })
         }
+        Command::Simulate(args) => simulate::run(&args),
     };
     ExitCode::from(code)
 }

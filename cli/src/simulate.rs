@@ -1,0 +1,151 @@
+//! `loadctl simulate`: one run of the SIP-server models (PRSM vs FIFO), or the whole sweep.
+//!
+//! The models live in `loadctl-sim`; this module only turns flags into a
+//! [`loadctl_sim::SimConfig`] and prints the [`loadctl_sim::Metrics`] (one JSON object with
+//! `--json`, a readable table otherwise).
+
+use loadctl_sim::{BufferSplit, Model, ScenarioKind, SchedulerKind, SimConfig};
+
+/// The flags of `loadctl simulate`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Overload cause.
+    #[arg(
+        long,
+        default_value = "bulk",
+        value_name = "bulk|bursty|slowdown|steady"
+    )]
+    pub scenario: String,
+    /// Queueing discipline of the server.
+    #[arg(long, default_value = "prsm", value_name = "fifo|prsm")]
+    pub scheduler: String,
+    /// Buffer size B in messages.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub buffer: usize,
+    /// How PRSM's two queues share B: `even` (⌈B/2⌉ + ⌊B/2⌋, the FIFO's memory) or `each`.
+    #[arg(long, default_value = "even", value_name = "even|each")]
+    pub split: String,
+    /// Service rate μ in messages per second (scenario rates scale with it).
+    #[arg(long, default_value_t = 1000.0, value_name = "R")]
+    pub mu: f64,
+    /// Model: discrete-event simulation or the fluid (cohort) model.
+    #[arg(long, default_value = "des", value_name = "des|fluid")]
+    pub model: String,
+    /// Seed of the arrival process.
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    pub seed: u64,
+    /// An upstream enforces an RFC 7200 rate rule of this many INVITEs/s, pushed by the server.
+    #[arg(long, value_name = "R")]
+    pub upstream_rate: Option<f64>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Run every scenario × scheduler × buffer for both models, write CSV and SVG plots.
+    #[arg(long)]
+    pub sweep: bool,
+    /// Where the sweep writes (default: sim-out).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<String>,
+    /// A reduced sweep (three buffers, shorter scenarios): what CI runs.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+fn parse<T>(what: &str, value: &str, f: impl Fn(&str) -> Option<T>) -> Result<T, String> {
+    f(value).ok_or_else(|| format!("unknown {what} '{value}'"))
+}
+
+fn config(a: &Args) -> Result<(SimConfig, Model), String> {
+    let kind = parse("scenario", &a.scenario, ScenarioKind::parse)?;
+    let scheduler = parse("scheduler", &a.scheduler, SchedulerKind::parse)?;
+    let mut c = SimConfig::new(kind, scheduler, a.buffer);
+    c.split = parse("split", &a.split, BufferSplit::parse)?;
+    c.mu = a.mu;
+    c.seed = a.seed;
+    c.upstream_rate = a.upstream_rate;
+    let model = parse("model", &a.model, Model::parse)?;
+    c.validate().map_err(|e| e.to_string())?;
+    Ok((c, model))
+}
+
+/// Runs the command; returns the exit code.
+pub fn run(a: &Args) -> u8 {
+    if a.sweep {
+        let out = a.out.as_deref().unwrap_or("sim-out");
+        let plan = if a.quick {
+            loadctl_sim::sweep::Plan::quick()
+        } else {
+            loadctl_sim::sweep::Plan::full()
+        };
+        return match loadctl_sim::sweep::run(&plan, std::path::Path::new(out), !a.json) {
+            Ok(summary) => {
+                println!("{summary}");
+                0
+            }
+            Err(e) => {
+                eprintln!("loadctl: simulate --sweep: {e}");
+                2
+            }
+        };
+    }
+    let (config, model) = match config(a) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("loadctl: simulate: {e}");
+            return 2;
+        }
+    };
+    match loadctl_sim::simulate(&config, model) {
+        Ok(m) if a.json => match serde_json::to_string(&m) {
+            Ok(s) => {
+                println!("{s}");
+                0
+            }
+            Err(e) => {
+                eprintln!("loadctl: simulate: {e}");
+                2
+            }
+        },
+        Ok(m) => {
+            println!(
+                "{} {} B={} μ={} ({}){}",
+                m.scenario,
+                m.scheduler,
+                m.buffer,
+                m.mu,
+                m.model,
+                if m.upstream_rate > 0.0 {
+                    format!(", upstream rate rule {}/s", m.upstream_rate)
+                } else {
+                    String::new()
+                }
+            );
+            let rows = [
+                ("calls offered", m.calls),
+                ("failed (no 100 Trying before Timer B)", m.failed),
+                ("failed ratio", m.failed_ratio),
+                ("rejected upstream (503)", m.rejected_upstream),
+                ("mean response delay, all answered (ms)", m.mean_delay_ms),
+                ("p99 response delay, all answered (ms)", m.p99_delay_ms),
+                ("mean response delay, in time (ms)", m.mean_delay_ok_ms),
+                ("p99 response delay, in time (ms)", m.p99_delay_ok_ms),
+                ("answered after Timer B", m.answered_late),
+                ("retransmissions sent", m.retransmissions),
+                ("redundant messages served", m.redundant_served),
+                ("messages served", m.served),
+                ("messages dropped", m.dropped),
+                ("peak primary queue", m.peak_primary),
+                ("peak secondary queue", m.peak_secondary),
+                ("goodput (calls/s answered in time)", m.goodput),
+            ];
+            for (name, v) in rows {
+                println!("  {name:<42} {v:>14.3}");
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("loadctl: simulate: {e}");
+            2
+        }
+    }
+}
