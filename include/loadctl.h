@@ -12,7 +12,7 @@
 #define LC_MAX_TARGETS 16
 
 // Result codes. Codes are never reused; bands: 0–99 general, 100–199 policy, 200–299 runtime,
-// 300–399 raw SIP.
+// 300–399 raw SIP, 400–499 scheduling (PRSM).
 enum lc_result
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
@@ -60,6 +60,12 @@ enum lc_result
   LC_RESULT_SIP_MISSING_HEADER = 304,
   // A malformed CSeq header.
   LC_RESULT_SIP_BAD_CSEQ = 305,
+  // The SIP request has no Via header (its transaction cannot be identified).
+  LC_RESULT_SIP_MISSING_VIA = 306,
+  // The top Via header is not `SIP/2.0/transport sent-by;params`.
+  LC_RESULT_SIP_BAD_VIA = 307,
+  // The scheduler queue for that class is full: the item was not queued (tail drop).
+  LC_RESULT_QUEUE_FULL = 400,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -147,11 +153,17 @@ typedef enum lc_verdict {
   LC_VERDICT_DROP = 3,
 } lc_verdict;
 
+// The retransmission detector. Thread-safe: any thread may observe and forget concurrently.
+typedef struct lc_detector lc_detector;
+
 // The engine: owns the published policy; shared by every worker. Thread-safe.
 typedef struct lc_engine lc_engine;
 
 // A notifier: pushes policies to its subscribers. One thread at a time.
 typedef struct lc_notifier lc_notifier;
+
+// The two-queue scheduler. Thread-safe: any thread may push and pop concurrently.
+typedef struct lc_scheduler lc_scheduler;
 
 // A subscriber: one subscription to one notifier, feeding an engine. One thread at a time.
 typedef struct lc_subscriber lc_subscriber;
@@ -331,6 +343,98 @@ typedef struct lc_notifier_event {
   struct lc_str text;
 } lc_notifier_event;
 
+// How a scheduler orders its work: `LC_DISCIPLINE_PRIORITY` or `LC_DISCIPLINE_FIFO`.
+typedef uint32_t lc_discipline;
+
+// Scheduler settings.
+typedef struct lc_scheduler_config {
+  // `LC_DISCIPLINE_PRIORITY` (PRSM) or `LC_DISCIPLINE_FIFO`.
+  lc_discipline discipline;
+  // Items the primary queue holds (originals; everything under FIFO). 1 to 2^28.
+  size_t primary_capacity;
+  // Items the secondary queue holds (retransmissions). 1 to 2^28 under PRSM; ignored under
+  // FIFO.
+  size_t secondary_capacity;
+} lc_scheduler_config;
+
+// Whether a request is the first copy of its transaction seen or a retransmission of it:
+// `LC_CLASS_ORIGINAL` or `LC_CLASS_RETRANSMISSION`.
+typedef uint32_t lc_class;
+
+// Counters and occupancy of one scheduler queue.
+typedef struct lc_queue_counters {
+  // Capacity (0 for the unused secondary queue of a FIFO scheduler).
+  size_t capacity;
+  // Items queued now (a snapshot while other threads push and pop).
+  size_t len;
+  // Items accepted so far.
+  uint64_t enqueued;
+  // Items refused because the queue was full (`LC_RESULT_QUEUE_FULL`).
+  uint64_t dropped;
+  // Items handed out by `lc_scheduler_pop`.
+  uint64_t served;
+} lc_queue_counters;
+
+// Counters of a scheduler, per queue, as `lc_scheduler_stats` writes them.
+typedef struct lc_scheduler_counters {
+  // The primary queue (originals; everything under FIFO).
+  struct lc_queue_counters primary;
+  // The secondary queue (retransmissions).
+  struct lc_queue_counters secondary;
+} lc_scheduler_counters;
+
+// Detector settings. Get the defaults with `lc_detector_config_default` and change what you
+// need.
+typedef struct lc_detector_config {
+  // Most transactions remembered at once (about 48 bytes each, allocated up front). When the
+  // table is full the oldest is forgotten early (counted in `evicted`). Size it as new
+  // transactions per second times 64·T1. Default 262,144 (8,192 per second for 32 s).
+  size_t capacity;
+  // RFC 3261 T1 in nanoseconds; a transaction is remembered for 64·T1 (Timer B) from its
+  // first copy. Default 500,000,000 (500 ms).
+  uint64_t t1_ns;
+  // Independently locked parts of the table, so threads rarely contend; at most `capacity`.
+  // Default 16.
+  size_t stripes;
+} lc_detector_config;
+
+// The fields of a request's transaction key, for callers that parse SIP themselves. The
+// RFC 3261 key (top Via branch starting with `z9hG4bK`, sent-by, method, CSeq number) is used
+// when the branch has the cookie; otherwise the RFC 2543 key, which also takes the
+// Request-URI, Call-ID and tags. `method`, `request_uri`, `top_via` and `call_id` are
+// required (a NULL `ptr` is `LC_RESULT_NULL_PARAMETER`); a NULL tag means the header has
+// none.
+typedef struct lc_transaction_parts {
+  // The method of the request line, e.g. `INVITE`.
+  struct lc_str method;
+  // The Request-URI.
+  struct lc_str request_uri;
+  // The value of the topmost Via header, its first entry only
+  // (`SIP/2.0/UDP host:port;branch=…`).
+  struct lc_str top_via;
+  // The Call-ID header value.
+  struct lc_str call_id;
+  // The CSeq number.
+  uint32_t cseq;
+  // The From tag, or absent.
+  struct lc_str from_tag;
+  // The To tag, or absent.
+  struct lc_str to_tag;
+} lc_transaction_parts;
+
+// Counters of a detector, as `lc_detector_stats` writes them.
+typedef struct lc_detector_counters {
+  // Transactions remembered now.
+  uint64_t tracked;
+  // Requests seen as originals.
+  uint64_t originals;
+  // Requests seen as retransmissions.
+  uint64_t retransmissions;
+  // Transactions forgotten before Timer B because the table was full (a retransmission of
+  // one of them counts as an original). Nonzero means `capacity` is too small.
+  uint64_t evicted;
+} lc_detector_counters;
+
 // A request as the SIP stack holds it: header values (display names, tags and all) as
 // pointer + length; absent fields have a NULL `ptr`.
 typedef struct lc_request {
@@ -391,6 +495,20 @@ typedef struct lc_decision {
   // The ticket.
   struct lc_ticket ticket;
 } lc_decision;
+
+// The first copy of a transaction: served from the primary queue.
+#define LC_CLASS_ORIGINAL 0
+
+// A later copy of a transaction already seen: served only when no original waits.
+#define LC_CLASS_RETRANSMISSION 1
+
+// PRSM: originals in the primary queue, retransmissions in the secondary queue, which is
+// served only when the primary queue is empty.
+#define LC_DISCIPLINE_PRIORITY 0
+
+// A conventional server: one FIFO queue of `primary_capacity` for everything
+// (`secondary_capacity` is ignored); the counters still tell the classes apart.
+#define LC_DISCIPLINE_FIFO 1
 
 #ifdef __cplusplus
 extern "C" {
@@ -642,6 +760,130 @@ lc_result lc_notifier_shutdown(struct lc_notifier *n, uint64_t now_ns);
 // # Safety
 // `n` from `lc_notifier_new`; `out` writable.
 lc_result lc_notifier_poll_event(struct lc_notifier *n, struct lc_notifier_event *out);
+
+// Creates a scheduler with empty queues (all of its memory is allocated here) and writes it
+// to `*out`. `LC_RESULT_INVALID_ARGUMENT` for an unknown discipline or a capacity of 0 or
+// above 2^28.
+//
+// # Safety
+// `config` must be valid for reads; `out` must be writable.
+lc_result lc_scheduler_new(const struct lc_scheduler_config *config, struct lc_scheduler **out);
+
+// Frees a scheduler; items still queued are forgotten (they are only tokens: drain the
+// scheduler first if they own memory). `NULL` is a no-op.
+//
+// # Safety
+// `scheduler` must be NULL or come from `lc_scheduler_new`, with no other thread using it,
+// and not be used afterwards.
+void lc_scheduler_free(struct lc_scheduler *scheduler);
+
+// Queues `item` with its class: originals to the primary queue, retransmissions to the
+// secondary queue (everything to the one queue under FIFO). When that queue is full the item
+// is not queued and the call returns `LC_RESULT_QUEUE_FULL` (tail drop, counted in `dropped`):
+// the caller still owns it and answers or discards the request.
+// `LC_RESULT_INVALID_ARGUMENT` for an unknown class. Any thread may call this concurrently
+// with pushes and pops on other threads.
+//
+// # Safety
+// `scheduler` from `lc_scheduler_new`, alive during the call.
+lc_result lc_scheduler_push(const struct lc_scheduler *scheduler,
+                            uintptr_t item,
+                            lc_class item_class);
+
+// Takes the next item to serve — the head of the primary queue, or when that is empty the
+// head of the secondary queue — and writes it and its class (as pushed). `LC_RESULT_EMPTY`
+// when both queues are empty. Any thread may call this concurrently with pushes and pops on
+// other threads.
+//
+// # Safety
+// `scheduler` from `lc_scheduler_new`, alive during the call; `item` and `item_class` writable.
+lc_result lc_scheduler_pop(const struct lc_scheduler *scheduler,
+                           uintptr_t *item,
+                           lc_class *item_class);
+
+// Writes the scheduler's counters and queue lengths into `*out` (a snapshot while other
+// threads push and pop).
+//
+// # Safety
+// `scheduler` from `lc_scheduler_new`, alive during the call; `out` writable.
+lc_result lc_scheduler_stats(const struct lc_scheduler *scheduler,
+                             struct lc_scheduler_counters *out);
+
+// Writes the default detector configuration into `*out`.
+//
+// # Safety
+// `out` must be NULL or point to writable memory for one `lc_detector_config`.
+lc_result lc_detector_config_default(struct lc_detector_config *out);
+
+// Creates a detector (its whole table is allocated here) and writes it to `*out`. `config`
+// NULL means the defaults. `LC_RESULT_INVALID_ARGUMENT` for a capacity or stripe count of 0 or
+// above 2^28, more stripes than capacity, or a T1 of 0.
+//
+// # Safety
+// `config` must be NULL or valid for reads; `out` must be writable.
+lc_result lc_detector_new(const struct lc_detector_config *config, struct lc_detector **out);
+
+// Frees a detector. `NULL` is a no-op.
+//
+// # Safety
+// `detector` must be NULL or come from `lc_detector_new`, with no other thread using it, and
+// not be used afterwards.
+void lc_detector_free(struct lc_detector *detector);
+
+// Scans a raw SIP request (`len` bytes: request line and headers; a body is ignored), records
+// its transaction as seen at `now_ns` and writes whether it is an original (the first copy, or
+// the first since 64·T1 passed) or a retransmission. A retransmission does not extend the
+// transaction's life. Malformed messages get an `LC_RESULT_SIP_*` code (a missing top Via
+// `LC_RESULT_SIP_MISSING_VIA`, a malformed one `LC_RESULT_SIP_BAD_VIA`) and are not recorded.
+//
+// # Safety
+// `detector` from `lc_detector_new`, alive during the call; `msg` readable for `len` bytes;
+// `request_class` writable.
+lc_result lc_detector_observe_sip(const struct lc_detector *detector,
+                                  const uint8_t *msg,
+                                  size_t len,
+                                  uint64_t now_ns,
+                                  lc_class *request_class);
+
+// As `lc_detector_observe_sip`, from the fields of the caller's own parser (see
+// `lc_transaction_parts`). A `top_via` that is not `SIP/2.0/transport sent-by;params` gets
+// `LC_RESULT_SIP_BAD_VIA`.
+//
+// # Safety
+// `detector` from `lc_detector_new`, alive during the call; `parts` valid with readable (or
+// absent) strings; `request_class` writable.
+lc_result lc_detector_observe(const struct lc_detector *detector,
+                              const struct lc_transaction_parts *parts,
+                              uint64_t now_ns,
+                              lc_class *request_class);
+
+// Forgets the transaction of a raw SIP request, so that its next copy counts as an original
+// (typically after `lc_scheduler_push` returned `LC_RESULT_QUEUE_FULL` for it: the client's
+// retransmission then competes in the primary queue). Writes whether the transaction was
+// remembered. Errors as for `lc_detector_observe_sip`.
+//
+// # Safety
+// `detector` from `lc_detector_new`, alive during the call; `msg` readable for `len` bytes;
+// `forgotten` writable.
+lc_result lc_detector_forget_sip(const struct lc_detector *detector,
+                                 const uint8_t *msg,
+                                 size_t len,
+                                 bool *forgotten);
+
+// As `lc_detector_forget_sip`, from the fields of the caller's own parser.
+//
+// # Safety
+// `detector` from `lc_detector_new`, alive during the call; `parts` valid with readable (or
+// absent) strings; `forgotten` writable.
+lc_result lc_detector_forget(const struct lc_detector *detector,
+                             const struct lc_transaction_parts *parts,
+                             bool *forgotten);
+
+// Writes the detector's counters (summed over its stripes) into `*out`.
+//
+// # Safety
+// `detector` from `lc_detector_new`, alive during the call; `out` writable.
+lc_result lc_detector_stats(const struct lc_detector *detector, struct lc_detector_counters *out);
 
 // Attaches a worker to `engine`. With `core_hint` ≥ 0 the calling thread is also pinned to
 // that core (`LC_RESULT_PIN_FAILED`, and no worker, when it cannot be).

@@ -10,22 +10,25 @@
 //! - Strings are pointer + length ([`lc_str`]); SIP bytes need not be UTF-8. A `const` handle
 //!   argument means the call does not change it.
 //! - An `lc_engine` may be used from any thread. An `lc_worker` is used by one thread at a time
-//!   (typically one per worker thread or process).
+//!   (typically one per worker thread or process). `lc_scheduler` and `lc_detector` may be used
+//!   from any number of threads at once.
 //!
 //! Modules: [`engine`] (configuration, policies, stats), [`worker`] (classification),
-//! [`event`] (the load-control event package: subscriber and notifier handles).
+//! [`event`] (the load-control event package: subscriber and notifier handles), [`prsm`]
+//! (overload-safe scheduling: the two-queue scheduler and the retransmission detector).
 
 #![warn(missing_docs)]
 #![allow(non_camel_case_types)]
 
 pub mod engine;
 pub mod event;
+pub mod prsm;
 pub mod worker;
 
 use std::ffi::c_char;
 
 /// Result codes. Codes are never reused; bands: 0–99 general, 100–199 policy, 200–299 runtime,
-/// 300–399 raw SIP.
+/// 300–399 raw SIP, 400–499 scheduling (PRSM).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum lc_result {
@@ -71,6 +74,12 @@ pub enum lc_result {
     SipMissingHeader = 304,
     /// A malformed CSeq header.
     SipBadCseq = 305,
+    /// The SIP request has no Via header (its transaction cannot be identified).
+    SipMissingVia = 306,
+    /// The top Via header is not `SIP/2.0/transport sent-by;params`.
+    SipBadVia = 307,
+    /// The scheduler queue for that class is full: the item was not queued (tail drop).
+    QueueFull = 400,
 }
 
 /// A byte string borrowed from its owner: `ptr` NULL (and `len` 0) means absent.
@@ -143,6 +152,9 @@ pub extern "C" fn lc_result_text(result: lc_result) -> *const c_char {
         lc_result::SipBadHeader => b"malformed SIP header line\0",
         lc_result::SipMissingHeader => b"a SIP request without From, To, Call-ID or CSeq\0",
         lc_result::SipBadCseq => b"malformed CSeq header\0",
+        lc_result::SipMissingVia => b"a SIP request without a Via header\0",
+        lc_result::SipBadVia => b"malformed top Via header\0",
+        lc_result::QueueFull => b"the scheduler queue is full (tail drop)\0",
     };
     text.as_ptr().cast()
 }

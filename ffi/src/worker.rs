@@ -318,7 +318,8 @@ pub unsafe extern "C" fn lc_classify(
     })
 }
 
-fn sip_error(e: SipError) -> lc_result {
+/// The result code for a raw request the scanner refused (also used by `lc_detector_*_sip`).
+pub(crate) fn sip_error(e: SipError) -> lc_result {
     match e {
         SipError::Truncated => lc_result::SipTruncated,
         SipError::BadRequestLine => lc_result::SipBadRequestLine,

@@ -1,7 +1,10 @@
 //! The C ABI entry points as a C caller would use them, with fuzzed bytes: a policy published
 //! through `lc_engine_publish` and checked through `lc_policy_check` (into a buffer that may be
 //! too small), then a raw message classified through `lc_classify_sip` and its window ticket
-//! given back. Every call returns a result code; none may crash or report a panic.
+//! given back, and the same message through PRSM: observed twice by `lc_detector_observe_sip`
+//! (an original, then a retransmission), scheduled by `lc_scheduler_push` / `lc_scheduler_pop`
+//! (originals first) and forgotten by `lc_detector_forget_sip`. Every call returns a result
+//! code; none may crash or report a panic.
 //!
 //! Calling `extern "C"` functions is `unsafe` in Rust: that is the point of this target, and
 //! each call states why its pointers are valid.
@@ -16,6 +19,12 @@ use loadctl_ffi::engine::{
 };
 use loadctl_ffi::lc_result;
 use loadctl_ffi::lc_str;
+use loadctl_ffi::prsm::{
+    LC_CLASS_ORIGINAL, LC_CLASS_RETRANSMISSION, LC_DISCIPLINE_PRIORITY, lc_detector,
+    lc_detector_config, lc_detector_forget_sip, lc_detector_free, lc_detector_new,
+    lc_detector_observe_sip, lc_scheduler, lc_scheduler_config, lc_scheduler_free,
+    lc_scheduler_new, lc_scheduler_pop, lc_scheduler_push,
+};
 use loadctl_ffi::worker::{
     lc_classify_sip, lc_complete, lc_decision, lc_transport, lc_worker, lc_worker_attach,
     lc_worker_free,
@@ -105,4 +114,78 @@ fuzz_target!(|data: &[u8]| {
         lc_worker_free(worker);
         lc_engine_free(engine);
     }
+    prsm(message);
 });
+
+/// The message through the detector and the scheduler.
+fn prsm(message: &[u8]) {
+    let config = lc_detector_config {
+        capacity: 64,
+        t1_ns: 500_000_000,
+        stripes: 2,
+    };
+    let mut detector: *mut lc_detector = ptr::null_mut();
+    // SAFETY: `config` and `detector` are valid places.
+    assert_eq!(
+        unsafe { lc_detector_new(&config, &mut detector) },
+        lc_result::Ok
+    );
+    let config = lc_scheduler_config {
+        discipline: LC_DISCIPLINE_PRIORITY,
+        primary_capacity: 1,
+        secondary_capacity: 1,
+    };
+    let mut scheduler: *mut lc_scheduler = ptr::null_mut();
+    // SAFETY: `config` and `scheduler` are valid places.
+    assert_eq!(
+        unsafe { lc_scheduler_new(&config, &mut scheduler) },
+        lc_result::Ok
+    );
+    // The first copy, and the client's retransmission 500 ms later (the detector's clock is
+    // the caller's).
+    let mut classes = [u32::MAX; 2];
+    for (copy, now_ns) in [0u64, 500_000_000].into_iter().enumerate() {
+        // SAFETY: `detector` is live; `message` is readable for its length; the class is a
+        // valid place.
+        let r = unsafe {
+            lc_detector_observe_sip(
+                detector,
+                message.as_ptr(),
+                message.len(),
+                now_ns,
+                &mut classes[copy],
+            )
+        };
+        assert_ne!(r, lc_result::Panic);
+        if r != lc_result::Ok {
+            // Malformed: refused the same way both times, nothing written.
+            assert_eq!(classes[copy], u32::MAX);
+            continue;
+        }
+        // SAFETY: `scheduler` is live.
+        let pushed = unsafe { lc_scheduler_push(scheduler, copy, classes[copy]) };
+        assert_eq!(pushed, lc_result::Ok, "each queue has room for one");
+    }
+    if classes[0] != u32::MAX {
+        assert_eq!(classes, [LC_CLASS_ORIGINAL, LC_CLASS_RETRANSMISSION]);
+        let (mut item, mut class) = (usize::MAX, u32::MAX);
+        for expected in [(0, LC_CLASS_ORIGINAL), (1, LC_CLASS_RETRANSMISSION)] {
+            // SAFETY: `scheduler` is live; the outputs are valid places.
+            let r = unsafe { lc_scheduler_pop(scheduler, &mut item, &mut class) };
+            assert_eq!((r, (item, class)), (lc_result::Ok, expected));
+        }
+        let mut forgotten = false;
+        // SAFETY: `detector` is live; `message` is readable; `forgotten` is a valid place.
+        let r = unsafe {
+            lc_detector_forget_sip(detector, message.as_ptr(), message.len(), &mut forgotten)
+        };
+        assert_eq!((r, forgotten), (lc_result::Ok, true));
+    } else {
+        assert_eq!(classes, [u32::MAX; 2]);
+    }
+    // SAFETY: both came from their constructors and are freed once.
+    unsafe {
+        lc_scheduler_free(scheduler);
+        lc_detector_free(detector);
+    }
+}
