@@ -47,7 +47,31 @@ struct Call {
 enum Next {
     Arrival,
     Lane(usize),
+    Transit,
     Done,
+}
+
+/// A copy on its way to the server: (arrival time, call, copy number), earliest first.
+#[derive(Clone, Copy, PartialEq)]
+struct InTransit(f64, u32, u8);
+
+impl Eq for InTransit {}
+
+impl PartialOrd for InTransit {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for InTransit {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // Reversed: BinaryHeap is a max-heap.
+        other
+            .0
+            .total_cmp(&self.0)
+            .then_with(|| other.1.cmp(&self.1))
+            .then_with(|| other.2.cmp(&self.2))
+    }
 }
 
 struct Server<'a> {
@@ -168,6 +192,8 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
         misclassified: 0,
     };
     let (mut all, mut ok) = (Delays::default(), Delays::default());
+    let mut transit = std::collections::BinaryHeap::new();
+    let mut jitter = crate::rng::Rng::new(config.seed ^ 0x6a69_7474);
     let mut next_arrival = 0;
     let mut now = 0.0;
     loop {
@@ -183,6 +209,11 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
                     (t, next) = (at, Some(Next::Lane(l)));
                 }
             }
+        }
+        if let Some(&InTransit(at, _, _)) = transit.peek()
+            && at < t
+        {
+            (t, next) = (at, Some(Next::Transit));
         }
         if let Some((done, _)) = server.busy
             && done <= t
@@ -205,7 +236,7 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
                 for lane in &mut lanes {
                     lane.push_back(c as u32);
                 }
-                server.deliver(c, 0, now);
+                transit.push(InTransit(now + jitter.unit() * config.jitter, c as u32, 0));
             }
             Next::Lane(l) => {
                 let c = lanes[l].pop_front().map_or(0, |c| c as usize);
@@ -216,7 +247,13 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
                     server.m.failed += 1.0;
                 } else {
                     server.m.retransmissions += 1.0;
-                    server.deliver(c, l + 1, now);
+                    let at = now + jitter.unit() * config.jitter;
+                    transit.push(InTransit(at, c as u32, (l + 1) as u8));
+                }
+            }
+            Next::Transit => {
+                if let Some(InTransit(_, c, copy)) = transit.pop() {
+                    server.deliver(c as usize, copy as usize, now);
                 }
             }
             Next::Done => {

@@ -3,7 +3,7 @@
 //! Two models of one SIP server that serves μ messages per second (every message costs one
 //! service slot) from a finite buffer, fed by INVITE clients that follow RFC 3261's timers over
 //! UDP (copies at 0, 0.5, 1.5, 3.5, 7.5, 15.5 and 31.5 s until a provisional response arrives;
-//! Timer B gives up at 32 s):
+//! Timer B gives up at 32 s), over a network that adds up to 1 ms of jitter:
 //! - [`des`]: a discrete-event simulation, call by call, whose server queue *is* the engine's
 //!   [`loadctl::prsm::Scheduler`] and whose PRSM server tells originals from retransmissions
 //!   with the engine's [`loadctl::prsm::RetransmissionDetector`];
@@ -147,6 +147,11 @@ pub struct SimConfig {
     pub upstream_rate: Option<f64>,
     /// The fluid model's time step Δ (s).
     pub slot: f64,
+    /// Network jitter of the discrete-event model: each copy reaches the server after a
+    /// uniform delay in [0, jitter] s (responses are immediate). Without it a deterministic
+    /// server and exact timers put every copy of a call at the same phase of the service
+    /// cycle, so tail drop refuses the same calls copy after copy (see `sim/README.md`).
+    pub jitter: f64,
 }
 
 impl SimConfig {
@@ -162,6 +167,7 @@ impl SimConfig {
             t1: T1,
             upstream_rate: None,
             slot: 0.001,
+            jitter: 0.001,
         }
     }
 
@@ -192,6 +198,9 @@ impl SimConfig {
         }
         if !(self.slot.is_finite() && self.slot > 0.0 && self.slot <= self.t1 / 4.0) {
             return bad("the fluid time step must be above 0 and at most T1/4");
+        }
+        if !(self.jitter.is_finite() && (0.0..=self.t1 / 4.0).contains(&self.jitter)) {
+            return bad("the network jitter must be between 0 and T1/4");
         }
         if let Some(r) = self.upstream_rate
             && !(r.is_finite() && r > 0.0)
