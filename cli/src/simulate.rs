@@ -37,6 +37,9 @@ pub struct Args {
     /// An upstream enforces an RFC 7200 rate rule of this many INVITEs/s, pushed by the server.
     #[arg(long, value_name = "R")]
     pub upstream_rate: Option<f64>,
+    /// How long after a capacity change the server's new rate applies upstream (s).
+    #[arg(long, default_value_t = 0.25, value_name = "SECONDS")]
+    pub notify_delay: f64,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -63,6 +66,7 @@ fn config(a: &Args) -> Result<(SimConfig, Model), String> {
     c.mu = a.mu;
     c.seed = a.seed;
     c.upstream_rate = a.upstream_rate;
+    c.notify_delay = a.notify_delay;
     let model = parse("model", &a.model, Model::parse)?;
     c.validate().map_err(|e| e.to_string())?;
     Ok((c, model))

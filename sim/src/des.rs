@@ -192,6 +192,11 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
         misclassified: 0,
     };
     let (mut all, mut ok) = (Delays::default(), Delays::default());
+    let schedule = config.upstream_rate.map_or_else(Vec::new, |r| {
+        crate::filter::rate_schedule(workload, r, config.notify_delay)
+    });
+    // The first entry is the initial rate the filter starts with.
+    let mut next_change = 1;
     let mut transit = std::collections::BinaryHeap::new();
     let mut jitter = crate::rng::Rng::new(config.seed ^ 0x6a69_7474);
     let mut next_arrival = 0;
@@ -222,6 +227,14 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
         }
         let Some(next) = next else { break };
         now = t;
+        while let Some(&(at, rate)) = schedule.get(next_change)
+            && at <= now
+        {
+            if let Some(f) = &mut upstream {
+                f.set_rate(rate).map_err(SimError)?;
+            }
+            next_change += 1;
+        }
         match next {
             Next::Arrival => {
                 let c = next_arrival;

@@ -4,18 +4,27 @@
 //!
 //! The upstream is transaction-aware: the rule counts original INVITEs; a rejected call gets
 //! a 503 at once and its client stops; copies of an admitted call are forwarded uncounted.
+//! When the server's capacity changes it pushes the new rate as a partial NOTIFY body
+//! (version + 1), applied through [`Engine::apply`] as a subscriber would; [`rate_schedule`]
+//! says when.
 
 use loadctl::compile::Identities;
+use loadctl::engine::Source;
+
+use crate::Workload;
 use loadctl::engine::{Engine, EngineConfig, Request, Shard, Time, Transport, Verdict};
 
 /// The wall clock the simulated day starts at (validity periods are not used here).
 const UNIX_ORIGIN_NS: i128 = 1_796_000_000_000_000_000;
 
+/// The source name the server's documents are published under.
+const SOURCE: &str = "overloaded-server";
+
 /// An upstream applying one `rate` rule to every INVITE.
 pub struct UpstreamFilter {
-    // Keeps the policy alive for the shard.
-    _engine: Engine,
+    engine: Engine,
     shard: Shard,
+    version: u64,
 }
 
 impl std::fmt::Debug for UpstreamFilter {
@@ -25,35 +34,68 @@ impl std::fmt::Debug for UpstreamFilter {
 }
 
 /// The policy document the overloaded server pushes: INVITEs above `rate` per second get 503.
-pub fn policy_document(rate: f64) -> String {
+/// Version 0 is the full document; later versions are partial updates of the one rule.
+pub fn policy_document(rate: f64, version: u64) -> String {
+    let state = if version == 0 { "full" } else { "partial" };
     format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
 <ruleset xmlns="urn:ietf:params:xml:ns:common-policy"
-         xmlns:lc="urn:ietf:params:xml:ns:load-control" version="0" state="full">
+         xmlns:lc="urn:ietf:params:xml:ns:load-control" version="{version}" state="{state}">
   <rule id="server-overload">
     <conditions><method>INVITE</method></conditions>
-    <actions><lc:accept alt-action="reject"><lc:rate>{rate}</lc:rate></lc:accept></actions>
+    <actions><lc:accept alt-action="reject"><lc:rate>{rate:.3}</lc:rate></lc:accept></actions>
   </rule>
 </ruleset>"#
     )
 }
 
+/// When the server pushes which rate: `rate` at nominal capacity from the start, and
+/// `rate · μ(t)/μ` `delay` seconds after each change of the service rate (the time it takes the
+/// server to notice and the NOTIFY to arrive).
+pub fn rate_schedule(workload: &Workload, rate: f64, delay: f64) -> Vec<(f64, f64)> {
+    let mut changes = vec![(0.0, rate)];
+    for s in &workload.service {
+        changes.push((s.start + delay, rate * s.rate / workload.mu));
+        changes.push((s.end + delay, rate));
+    }
+    changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    changes
+}
+
 impl UpstreamFilter {
     /// An upstream enforcing `rate` INVITEs per second, built from the pushed document.
     pub fn new(rate: f64) -> Result<Self, String> {
-        let doc = loadctl::policy::read(policy_document(rate).as_bytes(), &Default::default())
+        let doc = loadctl::policy::read(policy_document(rate, 0).as_bytes(), &Default::default())
             .map_err(|e| format!("the upstream rate rule does not validate: {e}"))?;
         let config = EngineConfig {
             shards: 1,
             ..EngineConfig::default()
         };
-        let engine = Engine::from_ruleset(doc.ruleset, config)
+        let engine = Engine::new(config);
+        engine
+            .publish(&Source::local(SOURCE), doc.ruleset)
             .map_err(|e| format!("the upstream rate rule does not compile: {e}"))?;
         let shard = engine.attach();
         Ok(Self {
-            _engine: engine,
+            engine,
             shard,
+            version: 0,
         })
+    }
+
+    /// Applies the server's next NOTIFY: a partial document setting the rule to `rate`.
+    pub fn set_rate(&mut self, rate: f64) -> Result<(), String> {
+        let version = self.version + 1;
+        let doc = loadctl::policy::read(
+            policy_document(rate, version).as_bytes(),
+            &Default::default(),
+        )
+        .map_err(|e| format!("the upstream update does not validate: {e}"))?;
+        self.engine
+            .apply(&Source::local(SOURCE), doc.ruleset)
+            .map_err(|e| format!("the upstream update was refused: {e}"))?;
+        self.version = version;
+        Ok(())
     }
 
     /// Decides a new INVITE arriving at simulated time `t` (seconds): true to forward it.
@@ -90,5 +132,21 @@ mod tests {
         // 3,000 INVITEs/s offered for 10 s: about 800/s get through.
         let admitted = (0..30_000).filter(|i| f.admit(*i as f64 / 3000.0)).count();
         assert!((7_900..=8_100).contains(&admitted), "{admitted}");
+        // The server slows down and pushes 300/s: the next 10 s admit about 3,000.
+        f.set_rate(300.0).expect("partial update");
+        let admitted = (30_000..60_000)
+            .filter(|i| f.admit(*i as f64 / 3000.0))
+            .count();
+        assert!((2_950..=3_050).contains(&admitted), "{admitted}");
+        assert_eq!(f.version, 1);
+    }
+
+    #[test]
+    fn schedule_follows_the_service_rate() {
+        let w = crate::Scenario::defaults(crate::ScenarioKind::Slowdown).realise(1000.0, 1);
+        assert_eq!(
+            rate_schedule(&w, 900.0, 1.0),
+            [(0.0, 900.0), (21.0, 270.0), (31.0, 900.0)]
+        );
     }
 }

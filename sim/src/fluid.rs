@@ -14,7 +14,7 @@
 //! The offered load is the [`Workload`]'s expected mass per slot (for `bursty`, the same on/off
 //! path the discrete-event model draws its Poisson arrivals from). An upstream RFC 7200 rate
 //! rule is a token bucket of rate r and depth max(1, r·τ) with the engine's default τ = 100 ms
-//! (the fluid limit of its GCRA).
+//! (the fluid limit of its GCRA), following the same [`crate::filter::rate_schedule`].
 
 use std::collections::VecDeque;
 
@@ -156,6 +156,9 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
     };
     let mut m = Metrics::default();
     let (mut all, mut ok) = (Delays::default(), Delays::default());
+    let schedule = config.upstream_rate.map_or_else(Vec::new, |r| {
+        crate::filter::rate_schedule(workload, r, config.notify_delay)
+    });
     let mut tokens = config.upstream_rate.map(|r| (r * UPSTREAM_TAU).max(1.0));
     // The chunks arriving in the current slot, per queue.
     let (mut to_primary, mut to_secondary) = (Vec::new(), Vec::new());
@@ -191,7 +194,12 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
         if slot < cohorts_n {
             let offered = workload.expected_arrivals(t, t + dt);
             m.calls += offered;
-            let admitted = match (&mut tokens, config.upstream_rate) {
+            let rate = schedule
+                .iter()
+                .take_while(|(at, _)| *at <= t)
+                .last()
+                .map(|&(_, r)| r);
+            let admitted = match (&mut tokens, rate) {
                 (Some(bucket), Some(r)) => {
                     *bucket = (*bucket + r * dt).min((r * UPSTREAM_TAU).max(1.0));
                     let a = offered.min(*bucket);

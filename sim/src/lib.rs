@@ -143,8 +143,12 @@ pub struct SimConfig {
     pub seed: u64,
     /// RFC 3261 T1 (s).
     pub t1: f64,
-    /// An upstream enforcing an RFC 7200 rate rule of this many INVITEs/s (see [`filter`]).
+    /// An upstream enforcing an RFC 7200 rate rule of this many INVITEs/s at the server's
+    /// nominal capacity; the server pushes the rate scaled to its capacity when that changes
+    /// (see [`filter`]).
     pub upstream_rate: Option<f64>,
+    /// How long after its capacity changes the server's new rate takes effect upstream (s).
+    pub notify_delay: f64,
     /// The fluid model's time step Δ (s).
     pub slot: f64,
     /// Network jitter of the discrete-event model: each copy reaches the server after a
@@ -166,6 +170,7 @@ impl SimConfig {
             seed: 1,
             t1: T1,
             upstream_rate: None,
+            notify_delay: 0.25,
             slot: 0.001,
             jitter: 0.001,
         }
@@ -203,9 +208,12 @@ impl SimConfig {
             return bad("the network jitter must be between 0 and T1/4");
         }
         if let Some(r) = self.upstream_rate
-            && !(r.is_finite() && r > 0.0)
+            && !(r.is_finite() && r > 0.0 && r <= 1e9)
         {
-            return bad("the upstream rate must be above 0");
+            return bad("the upstream rate must be above 0 and at most 1e9");
+        }
+        if !(self.notify_delay.is_finite() && (0.0..=3600.0).contains(&self.notify_delay)) {
+            return bad("the notify delay must be between 0 and 3600 s");
         }
         let s = &self.scenario;
         if !(s.duration.is_finite() && s.duration > 0.0 && s.duration <= 3600.0) {
