@@ -751,7 +751,29 @@ impl RetransmissionDetector {
     /// remembered. A retransmission does not extend the key's life (Timer B runs from the
     /// first copy).
     pub fn observe(&self, key: TransactionKey, now_ns: u64) -> Class {
+        #[cfg(loadctl_loom_mutant)]
+        {
+            return self.observe_split(key, now_ns);
+        }
+        #[cfg(not(loadctl_loom_mutant))]
         self.lock(key).observe(key.0, now_ns, self.lifetime_ns)
+    }
+
+    /// Deliberately broken (loom mutant): looks the key up under the lock, lets go of it, and
+    /// records the key under a second acquisition. Two copies arriving together can then both
+    /// be taken for the original (both land in the primary queue).
+    #[cfg(loadctl_loom_mutant)]
+    fn observe_split(&self, key: TransactionKey, now_ns: u64) -> Class {
+        let known = self.lock(key).find(key.0).is_some();
+        if known {
+            return self.lock(key).observe(key.0, now_ns, self.lifetime_ns);
+        }
+        let mut table = self.lock(key);
+        if table.find(key.0).is_some() {
+            // Someone recorded it in between: overwrite the record, as the race would.
+            table.forget(key.0);
+        }
+        table.observe(key.0, now_ns, self.lifetime_ns)
     }
 
     /// Forgets `key` so its next copy counts as an original (say, when the first copy was

@@ -29,3 +29,8 @@ fn a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost() {
 fn statistics_add_up_and_never_go_back_when_a_shard_detaches() {
     scenarios::statistics_add_up_and_never_go_back_when_a_shard_detaches();
 }
+
+#[test]
+fn one_original_per_transaction_however_copies_race() {
+    scenarios::one_original_per_transaction_however_copies_race();
+}

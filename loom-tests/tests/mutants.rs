@@ -8,6 +8,8 @@
 //!   across the publish is lent again.
 //! - A dropped shard's counters are folded into the totals after the registry has been let go
 //!   once: a reading in between misses them, and the statistics go back.
+//! - The retransmission detector looks a key up and records it under two lock acquisitions:
+//!   two copies arriving together are both taken for the original.
 //! - A publish never announces its generation: shards keep their snapshot. (Reordering the
 //!   announcement before the snapshot store is *not* a bug here — a shard compares the engine's
 //!   generation with its snapshot's own and looks again — so that is not used as a mutant.)
@@ -62,5 +64,13 @@ fn publish_model_catches_an_unannounced_snapshot() {
     caught(
         scenarios::a_shard_sees_a_publish_whole_and_eventually,
         "a publish whose generation is never announced",
+    );
+}
+
+#[test]
+fn detector_model_catches_a_split_lookup() {
+    caught(
+        scenarios::one_original_per_transaction_however_copies_race,
+        "a detector that looks up and records under two locks",
     );
 }

@@ -190,3 +190,39 @@ pub fn statistics_add_up_and_never_go_back_when_a_shard_detaches() {
         assert_eq!(engine.stats().total(), 2, "every request counted once");
     });
 }
+
+/// Two copies of one INVITE reach two threads at the same instant: exactly one of them is the
+/// original, and a third look afterwards sees a retransmission.
+pub fn one_original_per_transaction_however_copies_race() {
+    use loadctl::prsm::{Class, DetectorConfig, RetransmissionDetector, TransactionParts};
+    model(|| {
+        let detector = Arc::new(
+            RetransmissionDetector::new(DetectorConfig {
+                capacity: 8,
+                stripes: 2,
+                ..DetectorConfig::default()
+            })
+            .expect("config"),
+        );
+        let parts = TransactionParts {
+            method: b"INVITE",
+            request_uri: b"sip:bob@b.example",
+            top_via: b"SIP/2.0/UDP a.example;branch=z9hG4bKrace",
+            call_id: b"c",
+            cseq: 1,
+            from_tag: Some(b"f"),
+            to_tag: None,
+        };
+        let key = detector.key_from_parts(&parts).expect("key");
+        let other = Arc::clone(&detector);
+        let copy = thread::spawn(move || other.observe(key, 1_000));
+        let mine = detector.observe(key, 1_000);
+        let theirs = copy.join().expect("no panic");
+        let originals = [mine, theirs]
+            .iter()
+            .filter(|c| **c == Class::Original)
+            .count();
+        assert_eq!(originals, 1, "copies seen as {mine:?} and {theirs:?}");
+        assert_eq!(detector.observe(key, 2_000), Class::Retransmission);
+    });
+}
