@@ -12,6 +12,11 @@
 //!   current policy's (alternating two seeds: everything is compiled) and when they are the
 //!   same (the matcher is reused); a partial update that retunes one rule's rate.
 //!
+//! - `prsm`: the per-message cost of PRSM on a raw INVITE: scanning it, making its transaction
+//!   key and observing it in the retransmission detector (a first copy and a retransmission),
+//!   beside a `HashMap` lookup-and-insert of the same key (the table it replaces); a push and a
+//!   pop through the two-queue scheduler beside a `Mutex<VecDeque>` (the obvious queue).
+//!
 //! `cargo bench -p loadctl-bench --bench micro`
 
 use std::collections::HashMap;
@@ -201,11 +206,108 @@ fn bench_publish(c: &mut Criterion) {
     group.finish();
 }
 
+fn bench_prsm(c: &mut Criterion) {
+    use loadctl::prsm::{
+        Class, DetectorConfig, RetransmissionDetector, Scheduler, SchedulerConfig,
+    };
+    let mut group = c.benchmark_group("prsm");
+    group.throughput(Throughput::Elements(1));
+    // 100,000 distinct INVITEs, as a server receives them.
+    let messages: Vec<Vec<u8>> = (0..100_000u32)
+        .map(|i| {
+            format!(
+                "INVITE sip:+1555{i:07}@carrier.example SIP/2.0\r\n\
+                 Via: SIP/2.0/UDP 192.0.2.{}:5060;branch=z9hG4bK{i:x}a7c;rport\r\n\
+                 Max-Forwards: 70\r\n\
+                 From: <sip:alice@a.example>;tag={i:x}\r\n\
+                 To: <sip:+1555{i:07}@carrier.example>\r\n\
+                 Call-ID: {i:x}-4d2c@a.example\r\nCSeq: 1 INVITE\r\n\
+                 Contact: <sip:alice@192.0.2.1>\r\nContent-Length: 0\r\n\r\n",
+                i % 250
+            )
+            .into_bytes()
+        })
+        .collect();
+    group.bench_function("scan", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % messages.len();
+            loadctl::sip::scan(black_box(&messages[i])).map(|r| r.cseq)
+        })
+    });
+    let detector = RetransmissionDetector::new(DetectorConfig::default()).expect("config");
+    let scanned: Vec<_> = messages
+        .iter()
+        .map(|m| loadctl::sip::scan(m).expect("scans"))
+        .collect();
+    group.bench_function("key", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % scanned.len();
+            detector.key(black_box(&scanned[i])).map(|k| k.fingerprint())
+        })
+    });
+    let keys: Vec<_> = scanned
+        .iter()
+        .map(|r| detector.key(r).expect("key"))
+        .collect();
+    // Simulated time: 100,000 new transactions every 50 ms of the 32 s lifetime would overflow
+    // the table, so time steps 20 µs per message (50,000 new transactions/s): each key is new
+    // again after its 64·T1 expired — a first copy on every call.
+    let mut now = 0u64;
+    let mut i = 0;
+    group.bench_function("observe-original", |b| {
+        b.iter(|| {
+            i = (i + 1) % keys.len();
+            now += 400_000;
+            detector.observe(black_box(keys[i]), now)
+        })
+    });
+    group.bench_function("observe-retransmission", |b| {
+        let key = keys[0];
+        detector.observe(key, now);
+        b.iter(|| detector.observe(black_box(key), now))
+    });
+    let mut map: HashMap<u64, u64> = HashMap::with_capacity(1 << 18);
+    let mut i = 0;
+    group.bench_function("hashmap-lookup-insert", |b| {
+        b.iter(|| {
+            i = (i + 1) % keys.len();
+            now += 400_000;
+            let k = keys[i].fingerprint();
+            match map.get(&k) {
+                Some(&e) if e > now => Class::Retransmission,
+                _ => {
+                    map.insert(k, now + 32_000_000_000);
+                    Class::Original
+                }
+            }
+        })
+    });
+    let scheduler = Scheduler::new(SchedulerConfig::priority(1024, 1024)).expect("config");
+    group.bench_function("scheduler-push-pop", |b| {
+        b.iter(|| {
+            let _ = scheduler.push(black_box(7usize), Class::Original);
+            scheduler.pop()
+        })
+    });
+    let queue = std::sync::Mutex::new(std::collections::VecDeque::with_capacity(1024));
+    group.bench_function("mutex-vecdeque-push-pop", |b| {
+        b.iter(|| {
+            let mut q = queue.lock().expect("not poisoned");
+            q.push_back(black_box(7usize));
+            q.pop_front()
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     micro,
     bench_trie,
     bench_canonicalise,
     bench_limiter,
-    bench_publish
+    bench_publish,
+    bench_prsm
 );
 criterion_main!(micro);
