@@ -244,7 +244,9 @@ fn bench_prsm(c: &mut Criterion) {
         let mut i = 0;
         b.iter(|| {
             i = (i + 1) % scanned.len();
-            detector.key(black_box(&scanned[i])).map(|k| k.fingerprint())
+            detector
+                .key(black_box(&scanned[i]))
+                .map(|k| k.fingerprint())
         })
     });
     let keys: Vec<_> = scanned
