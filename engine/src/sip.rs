@@ -237,6 +237,89 @@ pub fn scan(input: &[u8]) -> Result<SipRequest<'_>, SipError> {
     })
 }
 
+/// The first line of a message (leading empty lines skipped, RFC 3261 §7.5) and where the
+/// header section starts.
+pub fn start_line(input: &[u8]) -> Result<(&[u8], usize), SipError> {
+    let mut at = 0;
+    loop {
+        let (l, next) = line(input, at).ok_or(SipError::Truncated)?;
+        at = next;
+        if !l.is_empty() {
+            return Ok((l, at));
+        }
+    }
+}
+
+/// The header lines of a message from `at` (where [`start_line`] left off): each item is a
+/// (name, value) pair, both trimmed, the value running over folded lines. After the last
+/// header, [`HeaderLines::body_start`] says where the body begins.
+#[derive(Clone, Debug)]
+pub struct HeaderLines<'a> {
+    input: &'a [u8],
+    at: usize,
+    body: Option<usize>,
+}
+
+impl<'a> HeaderLines<'a> {
+    /// The headers of `input` starting at offset `at`.
+    pub fn new(input: &'a [u8], at: usize) -> Self {
+        Self {
+            input,
+            at,
+            body: None,
+        }
+    }
+
+    /// Where the body starts, once the empty line after the headers has been read.
+    pub fn body_start(&self) -> Option<usize> {
+        self.body
+    }
+}
+
+impl<'a> Iterator for HeaderLines<'a> {
+    type Item = Result<(&'a [u8], &'a [u8]), SipError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.body.is_some() {
+            return None;
+        }
+        let Some((l, next)) = line(self.input, self.at) else {
+            self.body = Some(self.input.len());
+            return Some(Err(SipError::Truncated));
+        };
+        if l.is_empty() {
+            self.body = Some(next);
+            return None;
+        }
+        if l[0] == b' ' || l[0] == b'\t' {
+            self.body = Some(self.input.len());
+            return Some(Err(SipError::BadHeader));
+        }
+        let Some(colon) = l.iter().position(|&b| b == b':') else {
+            self.body = Some(self.input.len());
+            return Some(Err(SipError::BadHeader));
+        };
+        let name = trim(&l[..colon]);
+        if name.is_empty() || name.iter().any(|b| b.is_ascii_whitespace()) {
+            self.body = Some(self.input.len());
+            return Some(Err(SipError::BadHeader));
+        }
+        let start = self.at + colon + 1;
+        let mut end = self.at + l.len();
+        self.at = next;
+        // Folded continuation lines belong to this value.
+        while let Some((f, after)) = line(self.input, self.at) {
+            if f.first().is_some_and(|&b| b == b' ' || b == b'\t') {
+                end = self.at + f.len();
+                self.at = after;
+            } else {
+                break;
+            }
+        }
+        Some(Ok((name, trim(&self.input[start..end]))))
+    }
+}
+
 /// The part of a comma-separated header value before the first comma outside quotes and `<>`.
 fn top_value(v: &[u8]) -> &[u8] {
     let (mut quoted, mut angle) = (false, false);

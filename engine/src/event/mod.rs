@@ -13,6 +13,7 @@
 //!   an [`crate::engine::Engine`] as one source.
 //! - [`notifier::Notifier`]: the overloaded or protected server that pushes policies.
 //! - [`allocator`]: max-min fair shares of a capacity among several subscribers.
+//! - [`wire`]: the package's messages as SIP text and back, for callers without a SIP stack.
 //!
 //! # A worked example
 //! A notifier and a subscriber wired back to back; in production each side's SIP stack turns
@@ -54,6 +55,7 @@
 pub mod allocator;
 pub mod notifier;
 pub mod subscriber;
+pub mod wire;
 
 use crate::policy::Uri;
 
