@@ -64,6 +64,9 @@ enum lc_result
   LC_RESULT_SIP_MISSING_VIA = 306,
   // The top Via header is not `SIP/2.0/transport sent-by;params`.
   LC_RESULT_SIP_BAD_VIA = 307,
+  // A SIP message this handle does not take: another method than SUBSCRIBE / NOTIFY, or a
+  // message meant for the other end of the package.
+  LC_RESULT_SIP_OTHER_MESSAGE = 308,
   // The scheduler queue for that class is full: the item was not queued (tail drop).
   LC_RESULT_QUEUE_FULL = 400,
 };
@@ -434,6 +437,16 @@ typedef struct lc_detector_counters {
   // one of them counts as an original). Nonzero means `capacity` is too small.
   uint64_t evicted;
 } lc_detector_counters;
+
+// Where this end is, for the requests it sends and its 2xx answers to SUBSCRIBE.
+typedef struct lc_sip_wire {
+  // `UDP`, `TCP`, … (required).
+  struct lc_str transport;
+  // `host[:port]` for the Via: where responses come back (required).
+  struct lc_str sent_by;
+  // This end's Contact URI (required), e.g. `sip:edge@192.0.2.1:5070`.
+  struct lc_str contact;
+} lc_sip_wire;
 
 // A request as the SIP stack holds it: header values (display names, tags and all) as
 // pointer + length; absent fields have a NULL `ptr`.
@@ -884,6 +897,70 @@ lc_result lc_detector_forget(const struct lc_detector *detector,
 // # Safety
 // `detector` from `lc_detector_new`, alive during the call; `out` writable.
 lc_result lc_detector_stats(const struct lc_detector *detector, struct lc_detector_counters *out);
+
+// Renders the subscriber's next SUBSCRIBE as SIP bytes into `buf` and its length into
+// `*len`. `branch` is the Via branch for this transaction (must start with `z9hG4bK`; keep it
+// to match the response and to retransmit the same bytes over UDP). `LC_RESULT_EMPTY`: nothing
+// to send. `LC_RESULT_BUFFER_TOO_SMALL`: `*len` is the size needed; the request is kept and the
+// next call (with a bigger buffer) delivers it, ignoring `branch`.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `wire` valid with readable strings; `branch` readable;
+// `buf` writable for `cap` bytes; `len` writable.
+lc_result lc_subscriber_transmit_wire(struct lc_subscriber *sub,
+                                      const struct lc_sip_wire *wire,
+                                      struct lc_str branch,
+                                      uint8_t *buf,
+                                      size_t cap,
+                                      size_t *len);
+
+// Takes one received message of the package: a NOTIFY (applied to the engine as
+// `lc_subscriber_handle_notify` does; the response to send back is written to `buf`, `*len`
+// bytes, with the NOTIFY's Via headers copied) or a response to this subscriber's SUBSCRIBE
+// (`*len` = 0). A message of another method, or a SUBSCRIBE, is `LC_RESULT_SIP_OTHER_MESSAGE`
+// (for the caller's own handling); malformed bytes get a `LC_RESULT_SIP_*` code and change
+// nothing. With a buffer too small for the response the NOTIFY still counts (its repeat gets
+// the same answer).
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `msg` readable for `msg_len` bytes; `wire` valid; `buf`
+// writable for `cap` bytes; `len` writable.
+lc_result lc_subscriber_receive_wire(struct lc_subscriber *sub,
+                                     uint64_t now_ns,
+                                     const uint8_t *msg,
+                                     size_t msg_len,
+                                     const struct lc_sip_wire *wire,
+                                     uint8_t *buf,
+                                     size_t cap,
+                                     size_t *len);
+
+// Renders the notifier's next NOTIFY as SIP bytes (see `lc_subscriber_transmit_wire`). Send
+// it to the subscriber its Request-URI names.
+//
+// # Safety
+// As for `lc_subscriber_transmit_wire`, with `n` from `lc_notifier_new`.
+lc_result lc_notifier_transmit_wire(struct lc_notifier *n,
+                                    const struct lc_sip_wire *wire,
+                                    struct lc_str branch,
+                                    uint8_t *buf,
+                                    size_t cap,
+                                    size_t *len);
+
+// Takes one received message of the package: a SUBSCRIBE (answered as
+// `lc_notifier_handle_subscribe` does; the response, with this end's Contact on a 2xx, is
+// written to `buf`) or a response to one of this notifier's NOTIFYs (`*len` = 0). Other
+// messages: `LC_RESULT_SIP_OTHER_MESSAGE`.
+//
+// # Safety
+// As for `lc_subscriber_receive_wire`, with `n` from `lc_notifier_new`.
+lc_result lc_notifier_receive_wire(struct lc_notifier *n,
+                                   uint64_t now_ns,
+                                   const uint8_t *msg,
+                                   size_t msg_len,
+                                   const struct lc_sip_wire *wire,
+                                   uint8_t *buf,
+                                   size_t cap,
+                                   size_t *len);
 
 // Attaches a worker to `engine`. With `core_hint` ≥ 0 the calling thread is also pinned to
 // that core (`LC_RESULT_PIN_FAILED`, and no worker, when it cannot be).

@@ -249,10 +249,12 @@ fn words(s: Option<String>) -> Vec<String> {
 
 /// A subscriber: one subscription to one notifier, feeding an engine. One thread at a time.
 pub struct lc_subscriber {
-    sub: Subscriber,
+    pub(crate) sub: Subscriber,
     out_request: Option<Request>,
     out_response: Option<Response>,
     event_text: String,
+    /// A request rendered by `lc_subscriber_transmit_wire` that did not fit the caller's buffer.
+    pub(crate) wire_out: Vec<u8>,
 }
 
 /// Subscriber settings (see `loadctl::event::subscriber::SubscriberConfig`).
@@ -367,6 +369,7 @@ pub unsafe extern "C" fn lc_subscriber_new(
             out_request: None,
             out_response: None,
             event_text: String::new(),
+            wire_out: Vec::new(),
         };
         // SAFETY: checked non-null, writable by contract.
         unsafe { out.write(Box::into_raw(Box::new(handle))) };
@@ -611,10 +614,12 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
 
 /// A notifier: pushes policies to its subscribers. One thread at a time.
 pub struct lc_notifier {
-    notifier: Notifier,
+    pub(crate) notifier: Notifier,
     out_request: Option<Request>,
     out_response: Option<Response>,
     event_text: String,
+    /// A request rendered by `lc_notifier_transmit_wire` that did not fit the caller's buffer.
+    pub(crate) wire_out: Vec<u8>,
 }
 
 /// Notifier settings (see `loadctl::event::notifier::NotifierConfig`); zero numbers mean the
@@ -712,6 +717,7 @@ pub unsafe extern "C" fn lc_notifier_new(
             out_request: None,
             out_response: None,
             event_text: String::new(),
+            wire_out: Vec::new(),
         };
         // SAFETY: checked non-null, writable by contract.
         unsafe { out.write(Box::into_raw(Box::new(handle))) };

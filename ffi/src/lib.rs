@@ -23,6 +23,7 @@
 pub mod engine;
 pub mod event;
 pub mod prsm;
+pub mod wire;
 pub mod worker;
 
 use std::ffi::c_char;
@@ -78,6 +79,9 @@ pub enum lc_result {
     SipMissingVia = 306,
     /// The top Via header is not `SIP/2.0/transport sent-by;params`.
     SipBadVia = 307,
+    /// A SIP message this handle does not take: another method than SUBSCRIBE / NOTIFY, or a
+    /// message meant for the other end of the package.
+    SipOtherMessage = 308,
     /// The scheduler queue for that class is full: the item was not queued (tail drop).
     QueueFull = 400,
 }
@@ -154,6 +158,7 @@ pub extern "C" fn lc_result_text(result: lc_result) -> *const c_char {
         lc_result::SipBadCseq => b"malformed CSeq header\0",
         lc_result::SipMissingVia => b"a SIP request without a Via header\0",
         lc_result::SipBadVia => b"malformed top Via header\0",
+        lc_result::SipOtherMessage => b"a SIP message this handle does not take\0",
         lc_result::QueueFull => b"the scheduler queue is full (tail drop)\0",
     };
     text.as_ptr().cast()

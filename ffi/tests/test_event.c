@@ -229,9 +229,98 @@ static void test_refusals_and_nulls(void) {
     lc_engine_free(e);
 }
 
+/* The same exchange, but every message crosses as SIP bytes: transmit_wire renders, the other
+ * side's receive_wire reads and answers in bytes. */
+static void test_over_the_wire(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    lc_notifier *n = NULL;
+    lc_subscriber *s = NULL;
+    CHECK(lc_engine_new(NULL, &e) == LC_RESULT_OK);
+    CHECK(lc_worker_attach(e, -1, &w) == LC_RESULT_OK);
+    lc_notifier_config nc;
+    memset(&nc, 0, sizeof nc);
+    nc.uri = str("sip:sbc@127.0.0.1:5080");
+    nc.tag = str("n7");
+    CHECK(lc_notifier_new(&nc, &n) == LC_RESULT_OK);
+    const char *p = policy(100);
+    CHECK(lc_notifier_set_policy(n, 0, (const uint8_t *)p, strlen(p)) == LC_RESULT_OK);
+    lc_subscriber_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.notifier = str("sip:sbc@127.0.0.1:5080");
+    sc.subscriber = str("sip:edge@127.0.0.1:5070");
+    sc.call_id = str("wire-call");
+    sc.tag = str("wire-tag");
+    CHECK(lc_subscriber_new(e, &sc, 0, &s) == LC_RESULT_OK);
+    lc_sip_wire sw = {str("UDP"), str("127.0.0.1:5070"), str("sip:edge@127.0.0.1:5070")};
+    lc_sip_wire nw = {str("UDP"), str("127.0.0.1:5080"), str("sip:sbc@127.0.0.1:5080")};
+    uint8_t out[4096];
+    uint8_t reply[4096];
+    size_t len = 0;
+    size_t rlen = 0;
+    /* A buffer too small keeps the SUBSCRIBE for the next call. */
+    uint8_t tiny[16];
+    CHECK(lc_subscriber_transmit_wire(s, &sw, str("z9hG4bKs1"), tiny, sizeof tiny, &len) ==
+          LC_RESULT_BUFFER_TOO_SMALL);
+    CHECK(len > sizeof tiny);
+    CHECK(lc_subscriber_transmit_wire(s, &sw, str("z9hG4bKignored"), out, sizeof out, &len) ==
+          LC_RESULT_OK);
+    CHECK(len > 0 && memcmp(out, "SUBSCRIBE sip:sbc@127.0.0.1:5080 SIP/2.0\r\n", 42) == 0);
+    CHECK(strstr((const char *)out, "branch=z9hG4bKs1") != NULL);
+    CHECK(lc_subscriber_transmit_wire(s, &sw, str("z9hG4bKs2"), out, sizeof out, &len) ==
+          LC_RESULT_EMPTY);
+    /* A branch without the RFC 3261 cookie is refused. */
+    CHECK(lc_subscriber_transmit_wire(s, &sw, str("nocookie"), out, sizeof out, &len) ==
+          LC_RESULT_INVALID_ARGUMENT);
+    CHECK(lc_subscriber_transmit_wire(s, &sw, str("z9hG4bKs0"), out, sizeof out, &len) ==
+          LC_RESULT_EMPTY);
+    /* Rebuild the SUBSCRIBE: the first one went into `out` above, then was overwritten. */
+    lc_subscriber_free(s);
+    s = NULL;
+    CHECK(lc_subscriber_new(e, &sc, 0, &s) == LC_RESULT_OK);
+    CHECK(lc_subscriber_transmit_wire(s, &sw, str("z9hG4bKs3"), out, sizeof out, &len) ==
+          LC_RESULT_OK);
+    /* The notifier answers it in bytes, with its Contact and the SUBSCRIBE's Via. */
+    CHECK(lc_notifier_receive_wire(n, 0, out, len, &nw, reply, sizeof reply, &rlen) == LC_RESULT_OK);
+    reply[rlen < sizeof reply ? rlen : sizeof reply - 1] = 0;
+    CHECK(strncmp((const char *)reply, "SIP/2.0 200 OK\r\n", 16) == 0);
+    CHECK(strstr((const char *)reply, "Via: SIP/2.0/UDP 127.0.0.1:5070;branch=z9hG4bKs3\r\n") != NULL);
+    CHECK(strstr((const char *)reply, "Contact: <sip:sbc@127.0.0.1:5080>") != NULL);
+    CHECK(lc_subscriber_receive_wire(s, 0, reply, rlen, &sw, out, sizeof out, &len) == LC_RESULT_OK);
+    CHECK(len == 0);
+    /* The NOTIFY with the policy, and the subscriber's 200 back. */
+    CHECK(lc_notifier_transmit_wire(n, &nw, str("z9hG4bKn1"), out, sizeof out, &len) == LC_RESULT_OK);
+    CHECK(strstr((const char *)out, "Content-Type: application/load-control+xml") != NULL);
+    CHECK(lc_subscriber_receive_wire(s, 0, out, len, &sw, reply, sizeof reply, &rlen) == LC_RESULT_OK);
+    CHECK(rlen > 0 && strncmp((const char *)reply, "SIP/2.0 200 OK", 14) == 0);
+    CHECK(lc_notifier_receive_wire(n, 0, reply, rlen, &nw, out, sizeof out, &len) == LC_RESULT_OK);
+    CHECK(len == 0);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    /* What is not the package, or not for this end, is said so; garbage is a SIP error. */
+    const char *invite = "INVITE sip:x@y SIP/2.0\r\nVia: SIP/2.0/UDP h;branch=z9hG4bKi\r\n"
+                         "From: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\n\r\n";
+    CHECK(lc_subscriber_receive_wire(s, 0, (const uint8_t *)invite, strlen(invite), &sw, out,
+                                     sizeof out, &len) == LC_RESULT_SIP_OTHER_MESSAGE);
+    CHECK(lc_notifier_receive_wire(n, 0, reply, rlen, &nw, out, sizeof out, &len) ==
+          LC_RESULT_OK); /* a repeated 200 to the NOTIFY: taken, nothing to send */
+    const char *junk = "NOTIFY";
+    CHECK(lc_subscriber_receive_wire(s, 0, (const uint8_t *)junk, strlen(junk), &sw, out,
+                                     sizeof out, &len) == LC_RESULT_SIP_TRUNCATED);
+    CHECK(lc_subscriber_receive_wire(NULL, 0, out, 1, &sw, out, sizeof out, &len) ==
+          LC_RESULT_NULL_PARAMETER);
+    lc_sip_wire bad = {NONE, str("h"), str("sip:h")};
+    CHECK(lc_subscriber_transmit_wire(s, &bad, str("z9hG4bKx"), out, sizeof out, &len) ==
+          LC_RESULT_NULL_PARAMETER);
+    lc_subscriber_free(s);
+    lc_notifier_free(n);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
 int main(void) {
     test_back_to_back();
     test_refusals_and_nulls();
+    test_over_the_wire();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

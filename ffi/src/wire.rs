@@ -1,0 +1,322 @@
+//! The event package over raw SIP bytes: for a C program without a SIP stack of its own, the
+//! subscriber and notifier handles read and write whole SIP messages (`loadctl::event::wire`).
+//!
+//! `…_transmit_wire` renders the next request to send (SUBSCRIBE / NOTIFY) with the caller's
+//! Via (transport, sent-by, a fresh branch per call) and Contact; `…_receive_wire` takes one
+//! received message of the package — a request it answers (the response's bytes are written to
+//! the caller's buffer, with the request's Via headers copied) or a response to one of its own
+//! requests. The caller moves the bytes and runs the UDP transaction layer (retransmitting its
+//! request until a response arrives).
+
+use loadctl::event::wire::{self, Raw, Via, WireError};
+
+use crate::event::{lc_notifier, lc_subscriber};
+use crate::{boundary, lc_result, lc_str};
+
+/// Where this end is, for the requests it sends and its 2xx answers to SUBSCRIBE.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lc_sip_wire {
+    /// `UDP`, `TCP`, … (required).
+    pub transport: lc_str,
+    /// `host[:port]` for the Via: where responses come back (required).
+    pub sent_by: lc_str,
+    /// This end's Contact URI (required), e.g. `sip:edge@192.0.2.1:5070`.
+    pub contact: lc_str,
+}
+
+struct Wire<'a> {
+    transport: &'a str,
+    sent_by: &'a str,
+    contact: &'a str,
+}
+
+/// # Safety
+/// `w` non-null and valid with readable strings.
+unsafe fn wire_of<'a>(w: *const lc_sip_wire) -> Result<Wire<'a>, lc_result> {
+    // SAFETY: non-null and valid by this function's contract.
+    let w = unsafe { &*w };
+    // SAFETY: readable strings by contract.
+    let field = |s: lc_str| -> Result<&'a str, lc_result> {
+        let b = unsafe { s.bytes() }.ok_or(lc_result::NullParameter)?;
+        std::str::from_utf8(b).map_err(|_| lc_result::InvalidUtf8)
+    };
+    Ok(Wire {
+        transport: field(w.transport)?,
+        sent_by: field(w.sent_by)?,
+        contact: field(w.contact)?,
+    })
+}
+
+/// Copies `bytes` into the caller's buffer, or says how much room it needs.
+///
+/// # Safety
+/// `buf` writable for `cap` bytes (or NULL with `cap` 0); `len` writable.
+unsafe fn deliver(bytes: &[u8], buf: *mut u8, cap: usize, len: *mut usize) -> lc_result {
+    // SAFETY: writable by contract.
+    unsafe { len.write(bytes.len()) };
+    if bytes.len() > cap || (buf.is_null() && !bytes.is_empty()) {
+        return lc_result::BufferTooSmall;
+    }
+    if !bytes.is_empty() {
+        // SAFETY: `buf` has room for `cap` ≥ `bytes.len()` bytes and does not overlap ours.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf, bytes.len()) };
+    }
+    lc_result::Ok
+}
+
+fn wire_error(e: &WireError) -> lc_result {
+    match e {
+        WireError::Sip(s) => crate::worker::sip_error(*s),
+        WireError::OtherMethod(_) => lc_result::SipOtherMessage,
+        WireError::Missing(_) => lc_result::SipMissingHeader,
+        WireError::TruncatedBody => lc_result::SipTruncated,
+        WireError::BadStatusLine | WireError::BadValue(_) => lc_result::SipBadHeader,
+    }
+}
+
+/// The shared part of the two `…_transmit_wire` functions.
+///
+/// # Safety
+/// As for the exported functions.
+unsafe fn transmit(
+    pending: &mut Vec<u8>,
+    next: impl FnOnce() -> Option<loadctl::event::Request>,
+    w: *const lc_sip_wire,
+    branch: lc_str,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> lc_result {
+    if pending.is_empty() {
+        // SAFETY: valid by the caller's contract.
+        let wire = match unsafe { wire_of(w) } {
+            Ok(w) => w,
+            Err(e) => return e,
+        };
+        // SAFETY: readable by contract.
+        let branch = match unsafe { branch.bytes() }.map(std::str::from_utf8) {
+            Some(Ok(b)) if b.starts_with("z9hG4bK") => b,
+            Some(Ok(_)) => return lc_result::InvalidArgument,
+            Some(Err(_)) => return lc_result::InvalidUtf8,
+            None => return lc_result::NullParameter,
+        };
+        let Some(req) = next() else {
+            return lc_result::Empty;
+        };
+        let via = Via {
+            transport: wire.transport,
+            sent_by: wire.sent_by,
+            branch,
+        };
+        wire::write_request(&req, &via, wire.contact, pending);
+    }
+    // SAFETY: by the caller's contract.
+    let r = unsafe { deliver(pending, buf, cap, len) };
+    if r == lc_result::Ok {
+        pending.clear();
+    }
+    r
+}
+
+/// Renders the subscriber's next SUBSCRIBE as SIP bytes into `buf` and its length into
+/// `*len`. `branch` is the Via branch for this transaction (must start with `z9hG4bK`; keep it
+/// to match the response and to retransmit the same bytes over UDP). `LC_RESULT_EMPTY`: nothing
+/// to send. `LC_RESULT_BUFFER_TOO_SMALL`: `*len` is the size needed; the request is kept and the
+/// next call (with a bigger buffer) delivers it, ignoring `branch`.
+///
+/// # Safety
+/// `sub` from `lc_subscriber_new`; `wire` valid with readable strings; `branch` readable;
+/// `buf` writable for `cap` bytes; `len` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_subscriber_transmit_wire(
+    sub: *mut lc_subscriber,
+    wire: *const lc_sip_wire,
+    branch: lc_str,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> lc_result {
+    boundary(|| {
+        if sub.is_null() || wire.is_null() || len.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; exclusive use by contract.
+        let s = unsafe { &mut *sub };
+        let (pending, sub) = (&mut s.wire_out, &mut s.sub);
+        // SAFETY: the remaining pointers are valid by contract.
+        unsafe { transmit(pending, || sub.poll_transmit(), wire, branch, buf, cap, len) }
+    })
+}
+
+/// Takes one received message of the package: a NOTIFY (applied to the engine as
+/// `lc_subscriber_handle_notify` does; the response to send back is written to `buf`, `*len`
+/// bytes, with the NOTIFY's Via headers copied) or a response to this subscriber's SUBSCRIBE
+/// (`*len` = 0). A message of another method, or a SUBSCRIBE, is `LC_RESULT_SIP_OTHER_MESSAGE`
+/// (for the caller's own handling); malformed bytes get a `LC_RESULT_SIP_*` code and change
+/// nothing. With a buffer too small for the response the NOTIFY still counts (its repeat gets
+/// the same answer).
+///
+/// # Safety
+/// `sub` from `lc_subscriber_new`; `msg` readable for `msg_len` bytes; `wire` valid; `buf`
+/// writable for `cap` bytes; `len` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_subscriber_receive_wire(
+    sub: *mut lc_subscriber,
+    now_ns: u64,
+    msg: *const u8,
+    msg_len: usize,
+    wire: *const lc_sip_wire,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> lc_result {
+    boundary(|| {
+        if sub.is_null() || msg.is_null() || wire.is_null() || len.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; exclusive use and readable bytes by contract.
+        let (s, bytes) = unsafe { (&mut *sub, std::slice::from_raw_parts(msg, msg_len)) };
+        // SAFETY: checked non-null, valid by contract.
+        if let Err(e) = unsafe { wire_of(wire) } {
+            return e;
+        }
+        let raw = match wire::scan(bytes) {
+            Ok(r) => r,
+            Err(e) => return wire_error(&e),
+        };
+        let notify = raw.status == 0 && raw.method == b"NOTIFY";
+        let subscribe_response = raw.status != 0 && raw.method == b"SUBSCRIBE";
+        if notify {
+            let req = match raw.request() {
+                Ok(r) => r,
+                Err(e) => return wire_error(&e),
+            };
+            let resp = s.sub.handle_notify(now_ns, &req);
+            // SAFETY: by contract.
+            unsafe { answer_bytes(&resp, &raw, None, buf, cap, len) }
+        } else if subscribe_response {
+            match raw.response() {
+                Ok(r) => {
+                    s.sub.handle_response(now_ns, &r);
+                    // SAFETY: checked non-null, writable by contract.
+                    unsafe { len.write(0) };
+                    lc_result::Ok
+                }
+                Err(e) => wire_error(&e),
+            }
+        } else {
+            lc_result::SipOtherMessage
+        }
+    })
+}
+
+/// # Safety
+/// As for [`deliver`].
+unsafe fn answer_bytes(
+    resp: &loadctl::event::Response,
+    request: &Raw<'_>,
+    contact: Option<&str>,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> lc_result {
+    let mut out = Vec::with_capacity(512);
+    wire::write_response(resp, request, contact, &mut out);
+    // SAFETY: by this function's contract.
+    unsafe { deliver(&out, buf, cap, len) }
+}
+
+/// Renders the notifier's next NOTIFY as SIP bytes (see `lc_subscriber_transmit_wire`). Send
+/// it to the subscriber its Request-URI names.
+///
+/// # Safety
+/// As for `lc_subscriber_transmit_wire`, with `n` from `lc_notifier_new`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_notifier_transmit_wire(
+    n: *mut lc_notifier,
+    wire: *const lc_sip_wire,
+    branch: lc_str,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> lc_result {
+    boundary(|| {
+        if n.is_null() || wire.is_null() || len.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; exclusive use by contract.
+        let h = unsafe { &mut *n };
+        let (pending, notifier) = (&mut h.wire_out, &mut h.notifier);
+        // SAFETY: the remaining pointers are valid by contract.
+        unsafe {
+            transmit(
+                pending,
+                || notifier.poll_transmit(),
+                wire,
+                branch,
+                buf,
+                cap,
+                len,
+            )
+        }
+    })
+}
+
+/// Takes one received message of the package: a SUBSCRIBE (answered as
+/// `lc_notifier_handle_subscribe` does; the response, with this end's Contact on a 2xx, is
+/// written to `buf`) or a response to one of this notifier's NOTIFYs (`*len` = 0). Other
+/// messages: `LC_RESULT_SIP_OTHER_MESSAGE`.
+///
+/// # Safety
+/// As for `lc_subscriber_receive_wire`, with `n` from `lc_notifier_new`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_notifier_receive_wire(
+    n: *mut lc_notifier,
+    now_ns: u64,
+    msg: *const u8,
+    msg_len: usize,
+    wire: *const lc_sip_wire,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> lc_result {
+    boundary(|| {
+        if n.is_null() || msg.is_null() || wire.is_null() || len.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; exclusive use and readable bytes by contract.
+        let (h, bytes) = unsafe { (&mut *n, std::slice::from_raw_parts(msg, msg_len)) };
+        // SAFETY: checked non-null, valid by contract.
+        let w = match unsafe { wire_of(wire) } {
+            Ok(w) => w,
+            Err(e) => return e,
+        };
+        let raw = match wire::scan(bytes) {
+            Ok(r) => r,
+            Err(e) => return wire_error(&e),
+        };
+        if raw.status == 0 && raw.method == b"SUBSCRIBE" {
+            let req = match raw.request() {
+                Ok(r) => r,
+                Err(e) => return wire_error(&e),
+            };
+            let resp = h.notifier.handle_subscribe(now_ns, &req);
+            let contact = resp.is_success().then_some(w.contact);
+            // SAFETY: by contract.
+            unsafe { answer_bytes(&resp, &raw, contact, buf, cap, len) }
+        } else if raw.status != 0 && raw.method == b"NOTIFY" {
+            match raw.response() {
+                Ok(r) => {
+                    h.notifier.handle_response(now_ns, &r);
+                    // SAFETY: checked non-null, writable by contract.
+                    unsafe { len.write(0) };
+                    lc_result::Ok
+                }
+                Err(e) => wire_error(&e),
+            }
+        } else {
+            lc_result::SipOtherMessage
+        }
+    })
+}
