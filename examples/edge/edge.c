@@ -1,7 +1,14 @@
 /* edge: a small stateless SIP edge proxy (UDP) that enforces RFC 7200 load-filtering policies
  * with libloadctl.
  *
- *   edge --listen IP:PORT --next-hop IP:PORT --policy FILE [--source NAME]
+ *   edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]
+ *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]
+ *
+ * With --subscribe it is an RFC 7200 subscriber: it SUBSCRIBEs to the notifier (the `load-control`
+ * event package, through libloadctl's subscriber state machine and its SIP wire functions),
+ * applies every NOTIFY body it receives, refreshes before the subscription expires, re-SUBSCRIBEs
+ * after a version gap, and unsubscribes on SIGINT/SIGTERM. Its SUBSCRIBEs are retransmitted over
+ * UDP until a response arrives (Timer E: T1 doubling up to T2, for 64·T1).
  *
  * Every request is classified with lc_classify_sip. Excess is answered 503 (or 302 with the
  * rule's targets as Contacts); everything else is forwarded statelessly to the next hop with
@@ -32,6 +39,11 @@
 #define MAX_MSG 65535
 #define PENDING 4096
 #define TIMER_B_NS (32ull * 1000000000ull)
+#define T1_NS 500000000ull
+#define T2_NS 4000000000ull
+#define EXPIRE_EVERY_NS 100000000ull
+/* Branches of this edge's own SUBSCRIBEs start with this (after the RFC 3261 cookie). */
+#define SUB_BRANCH "z9hG4bKlcsub"
 
 static volatile sig_atomic_t reload_requested = 0;
 static volatile sig_atomic_t stats_requested = 0;
@@ -60,7 +72,21 @@ typedef struct {
     lc_engine *engine;
     lc_worker *worker;
     pending_t pending[PENDING];
+    uint64_t next_expire_ns;
     unsigned long forwarded, answered, malformed;
+    /* The subscriber (NULL without --subscribe). */
+    lc_subscriber *sub;
+    struct sockaddr_in notifier_addr;
+    lc_sip_wire wire;
+    char sent_by[64];
+    char contact[256];
+    char sub_msg[MAX_MSG];  /* the outstanding SUBSCRIBE, for retransmission */
+    size_t sub_len;
+    char sub_branch[64];
+    int sub_outstanding;
+    unsigned long sub_count;
+    uint64_t sub_started_ns, sub_next_rtx_ns, sub_interval_ns;
+    unsigned long notifies;
 } edge_t;
 
 static uint64_t now_ns(void) {
@@ -184,6 +210,8 @@ static void release(edge_t *e, unsigned long h) {
 
 static void expire(edge_t *e) {
     uint64_t now = now_ns();
+    if (now < e->next_expire_ns) return;
+    e->next_expire_ns = now + EXPIRE_EVERY_NS;
     for (size_t k = 0; k < PENDING; k++) {
         if (e->pending[k].used && e->pending[k].deadline_ns <= now) {
             lc_complete(e->worker, &e->pending[k].ticket);
@@ -355,7 +383,224 @@ static void forward_response(edge_t *e, const char *msg, size_t len) {
     if (have_to) send_to(e, out, at, &to);
 }
 
+
+/* ------------------------------------------------------------------ the RFC 7200 subscriber */
+
+static lc_str cstr(const char *s) {
+    lc_str out = {(const uint8_t *)s, s ? strlen(s) : 0};
+    return out;
+}
+
+static void log_subscriber_events(edge_t *e) {
+    lc_subscriber_event ev;
+    while (lc_subscriber_poll_event(e->sub, &ev) == LC_RESULT_OK) {
+        const char *what = "event";
+        switch (ev.kind) {
+        case LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED: what = "subscribed (seconds)"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_PENDING: what = "pending"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED: what = "policy applied (version)"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN: what = "policy withdrawn"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED: what = "document ignored (version)"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT: what = "invalid document, policy kept"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED: what = "document refused by the engine"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY: what = "unknown body discarded"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST: what = "redirect outside the allow-list"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED: what = "NOTIFY rejected (status)"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_RETRYING: what = "retrying"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_LAPSED: what = "subscription lapsed"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_STOPPED: what = "subscription stopped"; break;
+        }
+        fprintf(stderr, "edge: subscriber: %s %llu %.*s\n", what, (unsigned long long)ev.number,
+                (int)ev.text.len, ev.text.ptr ? (const char *)ev.text.ptr : "");
+    }
+}
+
+/* Sends the subscriber's next SUBSCRIBE when none is outstanding. */
+static void subscriber_transmit(edge_t *e) {
+    if (!e->sub || e->sub_outstanding) return;
+    char branch[64];
+    snprintf(branch, sizeof branch, SUB_BRANCH "%lx%lu", (unsigned long)getpid(), ++e->sub_count);
+    size_t len = 0;
+    lc_result r = lc_subscriber_transmit_wire(e->sub, &e->wire, cstr(branch), (uint8_t *)e->sub_msg,
+                                              sizeof e->sub_msg, &len);
+    if (r == LC_RESULT_EMPTY) return;
+    if (r != LC_RESULT_OK) {
+        fprintf(stderr, "edge: subscriber: cannot render SUBSCRIBE: %s\n", lc_result_text(r));
+        return;
+    }
+    /* A pending request keeps the branch it was first given. */
+    const char *b = strstr(e->sub_msg, "branch=");
+    size_t bl = b ? strcspn(b + 7, ";\r\n ") : 0;
+    if (b && bl < sizeof e->sub_branch) {
+        memcpy(e->sub_branch, b + 7, bl);
+        e->sub_branch[bl] = 0;
+    }
+    e->sub_len = len;
+    e->sub_outstanding = 1;
+    e->sub_started_ns = now_ns();
+    e->sub_interval_ns = T1_NS;
+    e->sub_next_rtx_ns = e->sub_started_ns + T1_NS;
+    send_to(e, e->sub_msg, len, &e->notifier_addr);
+}
+
+/* Timer E (retransmit) / Timer F (give up; the state machine has its own timeout for it). */
+static void subscriber_timers(edge_t *e) {
+    if (!e->sub) return;
+    uint64_t now = now_ns();
+    if (e->sub_outstanding && now - e->sub_started_ns >= 64 * T1_NS) {
+        e->sub_outstanding = 0;
+    } else if (e->sub_outstanding && now >= e->sub_next_rtx_ns) {
+        send_to(e, e->sub_msg, e->sub_len, &e->notifier_addr);
+        e->sub_interval_ns = e->sub_interval_ns * 2 < T2_NS ? e->sub_interval_ns * 2 : T2_NS;
+        e->sub_next_rtx_ns = now + e->sub_interval_ns;
+    }
+    uint64_t due = 0;
+    if (lc_subscriber_poll_timeout(e->sub, &due) == LC_RESULT_OK && due <= now) {
+        lc_subscriber_handle_timeout(e->sub, now);
+    }
+    subscriber_transmit(e);
+    log_subscriber_events(e);
+}
+
+/* Milliseconds until the subscriber next needs the loop (capped at `cap`). */
+static int subscriber_wait_ms(edge_t *e, int cap) {
+    if (!e->sub) return cap;
+    uint64_t now = now_ns();
+    uint64_t next = now + (uint64_t)cap * 1000000ull;
+    uint64_t due = 0;
+    if (lc_subscriber_poll_timeout(e->sub, &due) == LC_RESULT_OK && due < next) next = due;
+    if (e->sub_outstanding && e->sub_next_rtx_ns < next) next = e->sub_next_rtx_ns;
+    return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+}
+
+/* The top Via's branch of a message, copied into `out` (empty when none). */
+static void top_branch(const char *msg, size_t len, char *out, size_t cap) {
+    size_t vl = 0;
+    size_t v = find_header(msg, len, "Via", "v", &vl);
+    out[0] = 0;
+    for (size_t k = 0; v && k + 7 <= vl; k++) {
+        if (strncasecmp(msg + v + k, "branch=", 7) == 0) {
+            size_t b = v + k + 7, n = 0;
+            while (b + n < v + vl && msg[b + n] != ';' && msg[b + n] != ',' && msg[b + n] != ' ') n++;
+            if (n < cap) {
+                memcpy(out, msg + b, n);
+                out[n] = 0;
+            }
+            return;
+        }
+    }
+}
+
+/* True for a request carrying `Event: load-control`: this edge's NOTIFYs are not proxied. */
+static int is_load_control(const char *msg, size_t len) {
+    size_t el = 0;
+    size_t ev = find_header(msg, len, "Event", "o", &el);
+    return ev && el >= 12 && strncasecmp(msg + ev, "load-control", 12) == 0 &&
+           (el == 12 || msg[ev + 12] == ';' || msg[ev + 12] == ' ');
+}
+
+/* A message of the event package for this edge's subscriber: taken and answered here. Returns
+ * 1 when it was. */
+static int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
+    if (!e->sub) return 0;
+    static char reply[MAX_MSG];
+    size_t rlen = 0;
+    uint64_t now = now_ns();
+    if (len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0) {
+        char branch[64];
+        top_branch(msg, len, branch, sizeof branch);
+        if (strncmp(branch, SUB_BRANCH, strlen(SUB_BRANCH)) != 0) return 0;
+        /* A provisional or repeated response, or one to a SUBSCRIBE given up on: absorbed. */
+        if (!e->sub_outstanding || strcmp(branch, e->sub_branch) != 0 || msg[8] == '1') return 1;
+        e->sub_outstanding = 0;
+        lc_result r = lc_subscriber_receive_wire(e->sub, now, (const uint8_t *)msg, len, &e->wire,
+                                                 (uint8_t *)reply, sizeof reply, &rlen);
+        if (r != LC_RESULT_OK) fprintf(stderr, "edge: subscriber: bad response: %s\n", lc_result_text(r));
+    } else if (len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len)) {
+        lc_result r = lc_subscriber_receive_wire(e->sub, now, (const uint8_t *)msg, len, &e->wire,
+                                                 (uint8_t *)reply, sizeof reply, &rlen);
+        e->notifies++;
+        if (r != LC_RESULT_OK) {
+            fprintf(stderr, "edge: subscriber: bad NOTIFY: %s\n", lc_result_text(r));
+        } else if (rlen > 0) {
+            send_to(e, reply, rlen, from);
+        }
+    } else {
+        return 0;
+    }
+    subscriber_transmit(e);
+    log_subscriber_events(e);
+    return 1;
+}
+
+/* The host:port of a SIP URI into an address (for --subscribe without --notifier). */
+static int uri_addr(const char *uri, struct sockaddr_in *out) {
+    const char *at = strchr(uri, '@');
+    const char *host = at ? at + 1 : (strncmp(uri, "sip:", 4) == 0 ? uri + 4 : uri);
+    char hp[96];
+    size_t n = strcspn(host, ";>?");
+    if (n >= sizeof hp) return -1;
+    memcpy(hp, host, n);
+    hp[n] = 0;
+    if (!strchr(hp, ':')) {
+        if (n + 5 >= sizeof hp) return -1;
+        strcat(hp, ":5060");
+    }
+    return parse_addr(hp, out);
+}
+
+static int start_subscriber(edge_t *e, const char *notifier, const char *own_uri, unsigned expires) {
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &e->listen_addr.sin_addr, ip, sizeof ip);
+    snprintf(e->sent_by, sizeof e->sent_by, "%s:%u", ip, ntohs(e->listen_addr.sin_port));
+    if (own_uri) snprintf(e->contact, sizeof e->contact, "%s", own_uri);
+    else snprintf(e->contact, sizeof e->contact, "sip:edge@%s", e->sent_by);
+    e->wire.transport = cstr("UDP");
+    e->wire.sent_by = cstr(e->sent_by);
+    e->wire.contact = cstr(e->contact);
+    static char call_id[64], tag[32];
+    snprintf(call_id, sizeof call_id, "lc-edge-%lx-%llx", (unsigned long)getpid(), (unsigned long long)now_ns());
+    snprintf(tag, sizeof tag, "%llx", (unsigned long long)(now_ns() ^ (uint64_t)getpid()));
+    lc_subscriber_config c;
+    memset(&c, 0, sizeof c);
+    c.notifier = cstr(notifier);
+    c.subscriber = cstr(e->contact);
+    c.call_id = cstr(call_id);
+    c.tag = cstr(tag);
+    c.expires = expires;
+    c.scope_to_notifier = false;
+    lc_result r = lc_subscriber_new(e->engine, &c, now_ns(), &e->sub);
+    if (r != LC_RESULT_OK) {
+        fprintf(stderr, "edge: cannot subscribe to %s: %s\n", notifier, lc_result_text(r));
+        return -1;
+    }
+    fprintf(stderr, "edge: subscribing to %s as %s\n", notifier, e->contact);
+    subscriber_transmit(e);
+    return 0;
+}
+
+/* Unsubscribes (SUBSCRIBE with Expires: 0) and waits up to a second for the answer. */
+static void stop_subscriber(edge_t *e, char *buf) {
+    if (!e->sub) return;
+    e->sub_outstanding = 0;
+    lc_subscriber_unsubscribe(e->sub, now_ns());
+    subscriber_transmit(e);
+    uint64_t until = now_ns() + 1000000000ull;
+    while (e->sub_outstanding && now_ns() < until) {
+        struct pollfd p = {e->sock, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        struct sockaddr_in from;
+        socklen_t fl = sizeof from;
+        ssize_t n = recvfrom(e->sock, buf, MAX_MSG, 0, (struct sockaddr *)&from, &fl);
+        if (n > 0) subscriber_receive(e, buf, (size_t)n, &from);
+    }
+    log_subscriber_events(e);
+    lc_subscriber_free(e->sub);
+    e->sub = NULL;
+}
+
 static void handle(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
+    if (subscriber_receive(e, msg, len, from)) return;
     if (len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0) {
         forward_response(e, msg, len);
         return;
@@ -389,13 +634,16 @@ static void print_stats(edge_t *e) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: edge --listen IP:PORT --next-hop IP:PORT --policy FILE [--source NAME]\n");
+    fprintf(stderr, "usage: edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]\n"
+                    "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     static edge_t e;
     const char *listen_at = NULL, *next_hop = NULL;
+    const char *subscribe = NULL, *notifier_at = NULL, *own_uri = NULL;
+    unsigned expires = 0;
     e.source = "edge";
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return usage();
@@ -403,16 +651,25 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--next-hop") == 0) next_hop = argv[++i];
         else if (strcmp(argv[i], "--policy") == 0) e.policy_path = argv[++i];
         else if (strcmp(argv[i], "--source") == 0) e.source = argv[++i];
+        else if (strcmp(argv[i], "--subscribe") == 0) subscribe = argv[++i];
+        else if (strcmp(argv[i], "--notifier") == 0) notifier_at = argv[++i];
+        else if (strcmp(argv[i], "--uri") == 0) own_uri = argv[++i];
+        else if (strcmp(argv[i], "--expires") == 0) expires = (unsigned)atoi(argv[++i]);
         else return usage();
     }
-    if (!listen_at || !next_hop || !e.policy_path || parse_addr(listen_at, &e.listen_addr) || parse_addr(next_hop, &e.next_hop)) {
+    if (!listen_at || !next_hop || (!e.policy_path && !subscribe) || parse_addr(listen_at, &e.listen_addr) ||
+        parse_addr(next_hop, &e.next_hop)) {
         return usage();
+    }
+    if (subscribe && (notifier_at ? parse_addr(notifier_at, &e.notifier_addr) : uri_addr(subscribe, &e.notifier_addr))) {
+        fprintf(stderr, "edge: no address for the notifier %s (give --notifier IP:PORT)\n", subscribe);
+        return 2;
     }
     if (lc_engine_new(NULL, &e.engine) != LC_RESULT_OK || lc_worker_attach(e.engine, -1, &e.worker) != LC_RESULT_OK) {
         fprintf(stderr, "edge: cannot start the engine\n");
         return 1;
     }
-    if (load_policy(&e) != 0) return 1;
+    if (e.policy_path && load_policy(&e) != 0) return 1;
     e.sock = socket(AF_INET, SOCK_DGRAM, 0);
     if (e.sock < 0 || bind(e.sock, (struct sockaddr *)&e.listen_addr, sizeof e.listen_addr) < 0) {
         fprintf(stderr, "edge: cannot listen on %s: %s\n", listen_at, strerror(errno));
@@ -426,18 +683,20 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     fprintf(stderr, "edge: listening on %s, next hop %s\n", listen_at, next_hop);
+    if (subscribe && start_subscriber(&e, subscribe, own_uri, expires) != 0) return 1;
     static char buf[MAX_MSG + 1];
     while (!stop_requested) {
         if (reload_requested) {
             reload_requested = 0;
-            load_policy(&e);
+            if (e.policy_path) load_policy(&e);
         }
         if (stats_requested) {
             stats_requested = 0;
             print_stats(&e);
         }
+        subscriber_timers(&e);
         struct pollfd p = {e.sock, POLLIN, 0};
-        int ready = poll(&p, 1, 1000);
+        int ready = poll(&p, 1, subscriber_wait_ms(&e, 1000));
         expire(&e);
         if (ready <= 0) continue;
         struct sockaddr_in from;
@@ -445,12 +704,14 @@ int main(int argc, char **argv) {
         ssize_t n = recvfrom(e.sock, buf, MAX_MSG, 0, (struct sockaddr *)&from, &fl);
         if (n > 0) handle(&e, buf, (size_t)n, &from);
     }
+    stop_subscriber(&e, buf);
     for (size_t k = 0; k < PENDING; k++) {
         if (e.pending[k].used) lc_complete(e.worker, &e.pending[k].ticket);
     }
     close(e.sock);
     lc_worker_free(e.worker);
     lc_engine_free(e.engine);
-    fprintf(stderr, "edge: stopped (%lu forwarded, %lu answered, %lu malformed)\n", e.forwarded, e.answered, e.malformed);
+    fprintf(stderr, "edge: stopped (%lu forwarded, %lu answered, %lu malformed, %lu NOTIFYs)\n", e.forwarded,
+            e.answered, e.malformed, e.notifies);
     return 0;
 }
