@@ -2,7 +2,8 @@
 //!
 //! Subcommands: `check` validates policy documents; `classify` decides requests given as JSON
 //! Lines; `explain` shows how one request is decided; `demo` runs the embedded default policy;
-//! `simulate` runs the SIP-server models (PRSM vs FIFO).
+//! `simulate` runs the SIP-server models (PRSM vs FIFO); `notifier` pushes policies to
+//! subscribers over UDP.
 //! Exit codes: 0 success, 1 an invalid document, 2 usage or I/O errors.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -11,6 +12,7 @@ mod check;
 mod classify;
 mod demo;
 mod explain;
+mod notifier;
 mod policy_file;
 mod simulate;
 
@@ -104,6 +106,31 @@ enum Command {
     /// Simulate an overloaded SIP server (PRSM vs FIFO) with the discrete-event or fluid
     /// model; `--sweep` runs the whole grid and draws plots.
     Simulate(simulate::Args),
+    /// Run an RFC 7200 notifier on a UDP socket: push one policy to every subscriber, or share
+    /// a capacity among them (--capacity with --template).
+    Notifier {
+        /// Where to listen (IP:PORT).
+        #[arg(long, value_name = "IP:PORT")]
+        listen: String,
+        /// This notifier's URI (default sip:loadctl@LISTEN).
+        #[arg(long)]
+        uri: Option<String>,
+        /// The policy every subscriber gets.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["capacity", "template"])]
+        policy: Option<String>,
+        /// Requests/s shared among the subscribers (with --template).
+        #[arg(long, value_name = "R", requires = "template")]
+        capacity: Option<f64>,
+        /// A policy whose first rule each subscriber gets, with its share as the rate.
+        #[arg(long, value_name = "FILE", requires = "capacity")]
+        template: Option<String>,
+        /// Seconds to run before ending every subscription and exiting.
+        #[arg(long, default_value_t = 3600.0)]
+        duration: f64,
+        /// Least spacing of NOTIFYs on one subscription, milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        pacing_ms: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -158,6 +185,23 @@ fn main() -> ExitCode {
             })
         }
         Command::Simulate(args) => simulate::run(&args),
+        Command::Notifier {
+            listen,
+            uri,
+            policy,
+            capacity,
+            template,
+            duration,
+            pacing_ms,
+        } => notifier::run(&notifier::Options {
+            listen: &listen,
+            uri: uri.as_deref(),
+            policy: policy.as_deref(),
+            capacity,
+            template: template.as_deref(),
+            duration,
+            pacing_ms,
+        }),
     };
     ExitCode::from(code)
 }

@@ -1,0 +1,360 @@
+//! `loadctl notifier`: an RFC 7200 notifier on a UDP socket, for a protected server that has no
+//! SIP stack of its own to run one (and for the end-to-end tests).
+//!
+//! It answers SUBSCRIBEs for the `load-control` package and pushes a policy to every
+//! subscriber through the engine's [`Notifier`] and its wire codec: one policy for all
+//! (`--policy FILE`), or with `--capacity R --template FILE` the capacity allocator's share of
+//! R requests/s for each subscriber (the template's first rule with the share as its rate), so
+//! that all subscribers together admit R. Subscribers are weighted by their demand when
+//! known; with no demand reports every subscriber gets an equal share, re-split whenever one
+//! comes or goes. NOTIFYs are retransmitted over UDP until answered (T1 doubling up to T2, for
+//! 64·T1). After `--duration` seconds it ends every subscription (`terminated`) and exits.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use loadctl::event::allocator::Allocator;
+use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig, NotifierEvent};
+use loadctl::event::wire::{self, Via};
+use loadctl::policy::{Limits, Rule, Uri};
+
+const T1_NS: u64 = 500_000_000;
+const T2_NS: u64 = 4_000_000_000;
+const GIVE_UP_NS: u64 = 64 * T1_NS;
+
+/// Options of `loadctl notifier`.
+pub struct Options<'a> {
+    /// `IP:PORT` to listen on.
+    pub listen: &'a str,
+    /// This notifier's URI (default `sip:loadctl@LISTEN`).
+    pub uri: Option<&'a str>,
+    /// One policy for every subscriber.
+    pub policy: Option<&'a str>,
+    /// The capacity (requests/s) the allocator shares.
+    pub capacity: Option<f64>,
+    /// The rule whose rate the allocator sets per subscriber.
+    pub template: Option<&'a str>,
+    /// How long to run, seconds.
+    pub duration: f64,
+    /// Least spacing of NOTIFYs on one subscription, milliseconds.
+    pub pacing_ms: u64,
+}
+
+/// A NOTIFY waiting for its response.
+struct Outstanding {
+    bytes: Vec<u8>,
+    to: SocketAddr,
+    started: u64,
+    next: u64,
+    interval: u64,
+}
+
+fn read_rules(path: &str) -> Result<Vec<Arc<Rule>>, u8> {
+    let bytes = crate::read_input(path).map_err(|e| {
+        eprintln!("loadctl: {path}: {e}");
+        2u8
+    })?;
+    let doc = loadctl::policy::read(&bytes, &Limits::default()).map_err(|e| {
+        eprintln!("{path}:{e}");
+        1u8
+    })?;
+    crate::policy_file::print_warnings(path, &doc.warnings);
+    doc.ruleset.rules().map(<[_]>::to_vec).ok_or_else(|| {
+        eprintln!("loadctl: {path}: a partial document cannot be pushed as a policy");
+        1u8
+    })
+}
+
+/// The socket address a SIP URI's host:port names (port 5060 when absent).
+fn address_of(uri: &Uri) -> Option<SocketAddr> {
+    let text = uri.as_str();
+    let rest = text.split_once(':')?.1;
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let host = host.split([';', '?', '>']).next()?;
+    let target = if host.contains(':') {
+        host.to_owned()
+    } else {
+        format!("{host}:5060")
+    };
+    target.to_socket_addrs().ok()?.next()
+}
+
+struct Server {
+    sock: UdpSocket,
+    sent_by: String,
+    contact: String,
+    notifier: Notifier,
+    allocator: Option<Allocator>,
+    outstanding: HashMap<String, Outstanding>,
+    branches: u64,
+    start: Instant,
+}
+
+impl Server {
+    fn now(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn send(&self, bytes: &[u8], to: SocketAddr) {
+        if let Err(e) = self.sock.send_to(bytes, to) {
+            eprintln!("loadctl notifier: send to {to}: {e}");
+        }
+    }
+
+    /// Sends every NOTIFY the notifier has ready.
+    fn transmit(&mut self) {
+        while let Some(req) = self.notifier.poll_transmit() {
+            self.branches += 1;
+            let branch = format!("z9hG4bKlcn{:x}-{}", std::process::id(), self.branches);
+            let mut bytes = Vec::with_capacity(1024 + req.body.len());
+            let via = Via {
+                transport: "UDP",
+                sent_by: &self.sent_by,
+                branch: &branch,
+            };
+            wire::write_request(&req, &via, &self.contact, &mut bytes);
+            let Some(to) = address_of(&req.request_uri) else {
+                eprintln!(
+                    "loadctl notifier: no address for {}",
+                    req.request_uri.as_str()
+                );
+                continue;
+            };
+            self.send(&bytes, to);
+            let now = self.now();
+            self.outstanding.insert(
+                branch,
+                Outstanding {
+                    bytes,
+                    to,
+                    started: now,
+                    next: now + T1_NS,
+                    interval: T1_NS,
+                },
+            );
+        }
+    }
+
+    /// Gives each subscriber its share again (after one came or went).
+    fn reallocate(&mut self) {
+        let Some(allocator) = &self.allocator else {
+            return;
+        };
+        let now = self.now();
+        for (subscriber, rules) in allocator.policies() {
+            if let Ok(uri) = Uri::new(&subscriber) {
+                let rate = rules
+                    .first()
+                    .map(|r| r.accept.limit.to_string())
+                    .unwrap_or_default();
+                eprintln!("loadctl notifier: {subscriber} gets {rate}");
+                self.notifier
+                    .set_subscriber_policy(now, &uri, Some(Some(rules)));
+            }
+        }
+    }
+
+    fn events(&mut self) {
+        let mut changed = false;
+        while let Some(event) = self.notifier.poll_event() {
+            eprintln!("loadctl notifier: {event:?}");
+            match (&mut self.allocator, event) {
+                (Some(a), NotifierEvent::Subscribed { subscriber, .. }) => {
+                    a.observe(&subscriber, 0.0);
+                    changed = true;
+                }
+                (Some(a), NotifierEvent::Ended { subscriber, .. }) => {
+                    a.remove(&subscriber);
+                    changed = true;
+                }
+                _ => {}
+            }
+        }
+        if changed {
+            self.reallocate();
+        }
+    }
+
+    fn receive(&mut self, bytes: &[u8], from: SocketAddr) {
+        let raw = match wire::scan(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("loadctl notifier: from {from}: {e}");
+                return;
+            }
+        };
+        let now = self.now();
+        if raw.status == 0 && raw.method == b"SUBSCRIBE" {
+            match raw.request() {
+                Ok(req) => {
+                    let resp = self.notifier.handle_subscribe(now, &req);
+                    let mut out = Vec::with_capacity(512);
+                    let contact = resp.is_success().then_some(self.contact.as_str());
+                    wire::write_response(&resp, &raw, contact, &mut out);
+                    self.send(&out, from);
+                }
+                Err(e) => eprintln!("loadctl notifier: SUBSCRIBE from {from}: {e}"),
+            }
+        } else if raw.status >= 200 && raw.method == b"NOTIFY" {
+            let branch = raw
+                .top_branch()
+                .map(|b| String::from_utf8_lossy(b).into_owned());
+            if let Some(b) = branch
+                && self.outstanding.remove(&b).is_some()
+            {
+                match raw.response() {
+                    Ok(resp) => self.notifier.handle_response(now, &resp),
+                    Err(e) => eprintln!("loadctl notifier: response from {from}: {e}"),
+                }
+            }
+        }
+    }
+
+    /// Retransmits NOTIFYs still unanswered; forgets those given up on (the notifier's own
+    /// transaction timeout ends their subscriptions).
+    fn retransmit(&mut self) {
+        let now = self.now();
+        let mut resend = Vec::new();
+        self.outstanding.retain(|_, o| {
+            if now - o.started >= GIVE_UP_NS {
+                return false;
+            }
+            if now >= o.next {
+                resend.push((o.bytes.clone(), o.to));
+                o.interval = (o.interval * 2).min(T2_NS);
+                o.next = now + o.interval;
+            }
+            true
+        });
+        for (bytes, to) in resend {
+            self.send(&bytes, to);
+        }
+    }
+
+    fn step(&mut self, until: u64, buf: &mut [u8]) {
+        let now = self.now();
+        if let Some(due) = self.notifier.poll_timeout()
+            && due <= now
+        {
+            self.notifier.handle_timeout(now);
+        }
+        self.retransmit();
+        self.transmit();
+        self.events();
+        self.transmit();
+        let mut next = until.min(now + 50_000_000);
+        if let Some(due) = self.notifier.poll_timeout() {
+            next = next.min(due);
+        }
+        if let Some(o) = self.outstanding.values().map(|o| o.next).min() {
+            next = next.min(o);
+        }
+        let wait = Duration::from_nanos(next.saturating_sub(self.now()).max(1_000_000));
+        if self.sock.set_read_timeout(Some(wait)).is_err() {
+            return;
+        }
+        if let Ok((n, from)) = self.sock.recv_from(buf) {
+            self.receive(&buf[..n], from);
+        }
+    }
+}
+
+/// Runs the notifier; returns the exit code.
+pub fn run(o: &Options<'_>) -> u8 {
+    let sock = match UdpSocket::bind(o.listen) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("loadctl notifier: cannot listen on {}: {e}", o.listen);
+            return 2;
+        }
+    };
+    let sent_by = sock
+        .local_addr()
+        .map_or_else(|_| o.listen.to_owned(), |a| a.to_string());
+    let uri_text = o
+        .uri
+        .map_or_else(|| format!("sip:loadctl@{sent_by}"), str::to_owned);
+    let Ok(uri) = Uri::new(&uri_text) else {
+        eprintln!("loadctl notifier: --uri {uri_text:?} is not a URI");
+        return 2;
+    };
+    let mut config = NotifierConfig::new(uri, "lcn", Authorization::Any);
+    config.pacing_ns = o.pacing_ms.saturating_mul(1_000_000);
+    let mut notifier = Notifier::new(config);
+    let allocator = match (o.policy, o.capacity, o.template) {
+        (Some(path), None, None) => {
+            match read_rules(path) {
+                Ok(rules) => notifier.set_policy(0, Some(rules)),
+                Err(code) => return code,
+            }
+            None
+        }
+        (None, Some(capacity), Some(path)) if capacity.is_finite() && capacity >= 0.0 => {
+            match read_rules(path) {
+                Ok(rules) => match rules.first() {
+                    Some(rule) => Some(Allocator::new(capacity, (**rule).clone(), 0.5)),
+                    None => {
+                        eprintln!("loadctl notifier: {path}: the template has no rule");
+                        return 1;
+                    }
+                },
+                Err(code) => return code,
+            }
+        }
+        _ => {
+            eprintln!(
+                "loadctl notifier: give --policy FILE, or --capacity R (≥ 0) with --template FILE"
+            );
+            return 2;
+        }
+    };
+    eprintln!("loadctl notifier: {uri_text} listening on {sent_by}");
+    let mut server = Server {
+        sock,
+        contact: uri_text,
+        sent_by,
+        notifier,
+        allocator,
+        outstanding: HashMap::new(),
+        branches: 0,
+        start: Instant::now(),
+    };
+    let end = (o.duration.clamp(0.0, 1e6) * 1e9) as u64;
+    let mut buf = vec![0u8; 65_536];
+    while server.now() < end {
+        server.step(end, &mut buf);
+    }
+    // Ends every subscription and waits a moment for the answers.
+    let now = server.now();
+    server.notifier.shutdown(now);
+    server.transmit();
+    let last = now + 1_000_000_000;
+    while server.now() < last
+        && (server.notifier.poll_timeout().is_some() || !server.outstanding.is_empty())
+    {
+        server.step(last, &mut buf);
+        if server.outstanding.is_empty() {
+            break;
+        }
+    }
+    eprintln!("loadctl notifier: stopped");
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_of_uris() {
+        let a = |s: &str| address_of(&Uri::new(s).expect("uri"));
+        assert_eq!(a("sip:edge@127.0.0.1:5070"), "127.0.0.1:5070".parse().ok());
+        assert_eq!(a("sip:127.0.0.1"), "127.0.0.1:5060".parse().ok());
+        assert_eq!(
+            a("sip:e@127.0.0.1:5071;transport=udp"),
+            "127.0.0.1:5071".parse().ok()
+        );
+    }
+}
