@@ -19,7 +19,7 @@
  *
  * SIGHUP reloads the policy file (an invalid file is reported and the old policy stays);
  * SIGUSR1 prints the counters in the Prometheus text format; SIGINT/SIGTERM exit. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* recvmmsg, sendmmsg */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,6 +38,8 @@
 
 #define MAX_MSG 65535
 #define PENDING 4096
+/* Datagrams read (recvmmsg) and written (sendmmsg) per system call. */
+#define BATCH 32
 #define TIMER_B_NS (32ull * 1000000000ull)
 #define T1_NS 500000000ull
 #define T2_NS 4000000000ull
@@ -220,10 +222,41 @@ static void expire(edge_t *e) {
     }
 }
 
-static void send_to(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *to) {
-    if (sendto(e->sock, msg, len, 0, (const struct sockaddr *)to, sizeof *to) < 0) {
-        fprintf(stderr, "edge: sendto: %s\n", strerror(errno));
+/* Outgoing datagrams are batched and leave with one sendmmsg per batch. */
+static char tx_buf[BATCH][MAX_MSG];
+static struct sockaddr_in tx_addr[BATCH];
+static struct iovec tx_iov[BATCH];
+static struct mmsghdr tx_msg[BATCH];
+static unsigned tx_count = 0;
+
+static void flush_sends(edge_t *e) {
+    unsigned done = 0;
+    while (done < tx_count) {
+        int n = sendmmsg(e->sock, tx_msg + done, tx_count - done, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            fprintf(stderr, "edge: sendmmsg: %s\n", strerror(errno));
+            /* Skip the datagram that failed and carry on with the rest. */
+            n = 1;
+        }
+        done += (unsigned)n;
     }
+    tx_count = 0;
+}
+
+static void send_to(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *to) {
+    if (len > MAX_MSG) return;
+    if (tx_count == BATCH) flush_sends(e);
+    unsigned i = tx_count++;
+    memcpy(tx_buf[i], msg, len);
+    tx_addr[i] = *to;
+    tx_iov[i].iov_base = tx_buf[i];
+    tx_iov[i].iov_len = len;
+    memset(&tx_msg[i], 0, sizeof tx_msg[i]);
+    tx_msg[i].msg_hdr.msg_name = &tx_addr[i];
+    tx_msg[i].msg_hdr.msg_namelen = sizeof tx_addr[i];
+    tx_msg[i].msg_hdr.msg_iov = &tx_iov[i];
+    tx_msg[i].msg_hdr.msg_iovlen = 1;
 }
 
 /* Appends `len` bytes to out if they fit. */
@@ -585,6 +618,7 @@ static void stop_subscriber(edge_t *e, char *buf) {
     e->sub_outstanding = 0;
     lc_subscriber_unsubscribe(e->sub, now_ns());
     subscriber_transmit(e);
+    flush_sends(e);
     uint64_t until = now_ns() + 1000000000ull;
     while (e->sub_outstanding && now_ns() < until) {
         struct pollfd p = {e->sock, POLLIN, 0};
@@ -593,6 +627,7 @@ static void stop_subscriber(edge_t *e, char *buf) {
         socklen_t fl = sizeof from;
         ssize_t n = recvfrom(e->sock, buf, MAX_MSG, 0, (struct sockaddr *)&from, &fl);
         if (n > 0) subscriber_receive(e, buf, (size_t)n, &from);
+        flush_sends(e);
     }
     log_subscriber_events(e);
     lc_subscriber_free(e->sub);
@@ -684,7 +719,15 @@ int main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     fprintf(stderr, "edge: listening on %s, next hop %s\n", listen_at, next_hop);
     if (subscribe && start_subscriber(&e, subscribe, own_uri, expires) != 0) return 1;
-    static char buf[MAX_MSG + 1];
+    /* Incoming datagrams: up to BATCH per recvmmsg. */
+    static char rx_buf[BATCH][MAX_MSG + 1];
+    static struct sockaddr_in rx_addr[BATCH];
+    static struct iovec rx_iov[BATCH];
+    static struct mmsghdr rx_msg[BATCH];
+    for (unsigned i = 0; i < BATCH; i++) {
+        rx_iov[i].iov_base = rx_buf[i];
+        rx_iov[i].iov_len = MAX_MSG;
+    }
     while (!stop_requested) {
         if (reload_requested) {
             reload_requested = 0;
@@ -695,16 +738,28 @@ int main(int argc, char **argv) {
             print_stats(&e);
         }
         subscriber_timers(&e);
-        struct pollfd p = {e.sock, POLLIN, 0};
-        int ready = poll(&p, 1, subscriber_wait_ms(&e, 1000));
         expire(&e);
-        if (ready <= 0) continue;
-        struct sockaddr_in from;
-        socklen_t fl = sizeof from;
-        ssize_t n = recvfrom(e.sock, buf, MAX_MSG, 0, (struct sockaddr *)&from, &fl);
-        if (n > 0) handle(&e, buf, (size_t)n, &from);
+        for (unsigned i = 0; i < BATCH; i++) {
+            memset(&rx_msg[i], 0, sizeof rx_msg[i]);
+            rx_msg[i].msg_hdr.msg_name = &rx_addr[i];
+            rx_msg[i].msg_hdr.msg_namelen = sizeof rx_addr[i];
+            rx_msg[i].msg_hdr.msg_iov = &rx_iov[i];
+            rx_msg[i].msg_hdr.msg_iovlen = 1;
+        }
+        int n = recvmmsg(e.sock, rx_msg, BATCH, MSG_DONTWAIT, NULL);
+        if (n <= 0) {
+            flush_sends(&e);
+            /* Nothing waiting: sleep until a datagram or the next timer. */
+            struct pollfd p = {e.sock, POLLIN, 0};
+            poll(&p, 1, subscriber_wait_ms(&e, 1000));
+            continue;
+        }
+        for (int i = 0; i < n; i++) {
+            handle(&e, rx_buf[i], rx_msg[i].msg_len, &rx_addr[i]);
+        }
+        flush_sends(&e);
     }
-    stop_subscriber(&e, buf);
+    stop_subscriber(&e, rx_buf[0]);
     for (size_t k = 0; k < PENDING; k++) {
         if (e.pending[k].used) lc_complete(e.worker, &e.pending[k].ticket);
     }
