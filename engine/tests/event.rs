@@ -419,16 +419,37 @@ fn versions_repeats_gaps_invalid_and_unknown_bodies() {
         (sub.call_id.as_str(), Some("n1"))
     );
     assert_eq!(e.source_policy(src).map(|r| r.len()), Some(2));
-    // An invalid document is answered 200, reported, and changes nothing.
-    let r = s.handle_notify(
+    // The notifier answers the re-SUBSCRIBE with its whole state under its current version
+    // (8, past the gap): a full document needs no earlier version and applies.
+    s.handle_response(0, &Response::to(&resub, 200, Some("n1")));
+    s.handle_notify(
         0,
         &notify(
             &sub,
             6,
             "active",
             CT,
+            body(8, "full", &rule_xml("c", "+33", 5)),
+        ),
+    );
+    assert!(
+        matches!(
+            &events(&mut s)[..],
+            [.., SubscriberEvent::PolicyApplied { version: 8, .. }]
+        ),
+        "a full document after a gap applies"
+    );
+    assert_eq!(e.source_policy(src).map(|r| r.version()), Some(8));
+    // An invalid document is answered 200, reported, and changes nothing.
+    let r = s.handle_notify(
+        0,
+        &notify(
+            &sub,
+            7,
+            "active",
+            CT,
             body(
-                6,
+                9,
                 "full",
                 "<rule id=\"x\"><actions><accept><rate>-1</rate></accept></actions></rule>",
             ),
@@ -438,13 +459,13 @@ fn versions_repeats_gaps_invalid_and_unknown_bodies() {
     assert!(
         matches!(&events(&mut s)[..], [SubscriberEvent::InvalidDocument { error }] if error.contains("negative"))
     );
-    assert_eq!(e.source_policy(src).map(|r| r.version()), Some(5));
+    assert_eq!(e.source_policy(src).map(|r| r.version()), Some(8));
     // Another body type is discarded.
     s.handle_notify(
         0,
         &notify(
             &sub,
-            7,
+            8,
             "active",
             Some("application/pidf+xml"),
             b"<presence/>".to_vec(),
@@ -457,7 +478,7 @@ fn versions_repeats_gaps_invalid_and_unknown_bodies() {
         }]
     );
     // No body: the notifier has no policy any more.
-    s.handle_notify(0, &notify(&sub, 8, "active", CT, Vec::new()));
+    s.handle_notify(0, &notify(&sub, 9, "active", CT, Vec::new()));
     assert_eq!(events(&mut s), [SubscriberEvent::PolicyWithdrawn]);
     assert!(e.source_policy(src).is_none());
 }

@@ -603,7 +603,10 @@ impl Subscriber {
                 });
                 return;
             }
-            if u64::from(version) > u64::from(last) + 1 {
+            // A gap matters only for a partial document, which needs the versions before it;
+            // a full one is the whole state (after a re-SUBSCRIBE it carries the notifier's
+            // current version, past the gap).
+            if u64::from(version) > u64::from(last) + 1 && doc.ruleset.state() != State::Full {
                 let expected = u64::from(last) + 1;
                 self.events.push_back(SubscriberEvent::DocumentIgnored {
                     version,
