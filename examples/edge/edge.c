@@ -443,8 +443,12 @@ static void log_subscriber_events(edge_t *e) {
         case LC_SUBSCRIBER_EVENT_KIND_LAPSED: what = "subscription lapsed"; break;
         case LC_SUBSCRIBER_EVENT_KIND_STOPPED: what = "subscription stopped"; break;
         }
-        fprintf(stderr, "edge: subscriber: %s %llu %.*s\n", what, (unsigned long long)ev.number,
-                (int)ev.text.len, ev.text.ptr ? (const char *)ev.text.ptr : "");
+        /* Wall-clock time, to line the log up with the SIP peers' traces. */
+        struct timespec wall;
+        clock_gettime(CLOCK_REALTIME, &wall);
+        fprintf(stderr, "edge: subscriber at %lld.%06ld: %s %llu %.*s\n", (long long)wall.tv_sec,
+                wall.tv_nsec / 1000, what, (unsigned long long)ev.number, (int)ev.text.len,
+                ev.text.ptr ? (const char *)ev.text.ptr : "");
     }
 }
 
