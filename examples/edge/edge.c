@@ -412,7 +412,7 @@ static void forward_response(edge_t *e, const char *msg, size_t len) {
         i = end + 1;
     }
     /* A final response ends the transaction: release its window slot. */
-    if (len > 12 && msg[8] == ' ' && msg[9] >= '2') release(e, transaction_hash(msg, len));
+    if (len > 12 && msg[7] == ' ' && msg[8] >= '2') release(e, transaction_hash(msg, len));
     if (have_to) send_to(e, out, at, &to);
 }
 
@@ -713,6 +713,15 @@ int main(int argc, char **argv) {
     if (e.sock < 0 || bind(e.sock, (struct sockaddr *)&e.listen_addr, sizeof e.listen_addr) < 0) {
         fprintf(stderr, "edge: cannot listen on %s: %s\n", listen_at, strerror(errno));
         return 1;
+    }
+    /* Room for bursts: the default socket buffer (~200 KB) holds only ~150 small datagrams.
+     * SO_RCVBUFFORCE passes net.core.rmem_max when running with CAP_NET_ADMIN. */
+    int bufsize = 4 << 20;
+    if (setsockopt(e.sock, SOL_SOCKET, SO_RCVBUFFORCE, &bufsize, sizeof bufsize) != 0) {
+        setsockopt(e.sock, SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof bufsize);
+    }
+    if (setsockopt(e.sock, SOL_SOCKET, SO_SNDBUFFORCE, &bufsize, sizeof bufsize) != 0) {
+        setsockopt(e.sock, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof bufsize);
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

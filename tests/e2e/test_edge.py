@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the C edge (examples/edge/) with real SIP peers on loopback.
+
+    python3 tests/e2e/test_edge.py [--keep] [NAME ...]      (make e2e builds what it needs first)
+
+- notifier_lifecycle: SIPp plays the RFC 7200 notifier (scenarios/notifier.xml) and the edge
+  subscribes to it; a SIPp UAC offers 3R matching calls/s (and R/s that match no rule) through
+  the edge to a SIPp UAS while the notifier sends a full policy (rate R), a partial update (2R),
+  an invalid document (kept), a version gap (the edge re-SUBSCRIBEs and gets the full state back:
+  R), and `terminated` (the rule is lifted). Each phase is measured at the UAS between the
+  moments the edge logged applying the documents.
+- rule_actions: a local policy, and Python sockets as client and next hop: redirect → 302 with
+  the rule's Contact, drop over UDP → 503, percent 50 → half forwarded, window 3 → three
+  forwarded until a final response releases a slot.
+- two_edges_allocator: `loadctl notifier --capacity C` shares C between two edges; each gets its
+  own SIPp UAC offering 1.5C; together the UAS receives C.
+
+Tolerances: rates within 3 % of the limit over each measured interval (the GCRA admits at most
+r·τ + 1 = a few calls more at an interval's start); every non-matching call passes; every admitted
+call completes (ACK and BYE pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import socket
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import harness  # noqa: E402
+from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wait_udp_port  # noqa: E402
+
+ROOT = HERE.parents[1]
+EDGE = ROOT / "target" / "edge"
+LOADCTL = ROOT / "target" / "release" / "loadctl"
+TOLERANCE = 0.03
+
+MATCH = "+15550001234"  # matches the rules' prefix +1555
+OTHER = "+16660001234"  # matches nothing
+
+
+# ---------------------------------------------------------------------------------------------
+# policies
+
+
+def document(version: int, state: str, rules: str) -> str:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<ruleset xmlns="urn:ietf:params:xml:ns:common-policy" '
+        'xmlns:lc="urn:ietf:params:xml:ns:load-control" '
+        f'version="{version}" state="{state}">\n{rules}\n</ruleset>'
+    )
+
+
+def rule(rule_id: str, prefix: str, limit: str, alt: str = 'alt-action="reject"') -> str:
+    return (
+        f'<rule id="{rule_id}"><conditions><lc:call-identity><lc:sip><lc:to>'
+        f'<many-tel prefix="{prefix}"/></lc:to></lc:sip></lc:call-identity>'
+        f"<method>INVITE</method></conditions>"
+        f"<actions><lc:accept {alt}>{limit}</lc:accept></actions></rule>"
+    )
+
+
+def rate_rule(rate: float, rule_id: str = "prefix-1555", prefix: str = "+1555") -> str:
+    return rule(rule_id, prefix, f"<lc:rate>{rate}</lc:rate>")
+
+
+# ---------------------------------------------------------------------------------------------
+# the edge
+
+
+def start_edge(run: Run, name: str, port: int, next_hop: int, *args) -> harness.Proc:
+    proc = run.start(name, [EDGE, "--listen", f"127.0.0.1:{port}", "--next-hop", f"127.0.0.1:{next_hop}", *args])
+    wait_udp_port(port, proc=proc)
+    return proc
+
+
+EVENT = re.compile(r"^edge: subscriber at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
+
+
+def edge_events(proc: harness.Proc) -> list:
+    """(wall time, what, number, detail) of every subscriber event the edge logged."""
+    out = []
+    for line in proc.stderr_path.read_text(errors="replace").splitlines():
+        m = EVENT.match(line)
+        if m:
+            out.append((float(m.group(1)), m.group(2), int(m.group(3)), m.group(4)))
+    return out
+
+
+def when(events, what: str, number=None) -> float:
+    """The time of the first event `what` (with that number)."""
+    for t, w, n, _ in events:
+        if w == what and (number is None or n == number):
+            return t
+    raise AssertionError(f"the edge never logged {what!r} {number if number is not None else ''}: {events}")
+
+
+def wait_event(proc: harness.Proc, what: str, number=None, timeout: float = 10.0) -> float:
+    found = harness.wait_until(lambda: any(w == what and (number is None or n == number) for _, w, n, _ in edge_events(proc)), timeout)
+    if not found:
+        raise AssertionError(f"the edge did not log {what!r} {number} within {timeout} s:\n{proc.tail(30)}")
+    return when(edge_events(proc), what, number)
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+
+
+class Checks:
+    def __init__(self, name: str):
+        self.name = name
+        self.failed = []
+        self.lines = []
+
+    def rate(self, label: str, ts, start: float, end: float, expected: float, tolerance: float = TOLERANCE):
+        n = harness.count_in(ts, start, end)
+        got = n / (end - start)
+        ok = abs(got / expected - 1.0) <= tolerance
+        self.record(ok, f"{label}: {n} in {end - start:.2f} s = {got:.2f}/s, expected {expected:g}/s ± {tolerance:.0%}")
+
+    def that(self, ok: bool, what: str):
+        self.record(ok, what)
+
+    def record(self, ok: bool, what: str):
+        self.lines.append(("ok  " if ok else "FAIL") + "  " + what)
+        if not ok:
+            self.failed.append(what)
+
+    def report(self) -> bool:
+        print(f"== {self.name}")
+        for line in self.lines:
+            print("   " + line)
+        return not self.failed
+
+
+def split(arrivals):
+    matching = [a.t for a in arrivals if a.callee.startswith("+1555")]
+    other = [a.t for a in arrivals if not a.callee.startswith("+1555")]
+    return matching, other
+
+
+# ---------------------------------------------------------------------------------------------
+# tests
+
+
+def notifier_lifecycle(run: Run) -> Checks:
+    c = Checks("notifier_lifecycle: SIPp notifier, full/partial/invalid/gap/terminated")
+    r = 50.0
+    holds = {"A": 10000, "B": 7000, "C": 4000, "D": 6000, "E": 5000}
+    template = (HERE / "scenarios" / "notifier.xml").read_text()
+    docs = {
+        "@DOC_V0@": document(0, "full", rate_rule(r)),
+        "@DOC_V1@": document(1, "partial", rate_rule(2 * r)),
+        "@DOC_V2_INVALID@": document(2, "full", rate_rule(-1)),
+        "@DOC_V5_GAP@": document(5, "partial", rate_rule(3 * r)),
+        "@DOC_V6@": document(6, "full", rate_rule(r)),
+    }
+    for k, v in docs.items():
+        template = template.replace(k, v)
+    for k, v in holds.items():
+        template = template.replace(f"@HOLD_{k}_MS@", str(v))
+    scenario = run.path("notifier.xml")
+    scenario.write_text(template)
+
+    uas_ports, notifier_ports, uac_ports = SippPorts.pick(), SippPorts.pick(), SippPorts.pick()
+    edge_port = free_udp_port()
+    total_s = sum(holds.values()) / 1000 + 3
+    uas = run.start("uas", sipp_command("uas.xml", uas_ports, timeout_s=total_s + 40))
+    wait_udp_port(uas_ports.sip, proc=uas)
+    notifier = run.start("notifier", sipp_command(scenario, notifier_ports, calls=1, timeout_s=total_s + 20, logs=False))
+    wait_udp_port(notifier_ports.sip, proc=notifier)
+    edge = start_edge(
+        run, "edge", edge_port, uas_ports.sip,
+        "--subscribe", f"sip:sbc@127.0.0.1:{notifier_ports.sip}", "--uri", f"sip:edge@127.0.0.1:{edge_port}",
+    )
+    wait_event(edge, "policy applied (version)", 0)
+    # 3R matching calls/s and R/s that match nothing: rows cycle m, m, m, other.
+    inf = harness.write_injection(run.path("callees.csv"), [MATCH, MATCH, MATCH, OTHER])
+    offered = 4 * r
+    calls = int(offered * (total_s + 2))
+    uac = run.start(
+        "uac",
+        sipp_command("uac_invite.xml", uac_ports, remote=f"127.0.0.1:{edge_port}", inf=inf, rate=offered, calls=calls, timeout_s=total_s + 40),
+    )
+    code = notifier.wait(timeout=total_s + 30)
+    c.that(code == 0, f"the SIPp notifier completed its scenario, re-SUBSCRIBE included (exit {code}): {SippOutputs(notifier.cwd).errors(300)!r}")
+    uac.wait(timeout=60)
+    run.stop(uas)
+    events = edge_events(edge)
+    arrivals = SippOutputs(uas.cwd).arrivals()
+    matching, other = split(arrivals)
+    t0 = when(events, "policy applied (version)", 0)
+    t1 = when(events, "policy applied (version)", 1)
+    t_bad = when(events, "invalid document, policy kept")
+    t_gap = when(events, "document ignored (version)", 5)
+    t6 = when(events, "policy applied (version)", 6)
+    t_term = when(events, "policy withdrawn")
+    last = matching[-1] if matching else t_term
+    c.rate("full v0, rate R", matching, t0 + 0.5, t1, r)
+    c.that(
+        harness.count_in(matching, t1, t1 + 1.0) >= 0.9 * 2 * r,
+        f"partial v1 (2R) took effect within 1 s: {harness.count_in(matching, t1, t1 + 1.0)} admitted in the first second (≥ {0.9 * 2 * r:g})",
+    )
+    c.rate("partial v1, rate 2R", matching, t1 + 1.0, t_bad, 2 * r)
+    c.rate("invalid v2 ignored, 2R kept", matching, t_bad + 0.1, t_gap, 2 * r)
+    c.that(t_gap < t6, "the gap (v5) was ignored and the full state (v6) applied after the re-SUBSCRIBE")
+    c.rate("full v6 after the gap, rate R", matching, t6 + 0.5, t_term, r)
+    c.rate("terminated: rule lifted, all 3R pass", matching, t_term + 0.5, last - 0.5, 3 * r)
+    out = harness.invite_outcomes(SippOutputs(uac.cwd))
+    c.that(out["failed_calls"] == 0, f"no UAC call failed ({out})")
+    sent_other = out["invites"] // 4
+    c.that(abs(len(other) - sent_other) <= 1, f"every non-matching call passed: {len(other)} at the UAS of ~{sent_other} sent")
+    c.that(
+        out["answered_200"] + out["rejected_503"] == out["invites"],
+        f"every INVITE was answered 200 or 503: {out['answered_200']} + {out['rejected_503']} of {out['invites']}",
+    )
+    c.that(out["bye_200"] == out["answered_200"], f"every admitted call completed (ACK, BYE, 200): {out['bye_200']} of {out['answered_200']}")
+    c.that(len(matching) + len(other) == out["answered_200"], f"the UAS saw each admitted call once: {len(matching) + len(other)} vs {out['answered_200']}")
+    return c
+
+
+def rule_actions(run: Run) -> Checks:
+    c = Checks("rule_actions: redirect, drop, percent, window over UDP")
+    policy = document(
+        0,
+        "full",
+        "\n".join(
+            [
+                rule("redirect", "+1777", "<lc:rate>0</lc:rate>", 'alt-action="redirect" alt-target="sip:overflow@example.net"'),
+                rule("drop", "+1888", "<lc:rate>0</lc:rate>", 'alt-action="drop"'),
+                rule("percent", "+1999", "<lc:percent>50</lc:percent>"),
+                rule("window", "+1444", "<lc:win>3</lc:win>"),
+            ]
+        ),
+    )
+    path = run.path("policy.xml")
+    path.write_text(policy)
+    hop = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    hop.bind(("127.0.0.1", 0))
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.bind(("127.0.0.1", 0))
+    for s in (hop, client):
+        s.settimeout(2.0)
+    edge_port = free_udp_port()
+    start_edge(run, "edge", edge_port, hop.getsockname()[1], "--policy", path)
+    cport = client.getsockname()[1]
+
+    def invite(callee: str, n: int) -> bytes:
+        return (
+            f"INVITE sip:{callee}@127.0.0.1:{edge_port} SIP/2.0\r\n"
+            f"Via: SIP/2.0/UDP 127.0.0.1:{cport};branch=z9hG4bK-e2e-{callee}-{n}\r\n"
+            f"From: <sip:alice@127.0.0.1:{cport}>;tag=a{n}\r\nTo: <sip:{callee}@127.0.0.1;user=phone>\r\n"
+            f"Call-ID: {callee}-{n}@e2e\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+        ).encode()
+
+    def drain(sock, quiet: float = 0.3) -> list:
+        out = []
+        sock.settimeout(quiet)
+        try:
+            while True:
+                out.append(sock.recv(65535).decode(errors="replace"))
+        except socket.timeout:
+            pass
+        return out
+
+    edge_addr = ("127.0.0.1", edge_port)
+    client.sendto(invite("+17770000000", 1), edge_addr)
+    replies = drain(client)
+    c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 302"), f"redirect: 302 ({[r.splitlines()[0] for r in replies]})")
+    c.that(bool(replies) and "Contact: <sip:overflow@example.net>" in replies[0], "redirect: Contact is the rule's alt-target")
+    client.sendto(invite("+18880000000", 1), edge_addr)
+    replies = drain(client)
+    c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 503"), f"drop over UDP: 503 ({[r.splitlines()[0] for r in replies]})")
+    c.that(drain(hop) == [], "nothing reached the next hop for redirected or dropped calls")
+    for n in range(200):
+        client.sendto(invite("+19990000000", n), edge_addr)
+    forwarded, rejected = len(drain(hop, 0.5)), sum(1 for r in drain(client, 0.5) if r.startswith("SIP/2.0 503"))
+    c.that(abs(forwarded - 100) <= 3 and forwarded + rejected == 200, f"percent 50: {forwarded} forwarded, {rejected} answered 503 of 200")
+    for n in range(5):
+        client.sendto(invite("+14440000000", n), edge_addr)
+    held = drain(hop, 0.5)
+    rejected = [r for r in drain(client, 0.5) if r.startswith("SIP/2.0 503")]
+    c.that(len(held) == 3 and len(rejected) == 2, f"window 3: {len(held)} forwarded, {len(rejected)} answered 503 of 5")
+    if held:
+        # The next hop answers the first one: the final response releases its slot.
+        req = held[0]
+        head = req.split("\r\n\r\n", 1)[0].split("\r\n")
+        keep = [h for h in head[1:] if h.split(":", 1)[0].lower() in ("via", "from", "to", "call-id", "cseq")]
+        resp = "SIP/2.0 200 OK\r\n" + "\r\n".join(keep) + "\r\nContent-Length: 0\r\n\r\n"
+        hop.sendto(resp.encode(), edge_addr)
+        back = drain(client, 0.5)
+        c.that(any(r.startswith("SIP/2.0 200") for r in back), "window: the 200 went back to the caller")
+        client.sendto(invite("+14440000000", 99), edge_addr)
+        c.that(len(drain(hop, 0.5)) == 1, "window: the released slot admitted the next call")
+    hop.close()
+    client.close()
+    return c
+
+
+def two_edges_allocator(run: Run) -> Checks:
+    c = Checks("two_edges_allocator: loadctl notifier shares a global rate between two edges")
+    capacity = 60.0
+    template = run.path("template.xml")
+    template.write_text(document(0, "full", rate_rule(1)))
+    nport = free_udp_port()
+    notifier = run.start("notifier", [LOADCTL, "notifier", "--listen", f"127.0.0.1:{nport}", "--capacity", capacity, "--template", template, "--duration", 60])
+    wait_udp_port(nport, proc=notifier)
+    uas_ports = SippPorts.pick()
+    uas = run.start("uas", sipp_command("uas.xml", uas_ports, timeout_s=80))
+    wait_udp_port(uas_ports.sip, proc=uas)
+    edges = []
+    for k in range(2):
+        port = free_udp_port()
+        edges.append(
+            (port, start_edge(run, f"edge{k}", port, uas_ports.sip, "--subscribe", f"sip:loadctl@127.0.0.1:{nport}", "--uri", f"sip:edge{k}@127.0.0.1:{port}"))
+        )
+    # Both subscribed, then the first one's share shrinks to half (a paced partial NOTIFY).
+    for _, e in edges:
+        wait_event(e, "policy applied (version)", 0)
+    wait_event(edges[0][1], "policy applied (version)", 1, timeout=5)
+    time.sleep(0.5)
+    inf = harness.write_injection(run.path("callees.csv"), [MATCH])
+    seconds = 12
+    uacs = []
+    for k, (port, _) in enumerate(edges):
+        ports = SippPorts.pick()
+        uacs.append(
+            run.start(f"uac{k}", sipp_command("uac_invite.xml", ports, remote=f"127.0.0.1:{port}", inf=inf, rate=1.5 * capacity, calls=int(1.5 * capacity * seconds), timeout_s=60))
+        )
+    for u in uacs:
+        u.wait(timeout=60)
+    run.stop(uas)
+    matching, _ = split(SippOutputs(uas.cwd).arrivals())
+    if matching:
+        c.rate("both edges together, global rate C", matching, matching[0] + 1.0, matching[-1] - 0.5, capacity)
+    else:
+        c.that(False, "no call reached the UAS")
+    for k, u in enumerate(uacs):
+        out = harness.invite_outcomes(SippOutputs(u.cwd))
+        c.that(out["failed_calls"] == 0, f"UAC {k}: no failed call ({out['answered_200']} admitted, {out['rejected_503']} rejected)")
+    return c
+
+
+TESTS = {
+    "rule_actions": rule_actions,
+    "notifier_lifecycle": notifier_lifecycle,
+    "two_edges_allocator": two_edges_allocator,
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--keep", action="store_true", help="keep every run directory (logs, traces)")
+    ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(TESTS)}")
+    args = ap.parse_args()
+    for tool in (EDGE, LOADCTL):
+        if not Path(tool).exists():
+            print(f"missing {tool}: run `make e2e`, which builds it", file=sys.stderr)
+            return 2
+    failed = []
+    for name in args.names or TESTS:
+        if name not in TESTS:
+            print(f"unknown test {name}", file=sys.stderr)
+            return 2
+        started = time.monotonic()
+        try:
+            with Run(name, keep=args.keep) as run:
+                checks = TESTS[name](run)
+                ok = checks.report()
+                if not ok:
+                    run.keep = True
+        except Exception as e:  # a harness error is a failed test, with its logs kept
+            print(f"== {name}\n   FAIL  {type(e).__name__}: {e}")
+            ok = False
+        print(f"   ({time.monotonic() - started:.1f} s)")
+        if not ok:
+            failed.append(name)
+    print(f"e2e: {len(TESTS) if not args.names else len(args.names)} tests, {len(failed)} failed {failed if failed else ''}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
