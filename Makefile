@@ -17,7 +17,7 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib install example edge edge-test tools demo bench
+.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib install example edge edge-test tools demo bench e2e-tools kamailio-compare
 
 ## test: formatting, lints, every Rust test, the loom models (and their mutants), the C ABI
 ## header check, the C test suite, and the installed library used the way a C project would
@@ -70,6 +70,20 @@ tools:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind g++ pkg-config)
 	@cbindgen --version 2>/dev/null | grep -qx "cbindgen $(CBINDGEN_VERSION)" || \
 	  $(CARGO) install --locked cbindgen --version $(CBINDGEN_VERSION)
+
+## e2e-tools: what the end-to-end tests need (tests/e2e/): SIPp (Debian's sip-tester), Kamailio,
+## taskset, python3 — installed without letting the kamailio package start its system service
+## (tests/e2e/install-tools.sh)
+e2e-tools:
+	@command -v sipp >/dev/null && command -v kamailio >/dev/null && command -v taskset >/dev/null && \
+	  command -v python3 >/dev/null || sh tests/e2e/install-tools.sh
+
+## kamailio-compare: Kamailio (pipelimit) measured the way the edge will be: accuracy against a
+## limit, CPU per 1,000 messages, max rate on one core (tests/e2e/kamailio_compare.py; the short
+## CI mode by default, KAMAILIO_COMPARE_ARGS= for the full one)
+KAMAILIO_COMPARE_ARGS ?= --short
+kamailio-compare: e2e-tools
+	python3 tests/e2e/kamailio_compare.py $(KAMAILIO_COMPARE_ARGS) --out target/e2e/kamailio-compare.json
 
 ## lib: libloadctl.a and libloadctl.so in target/libloadctl/
 lib:
