@@ -365,6 +365,38 @@ static void forward_request(edge_t *e, const char *msg, size_t len, const struct
 }
 
 /* Sends a response back: drops the top Via (ours) and goes to the next Via's address. */
+/* Where a response goes: the sent-by of a Via entry, or its received= address (RFC 3261
+ * §18.2.2). `entry` is one Via value, up to its comma. */
+static int via_destination(const char *entry, size_t len, struct sockaddr_in *to) {
+    char buf[256];
+    size_t bl = len < sizeof buf - 1 ? len : sizeof buf - 1;
+    memcpy(buf, entry, bl);
+    buf[bl] = 0;
+    char host[64] = {0};
+    int port = 5060;
+    char *sp = strstr(buf, "UDP ");
+    if (!sp) sp = strstr(buf, "udp ");
+    if (!sp || sscanf(sp + 4, " %63[^:;, ]:%d", host, &port) < 1) return 0;
+    char *rec = strstr(buf, "received=");
+    if (rec) sscanf(rec + 9, "%63[^;, ]", host);
+    memset(to, 0, sizeof *to);
+    to->sin_family = AF_INET;
+    to->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, host, &to->sin_addr) == 1;
+}
+
+/* The offset of the first comma separating Via entries in a header value (len when none). */
+static size_t via_comma(const char *v, size_t len) {
+    int quoted = 0;
+    for (size_t k = 0; k < len; k++) {
+        if (v[k] == '"') quoted = !quoted;
+        else if (v[k] == ',' && !quoted) return k;
+    }
+    return len;
+}
+
+/* Sends a response back: drops the top Via entry (ours; several entries may share one header
+ * line, as SIPp writes them) and goes to the address of the next one. */
 static void forward_response(edge_t *e, const char *msg, size_t len) {
     static char out[MAX_MSG];
     size_t at = 0;
@@ -383,30 +415,26 @@ static void forward_response(edge_t *e, const char *msg, size_t len) {
             break;
         }
         if (i > 0 && header_is(h, line_len, "Via", "v")) {
+            const char *colon = memchr(h, ':', line_len);
+            size_t v = colon ? (size_t)(colon - h) + 1 : line_len;
+            while (v < line_len && (h[v] == ' ' || h[v] == '\t')) v++;
             if (!dropped) {
-                dropped = 1; /* ours */
+                dropped = 1; /* ours: the first entry */
+                size_t comma = via_comma(h + v, line_len - v);
+                if (comma == line_len - v) {
+                    i = end + 1;
+                    continue;
+                }
+                v += comma + 1;
+                while (v < line_len && (h[v] == ' ' || h[v] == '\t')) v++;
+                put(out, &at, sizeof out, "Via: ", 5);
+                put(out, &at, sizeof out, h + v, line_len - v);
+                put(out, &at, sizeof out, "\r\n", 2);
+                have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to);
                 i = end + 1;
                 continue;
             }
-            if (!have_to) {
-                /* sent-by, or received= when present */
-                char buf[256];
-                size_t bl = line_len < sizeof buf - 1 ? line_len : sizeof buf - 1;
-                memcpy(buf, h, bl);
-                buf[bl] = 0;
-                char host[64] = {0};
-                int port = 5060;
-                char *sp = strstr(buf, "UDP ");
-                if (!sp) sp = strstr(buf, "udp ");
-                if (sp && sscanf(sp + 4, "%63[^:;, ]:%d", host, &port) >= 1) {
-                    char *rec = strstr(buf, "received=");
-                    if (rec) sscanf(rec + 9, "%63[^;, ]", host);
-                    memset(&to, 0, sizeof to);
-                    to.sin_family = AF_INET;
-                    to.sin_port = htons((uint16_t)port);
-                    have_to = inet_pton(AF_INET, host, &to.sin_addr) == 1;
-                }
-            }
+            if (!have_to) have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to);
         }
         put(out, &at, sizeof out, h, end + 1 - i);
         i = end + 1;
@@ -415,7 +443,6 @@ static void forward_response(edge_t *e, const char *msg, size_t len) {
     if (len > 12 && msg[7] == ' ' && msg[8] >= '2') release(e, transaction_hash(msg, len));
     if (have_to) send_to(e, out, at, &to);
 }
-
 
 /* ------------------------------------------------------------------ the RFC 7200 subscriber */
 
