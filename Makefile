@@ -17,12 +17,12 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib install example edge edge-test tools demo bench e2e-tools kamailio-compare
+.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare
 
 ## test: formatting, lints, every Rust test, the loom models (and their mutants), the C ABI
-## header check, the C test suite, and the installed library used the way a C project would
-## (pkg-config)
-test: lint unit loom fuzz-smoke soak header-check c-test cxx-check example edge-test
+## header check, the C test suite, the installed library used the way a C project would
+## (pkg-config), the edge against real SIP peers (SIPp) and the short Kamailio comparison
+test: lint unit loom fuzz-smoke soak header-check c-test cxx-check example edge-test e2e kamailio-compare
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -77,6 +77,13 @@ tools:
 e2e-tools:
 	@command -v sipp >/dev/null && command -v kamailio >/dev/null && command -v taskset >/dev/null && \
 	  command -v python3 >/dev/null || sh tests/e2e/install-tools.sh
+
+## e2e: the edge with real SIP peers on loopback (tests/e2e/test_edge.py): a SIPp notifier
+## (full, partial, invalid, gap, terminated), SIPp UAC and UAS, rule actions over UDP, and two
+## edges sharing a global rate through `loadctl notifier`
+e2e: e2e-tools edge
+	$(CARGO) build --release -p loadctl-cli
+	python3 tests/e2e/test_edge.py
 
 ## kamailio-compare: Kamailio (pipelimit) measured the way the edge will be: accuracy against a
 ## limit, CPU per 1,000 messages, max rate on one core (tests/e2e/kamailio_compare.py; the short
