@@ -14,6 +14,8 @@
   forwarded until a final response releases a slot.
 - two_edges_allocator: `loadctl notifier --capacity C` shares C between two edges; each gets its
   own SIPp UAC offering 1.5C; together the UAS receives C.
+- non_invite_methods: REGISTER, MESSAGE and OPTIONS from a SIPp UAC through the edge; a rule for
+  MESSAGE limits only MESSAGE.
 
 Tolerances: rates within 3 % of the limit over each measured interval (the GCRA admits at most
 r·τ + 1 = a few calls more at an interval's start); every non-matching call passes; every admitted
@@ -347,10 +349,47 @@ def two_edges_allocator(run: Run) -> Checks:
     return c
 
 
+def non_invite_methods(run: Run) -> Checks:
+    c = Checks("non_invite_methods: REGISTER, MESSAGE, OPTIONS through the edge")
+    r = 40.0
+    policy = run.path("policy.xml")
+    policy.write_text(
+        document(0, "full", rule("messages", "+1555", f"<lc:rate>{r}</lc:rate>").replace("<method>INVITE</method>", "<method>MESSAGE</method>"))
+    )
+    uas_ports, uac_ports = SippPorts.pick(), SippPorts.pick()
+    uas = run.start("uas", sipp_command("uas_noninvite.xml", uas_ports, timeout_s=60))
+    wait_udp_port(uas_ports.sip, proc=uas)
+    edge_port = free_udp_port()
+    start_edge(run, "edge", edge_port, uas_ports.sip, "--policy", policy)
+    # MESSAGE offered at 2R (a rule of R for MESSAGE only); REGISTER and OPTIONS at 2R each.
+    inf = harness.write_injection(run.path("requests.csv"), [[MATCH, "MESSAGE"], [MATCH, "REGISTER"], [MATCH, "OPTIONS"]])
+    seconds = 10
+    uac = run.start(
+        "uac",
+        sipp_command("uac_noninvite.xml", uac_ports, remote=f"127.0.0.1:{edge_port}", inf=inf, rate=6 * r, calls=int(6 * r * seconds), timeout_s=60),
+    )
+    uac.wait(timeout=60)
+    run.stop(uas)
+    arrivals = SippOutputs(uas.cwd).arrivals()
+    by = {m: [a.t for a in arrivals if a.method == m] for m in ("MESSAGE", "REGISTER", "OPTIONS")}
+    sent = int(6 * r * seconds) // 3
+    if by["MESSAGE"]:
+        first, last = min(a.t for a in arrivals), max(a.t for a in arrivals)
+        c.rate("MESSAGE limited to R", by["MESSAGE"], first + 0.5, last - 0.5, r)
+    else:
+        c.that(False, "no MESSAGE reached the UAS")
+    for m in ("REGISTER", "OPTIONS"):
+        c.that(abs(len(by[m]) - sent) <= 1, f"every {m} passed: {len(by[m])} of {sent}")
+    uout = SippOutputs(uac.cwd)
+    c.that(uout.stat().get("FailedCall(C)", 0) == 0, f"no UAC request failed: {uout.errors(300)!r}")
+    return c
+
+
 TESTS = {
     "rule_actions": rule_actions,
     "notifier_lifecycle": notifier_lifecycle,
     "two_edges_allocator": two_edges_allocator,
+    "non_invite_methods": non_invite_methods,
 }
 
 
