@@ -198,6 +198,7 @@ def traffic_run(
         h.wait_udp_port(uas_ports.sip, proc=uas)
 
         setup = ProxySetup(listen, uas_ports.sip, args.prefix, limit, run.path("proxy-files"))
+        setup.dir.mkdir(parents=True, exist_ok=True)
         px = run.start(proxy.name, proxy.command(setup), cpu=args.proxy_cpu)
         (proxy.ready or (lambda p, s: h.wait_udp_port(s.listen_port, proc=p)))(px, setup)
         time.sleep(0.3)  # let forked workers settle before the idle reading
