@@ -46,6 +46,8 @@
 #define EXPIRE_EVERY_NS 100000000ull
 /* Branches of this edge's own SUBSCRIBEs start with this (after the RFC 3261 cookie). */
 #define SUB_BRANCH "z9hG4bKlcsub"
+/* The To tag of the answers the edge sends itself (503, 302). */
+#define EDGE_TAG "lc-edge"
 
 static volatile sig_atomic_t reload_requested = 0;
 static volatile sig_atomic_t stats_requested = 0;
@@ -75,7 +77,7 @@ typedef struct {
     lc_worker *worker;
     pending_t pending[PENDING];
     uint64_t next_expire_ns;
-    unsigned long forwarded, answered, malformed;
+    unsigned long forwarded, answered, malformed, absorbed;
     /* The subscriber (NULL without --subscribe). */
     lc_subscriber *sub;
     struct sockaddr_in notifier_addr;
@@ -295,7 +297,7 @@ static void answer(edge_t *e, const char *msg, size_t len, const struct sockaddr
             for (size_t k = 0; k + 4 <= line_len; k++) {
                 if (strncasecmp(h + k, "tag=", 4) == 0) tagged = 1;
             }
-            if (!tagged) put(out, &at, sizeof out, ";tag=lc-edge", 12);
+            if (!tagged) put(out, &at, sizeof out, ";tag=" EDGE_TAG, 5 + strlen(EDGE_TAG));
             put(out, &at, sizeof out, "\r\n", 2);
         }
         i = end + 1;
@@ -665,11 +667,30 @@ static void stop_subscriber(edge_t *e, char *buf) {
     e->sub = NULL;
 }
 
+/* True for an ACK to an answer this edge sent itself: its To carries the tag the edge adds. */
+static int acks_our_answer(const char *msg, size_t len) {
+    size_t tl = 0;
+    size_t t = find_header(msg, len, "To", "t", &tl);
+    const char *tag = ";tag=" EDGE_TAG;
+    size_t n = strlen(tag);
+    for (size_t k = 0; t && k + n <= tl; k++) {
+        if (strncasecmp(msg + t + k, tag, n) == 0 &&
+            (k + n == tl || msg[t + k + n] == ';' || msg[t + k + n] == ' ' || msg[t + k + n] == '>')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void handle(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
     if (subscriber_receive(e, msg, len, from)) return;
     if (len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0) {
         forward_response(e, msg, len);
         return;
+    }
+    if (len >= 4 && strncmp(msg, "ACK ", 4) == 0 && acks_our_answer(msg, len)) {
+        e->absorbed++;
+        return; /* the ACK to our own 503 / 302 ends here (RFC 3261 §17.2.1) */
     }
     lc_decision d;
     lc_result r = lc_classify_sip(e->worker, (const uint8_t *)msg, len, LC_TRANSPORT_UDP, &d);
@@ -693,7 +714,8 @@ static void print_stats(edge_t *e) {
     size_t n = 0;
     if (text && lc_engine_prometheus(e->engine, (uint8_t *)text, need, &n) == LC_RESULT_OK) {
         fwrite(text, 1, n, stdout);
-        printf("edge_forwarded_total %lu\nedge_answered_total %lu\nedge_malformed_total %lu\n", e->forwarded, e->answered, e->malformed);
+        printf("edge_forwarded_total %lu\nedge_answered_total %lu\nedge_malformed_total %lu\nedge_acks_absorbed_total %lu\n",
+               e->forwarded, e->answered, e->malformed, e->absorbed);
         fflush(stdout);
     }
     free(text);
@@ -806,7 +828,7 @@ int main(int argc, char **argv) {
     close(e.sock);
     lc_worker_free(e.worker);
     lc_engine_free(e.engine);
-    fprintf(stderr, "edge: stopped (%lu forwarded, %lu answered, %lu malformed, %lu NOTIFYs)\n", e.forwarded,
-            e.answered, e.malformed, e.notifies);
+    fprintf(stderr, "edge: stopped (%lu forwarded, %lu answered, %lu ACKs absorbed, %lu malformed, %lu NOTIFYs)\n",
+            e.forwarded, e.answered, e.absorbed, e.malformed, e.notifies);
     return 0;
 }

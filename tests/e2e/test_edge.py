@@ -224,6 +224,10 @@ def notifier_lifecycle(run: Run) -> Checks:
     )
     c.that(out["bye_200"] == out["answered_200"], f"every admitted call completed (ACK, BYE, 200): {out['bye_200']} of {out['answered_200']}")
     c.that(len(matching) + len(other) == out["answered_200"], f"the UAS saw each admitted call once: {len(matching) + len(other)} vs {out['answered_200']}")
+    # The first step of uas.xml is an optional ACK: one that starts a "call" at the UAS is an ACK
+    # the edge should have absorbed (it acknowledges the edge's own 503).
+    stray = SippOutputs(uas.cwd).counts().get("0_ACK_Recv", -1)
+    c.that(stray == 0, f"the ACKs to the edge's 503s stopped at the edge: {stray} reached the UAS")
     return c
 
 
