@@ -3,6 +3,7 @@
  *
  *   edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]
  *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]
+ *        [--linger-us N]
  *
  * With --subscribe it is an RFC 7200 subscriber: it SUBSCRIBEs to the notifier (the `load-control`
  * event package, through libloadctl's subscriber state machine and its SIP wire functions),
@@ -76,6 +77,7 @@ typedef struct {
     lc_engine *engine;
     lc_worker *worker;
     pending_t pending[PENDING];
+    size_t pending_live, pending_gone;
     uint64_t next_expire_ns;
     unsigned long forwarded, answered, malformed, absorbed;
     /* The subscriber (NULL without --subscribe). */
@@ -187,39 +189,73 @@ static unsigned long transaction_hash(const char *msg, size_t len) {
     return hash_bytes(msg + c, cl, msg + s, num);
 }
 
+/* The table of window admissions is open-addressed with linear probing. A slot is EMPTY (a
+ * probe stops there), LIVE, or GONE (released: a probe goes on past it, an insert may reuse it).
+ * Most traffic holds no window slot, so a response looks up nothing when the table is empty. */
+enum { SLOT_EMPTY = 0, SLOT_LIVE = 1, SLOT_GONE = 2 };
+
 static void remember(edge_t *e, unsigned long h, lc_ticket t) {
     for (size_t k = 0; k < PENDING; k++) {
         pending_t *p = &e->pending[(h + k) % PENDING];
-        if (!p->used) {
-            p->used = 1;
+        if (p->used != SLOT_LIVE) {
+            if (p->used == SLOT_GONE) e->pending_gone--;
+            p->used = SLOT_LIVE;
             p->hash = h;
             p->ticket = t;
             p->deadline_ns = now_ns() + TIMER_B_NS;
+            e->pending_live++;
             return;
         }
     }
     lc_complete(e->worker, &t); /* table full: release at once rather than leak */
 }
 
+static void forget_slot(edge_t *e, pending_t *p) {
+    lc_complete(e->worker, &p->ticket);
+    p->used = SLOT_GONE;
+    e->pending_live--;
+    e->pending_gone++;
+}
+
 static void release(edge_t *e, unsigned long h) {
+    if (e->pending_live == 0) return;
     for (size_t k = 0; k < PENDING; k++) {
         pending_t *p = &e->pending[(h + k) % PENDING];
-        if (p->used && p->hash == h) {
-            lc_complete(e->worker, &p->ticket);
-            p->used = 0;
+        if (p->used == SLOT_EMPTY) return;
+        if (p->used == SLOT_LIVE && p->hash == h) {
+            forget_slot(e, p);
             return;
         }
     }
 }
 
+/* Releases admissions whose response never came (Timer B), at most every 100 ms, and clears
+ * the released slots out of the probe chains once they are a quarter of the table. */
 static void expire(edge_t *e) {
     uint64_t now = now_ns();
     if (now < e->next_expire_ns) return;
     e->next_expire_ns = now + EXPIRE_EVERY_NS;
+    if (e->pending_live == 0 && e->pending_gone == 0) return;
     for (size_t k = 0; k < PENDING; k++) {
-        if (e->pending[k].used && e->pending[k].deadline_ns <= now) {
-            lc_complete(e->worker, &e->pending[k].ticket);
-            e->pending[k].used = 0;
+        if (e->pending[k].used == SLOT_LIVE && e->pending[k].deadline_ns <= now) forget_slot(e, &e->pending[k]);
+    }
+    if (e->pending_gone > PENDING / 4) {
+        static pending_t live[PENDING];
+        size_t n = 0;
+        for (size_t k = 0; k < PENDING; k++) {
+            if (e->pending[k].used == SLOT_LIVE) live[n++] = e->pending[k];
+        }
+        memset(e->pending, 0, sizeof e->pending);
+        e->pending_live = e->pending_gone = 0;
+        for (size_t k = 0; k < n; k++) {
+            for (size_t j = 0; j < PENDING; j++) {
+                pending_t *p = &e->pending[(live[k].hash + j) % PENDING];
+                if (p->used == SLOT_EMPTY) {
+                    *p = live[k];
+                    e->pending_live++;
+                    break;
+                }
+            }
         }
     }
 }
@@ -723,7 +759,8 @@ static void print_stats(edge_t *e) {
 
 static int usage(void) {
     fprintf(stderr, "usage: edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]\n"
-                    "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]\n");
+                    "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]\n"
+            "            [--linger-us N]\n");
     return 2;
 }
 
@@ -732,6 +769,7 @@ int main(int argc, char **argv) {
     const char *listen_at = NULL, *next_hop = NULL;
     const char *subscribe = NULL, *notifier_at = NULL, *own_uri = NULL;
     unsigned expires = 0;
+    long linger_us = 200;
     e.source = "edge";
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return usage();
@@ -743,8 +781,10 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--notifier") == 0) notifier_at = argv[++i];
         else if (strcmp(argv[i], "--uri") == 0) own_uri = argv[++i];
         else if (strcmp(argv[i], "--expires") == 0) expires = (unsigned)atoi(argv[++i]);
+        else if (strcmp(argv[i], "--linger-us") == 0) linger_us = atol(argv[++i]);
         else return usage();
     }
+    if (linger_us < 0 || linger_us > 100000) return usage();
     if (!listen_at || !next_hop || (!e.policy_path && !subscribe) || parse_addr(listen_at, &e.listen_addr) ||
         parse_addr(next_hop, &e.next_hop)) {
         return usage();
@@ -790,6 +830,7 @@ int main(int argc, char **argv) {
         rx_iov[i].iov_base = rx_buf[i];
         rx_iov[i].iov_len = MAX_MSG;
     }
+    int busy = 0;
     while (!stop_requested) {
         if (reload_requested) {
             reload_requested = 0;
@@ -811,11 +852,21 @@ int main(int argc, char **argv) {
         int n = recvmmsg(e.sock, rx_msg, BATCH, MSG_DONTWAIT, NULL);
         if (n <= 0) {
             flush_sends(&e);
+            if (busy && linger_us > 0) {
+                /* Traffic is flowing: let a few datagrams gather instead of waking up for each
+                 * one (a wake-up costs more than the message). Back to poll() once a linger
+                 * brings nothing. */
+                busy = 0;
+                struct timespec ts = {0, (long)linger_us * 1000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
             /* Nothing waiting: sleep until a datagram or the next timer. */
             struct pollfd p = {e.sock, POLLIN, 0};
             poll(&p, 1, subscriber_wait_ms(&e, 1000));
             continue;
         }
+        busy = 1;
         for (int i = 0; i < n; i++) {
             handle(&e, rx_buf[i], rx_msg[i].msg_len, &rx_addr[i]);
         }
@@ -823,7 +874,7 @@ int main(int argc, char **argv) {
     }
     stop_subscriber(&e, rx_buf[0]);
     for (size_t k = 0; k < PENDING; k++) {
-        if (e.pending[k].used) lc_complete(e.worker, &e.pending[k].ticket);
+        if (e.pending[k].used == SLOT_LIVE) lc_complete(e.worker, &e.pending[k].ticket);
     }
     close(e.sock);
     lc_worker_free(e.worker);
