@@ -85,11 +85,11 @@ e2e: e2e-tools edge
 	$(CARGO) build --release -p loadctl-cli
 	python3 tests/e2e/test_edge.py
 
-## kamailio-compare: Kamailio (pipelimit) measured the way the edge will be: accuracy against a
+## kamailio-compare: Kamailio (pipelimit) and the edge measured side by side: accuracy against a
 ## limit, CPU per 1,000 messages, max rate on one core (tests/e2e/kamailio_compare.py; the short
 ## CI mode by default, KAMAILIO_COMPARE_ARGS= for the full one)
 KAMAILIO_COMPARE_ARGS ?= --short
-kamailio-compare: e2e-tools
+kamailio-compare: e2e-tools edge
 	python3 tests/e2e/kamailio_compare.py $(KAMAILIO_COMPARE_ARGS) --out target/e2e/kamailio-compare.json
 
 ## lib: libloadctl.a and libloadctl.so in target/libloadctl/

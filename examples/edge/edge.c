@@ -564,17 +564,6 @@ static void subscriber_timers(edge_t *e) {
     log_subscriber_events(e);
 }
 
-/* Milliseconds until the subscriber next needs the loop (capped at `cap`). */
-static int subscriber_wait_ms(edge_t *e, int cap) {
-    if (!e->sub) return cap;
-    uint64_t now = now_ns();
-    uint64_t next = now + (uint64_t)cap * 1000000ull;
-    uint64_t due = 0;
-    if (lc_subscriber_poll_timeout(e->sub, &due) == LC_RESULT_OK && due < next) next = due;
-    if (e->sub_outstanding && e->sub_next_rtx_ns < next) next = e->sub_next_rtx_ns;
-    return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
-}
-
 /* The top Via's branch of a message, copied into `out` (empty when none). */
 static void top_branch(const char *msg, size_t len, char *out, size_t cap) {
     size_t vl = 0;
@@ -830,7 +819,12 @@ int main(int argc, char **argv) {
         rx_iov[i].iov_base = rx_buf[i];
         rx_iov[i].iov_len = MAX_MSG;
     }
-    int busy = 0;
+    int lingered = 0, dense = 0;
+    uint64_t last_wake = 0;
+    /* The blocking read wakes up at least every 50 ms for the timers (subscriber, window
+     * expiry, signals also interrupt it). */
+    struct timeval tick = {0, 50000};
+    setsockopt(e.sock, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof tick);
     while (!stop_requested) {
         if (reload_requested) {
             reload_requested = 0;
@@ -849,28 +843,36 @@ int main(int argc, char **argv) {
             rx_msg[i].msg_hdr.msg_iov = &rx_iov[i];
             rx_msg[i].msg_hdr.msg_iovlen = 1;
         }
-        int n = recvmmsg(e.sock, rx_msg, BATCH, MSG_DONTWAIT, NULL);
+        /* One blocking read (it returns what is queued once one datagram is there, or after
+         * the 50 ms receive timeout for the timers), or, right after a linger or a full batch,
+         * a read that does not wait. */
+        int n = recvmmsg(e.sock, rx_msg, BATCH, lingered ? MSG_DONTWAIT : MSG_WAITFORONE, NULL);
         if (n <= 0) {
+            lingered = 0;
             flush_sends(&e);
-            if (busy && linger_us > 0) {
-                /* Traffic is flowing: let a few datagrams gather instead of waking up for each
-                 * one (a wake-up costs more than the message). Back to poll() once a linger
-                 * brings nothing. */
-                busy = 0;
-                struct timespec ts = {0, (long)linger_us * 1000};
-                nanosleep(&ts, NULL);
-                continue;
-            }
-            /* Nothing waiting: sleep until a datagram or the next timer. */
-            struct pollfd p = {e.sock, POLLIN, 0};
-            poll(&p, 1, subscriber_wait_ms(&e, 1000));
             continue;
         }
-        busy = 1;
+        if (!lingered) {
+            /* Traffic is dense when this wake-up comes within half a linger of the previous
+             * one: only then is a linger worth its own wake-up. */
+            uint64_t woke = now_ns();
+            dense = woke - last_wake < (uint64_t)linger_us * 500;
+            last_wake = woke;
+        }
         for (int i = 0; i < n; i++) {
             handle(&e, rx_buf[i], rx_msg[i].msg_len, &rx_addr[i]);
         }
         flush_sends(&e);
+        if (n == BATCH) {
+            lingered = 1; /* more may be queued: read again at once */
+        } else if (dense && linger_us > 0) {
+            /* Let a few datagrams gather instead of waking up for each one. */
+            struct timespec ts = {0, linger_us * 1000};
+            nanosleep(&ts, NULL);
+            lingered = 1;
+        } else {
+            lingered = 0;
+        }
     }
     stop_subscriber(&e, rx_buf[0]);
     for (size_t k = 0; k < PENDING; k++) {
