@@ -50,7 +50,7 @@ use std::hash::{BuildHasher, Hasher, RandomState};
 use crossbeam::queue::ArrayQueue;
 use crossbeam::utils::CachePadded;
 
-use crate::sip::SipRequest;
+use crate::sip::{SipRequest, trim};
 use crate::sync::{AtomicU64, Mutex, Ordering};
 
 /// Whether a request is the first copy of its transaction seen or a retransmission of it.
@@ -378,17 +378,6 @@ impl<'a> TryFrom<&SipRequest<'a>> for TransactionParts<'a> {
     }
 }
 
-fn trim(b: &[u8]) -> &[u8] {
-    let start = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
-    &b[start..end.max(start)]
-}
 
 /// (sent-by, branch) of a Via value `SIP / 2.0 / UDP host:port ;branch=…;…`.
 fn via_parts(via: &[u8]) -> Result<(&[u8], Option<&[u8]>), KeyError> {

@@ -69,7 +69,8 @@ pub struct SipRequest<'a> {
     pub initial: bool,
 }
 
-fn trim(b: &[u8]) -> &[u8] {
+/// `b` without leading and trailing ASCII white space.
+pub(crate) fn trim(b: &[u8]) -> &[u8] {
     let start = b
         .iter()
         .position(|c| !c.is_ascii_whitespace())
