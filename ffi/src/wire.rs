@@ -177,38 +177,87 @@ pub unsafe extern "C" fn lc_subscriber_receive_wire(
         }
         // SAFETY: checked non-null; exclusive use and readable bytes by contract.
         let (s, bytes) = unsafe { (&mut *sub, std::slice::from_raw_parts(msg, msg_len)) };
-        // SAFETY: checked non-null, valid by contract.
-        if let Err(e) = unsafe { wire_of(wire) } {
-            return e;
+        // SAFETY: the remaining pointers are valid by contract.
+        unsafe {
+            receive(
+                bytes,
+                wire,
+                b"NOTIFY",
+                b"SUBSCRIBE",
+                false,
+                buf,
+                cap,
+                len,
+                |m| match m {
+                    Incoming::Request(req) => Some(s.sub.handle_notify(now_ns, req)),
+                    Incoming::Response(resp) => {
+                        s.sub.handle_response(now_ns, resp);
+                        None
+                    }
+                },
+            )
         }
-        let raw = match wire::scan(bytes) {
+    })
+}
+
+/// A scanned message of the package, for the handle that takes it.
+enum Incoming<'a> {
+    Request(&'a loadctl::event::Request),
+    Response(&'a loadctl::event::Response),
+}
+
+/// What both `…_receive_wire` functions do: scan `bytes`; a request of method `takes` goes to
+/// `handle`, whose answer is written to `buf` (with this end's Contact on a 2xx when
+/// `contact_on_2xx`); a response to a request of method `answers` goes to `handle` too
+/// (`*len` = 0); anything else is `LC_RESULT_SIP_OTHER_MESSAGE`.
+///
+/// # Safety
+/// `w` non-null and valid; `buf` writable for `cap` bytes; `len` non-null and writable.
+#[allow(clippy::too_many_arguments)]
+unsafe fn receive(
+    bytes: &[u8],
+    w: *const lc_sip_wire,
+    takes: &[u8],
+    answers: &[u8],
+    contact_on_2xx: bool,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+    handle: impl FnOnce(Incoming<'_>) -> Option<loadctl::event::Response>,
+) -> lc_result {
+    // SAFETY: valid by this function's contract.
+    let w = match unsafe { wire_of(w) } {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let raw = match wire::scan(bytes) {
+        Ok(r) => r,
+        Err(e) => return wire_error(&e),
+    };
+    if raw.status == 0 && raw.method == takes {
+        let req = match raw.request() {
             Ok(r) => r,
             Err(e) => return wire_error(&e),
         };
-        let notify = raw.status == 0 && raw.method == b"NOTIFY";
-        let subscribe_response = raw.status != 0 && raw.method == b"SUBSCRIBE";
-        if notify {
-            let req = match raw.request() {
-                Ok(r) => r,
-                Err(e) => return wire_error(&e),
-            };
-            let resp = s.sub.handle_notify(now_ns, &req);
-            // SAFETY: by contract.
-            unsafe { answer_bytes(&resp, &raw, None, buf, cap, len) }
-        } else if subscribe_response {
-            match raw.response() {
-                Ok(r) => {
-                    s.sub.handle_response(now_ns, &r);
-                    // SAFETY: checked non-null, writable by contract.
-                    unsafe { len.write(0) };
-                    lc_result::Ok
-                }
-                Err(e) => wire_error(&e),
+        let Some(resp) = handle(Incoming::Request(&req)) else {
+            return lc_result::Ok;
+        };
+        let contact = (contact_on_2xx && resp.is_success()).then_some(w.contact);
+        // SAFETY: by this function's contract.
+        unsafe { answer_bytes(&resp, &raw, contact, buf, cap, len) }
+    } else if raw.status != 0 && raw.method == answers {
+        match raw.response() {
+            Ok(r) => {
+                handle(Incoming::Response(&r));
+                // SAFETY: non-null and writable by this function's contract.
+                unsafe { len.write(0) };
+                lc_result::Ok
             }
-        } else {
-            lc_result::SipOtherMessage
+            Err(e) => wire_error(&e),
         }
-    })
+    } else {
+        lc_result::SipOtherMessage
+    }
 }
 
 /// # Safety
@@ -287,36 +336,25 @@ pub unsafe extern "C" fn lc_notifier_receive_wire(
         }
         // SAFETY: checked non-null; exclusive use and readable bytes by contract.
         let (h, bytes) = unsafe { (&mut *n, std::slice::from_raw_parts(msg, msg_len)) };
-        // SAFETY: checked non-null, valid by contract.
-        let w = match unsafe { wire_of(wire) } {
-            Ok(w) => w,
-            Err(e) => return e,
-        };
-        let raw = match wire::scan(bytes) {
-            Ok(r) => r,
-            Err(e) => return wire_error(&e),
-        };
-        if raw.status == 0 && raw.method == b"SUBSCRIBE" {
-            let req = match raw.request() {
-                Ok(r) => r,
-                Err(e) => return wire_error(&e),
-            };
-            let resp = h.notifier.handle_subscribe(now_ns, &req);
-            let contact = resp.is_success().then_some(w.contact);
-            // SAFETY: by contract.
-            unsafe { answer_bytes(&resp, &raw, contact, buf, cap, len) }
-        } else if raw.status != 0 && raw.method == b"NOTIFY" {
-            match raw.response() {
-                Ok(r) => {
-                    h.notifier.handle_response(now_ns, &r);
-                    // SAFETY: checked non-null, writable by contract.
-                    unsafe { len.write(0) };
-                    lc_result::Ok
-                }
-                Err(e) => wire_error(&e),
-            }
-        } else {
-            lc_result::SipOtherMessage
+        // SAFETY: the remaining pointers are valid by contract.
+        unsafe {
+            receive(
+                bytes,
+                wire,
+                b"SUBSCRIBE",
+                b"NOTIFY",
+                true,
+                buf,
+                cap,
+                len,
+                |m| match m {
+                    Incoming::Request(req) => Some(h.notifier.handle_subscribe(now_ns, req)),
+                    Incoming::Response(resp) => {
+                        h.notifier.handle_response(now_ns, resp);
+                        None
+                    }
+                },
+            )
         }
     })
 }
