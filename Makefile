@@ -17,12 +17,13 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare
+.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test
 
 ## test: formatting, lints, every Rust test, the loom models (and their mutants), the C ABI
 ## header check, the C test suite, the installed library used the way a C project would
-## (pkg-config), the edge against real SIP peers (SIPp) and the short Kamailio comparison
-test: lint unit loom fuzz-smoke soak header-check c-test cxx-check example edge-test e2e kamailio-compare
+## (pkg-config), the edge against real SIP peers (SIPp), the short Kamailio comparison and the
+## Kamailio module (built against Debian's Kamailio source, run in Debian's kamailio)
+test: lint unit loom fuzz-smoke soak header-check c-test cxx-check example edge-test e2e kamailio-compare kamailio-module-test
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -91,6 +92,19 @@ e2e: e2e-tools edge
 KAMAILIO_COMPARE_ARGS ?= --short
 kamailio-compare: e2e-tools edge
 	python3 tests/e2e/kamailio_compare.py $(KAMAILIO_COMPARE_ARGS) --out target/e2e/kamailio-compare.json
+
+## kamailio-module: the Kamailio module (kamailio/loadctl/) built against Debian's kamailio
+## 5.6.3-2 source package (fetched and configured once under target/kamailio, as debian/rules
+## does), only the module compiled, linked with libloadctl.a and stripped; then Debian's
+## /usr/sbin/kamailio must accept a configuration loading it (`kamailio -c`: the module_version
+## and compile-flags gate). Output: target/kamailio/loadctl.so (kamailio/build.sh)
+kamailio-module: e2e-tools lib
+	sh kamailio/build.sh
+
+## kamailio-module-test: Debian's kamailio running the module against SIPp on loopback
+## (tests/e2e/test_kamailio_module.py: rate accuracy, actions, RPC publish across children)
+kamailio-module-test: kamailio-module
+	python3 tests/e2e/test_kamailio_module.py
 
 ## lib: libloadctl.a and libloadctl.so in target/libloadctl/
 lib:

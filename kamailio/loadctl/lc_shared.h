@@ -1,0 +1,144 @@
+/*
+ * loadctl module - state shared between Kamailio's processes
+ *
+ * Copyright (C) 2026 the loadctl authors
+ *
+ * This file is part of the loadctl Kamailio module, distributed under the
+ * same terms as Kamailio (GPL-2.0-or-later).
+ */
+
+/*!
+ * \file
+ * \brief loadctl :: shared memory: policy documents, per-process engines,
+ * window-ticket mailboxes and per-process counters
+ *
+ * Kamailio forks its SIP workers after mod_init(), so every process owns one
+ * lc_engine and one lc_worker (created in child_init() or on first use).
+ * What processes share lives in Kamailio's shared memory:
+ *
+ * - the policy documents, one per source, with a version counter that a
+ *   worker reads once per request (one atomic load) and re-publishes into its
+ *   own engine when it changed;
+ * - per process: a mailbox of window tickets completed by another process
+ *   (a ticket must go back to the engine that issued it) and the counters
+ *   loadctl.stats sums.
+ *
+ * Seam for the shared-cell ABI (every engine's per-rule cells in one region):
+ * lc_shared_init() formats the cell table and lc_proc_engine_new() creates
+ * the process's engine; see the SHARED-CELLS notes there.
+ */
+
+#ifndef _LOADCTL_SHARED_H_
+#define _LOADCTL_SHARED_H_
+
+#include <stdint.h>
+
+#include "../../core/str.h"
+#include "loadctl.h"
+
+/* Most sources (notifiers, the policy file, RPC publishers) at once. */
+#define LC_MAX_SOURCES 16
+/* Longest source name. */
+#define LC_SOURCE_MAX 64
+/* Longest rule id kept in the per-process counters (longer ids are cut). */
+#define LC_RULE_MAX 64
+/* Window tickets a process's mailbox holds. */
+#define LC_MAILBOX_SIZE 4096
+
+/* Settings from the modparams. */
+typedef struct lc_settings {
+	int max_rules;
+	int burst_ms;
+	str redirect_allow;
+} lc_settings_t;
+
+/* One rule's counters in a process's slot. */
+typedef struct lc_rule_row {
+	char source[LC_SOURCE_MAX];
+	char rule[LC_RULE_MAX];
+	unsigned long long matched;
+	unsigned long long accepted;
+	unsigned long long rejected;
+	unsigned long long redirected;
+	unsigned long long dropped;
+} lc_rule_row_t;
+
+/* What loadctl.stats reads of one process. */
+typedef struct lc_proc_totals {
+	int pid;
+	int rank;
+	unsigned int version; /* store version the process last synced to */
+	unsigned long long generation;
+	unsigned long long total;
+	unsigned long long exempt;
+	unsigned long long unmatched;
+	unsigned long long matched;
+	unsigned long long accepted;
+	unsigned long long rejected;
+	unsigned long long redirected;
+	unsigned long long dropped;
+	unsigned long long tickets_issued;
+	unsigned long long tickets_completed;
+	unsigned long long tickets_lost;
+} lc_proc_totals_t;
+
+/* The process's engine, worker and bookkeeping (private memory). */
+typedef struct lc_proc {
+	lc_engine *engine;
+	lc_worker *worker;
+	unsigned int version;
+	unsigned int seq[LC_MAX_SOURCES];
+	char names[LC_MAX_SOURCES][LC_SOURCE_MAX];
+	int nnames;
+} lc_proc_t;
+
+extern lc_settings_t lc_settings;
+
+int lc_shared_init(void);
+int lc_shared_init_procs(void);
+void lc_shared_destroy(void);
+
+/* Validates `body` as a full document for `source` (checked against the other
+ * sources, as an engine would apply it) and stores it; workers pick it up on
+ * their next request. On failure writes why into `err` and changes nothing. */
+int lc_store_publish(str *source, const char *body, size_t len, char *err,
+		size_t errlen);
+/* Frees this process's validating engine (mod_init does, before the fork). */
+void lc_store_drop_validator(void);
+/* Removes `source`'s document. -1 if there is none. */
+int lc_store_withdraw(str *source);
+/* Calls cb for each stored source: name, version of the store when it was
+ * published, body. Under the store lock: do not publish from cb. */
+void lc_store_each(void (*cb)(void *p, const char *name, unsigned int seq,
+						   const char *body, size_t len),
+		void *p);
+unsigned int lc_store_version(void);
+
+/* The calling process's engine and worker, created on first use. NULL on
+ * failure (logged). Brings the engine up to date with the store. */
+lc_proc_t *lc_proc_get(int rank);
+/* Re-publishes into this process's engine when the store changed: one atomic
+ * load when it has not. */
+void lc_proc_sync(lc_proc_t *p);
+
+/* Counting for loadctl.stats (this process's slot). */
+void lc_count(const lc_decision *d);
+/* Calls cb with every process's totals, then with each rule summed over all
+ * processes (by source and rule id). */
+void lc_stats_each_proc(void (*cb)(void *p, const lc_proc_totals_t *t), void *p);
+int lc_stats_rules(lc_rule_row_t **rows, int *n);
+
+/* Window tickets: a ticket goes back to the process (engine) that issued it. */
+typedef struct lc_ticket_rec {
+	lc_ticket ticket;
+	int owner; /* process_no of the issuer */
+	volatile int done;
+} lc_ticket_rec_t;
+
+void lc_ticket_issued(void);
+/* Completes a ticket: at once when this process issued it, else through the
+ * issuer's mailbox (drained before its next request). */
+void lc_ticket_release(lc_ticket_rec_t *rec);
+void lc_mailbox_drain(lc_proc_t *p);
+
+#endif
