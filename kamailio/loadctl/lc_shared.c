@@ -357,6 +357,23 @@ int lc_store_withdraw(str *source)
 	return 0;
 }
 
+int lc_store_rules(
+		void (*cb)(void *p, const lc_rule_stats *row), void *p)
+{
+	if(_lc_store == NULL)
+		return -1;
+	if(_lc_validator == NULL) {
+		_lc_validator = lc_proc_alloc(1);
+		if(_lc_validator == NULL)
+			return -1;
+	}
+	lock_get(&_lc_store->lock);
+	lc_sync_locked(_lc_validator);
+	lc_engine_stats_each(_lc_validator->engine, cb, p);
+	lock_release(&_lc_store->lock);
+	return 0;
+}
+
 void lc_store_each(void (*cb)(void *p, const char *name, unsigned int seq,
 						   const char *body, size_t len),
 		void *p)

@@ -113,6 +113,9 @@ void lc_store_each(void (*cb)(void *p, const char *name, unsigned int seq,
 						   const char *body, size_t len),
 		void *p);
 unsigned int lc_store_version(void);
+/* Calls cb for each rule of the stored policy, in the order rules are tried
+ * (compiled in the calling process; under the store lock). -1 on failure. */
+int lc_store_rules(void (*cb)(void *p, const lc_rule_stats *row), void *p);
 
 /* The calling process's engine and worker, created on first use. NULL on
  * failure (logged). Brings the engine up to date with the store. */

@@ -646,7 +646,7 @@ static void lc_rpc_publish(rpc_t *rpc, void *ctx)
 	if(ret < 0) {
 		LM_ERR("loadctl.publish %.*s%s%s refused: %s\n", source.len, source.s,
 				path ? " " : "", path ? path : "", err);
-		rpc->fault(ctx, 400, "policy refused (current policy kept): %s", err);
+		rpc->fault(ctx, 400, "refused, policy kept: %s", err);
 	} else {
 		LM_INFO("loadctl.publish: source %.*s%s%s published (store version "
 				"%u)\n",
@@ -784,6 +784,18 @@ static void lc_rpc_source_cb(void *p, const char *name, unsigned int seq,
 			st, "sud", "source", name, "version", seq, "bytes", (int)len);
 }
 
+static void lc_rpc_rule_cb(void *p, const lc_rule_stats *row)
+{
+	lc_rpc_rules_acc_t *a = (lc_rpc_rules_acc_t *)p;
+	void *st;
+
+	if(a->rpc->array_add(a->arr, "{", &st) < 0)
+		return;
+	a->rpc->struct_add(st, "dSS", "index", (int)row->index, "source",
+			&(str){(char *)row->source.ptr, (int)row->source.len}, "rule",
+			&(str){(char *)row->rule.ptr, (int)row->rule.len});
+}
+
 static const char *lc_rpc_rules_doc[] = {
 		"The published sources (in the order rules are tried) and their "
 		"rules.",
@@ -791,10 +803,8 @@ static const char *lc_rpc_rules_doc[] = {
 
 static void lc_rpc_rules(rpc_t *rpc, void *ctx)
 {
-	void *top, *arr, *st;
+	void *top, *arr;
 	lc_rpc_rules_acc_t acc;
-	lc_rule_row_t *rows = NULL;
-	int n = 0, i;
 
 	if(rpc->add(ctx, "{", &top) < 0)
 		return;
@@ -806,16 +816,10 @@ static void lc_rpc_rules(rpc_t *rpc, void *ctx)
 	lc_store_each(lc_rpc_source_cb, &acc);
 	if(rpc->struct_add(top, "[", "rules", &arr) < 0)
 		return;
-	/* the rule list as the workers compiled it */
-	if(lc_stats_rules(&rows, &n) == 0) {
-		for(i = 0; i < n; i++) {
-			if(rpc->array_add(arr, "{", &st) < 0)
-				break;
-			rpc->struct_add(st, "dss", "index", i, "source", rows[i].source,
-					"rule", rows[i].rule);
-		}
-		pkg_free(rows);
-	}
+	/* the rule list as an engine compiles the stored documents */
+	acc.arr = arr;
+	if(lc_store_rules(lc_rpc_rule_cb, &acc) < 0)
+		rpc->fault(ctx, 500, "cannot compile the stored policy");
 }
 
 /* clang-format off */
