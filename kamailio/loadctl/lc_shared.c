@@ -690,6 +690,8 @@ void lc_ticket_release(lc_ticket_rec_t *rec)
 		mb->items[mb->count] = rec->ticket;
 		LC_ATOMIC_STORE(&mb->count, mb->count + 1);
 		lock_release(&mb->lock);
+		if(_lc_slot)
+			_lc_slot->t.tickets_forwarded++;
 		return;
 	}
 	lock_release(&mb->lock);

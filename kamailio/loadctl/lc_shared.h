@@ -80,6 +80,8 @@ typedef struct lc_proc_totals {
 	unsigned long long tickets_issued;
 	unsigned long long tickets_completed;
 	unsigned long long tickets_lost;
+	/* tickets this process released into another process's mailbox */
+	unsigned long long tickets_forwarded;
 } lc_proc_totals_t;
 
 /* The process's engine, worker and bookkeeping (private memory). */

@@ -707,13 +707,14 @@ static void lc_rpc_proc_cb(void *p, const lc_proc_totals_t *t)
 		return;
 	if(a->rpc->array_add(a->arr, "{", &st) < 0)
 		return;
-	a->rpc->struct_add(st, "ddduJJJJJJJJJ", "pid", t->pid, "rank", t->rank,
+	a->rpc->struct_add(st, "ddduJJJJJJJJJJ", "pid", t->pid, "rank", t->rank,
 			"synced", t->version == lc_store_version(), "version",
 			t->version, "total", t->total, "exempt", t->exempt, "unmatched",
 			t->unmatched, "matched", t->matched, "accepted", t->accepted,
 			"rejected", t->rejected, "redirected", t->redirected,
 			"dropped", t->dropped, "tickets_open",
-			t->tickets_issued - t->tickets_completed - t->tickets_lost);
+			t->tickets_issued - t->tickets_completed - t->tickets_lost,
+			"tickets_forwarded", t->tickets_forwarded);
 }
 
 static const char *lc_rpc_stats_doc[] = {
