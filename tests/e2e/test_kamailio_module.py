@@ -27,6 +27,8 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   rule, each answered 200 by the next hop: every one is admitted, so each slot came back even
   when the 200 was read by another process than the one that admitted the INVITE (the ticket
   goes back through the issuer's mailbox).
+- kemi: the same functions through KEMI (KSR.loadctl.lc_classify / lc_reply, KSR.pv.get of
+  $lc(...)) from a JavaScript route (app_jsdt, kamailio/loadctl-kemi.cfg + loadctl-kemi.js).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from test_edge import MATCH, OTHER, Checks, document, rate_rule, rule, split  # 
 ROOT = HERE.parents[1]
 MODULE = ROOT / "target" / "kamailio" / "loadctl.so"
 CFG = HERE / "kamailio" / "loadctl.cfg"
+CFG_KEMI = HERE / "kamailio" / "loadctl-kemi.cfg"
 KAMAILIO = "/usr/sbin/kamailio"
 TOLERANCE = 0.03
 
@@ -57,7 +60,7 @@ TOLERANCE = 0.03
 
 
 class Kamailio:
-    def __init__(self, run: Run, name: str, policy: str, children: int, next_hop: int, stateful=False, annotate=False):
+    def __init__(self, run: Run, name: str, policy: str, children: int, next_hop: int, stateful=False, annotate=False, kemi=False):
         self.run = run
         self.port = free_udp_port()
         self.rpc_port = free_udp_port()
@@ -75,6 +78,9 @@ class Kamailio:
             argv += ["-A", "STATEFUL"]
         if annotate:
             argv += ["-A", "ANNOTATE"]
+        if kemi:
+            argv[2] = CFG_KEMI
+            argv += ["-A", f'KEMI_JS="{HERE / "kamailio" / "loadctl-kemi.js"}"']
         self.proc = run.start(name, argv)
         wait_udp_port(self.port, proc=self.proc)
         wait_udp_port(self.rpc_port, proc=self.proc)
@@ -110,12 +116,12 @@ class Peer:
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
 
-    def invite(self, kam_port: int, callee: str, n: int) -> bytes:
+    def invite(self, kam_port: int, callee: str, n: int, extra: str = "") -> bytes:
         return (
             f"INVITE sip:{callee}@127.0.0.1:{kam_port} SIP/2.0\r\n"
             f"Via: SIP/2.0/UDP 127.0.0.1:{self.port};branch=z9hG4bK-km-{callee}-{n}-{time.monotonic_ns()}\r\n"
             f"From: <sip:alice@127.0.0.1:{self.port}>;tag=a{n}\r\nTo: <sip:{callee}@127.0.0.1;user=phone>\r\n"
-            f"Call-ID: {callee}-{n}-{time.monotonic_ns()}@km\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+            f"Call-ID: {callee}-{n}-{time.monotonic_ns()}@km\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\n{extra}Content-Length: 0\r\n\r\n"
         ).encode()
 
     def drain(self, quiet: float = 0.3) -> list:
@@ -370,12 +376,38 @@ def window_release_children4(run: Run) -> Checks:
     return c
 
 
+def kemi(run: Run) -> Checks:
+    c = Checks("kemi: KSR.loadctl.lc_classify / lc_reply from a JavaScript route (app_jsdt)")
+    policy = document(0, "full", "\n".join([
+        rule("redirect", "+1777", "<lc:rate>0</lc:rate>", 'alt-action="redirect" alt-target="sip:overflow@example.net"'),
+        rule("hotline", "+1555", "<lc:rate>1000</lc:rate>"),
+    ]))
+    hop, client = Peer(), Peer()
+    kam = Kamailio(run, "kamailio", policy, 1, hop.port, kemi=True)
+    addr = ("127.0.0.1", kam.port)
+    nh = f"X-Next-Hop: sip:127.0.0.1:{hop.port}\r\n"
+    try:
+        client.sock.sendto(client.invite(kam.port, "+17770000000", 1, nh), addr)
+        replies = client.drain()
+        c.that(first_lines(replies) == ["SIP/2.0 302 Moved Temporarily"], f"redirect via KSR.loadctl.lc_reply(): {first_lines(replies)}")
+        c.that(bool(replies) and "Contact: <sip:overflow@example.net>" in replies[0], "redirect: Contact is the rule's alt-target")
+        client.sock.sendto(client.invite(kam.port, "+15550000000", 2, nh), addr)
+        got = list(requests(hop.drain(), "+1555").values())
+        c.that(len(got) == 1 and "X-LC: accept hotline 1" in got[0],
+               f"accepted and forwarded, KSR.pv.get('$lc(...)'): {[l for l in (got[0] if got else '').splitlines() if l.startswith('X-LC')]}")
+    finally:
+        hop.close()
+        client.close()
+    return c
+
+
 TESTS = {
     "bad_policy_file": bad_policy_file,
     "rate_accuracy": rate_accuracy,
     "children4_rpc": children4_rpc,
     "actions": actions,
     "window_release_children4": window_release_children4,
+    "kemi": kemi,
 }
 
 
