@@ -82,8 +82,15 @@ rm -rf "$tree/src/modules/loadctl"
 mkdir -p "$tree/src/modules/loadctl"
 cp "$root"/kamailio/loadctl/Makefile "$root"/kamailio/loadctl/*.c "$root"/kamailio/loadctl/*.h \
   "$root"/kamailio/loadctl/loadctl.map "$tree/src/modules/loadctl/"
+# The shared-cell ABI (one limit across Kamailio's processes) is used when the header has it.
+lc_defs=
+if grep -q 'lc_engine_new_shared' "$root/include/loadctl.h"; then
+  lc_defs=-DLC_HAVE_SHARED_CELLS
+  log "include/loadctl.h has the shared-cell ABI: building with $lc_defs"
+fi
 log "make modules modules=src/modules/loadctl"
-(cd "$tree" && make modules modules=src/modules/loadctl LOADCTL_ROOT="$root" quiet=silent >/dev/null)
+(cd "$tree" && make modules modules=src/modules/loadctl LOADCTL_ROOT="$root" LC_DEFS="$lc_defs" \
+  quiet=silent >/dev/null)
 cp "$tree/src/modules/loadctl/loadctl.so" "$out/loadctl.so"
 strip --strip-unneeded "$out/loadctl.so"
 exported=$(nm -D --defined-only "$out/loadctl.so" | awk '{print $3}' | sort | tr '\n' ' ')

@@ -22,7 +22,7 @@
 
 #include "lc_shared.h"
 
-lc_settings_t lc_settings = {1000, 100, STR_NULL};
+lc_settings_t lc_settings = {1000, 100, STR_NULL, 1};
 
 /* One source's current document (shared memory). */
 typedef struct lc_doc {
@@ -56,6 +56,11 @@ typedef struct lc_slot {
 } lc_slot_t;
 
 static lc_store_t *_lc_store = NULL;
+/* The engines' per-rule cells in shared memory, when libloadctl has the
+ * shared-cell ABI (build.sh defines LC_HAVE_SHARED_CELLS when the header
+ * declares lc_engine_new_shared) and the shared_cells modparam is on. */
+static void *_lc_cells = NULL;
+static size_t _lc_cells_len = 0;
 static lc_mailbox_t *_lc_mailboxes = NULL; /* [nprocs] */
 static lc_slot_t **_lc_slots = NULL;	   /* [nprocs], each set by its process */
 static int _lc_nprocs = 0;
@@ -81,13 +86,18 @@ static lc_str lc_mkstr(const char *s, size_t len)
 	return r;
 }
 
+int lc_shared_cells(void)
+{
+	return _lc_cells != NULL;
+}
+
 /*!
  * \brief Creates this process's engine.
  *
- * SHARED-CELLS: when the shared-cell ABI lands, workers call
- * lc_engine_new_shared(&cfg, _lc_cells, _lc_cells_len, &e) here instead of
- * lc_engine_new() (the validator keeps a private engine: it must never touch
- * the live cells). That is the only change on the process side.
+ * SHARED-CELLS: with the shared-cell ABI, workers place their per-rule cells
+ * in the table lc_shared_init() formatted, so every process enforces one
+ * limit. The validator (RPC, mod_init) keeps a private engine: it must never
+ * touch the live cells.
  */
 static lc_engine *lc_proc_engine_new(int validator)
 {
@@ -102,8 +112,12 @@ static lc_engine *lc_proc_engine_new(int validator)
 	if(lc_settings.redirect_allow.s && lc_settings.redirect_allow.len > 0)
 		cfg.redirect_allow = lc_mkstr(
 				lc_settings.redirect_allow.s, lc_settings.redirect_allow.len);
-	(void)validator;
-	r = lc_engine_new(&cfg, &e);
+#ifdef LC_HAVE_SHARED_CELLS
+	if(!validator && _lc_cells != NULL)
+		r = lc_engine_new_shared(&cfg, _lc_cells, _lc_cells_len, &e);
+	else
+#endif
+		r = lc_engine_new(&cfg, &e);
 	if(r != LC_RESULT_OK) {
 		LM_ERR("cannot create the engine: %s\n", lc_result_text(r));
 		return NULL;
@@ -123,11 +137,33 @@ int lc_shared_init(void)
 		LM_ERR("cannot init the store lock\n");
 		return -1;
 	}
-	/* SHARED-CELLS: here, once, before any fork:
-	 *   _lc_cells_len = lc_cell_table_bytes(lc_settings.max_rules);
-	 *   _lc_cells = shm_malloc(_lc_cells_len + 63), aligned up to 64 bytes;
-	 *   lc_cell_table_format(_lc_cells, _lc_cells_len);
-	 */
+	/* SHARED-CELLS: the cell table, once, before any fork (the raw block is
+	 * never freed: it lives as long as shared memory) */
+#ifdef LC_HAVE_SHARED_CELLS
+	if(lc_settings.shared_cells) {
+		lc_result r;
+		char *raw;
+
+		_lc_cells_len = lc_cell_table_bytes((uint32_t)lc_settings.max_rules);
+		raw = (char *)shm_malloc(_lc_cells_len + 63);
+		if(raw == NULL) {
+			SHM_MEM_ERROR;
+			return -1;
+		}
+		_lc_cells = (void *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+		r = lc_cell_table_format(_lc_cells, _lc_cells_len);
+		if(r != LC_RESULT_OK) {
+			LM_ERR("cannot format the shared cell table (%lu bytes): %s\n",
+					(unsigned long)_lc_cells_len, lc_result_text(r));
+			return -1;
+		}
+		LM_INFO("per-rule cells shared by every process: %lu bytes for %d "
+				"rules\n",
+				(unsigned long)_lc_cells_len, lc_settings.max_rules);
+	}
+#endif
+	if(_lc_cells == NULL)
+		LM_INFO("limits are enforced per process (no shared cells)\n");
 	return 0;
 }
 

@@ -50,6 +50,7 @@ typedef struct lc_settings {
 	int max_rules;
 	int burst_ms;
 	str redirect_allow;
+	int shared_cells;
 } lc_settings_t;
 
 /* One rule's counters in a process's slot. */
@@ -97,6 +98,9 @@ typedef struct lc_proc {
 extern lc_settings_t lc_settings;
 
 int lc_shared_init(void);
+/* 1 when every process's engine uses the per-rule cells in shared memory (one
+ * limit across processes), 0 when limits are per process. */
+int lc_shared_cells(void);
 int lc_shared_init_procs(void);
 void lc_shared_destroy(void);
 

@@ -114,6 +114,7 @@ static param_export_t params[] = {
 	{"burst_ms", INT_PARAM, &lc_settings.burst_ms},
 	{"retry_after", INT_PARAM, &lc_retry_after},
 	{"redirect_allow", PARAM_STRING, &lc_redirect_allow},
+	{"shared_cells", INT_PARAM, &lc_settings.shared_cells},
 	{0, 0, 0}
 };
 
@@ -736,8 +737,8 @@ static void lc_rpc_stats(rpc_t *rpc, void *ctx)
 	lc_stats_each_proc(lc_rpc_proc_cb, &acc);
 	if(rpc->add(ctx, "{", &top) < 0)
 		return;
-	rpc->struct_add(top, "udJJJJJJJJJJ", "version", lc_store_version(),
-			"processes", acc.nprocs, "total", acc.sum.total, "exempt",
+	rpc->struct_add(top, "uddJJJJJJJJJJ", "version", lc_store_version(),
+			"shared_cells", lc_shared_cells(), "processes", acc.nprocs, "total", acc.sum.total, "exempt",
 			acc.sum.exempt, "unmatched", acc.sum.unmatched, "matched",
 			acc.sum.matched, "accepted", acc.sum.accepted, "rejected",
 			acc.sum.rejected, "redirected", acc.sum.redirected, "dropped",
