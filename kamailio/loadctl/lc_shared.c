@@ -60,7 +60,9 @@ static lc_store_t *_lc_store = NULL;
  * shared-cell ABI (build.sh defines LC_HAVE_SHARED_CELLS when the header
  * declares lc_engine_new_shared) and the shared_cells modparam is on. */
 static void *_lc_cells = NULL;
+#ifdef LC_HAVE_SHARED_CELLS
 static size_t _lc_cells_len = 0;
+#endif
 static lc_mailbox_t *_lc_mailboxes = NULL; /* [nprocs] */
 static lc_slot_t **_lc_slots = NULL;	   /* [nprocs], each set by its process */
 static int _lc_nprocs = 0;
