@@ -15,6 +15,9 @@
 #    -Wl,--exclude-libs,ALL and a version script, then stripped.
 # 4. Gate: Debian's /usr/sbin/kamailio checks a configuration that loads the module by path
 #    (`kamailio -c`): a module_version or compile-flags mismatch is refused there.
+# 5. Negative control: the same module built with one core flag changed (-DNO_SIG_DEBUG, which
+#    enters the compile-flags string) must be refused by the same check, so a pass in step 4
+#    means the flags matched, not that the check was skipped.
 #
 # Steps 1-2 are cached in target/kamailio (stamps); delete that directory to start over.
 set -eu
@@ -131,3 +134,20 @@ if ! "$kam" -c -f "$cfg" > "$out/gate.log" 2>&1 || ! grep -q "config file ok" "$
   exit 1
 fi
 log "gate: $kam ($installed) -c loads $out/loadctl.so: config file ok"
+
+# --- 5. negative control ---------------------------------------------------------------------
+mod=$tree/src/modules/loadctl
+rm -f "$mod"/*.o "$mod"/*.d "$mod"/loadctl.so
+(cd "$tree" && make modules modules=src/modules/loadctl LOADCTL_ROOT="$root" \
+  LC_DEFS="$lc_defs -DNO_SIG_DEBUG" quiet=silent >/dev/null)
+mkdir -p "$out/mismatch"
+cp "$mod/loadctl.so" "$out/mismatch/loadctl.so"
+rm -f "$mod"/*.o "$mod"/*.d "$mod"/loadctl.so
+sed "s|$out/loadctl.so|$out/mismatch/loadctl.so|" "$cfg" > "$out/mismatch/gate.cfg"
+if "$kam" -c -f "$out/mismatch/gate.cfg" > "$out/mismatch/gate.log" 2>&1 \
+    || ! grep -q "module compile flags mismatch" "$out/mismatch/gate.log"; then
+  cat "$out/mismatch/gate.log" >&2
+  log "NEGATIVE CONTROL FAILED: $kam did not refuse a module built with different flags"
+  exit 1
+fi
+log "negative control: a module built with -DNO_SIG_DEBUG is refused (module compile flags mismatch)"
