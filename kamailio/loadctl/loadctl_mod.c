@@ -718,6 +718,45 @@ static void lc_rpc_proc_cb(void *p, const lc_proc_totals_t *t)
 			"tickets_forwarded", t->tickets_forwarded);
 }
 
+typedef struct lc_rpc_stats_rows {
+	rpc_t *rpc;
+	void *arr;
+	lc_rule_row_t *rows;
+	int n;
+} lc_rpc_stats_rows_t;
+
+static void lc_rpc_stats_rule_cb(void *p, const lc_rule_stats *row)
+{
+	lc_rpc_stats_rows_t *a = (lc_rpc_stats_rows_t *)p;
+	lc_rule_row_t zero, *r = NULL;
+	void *st;
+	size_t sl, rl;
+	int i;
+
+	sl = row->source.len < LC_SOURCE_MAX - 1 ? row->source.len
+											 : LC_SOURCE_MAX - 1;
+	rl = row->rule.len < LC_RULE_MAX - 1 ? row->rule.len : LC_RULE_MAX - 1;
+	for(i = 0; i < a->n; i++) {
+		if(strlen(a->rows[i].source) == sl && strlen(a->rows[i].rule) == rl
+				&& memcmp(a->rows[i].source, row->source.ptr, sl) == 0
+				&& memcmp(a->rows[i].rule, row->rule.ptr, rl) == 0) {
+			r = &a->rows[i];
+			break;
+		}
+	}
+	if(r == NULL) {
+		memset(&zero, 0, sizeof(zero));
+		r = &zero;
+	}
+	if(a->rpc->array_add(a->arr, "{", &st) < 0)
+		return;
+	a->rpc->struct_add(st, "dSSJJJJJ", "index", (int)row->index, "source",
+			&(str){(char *)row->source.ptr, (int)row->source.len}, "rule",
+			&(str){(char *)row->rule.ptr, (int)row->rule.len}, "matched",
+			r->matched, "accepted", r->accepted, "rejected", r->rejected,
+			"redirected", r->redirected, "dropped", r->dropped);
+}
+
 static const char *lc_rpc_stats_doc[] = {
 		"Counters: totals, per rule (summed over every process) and per "
 		"process.",
@@ -725,10 +764,10 @@ static const char *lc_rpc_stats_doc[] = {
 
 static void lc_rpc_stats(rpc_t *rpc, void *ctx)
 {
-	void *top, *rules, *procs, *st;
+	void *top, *rules, *procs;
 	lc_rule_row_t *rows = NULL;
 	lc_rpc_acc_t acc;
-	int n = 0, i;
+	int n = 0;
 
 	memset(&acc, 0, sizeof(acc));
 	acc.rpc = rpc;
@@ -748,16 +787,16 @@ static void lc_rpc_stats(rpc_t *rpc, void *ctx)
 					- acc.sum.tickets_lost);
 	if(rpc->struct_add(top, "[", "rules", &rules) < 0)
 		return;
+	/* the current policy's rules, each with its counters summed over the
+	 * processes (a process that has not synced yet counted under the same
+	 * source and rule id; removed rules are left out, the totals keep them) */
 	if(lc_stats_rules(&rows, &n) == 0) {
-		for(i = 0; i < n; i++) {
-			if(rpc->array_add(rules, "{", &st) < 0)
-				break;
-			rpc->struct_add(st, "ssJJJJJ", "source", rows[i].source, "rule",
-					rows[i].rule, "matched", rows[i].matched, "accepted",
-					rows[i].accepted, "rejected", rows[i].rejected,
-					"redirected", rows[i].redirected, "dropped",
-					rows[i].dropped);
-		}
+		lc_rpc_stats_rows_t sr;
+		sr.rpc = rpc;
+		sr.arr = rules;
+		sr.rows = rows;
+		sr.n = n;
+		lc_store_rules(lc_rpc_stats_rule_cb, &sr);
 		pkg_free(rows);
 	}
 	if(rpc->struct_add(top, "[", "per_process", &procs) < 0)
