@@ -25,14 +25,16 @@
 lc_settings_t lc_settings = {1000, 100, STR_NULL, 1};
 
 /* One source's current document (shared memory). */
-typedef struct lc_doc {
+typedef struct lc_doc
+{
 	char name[LC_SOURCE_MAX];
 	unsigned int seq; /* store version that published it */
 	char *body;
 	size_t len;
 } lc_doc_t;
 
-typedef struct lc_store {
+typedef struct lc_store
+{
 	gen_lock_t lock;
 	/* bumped under the lock on every change; read without it */
 	volatile unsigned int version;
@@ -40,7 +42,8 @@ typedef struct lc_store {
 	lc_doc_t docs[LC_MAX_SOURCES]; /* in the order sources first published */
 } lc_store_t;
 
-typedef struct lc_mailbox {
+typedef struct lc_mailbox
+{
 	gen_lock_t lock;
 	volatile unsigned int count;
 	lc_ticket items[LC_MAILBOX_SIZE];
@@ -48,7 +51,8 @@ typedef struct lc_mailbox {
 
 /* A process's counters; written by that process only (the lock guards the
  * row list while it is rebuilt after a publish and while RPC reads it). */
-typedef struct lc_slot {
+typedef struct lc_slot
+{
 	gen_lock_t lock;
 	lc_proc_totals_t t;
 	int nrows;
@@ -64,7 +68,7 @@ static void *_lc_cells = NULL;
 static size_t _lc_cells_len = 0;
 #endif
 static lc_mailbox_t *_lc_mailboxes = NULL; /* [nprocs] */
-static lc_slot_t **_lc_slots = NULL;	   /* [nprocs], each set by its process */
+static lc_slot_t **_lc_slots = NULL; /* [nprocs], each set by its process */
 static int _lc_nprocs = 0;
 
 /* This process. */
@@ -259,8 +263,8 @@ static void lc_sync_locked(lc_proc_t *p)
 				lc_mkstr(NULL, 0), (const uint8_t *)d->body, d->len, &gen);
 		if(r != LC_RESULT_OK)
 			/* the document was validated before it was stored */
-			LM_ERR("process %d: publishing source %s: %s\n", my_pid(),
-					d->name, lc_result_text(r));
+			LM_ERR("process %d: publishing source %s: %s\n", my_pid(), d->name,
+					lc_result_text(r));
 	}
 	for(i = 0; i < _lc_store->ndocs; i++) {
 		strcpy(p->names[i], _lc_store->docs[i].name);
@@ -310,8 +314,7 @@ int lc_store_publish(
 	if(r != LC_RESULT_OK) {
 		if(r == LC_RESULT_BUFFER_TOO_SMALL)
 			wlen = errlen - 1;
-		if(r != LC_RESULT_INVALID_POLICY
-				&& r != LC_RESULT_BUFFER_TOO_SMALL) {
+		if(r != LC_RESULT_INVALID_POLICY && r != LC_RESULT_BUFFER_TOO_SMALL) {
 			snprintf(err, errlen, "%s", lc_result_text(r));
 			return -1;
 		}
@@ -395,8 +398,7 @@ int lc_store_withdraw(str *source)
 	return 0;
 }
 
-int lc_store_rules(
-		void (*cb)(void *p, const lc_rule_stats *row), void *p)
+int lc_store_rules(void (*cb)(void *p, const lc_rule_stats *row), void *p)
 {
 	if(_lc_store == NULL)
 		return -1;
@@ -492,8 +494,8 @@ static void lc_slot_rebuild(lc_proc_t *p)
 	memset(_lc_index, 0xff, sizeof(int) * (_lc_index_mask + 1));
 	for(i = 0; i < _lc_slot->nrows; i++) {
 		lc_rule_row_t *row = &_lc_slot->rows[i];
-		h = lc_hash(row->source, strlen(row->source), row->rule,
-				strlen(row->rule));
+		h = lc_hash(
+				row->source, strlen(row->source), row->rule, strlen(row->rule));
 		while(_lc_index[h & _lc_index_mask] >= 0)
 			h++;
 		_lc_index[h & _lc_index_mask] = i;

@@ -46,7 +46,8 @@
 #define LC_MAILBOX_SIZE 4096
 
 /* Settings from the modparams. */
-typedef struct lc_settings {
+typedef struct lc_settings
+{
 	int max_rules;
 	int burst_ms;
 	str redirect_allow;
@@ -54,7 +55,8 @@ typedef struct lc_settings {
 } lc_settings_t;
 
 /* One rule's counters in a process's slot. */
-typedef struct lc_rule_row {
+typedef struct lc_rule_row
+{
 	char source[LC_SOURCE_MAX];
 	char rule[LC_RULE_MAX];
 	unsigned long long matched;
@@ -65,7 +67,8 @@ typedef struct lc_rule_row {
 } lc_rule_row_t;
 
 /* What loadctl.stats reads of one process. */
-typedef struct lc_proc_totals {
+typedef struct lc_proc_totals
+{
 	int pid;
 	int rank;
 	unsigned int version; /* store version the process last synced to */
@@ -86,7 +89,8 @@ typedef struct lc_proc_totals {
 } lc_proc_totals_t;
 
 /* The process's engine, worker and bookkeeping (private memory). */
-typedef struct lc_proc {
+typedef struct lc_proc
+{
 	lc_engine *engine;
 	lc_worker *worker;
 	unsigned int version;
@@ -107,8 +111,8 @@ void lc_shared_destroy(void);
 /* Validates `body` as a full document for `source` (checked against the other
  * sources, as an engine would apply it) and stores it; workers pick it up on
  * their next request. On failure writes why into `err` and changes nothing. */
-int lc_store_publish(str *source, const char *body, size_t len, char *err,
-		size_t errlen);
+int lc_store_publish(
+		str *source, const char *body, size_t len, char *err, size_t errlen);
 /* Frees this process's validating engine (mod_init does, before the fork). */
 void lc_store_drop_validator(void);
 /* Removes `source`'s document. -1 if there is none. */
@@ -134,11 +138,13 @@ void lc_proc_sync(lc_proc_t *p);
 void lc_count(const lc_decision *d);
 /* Calls cb with every process's totals, then with each rule summed over all
  * processes (by source and rule id). */
-void lc_stats_each_proc(void (*cb)(void *p, const lc_proc_totals_t *t), void *p);
+void lc_stats_each_proc(
+		void (*cb)(void *p, const lc_proc_totals_t *t), void *p);
 int lc_stats_rules(lc_rule_row_t **rows, int *n);
 
 /* Window tickets: a ticket goes back to the process (engine) that issued it. */
-typedef struct lc_ticket_rec {
+typedef struct lc_ticket_rec
+{
 	lc_ticket ticket;
 	int owner; /* process_no of the issuer */
 	volatile int done;

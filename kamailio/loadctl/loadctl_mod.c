@@ -78,7 +78,8 @@ static int lc_rank = 0;
 
 /* The last decision of this process (copied: the library's strings live only
  * until the worker's next call). */
-typedef struct lc_last {
+typedef struct lc_last
+{
 	unsigned int msg_id;
 	int pid;
 	int valid;
@@ -166,8 +167,7 @@ static char *lc_read_file(const char *path, size_t *len)
 	}
 	if(fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > LC_MAX_DOC
 			|| fseek(f, 0, SEEK_SET) != 0) {
-		LM_ERR("%s: cannot read (or larger than %d bytes)\n", path,
-				LC_MAX_DOC);
+		LM_ERR("%s: cannot read (or larger than %d bytes)\n", path, LC_MAX_DOC);
 		fclose(f);
 		return NULL;
 	}
@@ -319,13 +319,13 @@ static void lc_keep(sip_msg_t *msg, const lc_decision *d)
 	lc_last.rule_len = 0;
 	lc_last.source_len = 0;
 	if(d->matched && d->rule_id.ptr) {
-		lc_last.rule_len = d->rule_id.len < LC_NAME_BUF ? d->rule_id.len
-														: LC_NAME_BUF - 1;
+		lc_last.rule_len =
+				d->rule_id.len < LC_NAME_BUF ? d->rule_id.len : LC_NAME_BUF - 1;
 		memcpy(lc_last.rule, d->rule_id.ptr, lc_last.rule_len);
 	}
 	if(d->matched && d->source.ptr) {
-		lc_last.source_len = d->source.len < LC_NAME_BUF ? d->source.len
-														 : LC_NAME_BUF - 1;
+		lc_last.source_len =
+				d->source.len < LC_NAME_BUF ? d->source.len : LC_NAME_BUF - 1;
 		memcpy(lc_last.source, d->source.ptr, lc_last.source_len);
 	}
 	lc_last.ntargets = 0;
@@ -458,17 +458,16 @@ static int ki_lc_reply(sip_msg_t *msg)
 		for(i = 0; i < lc_last.ntargets; i++) {
 			if(at + lc_last.targets[i].len + 8 >= (int)sizeof(hdr))
 				break;
-			n = snprintf(hdr + at, sizeof(hdr) - at, "%s<%.*s>",
-					i ? ", " : "", lc_last.targets[i].len,
-					lc_last.targets[i].s);
+			n = snprintf(hdr + at, sizeof(hdr) - at, "%s<%.*s>", i ? ", " : "",
+					lc_last.targets[i].len, lc_last.targets[i].s);
 			at += n;
 		}
 		at += snprintf(hdr + at, sizeof(hdr) - at, "\r\n");
 		reason.s = "Moved Temporarily";
 	} else {
 		if(lc_retry_after > 0)
-			at = snprintf(hdr, sizeof(hdr), "Retry-After: %d\r\n",
-					lc_retry_after);
+			at = snprintf(
+					hdr, sizeof(hdr), "Retry-After: %d\r\n", lc_retry_after);
 		reason.s = "Service Unavailable";
 	}
 	reason.len = strlen(reason.s);
@@ -490,7 +489,8 @@ static int w_lc_reply(sip_msg_t *msg, char *p1, char *p2)
 
 /* ---- $lc(name) ---- */
 
-enum {
+enum
+{
 	LC_PV_VERDICT = 1,
 	LC_PV_STATUS,
 	LC_PV_REASON,
@@ -620,9 +620,9 @@ static void lc_rpc_publish(rpc_t *rpc, void *ctx)
 	}
 	if(rpc->scan(ctx, "*S", &source) < 1 || source.len <= 0)
 		source = lc_source;
-	for(i = 0; i < value.len && (value.s[i] == ' ' || value.s[i] == '\t'
-										|| value.s[i] == '\r'
-										|| value.s[i] == '\n');
+	for(i = 0; i < value.len
+			   && (value.s[i] == ' ' || value.s[i] == '\t' || value.s[i] == '\r'
+					   || value.s[i] == '\n');
 			i++)
 		;
 	if(i < value.len && value.s[i] == '<') {
@@ -661,8 +661,7 @@ static void lc_rpc_publish(rpc_t *rpc, void *ctx)
 }
 
 static const char *lc_rpc_withdraw_doc[] = {
-		"Removes every rule a source published: loadctl.withdraw [SOURCE].",
-		0};
+		"Removes every rule a source published: loadctl.withdraw [SOURCE].", 0};
 
 static void lc_rpc_withdraw(rpc_t *rpc, void *ctx)
 {
@@ -671,15 +670,16 @@ static void lc_rpc_withdraw(rpc_t *rpc, void *ctx)
 	if(rpc->scan(ctx, "*S", &source) < 1 || source.len <= 0)
 		source = lc_source;
 	if(lc_store_withdraw(&source) < 0) {
-		rpc->fault(ctx, 404, "no policy from source %.*s", source.len,
-				source.s);
+		rpc->fault(
+				ctx, 404, "no policy from source %.*s", source.len, source.s);
 		return;
 	}
 	rpc->rpl_printf(ctx, "ok: source %.*s withdrawn, version %u", source.len,
 			source.s, lc_store_version());
 }
 
-typedef struct lc_rpc_acc {
+typedef struct lc_rpc_acc
+{
 	rpc_t *rpc;
 	void *ctx;
 	void *arr;
@@ -709,16 +709,17 @@ static void lc_rpc_proc_cb(void *p, const lc_proc_totals_t *t)
 	if(a->rpc->array_add(a->arr, "{", &st) < 0)
 		return;
 	a->rpc->struct_add(st, "ddduJJJJJJJJJJ", "pid", t->pid, "rank", t->rank,
-			"synced", t->version == lc_store_version(), "version",
-			t->version, "total", t->total, "exempt", t->exempt, "unmatched",
-			t->unmatched, "matched", t->matched, "accepted", t->accepted,
-			"rejected", t->rejected, "redirected", t->redirected,
-			"dropped", t->dropped, "tickets_open",
+			"synced", t->version == lc_store_version(), "version", t->version,
+			"total", t->total, "exempt", t->exempt, "unmatched", t->unmatched,
+			"matched", t->matched, "accepted", t->accepted, "rejected",
+			t->rejected, "redirected", t->redirected, "dropped", t->dropped,
+			"tickets_open",
 			t->tickets_issued - t->tickets_completed - t->tickets_lost,
 			"tickets_forwarded", t->tickets_forwarded);
 }
 
-typedef struct lc_rpc_stats_rows {
+typedef struct lc_rpc_stats_rows
+{
 	rpc_t *rpc;
 	void *arr;
 	lc_rule_row_t *rows;
@@ -777,12 +778,12 @@ static void lc_rpc_stats(rpc_t *rpc, void *ctx)
 	if(rpc->add(ctx, "{", &top) < 0)
 		return;
 	rpc->struct_add(top, "uddJJJJJJJJJJ", "version", lc_store_version(),
-			"shared_cells", lc_shared_cells(), "processes", acc.nprocs, "total", acc.sum.total, "exempt",
-			acc.sum.exempt, "unmatched", acc.sum.unmatched, "matched",
-			acc.sum.matched, "accepted", acc.sum.accepted, "rejected",
-			acc.sum.rejected, "redirected", acc.sum.redirected, "dropped",
-			acc.sum.dropped, "tickets_issued", acc.sum.tickets_issued,
-			"tickets_open",
+			"shared_cells", lc_shared_cells(), "processes", acc.nprocs, "total",
+			acc.sum.total, "exempt", acc.sum.exempt, "unmatched",
+			acc.sum.unmatched, "matched", acc.sum.matched, "accepted",
+			acc.sum.accepted, "rejected", acc.sum.rejected, "redirected",
+			acc.sum.redirected, "dropped", acc.sum.dropped, "tickets_issued",
+			acc.sum.tickets_issued, "tickets_open",
 			acc.sum.tickets_issued - acc.sum.tickets_completed
 					- acc.sum.tickets_lost);
 	if(rpc->struct_add(top, "[", "rules", &rules) < 0)
@@ -808,7 +809,8 @@ static void lc_rpc_stats(rpc_t *rpc, void *ctx)
 	lc_stats_each_proc(lc_rpc_proc_cb, &acc);
 }
 
-typedef struct lc_rpc_rules_acc {
+typedef struct lc_rpc_rules_acc
+{
 	rpc_t *rpc;
 	void *arr;
 } lc_rpc_rules_acc_t;
@@ -913,8 +915,7 @@ static int mod_init(void)
 		LM_INFO("tm not loaded: window-rule admissions are released when "
 				"the request route ends\n");
 	}
-	if(register_script_cb(lc_post_script, POST_SCRIPT_CB | REQUEST_CB, 0)
-			< 0) {
+	if(register_script_cb(lc_post_script, POST_SCRIPT_CB | REQUEST_CB, 0) < 0) {
 		LM_ERR("cannot register the post-script callback\n");
 		return -1;
 	}
