@@ -679,6 +679,22 @@ lc_result lc_engine_prometheus(const struct lc_engine *engine,
                                size_t cap,
                                size_t *written);
 
+// Writes the current policy of `source` — every full and partial document applied so far,
+// merged — as one full `application/load-control+xml` document into `buf` and its length into
+// `*written`; it reads back (`lc_engine_publish`) as the same policy. For copying a source's
+// policy to other engines (the processes of a forking server) or showing it to an operator.
+// When `cap` is too small returns `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size
+// needed; `LC_RESULT_UNKNOWN_SOURCE` when the source has no policy.
+//
+// # Safety
+// `engine` from `lc_engine_new`; `source` readable; `buf` writable for `cap` bytes (or NULL
+// with `cap` 0); `written` writable.
+lc_result lc_engine_source_policy(const struct lc_engine *engine,
+                                  struct lc_str source,
+                                  uint8_t *buf,
+                                  size_t cap,
+                                  size_t *written);
+
 // Creates a subscriber feeding `engine`; its first SUBSCRIBE is ready in `poll_transmit`.
 //
 // # Safety

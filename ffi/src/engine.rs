@@ -476,3 +476,42 @@ pub unsafe extern "C" fn lc_engine_prometheus(
         unsafe { copy_out(text.as_bytes(), buf, cap, written) }
     })
 }
+
+/// Writes the current policy of `source` — every full and partial document applied so far,
+/// merged — as one full `application/load-control+xml` document into `buf` and its length into
+/// `*written`; it reads back (`lc_engine_publish`) as the same policy. For copying a source's
+/// policy to other engines (the processes of a forking server) or showing it to an operator.
+/// When `cap` is too small returns `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size
+/// needed; `LC_RESULT_UNKNOWN_SOURCE` when the source has no policy.
+///
+/// # Safety
+/// `engine` from `lc_engine_new`; `source` readable; `buf` writable for `cap` bytes (or NULL
+/// with `cap` 0); `written` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_source_policy(
+    engine: *const lc_engine,
+    source: lc_str,
+    buf: *mut u8,
+    cap: usize,
+    written: *mut usize,
+) -> lc_result {
+    boundary(|| {
+        if engine.is_null() || written.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: the caller promises a readable string.
+        let Some(name) = (unsafe { source.bytes() }) else {
+            return lc_result::NullParameter;
+        };
+        let Ok(name) = std::str::from_utf8(name) else {
+            return lc_result::InvalidUtf8;
+        };
+        // SAFETY: checked non-null; alive during the call by contract.
+        let Some(policy) = unsafe { &(*engine).engine }.source_policy(name) else {
+            return lc_result::UnknownSource;
+        };
+        let text = policy::write(&policy);
+        // SAFETY: buffer contract as documented.
+        unsafe { copy_out(text.as_bytes(), buf, cap, written) }
+    })
+}
