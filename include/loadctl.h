@@ -12,7 +12,7 @@
 #define LC_MAX_TARGETS 16
 
 // Result codes. Codes are never reused; bands: 0–99 general, 100–199 policy, 200–299 runtime,
-// 300–399 raw SIP, 400–499 scheduling (PRSM).
+// 300–399 raw SIP, 400–499 scheduling (PRSM), 500–599 shared memory (cell tables).
 enum lc_result
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
@@ -69,6 +69,13 @@ enum lc_result
   LC_RESULT_SIP_OTHER_MESSAGE = 308,
   // The scheduler queue for that class is full: the item was not queued (tail drop).
   LC_RESULT_QUEUE_FULL = 400,
+  // The region is not a usable cell table: NULL, not 64-byte aligned, smaller than two
+  // slots, or (when attaching) not formatted by `lc_cell_table_format` with this size.
+  LC_RESULT_CELL_TABLE_INVALID = 500,
+  // The shared cell table has no free cell for a new rule: the policy was not published.
+  LC_RESULT_CELL_TABLE_FULL = 501,
+  // The shared cell table's lock stayed held for 2 s (a process died holding it?).
+  LC_RESULT_CELL_TABLE_BUSY = 502,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -534,6 +541,48 @@ const char *lc_result_text(lc_result result);
 // `LC_VERSION` in the header this library was built with.
 const char *lc_version(void);
 
+// Bytes a cell table with room for `capacity` cells needs (one cell per rate or window rule
+// in the policy; percent rules need none), header included: 64 × (capacity + 1). Give it
+// head room: a rule that changes its limit needs a second cell until every process has
+// moved on. 0 when `capacity` is 0.
+size_t lc_cell_table_bytes(uint32_t capacity);
+
+// Formats the region `mem`/`len` as an empty cell table. Do it once, before any engine uses
+// the region (in a forking host: in the parent, before the fork); formatting a table in use
+// breaks every engine's limits. The region may be uninitialised memory.
+//
+// Errors: `LC_RESULT_CELL_TABLE_INVALID` when `mem` is NULL or not 64-byte aligned, or
+// `len` is below `lc_cell_table_bytes(1)`.
+//
+// # Safety
+// `mem` must be NULL or point to `len` writable bytes that stay valid as long as any engine
+// uses them, and no engine may use the region yet.
+lc_result lc_cell_table_format(void *mem, size_t len);
+
+// Writes to `*out` how many cells of the table at `mem`/`len` some engine is using (a racy
+// count, for statistics).
+//
+// # Safety
+// `mem`/`len` must be a region formatted by `lc_cell_table_format` (or NULL); `out` writable.
+lc_result lc_cell_table_in_use(void *mem, size_t len, uint32_t *out);
+
+// Creates an engine (as `lc_engine_new`) whose rate and window rules keep their limiter
+// state in the shared cell table at `mem`/`len`, formatted earlier by `lc_cell_table_format`:
+// every engine on the table that publishes the same policy enforces the same global limits.
+// Create it in the process that will use it (after any fork). A publish that needs more
+// cells than are free fails with `LC_RESULT_CELL_TABLE_FULL` and changes nothing.
+//
+// Errors: `LC_RESULT_CELL_TABLE_INVALID` when the region is NULL, misaligned, or not a
+// table formatted with this `len`; the errors of `lc_engine_new`.
+//
+// # Safety
+// `config` must be NULL or valid; `mem`/`len` a formatted region that stays mapped (at the
+// same size) for as long as the engine and its workers live; `out` writable.
+lc_result lc_engine_new_shared(const struct lc_engine_config *config,
+                               void *mem,
+                               size_t len,
+                               struct lc_engine **out);
+
 // Writes the default configuration into `*out`.
 //
 // # Safety
@@ -551,7 +600,8 @@ lc_result lc_engine_new(const struct lc_engine_config *config, struct lc_engine 
 // too. `NULL` is a no-op.
 //
 // # Safety
-// `engine` must be NULL or come from `lc_engine_new` and not be used afterwards.
+// `engine` must be NULL or come from `lc_engine_new` / `lc_engine_new_shared` and not be used
+// afterwards.
 void lc_engine_free(struct lc_engine *engine);
 
 // Replaces `source`'s policy with a full document (`body`, `len` bytes). `notifier` (may be
@@ -628,6 +678,22 @@ lc_result lc_engine_prometheus(const struct lc_engine *engine,
                                uint8_t *buf,
                                size_t cap,
                                size_t *written);
+
+// Writes the current policy of `source` — every full and partial document applied so far,
+// merged — as one full `application/load-control+xml` document into `buf` and its length into
+// `*written`; it reads back (`lc_engine_publish`) as the same policy. For copying a source's
+// policy to other engines (the processes of a forking server) or showing it to an operator.
+// When `cap` is too small returns `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size
+// needed; `LC_RESULT_UNKNOWN_SOURCE` when the source has no policy.
+//
+// # Safety
+// `engine` from `lc_engine_new`; `source` readable; `buf` writable for `cap` bytes (or NULL
+// with `cap` 0); `written` writable.
+lc_result lc_engine_source_policy(const struct lc_engine *engine,
+                                  struct lc_str source,
+                                  uint8_t *buf,
+                                  size_t cap,
+                                  size_t *written);
 
 // Creates a subscriber feeding `engine`; its first SUBSCRIBE is ready in `poll_transmit`.
 //

@@ -1,7 +1,8 @@
 //! The multi-core runtime, measured in one run so the ratios are side by side:
 //! throughput of 1 and 2 worker threads on the standard mix against the 10,000-rule carrier
-//! policy, the same with a policy published every 10 ms alongside, and sampled classify
-//! latency (p50 / p99 / p99.9).
+//! policy, the same with a policy published every 10 ms alongside, the same again with the
+//! rules' cells in a shared `CellTable` (as engines in forked processes use them), and sampled
+//! classify latency (p50 / p99 / p99.9).
 //!
 //! `cargo bench -p loadctl-bench --bench runtime` (`-- --seconds S --rounds N` to change the
 //! run length; defaults 2 s and 3 rounds).
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use loadctl::engine::{Engine, EngineConfig, Source};
+use loadctl::engine::{CellTable, Engine, EngineConfig, RuleCell, Source};
 use loadctl::policy::{Change, Limit, Rate, Ruleset};
 use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests};
 
@@ -26,14 +27,25 @@ struct Run {
 fn run(
     threads: usize,
     publish_every: Option<Duration>,
+    shared_table: bool,
     seconds: f64,
     policy: &Ruleset,
     mix: &Arc<Vec<OwnedRequest>>,
 ) -> Run {
-    let engine = Engine::new(EngineConfig {
+    let config = EngineConfig {
         shards: threads,
         ..EngineConfig::default()
-    });
+    };
+    let engine = if shared_table {
+        // Room for every rule four times over (a retuned rule takes a new cell until the old
+        // snapshot is gone). Leaked: it stands for memory mapped for the process's life.
+        let cells = 4 * policy.len() + 1;
+        let region: Vec<RuleCell> = (0..=cells).map(|_| RuleCell::unused()).collect();
+        let table = CellTable::format(Box::leak(region.into_boxed_slice())).expect("table");
+        Engine::with_cell_table(config, table)
+    } else {
+        Engine::new(config)
+    };
     let source = Source::local("bench");
     engine.publish(&source, policy.clone()).expect("publish");
     let stop = Arc::new(AtomicBool::new(false));
@@ -131,30 +143,31 @@ fn main() {
     println!(
         "runtime bench: carrier-10k, standard mix, {cores} cores, {rounds} rounds of {seconds} s per configuration"
     );
-    let configs: [(&str, usize, Option<Duration>); 4] = [
-        ("1 thread", 1, None),
-        ("2 threads", 2, None),
+    let every = Some(Duration::from_millis(10));
+    let configs: [(&str, usize, Option<Duration>, bool); 7] = [
+        ("1 thread", 1, None, false),
+        ("2 threads", 2, None, false),
+        ("1 thread, publish every 10 ms", 1, every, false),
+        ("2 threads, publish every 10 ms", 2, every, false),
+        ("1 thread, shared cell table", 1, None, true),
+        ("2 threads, shared cell table", 2, None, true),
         (
-            "1 thread, publish every 10 ms",
-            1,
-            Some(Duration::from_millis(10)),
-        ),
-        (
-            "2 threads, publish every 10 ms",
+            "2 threads, shared cell table, publish every 10 ms",
             2,
-            Some(Duration::from_millis(10)),
+            every,
+            true,
         ),
     ];
     let mut results: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
     for _ in 0..rounds {
-        for (c, (_, threads, every)) in configs.iter().enumerate() {
-            results[c].push(run(*threads, *every, seconds, &policy, &mix));
+        for (c, (_, threads, every, shared)) in configs.iter().enumerate() {
+            results[c].push(run(*threads, *every, *shared, seconds, &policy, &mix));
         }
     }
     println!("| configuration | median throughput | publishes/s | p50 | p99 | p99.9 |");
     println!("|---|---:|---:|---:|---:|---:|");
     let mut medians = Vec::new();
-    for ((name, _, _), runs) in configs.iter().zip(&results) {
+    for ((name, _, _, _), runs) in configs.iter().zip(&results) {
         let m = median(runs.iter().map(|r| r.throughput).collect());
         medians.push(m);
         let mut lat: Vec<u64> = runs
@@ -179,5 +192,11 @@ fn main() {
     println!(
         "2 threads with publishes / without: {:.2}x",
         medians[3] / medians[1]
+    );
+    println!(
+        "shared cell table / own cells: 1 thread {:.2}x, 2 threads {:.2}x, 2 threads with publishes {:.2}x",
+        medians[4] / medians[0],
+        medians[5] / medians[1],
+        medians[6] / medians[3]
     );
 }

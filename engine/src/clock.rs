@@ -17,23 +17,19 @@ pub trait Clock: Send + Sync + Debug {
 
 /// The default clock: `CLOCK_MONOTONIC_COARSE` (a few nanoseconds per read, resolution of a
 /// few milliseconds) and the system's real-time clock. Never the TSC.
-#[derive(Debug)]
+///
+/// Its monotonic time counts from the host's boot, not from the clock's creation, so engines
+/// in different processes read the same time — which engines sharing a [`crate::engine::CellTable`]
+/// need (their rate cells hold absolute times).
+#[derive(Debug, Default)]
 pub struct SystemClock {
-    origin: coarsetime::Instant,
-}
-
-impl Default for SystemClock {
-    fn default() -> Self {
-        Self {
-            origin: coarsetime::Instant::now_without_cache_update(),
-        }
-    }
+    _private: (),
 }
 
 impl Clock for SystemClock {
     fn monotonic_ns(&self) -> u64 {
         coarsetime::Instant::now_without_cache_update()
-            .duration_since(self.origin)
+            .duration_since(coarsetime::Instant::from_ticks(0))
             .as_nanos()
     }
 

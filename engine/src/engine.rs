@@ -24,13 +24,17 @@ mod cell;
 mod request;
 mod shard;
 mod stats;
+mod table;
 
 use std::time::Duration;
 
+use cell::CellRef;
 pub use cell::RuleCell;
 pub use request::*;
 pub use shard::Shard;
 pub use stats::{EngineStats, RuleRow, SourceRow};
+use table::CellInit;
+pub use table::{CellTable, CellTableError};
 
 use crate::clock::{Clock, SystemClock};
 use crate::compile::{
@@ -115,6 +119,8 @@ pub enum PublishError {
     },
     /// `withdraw` named a source that has no policy.
     UnknownSource(String),
+    /// The engine's shared [`CellTable`] could not give the new rules their cells.
+    CellTable(CellTableError),
 }
 
 impl std::fmt::Display for PublishError {
@@ -128,6 +134,7 @@ impl std::fmt::Display for PublishError {
                 write!(f, "all sources together would have more than {max} rules")
             }
             PublishError::UnknownSource(s) => write!(f, "no policy from source {s:?}"),
+            PublishError::CellTable(e) => write!(f, "{e}"),
         }
     }
 }
@@ -198,13 +205,26 @@ impl LimitParams {
         }
     }
 
-    /// A fresh cell for a rule with these limits; percent rules share `unused`.
-    fn new_cell(&self, unused: &Arc<RuleCell>) -> Arc<RuleCell> {
-        match *self {
-            LimitParams::Rate { .. } => Arc::new(RuleCell::rate()),
-            LimitParams::Percent(_) => Arc::clone(unused),
-            LimitParams::Window { size, .. } => Arc::new(RuleCell::window(size)),
-        }
+    /// A fresh cell for rule `key` with these limits — claimed in `table` when the engine
+    /// has one; percent rules share `unused` (they keep no shared state).
+    fn new_cell(
+        &self,
+        key: u64,
+        unused: &Arc<CellRef>,
+        table: Option<CellTable>,
+    ) -> Result<Arc<CellRef>, CellTableError> {
+        let init = match *self {
+            LimitParams::Rate { .. } => CellInit::Rate,
+            LimitParams::Percent(_) => return Ok(Arc::clone(unused)),
+            LimitParams::Window { size, .. } => CellInit::Window(size),
+        };
+        Ok(Arc::new(match table {
+            Some(t) => CellRef::in_table(t, t.claim(key, init)?),
+            None => CellRef::Own(match init {
+                CellInit::Rate => RuleCell::rate(),
+                CellInit::Window(size) => RuleCell::window(size),
+            }),
+        }))
     }
 }
 
@@ -215,7 +235,7 @@ pub(crate) const NOT_CARRIED: u32 = u32::MAX;
 #[derive(Debug)]
 pub(crate) struct SnapshotRule {
     pub(crate) key: u64,
-    pub(crate) cell: Arc<RuleCell>,
+    pub(crate) cell: Arc<CellRef>,
     pub(crate) limit: LimitParams,
 }
 
@@ -268,7 +288,7 @@ impl Snapshot {
 
     /// Rule `i`'s shared cell.
     pub fn cell(&self, i: usize) -> Option<&RuleCell> {
-        self.rules.get(i).map(|r| &*r.cell)
+        self.rules.get(i).map(|r| &**r.cell)
     }
 
     /// Rule `i`'s key: a stable hash of (source, rule id, action).
@@ -319,7 +339,11 @@ struct Writer {
     /// (dropping a 10,000-rule policy takes milliseconds).
     graveyard: Vec<Arc<Snapshot>>,
     /// The cell and snapshot index of every rule key in the published snapshot.
-    cells: FxHashMap<u64, (Arc<RuleCell>, u32)>,
+    cells: FxHashMap<u64, (Arc<CellRef>, u32)>,
+    /// Shared-table cells no longer in the published snapshot but perhaps still held by an old
+    /// snapshot or a shard's outstanding window tickets: kept so that the writer, not a worker,
+    /// releases them (which takes the table's lock).
+    released: Vec<Arc<CellRef>>,
 }
 
 /// A value alone on its cache lines.
@@ -341,7 +365,9 @@ pub(crate) struct Inner {
     pub(crate) generation: Padded<AtomicU64>,
     writer: Mutex<Writer>,
     /// The one cell every percent rule points at (they keep no shared state).
-    unused_cell: Arc<RuleCell>,
+    unused_cell: Arc<CellRef>,
+    /// Where rate and window rules get their cells when several engines share them.
+    cell_table: Option<CellTable>,
     pub(crate) registry: Mutex<stats::Registry>,
 }
 
@@ -363,6 +389,19 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// An engine with no policy (every request is accepted).
     pub fn new(config: EngineConfig) -> Self {
+        Self::build(config, None)
+    }
+
+    /// An engine whose rate and window rules take their cells from a shared [`CellTable`]:
+    /// engines in several processes (or several engines in one) that share the table and
+    /// publish the same policy enforce one global limit per rule. Attach the table after any
+    /// `fork` (see [`CellTable`]). Engines sharing a table must read one clock: the default
+    /// [`SystemClock`] does (monotonic time since boot).
+    pub fn with_cell_table(config: EngineConfig, table: CellTable) -> Self {
+        Self::build(config, Some(table))
+    }
+
+    fn build(config: EngineConfig, cell_table: Option<CellTable>) -> Self {
         let empty = Snapshot {
             generation: 0,
             policy: compile_sources(0, std::iter::empty(), &config.compile),
@@ -379,8 +418,10 @@ impl Engine {
                     sources: Vec::new(),
                     graveyard: Vec::new(),
                     cells: FxHashMap::default(),
+                    released: Vec::new(),
                 }),
-                unused_cell: Arc::new(RuleCell::unused()),
+                unused_cell: Arc::new(CellRef::Own(RuleCell::unused())),
+                cell_table,
                 registry: Mutex::new(stats::Registry::default()),
             }),
         }
@@ -450,7 +491,7 @@ impl Engine {
             Some(i) => next[i] = (source.clone(), &merged),
             None => next.push((source.clone(), &merged)),
         }
-        let generation = self.commit(&mut w.cells, &mut w.graveyard, &next)?;
+        let generation = self.commit(&mut w.cells, &mut w.graveyard, &mut w.released, &next)?;
         drop(next);
         match current {
             Some(i) => {
@@ -483,7 +524,7 @@ impl Engine {
             .filter(|(j, _)| *j != i)
             .map(|(_, s)| (s.source.clone(), &s.policy))
             .collect();
-        let generation = self.commit(&mut w.cells, &mut w.graveyard, &next)?;
+        let generation = self.commit(&mut w.cells, &mut w.graveyard, &mut w.released, &next)?;
         drop(next);
         w.sources.remove(i);
         Ok(generation)
@@ -501,8 +542,9 @@ impl Engine {
     /// Builds and publishes the snapshot for `sources`; on error nothing changes.
     fn commit(
         &self,
-        cells: &mut FxHashMap<u64, (Arc<RuleCell>, u32)>,
+        cells: &mut FxHashMap<u64, (Arc<CellRef>, u32)>,
         graveyard: &mut Vec<Arc<Snapshot>>,
+        released: &mut Vec<Arc<CellRef>>,
         sources: &[(Source, &Ruleset)],
     ) -> Result<u64, PublishError> {
         let config = &self.inner.config;
@@ -524,10 +566,16 @@ impl Engine {
                 // Deliberately broken for the loom can-fail check (loom-tests/tests/mutants.rs):
                 // no rule keeps its cell across a publish.
                 #[cfg(loadctl_loom_mutant)]
-                let cells = &FxHashMap::<u64, (Arc<RuleCell>, u32)>::default();
+                let cells = &FxHashMap::<u64, (Arc<CellRef>, u32)>::default();
+                // On an error the cells claimed so far drop with `next_cells`: nothing changed.
                 let (cell, before) = match cells.get(&key) {
                     Some((cell, i)) => (Arc::clone(cell), *i),
-                    None => (limit.new_cell(&self.inner.unused_cell), NOT_CARRIED),
+                    None => (
+                        limit
+                            .new_cell(key, &self.inner.unused_cell, self.inner.cell_table)
+                            .map_err(PublishError::CellTable)?,
+                        NOT_CARRIED,
+                    ),
                 };
                 next_cells.insert(key, (Arc::clone(&cell), meta.len() as u32));
                 previous.push(before);
@@ -551,13 +599,20 @@ impl Engine {
                 .map(|(s, _)| Name::from(s.name.as_str()))
                 .collect(),
         };
-        *cells = next_cells;
+        let old_cells = std::mem::replace(cells, next_cells);
+        released.extend(
+            old_cells
+                .into_iter()
+                .filter(|(key, (cell, _))| cell.is_shared() && !cells.contains_key(key))
+                .map(|(_, (cell, _))| cell),
+        );
         self.inner.snapshot.store(Arc::new(snapshot));
         // Deliberately broken for the loom can-fail check (loom-tests/tests/mutants.rs): the
         // new generation is never announced, so shards keep the snapshot they have.
         #[cfg(not(loadctl_loom_mutant))]
         self.inner.generation.store(generation, Ordering::Release);
         graveyard.retain(|s| Arc::strong_count(s) > 1);
+        released.retain(|c| Arc::strong_count(c) > 1);
         graveyard.push(old);
         Ok(generation)
     }

@@ -85,3 +85,15 @@ pub type Name = std::sync::Arc<str>;
 /// The standard `Arc`, for shared configuration that needs no model checking (the clock
 /// trait object: loom's `Arc` cannot hold a `dyn` value).
 pub type StdArc<T> = std::sync::Arc<T>;
+
+/// Lets another thread run (a spin loop's back-off; under loom, a scheduling point).
+#[cfg(not(loadctl_loom))]
+pub fn yield_now() {
+    std::thread::yield_now();
+}
+
+/// Lets another thread run (a spin loop's back-off; under loom, a scheduling point).
+#[cfg(loadctl_loom)]
+pub fn yield_now() {
+    loom::thread::yield_now();
+}

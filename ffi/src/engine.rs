@@ -77,27 +77,11 @@ pub unsafe extern "C" fn lc_engine_new(
         if out.is_null() {
             return lc_result::NullParameter;
         }
-        let mut c = EngineConfig::default();
-        if !config.is_null() {
-            // SAFETY: checked non-null; the caller promises a valid struct.
-            let cfg = unsafe { *config };
-            if cfg.shards == 0 || cfg.max_rules == 0 || cfg.max_body_bytes == 0 {
-                return lc_result::InvalidArgument;
-            }
-            c.shards = cfg.shards as usize;
-            c.burst_tolerance = Duration::from_millis(u64::from(cfg.burst_tolerance_ms));
-            c.lease_period = Duration::from_micros(u64::from(cfg.lease_period_us));
-            c.limits.max_rules = cfg.max_rules as usize;
-            c.limits.max_body_bytes = usize::try_from(cfg.max_body_bytes).unwrap_or(usize::MAX);
-            // SAFETY: the caller promises `redirect_allow` is NULL or readable.
-            if let Some(list) = unsafe { cfg.redirect_allow.bytes() } {
-                let Ok(list) = std::str::from_utf8(list) else {
-                    return lc_result::InvalidUtf8;
-                };
-                c.compile.redirect_allow =
-                    Some(list.split_ascii_whitespace().map(str::to_owned).collect());
-            }
-        }
+        // SAFETY: the caller promises `config` is NULL or valid.
+        let c = match unsafe { engine_config(config) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         let handle = Box::new(lc_engine {
             engine: Engine::new(c),
         });
@@ -107,11 +91,43 @@ pub unsafe extern "C" fn lc_engine_new(
     })
 }
 
+/// The engine configuration `config` describes (NULL: the defaults).
+///
+/// # Safety
+/// `config` must be NULL or valid (its `redirect_allow` readable).
+pub(crate) unsafe fn engine_config(
+    config: *const lc_engine_config,
+) -> Result<EngineConfig, lc_result> {
+    let mut c = EngineConfig::default();
+    if !config.is_null() {
+        // SAFETY: checked non-null; the caller promises a valid struct.
+        let cfg = unsafe { *config };
+        if cfg.shards == 0 || cfg.max_rules == 0 || cfg.max_body_bytes == 0 {
+            return Err(lc_result::InvalidArgument);
+        }
+        c.shards = cfg.shards as usize;
+        c.burst_tolerance = Duration::from_millis(u64::from(cfg.burst_tolerance_ms));
+        c.lease_period = Duration::from_micros(u64::from(cfg.lease_period_us));
+        c.limits.max_rules = cfg.max_rules as usize;
+        c.limits.max_body_bytes = usize::try_from(cfg.max_body_bytes).unwrap_or(usize::MAX);
+        // SAFETY: the caller promises `redirect_allow` is NULL or readable.
+        if let Some(list) = unsafe { cfg.redirect_allow.bytes() } {
+            let Ok(list) = std::str::from_utf8(list) else {
+                return Err(lc_result::InvalidUtf8);
+            };
+            c.compile.redirect_allow =
+                Some(list.split_ascii_whitespace().map(str::to_owned).collect());
+        }
+    }
+    Ok(c)
+}
+
 /// Frees an engine. Workers attached to it keep working with the policy they have; free them
 /// too. `NULL` is a no-op.
 ///
 /// # Safety
-/// `engine` must be NULL or come from `lc_engine_new` and not be used afterwards.
+/// `engine` must be NULL or come from `lc_engine_new` / `lc_engine_new_shared` and not be used
+/// afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_engine_free(engine: *mut lc_engine) {
     let _ = boundary(|| {
@@ -134,6 +150,7 @@ fn publish_error(e: &PublishError) -> lc_result {
         PublishError::Merge(MergeError::TooManyRules { .. })
         | PublishError::TooManyRules { .. } => lc_result::TooManyRules,
         PublishError::UnknownSource(_) => lc_result::UnknownSource,
+        PublishError::CellTable(e) => crate::cells::table_error(*e),
     }
 }
 
@@ -455,6 +472,45 @@ pub unsafe extern "C" fn lc_engine_prometheus(
         }
         // SAFETY: checked non-null; alive during the call by contract.
         let text = unsafe { &(*engine).engine }.stats().prometheus();
+        // SAFETY: buffer contract as documented.
+        unsafe { copy_out(text.as_bytes(), buf, cap, written) }
+    })
+}
+
+/// Writes the current policy of `source` — every full and partial document applied so far,
+/// merged — as one full `application/load-control+xml` document into `buf` and its length into
+/// `*written`; it reads back (`lc_engine_publish`) as the same policy. For copying a source's
+/// policy to other engines (the processes of a forking server) or showing it to an operator.
+/// When `cap` is too small returns `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size
+/// needed; `LC_RESULT_UNKNOWN_SOURCE` when the source has no policy.
+///
+/// # Safety
+/// `engine` from `lc_engine_new`; `source` readable; `buf` writable for `cap` bytes (or NULL
+/// with `cap` 0); `written` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_engine_source_policy(
+    engine: *const lc_engine,
+    source: lc_str,
+    buf: *mut u8,
+    cap: usize,
+    written: *mut usize,
+) -> lc_result {
+    boundary(|| {
+        if engine.is_null() || written.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: the caller promises a readable string.
+        let Some(name) = (unsafe { source.bytes() }) else {
+            return lc_result::NullParameter;
+        };
+        let Ok(name) = std::str::from_utf8(name) else {
+            return lc_result::InvalidUtf8;
+        };
+        // SAFETY: checked non-null; alive during the call by contract.
+        let Some(policy) = unsafe { &(*engine).engine }.source_policy(name) else {
+            return lc_result::UnknownSource;
+        };
+        let text = policy::write(&policy);
         // SAFETY: buffer contract as documented.
         unsafe { copy_out(text.as_bytes(), buf, cap, written) }
     })

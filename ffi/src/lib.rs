@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 #![allow(non_camel_case_types)]
 
+pub mod cells;
 pub mod engine;
 pub mod event;
 pub mod prsm;
@@ -29,7 +30,7 @@ pub mod worker;
 use std::ffi::c_char;
 
 /// Result codes. Codes are never reused; bands: 0–99 general, 100–199 policy, 200–299 runtime,
-/// 300–399 raw SIP, 400–499 scheduling (PRSM).
+/// 300–399 raw SIP, 400–499 scheduling (PRSM), 500–599 shared memory (cell tables).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum lc_result {
@@ -84,6 +85,13 @@ pub enum lc_result {
     SipOtherMessage = 308,
     /// The scheduler queue for that class is full: the item was not queued (tail drop).
     QueueFull = 400,
+    /// The region is not a usable cell table: NULL, not 64-byte aligned, smaller than two
+    /// slots, or (when attaching) not formatted by `lc_cell_table_format` with this size.
+    CellTableInvalid = 500,
+    /// The shared cell table has no free cell for a new rule: the policy was not published.
+    CellTableFull = 501,
+    /// The shared cell table's lock stayed held for 2 s (a process died holding it?).
+    CellTableBusy = 502,
 }
 
 /// A byte string borrowed from its owner: `ptr` NULL (and `len` 0) means absent.
@@ -160,6 +168,13 @@ pub extern "C" fn lc_result_text(result: lc_result) -> *const c_char {
         lc_result::SipBadVia => b"malformed top Via header\0",
         lc_result::SipOtherMessage => b"a SIP message this handle does not take\0",
         lc_result::QueueFull => b"the scheduler queue is full (tail drop)\0",
+        lc_result::CellTableInvalid => {
+            b"the region is not a usable cell table (NULL, misaligned, too small or not formatted)\0"
+        }
+        lc_result::CellTableFull => b"the shared cell table has no free cell for a new rule\0",
+        lc_result::CellTableBusy => {
+            b"the shared cell table's lock stayed held (did a process die holding it?)\0"
+        }
     };
     text.as_ptr().cast()
 }

@@ -194,6 +194,30 @@ static void test_policies(void) {
     CHECK_RESULT(lc_engine_publish(e, str("notifier-a"), NONE, (const uint8_t *)partial, strlen(partial), &g), LC_RESULT_NOT_FULL);
     CHECK_RESULT(lc_engine_apply(e, str("notifier-a"), NONE, (const uint8_t *)partial, strlen(partial), &g), LC_RESULT_OK);
     CHECK(g == 2);
+    /* The merged policy exported as one full document: another engine that publishes it has
+     * the same rules (only f3g44k3 is left), and exports the same text. */
+    size_t need = 0;
+    CHECK_RESULT(lc_engine_source_policy(e, str("notifier-a"), NULL, 0, &need), LC_RESULT_BUFFER_TOO_SMALL);
+    CHECK(need > 0);
+    char *doc = calloc(need + 1, 1), *again = calloc(need + 1, 1); /* NUL-terminated for strstr */
+    size_t got = 0, got2 = 0;
+    CHECK_RESULT(lc_engine_source_policy(e, str("notifier-a"), (uint8_t *)doc, need, &got), LC_RESULT_OK);
+    CHECK(got == need && strstr(doc, "f3g44k3") != NULL && strstr(doc, "f3g44k4") == NULL);
+    CHECK(strstr(doc, "state=\"full\"") != NULL && strstr(doc, "version=\"3\"") != NULL);
+    lc_engine *copy = NULL;
+    uint64_t g2 = 0;
+    CHECK_RESULT(lc_engine_new(NULL, &copy), LC_RESULT_OK);
+    CHECK_RESULT(lc_engine_publish(copy, str("notifier-a"), NONE, (const uint8_t *)doc, got, &g2), LC_RESULT_OK);
+    CHECK_RESULT(lc_engine_source_policy(copy, str("notifier-a"), (uint8_t *)again, need, &got2), LC_RESULT_OK);
+    CHECK(got2 == got && memcmp(doc, again, got) == 0);
+    CHECK_RESULT(lc_engine_stats(copy, &st), LC_RESULT_OK);
+    CHECK(st.rules == 1);
+    CHECK_RESULT(lc_engine_source_policy(copy, str("nobody"), (uint8_t *)again, need, &got2), LC_RESULT_UNKNOWN_SOURCE);
+    CHECK_RESULT(lc_engine_source_policy(copy, NONE, (uint8_t *)again, need, &got2), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_engine_source_policy(NULL, str("notifier-a"), (uint8_t *)again, need, &got2), LC_RESULT_NULL_PARAMETER);
+    lc_engine_free(copy);
+    free(doc);
+    free(again);
     CHECK_RESULT(lc_engine_apply(e, str("notifier-a"), NONE, (const uint8_t *)partial, strlen(partial), &g), LC_RESULT_VERSION_GAP);
     CHECK_RESULT(lc_engine_apply(e, str("nobody"), NONE, (const uint8_t *)partial, strlen(partial), &g), LC_RESULT_NO_BASE);
     CHECK_RESULT(lc_engine_withdraw(e, str("nobody"), &g), LC_RESULT_UNKNOWN_SOURCE);

@@ -4,7 +4,9 @@
 //! given back, and the same message through PRSM: observed twice by `lc_detector_observe_sip`
 //! (an original, then a retransmission), scheduled by `lc_scheduler_push` / `lc_scheduler_pop`
 //! (originals first) and forgotten by `lc_detector_forget_sip`. Every call returns a result
-//! code; none may crash or report a panic.
+//! code; none may crash or report a panic. When the first byte is odd the engine's cells live in
+//! a small shared cell table (`lc_engine_new_shared`, four cells: a fuzzed policy may not fit),
+//! which must have no cell in use once the engine is freed.
 //!
 //! Calling `extern "C"` functions is `unsafe` in Rust: that is the point of this target, and
 //! each call states why its pointers are valid.
@@ -14,6 +16,9 @@ use std::mem::MaybeUninit;
 use std::ptr;
 
 use libfuzzer_sys::fuzz_target;
+use loadctl_ffi::cells::{
+    lc_cell_table_bytes, lc_cell_table_format, lc_cell_table_in_use, lc_engine_new_shared,
+};
 use loadctl_ffi::engine::{
     lc_engine, lc_engine_free, lc_engine_new, lc_engine_publish, lc_policy_check,
 };
@@ -52,12 +57,32 @@ fuzz_target!(|data: &[u8]| {
     };
     assert_ne!(r, lc_result::Panic);
 
+    /// One 64-byte aligned slot of a cell table's region.
+    #[repr(C, align(64))]
+    #[derive(Clone, Copy)]
+    struct Slot([u8; 64]);
+    let shared = cap % 2 == 1;
+    let table_len = lc_cell_table_bytes(4);
+    let mut region = vec![Slot([0; 64]); table_len / 64];
+    let mem = region.as_mut_ptr().cast::<std::ffi::c_void>();
     let mut engine: *mut lc_engine = ptr::null_mut();
-    // SAFETY: a NULL config means the defaults; `engine` is a valid out-pointer.
-    assert_eq!(
-        unsafe { lc_engine_new(ptr::null(), &mut engine) },
-        lc_result::Ok
-    );
+    if shared {
+        // SAFETY: `mem` is 64-byte aligned and writable for `table_len` bytes, and outlives
+        // the engine (freed below, before `region`); `engine` is a valid out-pointer.
+        unsafe {
+            assert_eq!(lc_cell_table_format(mem, table_len), lc_result::Ok);
+            assert_eq!(
+                lc_engine_new_shared(ptr::null(), mem, table_len, &mut engine),
+                lc_result::Ok
+            );
+        }
+    } else {
+        // SAFETY: a NULL config means the defaults; `engine` is a valid out-pointer.
+        assert_eq!(
+            unsafe { lc_engine_new(ptr::null(), &mut engine) },
+            lc_result::Ok
+        );
+    }
     let source = b"fuzz";
     let mut generation = 0u64;
     // SAFETY: `engine` came from lc_engine_new; the source name, the absent notifier and the
@@ -114,6 +139,17 @@ fuzz_target!(|data: &[u8]| {
         lc_worker_free(worker);
         lc_engine_free(engine);
     }
+    if shared {
+        let mut in_use = u32::MAX;
+        // SAFETY: the region is still alive and formatted; `in_use` is a valid place.
+        let r = unsafe { lc_cell_table_in_use(mem, table_len, &mut in_use) };
+        assert_eq!(
+            (r, in_use),
+            (lc_result::Ok, 0),
+            "a freed engine left cells claimed"
+        );
+    }
+    drop(region);
     prsm(message);
 });
 

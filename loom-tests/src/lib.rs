@@ -8,7 +8,8 @@
 //!   allows and lose none; window slots are never oversold or leaked; a publish while a shard
 //!   classifies never shows a torn snapshot, a window slot held across a publish is
 //!   returned to the cell that lent it, and statistics read while a shard detaches never go
-//!   back and end up counting every request once; two copies of one INVITE racing through the
+//!   back and end up counting every request once; two engines publishing the same rule on one
+//!   shared cell table at once end up on one cell, counted twice; two copies of one INVITE racing through the
 //!   PRSM retransmission detector yield exactly one original.
 //! - `tests/mutants.rs`: the same models against deliberately broken engine code (built with
 //!   `--cfg loadctl_loom_mutant` as well): each must be caught, which shows the models can fail.

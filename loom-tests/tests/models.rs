@@ -34,3 +34,8 @@ fn statistics_add_up_and_never_go_back_when_a_shard_detaches() {
 fn one_original_per_transaction_however_copies_race() {
     scenarios::one_original_per_transaction_however_copies_race();
 }
+
+#[test]
+fn engines_publishing_together_share_one_counted_cell() {
+    scenarios::engines_publishing_together_share_one_counted_cell();
+}

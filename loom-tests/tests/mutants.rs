@@ -10,6 +10,8 @@
 //!   once: a reading in between misses them, and the statistics go back.
 //! - The retransmission detector looks a key up and records it under two lock acquisitions:
 //!   two copies arriving together are both taken for the original.
+//! - A shared cell table claims cells without taking its lock: two engines publishing the
+//!   same rule together both count it once, and a cell still in use is given away.
 //! - A publish never announces its generation: shards keep their snapshot. (Reordering the
 //!   announcement before the snapshot store is *not* a bug here — a shard compares the engine's
 //!   generation with its snapshot's own and looks again — so that is not used as a mutant.)
@@ -72,5 +74,13 @@ fn detector_model_catches_a_split_lookup() {
     caught(
         scenarios::one_original_per_transaction_however_copies_race,
         "a detector that looks up and records under two locks",
+    );
+}
+
+#[test]
+fn cell_table_model_catches_an_unlocked_claim() {
+    caught(
+        scenarios::engines_publishing_together_share_one_counted_cell,
+        "claims without the table lock",
     );
 }

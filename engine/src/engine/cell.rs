@@ -2,7 +2,8 @@
 //!
 //! A cell is 64 bytes of plain atomics and padding with no pointers inside, so a table of them
 //! can live in memory shared between processes (the multi-process appliances the design names),
-//! one cache line per cell. In-process cells are allocated one by one (`Arc<RuleCell>`) without
+//! one cache line per cell: a [`CellTable`], whose slots also use two padding words (the owning
+//! rule's key, the number of engines using it). In-process cells are allocated one by one without
 //! 64-byte alignment — over-aligned allocations cost ~2.3× the memory at 100,000 rules — and the
 //! 64-byte size alone keeps any two cells' state words on different cache lines.
 //! Shards do not touch the cell per request: they lease tokens or window slots from it in
@@ -16,6 +17,7 @@
 //! - percent: unused (each shard's deterministic gate is exact on its own, so the aggregate
 //!   is exact to within one request per shard).
 
+use super::table::CellTable;
 use crate::sync::{AtomicU64, Ordering};
 
 /// One rule's shared limiter state.
@@ -23,8 +25,12 @@ use crate::sync::{AtomicU64, Ordering};
 #[repr(C)]
 pub struct RuleCell {
     state: AtomicU64,
+    /// In a shared [`super::CellTable`]: the key of the rule owning the slot (0: never used).
+    owner: AtomicU64,
+    /// In a shared [`super::CellTable`]: how many engines use the slot.
+    refs: AtomicU64,
     /// Makes the cell 64 bytes: no other cell's state word is within a cache line of this one.
-    _pad: [u64; 7],
+    _pad: [u64; 5],
 }
 
 impl RuleCell {
@@ -32,7 +38,9 @@ impl RuleCell {
     pub fn rate() -> Self {
         Self {
             state: AtomicU64::new(0),
-            _pad: [0; 7],
+            owner: AtomicU64::new(0),
+            refs: AtomicU64::new(0),
+            _pad: [0; 5],
         }
     }
 
@@ -40,7 +48,9 @@ impl RuleCell {
     pub fn window(size: u32) -> Self {
         Self {
             state: AtomicU64::new(u64::from(size)),
-            _pad: [0; 7],
+            owner: AtomicU64::new(0),
+            refs: AtomicU64::new(0),
+            _pad: [0; 5],
         }
     }
 
@@ -48,7 +58,9 @@ impl RuleCell {
     pub fn unused() -> Self {
         Self {
             state: AtomicU64::new(0),
-            _pad: [0; 7],
+            owner: AtomicU64::new(0),
+            refs: AtomicU64::new(0),
+            _pad: [0; 5],
         }
     }
 
@@ -129,6 +141,86 @@ impl RuleCell {
     /// The raw state (TAT or free slots), for tests and diagnostics.
     pub fn state(&self) -> u64 {
         self.state.load(Ordering::Acquire)
+    }
+
+    /// The state word (a shared table's header keeps its lock here).
+    pub(crate) fn state_word(&self) -> &AtomicU64 {
+        &self.state
+    }
+
+    /// The owner word (a shared table's header keeps its magic number here).
+    pub(crate) fn owner_word(&self) -> &AtomicU64 {
+        &self.owner
+    }
+
+    /// The user count (a shared table's header keeps its capacity here).
+    pub(crate) fn refs_word(&self) -> &AtomicU64 {
+        &self.refs
+    }
+
+    /// Makes a shared table's slot never used.
+    pub(crate) fn reset_slot(&self) {
+        self.state.store(0, Ordering::Relaxed);
+        self.owner.store(0, Ordering::Relaxed);
+        self.refs.store(0, Ordering::Relaxed);
+    }
+
+    /// Starts a shared table's slot afresh for a rule (called under the table lock).
+    pub(crate) fn init_state(&self, init: super::table::CellInit) {
+        let v = match init {
+            super::table::CellInit::Rate => 0,
+            super::table::CellInit::Window(size) => u64::from(size),
+        };
+        self.state.store(v, Ordering::Release);
+    }
+}
+
+/// A rule's cell as snapshots and shards hold it: the engine's own, or a slot of a shared
+/// [`CellTable`] (released, one user fewer, when the last holder in this engine drops it).
+#[derive(Debug)]
+pub(crate) enum CellRef {
+    /// Allocated by this engine.
+    Own(RuleCell),
+    /// Slot `index` of a shared table.
+    Table {
+        table: CellTable,
+        index: usize,
+        cell: &'static RuleCell,
+    },
+}
+
+impl CellRef {
+    /// Slot `index` of `table`, already claimed.
+    pub(crate) fn in_table(table: CellTable, index: usize) -> Self {
+        CellRef::Table {
+            table,
+            index,
+            cell: table.cell(index),
+        }
+    }
+
+    /// True for a slot of a shared table.
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self, CellRef::Table { .. })
+    }
+}
+
+impl std::ops::Deref for CellRef {
+    type Target = RuleCell;
+    #[inline]
+    fn deref(&self) -> &RuleCell {
+        match self {
+            CellRef::Own(c) => c,
+            CellRef::Table { cell, .. } => cell,
+        }
+    }
+}
+
+impl Drop for CellRef {
+    fn drop(&mut self) {
+        if let CellRef::Table { table, index, .. } = self {
+            table.release(*index);
+        }
     }
 }
 

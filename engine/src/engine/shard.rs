@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::cell::RuleCell;
+use super::cell::CellRef;
 use super::stats::{CounterTable, ShardCounters};
 use super::{Decision, Request, RuleStats, Ticket, Time, Verdict};
 use super::{Inner, LimitParams, NOT_CARRIED, Snapshot};
@@ -47,7 +47,7 @@ impl Local {
 #[derive(Debug)]
 struct Retired {
     key: u64,
-    cell: Arc<RuleCell>,
+    cell: Arc<CellRef>,
     outstanding: u32,
 }
 

@@ -1,7 +1,9 @@
 //! The loom scenarios, shared by `models.rs` (which expects them to hold) and `mutants.rs`
 //! (which expects each to catch its deliberately broken engine variant).
 
-use loadctl::engine::{Engine, EngineConfig, RuleCell, Source, Verdict};
+use loadctl::engine::{
+    CellTable, CellTableError, Engine, EngineConfig, PublishError, RuleCell, Source, Verdict,
+};
 use loadctl::sync::{Arc, AtomicU32, Ordering};
 use loadctl_loom::{invite, one_rule};
 use loom::thread;
@@ -224,5 +226,48 @@ pub fn one_original_per_transaction_however_copies_race() {
             .count();
         assert_eq!(originals, 1, "copies seen as {mine:?} and {theirs:?}");
         assert_eq!(detector.observe(key, 2_000), Class::Retransmission);
+    });
+}
+
+/// Two engines — two processes of a forking server — publish the same window rule on one
+/// shared cell table with room for one cell, at the same moment: they end up on the same cell,
+/// counted twice, so when one engine goes the other still holds it and a third engine's other
+/// rule finds the table full; the window's one slot is lent once across both.
+pub fn engines_publishing_together_share_one_counted_cell() {
+    model(|| {
+        // Leaked per run: the table stands for memory that outlives every engine.
+        let region: Vec<RuleCell> = (0..2).map(|_| RuleCell::unused()).collect();
+        let region: &'static [RuleCell] = Box::leak(region.into_boxed_slice());
+        let table = CellTable::format(region).expect("two slots");
+        let start = |table: CellTable| {
+            let engine = Engine::with_cell_table(EngineConfig::default(), table);
+            engine
+                .publish(&Source::local("n"), one_rule(0, "w", "<lc:win>1</lc:win>"))
+                .expect("one cell is enough for both");
+            engine
+        };
+        let other = thread::spawn(move || start(table));
+        let mine = start(table);
+        let theirs = other.join().expect("no panic");
+        assert_eq!(table.in_use(), 1, "the rule got two cells");
+        let mut a = mine.attach();
+        let mut b = theirs.attach();
+        assert!(a.classify(&invite()).ticket.is_some(), "the free slot");
+        assert!(
+            b.classify(&invite()).ticket.is_none(),
+            "one slot lent twice"
+        );
+        drop((a, b));
+        drop(mine);
+        let third = Engine::with_cell_table(EngineConfig::default(), table);
+        assert_eq!(
+            third.publish(&Source::local("m"), one_rule(0, "x", "<lc:win>1</lc:win>")),
+            Err(PublishError::CellTable(CellTableError::Full {
+                capacity: 1
+            })),
+            "a cell still in use was given to another rule"
+        );
+        drop(theirs);
+        assert_eq!(table.in_use(), 0);
     });
 }
