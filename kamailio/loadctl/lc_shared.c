@@ -22,7 +22,7 @@
 
 #include "lc_shared.h"
 
-lc_settings_t lc_settings = {1000, 100, STR_NULL, 1};
+lc_settings_t lc_settings = {1000, 100, STR_NULL, 1, 0};
 
 /* One source's current document (shared memory). */
 typedef struct lc_doc
@@ -97,6 +97,18 @@ int lc_shared_cells(void)
 	return _lc_cells != NULL;
 }
 
+int lc_shared_cells_in_use(void)
+{
+#ifdef LC_HAVE_SHARED_CELLS
+	uint32_t n = 0;
+	if(_lc_cells != NULL
+			&& lc_cell_table_in_use(_lc_cells, _lc_cells_len, &n)
+					   == LC_RESULT_OK)
+		return (int)n;
+#endif
+	return -1;
+}
+
 /*!
  * \brief Creates this process's engine.
  *
@@ -150,7 +162,13 @@ int lc_shared_init(void)
 		lc_result r;
 		char *raw;
 
-		_lc_cells_len = lc_cell_table_bytes((uint32_t)lc_settings.max_rules);
+		/* head room: a rule whose limit changes holds a second cell until
+		 * every process has moved on (an idle process moves on at its next
+		 * request) */
+		if(lc_settings.cell_capacity <= 0)
+			lc_settings.cell_capacity = 2 * lc_settings.max_rules;
+		_lc_cells_len =
+				lc_cell_table_bytes((uint32_t)lc_settings.cell_capacity);
 		raw = (char *)shm_malloc(_lc_cells_len + 63);
 		if(raw == NULL) {
 			SHM_MEM_ERROR;
@@ -163,9 +181,9 @@ int lc_shared_init(void)
 					(unsigned long)_lc_cells_len, lc_result_text(r));
 			return -1;
 		}
-		LM_INFO("per-rule cells shared by every process: %lu bytes for %d "
-				"rules\n",
-				(unsigned long)_lc_cells_len, lc_settings.max_rules);
+		LM_INFO("per-rule cells shared by every process: %lu bytes, %d "
+				"cells\n",
+				(unsigned long)_lc_cells_len, lc_settings.cell_capacity);
 	}
 #endif
 	if(_lc_cells == NULL)
@@ -485,6 +503,7 @@ static void lc_slot_rebuild(lc_proc_t *p)
 	if(_lc_slot == NULL)
 		return;
 	lock_get(&_lc_slot->lock);
+	_lc_slot->t.sync_errors = p->sync_errors;
 	_lc_slot->nrows = 0;
 	lc_engine_stats_each(p->engine, lc_row_cb, _lc_slot);
 	if(lc_engine_stats(p->engine, &st) == LC_RESULT_OK)
@@ -715,10 +734,10 @@ void lc_ticket_release(lc_ticket_rec_t *rec)
 
 	if(__sync_lock_test_and_set(&rec->done, 1))
 		return; /* released already (final reply, then destroy) */
-	/* SHARED-CELLS: with the window cells in shared memory, any process's
-	 * engine may be able to complete the ticket directly; until that is
-	 * confirmed by the ABI, tickets always go back to their issuer. */
-	if(_lc_proc != NULL && rec->owner == process_no) {
+	/* With the window cells in shared memory any process's engine completes
+	 * any ticket (the ABI says so); with per-process engines only the
+	 * issuer's can. A process without an engine (tm's timer) hands it over. */
+	if(_lc_proc != NULL && (rec->owner == process_no || _lc_cells != NULL)) {
 		lc_ticket_complete_here(&rec->ticket);
 		return;
 	}

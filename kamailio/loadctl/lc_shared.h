@@ -52,6 +52,7 @@ typedef struct lc_settings
 	int burst_ms;
 	str redirect_allow;
 	int shared_cells;
+	int cell_capacity;
 } lc_settings_t;
 
 /* One rule's counters in a process's slot. */
@@ -86,6 +87,8 @@ typedef struct lc_proc_totals
 	unsigned long long tickets_lost;
 	/* tickets this process released into another process's mailbox */
 	unsigned long long tickets_forwarded;
+	/* stored documents this process's engine refused (a full cell table) */
+	unsigned long long sync_errors;
 } lc_proc_totals_t;
 
 /* The process's engine, worker and bookkeeping (private memory). */
@@ -97,6 +100,7 @@ typedef struct lc_proc
 	unsigned int seq[LC_MAX_SOURCES];
 	char names[LC_MAX_SOURCES][LC_SOURCE_MAX];
 	int nnames;
+	unsigned long long sync_errors;
 } lc_proc_t;
 
 extern lc_settings_t lc_settings;
@@ -105,6 +109,8 @@ int lc_shared_init(void);
 /* 1 when every process's engine uses the per-rule cells in shared memory (one
  * limit across processes), 0 when limits are per process. */
 int lc_shared_cells(void);
+/* Cells some engine uses (a racy count), -1 without shared cells. */
+int lc_shared_cells_in_use(void);
 int lc_shared_init_procs(void);
 void lc_shared_destroy(void);
 

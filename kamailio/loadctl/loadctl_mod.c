@@ -708,14 +708,14 @@ static void lc_rpc_proc_cb(void *p, const lc_proc_totals_t *t)
 		return;
 	if(a->rpc->array_add(a->arr, "{", &st) < 0)
 		return;
-	a->rpc->struct_add(st, "ddduJJJJJJJJJJ", "pid", t->pid, "rank", t->rank,
+	a->rpc->struct_add(st, "ddduJJJJJJJJJJJJ", "pid", t->pid, "rank", t->rank,
 			"synced", t->version == lc_store_version(), "version", t->version,
 			"total", t->total, "exempt", t->exempt, "unmatched", t->unmatched,
 			"matched", t->matched, "accepted", t->accepted, "rejected",
 			t->rejected, "redirected", t->redirected, "dropped", t->dropped,
-			"tickets_open",
-			t->tickets_issued - t->tickets_completed - t->tickets_lost,
-			"tickets_forwarded", t->tickets_forwarded);
+			"tickets_issued", t->tickets_issued, "tickets_completed",
+			t->tickets_completed, "tickets_forwarded", t->tickets_forwarded,
+			"sync_errors", t->sync_errors);
 }
 
 typedef struct lc_rpc_stats_rows
@@ -777,8 +777,9 @@ static void lc_rpc_stats(rpc_t *rpc, void *ctx)
 	lc_stats_each_proc(lc_rpc_proc_cb, &acc);
 	if(rpc->add(ctx, "{", &top) < 0)
 		return;
-	rpc->struct_add(top, "uddJJJJJJJJJJ", "version", lc_store_version(),
-			"shared_cells", lc_shared_cells(), "processes", acc.nprocs, "total",
+	rpc->struct_add(top, "udddJJJJJJJJJJ", "version", lc_store_version(),
+			"shared_cells", lc_shared_cells(), "cells_in_use",
+			lc_shared_cells_in_use(), "processes", acc.nprocs, "total",
 			acc.sum.total, "exempt", acc.sum.exempt, "unmatched",
 			acc.sum.unmatched, "matched", acc.sum.matched, "accepted",
 			acc.sum.accepted, "rejected", acc.sum.rejected, "redirected",

@@ -12,12 +12,11 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
 - rate_accuracy: children=1; a SIPp UAC offers 3R calls/s matching a rate-R rule and R/s matching
   nothing, through Kamailio to a SIPp UAS: the UAS receives R ± 3 % of the matching calls and
   every other call.
-- children4_rpc: children=4, 300 matching calls/s. **Limits are per process until the
-  shared-cell ABI lands** (each Kamailio process has its own engine): with R = 25 the test
-  asserts that *each process* admits min(what it saw, R·t) ± 3 % from the per-process counters
-  of loadctl.stats, and reports the total at the UAS (R per busy process). When the module is
-  built with the shared cells (loadctl.stats says `shared_cells: 1`), it asserts one R = 100
-  ± 3 % at the UAS instead. Then over RPC: an invalid document is refused and changes
+- children4_rpc: children=4, 300 matching calls/s to a rule of R = 100: with the shared cells
+  (libloadctl's lc_engine_new_shared; loadctl.stats says `shared_cells: 1`) the UAS receives one
+  R ± 3 % from the four processes together. Built against a libloadctl without that ABI, limits
+  are per process: the test then uses R = 25 and asserts that *each process* admits
+  min(what it saw, R·t) ± 3 % (and reports R per busy process at the UAS). Then over RPC: an invalid document is refused and changes
   nothing; `rate 0` published by RPC stops the matching calls at the UAS from 1 s after the
   publish on (so every child applied it); withdraw lifts the rule (all 3R pass); every process
   that handled traffic reports it synced to the store's version.
@@ -28,8 +27,9 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   callback) for the next call.
 - window_release_children4: children=4, stateful: 24 calls one after the other through a window-2
   rule, each answered 200 by the next hop: every one is admitted, so each slot came back even
-  when the 200 was read by another process than the one that admitted the INVITE (the ticket
-  goes back through the issuer's mailbox).
+  when the 200 was read by another process than the one that admitted the INVITE — with shared
+  cells completed there directly, with per-process engines (`shared_cells 0`) handed back
+  through the issuer's mailbox.
 - kemi: the same functions through KEMI (KSR.loadctl.lc_classify / lc_reply, KSR.pv.get of
   $lc(...)) from a JavaScript route (app_jsdt, kamailio/loadctl-kemi.cfg + loadctl-kemi.js).
 """
@@ -63,7 +63,8 @@ TOLERANCE = 0.03
 
 
 class Kamailio:
-    def __init__(self, run: Run, name: str, policy: str, children: int, next_hop: int, stateful=False, annotate=False, kemi=False):
+    def __init__(self, run: Run, name: str, policy: str, children: int, next_hop: int, stateful=False, annotate=False, kemi=False,
+                 per_process=False):
         self.run = run
         self.port = free_udp_port()
         self.rpc_port = free_udp_port()
@@ -81,6 +82,8 @@ class Kamailio:
             argv += ["-A", "STATEFUL"]
         if annotate:
             argv += ["-A", "ANNOTATE"]
+        if per_process:
+            argv += ["-A", "PER_PROCESS"]
         if kemi:
             argv[2] = CFG_KEMI
             argv += ["-A", f'KEMI_JS="{HERE / "kamailio" / "loadctl-kemi.js"}"']
@@ -243,7 +246,7 @@ def rate_accuracy(run: Run) -> Checks:
 
 
 def children4_rpc(run: Run) -> Checks:
-    c = Checks("children4_rpc: children=4; per-process limits (until shared cells); RPC publish/withdraw on every child")
+    c = Checks("children4_rpc: children=4; one limit across processes (shared cells); RPC publish/withdraw on every child")
     # 300 matching calls/s (3 × 100). Per-process engines: R = 25, so each of the 4 processes
     # sees ~75/s, more than R, and its own limit binds (4R in total at the UAS). Shared cells
     # (the module built against a libloadctl with lc_engine_new_shared): R = 100, one limit.
@@ -251,6 +254,8 @@ def children4_rpc(run: Run) -> Checks:
     uas, uas_ports = start_uas(run, seconds)
     kam = Kamailio(run, "kamailio", document(0, "full", rate_rule(25.0)), 4, uas_ports.sip)
     shared = bool(kam.rpc("loadctl.stats")["result"].get("shared_cells"))
+    has_abi = "lc_engine_new_shared" in (ROOT / "include" / "loadctl.h").read_text()
+    c.that(shared == has_abi, f"shared cells {'on' if shared else 'off'}, as include/loadctl.h {'has' if has_abi else 'lacks'} the ABI")
     r = 100.0 if shared else 25.0
     if shared:
         c.that("result" in kam.rpc("loadctl.publish", document(0, "full", rate_rule(r))), "shared cells: R = 100 published")
@@ -371,29 +376,41 @@ def actions(run: Run) -> Checks:
 
 
 def window_release_children4(run: Run) -> Checks:
-    c = Checks("window_release_children4: children=4, tm; 24 sequential calls through a window of 2")
-    hop, client = Peer(), Peer()
-    kam = Kamailio(run, "kamailio", document(0, "full", rule("window", "+1444", "<lc:win>2</lc:win>")), 4, hop.port, stateful=True)
-    addr = ("127.0.0.1", kam.port)
-    admitted = 0
-    try:
-        for n in range(24):
-            client.sock.sendto(client.invite(kam.port, "+14440000000", n), addr)
-            got = list(requests(hop.drain(0.15)).values())
-            if got:
-                admitted += 1
-                hop.sock.sendto(answer(got[0]), addr)
-            client.drain(0.1)
-        c.that(admitted == 24, f"{admitted} of 24 admitted (a lost slot per call would stop them after 2 × 4)")
-        stats = kam.rpc("loadctl.stats")["result"]
-        procs = [(p["pid"], p["total"], p["tickets_open"]) for p in stats["per_process"] if p["total"] > 0]
-        forwarded = sum(p["tickets_forwarded"] for p in stats["per_process"])
-        c.that(len(procs) >= 1, f"processes that classified (pid, requests, tickets open until their next request): {procs}")
-        c.that(len(procs) < 2 or forwarded > 0,
-               f"{forwarded} tickets went back to their issuer through its mailbox (the 200 was read by another process)")
-    finally:
-        hop.close()
-        client.close()
+    c = Checks("window_release_children4: children=4, tm; 24 sequential calls through a window of 2, both modes")
+    for per_process in (False, True):
+        mode = "per-process engines" if per_process else "shared cells"
+        hop, client = Peer(), Peer()
+        kam = Kamailio(run, f"kamailio-{'pp' if per_process else 'sc'}", document(0, "full", rule("window", "+1444", "<lc:win>2</lc:win>")), 4,
+                       hop.port, stateful=True, per_process=per_process)
+        addr = ("127.0.0.1", kam.port)
+        admitted = 0
+        try:
+            shared = bool(kam.rpc("loadctl.stats")["result"]["shared_cells"])
+            if not per_process and not shared:
+                c.that(True, "shared cells: not in this build of libloadctl (skipped)")
+                continue
+            for n in range(24):
+                client.sock.sendto(client.invite(kam.port, "+14440000000", n), addr)
+                got = list(requests(hop.drain(0.15)).values())
+                if got:
+                    admitted += 1
+                    hop.sock.sendto(answer(got[0]), addr)
+                client.drain(0.1)
+            c.that(admitted == 24, f"{mode}: {admitted} of 24 admitted (a lost slot per call would stop them after 2 per window)")
+            stats = kam.rpc("loadctl.stats")["result"]
+            procs = [(p["pid"], p["total"], p["tickets_issued"], p["tickets_completed"], p["tickets_forwarded"]) for p in stats["per_process"]
+                     if p["total"] or p["tickets_completed"] or p["tickets_forwarded"]]
+            forwarded = sum(p["tickets_forwarded"] for p in stats["per_process"])
+            c.that(len(procs) >= 2, f"{mode}: processes (pid, requests, tickets issued, completed, handed to the issuer): {procs}")
+            if per_process:
+                c.that(forwarded > 0, f"{mode}: {forwarded} tickets went back to their issuer through its mailbox (the 200 was read by another process)")
+            else:
+                c.that(forwarded == 0 and stats["tickets_open"] == 0,
+                       f"{mode}: every ticket completed where its 200 was read ({forwarded} handed over, {stats['tickets_open']} open)")
+        finally:
+            hop.close()
+            client.close()
+            run.stop(kam.proc)
     return c
 
 
