@@ -30,6 +30,8 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   when the 200 was read by another process than the one that admitted the INVITE — with shared
   cells completed there directly, with per-process engines (`shared_cells 0`) handed back
   through the issuer's mailbox.
+- drop_over_tcp: a drop rule over TCP: lc_classify returns -3, nothing is sent, the stats
+  count a drop (over UDP the same rule answers 503: `actions`).
 - kemi: the same functions through KEMI (KSR.loadctl.lc_classify / lc_reply, KSR.pv.get of
   $lc(...)) from a JavaScript route (app_jsdt, kamailio/loadctl-kemi.cfg + loadctl-kemi.js).
 """
@@ -64,7 +66,7 @@ TOLERANCE = 0.03
 
 class Kamailio:
     def __init__(self, run: Run, name: str, policy: str, children: int, next_hop: int, stateful=False, annotate=False, kemi=False,
-                 per_process=False):
+                 per_process=False, tcp_port=None):
         self.run = run
         self.port = free_udp_port()
         self.rpc_port = free_udp_port()
@@ -84,6 +86,8 @@ class Kamailio:
             argv += ["-A", "ANNOTATE"]
         if per_process:
             argv += ["-A", "PER_PROCESS"]
+        if tcp_port:
+            argv += ["-A", "TCP", "-l", f"tcp:127.0.0.1:{tcp_port}"]
         if kemi:
             argv[2] = CFG_KEMI
             argv += ["-A", f'KEMI_JS="{HERE / "kamailio" / "loadctl-kemi.js"}"']
@@ -414,6 +418,51 @@ def window_release_children4(run: Run) -> Checks:
     return c
 
 
+def free_tcp_port() -> int:
+    """A port free for UDP (harness) that is also bindable for TCP on loopback."""
+    while True:
+        port = free_udp_port()
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+
+
+def drop_over_tcp(run: Run) -> Checks:
+    c = Checks("drop_over_tcp: a drop rule over TCP sends nothing (lc_classify -3); over UDP 503")
+    policy = document(0, "full", rule("drop", "+1888", "<lc:rate>0</lc:rate>", 'alt-action="drop"'))
+    hop = Peer()
+    tcp_port = free_tcp_port()
+    kam = Kamailio(run, "kamailio", policy, 1, hop.port, tcp_port=tcp_port)
+    conn = socket.create_connection(("127.0.0.1", tcp_port), timeout=2.0)
+    try:
+        port = conn.getsockname()[1]
+        msg = (
+            f"INVITE sip:+18880000000@127.0.0.1:{tcp_port};transport=tcp SIP/2.0\r\n"
+            f"Via: SIP/2.0/TCP 127.0.0.1:{port};branch=z9hG4bK-tcp-{time.monotonic_ns()}\r\n"
+            f"From: <sip:alice@127.0.0.1:{port};transport=tcp>;tag=t1\r\nTo: <sip:+18880000000@127.0.0.1;user=phone>\r\n"
+            f"Call-ID: tcp-{time.monotonic_ns()}@km\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+        )
+        conn.sendall(msg.encode())
+        conn.settimeout(1.0)
+        try:
+            got = conn.recv(65535).decode(errors="replace")
+        except socket.timeout:
+            got = ""
+        c.that(got == "", f"no answer over TCP within 1 s ({got.splitlines()[:1]})")
+        rows = {x["rule"]: x for x in kam.rpc("loadctl.stats")["result"]["rules"]}
+        c.that(rows.get("drop", {}).get("dropped") == 1, f"counted as dropped: {rows.get('drop')}")
+        c.that(requests(hop.drain(0.2)) == {}, "nothing reached the next hop")
+    finally:
+        conn.close()
+        hop.close()
+    return c
+
+
 def kemi(run: Run) -> Checks:
     c = Checks("kemi: KSR.loadctl.lc_classify / lc_reply from a JavaScript route (app_jsdt)")
     policy = document(0, "full", "\n".join([
@@ -446,6 +495,7 @@ TESTS = {
     "actions": actions,
     "window_release_children4": window_release_children4,
     "kemi": kemi,
+    "drop_over_tcp": drop_over_tcp,
 }
 
 
