@@ -19,13 +19,14 @@
  * - the policy documents, one per source, with a version counter that a
  *   worker reads once per request (one atomic load) and re-publishes into its
  *   own engine when it changed;
- * - per process: a mailbox of window tickets completed by another process
- *   (a ticket must go back to the engine that issued it) and the counters
- *   loadctl.stats sums.
- *
- * Seam for the shared-cell ABI (every engine's per-rule cells in one region):
- * lc_shared_init() formats the cell table and lc_proc_engine_new() creates
- * the process's engine; see the SHARED-CELLS notes there.
+ * - the engines' per-rule limiter cells (libloadctl's cell table, when built
+ *   with LC_HAVE_SHARED_CELLS): one limit per rule across processes.
+ *   lc_shared_init() formats the table before the fork and
+ *   lc_proc_engine_new() creates each process's engine on it (SHARED-CELLS
+ *   notes there);
+ * - per process: a mailbox of window tickets another process handed back to
+ *   the issuer (per-process engines, or a process without an engine) and the
+ *   counters loadctl.stats sums.
  */
 
 #ifndef _LOADCTL_SHARED_H_

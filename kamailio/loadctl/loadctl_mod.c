@@ -23,7 +23,11 @@
  *   NOTIFY's document (or its termination) turns into; lc_handle_notify()
  *   goes in a new file next to this one and registers beside lc_classify in
  *   cmds[] and the KEMI table.
- * - shared cells: lc_shared.c (lc_proc_engine_new, lc_shared_init).
+ *   Partial NOTIFYs reach the workers as full documents: the subscriber's
+ *   process stores lc_engine_source_policy()'s merged document.
+ * - pipelimit side by side: tests/e2e/kamailio/loadctl.cfg is the baseline's
+ *   proxy with lc_classify() in place of pl_check().
+ * - shared cells (done): lc_shared.c (lc_proc_engine_new, lc_shared_init).
  */
 
 #include <stdio.h>
