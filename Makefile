@@ -121,10 +121,16 @@ example: tools
 edge: lib
 	$(CC) $(CFLAGS_C) -O2 examples/edge/edge.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge
 
-## edge-test: drive the edge over UDP on loopback
+## edge-test: the stream framer's unit tests, then the edge driven over UDP and TCP on loopback,
+## as built and built with ASan+UBSan (all under -Werror)
+EDGE_SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 edge-test: edge
+	$(CC) $(CFLAGS_C) $(EDGE_SAN) examples/edge/test_stream.c -o target/test_stream
+	./target/test_stream
+	$(CC) $(CFLAGS_C) $(EDGE_SAN) -O1 examples/edge/edge.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge-asan
 	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror examples/edge/test_edge.c -o target/test_edge
 	./target/test_edge ./target/edge
+	ASAN_OPTIONS=detect_leaks=1 ./target/test_edge ./target/edge-asan
 
 ## header: regenerate include/loadctl.h with the pinned cbindgen
 header: tools

@@ -567,7 +567,7 @@ static void flush_conns(worker_t *w) {
 static int hop_slot(worker_t *w) {
     if (w->hop >= 0) {
         conn_t *c = &w->conns[w->hop];
-        if (c->fd >= 0 && !c->dead && !c->closing) return w->hop;
+        if (c->fd >= 0 && c->outbound && !c->dead && !c->closing) return w->hop;
     }
     uint64_t now = now_ns();
     if (now < w->hop_retry_ns) return -1;
