@@ -186,7 +186,7 @@ def traffic_run(
     at `rate`, and collects everything. All processes are stopped on the way out."""
     with h.Run(f"{proxy.name}-{label or 'run'}", keep=args.keep) as run:
         uas_ports, uac_ports = h.SippPorts.pick(), h.SippPorts.pick()
-        listen = h.free_udp_port()
+        listen = h.free_udp_port(tcp=True)
         load_s = calls / rate
         guard = load_s + args.pause_ms / 1000.0 + 30
 
