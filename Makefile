@@ -79,8 +79,8 @@ e2e-tools:
 	  command -v python3 >/dev/null || sh tests/e2e/install-tools.sh
 
 ## e2e: the edge with real SIP peers on loopback (tests/e2e/test_edge.py): a SIPp notifier
-## (full, partial, invalid, gap, terminated), SIPp UAC and UAS, rule actions over UDP, and two
-## edges sharing a global rate through `loadctl notifier`
+## (full, partial, invalid, gap, terminated), SIPp UAC and UAS, rule actions over UDP, two
+## edges sharing a global rate through `loadctl notifier`, and SIPp over TCP (-t t1, -t tn)
 e2e: e2e-tools edge
 	$(CARGO) build --release -p loadctl-cli
 	python3 tests/e2e/test_edge.py

@@ -16,6 +16,10 @@
   own SIPp UAC offering 1.5C; together the UAS receives C.
 - non_invite_methods: REGISTER, MESSAGE and OPTIONS from a SIPp UAC through the edge; a rule for
   MESSAGE limits only MESSAGE.
+- tcp_rate_limit: SIPp UAC → edge → SIPp UAS over TCP (-t t1: one connection each way), a rate
+  rule R with 3R offered: R at the UAS, 503 for the rest, every call completes.
+- tcp_connection_per_call: the UAC opens a connection per call (-t tn); 503 and 302 (with its
+  Contact checked by the scenario) over TCP; a second UAC killed mid-test disturbs nobody.
 
 Tolerances: rates within 3 % of the limit over each measured interval (the GCRA admits at most
 r·τ + 1 = a few calls more at an interval's start); every non-matching call passes; every admitted
