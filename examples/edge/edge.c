@@ -408,6 +408,9 @@ static void send_to(worker_t *w, const char *msg, size_t len, const struct socka
 
 /* ------------------------------------------------------------------ TCP connections */
 
+static void forward_response(worker_t *w, const char *msg, size_t len);
+static size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, const char *reason, const lc_decision *d);
+
 /* epoll's cookie for a connection: its generation and slot + 1 (0 is the listening socket), so
  * that an event queued for a connection closed earlier in the same pass is recognised. */
 static uint64_t conn_cookie(const conn_t *c, unsigned slot) { return ((uint64_t)c->gen << 32) | (uint64_t)(slot + 1); }
@@ -587,8 +590,30 @@ static int hop_slot(worker_t *w) {
     return slot;
 }
 
-/* A connect to the next hop finished: up, or failed (then the next request tries again after
- * RECONNECT_NS; what was queued for it is lost). */
+/* The requests queued for a next hop that could not be reached (nothing of them was written):
+ * each is answered 503 as if the next hop had answered it (RFC 3261 §16.9), and that answer
+ * takes the way back of any response, by this proxy's Via, to the connection the request came
+ * on. An ACK gets nothing. */
+static void answer_unsent(worker_t *w, unsigned slot) {
+    conn_t *c = &w->conns[slot];
+    c->closing = 1; /* nothing more is queued on it */
+    sf_state st;
+    memset(&st, 0, sizeof st);
+    for (size_t off = 0; off < c->out_len;) {
+        sf_frame f = sf_next(&st, c->out + off, c->out_len - off, MAX_MSG);
+        if (f.kind != SF_MESSAGE) break;
+        const char *m = c->out + off;
+        if (!is_response(m, f.len) && !(f.len >= 4 && strncmp(m, "ACK ", 4) == 0)) {
+            size_t n = build_reply(w, m, f.header_len, 503, "Service Unavailable", NULL);
+            BUMP(w->c.forward_failures);
+            forward_response(w, w->reply_buf, n);
+        }
+        off += f.len;
+    }
+}
+
+/* A connect to the next hop finished: up, or failed (then what was queued for it is answered
+ * 503, and the next request tries again after RECONNECT_NS). */
 static void hop_connected(worker_t *w, unsigned slot) {
     conn_t *c = &w->conns[slot];
     int err = 0;
@@ -597,6 +622,7 @@ static void hop_connected(worker_t *w, unsigned slot) {
         fprintf(stderr, "edge: tcp: cannot connect to the next hop: %s\n", strerror(err ? err : errno));
         BUMP(w->c.hop_failures);
         w->hop_retry_ns = now_ns() + RECONNECT_NS;
+        answer_unsent(w, slot);
         conn_close(w, slot);
         return;
     }
@@ -625,10 +651,10 @@ static int put(char *out, size_t *at, size_t cap, const char *s, size_t len) {
     return 0;
 }
 
-/* Answers a request with `status` and `reason` (302 with the decision's targets as Contacts),
- * copying Via, From, To (with a tag added when it has none), Call-ID and CSeq. */
-static void reply(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned status, const char *reason,
-                  const lc_decision *d) {
+/* Builds the answer to a request in w->reply_buf: `status` and `reason` (302 with the
+ * decision's targets as Contacts), copying Via, From, To (with a tag added when it has none),
+ * Call-ID and CSeq. Returns its length. */
+static size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, const char *reason, const lc_decision *d) {
     char *out = w->reply_buf;
     const size_t cap = sizeof w->reply_buf;
     size_t at = 0;
@@ -667,7 +693,13 @@ static void reply(worker_t *w, const char *msg, size_t len, const peer_t *from, 
     }
     if (status == 503) put(out, &at, cap, "Retry-After: 5\r\n", 16);
     put(out, &at, cap, "Content-Length: 0\r\n\r\n", 21);
-    if (deliver(w, out, at, from) == 0) BUMP(w->c.answered);
+    return at;
+}
+
+static void reply(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned status, const char *reason,
+                  const lc_decision *d) {
+    size_t at = build_reply(w, msg, len, status, reason, d);
+    if (deliver(w, w->reply_buf, at, from) == 0) BUMP(w->c.answered);
 }
 
 static void answer(worker_t *w, const char *msg, size_t len, const peer_t *from, const lc_decision *d) {

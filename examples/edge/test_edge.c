@@ -373,13 +373,18 @@ static void tcp_tests(const struct sockaddr_in *edge, int hop_l) {
 }
 
 /* --max-connections 2 (TCP only): a third connection is closed at once, the first two keep
- * working, and a slot freed by a close is taken again. */
-static void connection_limit(const char *edge_path, const char *hop_arg) {
-    struct sockaddr_in addr;
+ * working, and a slot freed by a close is taken again. The next hop of this edge listens
+ * nowhere: a request gets 503 on its connection, whether the connect failed (the queued
+ * request is answered as if by the next hop) or the edge is waiting to try again. */
+static void connection_limit(const char *edge_path) {
+    struct sockaddr_in addr, dead;
     int probe = tcp_listener(&addr);
+    int probe2 = tcp_listener(&dead);
     close(probe);
-    char listen_arg[64];
+    close(probe2);
+    char listen_arg[64], hop_arg[64];
     snprintf(listen_arg, sizeof listen_arg, "127.0.0.1:%d", ntohs(addr.sin_port));
+    snprintf(hop_arg, sizeof hop_arg, "127.0.0.1:%d", ntohs(dead.sin_port));
     pid_t pid = fork();
     if (pid == 0) {
         execl(edge_path, edge_path, "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, "--transport", "tcp",
@@ -400,6 +405,20 @@ static void connection_limit(const char *edge_path, const char *hop_arg) {
     pause_ms(200);
     int s4 = tcp_connect(&addr);
     CHECK(s4 >= 0 && ping_pong(s4) && ping_pong(s2));
+    stream_t *u = calloc(1, sizeof *u);
+    u->s = s2;
+    char inv[2048];
+    for (int k = 0; k < 2; k++) {
+        char callid[32];
+        snprintf(callid, sizeof callid, "no-hop-%d", k);
+        tcp_invite(inv, sizeof inv, "sip:bob@example.net", "<sip:bob@example.net>", callid);
+        write_all(s2, inv, strlen(inv));
+        static char got[4096];
+        int ok = next_msg(u, got, sizeof got, 2000, NULL);
+        CHECK(ok && strncmp(got, "SIP/2.0 503 ", 12) == 0 && strstr(got, callid) != NULL);
+        CHECK(strstr(got, "lc-conn") == NULL && strstr(got, "branch=z9hG4bK-no-hop") != NULL);
+    }
+    free(u);
     close(s2);
     close(s4);
     kill(pid, SIGTERM);
@@ -489,7 +508,7 @@ int main(int argc, char **argv) {
 
     /* TCP, on the same address and port. */
     tcp_tests(&edge_addr, hop_tcp);
-    connection_limit(argv[1], hop_arg);
+    connection_limit(argv[1]);
 
     /* 5. An invalid policy file is refused on SIGHUP; a valid one replaces the policy. */
     write_policy("<rule id=\"broken\"><actions><accept><rate>-1</rate></accept></actions></rule>");
