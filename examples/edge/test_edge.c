@@ -5,7 +5,7 @@
  * forwarding on one persistent connection to the next hop with each response routed back to
  * the connection its request came on, a response for a connection that has gone dropped, 400
  * and close on a missing Content-Length, close on an oversized message, reconnection after the
- * next hop closed, and the connection limit. Clean exit on SIGTERM. `make edge-test` runs it
+ * next hop closed, 500 connections at once, and the connection limit. Clean exit on SIGTERM. `make edge-test` runs it
  * against the edge as built and against a build under ASan and UBSan.
  *
  *   test_edge ./edge */
@@ -368,6 +368,28 @@ static void tcp_tests(const struct sockaddr_in *edge, int hop_l) {
     n = respond(inv1, "200 OK", resp, sizeof resp);
     write_all(hop.s, resp, n);
     CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 200 OK\r\n", 16) == 0 && strstr(got, "Call-ID: tcp-4\r\n"));
+
+    /* 8. Many connections at once: 500 open together, a ping on each, every pong back. */
+    enum { MANY = 500 };
+    static int many[MANY];
+    int opened = 0;
+    for (int k = 0; k < MANY; k++) {
+        many[k] = tcp_connect(edge);
+        if (many[k] >= 0) opened++;
+    }
+    for (int k = 0; k < MANY; k++) {
+        if (many[k] >= 0) write_all(many[k], "\r\n\r\n", 4);
+    }
+    int ponged = 0;
+    for (int k = 0; k < MANY; k++) {
+        char two[8];
+        if (many[k] >= 0 && readable(many[k], 2000) && recv(many[k], two, sizeof two, 0) == 2 && two[0] == '\r' && two[1] == '\n') ponged++;
+    }
+    CHECK(opened == MANY && ponged == MANY);
+    if (ponged != MANY) fprintf(stderr, "%d connections opened, %d pongs\n", opened, ponged);
+    for (int k = 0; k < MANY; k++) {
+        if (many[k] >= 0) close(many[k]);
+    }
     close(c1.s);
     close(hop.s);
 }

@@ -479,7 +479,7 @@ def tcp_rate_limit(run: Run) -> Checks:
 
 
 def tcp_connection_per_call(run: Run) -> Checks:
-    c = Checks("tcp_connection_per_call: SIPp -t tn (a connection per call), 503 and 302 over TCP, a UAC killed mid-test")
+    c = Checks("tcp_connection_per_call: SIPp -t tn (a connection per call, ~150 open at once), 503 and 302 over TCP, a UAC killed mid-test")
     r, r_redirect = 25.0, 10.0
     seconds = 10
     policy = run.path("policy.xml")
@@ -521,7 +521,10 @@ def tcp_connection_per_call(run: Run) -> Checks:
     uac_ports = SippPorts.pick(tcp=True)
     uac = run.start(
         "uac",
-        sipp_command(uac_scenario, uac_ports, remote=f"127.0.0.1:{edge_port}", inf=inf, rate=offered, calls=calls, timeout_s=seconds + 40, transport="tn", max_concurrent=2000, extra=("-max_socket", 4000)),
+        sipp_command(
+            uac_scenario, uac_ports, remote=f"127.0.0.1:{edge_port}", inf=inf, rate=offered, calls=calls, duration_ms=2000,
+            timeout_s=seconds + 40, transport="tn", max_concurrent=2000, extra=("-max_socket", 4000),
+        ),
     )
     time.sleep(seconds / 2)
     before = edge_stats(edge)
@@ -551,6 +554,8 @@ def tcp_connection_per_call(run: Run) -> Checks:
         out["invites"] > 0 and after.get("edge_tcp_accepted_total", 0) >= out["invites"],
         f"a connection per call: {after.get('edge_tcp_accepted_total')} accepted for {out['invites']} calls (+1 for the killed UAC)",
     )
+    open_mid = before.get("edge_tcp_accepted_total", 0) - before.get("edge_tcp_closed_total", 0)
+    c.that(open_mid >= 100, f"many connections open at once: {open_mid} half-way (the ~75 admitted calls/s hold theirs for 2 s: ~150, + 1)")
     c.that(after.get("edge_tcp_hop_connects_total") == 1, f"one connection to the next hop: {after.get('edge_tcp_hop_connects_total')}")
     c.that(
         after.get("edge_tcp_framing_errors_total", -1) == 0 and after.get("edge_tcp_overflows_total", -1) == 0,
