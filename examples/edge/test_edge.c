@@ -5,7 +5,8 @@
  * forwarding on one persistent connection to the next hop with each response routed back to
  * the connection its request came on, a response for a connection that has gone dropped, 400
  * and close on a missing Content-Length, close on an oversized message, reconnection after the
- * next hop closed, 500 connections at once, and the connection limit. Clean exit on SIGTERM. `make edge-test` runs it
+ * next hop closed, 500 connections at once, the connection limit, and --transport udp (no TCP
+ * listener). Clean exit on SIGTERM. `make edge-test` runs it
  * against the edge as built and against a build under ASan and UBSan.
  *
  *   test_edge ./edge */
@@ -449,6 +450,33 @@ static void connection_limit(const char *edge_path) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* --transport udp: no TCP listener (a connection is refused), UDP served as before. */
+static void udp_only(const char *edge_path, const char *hop_arg, int client, int cport) {
+    struct sockaddr_in addr;
+    int probe = udp_socket(&addr);
+    close(probe);
+    char listen_arg[64];
+    snprintf(listen_arg, sizeof listen_arg, "127.0.0.1:%d", ntohs(addr.sin_port));
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(edge_path, edge_path, "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, "--transport", "udp", (char *)NULL);
+        _exit(127);
+    }
+    pause_ms(300);
+    int s = tcp_connect(&addr);
+    CHECK(s < 0);
+    if (s >= 0) close(s);
+    char msg[2048], buf[4096];
+    struct sockaddr_in from;
+    invite(msg, sizeof msg, "sip:+12125551234@gw.example.com;user=phone", "<tel:+1-212-555-1234>", cport, "udp-only");
+    sendto(client, msg, strlen(msg), 0, (struct sockaddr *)&addr, sizeof addr);
+    CHECK(recv_msg(client, buf, sizeof buf, &from) > 0 && strncmp(buf, "SIP/2.0 503 ", 12) == 0 && strstr(buf, "udp-only") != NULL);
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_edge PATH-TO-EDGE\n");
@@ -531,6 +559,7 @@ int main(int argc, char **argv) {
     /* TCP, on the same address and port. */
     tcp_tests(&edge_addr, hop_tcp);
     connection_limit(argv[1]);
+    udp_only(argv[1], hop_arg, client, cport);
 
     /* 5. An invalid policy file is refused on SIGHUP; a valid one replaces the policy. */
     write_policy("<rule id=\"broken\"><actions><accept><rate>-1</rate></accept></actions></rule>");
