@@ -3,7 +3,7 @@
  *
  *   edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]
  *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]
- *        [--transport udp|tcp|both] [--max-connections N] [--linger-us N]
+ *        [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]
  *
  * With --subscribe it is an RFC 7200 subscriber: it SUBSCRIBEs to the notifier (the `load-control`
  * event package, through libloadctl's subscriber state machine and its SIP wire functions),
@@ -26,7 +26,8 @@
  * and the engine enforces every limit across both:
  * - UDP (main thread): recvmmsg/sendmmsg in batches of 32.
  * - TCP (second thread, epoll): a listening socket on the same address and port, a bounded
- *   table of connections (--max-connections inbound, excess closed at once), messages framed
+ *   table of connections (--max-connections inbound, excess closed at once; silent ones closed
+ *   after --tcp-idle-s), messages framed
  *   by Content-Length (sipstream.h; 400 and close when it is missing or invalid, close past
  *   64 KiB), RFC 5626 keep-alive pings answered, and one persistent connection to the next
  *   hop (non-blocking connect, reconnected when it breaks). A request that came over TCP goes
@@ -121,7 +122,7 @@ typedef struct {
 typedef struct {
     atomic_ulong forwarded, answered, malformed, absorbed, dropped;
     atomic_ulong tcp_accepted, tcp_refused, tcp_closed, tcp_framing_errors, tcp_too_large, tcp_overflows;
-    atomic_ulong tcp_pings, tcp_responses_orphaned, hop_connects, hop_failures, forward_failures;
+    atomic_ulong tcp_pings, tcp_responses_orphaned, hop_connects, hop_failures, forward_failures, tcp_idle_closed;
 } counters_t;
 
 #define BUMP(x) atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + 1, memory_order_relaxed)
@@ -144,6 +145,7 @@ typedef struct {
     char *out;
     size_t out_len, out_off, out_cap, out_max;
     uint64_t close_at;
+    uint64_t last_rx_ns; /* when it last sent us something (for the idle timeout) */
 } conn_t;
 
 struct worker;
@@ -152,6 +154,7 @@ typedef struct {
     int udp_sock, tcp_sock;
     int udp_on, tcp_on;
     unsigned max_conns;
+    uint64_t idle_ns; /* an inbound connection silent this long is closed (0: never) */
     struct sockaddr_in listen_addr;
     struct sockaddr_in next_hop;
     char via_host[64]; /* "IP:PORT" for this proxy's Via */
@@ -201,6 +204,7 @@ typedef struct worker {
     unsigned ndirty;
     int hop; /* the slot of the next-hop connection, -1 when none */
     uint64_t hop_retry_ns;
+    uint64_t next_idle_sweep_ns;
     char *rx;
 } worker_t;
 
@@ -436,6 +440,7 @@ static int conn_open(worker_t *w, int fd, const struct sockaddr_in *peer, int ou
     c->connecting = connecting;
     c->out_max = outbound ? HOP_OUT_MAX : TCP_OUT_MAX;
     c->want_out = connecting;
+    c->last_rx_ns = now_ns();
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct epoll_event ev = {.events = EPOLLIN | (connecting ? EPOLLOUT : 0), .data.u64 = conn_cookie(c, slot)};
@@ -1175,6 +1180,7 @@ static void tcp_read(worker_t *w, unsigned slot) {
         return;
     }
     have += (size_t)n;
+    c->last_rx_ns = now_ns();
     peer_t from = {1, c->peer, slot, c->gen};
     size_t off = 0;
     while (!c->dead && !c->closing) {
@@ -1229,13 +1235,24 @@ static void tcp_accept(worker_t *w) {
     }
 }
 
-/* Closes connections whose peer did not close within LINGER_CLOSE_NS of our FIN. */
-static void sweep_lingering(worker_t *w) {
-    if (w->lingering == 0) return;
+/* Closes connections whose peer did not close within LINGER_CLOSE_NS of our FIN, and, once a
+ * second, inbound connections silent for --tcp-idle-s (a keep-alive ping counts; the
+ * connection to the next hop is kept). This stateless edge never sends a request to a caller,
+ * so closing an idle caller's connection loses nothing: its next request opens a new one. */
+static void sweep(worker_t *w) {
     uint64_t now = now_ns();
+    int idle = w->e->idle_ns && now >= w->next_idle_sweep_ns;
+    if (w->lingering == 0 && !idle) return;
+    if (idle) w->next_idle_sweep_ns = now + 1000000000ull;
     for (unsigned k = 0; k < w->nconns; k++) {
         conn_t *c = &w->conns[k];
-        if (c->fd >= 0 && c->lingering && c->close_at <= now) conn_close(w, k);
+        if (c->fd < 0) continue;
+        if (c->lingering && c->close_at <= now) {
+            conn_close(w, k);
+        } else if (idle && !c->outbound && !c->closing && now - c->last_rx_ns >= w->e->idle_ns) {
+            BUMP(w->c.tcp_idle_closed);
+            conn_close(w, k);
+        }
     }
 }
 
@@ -1263,7 +1280,7 @@ static void *tcp_main(void *arg) {
         flush_conns(w);
         flush_sends(w); /* responses to UDP requests that came back over TCP */
         expire(w);
-        sweep_lingering(w);
+        sweep(w);
     }
     return NULL;
 }
@@ -1338,10 +1355,10 @@ static void print_stats(edge_t *e) {
             printf("edge_tcp_accepted_total %lu\nedge_tcp_refused_total %lu\nedge_tcp_closed_total %lu\n"
                    "edge_tcp_framing_errors_total %lu\nedge_tcp_too_large_total %lu\nedge_tcp_overflows_total %lu\n"
                    "edge_tcp_pings_total %lu\nedge_tcp_responses_orphaned_total %lu\nedge_tcp_hop_connects_total %lu\n"
-                   "edge_tcp_hop_failures_total %lu\nedge_tcp_forward_failures_total %lu\n",
+                   "edge_tcp_hop_failures_total %lu\nedge_tcp_forward_failures_total %lu\nedge_tcp_idle_closed_total %lu\n",
                    READ(c->tcp_accepted), READ(c->tcp_refused), READ(c->tcp_closed), READ(c->tcp_framing_errors),
                    READ(c->tcp_too_large), READ(c->tcp_overflows), READ(c->tcp_pings), READ(c->tcp_responses_orphaned),
-                   READ(c->hop_connects), READ(c->hop_failures), READ(c->forward_failures));
+                   READ(c->hop_connects), READ(c->hop_failures), READ(c->forward_failures), READ(c->tcp_idle_closed));
         }
         fflush(stdout);
     }
@@ -1351,7 +1368,7 @@ static void print_stats(edge_t *e) {
 static int usage(void) {
     fprintf(stderr, "usage: edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]\n"
                     "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]\n"
-                    "            [--transport udp|tcp|both] [--max-connections N] [--linger-us N]\n");
+                    "            [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]\n");
     return 2;
 }
 
@@ -1361,7 +1378,7 @@ int main(int argc, char **argv) {
     const char *listen_at = NULL, *next_hop = NULL;
     const char *subscribe = NULL, *notifier_at = NULL, *own_uri = NULL, *transport = "both";
     unsigned expires = 0;
-    long linger_us = 200, max_conns = 1024;
+    long linger_us = 200, max_conns = 1024, idle_s = 300;
     e.source = "edge";
     e.udp_sock = e.tcp_sock = -1;
     for (int i = 1; i < argc; i++) {
@@ -1377,13 +1394,15 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--linger-us") == 0) linger_us = atol(argv[++i]);
         else if (strcmp(argv[i], "--transport") == 0) transport = argv[++i];
         else if (strcmp(argv[i], "--max-connections") == 0) max_conns = atol(argv[++i]);
+        else if (strcmp(argv[i], "--tcp-idle-s") == 0) idle_s = atol(argv[++i]);
         else return usage();
     }
     e.udp_on = strcmp(transport, "udp") == 0 || strcmp(transport, "both") == 0;
     e.tcp_on = strcmp(transport, "tcp") == 0 || strcmp(transport, "both") == 0;
     if (!e.udp_on && !e.tcp_on) return usage();
-    if (linger_us < 0 || linger_us > 100000 || max_conns < 1 || max_conns > 1000000) return usage();
+    if (linger_us < 0 || linger_us > 100000 || max_conns < 1 || max_conns > 1000000 || idle_s < 0) return usage();
     e.max_conns = (unsigned)max_conns;
+    e.idle_ns = (uint64_t)idle_s * 1000000000ull;
     if (!listen_at || !next_hop || (!e.policy_path && !subscribe) || parse_addr(listen_at, &e.listen_addr) ||
         parse_addr(next_hop, &e.next_hop)) {
         return usage();

@@ -5,8 +5,8 @@
  * forwarding on one persistent connection to the next hop with each response routed back to
  * the connection its request came on, a response for a connection that has gone dropped, 400
  * and close on a missing Content-Length, close on an oversized message, reconnection after the
- * next hop closed, 500 connections at once, the connection limit, and --transport udp (no TCP
- * listener). Clean exit on SIGTERM. `make edge-test` runs it
+ * next hop closed, 500 connections at once, the connection limit, the idle timeout, and
+ * --transport udp (no TCP listener). Clean exit on SIGTERM. `make edge-test` runs it
  * against the edge as built and against a build under ASan and UBSan.
  *
  *   test_edge ./edge */
@@ -477,6 +477,42 @@ static void udp_only(const char *edge_path, const char *hop_arg, int client, int
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* --tcp-idle-s 1: a silent connection is closed within about two seconds; one that pings
+ * every 300 ms stays open. */
+static void idle_timeout(const char *edge_path, const char *hop_arg) {
+    struct sockaddr_in addr;
+    int probe = tcp_listener(&addr);
+    close(probe);
+    char listen_arg[64];
+    snprintf(listen_arg, sizeof listen_arg, "127.0.0.1:%d", ntohs(addr.sin_port));
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(edge_path, edge_path, "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, "--transport", "tcp",
+              "--tcp-idle-s", "1", (char *)NULL);
+        _exit(127);
+    }
+    pause_ms(300);
+    int quiet = tcp_connect(&addr), busy = tcp_connect(&addr);
+    CHECK(quiet >= 0 && busy >= 0);
+    int alive = 1;
+    for (int k = 0; k < 10; k++) { /* 3 s */
+        alive = alive && ping_pong(busy);
+        pause_ms(300);
+    }
+    CHECK(alive);
+    stream_t *t = calloc(1, sizeof *t);
+    t->s = quiet;
+    char out[64];
+    CHECK(next_msg(t, out, sizeof out, 100, NULL) == 0 && t->eof);
+    free(t);
+    close(quiet);
+    close(busy);
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_edge PATH-TO-EDGE\n");
@@ -560,6 +596,7 @@ int main(int argc, char **argv) {
     tcp_tests(&edge_addr, hop_tcp);
     connection_limit(argv[1]);
     udp_only(argv[1], hop_arg, client, cport);
+    idle_timeout(argv[1], hop_arg);
 
     /* 5. An invalid policy file is refused on SIGHUP; a valid one replaces the policy. */
     write_policy("<rule id=\"broken\"><actions><accept><rate>-1</rate></accept></actions></rule>");
