@@ -5,7 +5,7 @@
  * forwarding on one persistent connection to the next hop with each response routed back to
  * the connection its request came on, a response for a connection that has gone dropped, 400
  * and close on a missing Content-Length, close on an oversized message, reconnection after the
- * next hop closed, 500 connections at once, the connection limit, the idle timeout, and
+ * next hop closed, 500 connections at once, a caller that never reads, the connection limit, the idle timeout, and
  * --transport udp (no TCP listener). Clean exit on SIGTERM. `make edge-test` runs it
  * against the edge as built and against a build under ASan and UBSan.
  *
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -391,6 +392,46 @@ static void tcp_tests(const struct sockaddr_in *edge, int hop_l) {
     for (int k = 0; k < MANY; k++) {
         if (many[k] >= 0) close(many[k]);
     }
+
+    /* 9. A caller that sends and never reads: once its answers fill the connection's output
+     * buffer (1 MiB, beyond what the sockets hold), the edge closes the connection; the others
+     * are still served. */
+    int greedy = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    setsockopt(greedy, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct timeval tmo = {3, 0};
+    setsockopt(greedy, SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof tmo);
+    CHECK(connect(greedy, (const struct sockaddr *)edge, sizeof *edge) == 0);
+    char one[2048];
+    tcp_invite(one, sizeof one, "sip:+12125551234@gw.example.com;user=phone", "<tel:+1-212-555-1234>", "greedy");
+    size_t one_len = strlen(one);
+    int broken = 0, sent = 0;
+    for (; sent < 60000 && !broken; sent++) {
+        size_t off = 0;
+        while (off < one_len) {
+            ssize_t k = send(greedy, one + off, one_len - off, MSG_NOSIGNAL);
+            if (k <= 0) {
+                broken = 1;
+                break;
+            }
+            off += (size_t)k;
+        }
+    }
+    if (!broken) { /* everything went out: the close shows on the next read */
+        char sink[65536];
+        for (;;) {
+            ssize_t k = readable(greedy, 3000) ? recv(greedy, sink, sizeof sink, 0) : 1;
+            if (k <= 0) broken = 1;
+            if (k <= 0 || k == 1) break;
+        }
+    }
+    CHECK(broken);
+    if (!broken) fprintf(stderr, "greedy caller: %d requests sent, connection still open\n", sent);
+    close(greedy);
+    int after = tcp_connect(edge);
+    CHECK(after >= 0 && ping_pong(after));
+    close(after);
+
     close(c1.s);
     close(hop.s);
 }
