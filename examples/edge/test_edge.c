@@ -1,7 +1,8 @@
 /* Drives the edge over UDP and TCP on loopback. UDP: 503 for a throttled prefix, 302 with
  * Contact for a redirect rule, forwarding with Via handling both ways, SIGHUP reload (and an
  * invalid file kept out), garbage ignored. TCP: a message written a byte at a time and several
- * in one write, keep-alive ping/pong, 503/302 and the ACK to them, drop (no answer over TCP),
+ * in one write, keep-alive ping/pong, 503/302 and the ACK to them, drop (no answer over TCP), a
+ * window released by the final response (not a provisional one),
  * forwarding on one persistent connection to the next hop with each response routed back to
  * the connection its request came on, a response for a connection that has gone dropped, 400
  * and close on a missing Content-Length, close on an oversized message, reconnection after the
@@ -62,6 +63,9 @@ static const char *TICKETS = "<rule id=\"tickets\"><conditions><call-identity><s
 
 static const char *DROPPER = "<rule id=\"dropper\"><conditions><call-identity><sip><to><many-tel prefix=\"+1888\"/></to></sip></call-identity>"
                              "</conditions><actions><accept alt-action=\"drop\"><rate>0</rate></accept></actions></rule>";
+
+static const char *WINDOW = "<rule id=\"window\"><conditions><call-identity><sip><to><many-tel prefix=\"+1444\"/></to></sip></call-identity>"
+                           "<method>INVITE</method></conditions><actions><accept><win>1</win></accept></actions></rule>";
 
 static int udp_socket(struct sockaddr_in *bound) {
     int s = socket(AF_INET, SOCK_DGRAM, 0);
@@ -329,6 +333,24 @@ static void tcp_tests(const struct sockaddr_in *edge, int hop_l) {
     write_all(hop.s, resp, n);
     CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 486 ", 12) == 0 && strstr(got, "Call-ID: tcp-3\r\n"));
 
+    /* A window of 1 over TCP: the second call is refused while the first is open; a
+     * provisional response does not free the slot, the final one does. */
+    tcp_invite(msg, sizeof msg, "sip:+14445551234@gw.example.com;user=phone", "<tel:+1-444-555-1234>", "win-1");
+    write_all(c1.s, msg, strlen(msg));
+    CHECK(next_msg(&hop, inv1, sizeof inv1, 2000, NULL) && strstr(inv1, "Call-ID: win-1\r\n") != NULL);
+    n = respond(inv1, "180 Ringing", resp, sizeof resp);
+    write_all(hop.s, resp, n);
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 180 ", 12) == 0);
+    tcp_invite(msg, sizeof msg, "sip:+14445551234@gw.example.com;user=phone", "<tel:+1-444-555-1234>", "win-2");
+    write_all(c1.s, msg, strlen(msg));
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 503 ", 12) == 0 && strstr(got, "Call-ID: win-2\r\n"));
+    n = respond(inv1, "200 OK", resp, sizeof resp);
+    write_all(hop.s, resp, n);
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 200 ", 12) == 0 && strstr(got, "Call-ID: win-1\r\n"));
+    tcp_invite(msg, sizeof msg, "sip:+14445551234@gw.example.com;user=phone", "<tel:+1-444-555-1234>", "win-3");
+    write_all(c1.s, msg, strlen(msg));
+    CHECK(next_msg(&hop, inv1, sizeof inv1, 2000, NULL) && strstr(inv1, "Call-ID: win-3\r\n") != NULL);
+
     /* 5. No Content-Length: 400, then the edge closes the connection. */
     const char *nolen = "OPTIONS sip:bob@example.net SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:5999;branch=z9hG4bK-nolen\r\n"
                         "From: <sip:caller@example.org>;tag=abc\r\nTo: <sip:bob@example.net>\r\nCall-ID: nolen\r\nCSeq: 1 OPTIONS\r\n\r\n";
@@ -576,7 +598,7 @@ int main(int argc, char **argv) {
     snprintf(listen_arg, sizeof listen_arg, "127.0.0.1:%d", ntohs(edge_addr.sin_port));
     snprintf(hop_arg, sizeof hop_arg, "127.0.0.1:%d", ntohs(hop_addr.sin_port));
     char rules[2048];
-    snprintf(rules, sizeof rules, "%s%s%s", HOTLINE, TICKETS, DROPPER);
+    snprintf(rules, sizeof rules, "%s%s%s%s", HOTLINE, TICKETS, DROPPER, WINDOW);
     write_policy(rules);
     pid_t pid = fork();
     if (pid == 0) {
