@@ -1190,7 +1190,7 @@ static void tcp_read(worker_t *w, unsigned slot) {
             handle(w, buf + off, f.len, &from);
         } else if (f.kind == SF_PING) {
             BUMP(w->c.tcp_pings);
-            conn_queue(w, slot, from.gen, "\r\n", 2); /* RFC 5626 §4.4.1: the pong */
+            conn_queue(w, slot, from.gen, "\r\n", 2); /* RFC 5626 §3.5.1: the pong */
         } else if (f.kind != SF_CRLF) {
             stream_error(w, slot, buf + off, &f, &from);
             break;
