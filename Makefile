@@ -80,8 +80,8 @@ e2e-tools:
 	  command -v python3 >/dev/null || sh tests/e2e/install-tools.sh
 
 ## e2e: the edge with real SIP peers on loopback (tests/e2e/test_edge.py): a SIPp notifier
-## (full, partial, invalid, gap, terminated), SIPp UAC and UAS, rule actions over UDP, and two
-## edges sharing a global rate through `loadctl notifier`
+## (full, partial, invalid, gap, terminated), SIPp UAC and UAS, rule actions over UDP, two
+## edges sharing a global rate through `loadctl notifier`, and SIPp over TCP (-t t1, -t tn)
 e2e: e2e-tools edge
 	$(CARGO) build --release -p loadctl-cli
 	python3 tests/e2e/test_edge.py
@@ -135,10 +135,16 @@ example: tools
 edge: lib
 	$(CC) $(CFLAGS_C) -O2 examples/edge/edge.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge
 
-## edge-test: drive the edge over UDP on loopback
+## edge-test: the stream framer's unit tests, then the edge driven over UDP and TCP on loopback,
+## as built and built with ASan+UBSan (all under -Werror)
+EDGE_SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 edge-test: edge
+	$(CC) $(CFLAGS_C) $(EDGE_SAN) examples/edge/test_stream.c -o target/test_stream
+	./target/test_stream
+	$(CC) $(CFLAGS_C) $(EDGE_SAN) -O1 examples/edge/edge.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge-asan
 	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror examples/edge/test_edge.c -o target/test_edge
 	./target/test_edge ./target/edge
+	ASAN_OPTIONS=detect_leaks=1 ./target/test_edge ./target/edge-asan
 
 ## header: regenerate include/loadctl.h with the pinned cbindgen
 header: tools

@@ -1,15 +1,16 @@
-/* edge: a small stateless SIP edge proxy (UDP) that enforces RFC 7200 load-filtering policies
- * with libloadctl.
+/* edge: a small stateless SIP edge proxy (UDP and TCP) that enforces RFC 7200 load-filtering
+ * policies with libloadctl.
  *
  *   edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]
  *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]
- *        [--linger-us N]
+ *        [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]
  *
  * With --subscribe it is an RFC 7200 subscriber: it SUBSCRIBEs to the notifier (the `load-control`
  * event package, through libloadctl's subscriber state machine and its SIP wire functions),
  * applies every NOTIFY body it receives, refreshes before the subscription expires, re-SUBSCRIBEs
  * after a version gap, and unsubscribes on SIGINT/SIGTERM. Its SUBSCRIBEs are retransmitted over
- * UDP until a response arrives (Timer E: T1 doubling up to T2, for 64·T1).
+ * UDP until a response arrives (Timer E: T1 doubling up to T2, for 64·T1). The subscriber speaks
+ * UDP only.
  *
  * Every request is classified with lc_classify_sip. Excess is answered 503 (or 302 with the
  * rule's targets as Contacts); everything else is forwarded statelessly to the next hop with
@@ -18,24 +19,50 @@
  * address in the next Via (received/rport when present). Window admissions are released when a
  * final response for the same Call-ID and CSeq passes back, or after 32 s.
  *
+ * Transports. The request and response handling (`handle`) is the same for both; a `peer_t`
+ * says where a message came from and where an answer goes, and only `deliver` looks at the
+ * transport. Each transport has its own thread and its own `lc_worker` (engine shard), so the
+ * UDP loop is the one it was before TCP existed (one blocking recvmmsg per batch, no epoll)
+ * and the engine enforces every limit across both:
+ * - UDP (main thread): recvmmsg/sendmmsg in batches of 32.
+ * - TCP (second thread, epoll): a listening socket on the same address and port, a bounded
+ *   table of connections (--max-connections inbound, excess closed at once; silent ones closed
+ *   after --tcp-idle-s), messages framed
+ *   by Content-Length (sipstream.h; 400 and close when it is missing or invalid, close past
+ *   64 KiB), RFC 5626 keep-alive pings answered, and one persistent connection to the next
+ *   hop (non-blocking connect, reconnected when it breaks). A request that came over TCP goes
+ *   on over TCP with `Via: SIP/2.0/TCP …;lc-conn=SLOT.GEN`: the inbound connection's slot and
+ *   the slot's generation, so the response that comes back with that Via is sent on the
+ *   connection the request came on (RFC 3261 §18.2.2) without per-transaction state, and is
+ *   dropped when that connection has gone meanwhile (the generation no longer matches).
+ *   Output is buffered per connection (bounded; a connection whose buffer overflows is closed)
+ *   and written once per event-loop pass.
+ *
  * SIGHUP reloads the policy file (an invalid file is reported and the old policy stays);
  * SIGUSR1 prints the counters in the Prometheus text format; SIGINT/SIGTERM exit. */
-#define _GNU_SOURCE /* recvmmsg, sendmmsg */
+#define _GNU_SOURCE /* recvmmsg, sendmmsg, accept4 */
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "loadctl.h"
+#include "sipstream.h"
 
 #define MAX_MSG 65535
 #define PENDING 4096
@@ -49,10 +76,23 @@
 #define SUB_BRANCH "z9hG4bKlcsub"
 /* The To tag of the answers the edge sends itself (503, 302). */
 #define EDGE_TAG "lc-edge"
+/* The Via parameter naming the inbound TCP connection of a forwarded request. */
+#define CONN_PARAM ";lc-conn="
+/* TCP: bytes read per recv when a connection has nothing buffered; output buffered per inbound
+ * connection and for the next hop (which carries every TCP request); how long after a failed
+ * connect to the next hop the next attempt may start; how long a connection closed after a
+ * framing error waits for its peer to close before it is dropped. */
+#define TCP_RX 262144
+#define TCP_OUT_MAX (1u << 20)
+#define HOP_OUT_MAX (8u << 20)
+#define RECONNECT_NS 100000000ull
+#define LINGER_CLOSE_NS 2000000000ull
 
 static volatile sig_atomic_t reload_requested = 0;
 static volatile sig_atomic_t stats_requested = 0;
 static volatile sig_atomic_t stop_requested = 0;
+/* Set by the main thread when the TCP thread must end. */
+static atomic_int tcp_stop;
 
 static void on_signal(int sig) {
     if (sig == SIGHUP) reload_requested = 1;
@@ -68,25 +108,67 @@ typedef struct {
     int used;
 } pending_t;
 
+/* Where a message came from, and so where its answer goes: a UDP address, or a TCP connection
+ * (a slot of the connection table and the generation the slot had). */
 typedef struct {
-    int sock;
+    int tcp;
+    struct sockaddr_in addr;
+    unsigned slot;
+    uint32_t gen;
+} peer_t;
+
+/* Counters of one worker thread. Each is written by its own thread only (relaxed load + store,
+ * no locked instruction) and read by the main thread for SIGUSR1. */
+typedef struct {
+    atomic_ulong forwarded, answered, malformed, absorbed, dropped;
+    atomic_ulong tcp_accepted, tcp_refused, tcp_closed, tcp_framing_errors, tcp_too_large, tcp_overflows;
+    atomic_ulong tcp_pings, tcp_responses_orphaned, hop_connects, hop_failures, forward_failures, tcp_idle_closed;
+} counters_t;
+
+#define BUMP(x) atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + 1, memory_order_relaxed)
+#define READ(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+/* One TCP connection: inbound (accepted) or the one to the next hop. */
+typedef struct {
+    int fd; /* -1: the slot is free */
+    uint32_t gen;
+    int outbound, connecting;
+    int closing;  /* no more messages are taken from it; closed once its output is written */
+    int lingering; /* closing, output written and FIN sent: waiting for the peer's */
+    int dead;     /* to be closed at the end of this event-loop pass (buffer overflow, …) */
+    int dirty;    /* on the list of connections with output to write */
+    int want_out; /* EPOLLOUT is armed */
+    struct sockaddr_in peer;
+    sf_state sf;
+    char *in; /* the unfinished message (MAX_MSG bytes, allocated only while there is one) */
+    size_t in_len;
+    char *out;
+    size_t out_len, out_off, out_cap, out_max;
+    uint64_t close_at;
+    uint64_t last_rx_ns; /* when it last sent us something (for the idle timeout) */
+} conn_t;
+
+struct worker;
+
+typedef struct {
+    int udp_sock, tcp_sock;
+    int udp_on, tcp_on;
+    unsigned max_conns;
+    uint64_t idle_ns; /* an inbound connection silent this long is closed (0: never) */
     struct sockaddr_in listen_addr;
     struct sockaddr_in next_hop;
+    char via_host[64]; /* "IP:PORT" for this proxy's Via */
     const char *policy_path;
     const char *source;
     lc_engine *engine;
-    lc_worker *worker;
-    pending_t pending[PENDING];
-    size_t pending_live, pending_gone;
-    uint64_t next_expire_ns;
-    unsigned long forwarded, answered, malformed, absorbed;
-    /* The subscriber (NULL without --subscribe). */
+    struct worker *udp, *tcp;
+    /* The subscriber (NULL without --subscribe); the UDP thread's. */
     lc_subscriber *sub;
     struct sockaddr_in notifier_addr;
     lc_sip_wire wire;
     char sent_by[64];
     char contact[256];
-    char sub_msg[MAX_MSG];  /* the outstanding SUBSCRIBE, for retransmission */
+    char sub_msg[MAX_MSG]; /* the outstanding SUBSCRIBE, for retransmission */
     size_t sub_len;
     char sub_branch[64];
     int sub_outstanding;
@@ -94,6 +176,37 @@ typedef struct {
     uint64_t sub_started_ns, sub_next_rtx_ns, sub_interval_ns;
     unsigned long notifies;
 } edge_t;
+
+/* What one thread owns: its engine shard, its window admissions, its counters, its output. */
+typedef struct worker {
+    edge_t *e;
+    lc_worker *lw;
+    pending_t pending[PENDING];
+    pending_t rehash[PENDING];
+    size_t pending_live, pending_gone;
+    uint64_t next_expire_ns;
+    counters_t c;
+    /* Outgoing datagrams, batched: one sendmmsg per batch. */
+    char tx_buf[BATCH][MAX_MSG];
+    struct sockaddr_in tx_addr[BATCH];
+    struct iovec tx_iov[BATCH];
+    struct mmsghdr tx_msg[BATCH];
+    unsigned tx_count;
+    /* Messages being built (an answer can be built while a forward fails). */
+    char reply_buf[MAX_MSG];
+    char fwd_buf[MAX_MSG];
+    /* TCP (the TCP thread only). */
+    int epfd;
+    conn_t *conns;
+    unsigned nconns, inbound, lingering;
+    unsigned *free_slots, nfree;
+    unsigned *dirty;
+    unsigned ndirty;
+    int hop; /* the slot of the next-hop connection, -1 when none */
+    uint64_t hop_retry_ns;
+    uint64_t next_idle_sweep_ns;
+    char *rx;
+} worker_t;
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -189,41 +302,47 @@ static unsigned long transaction_hash(const char *msg, size_t len) {
     return hash_bytes(msg + c, cl, msg + s, num);
 }
 
-/* The table of window admissions is open-addressed with linear probing. A slot is EMPTY (a
- * probe stops there), LIVE, or GONE (released: a probe goes on past it, an insert may reuse it).
- * Most traffic holds no window slot, so a response looks up nothing when the table is empty. */
+static int is_response(const char *msg, size_t len) { return len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0; }
+
+/* ------------------------------------------------------------------ window admissions */
+
+/* Each worker has its own table: a final response comes back on the transport its request
+ * left on, so on the same thread. The table is open-addressed with linear probing. A slot is
+ * EMPTY (a probe stops there), LIVE, or GONE (released: a probe goes on past it, an insert may
+ * reuse it). Most traffic holds no window slot, so a response looks up nothing when the table
+ * is empty. */
 enum { SLOT_EMPTY = 0, SLOT_LIVE = 1, SLOT_GONE = 2 };
 
-static void remember(edge_t *e, unsigned long h, lc_ticket t) {
+static void remember(worker_t *w, unsigned long h, lc_ticket t) {
     for (size_t k = 0; k < PENDING; k++) {
-        pending_t *p = &e->pending[(h + k) % PENDING];
+        pending_t *p = &w->pending[(h + k) % PENDING];
         if (p->used != SLOT_LIVE) {
-            if (p->used == SLOT_GONE) e->pending_gone--;
+            if (p->used == SLOT_GONE) w->pending_gone--;
             p->used = SLOT_LIVE;
             p->hash = h;
             p->ticket = t;
             p->deadline_ns = now_ns() + TIMER_B_NS;
-            e->pending_live++;
+            w->pending_live++;
             return;
         }
     }
-    lc_complete(e->worker, &t); /* table full: release at once rather than leak */
+    lc_complete(w->lw, &t); /* table full: release at once rather than leak */
 }
 
-static void forget_slot(edge_t *e, pending_t *p) {
-    lc_complete(e->worker, &p->ticket);
+static void forget_slot(worker_t *w, pending_t *p) {
+    lc_complete(w->lw, &p->ticket);
     p->used = SLOT_GONE;
-    e->pending_live--;
-    e->pending_gone++;
+    w->pending_live--;
+    w->pending_gone++;
 }
 
-static void release(edge_t *e, unsigned long h) {
-    if (e->pending_live == 0) return;
+static void release(worker_t *w, unsigned long h) {
+    if (w->pending_live == 0) return;
     for (size_t k = 0; k < PENDING; k++) {
-        pending_t *p = &e->pending[(h + k) % PENDING];
+        pending_t *p = &w->pending[(h + k) % PENDING];
         if (p->used == SLOT_EMPTY) return;
         if (p->used == SLOT_LIVE && p->hash == h) {
-            forget_slot(e, p);
+            forget_slot(w, p);
             return;
         }
     }
@@ -231,28 +350,27 @@ static void release(edge_t *e, unsigned long h) {
 
 /* Releases admissions whose response never came (Timer B), at most every 100 ms, and clears
  * the released slots out of the probe chains once they are a quarter of the table. */
-static void expire(edge_t *e) {
+static void expire(worker_t *w) {
     uint64_t now = now_ns();
-    if (now < e->next_expire_ns) return;
-    e->next_expire_ns = now + EXPIRE_EVERY_NS;
-    if (e->pending_live == 0 && e->pending_gone == 0) return;
+    if (now < w->next_expire_ns) return;
+    w->next_expire_ns = now + EXPIRE_EVERY_NS;
+    if (w->pending_live == 0 && w->pending_gone == 0) return;
     for (size_t k = 0; k < PENDING; k++) {
-        if (e->pending[k].used == SLOT_LIVE && e->pending[k].deadline_ns <= now) forget_slot(e, &e->pending[k]);
+        if (w->pending[k].used == SLOT_LIVE && w->pending[k].deadline_ns <= now) forget_slot(w, &w->pending[k]);
     }
-    if (e->pending_gone > PENDING / 4) {
-        static pending_t live[PENDING];
+    if (w->pending_gone > PENDING / 4) {
         size_t n = 0;
         for (size_t k = 0; k < PENDING; k++) {
-            if (e->pending[k].used == SLOT_LIVE) live[n++] = e->pending[k];
+            if (w->pending[k].used == SLOT_LIVE) w->rehash[n++] = w->pending[k];
         }
-        memset(e->pending, 0, sizeof e->pending);
-        e->pending_live = e->pending_gone = 0;
+        memset(w->pending, 0, sizeof w->pending);
+        w->pending_live = w->pending_gone = 0;
         for (size_t k = 0; k < n; k++) {
             for (size_t j = 0; j < PENDING; j++) {
-                pending_t *p = &e->pending[(live[k].hash + j) % PENDING];
+                pending_t *p = &w->pending[(w->rehash[k].hash + j) % PENDING];
                 if (p->used == SLOT_EMPTY) {
-                    *p = live[k];
-                    e->pending_live++;
+                    *p = w->rehash[k];
+                    w->pending_live++;
                     break;
                 }
             }
@@ -260,17 +378,12 @@ static void expire(edge_t *e) {
     }
 }
 
-/* Outgoing datagrams are batched and leave with one sendmmsg per batch. */
-static char tx_buf[BATCH][MAX_MSG];
-static struct sockaddr_in tx_addr[BATCH];
-static struct iovec tx_iov[BATCH];
-static struct mmsghdr tx_msg[BATCH];
-static unsigned tx_count = 0;
+/* ------------------------------------------------------------------ UDP output */
 
-static void flush_sends(edge_t *e) {
+static void flush_sends(worker_t *w) {
     unsigned done = 0;
-    while (done < tx_count) {
-        int n = sendmmsg(e->sock, tx_msg + done, tx_count - done, 0);
+    while (done < w->tx_count) {
+        int n = sendmmsg(w->e->udp_sock, w->tx_msg + done, w->tx_count - done, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             fprintf(stderr, "edge: sendmmsg: %s\n", strerror(errno));
@@ -279,22 +392,260 @@ static void flush_sends(edge_t *e) {
         }
         done += (unsigned)n;
     }
-    tx_count = 0;
+    w->tx_count = 0;
 }
 
-static void send_to(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *to) {
-    if (len > MAX_MSG) return;
-    if (tx_count == BATCH) flush_sends(e);
-    unsigned i = tx_count++;
-    memcpy(tx_buf[i], msg, len);
-    tx_addr[i] = *to;
-    tx_iov[i].iov_base = tx_buf[i];
-    tx_iov[i].iov_len = len;
-    memset(&tx_msg[i], 0, sizeof tx_msg[i]);
-    tx_msg[i].msg_hdr.msg_name = &tx_addr[i];
-    tx_msg[i].msg_hdr.msg_namelen = sizeof tx_addr[i];
-    tx_msg[i].msg_hdr.msg_iov = &tx_iov[i];
-    tx_msg[i].msg_hdr.msg_iovlen = 1;
+static void send_to(worker_t *w, const char *msg, size_t len, const struct sockaddr_in *to) {
+    if (len > MAX_MSG || w->e->udp_sock < 0) return;
+    if (w->tx_count == BATCH) flush_sends(w);
+    unsigned i = w->tx_count++;
+    memcpy(w->tx_buf[i], msg, len);
+    w->tx_addr[i] = *to;
+    w->tx_iov[i].iov_base = w->tx_buf[i];
+    w->tx_iov[i].iov_len = len;
+    memset(&w->tx_msg[i], 0, sizeof w->tx_msg[i]);
+    w->tx_msg[i].msg_hdr.msg_name = &w->tx_addr[i];
+    w->tx_msg[i].msg_hdr.msg_namelen = sizeof w->tx_addr[i];
+    w->tx_msg[i].msg_hdr.msg_iov = &w->tx_iov[i];
+    w->tx_msg[i].msg_hdr.msg_iovlen = 1;
+}
+
+/* ------------------------------------------------------------------ TCP connections */
+
+static void forward_response(worker_t *w, const char *msg, size_t len);
+static size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, const char *reason, const lc_decision *d);
+
+/* epoll's cookie for a connection: its generation and slot + 1 (0 is the listening socket), so
+ * that an event queued for a connection closed earlier in the same pass is recognised. */
+static uint64_t conn_cookie(const conn_t *c, unsigned slot) { return ((uint64_t)c->gen << 32) | (uint64_t)(slot + 1); }
+
+static void conn_arm(worker_t *w, unsigned slot, int want_out) {
+    conn_t *c = &w->conns[slot];
+    if (c->want_out == want_out) return;
+    c->want_out = want_out;
+    struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.u64 = conn_cookie(c, slot)};
+    epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static int conn_open(worker_t *w, int fd, const struct sockaddr_in *peer, int outbound, int connecting) {
+    if (w->nfree == 0) return -1;
+    unsigned slot = w->free_slots[--w->nfree];
+    conn_t *c = &w->conns[slot];
+    uint32_t gen = c->gen;
+    memset(c, 0, sizeof *c);
+    c->gen = gen;
+    c->fd = fd;
+    c->peer = *peer;
+    c->outbound = outbound;
+    c->connecting = connecting;
+    c->out_max = outbound ? HOP_OUT_MAX : TCP_OUT_MAX;
+    c->want_out = connecting;
+    c->last_rx_ns = now_ns();
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct epoll_event ev = {.events = EPOLLIN | (connecting ? EPOLLOUT : 0), .data.u64 = conn_cookie(c, slot)};
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        c->fd = -1;
+        w->free_slots[w->nfree++] = slot;
+        return -1;
+    }
+    if (!outbound) w->inbound++;
+    return (int)slot;
+}
+
+static void conn_close(worker_t *w, unsigned slot) {
+    conn_t *c = &w->conns[slot];
+    if (c->fd < 0) return;
+    close(c->fd); /* also leaves the epoll set */
+    if (c->outbound) {
+        if ((int)slot == w->hop) w->hop = -1;
+    } else {
+        w->inbound--;
+    }
+    if (c->lingering) w->lingering--;
+    free(c->in);
+    free(c->out);
+    c->in = c->out = NULL;
+    c->fd = -1;
+    c->gen++; /* responses routed to the old connection no longer match */
+    w->free_slots[w->nfree++] = slot;
+    BUMP(w->c.tcp_closed);
+}
+
+static void mark_dirty(worker_t *w, unsigned slot) {
+    conn_t *c = &w->conns[slot];
+    if (!c->dirty) {
+        c->dirty = 1;
+        w->dirty[w->ndirty++] = slot;
+    }
+}
+
+/* Takes a connection out of service at the end of this pass (closing it now could free the
+ * buffer a message being handled lives in). */
+static void conn_kill(worker_t *w, unsigned slot) {
+    w->conns[slot].dead = 1;
+    mark_dirty(w, slot);
+}
+
+/* Queues bytes on a connection (written at the end of the pass): 0, or -1 when the connection
+ * is gone, closing, or its output buffer would overflow (then it is closed: a peer that does not
+ * read what it is sent cannot be served). */
+static int conn_queue(worker_t *w, unsigned slot, uint32_t gen, const char *data, size_t len) {
+    if (slot >= w->nconns) return -1;
+    conn_t *c = &w->conns[slot];
+    if (c->fd < 0 || c->gen != gen || c->dead || c->closing) return -1;
+    size_t pending = c->out_len - c->out_off;
+    if (pending + len > c->out_max) {
+        BUMP(w->c.tcp_overflows);
+        fprintf(stderr, "edge: tcp: output buffer of connection %u full (%zu bytes): closing it\n", slot, pending);
+        conn_kill(w, slot);
+        return -1;
+    }
+    if (c->out_len + len > c->out_cap) {
+        if (c->out_off > 0) { /* reclaim what was written */
+            memmove(c->out, c->out + c->out_off, pending);
+            c->out_len = pending;
+            c->out_off = 0;
+        }
+        if (c->out_len + len > c->out_cap) {
+            size_t cap = c->out_cap ? c->out_cap : 65536;
+            while (cap < c->out_len + len) cap *= 2;
+            char *grown = realloc(c->out, cap);
+            if (!grown) {
+                conn_kill(w, slot);
+                return -1;
+            }
+            c->out = grown;
+            c->out_cap = cap;
+        }
+    }
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+    mark_dirty(w, slot);
+    return 0;
+}
+
+/* Writes what a connection has queued; arms EPOLLOUT for the rest when the socket is full. */
+static void conn_flush(worker_t *w, unsigned slot) {
+    conn_t *c = &w->conns[slot];
+    if (c->fd < 0 || c->connecting) return;
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            conn_arm(w, slot, 1);
+            return;
+        } else {
+            conn_close(w, slot);
+            return;
+        }
+    }
+    c->out_off = c->out_len = 0;
+    conn_arm(w, slot, 0);
+    if (c->closing && !c->lingering) {
+        /* Everything said (a 400, say): send our FIN, and close when the peer has closed too
+         * (closing at once with its bytes unread would reset the connection, and the answer
+         * could be lost), or after a while. */
+        shutdown(c->fd, SHUT_WR);
+        c->lingering = 1;
+        c->close_at = now_ns() + LINGER_CLOSE_NS;
+        w->lingering++;
+    }
+}
+
+/* Writes every connection that has output; closes the ones killed during the pass. */
+static void flush_conns(worker_t *w) {
+    for (unsigned k = 0; k < w->ndirty; k++) {
+        unsigned slot = w->dirty[k];
+        conn_t *c = &w->conns[slot];
+        c->dirty = 0;
+        if (c->fd < 0) continue;
+        if (c->dead) conn_close(w, slot);
+        else conn_flush(w, slot);
+    }
+    w->ndirty = 0;
+}
+
+/* The connection to the next hop: the open one, or a new one (its connect goes on in the
+ * background; what is queued meanwhile is written once it is up). -1 when none can be had
+ * (the previous attempt failed less than RECONNECT_NS ago, or the table is full). */
+static int hop_slot(worker_t *w) {
+    if (w->hop >= 0) {
+        conn_t *c = &w->conns[w->hop];
+        if (c->fd >= 0 && c->outbound && !c->dead && !c->closing) return w->hop;
+    }
+    uint64_t now = now_ns();
+    if (now < w->hop_retry_ns) return -1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int r = connect(fd, (const struct sockaddr *)&w->e->next_hop, sizeof w->e->next_hop);
+    int slot = -1;
+    if (r == 0 || errno == EINPROGRESS) slot = conn_open(w, fd, &w->e->next_hop, 1, r != 0);
+    if (slot < 0) {
+        close(fd);
+        w->hop_retry_ns = now + RECONNECT_NS;
+        BUMP(w->c.hop_failures);
+        return -1;
+    }
+    w->hop = slot;
+    BUMP(w->c.hop_connects);
+    return slot;
+}
+
+/* The requests queued for a next hop that could not be reached (nothing of them was written):
+ * each is answered 503 as if the next hop had answered it (RFC 3261 §16.9), and that answer
+ * takes the way back of any response, by this proxy's Via, to the connection the request came
+ * on. An ACK gets nothing. */
+static void answer_unsent(worker_t *w, unsigned slot) {
+    conn_t *c = &w->conns[slot];
+    c->closing = 1; /* nothing more is queued on it */
+    sf_state st;
+    memset(&st, 0, sizeof st);
+    for (size_t off = 0; off < c->out_len;) {
+        sf_frame f = sf_next(&st, c->out + off, c->out_len - off, MAX_MSG);
+        if (f.kind != SF_MESSAGE) break;
+        const char *m = c->out + off;
+        if (!is_response(m, f.len) && !(f.len >= 4 && strncmp(m, "ACK ", 4) == 0)) {
+            size_t n = build_reply(w, m, f.header_len, 503, "Service Unavailable", NULL);
+            BUMP(w->c.forward_failures);
+            forward_response(w, w->reply_buf, n);
+        }
+        off += f.len;
+    }
+}
+
+/* A connect to the next hop finished: up, or failed (then what was queued for it is answered
+ * 503, and the next request tries again after RECONNECT_NS). */
+static void hop_connected(worker_t *w, unsigned slot) {
+    conn_t *c = &w->conns[slot];
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+        fprintf(stderr, "edge: tcp: cannot connect to the next hop: %s\n", strerror(err ? err : errno));
+        BUMP(w->c.hop_failures);
+        w->hop_retry_ns = now_ns() + RECONNECT_NS;
+        answer_unsent(w, slot);
+        conn_close(w, slot);
+        return;
+    }
+    c->connecting = 0;
+    conn_flush(w, slot);
+}
+
+/* ------------------------------------------------------------------ messages out */
+
+/* Sends a message to a peer: a datagram, or onto its connection. -1 when that cannot be done
+ * (the connection has gone). */
+static int deliver(worker_t *w, const char *msg, size_t len, const peer_t *to) {
+    if (!to->tcp) {
+        send_to(w, msg, len, &to->addr);
+        return 0;
+    }
+    if (!w->conns) return -1; /* a TCP peer seen by the UDP thread: not ours to reach */
+    return conn_queue(w, to->slot, to->gen, msg, len);
 }
 
 /* Appends `len` bytes to out if they fit. */
@@ -305,14 +656,16 @@ static int put(char *out, size_t *at, size_t cap, const char *s, size_t len) {
     return 0;
 }
 
-/* Answers a request with `status` (503 or 302 with Contacts), copying Via, From, To (with a
- * tag added when it has none), Call-ID and CSeq. */
-static void answer(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from, const lc_decision *d) {
-    static char out[MAX_MSG];
+/* Builds the answer to a request in w->reply_buf: `status` and `reason` (302 with the
+ * decision's targets as Contacts), copying Via, From, To (with a tag added when it has none),
+ * Call-ID and CSeq. Returns its length. */
+static size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, const char *reason, const lc_decision *d) {
+    char *out = w->reply_buf;
+    const size_t cap = sizeof w->reply_buf;
     size_t at = 0;
     char line[128];
-    int n = snprintf(line, sizeof line, "SIP/2.0 %u %s\r\n", d->status, d->status == 302 ? "Moved Temporarily" : "Service Unavailable");
-    put(out, &at, sizeof out, line, (size_t)n);
+    int n = snprintf(line, sizeof line, "SIP/2.0 %u %s\r\n", status, reason);
+    put(out, &at, cap, line, (size_t)n);
     size_t i = 0;
     while (i < len && msg[i] != '\n') i++;
     i++;
@@ -325,47 +678,61 @@ static void answer(edge_t *e, const char *msg, size_t len, const struct sockaddr
         const char *h = msg + i;
         if (header_is(h, line_len, "Via", "v") || header_is(h, line_len, "From", "f") ||
             header_is(h, line_len, "Call-ID", "i") || header_is(h, line_len, "CSeq", NULL)) {
-            put(out, &at, sizeof out, h, line_len);
-            put(out, &at, sizeof out, "\r\n", 2);
+            put(out, &at, cap, h, line_len);
+            put(out, &at, cap, "\r\n", 2);
         } else if (header_is(h, line_len, "To", "t")) {
-            put(out, &at, sizeof out, h, line_len);
+            put(out, &at, cap, h, line_len);
             int tagged = 0;
             for (size_t k = 0; k + 4 <= line_len; k++) {
                 if (strncasecmp(h + k, "tag=", 4) == 0) tagged = 1;
             }
-            if (!tagged) put(out, &at, sizeof out, ";tag=" EDGE_TAG, 5 + strlen(EDGE_TAG));
-            put(out, &at, sizeof out, "\r\n", 2);
+            if (!tagged) put(out, &at, cap, ";tag=" EDGE_TAG, 5 + strlen(EDGE_TAG));
+            put(out, &at, cap, "\r\n", 2);
         }
         i = end + 1;
     }
-    for (size_t t = 0; d->verdict == LC_VERDICT_REDIRECT && t < d->target_count; t++) {
-        put(out, &at, sizeof out, "Contact: <", 10);
-        put(out, &at, sizeof out, (const char *)d->targets[t].ptr, d->targets[t].len);
-        put(out, &at, sizeof out, ">\r\n", 3);
+    for (size_t t = 0; d && d->verdict == LC_VERDICT_REDIRECT && t < d->target_count; t++) {
+        put(out, &at, cap, "Contact: <", 10);
+        put(out, &at, cap, (const char *)d->targets[t].ptr, d->targets[t].len);
+        put(out, &at, cap, ">\r\n", 3);
     }
-    if (d->status == 503) put(out, &at, sizeof out, "Retry-After: 5\r\n", 16);
-    put(out, &at, sizeof out, "Content-Length: 0\r\n\r\n", 21);
-    send_to(e, out, at, from);
-    e->answered++;
+    if (status == 503) put(out, &at, cap, "Retry-After: 5\r\n", 16);
+    put(out, &at, cap, "Content-Length: 0\r\n\r\n", 21);
+    return at;
 }
 
-/* Forwards a request with this proxy's Via on top, received/rport on the sender's Via, and
- * Max-Forwards decremented. */
-static void forward_request(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
-    static char out[MAX_MSG];
+static void reply(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned status, const char *reason,
+                  const lc_decision *d) {
+    size_t at = build_reply(w, msg, len, status, reason, d);
+    if (deliver(w, w->reply_buf, at, from) == 0) BUMP(w->c.answered);
+}
+
+static void answer(worker_t *w, const char *msg, size_t len, const peer_t *from, const lc_decision *d) {
+    reply(w, msg, len, from, d->status, d->status == 302 ? "Moved Temporarily" : "Service Unavailable", d);
+}
+
+/* Forwards a request with this proxy's Via on top, received= on the sender's Via, and
+ * Max-Forwards decremented, over the transport it came on. Over TCP the Via names the inbound
+ * connection (lc-conn=SLOT.GEN) for the response's way back. */
+static void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *from) {
+    char *out = w->fwd_buf;
+    const size_t cap = sizeof w->fwd_buf;
     size_t at = 0;
     size_t first = 0;
     while (first < len && msg[first] != '\n') first++;
     first++;
-    put(out, &at, sizeof out, msg, first);
+    put(out, &at, cap, msg, first);
     size_t vl = 0;
     size_t v = find_header(msg, len, "Via", "v", &vl);
     char via[256];
-    char ip[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &e->listen_addr.sin_addr, ip, sizeof ip);
-    int n = snprintf(via, sizeof via, "Via: SIP/2.0/UDP %s:%u;branch=z9hG4bK-lc%lx\r\n", ip,
-                     ntohs(e->listen_addr.sin_port), hash_bytes(msg + v, vl, msg, first));
-    put(out, &at, sizeof out, via, (size_t)n);
+    int n;
+    if (from->tcp) {
+        n = snprintf(via, sizeof via, "Via: SIP/2.0/TCP %s;branch=z9hG4bK-lc%lx" CONN_PARAM "%u.%u\r\n", w->e->via_host,
+                     hash_bytes(msg + v, vl, msg, first), from->slot, (unsigned)from->gen);
+    } else {
+        n = snprintf(via, sizeof via, "Via: SIP/2.0/UDP %s;branch=z9hG4bK-lc%lx\r\n", w->e->via_host, hash_bytes(msg + v, vl, msg, first));
+    }
+    put(out, &at, cap, via, (size_t)n);
     size_t i = first;
     int via_done = 0;
     while (i < len) {
@@ -375,34 +742,45 @@ static void forward_request(edge_t *e, const char *msg, size_t len, const struct
         if (line_len > 0 && msg[end - 1] == '\r') line_len--;
         const char *h = msg + i;
         if (line_len == 0) {
-            put(out, &at, sizeof out, msg + i, len - i); /* the empty line and the body */
+            put(out, &at, cap, msg + i, len - i); /* the empty line and the body */
             break;
         }
         if (!via_done && header_is(h, line_len, "Via", "v")) {
             via_done = 1;
-            put(out, &at, sizeof out, h, line_len);
+            put(out, &at, cap, h, line_len);
             char extra[96];
             char src[INET_ADDRSTRLEN];
-            inet_ntop(AF_INET, &from->sin_addr, src, sizeof src);
+            inet_ntop(AF_INET, &from->addr.sin_addr, src, sizeof src);
             int m = snprintf(extra, sizeof extra, ";received=%s", src);
-            put(out, &at, sizeof out, extra, (size_t)m);
-            put(out, &at, sizeof out, "\r\n", 2);
+            put(out, &at, cap, extra, (size_t)m);
+            put(out, &at, cap, "\r\n", 2);
         } else if (header_is(h, line_len, "Max-Forwards", NULL)) {
             const char *colon = memchr(h, ':', line_len);
             int mf = colon ? atoi(colon + 1) : 70;
             char mfl[32];
             int m = snprintf(mfl, sizeof mfl, "Max-Forwards: %d\r\n", mf > 0 ? mf - 1 : 0);
-            put(out, &at, sizeof out, mfl, (size_t)m);
+            put(out, &at, cap, mfl, (size_t)m);
         } else {
-            put(out, &at, sizeof out, h, end + 1 - i);
+            put(out, &at, cap, h, end + 1 - i);
         }
         i = end + 1;
     }
-    send_to(e, out, at, &e->next_hop);
-    e->forwarded++;
+    if (!from->tcp) {
+        send_to(w, out, at, &w->e->next_hop);
+        BUMP(w->c.forwarded);
+        return;
+    }
+    int hop = hop_slot(w);
+    if (hop >= 0 && conn_queue(w, (unsigned)hop, w->conns[hop].gen, out, at) == 0) {
+        BUMP(w->c.forwarded);
+        return;
+    }
+    /* RFC 3261 §16.9: a transport error forwarding a request counts as a 503 from the next
+     * hop. A stateless proxy answers it on the spot (an ACK gets nothing). */
+    BUMP(w->c.forward_failures);
+    if (!(len >= 4 && strncmp(msg, "ACK ", 4) == 0)) reply(w, msg, len, from, 503, "Service Unavailable", NULL);
 }
 
-/* Sends a response back: drops the top Via (ours) and goes to the next Via's address. */
 /* Where a response goes: the sent-by of a Via entry, or its received= address (RFC 3261
  * §18.2.2). `entry` is one Via value, up to its comma. */
 static int via_destination(const char *entry, size_t len, struct sockaddr_in *to) {
@@ -423,6 +801,28 @@ static int via_destination(const char *entry, size_t len, struct sockaddr_in *to
     return inet_pton(AF_INET, host, &to->sin_addr) == 1;
 }
 
+/* The inbound connection named in this proxy's Via entry (lc-conn=SLOT.GEN): 1 when there. */
+static int via_connection(const char *entry, size_t len, peer_t *to) {
+    size_t pl = strlen(CONN_PARAM);
+    for (size_t k = 0; k + pl < len; k++) {
+        if (memcmp(entry + k, CONN_PARAM, pl) != 0) continue;
+        unsigned long slot = 0, gen = 0;
+        size_t j = k + pl, d = 0;
+        while (j < len && entry[j] >= '0' && entry[j] <= '9' && d++ < 9) slot = slot * 10 + (unsigned long)(entry[j++] - '0');
+        if (d == 0 || j >= len || entry[j] != '.') return 0;
+        j++;
+        d = 0;
+        while (j < len && entry[j] >= '0' && entry[j] <= '9' && d++ < 10) gen = gen * 10 + (unsigned long)(entry[j++] - '0');
+        if (d == 0 || gen > 0xfffffffful) return 0;
+        memset(to, 0, sizeof *to);
+        to->tcp = 1;
+        to->slot = (unsigned)slot;
+        to->gen = (uint32_t)gen;
+        return 1;
+    }
+    return 0;
+}
+
 /* The offset of the first comma separating Via entries in a header value (len when none). */
 static size_t via_comma(const char *v, size_t len) {
     int quoted = 0;
@@ -434,13 +834,16 @@ static size_t via_comma(const char *v, size_t len) {
 }
 
 /* Sends a response back: drops the top Via entry (ours; several entries may share one header
- * line, as SIPp writes them) and goes to the address of the next one. */
-static void forward_response(edge_t *e, const char *msg, size_t len) {
-    static char out[MAX_MSG];
+ * line, as SIPp writes them) and goes to the inbound connection named in it, or over UDP to the
+ * address of the next entry. */
+static void forward_response(worker_t *w, const char *msg, size_t len) {
+    char *out = w->fwd_buf;
+    const size_t cap = sizeof w->fwd_buf;
     size_t at = 0;
     size_t i = 0;
     int dropped = 0;
-    struct sockaddr_in to;
+    peer_t to;
+    memset(&to, 0, sizeof to);
     int have_to = 0;
     while (i < len) {
         size_t end = i;
@@ -449,7 +852,7 @@ static void forward_response(edge_t *e, const char *msg, size_t len) {
         if (line_len > 0 && msg[end - 1] == '\r') line_len--;
         const char *h = msg + i;
         if (i > 0 && line_len == 0) {
-            put(out, &at, sizeof out, msg + i, len - i);
+            put(out, &at, cap, msg + i, len - i);
             break;
         }
         if (i > 0 && header_is(h, line_len, "Via", "v")) {
@@ -459,27 +862,28 @@ static void forward_response(edge_t *e, const char *msg, size_t len) {
             if (!dropped) {
                 dropped = 1; /* ours: the first entry */
                 size_t comma = via_comma(h + v, line_len - v);
+                have_to = via_connection(h + v, comma, &to);
                 if (comma == line_len - v) {
                     i = end + 1;
                     continue;
                 }
                 v += comma + 1;
                 while (v < line_len && (h[v] == ' ' || h[v] == '\t')) v++;
-                put(out, &at, sizeof out, "Via: ", 5);
-                put(out, &at, sizeof out, h + v, line_len - v);
-                put(out, &at, sizeof out, "\r\n", 2);
-                have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to);
+                put(out, &at, cap, "Via: ", 5);
+                put(out, &at, cap, h + v, line_len - v);
+                put(out, &at, cap, "\r\n", 2);
+                if (!have_to) have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to.addr);
                 i = end + 1;
                 continue;
             }
-            if (!have_to) have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to);
+            if (!have_to) have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to.addr);
         }
-        put(out, &at, sizeof out, h, end + 1 - i);
+        put(out, &at, cap, h, end + 1 - i);
         i = end + 1;
     }
     /* A final response ends the transaction: release its window slot. */
-    if (len > 12 && msg[7] == ' ' && msg[8] >= '2') release(e, transaction_hash(msg, len));
-    if (have_to) send_to(e, out, at, &to);
+    if (len > 12 && msg[7] == ' ' && msg[8] >= '2') release(w, transaction_hash(msg, len));
+    if (have_to && deliver(w, out, at, &to) != 0) BUMP(w->c.tcp_responses_orphaned); /* its connection has gone */
 }
 
 /* ------------------------------------------------------------------ the RFC 7200 subscriber */
@@ -542,7 +946,7 @@ static void subscriber_transmit(edge_t *e) {
     e->sub_started_ns = now_ns();
     e->sub_interval_ns = T1_NS;
     e->sub_next_rtx_ns = e->sub_started_ns + T1_NS;
-    send_to(e, e->sub_msg, len, &e->notifier_addr);
+    send_to(e->udp, e->sub_msg, len, &e->notifier_addr);
 }
 
 /* Timer E (retransmit) / Timer F (give up; the state machine has its own timeout for it). */
@@ -552,7 +956,7 @@ static void subscriber_timers(edge_t *e) {
     if (e->sub_outstanding && now - e->sub_started_ns >= 64 * T1_NS) {
         e->sub_outstanding = 0;
     } else if (e->sub_outstanding && now >= e->sub_next_rtx_ns) {
-        send_to(e, e->sub_msg, e->sub_len, &e->notifier_addr);
+        send_to(e->udp, e->sub_msg, e->sub_len, &e->notifier_addr);
         e->sub_interval_ns = e->sub_interval_ns * 2 < T2_NS ? e->sub_interval_ns * 2 : T2_NS;
         e->sub_next_rtx_ns = now + e->sub_interval_ns;
     }
@@ -614,7 +1018,7 @@ static int subscriber_receive(edge_t *e, const char *msg, size_t len, const stru
         if (r != LC_RESULT_OK) {
             fprintf(stderr, "edge: subscriber: bad NOTIFY: %s\n", lc_result_text(r));
         } else if (rlen > 0) {
-            send_to(e, reply, rlen, from);
+            send_to(e->udp, reply, rlen, from);
         }
     } else {
         return 0;
@@ -676,16 +1080,16 @@ static void stop_subscriber(edge_t *e, char *buf) {
     e->sub_outstanding = 0;
     lc_subscriber_unsubscribe(e->sub, now_ns());
     subscriber_transmit(e);
-    flush_sends(e);
+    flush_sends(e->udp);
     uint64_t until = now_ns() + 1000000000ull;
     while (e->sub_outstanding && now_ns() < until) {
-        struct pollfd p = {e->sock, POLLIN, 0};
+        struct pollfd p = {e->udp_sock, POLLIN, 0};
         if (poll(&p, 1, 100) <= 0) continue;
         struct sockaddr_in from;
         socklen_t fl = sizeof from;
-        ssize_t n = recvfrom(e->sock, buf, MAX_MSG, 0, (struct sockaddr *)&from, &fl);
+        ssize_t n = recvfrom(e->udp_sock, buf, MAX_MSG, 0, (struct sockaddr *)&from, &fl);
         if (n > 0) subscriber_receive(e, buf, (size_t)n, &from);
-        flush_sends(e);
+        flush_sends(e->udp);
     }
     log_subscriber_events(e);
     lc_subscriber_free(e->sub);
@@ -707,30 +1111,224 @@ static int acks_our_answer(const char *msg, size_t len) {
     return 0;
 }
 
-static void handle(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
-    if (subscriber_receive(e, msg, len, from)) return;
-    if (len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0) {
-        forward_response(e, msg, len);
+/* One SIP message from a peer, whatever the transport. */
+static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
+    if (!from->tcp && w == w->e->udp && subscriber_receive(w->e, msg, len, &from->addr)) return;
+    if (is_response(msg, len)) {
+        forward_response(w, msg, len);
         return;
     }
     if (len >= 4 && strncmp(msg, "ACK ", 4) == 0 && acks_our_answer(msg, len)) {
-        e->absorbed++;
+        BUMP(w->c.absorbed);
         return; /* the ACK to our own 503 / 302 ends here (RFC 3261 §17.2.1) */
     }
     lc_decision d;
-    lc_result r = lc_classify_sip(e->worker, (const uint8_t *)msg, len, LC_TRANSPORT_UDP, &d);
+    lc_result r = lc_classify_sip(w->lw, (const uint8_t *)msg, len, from->tcp ? LC_TRANSPORT_TCP : LC_TRANSPORT_UDP, &d);
     if (r != LC_RESULT_OK) {
-        e->malformed++;
+        BUMP(w->c.malformed);
         return; /* not a request we can route: dropped */
     }
     if (d.verdict == LC_VERDICT_REJECT || d.verdict == LC_VERDICT_REDIRECT) {
-        answer(e, msg, len, from, &d);
+        answer(w, msg, len, from, &d);
         return;
     }
-    if (d.verdict == LC_VERDICT_DROP) return;
-    if (d.has_ticket) remember(e, transaction_hash(msg, len), d.ticket);
-    forward_request(e, msg, len, from);
+    if (d.verdict == LC_VERDICT_DROP) {
+        /* Only over TCP: libloadctl turns a drop into a reject over UDP (RFC 7200), where a
+         * silent drop would only bring retransmissions. */
+        BUMP(w->c.dropped);
+        return;
+    }
+    if (d.has_ticket) remember(w, transaction_hash(msg, len), d.ticket);
+    forward_request(w, msg, len, from);
 }
+
+/* ------------------------------------------------------------------ TCP: the event loop */
+
+/* A message that cannot be framed (no or a bad Content-Length, too large): a request is
+ * answered (`status`) from its header block when that is complete, then the connection is
+ * closed, since where the next message starts is unknown. */
+static void stream_error(worker_t *w, unsigned slot, const char *buf, const sf_frame *f, const peer_t *from) {
+    conn_t *c = &w->conns[slot];
+    if (f->kind == SF_TOO_LARGE) BUMP(w->c.tcp_too_large);
+    else BUMP(w->c.tcp_framing_errors);
+    if (f->header_len > 0 && !is_response(buf, f->header_len)) {
+        if (f->kind == SF_TOO_LARGE) reply(w, buf, f->header_len, from, 513, "Message Too Large", NULL);
+        else if (f->kind == SF_NO_LENGTH) reply(w, buf, f->header_len, from, 400, "Missing Content-Length", NULL);
+        else reply(w, buf, f->header_len, from, 400, "Bad Content-Length", NULL);
+    }
+    c->closing = 1;
+    mark_dirty(w, slot);
+}
+
+/* Reads what a connection has for us and handles every whole message in it; keeps the
+ * unfinished rest in the connection's own buffer (at most one message, MAX_MSG bytes). */
+static void tcp_read(worker_t *w, unsigned slot) {
+    conn_t *c = &w->conns[slot];
+    if (c->closing) { /* read and discard until the peer closes */
+        char sink[4096];
+        ssize_t n = recv(c->fd, sink, sizeof sink, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) conn_close(w, slot);
+        return;
+    }
+    char *buf = c->in_len ? c->in : w->rx;
+    size_t cap = c->in_len ? MAX_MSG : TCP_RX;
+    size_t have = c->in_len;
+    ssize_t n = recv(c->fd, buf + have, cap - have, 0);
+    if (n <= 0) {
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        conn_close(w, slot); /* closed by the peer (an unfinished message goes with it) or broken */
+        return;
+    }
+    have += (size_t)n;
+    c->last_rx_ns = now_ns();
+    peer_t from = {1, c->peer, slot, c->gen};
+    size_t off = 0;
+    while (!c->dead && !c->closing) {
+        sf_frame f = sf_next(&c->sf, buf + off, have - off, MAX_MSG);
+        if (f.kind == SF_MORE) break;
+        if (f.kind == SF_MESSAGE) {
+            handle(w, buf + off, f.len, &from);
+        } else if (f.kind == SF_PING) {
+            BUMP(w->c.tcp_pings);
+            conn_queue(w, slot, from.gen, "\r\n", 2); /* RFC 5626 §3.5.1: the pong */
+        } else if (f.kind != SF_CRLF) {
+            stream_error(w, slot, buf + off, &f, &from);
+            break;
+        }
+        off += f.len;
+    }
+    size_t rest = have - off;
+    if (c->dead || c->closing || rest == 0) {
+        free(c->in);
+        c->in = NULL;
+        c->in_len = 0;
+        return;
+    }
+    if (buf == w->rx) {
+        if (!c->in && !(c->in = malloc(MAX_MSG))) {
+            conn_kill(w, slot);
+            return;
+        }
+        memcpy(c->in, buf + off, rest);
+    } else if (off > 0) {
+        memmove(c->in, c->in + off, rest);
+    }
+    c->in_len = rest;
+}
+
+static void tcp_accept(worker_t *w) {
+    for (;;) {
+        struct sockaddr_in peer;
+        socklen_t pl = sizeof peer;
+        int fd = accept4(w->e->tcp_sock, (struct sockaddr *)&peer, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) fprintf(stderr, "edge: tcp: accept: %s\n", strerror(errno));
+            return;
+        }
+        if (w->inbound >= w->e->max_conns || conn_open(w, fd, &peer, 0, 0) < 0) {
+            close(fd); /* the table is full: refused (the peer sees the connection closed) */
+            BUMP(w->c.tcp_refused);
+            continue;
+        }
+        BUMP(w->c.tcp_accepted);
+    }
+}
+
+/* Closes connections whose peer did not close within LINGER_CLOSE_NS of our FIN, and, once a
+ * second, inbound connections silent for --tcp-idle-s (a keep-alive ping counts; the
+ * connection to the next hop is kept). This stateless edge never sends a request to a caller,
+ * so closing an idle caller's connection loses nothing: its next request opens a new one. */
+static void sweep(worker_t *w) {
+    uint64_t now = now_ns();
+    int idle = w->e->idle_ns && now >= w->next_idle_sweep_ns;
+    if (w->lingering == 0 && !idle) return;
+    if (idle) w->next_idle_sweep_ns = now + 1000000000ull;
+    for (unsigned k = 0; k < w->nconns; k++) {
+        conn_t *c = &w->conns[k];
+        if (c->fd < 0) continue;
+        if (c->lingering && c->close_at <= now) {
+            conn_close(w, k);
+        } else if (idle && !c->outbound && !c->closing && now - c->last_rx_ns >= w->e->idle_ns) {
+            BUMP(w->c.tcp_idle_closed);
+            conn_close(w, k);
+        }
+    }
+}
+
+static void *tcp_main(void *arg) {
+    worker_t *w = arg;
+    struct epoll_event ev[64];
+    while (!atomic_load(&tcp_stop)) {
+        int n = epoll_wait(w->epfd, ev, 64, 50);
+        for (int k = 0; k < n; k++) {
+            uint64_t cookie = ev[k].data.u64;
+            if (cookie == 0) {
+                tcp_accept(w);
+                continue;
+            }
+            unsigned slot = (unsigned)(cookie & 0xffffffffu) - 1;
+            conn_t *c = &w->conns[slot];
+            if (c->fd < 0 || c->gen != (uint32_t)(cookie >> 32)) continue; /* closed earlier in this pass */
+            if (c->connecting) {
+                hop_connected(w, slot);
+                continue;
+            }
+            if (ev[k].events & EPOLLOUT) conn_flush(w, slot);
+            if (c->fd >= 0 && c->gen == (uint32_t)(cookie >> 32) && (ev[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) tcp_read(w, slot);
+        }
+        flush_conns(w);
+        flush_sends(w); /* responses to UDP requests that came back over TCP */
+        expire(w);
+        sweep(w);
+    }
+    return NULL;
+}
+
+/* The TCP side: the listening socket on the same address as UDP, and the worker's table. */
+static int tcp_start(edge_t *e, worker_t *w) {
+    e->tcp_sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(e->tcp_sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (e->tcp_sock < 0 || bind(e->tcp_sock, (struct sockaddr *)&e->listen_addr, sizeof e->listen_addr) < 0 ||
+        listen(e->tcp_sock, 1024) < 0) {
+        return -1;
+    }
+    /* Room for every connection plus the listening, UDP and epoll descriptors. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < e->max_conns + 64 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = e->max_conns + 64 < rl.rlim_max ? e->max_conns + 64 : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    w->nconns = e->max_conns + 1; /* + the connection to the next hop */
+    w->conns = calloc(w->nconns, sizeof *w->conns);
+    w->free_slots = calloc(w->nconns, sizeof *w->free_slots);
+    w->dirty = calloc(w->nconns, sizeof *w->dirty);
+    w->rx = malloc(TCP_RX);
+    w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (!w->conns || !w->free_slots || !w->dirty || !w->rx || w->epfd < 0) return -1;
+    for (unsigned k = 0; k < w->nconns; k++) {
+        w->conns[k].fd = -1;
+        w->conns[k].gen = 1;
+        w->free_slots[w->nfree++] = w->nconns - 1 - k; /* slot 0 first */
+    }
+    w->hop = -1;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
+    return epoll_ctl(w->epfd, EPOLL_CTL_ADD, e->tcp_sock, &ev);
+}
+
+static void tcp_finish(worker_t *w) {
+    for (unsigned k = 0; k < w->nconns; k++) {
+        if (w->conns[k].fd >= 0) conn_close(w, k);
+    }
+    close(w->epfd);
+    free(w->conns);
+    free(w->free_slots);
+    free(w->dirty);
+    free(w->rx);
+}
+
+/* ------------------------------------------------------------------ main */
 
 static void print_stats(edge_t *e) {
     size_t need = 0;
@@ -739,8 +1337,29 @@ static void print_stats(edge_t *e) {
     size_t n = 0;
     if (text && lc_engine_prometheus(e->engine, (uint8_t *)text, need, &n) == LC_RESULT_OK) {
         fwrite(text, 1, n, stdout);
-        printf("edge_forwarded_total %lu\nedge_answered_total %lu\nedge_malformed_total %lu\nedge_acks_absorbed_total %lu\n",
-               e->forwarded, e->answered, e->malformed, e->absorbed);
+        worker_t *ws[2] = {e->udp, e->tcp};
+        unsigned long f = 0, a = 0, m = 0, ab = 0, dr = 0;
+        for (int k = 0; k < 2; k++) {
+            if (!ws[k]) continue;
+            f += READ(ws[k]->c.forwarded);
+            a += READ(ws[k]->c.answered);
+            m += READ(ws[k]->c.malformed);
+            ab += READ(ws[k]->c.absorbed);
+            dr += READ(ws[k]->c.dropped);
+        }
+        printf("edge_forwarded_total %lu\nedge_answered_total %lu\nedge_malformed_total %lu\nedge_acks_absorbed_total %lu\n"
+               "edge_dropped_total %lu\n",
+               f, a, m, ab, dr);
+        if (e->tcp) {
+            counters_t *c = &e->tcp->c;
+            printf("edge_tcp_accepted_total %lu\nedge_tcp_refused_total %lu\nedge_tcp_closed_total %lu\n"
+                   "edge_tcp_framing_errors_total %lu\nedge_tcp_too_large_total %lu\nedge_tcp_overflows_total %lu\n"
+                   "edge_tcp_pings_total %lu\nedge_tcp_responses_orphaned_total %lu\nedge_tcp_hop_connects_total %lu\n"
+                   "edge_tcp_hop_failures_total %lu\nedge_tcp_forward_failures_total %lu\nedge_tcp_idle_closed_total %lu\n",
+                   READ(c->tcp_accepted), READ(c->tcp_refused), READ(c->tcp_closed), READ(c->tcp_framing_errors),
+                   READ(c->tcp_too_large), READ(c->tcp_overflows), READ(c->tcp_pings), READ(c->tcp_responses_orphaned),
+                   READ(c->hop_connects), READ(c->hop_failures), READ(c->forward_failures), READ(c->tcp_idle_closed));
+        }
         fflush(stdout);
     }
     free(text);
@@ -749,17 +1368,19 @@ static void print_stats(edge_t *e) {
 static int usage(void) {
     fprintf(stderr, "usage: edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]\n"
                     "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]\n"
-            "            [--linger-us N]\n");
+                    "            [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     static edge_t e;
+    static worker_t udp_w, tcp_w;
     const char *listen_at = NULL, *next_hop = NULL;
-    const char *subscribe = NULL, *notifier_at = NULL, *own_uri = NULL;
+    const char *subscribe = NULL, *notifier_at = NULL, *own_uri = NULL, *transport = "both";
     unsigned expires = 0;
-    long linger_us = 200;
+    long linger_us = 200, max_conns = 1024, idle_s = 300;
     e.source = "edge";
+    e.udp_sock = e.tcp_sock = -1;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return usage();
         if (strcmp(argv[i], "--listen") == 0) listen_at = argv[++i];
@@ -771,35 +1392,67 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--uri") == 0) own_uri = argv[++i];
         else if (strcmp(argv[i], "--expires") == 0) expires = (unsigned)atoi(argv[++i]);
         else if (strcmp(argv[i], "--linger-us") == 0) linger_us = atol(argv[++i]);
+        else if (strcmp(argv[i], "--transport") == 0) transport = argv[++i];
+        else if (strcmp(argv[i], "--max-connections") == 0) max_conns = atol(argv[++i]);
+        else if (strcmp(argv[i], "--tcp-idle-s") == 0) idle_s = atol(argv[++i]);
         else return usage();
     }
-    if (linger_us < 0 || linger_us > 100000) return usage();
+    e.udp_on = strcmp(transport, "udp") == 0 || strcmp(transport, "both") == 0;
+    e.tcp_on = strcmp(transport, "tcp") == 0 || strcmp(transport, "both") == 0;
+    if (!e.udp_on && !e.tcp_on) return usage();
+    if (linger_us < 0 || linger_us > 100000 || max_conns < 1 || max_conns > 1000000 || idle_s < 0) return usage();
+    e.max_conns = (unsigned)max_conns;
+    e.idle_ns = (uint64_t)idle_s * 1000000000ull;
     if (!listen_at || !next_hop || (!e.policy_path && !subscribe) || parse_addr(listen_at, &e.listen_addr) ||
         parse_addr(next_hop, &e.next_hop)) {
         return usage();
+    }
+    if (subscribe && !e.udp_on) {
+        fprintf(stderr, "edge: the subscriber speaks UDP: --subscribe needs --transport udp or both\n");
+        return 2;
     }
     if (subscribe && (notifier_at ? parse_addr(notifier_at, &e.notifier_addr) : uri_addr(subscribe, &e.notifier_addr))) {
         fprintf(stderr, "edge: no address for the notifier %s (give --notifier IP:PORT)\n", subscribe);
         return 2;
     }
-    if (lc_engine_new(NULL, &e.engine) != LC_RESULT_OK || lc_worker_attach(e.engine, -1, &e.worker) != LC_RESULT_OK) {
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &e.listen_addr.sin_addr, ip, sizeof ip);
+    snprintf(e.via_host, sizeof e.via_host, "%s:%u", ip, ntohs(e.listen_addr.sin_port));
+    if (lc_engine_new(NULL, &e.engine) != LC_RESULT_OK) {
         fprintf(stderr, "edge: cannot start the engine\n");
         return 1;
     }
+    /* One engine shard per thread; limits hold across both (the engine's shared cells). */
+    e.udp = &udp_w;
+    udp_w.e = &e;
+    udp_w.epfd = -1;
+    udp_w.hop = -1;
+    if (lc_worker_attach(e.engine, -1, &udp_w.lw) != LC_RESULT_OK) return 1;
+    if (e.tcp_on) {
+        e.tcp = &tcp_w;
+        tcp_w.e = &e;
+        if (lc_worker_attach(e.engine, -1, &tcp_w.lw) != LC_RESULT_OK) return 1;
+    }
     if (e.policy_path && load_policy(&e) != 0) return 1;
-    e.sock = socket(AF_INET, SOCK_DGRAM, 0);
-    if (e.sock < 0 || bind(e.sock, (struct sockaddr *)&e.listen_addr, sizeof e.listen_addr) < 0) {
-        fprintf(stderr, "edge: cannot listen on %s: %s\n", listen_at, strerror(errno));
+    if (e.udp_on) {
+        e.udp_sock = socket(AF_INET, SOCK_DGRAM, 0);
+        if (e.udp_sock < 0 || bind(e.udp_sock, (struct sockaddr *)&e.listen_addr, sizeof e.listen_addr) < 0) {
+            fprintf(stderr, "edge: cannot listen on udp %s: %s\n", listen_at, strerror(errno));
+            return 1;
+        }
+        /* Room for bursts: the default socket buffer (~200 KB) holds only ~150 small datagrams.
+         * SO_RCVBUFFORCE passes net.core.rmem_max when running with CAP_NET_ADMIN. */
+        int bufsize = 4 << 20;
+        if (setsockopt(e.udp_sock, SOL_SOCKET, SO_RCVBUFFORCE, &bufsize, sizeof bufsize) != 0) {
+            setsockopt(e.udp_sock, SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof bufsize);
+        }
+        if (setsockopt(e.udp_sock, SOL_SOCKET, SO_SNDBUFFORCE, &bufsize, sizeof bufsize) != 0) {
+            setsockopt(e.udp_sock, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof bufsize);
+        }
+    }
+    if (e.tcp_on && tcp_start(&e, &tcp_w) != 0) {
+        fprintf(stderr, "edge: cannot listen on tcp %s: %s\n", listen_at, strerror(errno));
         return 1;
-    }
-    /* Room for bursts: the default socket buffer (~200 KB) holds only ~150 small datagrams.
-     * SO_RCVBUFFORCE passes net.core.rmem_max when running with CAP_NET_ADMIN. */
-    int bufsize = 4 << 20;
-    if (setsockopt(e.sock, SOL_SOCKET, SO_RCVBUFFORCE, &bufsize, sizeof bufsize) != 0) {
-        setsockopt(e.sock, SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof bufsize);
-    }
-    if (setsockopt(e.sock, SOL_SOCKET, SO_SNDBUFFORCE, &bufsize, sizeof bufsize) != 0) {
-        setsockopt(e.sock, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof bufsize);
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -808,7 +1461,22 @@ int main(int argc, char **argv) {
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    fprintf(stderr, "edge: listening on %s, next hop %s\n", listen_at, next_hop);
+    sigaction(SIGPIPE, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
+    pthread_t tcp_thread;
+    if (e.tcp_on) {
+        /* Signals go to the main thread only: its blocking read is what they interrupt. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        int r = pthread_create(&tcp_thread, NULL, tcp_main, &tcp_w);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r != 0) {
+            fprintf(stderr, "edge: cannot start the TCP thread\n");
+            return 1;
+        }
+    }
+    fprintf(stderr, "edge: listening on %s (%s), next hop %s\n", listen_at,
+            e.udp_on && e.tcp_on ? "udp and tcp" : e.udp_on ? "udp" : "tcp", next_hop);
     if (subscribe && start_subscriber(&e, subscribe, own_uri, expires) != 0) return 1;
     /* Incoming datagrams: up to BATCH per recvmmsg. */
     static char rx_buf[BATCH][MAX_MSG + 1];
@@ -824,7 +1492,9 @@ int main(int argc, char **argv) {
     /* The blocking read wakes up at least every 50 ms for the timers (subscriber, window
      * expiry, signals also interrupt it). */
     struct timeval tick = {0, 50000};
-    setsockopt(e.sock, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof tick);
+    if (e.udp_on) setsockopt(e.udp_sock, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof tick);
+    peer_t from;
+    memset(&from, 0, sizeof from);
     while (!stop_requested) {
         if (reload_requested) {
             reload_requested = 0;
@@ -834,8 +1504,13 @@ int main(int argc, char **argv) {
             stats_requested = 0;
             print_stats(&e);
         }
+        if (!e.udp_on) { /* TCP only: this thread only serves signals */
+            struct timespec ts = {0, 50000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         subscriber_timers(&e);
-        expire(&e);
+        expire(&udp_w);
         for (unsigned i = 0; i < BATCH; i++) {
             memset(&rx_msg[i], 0, sizeof rx_msg[i]);
             rx_msg[i].msg_hdr.msg_name = &rx_addr[i];
@@ -846,10 +1521,10 @@ int main(int argc, char **argv) {
         /* One blocking read (it returns what is queued once one datagram is there, or after
          * the 50 ms receive timeout for the timers), or, right after a linger or a full batch,
          * a read that does not wait. */
-        int n = recvmmsg(e.sock, rx_msg, BATCH, lingered ? MSG_DONTWAIT : MSG_WAITFORONE, NULL);
+        int n = recvmmsg(e.udp_sock, rx_msg, BATCH, lingered ? MSG_DONTWAIT : MSG_WAITFORONE, NULL);
         if (n <= 0) {
             lingered = 0;
-            flush_sends(&e);
+            flush_sends(&udp_w);
             continue;
         }
         if (!lingered) {
@@ -860,9 +1535,10 @@ int main(int argc, char **argv) {
             last_wake = woke;
         }
         for (int i = 0; i < n; i++) {
-            handle(&e, rx_buf[i], rx_msg[i].msg_len, &rx_addr[i]);
+            from.addr = rx_addr[i];
+            handle(&udp_w, rx_buf[i], rx_msg[i].msg_len, &from);
         }
-        flush_sends(&e);
+        flush_sends(&udp_w);
         if (n == BATCH) {
             lingered = 1; /* more may be queued: read again at once */
         } else if (dense && linger_us > 0) {
@@ -874,14 +1550,32 @@ int main(int argc, char **argv) {
             lingered = 0;
         }
     }
-    stop_subscriber(&e, rx_buf[0]);
-    for (size_t k = 0; k < PENDING; k++) {
-        if (e.pending[k].used == SLOT_LIVE) lc_complete(e.worker, &e.pending[k].ticket);
+    if (e.tcp_on) {
+        atomic_store(&tcp_stop, 1);
+        pthread_join(tcp_thread, NULL);
     }
-    close(e.sock);
-    lc_worker_free(e.worker);
+    if (e.udp_on) stop_subscriber(&e, rx_buf[0]);
+    worker_t *ws[2] = {&udp_w, e.tcp};
+    unsigned long f = 0, a = 0, ab = 0, m = 0;
+    for (int k = 0; k < 2; k++) {
+        worker_t *w = ws[k];
+        if (!w) continue;
+        for (size_t s = 0; s < PENDING; s++) {
+            if (w->pending[s].used == SLOT_LIVE) lc_complete(w->lw, &w->pending[s].ticket);
+        }
+        f += READ(w->c.forwarded);
+        a += READ(w->c.answered);
+        ab += READ(w->c.absorbed);
+        m += READ(w->c.malformed);
+        lc_worker_free(w->lw);
+    }
+    if (e.tcp_on) {
+        tcp_finish(&tcp_w);
+        close(e.tcp_sock);
+    }
+    if (e.udp_sock >= 0) close(e.udp_sock);
     lc_engine_free(e.engine);
-    fprintf(stderr, "edge: stopped (%lu forwarded, %lu answered, %lu ACKs absorbed, %lu malformed, %lu NOTIFYs)\n",
-            e.forwarded, e.answered, e.absorbed, e.malformed, e.notifies);
+    fprintf(stderr, "edge: stopped (%lu forwarded, %lu answered, %lu ACKs absorbed, %lu malformed, %lu NOTIFYs)\n", f, a, ab, m,
+            e.notifies);
     return 0;
 }

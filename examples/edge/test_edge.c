@@ -1,11 +1,20 @@
-/* Drives the edge over UDP on loopback: 503 for a throttled prefix, 302 with Contact for a
- * redirect rule, forwarding with Via handling both ways, SIGHUP reload (and an invalid file
- * kept out), garbage ignored, clean exit on SIGTERM.
+/* Drives the edge over UDP and TCP on loopback. UDP: 503 for a throttled prefix, 302 with
+ * Contact for a redirect rule, forwarding with Via handling both ways, SIGHUP reload (and an
+ * invalid file kept out), garbage ignored. TCP: a message written a byte at a time and several
+ * in one write, keep-alive ping/pong, 503/302 and the ACK to them, drop (no answer over TCP), a
+ * window released by the final response (not a provisional one),
+ * forwarding on one persistent connection to the next hop with each response routed back to
+ * the connection its request came on, a response for a connection that has gone dropped, 400
+ * and close on a missing Content-Length, close on an oversized message, reconnection after the
+ * next hop closed, 500 connections at once, a caller that never reads, the connection limit, the idle timeout, and
+ * --transport udp (no TCP listener). Clean exit on SIGTERM. `make edge-test` runs it
+ * against the edge as built and against a build under ASan and UBSan.
  *
  *   test_edge ./edge */
 #define _POSIX_C_SOURCE 200809L
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +61,12 @@ static const char *HOTLINE = "<rule id=\"hotline\"><conditions><call-identity><s
 static const char *TICKETS = "<rule id=\"tickets\"><conditions><call-identity><sip><request-uri><one id=\"sip:tickets@arena.example.com\"/></request-uri></sip></call-identity>"
                              "</conditions><actions><accept alt-action=\"redirect\" alt-target=\"sip:portal@arena.example.com\"><rate>0</rate></accept></actions></rule>";
 
+static const char *DROPPER = "<rule id=\"dropper\"><conditions><call-identity><sip><to><many-tel prefix=\"+1888\"/></to></sip></call-identity>"
+                             "</conditions><actions><accept alt-action=\"drop\"><rate>0</rate></accept></actions></rule>";
+
+static const char *WINDOW = "<rule id=\"window\"><conditions><call-identity><sip><to><many-tel prefix=\"+1444\"/></to></sip></call-identity>"
+                           "<method>INVITE</method></conditions><actions><accept><win>1</win></accept></actions></rule>";
+
 static int udp_socket(struct sockaddr_in *bound) {
     int s = socket(AF_INET, SOCK_DGRAM, 0);
     struct sockaddr_in a;
@@ -87,6 +103,479 @@ static void invite(char *out, size_t cap, const char *ruri, const char *to, int 
              ruri, port, callid, to, callid, port);
 }
 
+/* ---------------------------------------------------------------- TCP */
+
+static int tcp_listener(struct sockaddr_in *bound) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(s, (struct sockaddr *)&a, sizeof a);
+    listen(s, 16);
+    socklen_t l = sizeof *bound;
+    getsockname(s, (struct sockaddr *)bound, &l);
+    return s;
+}
+
+static int tcp_connect(const struct sockaddr_in *to) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(s, (const struct sockaddr *)to, sizeof *to) != 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+static int readable(int s, int ms) {
+    struct pollfd p = {s, POLLIN, 0};
+    return poll(&p, 1, ms) > 0;
+}
+
+static int accept_within(int l, int ms) { return readable(l, ms) ? accept(l, NULL, NULL) : -1; }
+
+static void write_all(int s, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t k = send(s, p, n, MSG_NOSIGNAL);
+        if (k <= 0) return;
+        p += k;
+        n -= (size_t)k;
+    }
+}
+
+/* What a connection received so far. */
+typedef struct {
+    int s;
+    char buf[65536];
+    size_t len;
+    int eof; /* the peer closed (or reset) it */
+} stream_t;
+
+static void fill(stream_t *t, int ms) {
+    if (t->eof || !readable(t->s, ms)) return;
+    ssize_t n = recv(t->s, t->buf + t->len, sizeof t->buf - 1 - t->len, 0);
+    if (n <= 0) t->eof = 1;
+    else t->len += (size_t)n;
+    t->buf[t->len] = 0;
+}
+
+/* The next SIP message on a stream (framed by Content-Length) into out: 1, or 0 when none
+ * came within about `ms`. CRLFs before it (pongs) are counted in *pongs and skipped. */
+static int next_msg(stream_t *t, char *out, size_t cap, int ms, int *pongs) {
+    int idle = 0;
+    for (;;) {
+        while (t->len >= 2 && t->buf[0] == '\r' && t->buf[1] == '\n') {
+            if (pongs) (*pongs)++;
+            memmove(t->buf, t->buf + 2, t->len - 2);
+            t->len -= 2;
+            t->buf[t->len] = 0;
+        }
+        char *end = strstr(t->buf, "\r\n\r\n");
+        if (end) {
+            size_t hl = (size_t)(end + 4 - t->buf);
+            const char *cl = strstr(t->buf, "Content-Length: ");
+            size_t body = cl && cl < end ? (size_t)atoi(cl + 16) : 0;
+            if (t->len >= hl + body && hl + body < cap) {
+                memcpy(out, t->buf, hl + body);
+                out[hl + body] = 0;
+                memmove(t->buf, t->buf + hl + body, t->len - hl - body);
+                t->len -= hl + body;
+                t->buf[t->len] = 0;
+                return 1;
+            }
+        }
+        if (t->eof || idle >= ms) return 0;
+        size_t before = t->len;
+        fill(t, 20);
+        if (t->len == before) idle += 20;
+    }
+}
+
+/* A response to `req` (a request as the next hop received it, our Via on top), Vias kept. */
+static size_t respond(const char *req, const char *status, char *out, size_t cap) {
+    size_t at = (size_t)snprintf(out, cap, "SIP/2.0 %s\r\n", status);
+    const char *line = strstr(req, "\r\n");
+    line = line ? line + 2 : req + strlen(req);
+    while (*line && strncmp(line, "\r\n", 2) != 0) {
+        const char *end = strstr(line, "\r\n");
+        if (!end) break;
+        if (strncmp(line, "Via:", 4) == 0 || strncmp(line, "From:", 5) == 0 || strncmp(line, "To:", 3) == 0 ||
+            strncmp(line, "Call-ID:", 8) == 0 || strncmp(line, "CSeq:", 5) == 0) {
+            at += (size_t)snprintf(out + at, cap - at, "%.*s\r\n", (int)(end - line), line);
+        }
+        line = end + 2;
+    }
+    at += (size_t)snprintf(out + at, cap - at, "Content-Length: 0\r\n\r\n");
+    return at;
+}
+
+/* An INVITE over TCP whose body looks like headers and like the end of a header block. */
+static void tcp_invite(char *out, size_t cap, const char *ruri, const char *to, const char *callid) {
+    snprintf(out, cap,
+             "INVITE %s SIP/2.0\r\n"
+             "Via: SIP/2.0/TCP 127.0.0.1:5999;branch=z9hG4bK-%s\r\n"
+             "Max-Forwards: 70\r\n"
+             "From: \"Caller\" <sip:caller@example.org>;tag=abc\r\n"
+             "To: %s\r\n"
+             "Call-ID: %s\r\n"
+             "CSeq: 1 INVITE\r\n"
+             "Content-Type: text/plain\r\n"
+             "Content-Length: 24\r\n\r\n"
+             "Via: not a header\r\n\r\nX\r\n",
+             ruri, callid, to, callid);
+}
+
+/* The value of lc-conn= in a message (empty when none). */
+static void conn_param(const char *msg, char *out, size_t cap) {
+    const char *p = strstr(msg, ";lc-conn=");
+    size_t n = p ? strcspn(p + 9, ";,\r\n ") : 0;
+    if (n >= cap) n = cap - 1;
+    if (p) memcpy(out, p + 9, n);
+    out[n] = 0;
+}
+
+static int ping_pong(int s) {
+    stream_t *t = calloc(1, sizeof *t);
+    t->s = s;
+    write_all(s, "\r\n\r\n", 4);
+    int pongs = 0;
+    char out[64];
+    next_msg(t, out, sizeof out, 500, &pongs);
+    free(t);
+    return pongs == 1;
+}
+
+/* The TCP half, against an edge listening on `edge` (UDP and TCP) whose next hop listens on
+ * `hop_l`, with the policy of main(). */
+static void tcp_tests(const struct sockaddr_in *edge, int hop_l) {
+    static stream_t c1, c2, c3, c4, hop;
+    static char msg[8192], inv1[8192], inv2[8192], got[65536], resp[16384];
+    int pongs = 0;
+
+    /* 1. An INVITE written a byte at a time for its first 60 bytes, then the rest with a
+     * keep-alive ping behind it: the pong comes back; the INVITE goes to the next hop over TCP
+     * with our Via naming the connection, and its body arrives intact. */
+    c1.s = tcp_connect(edge);
+    CHECK(c1.s >= 0);
+    tcp_invite(msg, sizeof msg, "sip:bob@example.net", "<sip:bob@example.net>", "tcp-1");
+    for (size_t i = 0; i < 60; i++) {
+        write_all(c1.s, msg + i, 1);
+        pause_ms(1);
+    }
+    write_all(c1.s, msg + 60, strlen(msg) - 60);
+    write_all(c1.s, "\r\n\r\n", 4);
+    hop.s = accept_within(hop_l, 2000);
+    CHECK(hop.s >= 0);
+    CHECK(next_msg(&hop, inv1, sizeof inv1, 2000, NULL));
+    CHECK(strncmp(inv1, "INVITE sip:bob@example.net SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:", 63) == 0);
+    CHECK(strstr(inv1, ";lc-conn=") != NULL && strstr(inv1, "branch=z9hG4bK-lc") != NULL);
+    CHECK(strstr(inv1, "branch=z9hG4bK-tcp-1;received=127.0.0.1\r\n") != NULL);
+    CHECK(strstr(inv1, "Max-Forwards: 69\r\n") != NULL);
+    CHECK(strstr(inv1, "\r\n\r\nVia: not a header\r\n\r\nX\r\n") != NULL);
+    CHECK(next_msg(&c1, got, sizeof got, 300, &pongs) == 0 && pongs == 1);
+
+    /* 2. The next hop answers 180 and 200 in one write: both reach the caller, in order,
+     * without our Via. */
+    size_t n = respond(inv1, "180 Ringing", resp, sizeof resp);
+    n += respond(inv1, "200 OK", resp + n, sizeof resp - n);
+    write_all(hop.s, resp, n);
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 180 Ringing\r\n", 21) == 0);
+    CHECK(strstr(got, "lc-conn") == NULL && strstr(got, "z9hG4bK-lc") == NULL && strstr(got, "branch=z9hG4bK-tcp-1") != NULL);
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 200 OK\r\n", 16) == 0);
+
+    /* 3. A throttled INVITE, a redirected one and a dropped one in one write: 503 and 302 come
+     * back on the connection; the drop gets no answer over TCP (RFC 7200: only UDP turns it
+     * into a 503); the ACK to the 503 is absorbed; nothing reaches the next hop. */
+    char a[2048], b[2048], d[2048];
+    tcp_invite(a, sizeof a, "sip:+12125551234@gw.example.com;user=phone", "<tel:+1-212-555-1234>", "tcp-503");
+    tcp_invite(b, sizeof b, "sip:tickets@arena.example.com", "<sip:tickets@arena.example.com>", "tcp-302");
+    tcp_invite(d, sizeof d, "sip:+18885551234@gw.example.com;user=phone", "<tel:+1-888-555-1234>", "tcp-drop");
+    snprintf(msg, sizeof msg, "%s%s%s", a, b, d);
+    write_all(c1.s, msg, strlen(msg));
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 503 ", 12) == 0);
+    CHECK(strstr(got, "Call-ID: tcp-503\r\n") && strstr(got, ";tag=lc-edge") && strstr(got, "Via: SIP/2.0/TCP 127.0.0.1:5999;branch=z9hG4bK-tcp-503"));
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 302 ", 12) == 0);
+    CHECK(strstr(got, "Contact: <sip:portal@arena.example.com>\r\n") != NULL && strstr(got, "Call-ID: tcp-302\r\n") != NULL);
+    CHECK(next_msg(&c1, got, sizeof got, 300, NULL) == 0); /* nothing for the drop */
+    snprintf(msg, sizeof msg,
+             "ACK sip:+12125551234@gw.example.com;user=phone SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:5999;branch=z9hG4bK-tcp-503\r\n"
+             "Max-Forwards: 70\r\nFrom: <sip:caller@example.org>;tag=abc\r\nTo: <tel:+1-212-555-1234>;tag=lc-edge\r\n"
+             "Call-ID: tcp-503\r\nCSeq: 1 ACK\r\nContent-Length: 0\r\n\r\n");
+    write_all(c1.s, msg, strlen(msg));
+    CHECK(next_msg(&hop, got, sizeof got, 300, NULL) == 0);
+
+    /* 4. A second caller's request goes on the same connection to the next hop, with another
+     * lc-conn; that caller leaves before the answer comes: the answer is dropped, not sent to
+     * anyone else, and the first caller's next call still gets its answer. */
+    c2.s = tcp_connect(edge);
+    CHECK(c2.s >= 0);
+    tcp_invite(msg, sizeof msg, "sip:carol@example.net", "<sip:carol@example.net>", "tcp-2");
+    write_all(c2.s, msg, strlen(msg));
+    CHECK(next_msg(&hop, inv2, sizeof inv2, 2000, NULL) && strstr(inv2, "Call-ID: tcp-2\r\n") != NULL);
+    CHECK(accept_within(hop_l, 50) < 0); /* one connection to the next hop */
+    char p1[64], p2[64];
+    conn_param(inv1, p1, sizeof p1);
+    conn_param(inv2, p2, sizeof p2);
+    CHECK(p1[0] && p2[0] && strcmp(p1, p2) != 0);
+    close(c2.s);
+    pause_ms(200);
+    /* A third connection probably gets c2's slot back, with a new generation. */
+    c3.s = tcp_connect(edge);
+    CHECK(c3.s >= 0 && ping_pong(c3.s));
+    n = respond(inv2, "200 OK", resp, sizeof resp);
+    write_all(hop.s, resp, n);
+    CHECK(next_msg(&c1, got, sizeof got, 300, NULL) == 0);
+    CHECK(next_msg(&c3, got, sizeof got, 300, NULL) == 0);
+    tcp_invite(msg, sizeof msg, "sip:bob@example.net", "<sip:bob@example.net>", "tcp-3");
+    write_all(c1.s, msg, strlen(msg));
+    CHECK(next_msg(&hop, inv1, sizeof inv1, 2000, NULL) && strstr(inv1, "Call-ID: tcp-3\r\n") != NULL);
+    n = respond(inv1, "486 Busy Here", resp, sizeof resp);
+    write_all(hop.s, resp, n);
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 486 ", 12) == 0 && strstr(got, "Call-ID: tcp-3\r\n"));
+
+    /* A window of 1 over TCP: the second call is refused while the first is open; a
+     * provisional response does not free the slot, the final one does. */
+    tcp_invite(msg, sizeof msg, "sip:+14445551234@gw.example.com;user=phone", "<tel:+1-444-555-1234>", "win-1");
+    write_all(c1.s, msg, strlen(msg));
+    CHECK(next_msg(&hop, inv1, sizeof inv1, 2000, NULL) && strstr(inv1, "Call-ID: win-1\r\n") != NULL);
+    n = respond(inv1, "180 Ringing", resp, sizeof resp);
+    write_all(hop.s, resp, n);
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 180 ", 12) == 0);
+    tcp_invite(msg, sizeof msg, "sip:+14445551234@gw.example.com;user=phone", "<tel:+1-444-555-1234>", "win-2");
+    write_all(c1.s, msg, strlen(msg));
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 503 ", 12) == 0 && strstr(got, "Call-ID: win-2\r\n"));
+    n = respond(inv1, "200 OK", resp, sizeof resp);
+    write_all(hop.s, resp, n);
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 200 ", 12) == 0 && strstr(got, "Call-ID: win-1\r\n"));
+    tcp_invite(msg, sizeof msg, "sip:+14445551234@gw.example.com;user=phone", "<tel:+1-444-555-1234>", "win-3");
+    write_all(c1.s, msg, strlen(msg));
+    CHECK(next_msg(&hop, inv1, sizeof inv1, 2000, NULL) && strstr(inv1, "Call-ID: win-3\r\n") != NULL);
+
+    /* 5. No Content-Length: 400, then the edge closes the connection. */
+    const char *nolen = "OPTIONS sip:bob@example.net SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:5999;branch=z9hG4bK-nolen\r\n"
+                        "From: <sip:caller@example.org>;tag=abc\r\nTo: <sip:bob@example.net>\r\nCall-ID: nolen\r\nCSeq: 1 OPTIONS\r\n\r\n";
+    write_all(c3.s, nolen, strlen(nolen));
+    CHECK(next_msg(&c3, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 400 Missing Content-Length\r\n", 36) == 0);
+    CHECK(strstr(got, "Call-ID: nolen\r\n") != NULL);
+    CHECK(next_msg(&c3, got, sizeof got, 2000, NULL) == 0 && c3.eof);
+    close(c3.s);
+
+    /* 6. A header block that does not end within 64 KiB: the connection is closed. */
+    c4.s = tcp_connect(edge);
+    CHECK(c4.s >= 0);
+    static char big[70000];
+    memset(big, 'a', sizeof big);
+    memcpy(big, "INVITE sip:x SIP/2.0\r\nSubject: ", 31);
+    write_all(c4.s, big, sizeof big);
+    CHECK(next_msg(&c4, got, sizeof got, 2000, NULL) == 0 && c4.eof);
+    close(c4.s);
+    /* A Content-Length past it: 513, then the connection is closed. */
+    memset(&c4, 0, sizeof c4);
+    c4.s = tcp_connect(edge);
+    const char *huge = "MESSAGE sip:bob@example.net SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:5999;branch=z9hG4bK-huge\r\n"
+                       "From: <sip:caller@example.org>;tag=abc\r\nTo: <sip:bob@example.net>\r\nCall-ID: huge\r\nCSeq: 1 MESSAGE\r\n"
+                       "Content-Length: 70000\r\n\r\nhello";
+    write_all(c4.s, huge, strlen(huge));
+    CHECK(next_msg(&c4, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 513 Message Too Large\r\n", 31) == 0);
+    CHECK(next_msg(&c4, got, sizeof got, 2000, NULL) == 0 && c4.eof);
+    close(c4.s);
+
+    /* 7. The next hop closes its connection: the next request opens a new one. */
+    close(hop.s);
+    memset(&hop, 0, sizeof hop);
+    pause_ms(200);
+    tcp_invite(msg, sizeof msg, "sip:bob@example.net", "<sip:bob@example.net>", "tcp-4");
+    write_all(c1.s, msg, strlen(msg));
+    hop.s = accept_within(hop_l, 2000);
+    CHECK(hop.s >= 0);
+    CHECK(next_msg(&hop, inv1, sizeof inv1, 2000, NULL) && strstr(inv1, "Call-ID: tcp-4\r\n") != NULL);
+    n = respond(inv1, "200 OK", resp, sizeof resp);
+    write_all(hop.s, resp, n);
+    CHECK(next_msg(&c1, got, sizeof got, 2000, NULL) && strncmp(got, "SIP/2.0 200 OK\r\n", 16) == 0 && strstr(got, "Call-ID: tcp-4\r\n"));
+
+    /* 8. Many connections at once: 500 open together, a ping on each, every pong back. */
+    enum { MANY = 500 };
+    static int many[MANY];
+    int opened = 0;
+    for (int k = 0; k < MANY; k++) {
+        many[k] = tcp_connect(edge);
+        if (many[k] >= 0) opened++;
+    }
+    for (int k = 0; k < MANY; k++) {
+        if (many[k] >= 0) write_all(many[k], "\r\n\r\n", 4);
+    }
+    int ponged = 0;
+    for (int k = 0; k < MANY; k++) {
+        char two[8];
+        if (many[k] >= 0 && readable(many[k], 2000) && recv(many[k], two, sizeof two, 0) == 2 && two[0] == '\r' && two[1] == '\n') ponged++;
+    }
+    CHECK(opened == MANY && ponged == MANY);
+    if (ponged != MANY) fprintf(stderr, "%d connections opened, %d pongs\n", opened, ponged);
+    for (int k = 0; k < MANY; k++) {
+        if (many[k] >= 0) close(many[k]);
+    }
+
+    /* 9. A caller that sends and never reads: once its answers fill the connection's output
+     * buffer (1 MiB, beyond what the sockets hold), the edge closes the connection; the others
+     * are still served. */
+    int greedy = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    setsockopt(greedy, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct timeval tmo = {3, 0};
+    setsockopt(greedy, SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof tmo);
+    CHECK(connect(greedy, (const struct sockaddr *)edge, sizeof *edge) == 0);
+    char one[2048];
+    tcp_invite(one, sizeof one, "sip:+12125551234@gw.example.com;user=phone", "<tel:+1-212-555-1234>", "greedy");
+    size_t one_len = strlen(one);
+    int broken = 0, sent = 0;
+    for (; sent < 60000 && !broken; sent++) {
+        size_t off = 0;
+        while (off < one_len) {
+            ssize_t k = send(greedy, one + off, one_len - off, MSG_NOSIGNAL);
+            if (k <= 0) {
+                broken = 1;
+                break;
+            }
+            off += (size_t)k;
+        }
+    }
+    if (!broken) { /* everything went out: the close shows on the next read */
+        char sink[65536];
+        for (;;) {
+            ssize_t k = readable(greedy, 3000) ? recv(greedy, sink, sizeof sink, 0) : 1;
+            if (k <= 0) broken = 1;
+            if (k <= 0 || k == 1) break;
+        }
+    }
+    CHECK(broken);
+    if (!broken) fprintf(stderr, "greedy caller: %d requests sent, connection still open\n", sent);
+    close(greedy);
+    int after = tcp_connect(edge);
+    CHECK(after >= 0 && ping_pong(after));
+    close(after);
+
+    close(c1.s);
+    close(hop.s);
+}
+
+/* --max-connections 2 (TCP only): a third connection is closed at once, the first two keep
+ * working, and a slot freed by a close is taken again. The next hop of this edge listens
+ * nowhere: a request gets 503 on its connection, whether the connect failed (the queued
+ * request is answered as if by the next hop) or the edge is waiting to try again. */
+static void connection_limit(const char *edge_path) {
+    struct sockaddr_in addr, dead;
+    int probe = tcp_listener(&addr);
+    int probe2 = tcp_listener(&dead);
+    close(probe);
+    close(probe2);
+    char listen_arg[64], hop_arg[64];
+    snprintf(listen_arg, sizeof listen_arg, "127.0.0.1:%d", ntohs(addr.sin_port));
+    snprintf(hop_arg, sizeof hop_arg, "127.0.0.1:%d", ntohs(dead.sin_port));
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(edge_path, edge_path, "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, "--transport", "tcp",
+              "--max-connections", "2", (char *)NULL);
+        _exit(127);
+    }
+    pause_ms(300);
+    int s1 = tcp_connect(&addr), s2 = tcp_connect(&addr), s3 = tcp_connect(&addr);
+    CHECK(s1 >= 0 && s2 >= 0 && s3 >= 0);
+    CHECK(ping_pong(s1) && ping_pong(s2));
+    stream_t *t = calloc(1, sizeof *t);
+    t->s = s3;
+    char out[256];
+    CHECK(next_msg(t, out, sizeof out, 1000, NULL) == 0 && t->eof);
+    free(t);
+    close(s3);
+    close(s1);
+    pause_ms(200);
+    int s4 = tcp_connect(&addr);
+    CHECK(s4 >= 0 && ping_pong(s4) && ping_pong(s2));
+    stream_t *u = calloc(1, sizeof *u);
+    u->s = s2;
+    char inv[2048];
+    for (int k = 0; k < 2; k++) {
+        char callid[32];
+        snprintf(callid, sizeof callid, "no-hop-%d", k);
+        tcp_invite(inv, sizeof inv, "sip:bob@example.net", "<sip:bob@example.net>", callid);
+        write_all(s2, inv, strlen(inv));
+        static char got[4096];
+        int ok = next_msg(u, got, sizeof got, 2000, NULL);
+        CHECK(ok && strncmp(got, "SIP/2.0 503 ", 12) == 0 && strstr(got, callid) != NULL);
+        CHECK(strstr(got, "lc-conn") == NULL && strstr(got, "branch=z9hG4bK-no-hop") != NULL);
+    }
+    free(u);
+    close(s2);
+    close(s4);
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* --transport udp: no TCP listener (a connection is refused), UDP served as before. */
+static void udp_only(const char *edge_path, const char *hop_arg, int client, int cport) {
+    struct sockaddr_in addr;
+    int probe = udp_socket(&addr);
+    close(probe);
+    char listen_arg[64];
+    snprintf(listen_arg, sizeof listen_arg, "127.0.0.1:%d", ntohs(addr.sin_port));
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(edge_path, edge_path, "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, "--transport", "udp", (char *)NULL);
+        _exit(127);
+    }
+    pause_ms(300);
+    int s = tcp_connect(&addr);
+    CHECK(s < 0);
+    if (s >= 0) close(s);
+    char msg[2048], buf[4096];
+    struct sockaddr_in from;
+    invite(msg, sizeof msg, "sip:+12125551234@gw.example.com;user=phone", "<tel:+1-212-555-1234>", cport, "udp-only");
+    sendto(client, msg, strlen(msg), 0, (struct sockaddr *)&addr, sizeof addr);
+    CHECK(recv_msg(client, buf, sizeof buf, &from) > 0 && strncmp(buf, "SIP/2.0 503 ", 12) == 0 && strstr(buf, "udp-only") != NULL);
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* --tcp-idle-s 1: a silent connection is closed within about two seconds; one that pings
+ * every 300 ms stays open. */
+static void idle_timeout(const char *edge_path, const char *hop_arg) {
+    struct sockaddr_in addr;
+    int probe = tcp_listener(&addr);
+    close(probe);
+    char listen_arg[64];
+    snprintf(listen_arg, sizeof listen_arg, "127.0.0.1:%d", ntohs(addr.sin_port));
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(edge_path, edge_path, "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, "--transport", "tcp",
+              "--tcp-idle-s", "1", (char *)NULL);
+        _exit(127);
+    }
+    pause_ms(300);
+    int quiet = tcp_connect(&addr), busy = tcp_connect(&addr);
+    CHECK(quiet >= 0 && busy >= 0);
+    int alive = 1;
+    for (int k = 0; k < 10; k++) { /* 3 s */
+        alive = alive && ping_pong(busy);
+        pause_ms(300);
+    }
+    CHECK(alive);
+    stream_t *t = calloc(1, sizeof *t);
+    t->s = quiet;
+    char out[64];
+    CHECK(next_msg(t, out, sizeof out, 100, NULL) == 0 && t->eof);
+    free(t);
+    close(quiet);
+    close(busy);
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_edge PATH-TO-EDGE\n");
@@ -95,6 +584,13 @@ int main(int argc, char **argv) {
     struct sockaddr_in client_addr, hop_addr, edge_addr;
     int client = udp_socket(&client_addr);
     int hop = udp_socket(&hop_addr);
+    /* The next hop over TCP listens on the same port number as over UDP. */
+    struct sockaddr_in hop_tcp_addr;
+    int hop_tcp = tcp_listener(&hop_tcp_addr);
+    close(hop);
+    hop_addr.sin_port = hop_tcp_addr.sin_port;
+    hop = socket(AF_INET, SOCK_DGRAM, 0);
+    CHECK(bind(hop, (struct sockaddr *)&hop_addr, sizeof hop_addr) == 0);
     /* Pick a free port for the edge. */
     int probe = udp_socket(&edge_addr);
     close(probe);
@@ -102,7 +598,7 @@ int main(int argc, char **argv) {
     snprintf(listen_arg, sizeof listen_arg, "127.0.0.1:%d", ntohs(edge_addr.sin_port));
     snprintf(hop_arg, sizeof hop_arg, "127.0.0.1:%d", ntohs(hop_addr.sin_port));
     char rules[2048];
-    snprintf(rules, sizeof rules, "%s%s", HOTLINE, TICKETS);
+    snprintf(rules, sizeof rules, "%s%s%s%s", HOTLINE, TICKETS, DROPPER, WINDOW);
     write_policy(rules);
     pid_t pid = fork();
     if (pid == 0) {
@@ -159,6 +655,12 @@ int main(int argc, char **argv) {
     sendto(client, "\x01\x02garbage", 9, 0, (struct sockaddr *)&edge_addr, sizeof edge_addr);
     sendto(client, "SIP/2.0 200 OK\r\n\r\n", 18, 0, (struct sockaddr *)&edge_addr, sizeof edge_addr);
 
+    /* TCP, on the same address and port. */
+    tcp_tests(&edge_addr, hop_tcp);
+    connection_limit(argv[1]);
+    udp_only(argv[1], hop_arg, client, cport);
+    idle_timeout(argv[1], hop_arg);
+
     /* 5. An invalid policy file is refused on SIGHUP; a valid one replaces the policy. */
     write_policy("<rule id=\"broken\"><actions><accept><rate>-1</rate></accept></actions></rule>");
     kill(pid, SIGHUP);
@@ -180,6 +682,7 @@ int main(int argc, char **argv) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     close(client);
     close(hop);
+    close(hop_tcp);
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -396,19 +396,62 @@ def _bindable(port: int, host: str) -> bool:
         s.close()
 
 
-def free_udp_port(offsets=(0,), host: str = "127.0.0.1", low: int = 20000, high: int = 60000) -> int:
+def _bindable_tcp(port: int, host: str) -> bool:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_udp_port(offsets=(0,), host: str = "127.0.0.1", low: int = 20000, high: int = 60000, tcp: bool = False) -> int:
     """A UDP port P such that P+o is bindable on `host` (and on 0.0.0.0) for every o in
-    `offsets`, and that this process has not handed out before (nor any P+o)."""
+    `offsets`, and that this process has not handed out before (nor any P+o). With `tcp`, P is
+    free for TCP too (a program listening on both, like the edge, or SIPp over TCP)."""
     rng = random.Random(os.getpid() ^ time.monotonic_ns())
     for _ in range(2000):
         port = rng.randrange(low, high - max(offsets))
         wanted = [port + o for o in offsets]
         if any(p in _HANDED_OUT for p in wanted):
             continue
-        if all(_bindable(p, host) and _bindable(p, "0.0.0.0") for p in wanted):
+        if all(_bindable(p, host) and _bindable(p, "0.0.0.0") for p in wanted) and (
+            not tcp or (_bindable_tcp(port, host) and _bindable_tcp(port, "0.0.0.0"))
+        ):
             _HANDED_OUT.update(wanted)
             return port
     raise HarnessError("no free UDP port found")
+
+
+def tcp_listening(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether some socket listens on TCP `port` on `host` or on the wildcard address."""
+    want = {f"{int.from_bytes(socket.inet_aton(host), 'little'):08X}", "00000000"}
+    try:
+        with open("/proc/net/tcp") as f:
+            next(f)
+            for line in f:
+                cols = line.split()
+                addr, hexport = cols[1].split(":")
+                if int(hexport, 16) == port and addr in want and cols[3] == "0A":  # TCP_LISTEN
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def wait_tcp_port(port: int, host: str = "127.0.0.1", timeout: float = 10.0, proc=None) -> None:
+    """Waits until something listens on TCP `port`; fails early (with the logs) if `proc` exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if tcp_listening(port, host):
+            return
+        if proc is not None and not proc.alive():
+            raise HarnessError(f"{proc.name} exited with {proc.returncode()} before listening on tcp {host}:{port}\n{proc.tail()}")
+        time.sleep(0.02)
+    detail = f"\n{proc.tail()}" if proc is not None else ""
+    raise HarnessError(f"tcp {host}:{port} not listening after {timeout} s{detail}")
 
 
 def udp_bound(port: int, host: str = "127.0.0.1") -> bool:
@@ -495,8 +538,9 @@ class SippPorts:
     control: int
 
     @staticmethod
-    def pick() -> "SippPorts":
-        return SippPorts(free_udp_port(), free_udp_port(offsets=(0, 1, 2, 3)), free_udp_port())
+    def pick(tcp: bool = False) -> "SippPorts":
+        """With `tcp`, the SIP port is free for TCP as well (SIPp run with -t t1 / -t tn)."""
+        return SippPorts(free_udp_port(tcp=tcp), free_udp_port(offsets=(0, 1, 2, 3)), free_udp_port())
 
 
 def sipp_command(
@@ -511,10 +555,12 @@ def sipp_command(
     max_concurrent=None,
     timeout_s=None,
     logs=True,
+    transport=None,
     extra=(),
 ) -> list:
     """A SIPp command line. `scenario`: a file name under scenarios/ or a path. `remote`:
-    "IP:PORT" for a UAC. Output files get fixed names in SIPp's working directory (the Proc's
+    "IP:PORT" for a UAC. `transport`: SIPp's -t (t1: every call on one TCP connection, tn: one
+    connection per call; default UDP). Output files get fixed names in SIPp's working directory (the Proc's
     directory): stat.csv, errors.log, logs.log (with `logs`), and <scenario>_<pid>_counts.csv.
     """
     scenario = Path(scenario)
@@ -540,6 +586,8 @@ def sipp_command(
         argv += ["-l", max_concurrent]
     if timeout_s is not None:
         argv += ["-timeout", f"{int(math.ceil(timeout_s))}s", "-timeout_error"]
+    if transport is not None:
+        argv += ["-t", transport]  # u1 (default), t1 (one TCP connection), tn (one per call)
     argv += list(extra)
     if remote is not None:
         argv.append(remote)

@@ -185,22 +185,24 @@ def traffic_run(
     """Starts UAS, proxy, UAC (in that order), waits for the UAC to finish its `calls` calls
     at `rate`, and collects everything. All processes are stopped on the way out."""
     with h.Run(f"{proxy.name}-{label or 'run'}", keep=args.keep) as run:
-        uas_ports, uac_ports = h.SippPorts.pick(), h.SippPorts.pick()
-        listen = h.free_udp_port()
+        tcp = args.transport == "tcp"
+        uas_ports, uac_ports = h.SippPorts.pick(tcp=tcp), h.SippPorts.pick(tcp=tcp)
+        sipp_transport = "t1" if tcp else None
+        listen = h.free_udp_port(tcp=True)
         load_s = calls / rate
         guard = load_s + args.pause_ms / 1000.0 + 30
 
         uas = run.start(
             "uas",
-            h.sipp_command("uas.xml", uas_ports, timeout_s=guard + 30, logs=log_arrivals, max_concurrent=max(1000, int(rate * 5))),
+            h.sipp_command("uas.xml", uas_ports, timeout_s=guard + 30, logs=log_arrivals, max_concurrent=max(1000, int(rate * 5)), transport=sipp_transport),
             cpu=args.sipp_cpu,
         )
-        h.wait_udp_port(uas_ports.sip, proc=uas)
+        (h.wait_tcp_port if tcp else h.wait_udp_port)(uas_ports.sip, proc=uas)
 
         setup = ProxySetup(listen, uas_ports.sip, args.prefix, limit, run.path("proxy-files"))
         setup.dir.mkdir(parents=True, exist_ok=True)
         px = run.start(proxy.name, proxy.command(setup), cpu=args.proxy_cpu)
-        (proxy.ready or (lambda p, s: h.wait_udp_port(s.listen_port, proc=p)))(px, setup)
+        (proxy.ready or (lambda p, s: (h.wait_tcp_port if tcp else h.wait_udp_port)(s.listen_port, proc=p)))(px, setup)
         time.sleep(0.3)  # let forked workers settle before the idle reading
 
         idle = h.CpuMeter(px).start()
@@ -221,6 +223,7 @@ def traffic_run(
             max_concurrent=max(1000, int(rate * (args.pause_ms / 1000.0 + 1.0) * 3)),
             timeout_s=guard,
             logs=False,
+            transport=sipp_transport,
         )
         udp0 = h.udp_stats()
         t_start = time.time()
@@ -440,6 +443,7 @@ def main(argv=None) -> int:
     ap.add_argument("--idle-s", type=float, default=1.0, help="idle CPU reading before traffic (default 1 s)")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: accuracy,cpu,maxrate")
     ap.add_argument("--keep", action="store_true", help="keep every run's directory (logs, SIPp outputs)")
+    ap.add_argument("--transport", choices=("udp", "tcp"), default="udp", help="SIP between SIPp and the proxy: udp (default) or tcp (SIPp -t t1: one connection each way; the edge only, Kamailio's configuration has TCP off)")
     args = ap.parse_args(argv)
 
     args.duration = args.duration or (6.0 if args.short else 20.0)
@@ -456,6 +460,8 @@ def main(argv=None) -> int:
         if name not in by_name:
             ap.error(f"unknown proxy {name!r}")
         chosen.append(by_name[name])
+    if args.transport == "tcp" and any(p.name != "edge" for p in chosen):
+        ap.error("--transport tcp measures the edge only (--proxies edge)")
     for tool in ("sipp", "taskset"):
         if not shutil.which(tool):
             print(f"{tool} is not installed (make e2e-tools)", file=sys.stderr)

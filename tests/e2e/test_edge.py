@@ -16,6 +16,10 @@
   own SIPp UAC offering 1.5C; together the UAS receives C.
 - non_invite_methods: REGISTER, MESSAGE and OPTIONS from a SIPp UAC through the edge; a rule for
   MESSAGE limits only MESSAGE.
+- tcp_rate_limit: SIPp UAC → edge → SIPp UAS over TCP (-t t1: one connection each way), a rate
+  rule R with 3R offered: R at the UAS, 503 for the rest, every call completes.
+- tcp_connection_per_call: the UAC opens a connection per call (-t tn); 503 and 302 (with its
+  Contact checked by the scenario) over TCP; a second UAC killed mid-test disturbs nobody.
 
 Tolerances: rates within 3 % of the limit over each measured interval (the GCRA admits at most
 r·τ + 1 = a few calls more at an interval's start); every non-matching call passes; every admitted
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import socket
 import sys
 import time
@@ -171,7 +176,7 @@ def notifier_lifecycle(run: Run) -> Checks:
     scenario.write_text(template)
 
     uas_ports, notifier_ports, uac_ports = SippPorts.pick(), SippPorts.pick(), SippPorts.pick()
-    edge_port = free_udp_port()
+    edge_port = free_udp_port(tcp=True)
     total_s = sum(holds.values()) / 1000 + 3
     uas = run.start("uas", sipp_command("uas.xml", uas_ports, timeout_s=total_s + 40))
     wait_udp_port(uas_ports.sip, proc=uas)
@@ -253,7 +258,7 @@ def rule_actions(run: Run) -> Checks:
     client.bind(("127.0.0.1", 0))
     for s in (hop, client):
         s.settimeout(2.0)
-    edge_port = free_udp_port()
+    edge_port = free_udp_port(tcp=True)
     start_edge(run, "edge", edge_port, hop.getsockname()[1], "--policy", path)
     cport = client.getsockname()[1]
 
@@ -314,7 +319,7 @@ def two_edges_allocator(run: Run) -> Checks:
     capacity = 60.0
     template = run.path("template.xml")
     template.write_text(document(0, "full", rate_rule(1)))
-    nport = free_udp_port()
+    nport = free_udp_port(tcp=True)
     notifier = run.start("notifier", [LOADCTL, "notifier", "--listen", f"127.0.0.1:{nport}", "--capacity", capacity, "--template", template, "--duration", 60])
     wait_udp_port(nport, proc=notifier)
     uas_ports = SippPorts.pick()
@@ -322,7 +327,7 @@ def two_edges_allocator(run: Run) -> Checks:
     wait_udp_port(uas_ports.sip, proc=uas)
     edges = []
     for k in range(2):
-        port = free_udp_port()
+        port = free_udp_port(tcp=True)
         edges.append(
             (port, start_edge(run, f"edge{k}", port, uas_ports.sip, "--subscribe", f"sip:loadctl@127.0.0.1:{nport}", "--uri", f"sip:edge{k}@127.0.0.1:{port}"))
         )
@@ -363,7 +368,7 @@ def non_invite_methods(run: Run) -> Checks:
     uas_ports, uac_ports = SippPorts.pick(), SippPorts.pick()
     uas = run.start("uas", sipp_command("uas_noninvite.xml", uas_ports, timeout_s=60))
     wait_udp_port(uas_ports.sip, proc=uas)
-    edge_port = free_udp_port()
+    edge_port = free_udp_port(tcp=True)
     start_edge(run, "edge", edge_port, uas_ports.sip, "--policy", policy)
     # MESSAGE offered at 2R (a rule of R for MESSAGE only); REGISTER and OPTIONS at 2R each.
     inf = harness.write_injection(run.path("requests.csv"), [[MATCH, "MESSAGE"], [MATCH, "REGISTER"], [MATCH, "OPTIONS"]])
@@ -389,11 +394,184 @@ def non_invite_methods(run: Run) -> Checks:
     return c
 
 
+# ---------------------------------------------------------------------------------------------
+# TCP
+
+
+def edge_stats(proc: harness.Proc) -> dict:
+    """The edge's counters: SIGUSR1 makes it print them (Prometheus text) on stdout."""
+    before = proc.stdout_path.stat().st_size if proc.stdout_path.exists() else 0
+    proc.send_signal(signal.SIGUSR1)
+    harness.wait_until(lambda: "edge_dropped_total" in proc.stdout_path.read_bytes()[before:].decode(errors="replace"), 3.0)
+    out = {}
+    for line in proc.stdout_path.read_bytes()[before:].decode(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].startswith("edge_"):
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def uas_over_tcp(run: Run, timeout_s: float) -> tuple:
+    """A SIPp UAS listening on TCP (-t t1: it takes whatever connections come)."""
+    ports = SippPorts.pick(tcp=True)
+    uas = run.start("uas", sipp_command("uas.xml", ports, timeout_s=timeout_s, transport="t1", max_concurrent=5000))
+    harness.wait_tcp_port(ports.sip, proc=uas)
+    return ports, uas
+
+
+def invite_checks(c: Checks, label: str, out: dict, arrivals_other: int, sent_other: int, uas: SippOutputs):
+    c.that(out["invites"] > 0 and out["failed_calls"] == 0, f"{label}: no UAC call failed ({out})")
+    c.that(abs(arrivals_other - sent_other) <= 1, f"{label}: every non-matching call passed: {arrivals_other} at the UAS of ~{sent_other} sent")
+    answered = out["answered_200"] + out["rejected_503"] + out["redirected_302"]
+    c.that(answered == out["invites"], f"{label}: every INVITE was answered 200, 503 or 302: {out['answered_200']} + {out['rejected_503']} + {out['redirected_302']} of {out['invites']}")
+    c.that(out["bye_200"] == out["answered_200"], f"{label}: every admitted call completed (ACK, BYE, 200): {out['bye_200']} of {out['answered_200']}")
+    stray = uas.counts().get("0_ACK_Recv", -1)
+    c.that(stray == 0, f"{label}: the ACKs to the edge's own answers stopped at the edge: {stray} reached the UAS")
+
+
+def tcp_rate_limit(run: Run) -> Checks:
+    c = Checks("tcp_rate_limit: SIPp UAC → edge → SIPp UAS over TCP (-t t1), rate rule R, 3R offered")
+    r = 50.0
+    seconds = 12
+    policy = run.path("policy.xml")
+    policy.write_text(document(0, "full", rate_rule(r)))
+    uas_ports, uas = uas_over_tcp(run, seconds + 60)
+    edge_port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", edge_port, uas_ports.sip, "--policy", policy)
+    harness.wait_tcp_port(edge_port, proc=edge)
+    # 3R matching calls/s and R/s that match nothing: rows cycle m, m, m, other.
+    inf = harness.write_injection(run.path("callees.csv"), [MATCH, MATCH, MATCH, OTHER])
+    offered = 4 * r
+    calls = int(offered * seconds)
+    uac_ports = SippPorts.pick(tcp=True)
+    cpu = harness.CpuMeter(edge).start()
+    uac = run.start(
+        "uac",
+        sipp_command("uac_invite.xml", uac_ports, remote=f"127.0.0.1:{edge_port}", inf=inf, rate=offered, calls=calls, timeout_s=seconds + 40, transport="t1"),
+    )
+    code = uac.wait(timeout=seconds + 50)
+    time.sleep(0.6)  # the last BYE's 200
+    cpu.stop()
+    stats = edge_stats(edge)
+    run.stop(uas)
+    matching, other = split(SippOutputs(uas.cwd).arrivals())
+    out = harness.invite_outcomes(SippOutputs(uac.cwd))
+    c.that(code == 0, f"the UAC exited 0 ({code}): {SippOutputs(uac.cwd).errors(300)!r}")
+    if matching:
+        c.rate("matching calls admitted at R over TCP", matching, matching[0] + 1.0, matching[-1] - 0.5, r)
+    else:
+        c.that(False, "no matching call reached the UAS")
+    invite_checks(c, "t1", out, len(other), out["invites"] // 4, SippOutputs(uas.cwd))
+    c.that(out["rejected_503"] > 0 and out["redirected_302"] == 0, f"the excess got 503 at the UAC: {out['rejected_503']}")
+    c.that(len(matching) + len(other) == out["answered_200"], f"the UAS saw each admitted call once: {len(matching) + len(other)} vs {out['answered_200']}")
+    c.that(
+        stats.get("edge_tcp_accepted_total") == 1 and stats.get("edge_tcp_hop_connects_total") == 1,
+        f"one connection from the UAC, one to the UAS: accepted {stats.get('edge_tcp_accepted_total')}, to the next hop {stats.get('edge_tcp_hop_connects_total')}",
+    )
+    c.that(
+        stats.get("edge_tcp_framing_errors_total", -1) == 0 and stats.get("edge_tcp_overflows_total", -1) == 0 and stats.get("edge_tcp_responses_orphaned_total", -1) == 0,
+        f"no framing error, overflow or orphaned response: {({k: v for k, v in stats.items() if k.startswith('edge_tcp_')})}",
+    )
+    msgs = SippOutputs(uac.cwd).message_total() + SippOutputs(uas.cwd).message_total()
+    if msgs:
+        c.that(True, f"edge CPU over TCP: {1e6 * cpu.sched / msgs:.2f} ms per 1,000 messages ({msgs} messages, {cpu.sched:.2f} s on CPU, {cpu.wall:.1f} s)")
+    return c
+
+
+def tcp_connection_per_call(run: Run) -> Checks:
+    c = Checks("tcp_connection_per_call: SIPp -t tn (a connection per call, ~150 open at once), 503 and 302 over TCP, a UAC killed mid-test")
+    r, r_redirect = 25.0, 10.0
+    seconds = 10
+    policy = run.path("policy.xml")
+    policy.write_text(
+        document(
+            0,
+            "full",
+            rate_rule(r)
+            + "\n"
+            + rule("redirect", "+1777", f"<lc:rate>{r_redirect}</lc:rate>", 'alt-action="redirect" alt-target="sip:overflow@example.net"'),
+        )
+    )
+    uas_ports, uas = uas_over_tcp(run, seconds + 60)
+    edge_port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", edge_port, uas_ports.sip, "--policy", policy)
+    harness.wait_tcp_port(edge_port, proc=edge)
+    # The UAC checks each 302's Contact (check_it: a 302 without it fails the call) and logs it.
+    scenario = (HERE / "scenarios" / "uac_invite.xml").read_text()
+    plain = '<recv response="302" optional="true" response_txn="invite" next="final_error"/>'
+    assert plain in scenario
+    scenario = scenario.replace(
+        plain,
+        '<recv response="302" optional="true" response_txn="invite" next="final_error"><action>'
+        '<ereg regexp="Contact: &lt;sip:overflow@example.net&gt;" search_in="msg" check_it="true" assign_to="contact"/>'
+        '<log message="302 [$contact]"/></action></recv>',
+    )
+    uac_scenario = run.path("uac_302.xml")
+    uac_scenario.write_text(scenario)
+    inf = harness.write_injection(run.path("callees.csv"), [MATCH, MATCH, "+17770001234", OTHER])
+    offered = 160.0
+    calls = int(offered * seconds)
+    # A second UAC on one connection, long calls to a number no rule matches, killed mid-test.
+    victim_ports = SippPorts.pick(tcp=True)
+    victim_inf = harness.write_injection(run.path("victim.csv"), ["+19990001234"])
+    victim = run.start(
+        "victim",
+        sipp_command("uac_invite.xml", victim_ports, remote=f"127.0.0.1:{edge_port}", inf=victim_inf, rate=40, duration_ms=3000, timeout_s=seconds + 40, transport="t1", logs=False),
+    )
+    uac_ports = SippPorts.pick(tcp=True)
+    uac = run.start(
+        "uac",
+        sipp_command(
+            uac_scenario, uac_ports, remote=f"127.0.0.1:{edge_port}", inf=inf, rate=offered, calls=calls, duration_ms=2000,
+            timeout_s=seconds + 40, transport="tn", max_concurrent=2000, extra=("-max_socket", 4000),
+        ),
+    )
+    time.sleep(seconds / 2)
+    before = edge_stats(edge)
+    run.stop(victim, sig=signal.SIGKILL)  # its connection goes with calls open
+    code = uac.wait(timeout=seconds + 50)
+    time.sleep(0.6)
+    after = edge_stats(edge)
+    c.that(edge.alive(), "the edge is still running")
+    run.stop(uas)
+    arrivals = SippOutputs(uas.cwd).arrivals()
+    mine = [a for a in arrivals if not a.callee.startswith("+1999")]
+    matching = [a.t for a in mine if a.callee.startswith("+1555")]
+    redirected_ok = [a.t for a in mine if a.callee.startswith("+1777")]
+    other = [a.t for a in mine if a.callee.startswith("+1666")]
+    out = harness.invite_outcomes(SippOutputs(uac.cwd))
+    c.that(code == 0, f"the tn UAC exited 0 ({code}): {SippOutputs(uac.cwd).errors(300)!r}")
+    if matching and redirected_ok:
+        c.rate("+1555 admitted at R (the rest 503)", matching, matching[0] + 1.0, matching[-1] - 0.5, r)
+        c.rate("+1777 admitted at its rate (the rest 302)", redirected_ok, redirected_ok[0] + 1.0, redirected_ok[-1] - 0.5, r_redirect)
+    else:
+        c.that(False, f"calls reached the UAS: {len(matching)} +1555, {len(redirected_ok)} +1777")
+    invite_checks(c, "tn", out, len(other), out["invites"] // 4, SippOutputs(uas.cwd))
+    logged = (uac.cwd / "logs.log").read_text(errors="replace").count("302 Contact: <sip:overflow@example.net>") if (uac.cwd / "logs.log").exists() else 0
+    c.that(out["redirected_302"] > 0 and logged == out["redirected_302"], f"302 over TCP, each with the rule's Contact: {out['redirected_302']} received, {logged} checked")
+    c.that(out["rejected_503"] > 0, f"503 over TCP: {out['rejected_503']}")
+    c.that(
+        out["invites"] > 0 and after.get("edge_tcp_accepted_total", 0) >= out["invites"],
+        f"a connection per call: {after.get('edge_tcp_accepted_total')} accepted for {out['invites']} calls (+1 for the killed UAC)",
+    )
+    open_mid = before.get("edge_tcp_accepted_total", 0) - before.get("edge_tcp_closed_total", 0)
+    c.that(open_mid >= 100, f"many connections open at once: {open_mid} half-way (the ~75 admitted calls/s hold theirs for 2 s: ~150, + 1)")
+    c.that(after.get("edge_tcp_hop_connects_total") == 1, f"one connection to the next hop: {after.get('edge_tcp_hop_connects_total')}")
+    c.that(
+        after.get("edge_tcp_framing_errors_total", -1) == 0 and after.get("edge_tcp_overflows_total", -1) == 0,
+        f"no framing error or overflow; responses for the killed UAC's connection dropped: {after.get('edge_tcp_responses_orphaned_total')} "
+        f"(before the kill {before.get('edge_tcp_responses_orphaned_total')})",
+    )
+    return c
+
+
 TESTS = {
     "rule_actions": rule_actions,
     "notifier_lifecycle": notifier_lifecycle,
     "two_edges_allocator": two_edges_allocator,
     "non_invite_methods": non_invite_methods,
+    "tcp_rate_limit": tcp_rate_limit,
+    "tcp_connection_per_call": tcp_connection_per_call,
 }
 
 
