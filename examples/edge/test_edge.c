@@ -591,9 +591,16 @@ int main(int argc, char **argv) {
     hop_addr.sin_port = hop_tcp_addr.sin_port;
     hop = socket(AF_INET, SOCK_DGRAM, 0);
     CHECK(bind(hop, (struct sockaddr *)&hop_addr, sizeof hop_addr) == 0);
-    /* Pick a free port for the edge. */
-    int probe = udp_socket(&edge_addr);
-    close(probe);
+    /* Pick a port free for both UDP and TCP for the edge (a port free for UDP may be some
+     * other program's TCP connection's local port). */
+    for (int tries = 0; tries < 100; tries++) {
+        int probe = udp_socket(&edge_addr);
+        int t = socket(AF_INET, SOCK_STREAM, 0);
+        int ok = bind(t, (struct sockaddr *)&edge_addr, sizeof edge_addr) == 0;
+        close(t);
+        close(probe);
+        if (ok) break;
+    }
     char listen_arg[64], hop_arg[64];
     snprintf(listen_arg, sizeof listen_arg, "127.0.0.1:%d", ntohs(edge_addr.sin_port));
     snprintf(hop_arg, sizeof hop_arg, "127.0.0.1:%d", ntohs(hop_addr.sin_port));
