@@ -143,6 +143,11 @@ static lc_engine *lc_proc_engine_new(int validator)
 	return e;
 }
 
+lc_engine *lc_private_engine_new(void)
+{
+	return lc_proc_engine_new(1);
+}
+
 int lc_shared_init(void)
 {
 	_lc_store = (lc_store_t *)shm_malloc(sizeof(lc_store_t));

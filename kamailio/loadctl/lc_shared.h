@@ -115,6 +115,9 @@ int lc_shared_cells_in_use(void);
 int lc_shared_init_procs(void);
 void lc_shared_destroy(void);
 
+/* A private engine (never on the shared cells): the subscriber process's. */
+lc_engine *lc_private_engine_new(void);
+
 /* Validates `body` as a full document for `source` (checked against the other
  * sources, as an engine would apply it) and stores it; workers pick it up on
  * their next request. On failure writes why into `err` and changes nothing. */

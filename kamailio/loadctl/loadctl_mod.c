@@ -52,6 +52,7 @@
 #include "../../modules/tm/tm_load.h"
 
 #include "lc_shared.h"
+#include "lc_subscribe.h"
 
 MODULE_VERSION
 
@@ -67,6 +68,7 @@ static void mod_destroy(void);
 
 static int w_lc_classify(sip_msg_t *msg, char *p1, char *p2);
 static int w_lc_reply(sip_msg_t *msg, char *p1, char *p2);
+static int w_lc_handle_notify(sip_msg_t *msg, char *p1, char *p2);
 static int pv_parse_lc_name(pv_spec_t *sp, str *in);
 static int pv_get_lc(sip_msg_t *msg, pv_param_t *param, pv_value_t *res);
 
@@ -109,6 +111,8 @@ static lc_last_t lc_last;
 static cmd_export_t cmds[] = {
 	{"lc_classify", (cmd_function)w_lc_classify, 0, 0, 0, REQUEST_ROUTE},
 	{"lc_reply", (cmd_function)w_lc_reply, 0, 0, 0, REQUEST_ROUTE},
+	{"lc_handle_notify", (cmd_function)w_lc_handle_notify, 0, 0, 0,
+		REQUEST_ROUTE},
 	{0, 0, 0, 0, 0, 0}
 };
 
@@ -120,6 +124,11 @@ static param_export_t params[] = {
 	{"retry_after", INT_PARAM, &lc_retry_after},
 	{"redirect_allow", PARAM_STRING, &lc_redirect_allow},
 	{"shared_cells", INT_PARAM, &lc_settings.shared_cells},
+	{"cell_capacity", INT_PARAM, &lc_settings.cell_capacity},
+	{"subscribe", PARAM_STRING | USE_FUNC_PARAM, (void *)lc_sub_add_param},
+	{"subscribe_expires", INT_PARAM, &lc_sub_expires},
+	{"subscribe_contact", PARAM_STRING, &lc_sub_contact},
+	{"subscribe_from", PARAM_STRING, &lc_sub_from},
 	{0, 0, 0}
 };
 
@@ -489,6 +498,18 @@ static int ki_lc_reply(sip_msg_t *msg)
 static int w_lc_reply(sip_msg_t *msg, char *p1, char *p2)
 {
 	return ki_lc_reply(msg);
+}
+
+/* ---- lc_handle_notify ---- */
+
+static int ki_lc_handle_notify(sip_msg_t *msg)
+{
+	return lc_sub_handle_notify(msg);
+}
+
+static int w_lc_handle_notify(sip_msg_t *msg, char *p1, char *p2)
+{
+	return ki_lc_handle_notify(msg);
 }
 
 /* ---- $lc(name) ---- */
@@ -870,12 +891,18 @@ static void lc_rpc_rules(rpc_t *rpc, void *ctx)
 		rpc->fault(ctx, 500, "cannot compile the stored policy");
 }
 
+static const char *lc_rpc_subscriptions_doc[] = {
+		"The RFC 7200 subscriptions (subscribe modparams): state, last "
+		"event, version applied, counters.",
+		0};
+
 /* clang-format off */
 static rpc_export_t lc_rpc_cmds[] = {
 	{"loadctl.publish", lc_rpc_publish, lc_rpc_publish_doc, 0},
 	{"loadctl.withdraw", lc_rpc_withdraw, lc_rpc_withdraw_doc, 0},
 	{"loadctl.stats", lc_rpc_stats, lc_rpc_stats_doc, 0},
 	{"loadctl.rules", lc_rpc_rules, lc_rpc_rules_doc, 0},
+	{"loadctl.subscriptions", lc_sub_rpc_list, lc_rpc_subscriptions_doc, 0},
 	{0, 0, 0, 0}
 };
 /* clang-format on */
@@ -941,6 +968,8 @@ static int mod_init(void)
 		/* the processes forked next make their own engines */
 		lc_store_drop_validator();
 	}
+	if(lc_sub_mod_init(&lc_tmb, lc_tm_loaded) < 0)
+		return -1;
 	memset(&lc_last, 0, sizeof(lc_last));
 	return 0;
 }
@@ -949,6 +978,8 @@ static int child_init(int rank)
 {
 	if(rank == PROC_INIT)
 		return lc_shared_init_procs();
+	if(rank == PROC_MAIN)
+		return lc_sub_child_init(rank);
 	lc_rank = rank;
 	/* SIP workers (UDP, TCP, SCTP receivers, and rank-127 RPC/SIP workers)
 	 * get their engine now; any other process that runs lc_classify() (timer
@@ -974,6 +1005,11 @@ static sr_kemi_t sr_kemi_loadctl_exports[] = {
 	},
 	{ str_init("loadctl"), str_init("lc_reply"),
 		SR_KEMIP_INT, ki_lc_reply,
+		{ SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE,
+			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
+	},
+	{ str_init("loadctl"), str_init("lc_handle_notify"),
+		SR_KEMIP_INT, ki_lc_handle_notify,
 		{ SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE,
 			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
 	},

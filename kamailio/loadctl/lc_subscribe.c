@@ -1,0 +1,840 @@
+/*
+ * loadctl module - the RFC 7200 subscriber
+ *
+ * Copyright (C) 2026 the loadctl authors
+ *
+ * This file is part of the loadctl Kamailio module, distributed under the
+ * same terms as Kamailio (GPL-2.0-or-later).
+ */
+
+/*!
+ * \file
+ * \brief loadctl :: RFC 7200 subscriber (see lc_subscribe.h for the design)
+ *
+ * Who does what:
+ * - SIP worker, lc_handle_notify(): copies the NOTIFY (bytes + where it came
+ *   from) into shm, writes the pointer into the channel. The owner answers.
+ * - any process, tm's TMCB_LOCAL_COMPLETED callback: copies the final
+ *   response to one of the owner's SUBSCRIBEs (or notes tm's local 408) into
+ *   shm, writes the pointer into the channel.
+ * - the owner process: the only one that calls lc_subscriber_*; feeds what
+ *   it reads to the state machines, answers NOTIFYs on the socket they came
+ *   in on (msg_send), sends the SUBSCRIBEs the machines ask for through tm
+ *   (t_uac with the machine's Call-ID, tags and CSeq), runs their timers
+ *   (CLOCK_MONOTONIC), and after every applied or withdrawn document copies
+ *   the notifier's merged policy from its private engine into the store.
+ * - the main process, on shutdown (core app_shutdown callback, before the
+ *   children are killed): asks the owner to unsubscribe and waits up to 1 s.
+ */
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "../../core/sr_module.h"
+#include "../../core/dprint.h"
+#include "../../core/locking.h"
+#include "../../core/mem/mem.h"
+#include "../../core/mem/shm_mem.h"
+#include "../../core/pt.h"
+#include "../../core/ut.h"
+#include "../../core/forward.h"
+#include "../../core/socket_info.h"
+#include "../../core/events.h"
+#include "../../core/cfg/cfg_struct.h"
+#include "../../core/parser/msg_parser.h"
+#include "../../modules/sl/sl.h"
+
+#include "lc_shared.h"
+#include "lc_subscribe.h"
+
+#define LC_URI_MAX 256
+#define LC_SUB_OUT_MAX 16384
+
+int lc_sub_expires = 3600;
+char *lc_sub_contact = NULL;
+char *lc_sub_from = NULL;
+
+static char *_lc_sub_uris[LC_MAX_SUBSCRIPTIONS];
+static int _lc_sub_n = 0;
+
+/* The channel: workers write to [1], the owner reads [0]. */
+static int _lc_chan[2] = {-1, -1};
+static struct tm_binds *_lc_tmb = NULL;
+static sl_api_t _lc_sub_slb;
+static sr_corecb_void_f _lc_prev_shutdown = NULL;
+
+enum
+{
+	LC_REC_NOTIFY = 1,
+	LC_REC_REPLY = 2,
+	LC_REC_SHUTDOWN = 3
+};
+
+/* One message for the owner (shm; the owner frees it). */
+typedef struct lc_sub_rec
+{
+	int kind;
+	int sub;			/* REPLY: the subscription */
+	unsigned int cseq;	/* REPLY: of the SUBSCRIBE it answers */
+	int status;			/* REPLY: the final status */
+	struct dest_info dst; /* NOTIFY: where to send the answer */
+	char callid[128];	/* NOTIFY: its Call-ID (to pick the subscription) */
+	unsigned int len;
+	char buf[1];
+} lc_sub_rec_t;
+
+/* What loadctl.subscriptions shows of one subscription (shm, written by the
+ * owner under the lock). */
+typedef struct lc_sub_status
+{
+	char notifier[LC_URI_MAX];
+	char state[32];
+	char last_event[256];
+	char call_id[128];
+	long long version; /* last applied, -1 none */
+	int last_status;   /* last final response to a SUBSCRIBE */
+	unsigned int expires;
+	int published; /* the store holds its policy */
+	unsigned long long subscribes, responses, notifies, applied, withdrawn,
+			ignored, invalid, apply_failed, rejected, retries, store_errors;
+} lc_sub_status_t;
+
+typedef struct lc_sub_shared
+{
+	gen_lock_t lock;
+	int owner_pid;
+	volatile int shutdown_done;
+	unsigned long long handed, channel_full;
+	lc_sub_status_t st[LC_MAX_SUBSCRIPTIONS];
+} lc_sub_shared_t;
+
+static lc_sub_shared_t *_lc_sub_sh = NULL;
+
+/* The owner's private state. */
+typedef struct lc_sub
+{
+	lc_subscriber *sub;
+	char notifier[LC_URI_MAX];
+	char stem[96];
+	char tag[64];
+	char call_id[128]; /* of the last SUBSCRIBE sent */
+	unsigned int cseq;
+} lc_sub_t;
+
+static lc_sub_t _lc_subs[LC_MAX_SUBSCRIPTIONS];
+static lc_engine *_lc_sub_engine = NULL;
+static lc_sip_wire _lc_wire;
+static char _lc_contact[LC_URI_MAX];
+static char _lc_from[LC_URI_MAX];
+static char _lc_sent_by[128];
+
+static lc_str lc_cs(const char *s)
+{
+	lc_str r;
+	r.ptr = (const uint8_t *)s;
+	r.len = s ? strlen(s) : 0;
+	return r;
+}
+
+static uint64_t lc_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int lc_sub_add_param(modparam_t type, void *val)
+{
+	char *s = (char *)val;
+
+	if(s == NULL || *s == '\0')
+		return 0;
+	if(_lc_sub_n >= LC_MAX_SUBSCRIPTIONS) {
+		LM_ERR("at most %d subscribe parameters\n", LC_MAX_SUBSCRIPTIONS);
+		return -1;
+	}
+	if(strlen(s) >= LC_SOURCE_MAX || strncasecmp(s, "sip", 3) != 0) {
+		LM_ERR("subscribe \"%s\": a sip: URI of at most %d bytes expected\n",
+				s, LC_SOURCE_MAX - 1);
+		return -1;
+	}
+	_lc_sub_uris[_lc_sub_n++] = s;
+	return 0;
+}
+
+int lc_sub_count(void)
+{
+	return _lc_sub_n;
+}
+
+/* ---- any process: to the owner ---- */
+
+static int lc_sub_hand(lc_sub_rec_t *rec)
+{
+	if(_lc_chan[1] < 0
+			|| send(_lc_chan[1], &rec, sizeof(rec), MSG_DONTWAIT)
+					   != (ssize_t)sizeof(rec)) {
+		if(_lc_sub_sh)
+			__sync_fetch_and_add(&_lc_sub_sh->channel_full, 1);
+		shm_free(rec);
+		return -1;
+	}
+	if(_lc_sub_sh)
+		__sync_fetch_and_add(&_lc_sub_sh->handed, 1);
+	return 0;
+}
+
+static lc_sub_rec_t *lc_sub_rec_new(int kind, const char *buf, unsigned int len)
+{
+	lc_sub_rec_t *rec = (lc_sub_rec_t *)shm_malloc(sizeof(lc_sub_rec_t) + len);
+	if(rec == NULL) {
+		SHM_MEM_ERROR;
+		return NULL;
+	}
+	memset(rec, 0, sizeof(lc_sub_rec_t));
+	rec->kind = kind;
+	rec->len = len;
+	if(len > 0)
+		memcpy(rec->buf, buf, len);
+	rec->buf[len] = '\0';
+	return rec;
+}
+
+/* tm: the final response to a SUBSCRIBE (in whichever process read it, or
+ * tm's timer for a local 408). */
+static void lc_sub_tm_cb(struct cell *t, int type, struct tmcb_params *ps)
+{
+	lc_sub_rec_t *rec;
+	uintptr_t v;
+
+	if(ps == NULL || ps->param == NULL)
+		return;
+	v = (uintptr_t)*ps->param;
+	if(ps->rpl && ps->rpl != FAKED_REPLY)
+		rec = lc_sub_rec_new(LC_REC_REPLY, ps->rpl->buf, ps->rpl->len);
+	else
+		rec = lc_sub_rec_new(LC_REC_REPLY, NULL, 0);
+	if(rec == NULL)
+		return;
+	rec->sub = (int)(v >> 32);
+	rec->cseq = (unsigned int)(v & 0xffffffffu);
+	rec->status = ps->code;
+	if(lc_sub_hand(rec) < 0)
+		LM_ERR("cannot hand a SUBSCRIBE response to the subscriber process\n");
+}
+
+int lc_sub_handle_notify(sip_msg_t *msg)
+{
+	lc_sub_rec_t *rec;
+	str reason;
+
+	if(msg->first_line.type != SIP_REQUEST
+			|| msg->first_line.u.request.method_value != METHOD_NOTIFY) {
+		LM_ERR("lc_handle_notify() on something else than a NOTIFY\n");
+		return -1;
+	}
+	if(_lc_sub_n == 0 || _lc_chan[1] < 0) {
+		reason.s = "Subscription does not exist";
+		reason.len = strlen(reason.s);
+		_lc_sub_slb.freply(msg, 481, &reason);
+		return -1;
+	}
+	rec = lc_sub_rec_new(LC_REC_NOTIFY, msg->buf, msg->len);
+	if(rec == NULL)
+		goto busy;
+	init_dst_from_rcv(&rec->dst, &msg->rcv);
+	if(parse_headers(msg, HDR_CALLID_F, 0) == 0 && msg->callid) {
+		int n = msg->callid->body.len < (int)sizeof(rec->callid) - 1
+						? msg->callid->body.len
+						: (int)sizeof(rec->callid) - 1;
+		memcpy(rec->callid, msg->callid->body.s, n);
+		rec->callid[n] = '\0';
+	}
+	if(lc_sub_hand(rec) < 0)
+		goto busy;
+	return 1;
+busy:
+	/* the owner is behind (or gone): the notifier retries */
+	reason.s = "Service Unavailable";
+	reason.len = strlen(reason.s);
+	_lc_sub_slb.freply(msg, 503, &reason);
+	return -1;
+}
+
+/* ---- the owner ---- */
+
+static void lc_sub_status_set(int i, const char *state, const char *ev)
+{
+	lc_sub_status_t *st = &_lc_sub_sh->st[i];
+	if(state)
+		snprintf(st->state, sizeof(st->state), "%s", state);
+	if(ev)
+		snprintf(st->last_event, sizeof(st->last_event), "%s", ev);
+}
+
+/* The notifier's merged policy (or its absence) into the store. */
+static void lc_sub_sync_store(int i)
+{
+	lc_sub_t *s = &_lc_subs[i];
+	static char *buf = NULL;
+	static size_t cap = 0;
+	char err[512];
+	size_t w = 0;
+	str src;
+	lc_result r;
+
+	src.s = s->notifier;
+	src.len = strlen(s->notifier);
+	r = lc_engine_source_policy(_lc_sub_engine, lc_cs(s->notifier),
+			(uint8_t *)buf, cap, &w);
+	if(r == LC_RESULT_BUFFER_TOO_SMALL) {
+		if(buf)
+			pkg_free(buf);
+		cap = w + 1024;
+		buf = (char *)pkg_malloc(cap);
+		if(buf == NULL) {
+			cap = 0;
+			PKG_MEM_ERROR;
+			return;
+		}
+		r = lc_engine_source_policy(_lc_sub_engine, lc_cs(s->notifier),
+				(uint8_t *)buf, cap, &w);
+	}
+	lock_get(&_lc_sub_sh->lock);
+	if(r == LC_RESULT_OK) {
+		if(lc_store_publish(&src, buf, w, err, sizeof(err)) < 0) {
+			_lc_sub_sh->st[i].store_errors++;
+			LM_ERR("subscription to %s: the merged policy was not stored: "
+				   "%s\n",
+					s->notifier, err);
+		} else {
+			_lc_sub_sh->st[i].published = 1;
+		}
+	} else if(r == LC_RESULT_UNKNOWN_SOURCE) {
+		lc_store_withdraw(&src);
+		_lc_sub_sh->st[i].published = 0;
+	} else {
+		_lc_sub_sh->st[i].store_errors++;
+		LM_ERR("subscription to %s: cannot read its policy: %s\n",
+				s->notifier, lc_result_text(r));
+	}
+	lock_release(&_lc_sub_sh->lock);
+}
+
+/* Sends one SUBSCRIBE of the state machine through tm. */
+static void lc_sub_send(int i, const lc_sip_message *m)
+{
+	lc_sub_t *s = &_lc_subs[i];
+	str method = str_init("SUBSCRIBE");
+	str callid, ftag, furi, turi, ruri, totag, hdrs;
+	char hbuf[1024];
+	dlg_t *dlg = NULL;
+	uac_req_t uac_r;
+	int ret;
+	long long expires = m->expires >= 0 ? m->expires : lc_sub_expires;
+
+	callid.s = (char *)m->call_id.ptr;
+	callid.len = (int)m->call_id.len;
+	ftag.s = (char *)m->from_tag.ptr;
+	ftag.len = (int)m->from_tag.len;
+	furi.s = (char *)m->from_uri.ptr;
+	furi.len = (int)m->from_uri.len;
+	turi.s = (char *)m->to_uri.ptr;
+	turi.len = (int)m->to_uri.len;
+	ruri.s = (char *)m->request_uri.ptr;
+	ruri.len = (int)m->request_uri.len;
+
+	snprintf(s->call_id, sizeof(s->call_id), "%.*s", callid.len, callid.s);
+	s->cseq = m->cseq;
+	lock_get(&_lc_sub_sh->lock);
+	_lc_sub_sh->st[i].subscribes++;
+	snprintf(_lc_sub_sh->st[i].call_id, sizeof(_lc_sub_sh->st[i].call_id),
+			"%s", s->call_id);
+	if(expires == 0)
+		lc_sub_status_set(i, "unsubscribing", NULL);
+	else if(strcmp(_lc_sub_sh->st[i].state, "active") != 0)
+		lc_sub_status_set(i, "subscribing", NULL);
+	lock_release(&_lc_sub_sh->lock);
+
+	if(_lc_tmb->new_dlg_uac(&callid, &ftag, m->cseq, &furi, &turi, &dlg) < 0
+			|| dlg == NULL) {
+		LM_ERR("subscription to %s: cannot create the dialog\n", s->notifier);
+		goto failed;
+	}
+	if(m->to_tag.ptr && m->to_tag.len > 0) {
+		totag.s = (char *)m->to_tag.ptr;
+		totag.len = (int)m->to_tag.len;
+		if(shm_str_dup(&dlg->id.rem_tag, &totag) < 0)
+			goto failed;
+		dlg->state = DLG_CONFIRMED;
+	}
+	if(ruri.len > 0) {
+		if(shm_str_dup(&dlg->rem_target, &ruri) < 0)
+			goto failed;
+		if(_lc_tmb->calculate_hooks(dlg) < 0)
+			goto failed;
+	}
+	hdrs.len = snprintf(hbuf, sizeof(hbuf),
+			"Event: %.*s\r\nAccept: %.*s\r\nExpires: %lld\r\nContact: <%s>\r\n",
+			(int)m->event.len, m->event.ptr ? (char *)m->event.ptr : "",
+			(int)m->accept.len, m->accept.ptr ? (char *)m->accept.ptr : "",
+			expires, _lc_contact);
+	hdrs.s = hbuf;
+	set_uac_req(&uac_r, &method, &hdrs, NULL, dlg, TMCB_LOCAL_COMPLETED,
+			lc_sub_tm_cb, (void *)(((uintptr_t)i << 32) | m->cseq));
+	ret = _lc_tmb->t_uac(&uac_r);
+	_lc_tmb->free_dlg(dlg);
+	dlg = NULL;
+	if(ret < 0) {
+		LM_ERR("subscription to %s: tm could not send the SUBSCRIBE (%d)\n",
+				s->notifier, ret);
+		goto failed;
+	}
+	return;
+failed:
+	if(dlg)
+		_lc_tmb->free_dlg(dlg);
+	{
+		/* as a 503: the state machine backs off and tries again */
+		lc_sip_message resp;
+		memset(&resp, 0, sizeof(resp));
+		resp.status = 503;
+		resp.method = LC_METHOD_SUBSCRIBE;
+		resp.call_id = m->call_id;
+		resp.cseq = m->cseq;
+		resp.expires = resp.min_expires = resp.retry_after = -1;
+		lc_subscriber_handle_response(s->sub, lc_now_ns(), &resp);
+	}
+}
+
+static const char *lc_sub_event_name(lc_subscriber_event_kind k)
+{
+	switch(k) {
+		case LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED:
+			return "subscribed (seconds)";
+		case LC_SUBSCRIBER_EVENT_KIND_PENDING:
+			return "pending";
+		case LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED:
+			return "policy applied (version)";
+		case LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN:
+			return "policy withdrawn";
+		case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED:
+			return "document ignored (version)";
+		case LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT:
+			return "invalid document, policy kept";
+		case LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED:
+			return "document refused by the engine";
+		case LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY:
+			return "unknown body discarded";
+		case LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST:
+			return "redirect outside the allow-list";
+		case LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED:
+			return "NOTIFY rejected (status)";
+		case LC_SUBSCRIBER_EVENT_KIND_RETRYING:
+			return "retrying";
+		case LC_SUBSCRIBER_EVENT_KIND_LAPSED:
+			return "subscription lapsed";
+		case LC_SUBSCRIBER_EVENT_KIND_STOPPED:
+			return "subscription stopped";
+	}
+	return "event";
+}
+
+/* Sends what the machine queued, then takes its events. */
+static void lc_sub_pump(int i)
+{
+	lc_sub_t *s = &_lc_subs[i];
+	lc_sip_message m;
+	lc_subscriber_event ev;
+	struct timespec wall;
+	char line[256];
+	int sync = 0;
+
+	while(lc_subscriber_poll_transmit(s->sub, &m) == LC_RESULT_OK)
+		lc_sub_send(i, &m);
+	while(lc_subscriber_poll_event(s->sub, &ev) == LC_RESULT_OK) {
+		lc_sub_status_t *st = &_lc_sub_sh->st[i];
+		const char *what = lc_sub_event_name(ev.kind);
+		const char *state = NULL;
+
+		snprintf(line, sizeof(line), "%s %llu %.*s", what,
+				(unsigned long long)ev.number, (int)ev.text.len,
+				ev.text.ptr ? (const char *)ev.text.ptr : "");
+		/* wall-clock time, to line the log up with the SIP peers' traces */
+		clock_gettime(CLOCK_REALTIME, &wall);
+		LM_INFO("subscription to %s at %lld.%06ld: %s\n", s->notifier,
+				(long long)wall.tv_sec, wall.tv_nsec / 1000, line);
+		lock_get(&_lc_sub_sh->lock);
+		switch(ev.kind) {
+			case LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED:
+				state = "active";
+				st->expires = (unsigned int)ev.number;
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_PENDING:
+				state = "pending";
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED:
+				st->applied++;
+				st->version = (long long)ev.number;
+				sync = 1;
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN:
+				st->withdrawn++;
+				st->version = -1;
+				sync = 1;
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED:
+				st->ignored++;
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT:
+				st->invalid++;
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED:
+				st->apply_failed++;
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED:
+				st->rejected++;
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_RETRYING:
+				state = "retrying";
+				st->retries++;
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_LAPSED:
+				state = "lapsed";
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_STOPPED:
+				state = "stopped";
+				break;
+			default:
+				break;
+		}
+		lc_sub_status_set(i, state, line);
+		lock_release(&_lc_sub_sh->lock);
+	}
+	if(sync)
+		lc_sub_sync_store(i);
+	/* a machine that re-subscribes at once (a gap, 481, 423) queued it */
+	while(lc_subscriber_poll_transmit(s->sub, &m) == LC_RESULT_OK)
+		lc_sub_send(i, &m);
+}
+
+static int lc_sub_pick(const char *callid)
+{
+	int i;
+	size_t n;
+
+	for(i = 0; i < _lc_sub_n; i++) {
+		n = strlen(_lc_subs[i].stem);
+		if(strncmp(callid, _lc_subs[i].stem, n) == 0 && callid[n] == '-')
+			return i;
+	}
+	return 0; /* its machine answers 481 */
+}
+
+static void lc_sub_take(lc_sub_rec_t *rec)
+{
+	static char out[LC_SUB_OUT_MAX];
+	size_t olen = 0;
+	lc_result r;
+	lc_sub_t *s;
+	int i;
+	uint64_t now = lc_now_ns();
+
+	switch(rec->kind) {
+		case LC_REC_NOTIFY:
+			i = lc_sub_pick(rec->callid);
+			s = &_lc_subs[i];
+			lock_get(&_lc_sub_sh->lock);
+			_lc_sub_sh->st[i].notifies++;
+			lock_release(&_lc_sub_sh->lock);
+			r = lc_subscriber_receive_wire(s->sub, now,
+					(const uint8_t *)rec->buf, rec->len, &_lc_wire,
+					(uint8_t *)out, sizeof(out), &olen);
+			if(r != LC_RESULT_OK) {
+				LM_WARN("subscription to %s: NOTIFY not taken: %s\n",
+						s->notifier, lc_result_text(r));
+			} else if(olen > 0) {
+				if(msg_send(&rec->dst, out, (int)olen) < 0)
+					LM_ERR("subscription to %s: cannot send the NOTIFY's "
+						   "answer\n",
+							s->notifier);
+			}
+			lc_sub_pump(i);
+			break;
+		case LC_REC_REPLY:
+			if(rec->sub < 0 || rec->sub >= _lc_sub_n)
+				break;
+			i = rec->sub;
+			s = &_lc_subs[i];
+			lock_get(&_lc_sub_sh->lock);
+			_lc_sub_sh->st[i].responses++;
+			_lc_sub_sh->st[i].last_status = rec->status;
+			lock_release(&_lc_sub_sh->lock);
+			if(rec->len > 0) {
+				r = lc_subscriber_receive_wire(s->sub, now,
+						(const uint8_t *)rec->buf, rec->len, &_lc_wire,
+						(uint8_t *)out, sizeof(out), &olen);
+				if(r != LC_RESULT_OK)
+					LM_WARN("subscription to %s: response not taken: %s\n",
+							s->notifier, lc_result_text(r));
+			} else if(rec->cseq == s->cseq) {
+				/* tm's own final answer (408 on timeout) */
+				lc_sip_message resp;
+				memset(&resp, 0, sizeof(resp));
+				resp.status = (uint16_t)(rec->status >= 300 ? rec->status
+															: 408);
+				resp.method = LC_METHOD_SUBSCRIBE;
+				resp.call_id = lc_cs(s->call_id);
+				resp.cseq = rec->cseq;
+				resp.expires = resp.min_expires = resp.retry_after = -1;
+				lc_subscriber_handle_response(s->sub, now, &resp);
+			}
+			lc_sub_pump(i);
+			break;
+		case LC_REC_SHUTDOWN:
+			for(i = 0; i < _lc_sub_n; i++) {
+				lc_subscriber_unsubscribe(_lc_subs[i].sub, now);
+				lc_sub_pump(i);
+			}
+			_lc_sub_sh->shutdown_done = 1;
+			break;
+	}
+}
+
+static int lc_sub_owner_init(void)
+{
+	lc_subscriber_config c;
+	struct socket_info *si;
+	lc_result r;
+	uint64_t now = lc_now_ns();
+	int i;
+
+	_lc_sub_engine = lc_private_engine_new();
+	if(_lc_sub_engine == NULL)
+		return -1;
+	si = get_first_socket();
+	if(si == NULL) {
+		LM_ERR("no listening socket for the subscriber's Contact\n");
+		return -1;
+	}
+	snprintf(_lc_sent_by, sizeof(_lc_sent_by), "%.*s:%d", si->address_str.len,
+			si->address_str.s, si->port_no);
+	if(lc_sub_contact && *lc_sub_contact)
+		snprintf(_lc_contact, sizeof(_lc_contact), "%s", lc_sub_contact);
+	else
+		snprintf(_lc_contact, sizeof(_lc_contact), "sip:loadctl@%s",
+				_lc_sent_by);
+	snprintf(_lc_from, sizeof(_lc_from), "%s",
+			lc_sub_from && *lc_sub_from ? lc_sub_from : _lc_contact);
+	_lc_wire.transport = lc_cs("UDP");
+	_lc_wire.sent_by = lc_cs(_lc_sent_by);
+	_lc_wire.contact = lc_cs(_lc_contact);
+	for(i = 0; i < _lc_sub_n; i++) {
+		lc_sub_t *s = &_lc_subs[i];
+		snprintf(s->notifier, sizeof(s->notifier), "%s", _lc_sub_uris[i]);
+		snprintf(s->stem, sizeof(s->stem), "lc%d-%x-%llx", i, (unsigned)getpid(),
+				(unsigned long long)(now ^ ((uint64_t)i << 40)));
+		snprintf(s->tag, sizeof(s->tag), "%llx%d",
+				(unsigned long long)(now ^ (uint64_t)getpid()), i);
+		memset(&c, 0, sizeof(c));
+		c.notifier = lc_cs(s->notifier);
+		c.subscriber = lc_cs(_lc_from);
+		c.call_id = lc_cs(s->stem);
+		c.tag = lc_cs(s->tag);
+		c.expires = (uint32_t)lc_sub_expires;
+		if(lc_settings.redirect_allow.s && lc_settings.redirect_allow.len > 0) {
+			c.redirect_allow.ptr = (const uint8_t *)lc_settings.redirect_allow.s;
+			c.redirect_allow.len = lc_settings.redirect_allow.len;
+		}
+		c.scope_to_notifier = false;
+		r = lc_subscriber_new(_lc_sub_engine, &c, now, &s->sub);
+		if(r != LC_RESULT_OK) {
+			LM_ERR("cannot subscribe to %s: %s\n", s->notifier,
+					lc_result_text(r));
+			return -1;
+		}
+		LM_INFO("subscribing to %s as %s (Contact %s)\n", s->notifier,
+				_lc_from, _lc_contact);
+	}
+	return 0;
+}
+
+static void lc_sub_owner_loop(void)
+{
+	struct pollfd p;
+	lc_sub_rec_t *rec;
+	uint64_t now, due, next;
+	int i, timeout_ms;
+	ssize_t n;
+
+	for(i = 0; i < _lc_sub_n; i++)
+		lc_sub_pump(i);
+	for(;;) {
+		cfg_update();
+		now = lc_now_ns();
+		next = now + 1000000000ull;
+		for(i = 0; i < _lc_sub_n; i++) {
+			if(lc_subscriber_poll_timeout(_lc_subs[i].sub, &due) != LC_RESULT_OK)
+				continue;
+			if(due <= now) {
+				lc_subscriber_handle_timeout(_lc_subs[i].sub, now);
+				lc_sub_pump(i);
+				if(lc_subscriber_poll_timeout(_lc_subs[i].sub, &due)
+						!= LC_RESULT_OK)
+					continue;
+			}
+			if(due < next)
+				next = due;
+		}
+		timeout_ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
+		p.fd = _lc_chan[0];
+		p.events = POLLIN;
+		p.revents = 0;
+		if(poll(&p, 1, timeout_ms) <= 0)
+			continue;
+		for(;;) {
+			n = recv(_lc_chan[0], &rec, sizeof(rec), MSG_DONTWAIT);
+			if(n != (ssize_t)sizeof(rec))
+				break;
+			lc_sub_take(rec);
+			shm_free(rec);
+		}
+	}
+}
+
+/* Main process, before the children are killed: unsubscribe. */
+static void lc_sub_app_shutdown(void)
+{
+	lc_sub_rec_t *rec;
+	int i;
+
+	if(_lc_sub_sh && _lc_sub_sh->owner_pid > 0) {
+		rec = lc_sub_rec_new(LC_REC_SHUTDOWN, NULL, 0);
+		if(rec && lc_sub_hand(rec) == 0) {
+			for(i = 0; i < 100 && !_lc_sub_sh->shutdown_done; i++)
+				usleep(10000);
+			/* a moment for tm to put the SUBSCRIBEs on the wire */
+			usleep(20000);
+		}
+	}
+	if(_lc_prev_shutdown)
+		_lc_prev_shutdown();
+}
+
+int lc_sub_mod_init(struct tm_binds *tmb, int tm_loaded)
+{
+	sr_corecb_t *cb;
+
+	if(_lc_sub_n == 0)
+		return 0;
+	if(!tm_loaded) {
+		LM_ERR("the subscribe parameter needs the tm module (SUBSCRIBEs are "
+			   "sent through it)\n");
+		return -1;
+	}
+	if(sl_load_api(&_lc_sub_slb) != 0) {
+		LM_ERR("cannot load the sl API\n");
+		return -1;
+	}
+	if(lc_sub_expires <= 0) {
+		LM_ERR("subscribe_expires must be > 0\n");
+		return -1;
+	}
+	_lc_tmb = tmb;
+	_lc_sub_sh = (lc_sub_shared_t *)shm_malloc(sizeof(lc_sub_shared_t));
+	if(_lc_sub_sh == NULL) {
+		SHM_MEM_ERROR;
+		return -1;
+	}
+	memset(_lc_sub_sh, 0, sizeof(lc_sub_shared_t));
+	if(lock_init(&_lc_sub_sh->lock) == NULL)
+		return -1;
+	for(int i = 0; i < _lc_sub_n; i++) {
+		snprintf(_lc_sub_sh->st[i].notifier, LC_URI_MAX, "%s", _lc_sub_uris[i]);
+		snprintf(_lc_sub_sh->st[i].state, 32, "starting");
+		_lc_sub_sh->st[i].version = -1;
+	}
+	if(socketpair(AF_UNIX, SOCK_DGRAM, 0, _lc_chan) < 0) {
+		LM_ERR("socketpair: %s\n", strerror(errno));
+		return -1;
+	}
+	register_procs(1);
+	cfg_register_child(1);
+	cb = sr_corecb_get();
+	if(cb) {
+		_lc_prev_shutdown = cb->app_shutdown;
+		cb->app_shutdown = lc_sub_app_shutdown;
+	}
+	return 0;
+}
+
+int lc_sub_child_init(int rank)
+{
+	int pid;
+
+	if(_lc_sub_n == 0 || rank != PROC_MAIN)
+		return 0;
+	pid = fork_process(PROC_RPC, "loadctl subscriber", 1);
+	if(pid < 0)
+		return -1;
+	if(pid == 0) {
+		/* the owner */
+		if(cfg_child_init())
+			return -1;
+		close(_lc_chan[1]);
+		_lc_chan[1] = -1;
+		_lc_sub_sh->owner_pid = getpid();
+		if(lc_sub_owner_init() < 0) {
+			LM_CRIT("the subscriber process cannot start\n");
+			_lc_sub_sh->owner_pid = 0;
+			return -1;
+		}
+		lc_sub_owner_loop();
+		return -1; /* not reached */
+	}
+	return 0;
+}
+
+/* ---- RPC ---- */
+
+void lc_sub_rpc_list(rpc_t *rpc, void *ctx)
+{
+	void *top, *arr, *st;
+	lc_sub_status_t copy;
+	int i;
+
+	if(rpc->add(ctx, "{", &top) < 0)
+		return;
+	rpc->struct_add(top, "dsdJJ", "subscriber_pid",
+			_lc_sub_sh ? _lc_sub_sh->owner_pid : 0, "contact",
+			_lc_sub_sh ? (lc_sub_contact ? lc_sub_contact : "(first listen socket)")
+					   : "",
+			"expires", lc_sub_expires, "handed",
+			_lc_sub_sh ? _lc_sub_sh->handed : 0ull, "channel_full",
+			_lc_sub_sh ? _lc_sub_sh->channel_full : 0ull);
+	if(rpc->struct_add(top, "[", "subscriptions", &arr) < 0)
+		return;
+	for(i = 0; _lc_sub_sh && i < _lc_sub_n; i++) {
+		lock_get(&_lc_sub_sh->lock);
+		copy = _lc_sub_sh->st[i];
+		lock_release(&_lc_sub_sh->lock);
+		if(rpc->array_add(arr, "{", &st) < 0)
+			return;
+		rpc->struct_add(st, "sssslddd", "notifier", copy.notifier, "state",
+				copy.state, "call_id", copy.call_id, "last_event",
+				copy.last_event, "version", (long)copy.version, "last_status",
+				copy.last_status, "expires", (int)copy.expires, "published",
+				copy.published);
+		rpc->struct_add(st, "JJJJJJJJJJJ", "subscribes", copy.subscribes,
+				"responses", copy.responses, "notifies", copy.notifies,
+				"applied", copy.applied, "withdrawn", copy.withdrawn, "ignored",
+				copy.ignored, "invalid", copy.invalid, "apply_failed",
+				copy.apply_failed, "rejected", copy.rejected, "retries",
+				copy.retries, "store_errors", copy.store_errors);
+	}
+}
