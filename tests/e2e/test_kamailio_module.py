@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import socket
 import sys
 import time
@@ -66,20 +67,26 @@ TOLERANCE = 0.03
 
 class Kamailio:
     def __init__(self, run: Run, name: str, policy: str, children: int, next_hop: int, stateful=False, annotate=False, kemi=False,
-                 per_process=False, tcp_port=None):
+                 per_process=False, tcp_port=None, subscribe=(), defines=()):
         self.run = run
         self.port = free_udp_port()
         self.rpc_port = free_udp_port()
-        policy_path = run.path(f"{name}-policy.xml")
-        policy_path.write_text(policy)
         rundir = run.path(name, "run")
         rundir.mkdir(parents=True, exist_ok=True)
         argv = [
             KAMAILIO, "-f", CFG, "-DD", "-E", "-x", "tlsf", "-X", "tlsf", "-n", children,
             "-l", f"udp:127.0.0.1:{self.port}", "-Y", rundir,
-            "-A", f'LOADCTL_SO="{MODULE}"', "-A", f'POLICY="{policy_path}"',
+            "-A", f'LOADCTL_SO="{MODULE}"',
             "-A", f'NEXT_HOP="sip:127.0.0.1:{next_hop}"', "-A", f'RPC_SOCKET="udp:127.0.0.1:{self.rpc_port}"',
         ]
+        if policy is not None:
+            policy_path = run.path(f"{name}-policy.xml")
+            policy_path.write_text(policy)
+            argv += ["-A", f'POLICY="{policy_path}"']
+        for define, uri in zip(("SUBSCRIBE", "SUBSCRIBE2"), subscribe):
+            argv += ["-A", f'{define}="{uri}"']
+        for d in defines:
+            argv += ["-A", d]
         if stateful:
             argv += ["-A", "STATEFUL"]
         if annotate:
@@ -488,6 +495,112 @@ def kemi(run: Run) -> Checks:
     return c
 
 
+# ---------------------------------------------------------------------------------------------
+# the module as an RFC 7200 subscriber
+
+SUB_EVENT = re.compile(r"subscription to (\S+) at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
+
+
+def sub_events(kam: Kamailio) -> list:
+    """(wall time, what, number, detail) of every subscriber event the module logged."""
+    out = []
+    for line in kam.log().splitlines():
+        m = SUB_EVENT.search(line)
+        if m:
+            out.append((float(m.group(2)), m.group(3), int(m.group(4)), m.group(5)))
+    return out
+
+
+def sub_when(events, what: str, number=None) -> float:
+    for t, w, n, _ in events:
+        if w == what and (number is None or n == number):
+            return t
+    raise AssertionError(f"the module never logged {what!r} {number if number is not None else ''}: {events}")
+
+
+def sub_wait(kam: Kamailio, what: str, number=None, timeout: float = 10.0) -> float:
+    if not harness.wait_until(lambda: any(w == what and (number is None or n == number) for _, w, n, _ in sub_events(kam)), timeout):
+        raise AssertionError(f"the module did not log {what!r} {number} within {timeout} s:\n{kam.proc.tail(30)}")
+    return sub_when(sub_events(kam), what, number)
+
+
+def subscriber_lifecycle(run: Run) -> Checks:
+    c = Checks("subscriber_lifecycle: children=4, SIPp notifier: full / partial / invalid / gap / terminated")
+    r = 50.0
+    holds = {"A": 6000, "B": 5000, "C": 3500, "D": 5000, "E": 3000}
+    template = (HERE / "scenarios" / "notifier.xml").read_text()
+    docs = {
+        "@DOC_V0@": document(0, "full", rate_rule(r)),
+        "@DOC_V1@": document(1, "partial", rate_rule(2 * r)),
+        "@DOC_V2_INVALID@": document(2, "full", rate_rule(-1)),
+        "@DOC_V5_GAP@": document(5, "partial", rate_rule(3 * r)),
+        "@DOC_V6@": document(6, "full", rate_rule(r)),
+    }
+    for k, v in docs.items():
+        template = template.replace(k, v)
+    for k, v in holds.items():
+        template = template.replace(f"@HOLD_{k}_MS@", str(v))
+    scenario = run.path("notifier.xml")
+    scenario.write_text(template)
+    total_s = sum(holds.values()) / 1000 + 3
+    uas, uas_ports = start_uas(run, total_s)
+    notifier_ports = SippPorts.pick()
+    notifier = run.start("notifier", sipp_command(scenario, notifier_ports, calls=1, timeout_s=total_s + 20, logs=False,
+                                                  extra=["-trace_msg", "-message_file", "messages.log"]))
+    wait_udp_port(notifier_ports.sip, proc=notifier)
+    notifier_uri = f"sip:sbc@127.0.0.1:{notifier_ports.sip}"
+    kam = Kamailio(run, "kamailio", None, 4, uas_ports.sip, subscribe=[notifier_uri])
+    t_applied0 = sub_wait(kam, "policy applied (version)", 0)
+    uac = offered_load(run, kam, uas_ports, r, total_s + 2)
+    subs = kam.rpc("loadctl.subscriptions")["result"]
+    row = (subs.get("subscriptions") or [{}])[0]
+    c.that(row.get("notifier") == notifier_uri and row.get("state") == "active" and row.get("version") == 0 and row.get("published") == 1,
+           f"loadctl.subscriptions: {row.get('notifier')} {row.get('state')}, version {row.get('version')}, published {row.get('published')}")
+    rules = kam.rpc("loadctl.rules")["result"]
+    c.that([(x["source"], x["rule"]) for x in rules["rules"]] == [(notifier_uri, "prefix-1555")],
+           f"the notifier's rule is in the shared store: {rules['rules']}")
+    code = notifier.wait(timeout=total_s + 30)
+    c.that(code == 0, f"the SIPp notifier completed its scenario: SUBSCRIBE, 6 NOTIFYs each answered 200, the re-SUBSCRIBE after the gap (exit {code}): "
+           f"{SippOutputs(notifier.cwd).errors(300)!r}")
+    uac.wait(timeout=60)
+    subs_end = kam.rpc("loadctl.subscriptions")["result"]["subscriptions"][0]
+    stats = kam.rpc("loadctl.stats")["result"]
+    run.stop(uas)
+    events = sub_events(kam)
+    arrivals = SippOutputs(uas.cwd).arrivals()
+    matching, other = split(arrivals)
+    t0 = sub_when(events, "policy applied (version)", 0)
+    t1 = sub_when(events, "policy applied (version)", 1)
+    t_bad = sub_when(events, "invalid document, policy kept")
+    t_gap = sub_when(events, "document ignored (version)", 5)
+    t6 = sub_when(events, "policy applied (version)", 6)
+    t_term = sub_when(events, "policy withdrawn")
+    last = matching[-1] if matching else t_term
+    first_call = matching[0] if matching else t0
+    c.rate("full v0, rate R (children=4, one limit)", matching, max(t0, first_call) + 1.0, t1, r)
+    n1 = harness.count_in(matching, t1, t1 + 1.0)
+    c.that(n1 >= 0.9 * 2 * r, f"partial v1 (2R) took effect within 1 s in every child: {n1} admitted in the first second (≥ {0.9 * 2 * r:g})")
+    c.rate("partial v1, rate 2R", matching, t1 + 1.0, t_bad, 2 * r)
+    c.rate("invalid v2 ignored, 2R kept", matching, t_bad + 0.1, t_gap, 2 * r)
+    c.that(t_gap < t6, "the gap (v5) was ignored and the full state (v6) applied after the re-SUBSCRIBE")
+    c.rate("full v6 after the gap, rate R", matching, t6 + 1.0, t_term, r)
+    c.rate("terminated: rule lifted, all 3R pass", matching, t_term + 1.0, last - 0.5, 3 * r, tolerance=0.05)
+    trace = (notifier.cwd / "messages.log").read_text(errors="replace") if (notifier.cwd / "messages.log").exists() else ""
+    received = re.findall(r"message received.*?\n\s*\n?(\S+ \S+)", trace)
+    subscribes = [m for m in received if m.startswith("SUBSCRIBE ")]
+    oks = [m for m in received if m.startswith("SIP/2.0 200")]
+    c.that(len(subscribes) == 2, f"the SIPp notifier's trace shows 2 SUBSCRIBEs from Kamailio (initial, re-SUBSCRIBE after the gap): {len(subscribes)}")
+    c.that(len(oks) == 6, f"the trace shows the 6 NOTIFYs answered 200 by the module: {len(oks)} 200s received")
+    c.that(subs_end.get("state") == "stopped" and subs_end.get("published") == 0 and subs_end.get("applied") == 3
+           and subs_end.get("invalid") == 1 and subs_end.get("ignored") == 1 and subs_end.get("notifies") == 6,
+           f"loadctl.subscriptions at the end: {subs_end}")
+    c.that(stats["rules"] == [], f"no rule left in the store after terminated: {stats['rules']}")
+    check_calls(c, uac, uas, other)
+    print(f"   (phases from the module's log: v0 {t0 - t_applied0:+.2f}, v1 {t1 - t0:+.2f} s, invalid {t_bad - t0:+.2f} s, gap {t_gap - t0:+.2f} s, "
+          f"v6 {t6 - t0:+.2f} s, terminated {t_term - t0:+.2f} s)")
+    return c
+
+
 TESTS = {
     "bad_policy_file": bad_policy_file,
     "rate_accuracy": rate_accuracy,
@@ -496,6 +609,7 @@ TESTS = {
     "window_release_children4": window_release_children4,
     "kemi": kemi,
     "drop_over_tcp": drop_over_tcp,
+    "subscriber_lifecycle": subscriber_lifecycle,
 }
 
 
