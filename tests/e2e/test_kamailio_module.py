@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import socket
 import sys
 import time
@@ -601,6 +602,147 @@ def subscriber_lifecycle(run: Run) -> Checks:
     return c
 
 
+class Notifier(Peer):
+    """A notifier on a plain UDP socket: reads the module's SUBSCRIBEs, answers them, sends NOTIFYs."""
+
+    def __init__(self):
+        super().__init__()
+        self.uri = f"sip:sbc@127.0.0.1:{self.port}"
+        self.cseq = 0
+
+    def wait_request(self, method: str, timeout: float) -> tuple:
+        """The next request `method` (others are kept out), and where it came from."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.sock.settimeout(max(0.01, end - time.monotonic()))
+            try:
+                data, addr = self.sock.recvfrom(65535)
+            except socket.timeout:
+                break
+            msg = data.decode(errors="replace")
+            if msg.startswith(method + " "):
+                return msg, addr
+        return "", None
+
+    @staticmethod
+    def header(msg: str, name: str) -> str:
+        for line in msg.split("\r\n\r\n", 1)[0].split("\r\n")[1:]:
+            k, _, v = line.partition(":")
+            if k.strip().lower() == name.lower():
+                return v.strip()
+        return ""
+
+    def answer(self, req: str, addr, status: str = "200 OK", extra: str = "") -> None:
+        head = req.split("\r\n\r\n", 1)[0].split("\r\n")
+        keep = [h for h in head[1:] if h.split(":", 1)[0].lower() in ("via", "from", "to", "call-id", "cseq")]
+        keep = [h + ";tag=ntf" if h.lower().startswith("to:") and ";tag=" not in h else h for h in keep]
+        self.sock.sendto(("SIP/2.0 " + status + "\r\n" + "\r\n".join(keep) + f"\r\nContact: <{self.uri}>\r\n{extra}Content-Length: 0\r\n\r\n").encode(), addr)
+
+    def notify(self, sub: str, addr, body: str, state: str = "active;expires=60", call_id=None) -> str:
+        """Sends a NOTIFY in the dialog `sub` created; returns its branch."""
+        self.cseq += 1
+        branch = f"z9hG4bK-ntf-{self.cseq}-{time.monotonic_ns()}"
+        frm = self.header(sub, "From")
+        contact = re.search(r"<([^>]+)>", self.header(sub, "Contact")).group(1)
+        msg = (
+            f"NOTIFY {contact} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{self.port};branch={branch}\r\n"
+            f"From: <{self.uri}>;tag=ntf\r\nTo: {frm}\r\nCall-ID: {call_id or self.header(sub, 'Call-ID')}\r\n"
+            f"CSeq: {self.cseq} NOTIFY\r\nMax-Forwards: 70\r\nContact: <{self.uri}>\r\nEvent: load-control\r\n"
+            f"Subscription-State: {state}\r\nContent-Type: application/load-control+xml\r\n"
+            f"Content-Length: {len(body.encode())}\r\n\r\n{body}"
+        )
+        self.sock.sendto(msg.encode(), addr)
+        return branch
+
+    def wait_response(self, branch: str, timeout: float = 2.0) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.sock.settimeout(max(0.01, end - time.monotonic()))
+            try:
+                msg = self.sock.recv(65535).decode(errors="replace")
+            except socket.timeout:
+                break
+            if msg.startswith("SIP/2.0 ") and branch in self.header(msg, "Via"):
+                return msg
+        return ""
+
+
+def subscriber_dialog(run: Run) -> Checks:
+    c = Checks("subscriber_dialog: two notifiers (Python sockets), children=2: SUBSCRIBE through tm, NOTIFY answers, "
+               "retry, refresh, unsubscribe on shutdown")
+    a, b = Notifier(), Notifier()
+    hop = Peer()
+    try:
+        kam = Kamailio(run, "kamailio", None, 2, hop.port, subscribe=[a.uri, b.uri], defines=["SUB_EXPIRES=60"])
+        addr_k = ("127.0.0.1", kam.port)
+        sub_a, from_a = a.wait_request("SUBSCRIBE", 5.0)
+        sub_b, _ = b.wait_request("SUBSCRIBE", 5.0)
+        c.that(bool(sub_a) and bool(sub_b), "each notifier got a SUBSCRIBE")
+        c.that(from_a == addr_k and a.header(sub_a, "Event") == "load-control" and a.header(sub_a, "Expires") == "60"
+               and a.header(sub_a, "Accept") == "application/load-control+xml" and "branch=z9hG4bK" in a.header(sub_a, "Via")
+               and a.header(sub_a, "Max-Forwards") == "70",
+               f"SUBSCRIBE sent through tm from Kamailio's SIP socket with Event, Accept, Expires 60: {sub_a.splitlines()[:1]} from {from_a}")
+        # b refuses with 503: the state machine backs off (1 s) and starts a new subscription
+        t_refused = time.monotonic()
+        b.answer(sub_b, addr_k, "503 Service Unavailable")
+        sub_b2, _ = b.wait_request("SUBSCRIBE", 4.0)
+        waited = time.monotonic() - t_refused
+        c.that(bool(sub_b2) and b.header(sub_b2, "Call-ID") != b.header(sub_b, "Call-ID") and 0.8 <= waited <= 2.5,
+               f"503 → a new SUBSCRIBE after the 1 s back-off ({waited:.2f} s, Call-ID {b.header(sub_b2, 'Call-ID')})")
+        # a grants 4 s: the refresh comes in the dialog at half of it
+        a.answer(sub_a, addr_k, extra="Expires: 4\r\n")
+        t_granted = time.monotonic()
+        b.answer(sub_b2, addr_k, extra="Expires: 60\r\n")
+        branch = a.notify(sub_a, addr_k, document(0, "full", rate_rule(0, "a-rule", "+1555")))
+        reply = a.wait_response(branch)
+        c.that(reply.startswith("SIP/2.0 200") and a.header(reply, "Call-ID") == a.header(sub_a, "Call-ID"),
+               f"the NOTIFY was answered by the module: {reply.splitlines()[:1]}")
+        branch = b.notify(sub_b2, addr_k, document(0, "full", rate_rule(0, "b-rule", "+1666")))
+        c.that(b.wait_response(branch).startswith("SIP/2.0 200"), "the second notifier's NOTIFY answered 200 too")
+        branch = a.notify(sub_a, addr_k, document(1, "partial", rate_rule(0, "a-rule", "+1555")), call_id="not-a-subscription@x")
+        reply = a.wait_response(branch)
+        c.that(reply.startswith("SIP/2.0 481"), f"a NOTIFY outside any subscription: {reply.splitlines()[:1]}")
+        time.sleep(0.3)
+        rules = [(x["source"], x["rule"]) for x in kam.rpc("loadctl.rules")["result"]["rules"]]
+        c.that(sorted(rules) == sorted([(a.uri, "a-rule"), (b.uri, "b-rule")]), f"two notifiers, two sources in the store: {rules}")
+        subs = kam.rpc("loadctl.subscriptions")["result"]
+        states = [(x["notifier"], x["state"], x["version"], x["retries"]) for x in subs["subscriptions"]]
+        c.that(states == [(a.uri, "active", 0, 0), (b.uri, "active", 0, 1)], f"loadctl.subscriptions: {states}, subscriber pid {subs['subscriber_pid']}")
+        # a rate-0 rule from a: a call to +1555 is refused by whichever child takes it
+        client = Peer()
+        try:
+            client.sock.sendto(client.invite(kam.port, "+15550000000", 1), addr_k)
+            got = [m.splitlines()[0] for m in client.drain(0.5)]
+            c.that(got == ["SIP/2.0 503 Service Unavailable"], f"the notified rule is enforced by the workers: {got}")
+        finally:
+            client.close()
+        refresh, _ = a.wait_request("SUBSCRIBE", 4.0)
+        after = time.monotonic() - t_granted
+        c.that(bool(refresh) and ";tag=ntf" in a.header(refresh, "To") and a.header(refresh, "Call-ID") == a.header(sub_a, "Call-ID")
+               and a.header(refresh, "CSeq").startswith("2 ") and 1.5 <= after <= 3.5,
+               f"granted 4 s: refreshed in the dialog after {after:.2f} s (To {a.header(refresh, 'To')}, CSeq {a.header(refresh, 'CSeq')})")
+        a.answer(refresh, addr_k, extra="Expires: 60\r\n")
+        time.sleep(0.3)
+        t_term = time.monotonic()
+        kam.proc.send_signal(signal.SIGTERM)
+        unsub, _ = a.wait_request("SUBSCRIBE", 3.0)
+        c.that(bool(unsub) and a.header(unsub, "Expires") == "0" and a.header(unsub, "Call-ID") == a.header(sub_a, "Call-ID")
+               and a.header(unsub, "CSeq").startswith("3 "),
+               f"on shutdown: SUBSCRIBE Expires 0 in the dialog after {time.monotonic() - t_term:.2f} s (Expires {a.header(unsub, 'Expires')!r}, CSeq {a.header(unsub, 'CSeq')})")
+        unsub_b, _ = b.wait_request("SUBSCRIBE", 1.0)
+        c.that(bool(unsub_b) and b.header(unsub_b, "Expires") == "0", "and to the second notifier")
+        try:
+            code = kam.proc.wait(timeout=10)
+        except harness.HarnessError:
+            code = None
+        c.that(code == 0, f"Kamailio exited cleanly ({code})")
+    finally:
+        a.close()
+        b.close()
+        hop.close()
+    return c
+
+
 TESTS = {
     "bad_policy_file": bad_policy_file,
     "rate_accuracy": rate_accuracy,
@@ -610,6 +752,7 @@ TESTS = {
     "kemi": kemi,
     "drop_over_tcp": drop_over_tcp,
     "subscriber_lifecycle": subscriber_lifecycle,
+    "subscriber_dialog": subscriber_dialog,
 }
 
 
