@@ -79,11 +79,11 @@ enum
 typedef struct lc_sub_rec
 {
 	int kind;
-	int sub;			/* REPLY: the subscription */
-	unsigned int cseq;	/* REPLY: of the SUBSCRIBE it answers */
-	int status;			/* REPLY: the final status */
+	int sub;			  /* REPLY: the subscription */
+	unsigned int cseq;	  /* REPLY: of the SUBSCRIBE it answers */
+	int status;			  /* REPLY: the final status */
 	struct dest_info dst; /* NOTIFY: where to send the answer */
-	char callid[128];	/* NOTIFY: its Call-ID (to pick the subscription) */
+	char callid[128];	  /* NOTIFY: its Call-ID (to pick the subscription) */
 	unsigned int len;
 	char buf[1];
 } lc_sub_rec_t;
@@ -159,8 +159,8 @@ int lc_sub_add_param(modparam_t type, void *val)
 		return -1;
 	}
 	if(strlen(s) >= LC_SOURCE_MAX || strncasecmp(s, "sip", 3) != 0) {
-		LM_ERR("subscribe \"%s\": a sip: URI of at most %d bytes expected\n",
-				s, LC_SOURCE_MAX - 1);
+		LM_ERR("subscribe \"%s\": a sip: URI of at most %d bytes expected\n", s,
+				LC_SOURCE_MAX - 1);
 		return -1;
 	}
 	_lc_sub_uris[_lc_sub_n++] = s;
@@ -287,11 +287,12 @@ static void lc_sub_sync_store(int i)
 	size_t w = 0;
 	str src;
 	lc_result r;
+	int published = 0;
 
 	src.s = s->notifier;
 	src.len = strlen(s->notifier);
-	r = lc_engine_source_policy(_lc_sub_engine, lc_cs(s->notifier),
-			(uint8_t *)buf, cap, &w);
+	r = lc_engine_source_policy(
+			_lc_sub_engine, lc_cs(s->notifier), (uint8_t *)buf, cap, &w);
 	if(r == LC_RESULT_BUFFER_TOO_SMALL) {
 		if(buf)
 			pkg_free(buf);
@@ -302,27 +303,32 @@ static void lc_sub_sync_store(int i)
 			PKG_MEM_ERROR;
 			return;
 		}
-		r = lc_engine_source_policy(_lc_sub_engine, lc_cs(s->notifier),
-				(uint8_t *)buf, cap, &w);
+		r = lc_engine_source_policy(
+				_lc_sub_engine, lc_cs(s->notifier), (uint8_t *)buf, cap, &w);
 	}
-	lock_get(&_lc_sub_sh->lock);
+	/* the store has its own lock; the status lock is taken only to note the
+	 * outcome (loadctl.subscriptions must not wait for a compile) */
 	if(r == LC_RESULT_OK) {
 		if(lc_store_publish(&src, buf, w, err, sizeof(err)) < 0) {
-			_lc_sub_sh->st[i].store_errors++;
 			LM_ERR("subscription to %s: the merged policy was not stored: "
 				   "%s\n",
 					s->notifier, err);
-		} else {
-			_lc_sub_sh->st[i].published = 1;
+			r = LC_RESULT_INVALID_POLICY;
 		}
+		published = (r == LC_RESULT_OK);
 	} else if(r == LC_RESULT_UNKNOWN_SOURCE) {
 		lc_store_withdraw(&src);
-		_lc_sub_sh->st[i].published = 0;
+		published = 0;
+		r = LC_RESULT_OK;
 	} else {
-		_lc_sub_sh->st[i].store_errors++;
-		LM_ERR("subscription to %s: cannot read its policy: %s\n",
-				s->notifier, lc_result_text(r));
+		LM_ERR("subscription to %s: cannot read its policy: %s\n", s->notifier,
+				lc_result_text(r));
 	}
+	lock_get(&_lc_sub_sh->lock);
+	if(r != LC_RESULT_OK)
+		_lc_sub_sh->st[i].store_errors++;
+	else
+		_lc_sub_sh->st[i].published = published;
 	lock_release(&_lc_sub_sh->lock);
 }
 
@@ -353,8 +359,8 @@ static void lc_sub_send(int i, const lc_sip_message *m)
 	s->cseq = m->cseq;
 	lock_get(&_lc_sub_sh->lock);
 	_lc_sub_sh->st[i].subscribes++;
-	snprintf(_lc_sub_sh->st[i].call_id, sizeof(_lc_sub_sh->st[i].call_id),
-			"%s", s->call_id);
+	snprintf(_lc_sub_sh->st[i].call_id, sizeof(_lc_sub_sh->st[i].call_id), "%s",
+			s->call_id);
 	if(expires == 0)
 		lc_sub_status_set(i, "unsubscribing", NULL);
 	else if(strcmp(_lc_sub_sh->st[i].state, "active") != 0)
@@ -586,8 +592,8 @@ static void lc_sub_take(lc_sub_rec_t *rec)
 				/* tm's own final answer (408 on timeout) */
 				lc_sip_message resp;
 				memset(&resp, 0, sizeof(resp));
-				resp.status = (uint16_t)(rec->status >= 300 ? rec->status
-															: 408);
+				resp.status =
+						(uint16_t)(rec->status >= 300 ? rec->status : 408);
 				resp.method = LC_METHOD_SUBSCRIBE;
 				resp.call_id = lc_cs(s->call_id);
 				resp.cseq = rec->cseq;
@@ -637,7 +643,8 @@ static int lc_sub_owner_init(void)
 	for(i = 0; i < _lc_sub_n; i++) {
 		lc_sub_t *s = &_lc_subs[i];
 		snprintf(s->notifier, sizeof(s->notifier), "%s", _lc_sub_uris[i]);
-		snprintf(s->stem, sizeof(s->stem), "lc%d-%x-%llx", i, (unsigned)getpid(),
+		snprintf(s->stem, sizeof(s->stem), "lc%d-%x-%llx", i,
+				(unsigned)getpid(),
 				(unsigned long long)(now ^ ((uint64_t)i << 40)));
 		snprintf(s->tag, sizeof(s->tag), "%llx%d",
 				(unsigned long long)(now ^ (uint64_t)getpid()), i);
@@ -648,7 +655,8 @@ static int lc_sub_owner_init(void)
 		c.tag = lc_cs(s->tag);
 		c.expires = (uint32_t)lc_sub_expires;
 		if(lc_settings.redirect_allow.s && lc_settings.redirect_allow.len > 0) {
-			c.redirect_allow.ptr = (const uint8_t *)lc_settings.redirect_allow.s;
+			c.redirect_allow.ptr =
+					(const uint8_t *)lc_settings.redirect_allow.s;
 			c.redirect_allow.len = lc_settings.redirect_allow.len;
 		}
 		c.scope_to_notifier = false;
@@ -658,8 +666,8 @@ static int lc_sub_owner_init(void)
 					lc_result_text(r));
 			return -1;
 		}
-		LM_INFO("subscribing to %s as %s (Contact %s)\n", s->notifier,
-				_lc_from, _lc_contact);
+		LM_INFO("subscribing to %s as %s (Contact %s)\n", s->notifier, _lc_from,
+				_lc_contact);
 	}
 	return 0;
 }
@@ -679,7 +687,8 @@ static void lc_sub_owner_loop(void)
 		now = lc_now_ns();
 		next = now + 1000000000ull;
 		for(i = 0; i < _lc_sub_n; i++) {
-			if(lc_subscriber_poll_timeout(_lc_subs[i].sub, &due) != LC_RESULT_OK)
+			if(lc_subscriber_poll_timeout(_lc_subs[i].sub, &due)
+					!= LC_RESULT_OK)
 				continue;
 			if(due <= now) {
 				lc_subscriber_handle_timeout(_lc_subs[i].sub, now);
@@ -812,7 +821,8 @@ void lc_sub_rpc_list(rpc_t *rpc, void *ctx)
 		return;
 	rpc->struct_add(top, "dsdJJ", "subscriber_pid",
 			_lc_sub_sh ? _lc_sub_sh->owner_pid : 0, "contact",
-			_lc_sub_sh ? (lc_sub_contact ? lc_sub_contact : "(first listen socket)")
+			_lc_sub_sh ? (
+					lc_sub_contact ? lc_sub_contact : "(first listen socket)")
 					   : "",
 			"expires", lc_sub_expires, "handed",
 			_lc_sub_sh ? _lc_sub_sh->handed : 0ull, "channel_full",

@@ -472,16 +472,24 @@ def drop_over_tcp(run: Run) -> Checks:
 
 
 def kemi(run: Run) -> Checks:
-    c = Checks("kemi: KSR.loadctl.lc_classify / lc_reply from a JavaScript route (app_jsdt)")
+    c = Checks("kemi: KSR.loadctl.lc_classify / lc_reply / lc_handle_notify from a JavaScript route (app_jsdt)")
     policy = document(0, "full", "\n".join([
         rule("redirect", "+1777", "<lc:rate>0</lc:rate>", 'alt-action="redirect" alt-target="sip:overflow@example.net"'),
         rule("hotline", "+1555", "<lc:rate>1000</lc:rate>"),
     ]))
-    hop, client = Peer(), Peer()
-    kam = Kamailio(run, "kamailio", policy, 1, hop.port, kemi=True)
+    hop, client, notifier = Peer(), Peer(), Notifier()
+    kam = Kamailio(run, "kamailio", policy, 1, hop.port, kemi=True, subscribe=[notifier.uri])
     addr = ("127.0.0.1", kam.port)
     nh = f"X-Next-Hop: sip:127.0.0.1:{hop.port}\r\n"
     try:
+        sub, _ = notifier.wait_request("SUBSCRIBE", 5.0)
+        notifier.answer(sub, addr)
+        branch = notifier.notify(sub, addr, document(0, "full", rate_rule(0, "notified", "+1999")))
+        reply = notifier.wait_response(branch)
+        c.that(reply.startswith("SIP/2.0 200"), f"KSR.loadctl.lc_handle_notify(): NOTIFY answered {reply.splitlines()[:1]}")
+        time.sleep(0.2)
+        client.sock.sendto(client.invite(kam.port, "+19990000000", 3, nh), addr)
+        c.that(first_lines(client.drain()) == ["SIP/2.0 503 Service Unavailable"], "the notified rule (rate 0) is enforced")
         client.sock.sendto(client.invite(kam.port, "+17770000000", 1, nh), addr)
         replies = client.drain()
         c.that(first_lines(replies) == ["SIP/2.0 302 Moved Temporarily"], f"redirect via KSR.loadctl.lc_reply(): {first_lines(replies)}")
@@ -493,6 +501,7 @@ def kemi(run: Run) -> Checks:
     finally:
         hop.close()
         client.close()
+        notifier.close()
     return c
 
 
@@ -551,7 +560,7 @@ def subscriber_lifecycle(run: Run) -> Checks:
     wait_udp_port(notifier_ports.sip, proc=notifier)
     notifier_uri = f"sip:sbc@127.0.0.1:{notifier_ports.sip}"
     kam = Kamailio(run, "kamailio", None, 4, uas_ports.sip, subscribe=[notifier_uri])
-    t_applied0 = sub_wait(kam, "policy applied (version)", 0)
+    sub_wait(kam, "policy applied (version)", 0)
     uac = offered_load(run, kam, uas_ports, r, total_s + 2)
     subs = kam.rpc("loadctl.subscriptions")["result"]
     row = (subs.get("subscriptions") or [{}])[0]
@@ -597,8 +606,8 @@ def subscriber_lifecycle(run: Run) -> Checks:
            f"loadctl.subscriptions at the end: {subs_end}")
     c.that(stats["rules"] == [], f"no rule left in the store after terminated: {stats['rules']}")
     check_calls(c, uac, uas, other)
-    print(f"   (phases from the module's log: v0 {t0 - t_applied0:+.2f}, v1 {t1 - t0:+.2f} s, invalid {t_bad - t0:+.2f} s, gap {t_gap - t0:+.2f} s, "
-          f"v6 {t6 - t0:+.2f} s, terminated {t_term - t0:+.2f} s)")
+    c.lines.append(("info  phases in the module's log, from v0: v1 {:+.2f} s, invalid {:+.2f} s, gap {:+.2f} s, v6 {:+.2f} s, "
+                    "terminated {:+.2f} s").format(t1 - t0, t_bad - t0, t_gap - t0, t6 - t0, t_term - t0))
     return c
 
 
