@@ -108,6 +108,7 @@ typedef struct lc_sub_shared
 {
 	gen_lock_t lock;
 	int owner_pid;
+	char contact[LC_URI_MAX]; /* set by the owner */
 	volatile int shutdown_done;
 	unsigned long long handed, channel_full;
 	lc_sub_status_t st[LC_MAX_SUBSCRIPTIONS];
@@ -637,6 +638,9 @@ static int lc_sub_owner_init(void)
 				_lc_sent_by);
 	snprintf(_lc_from, sizeof(_lc_from), "%s",
 			lc_sub_from && *lc_sub_from ? lc_sub_from : _lc_contact);
+	lock_get(&_lc_sub_sh->lock);
+	snprintf(_lc_sub_sh->contact, LC_URI_MAX, "%s", _lc_contact);
+	lock_release(&_lc_sub_sh->lock);
 	_lc_wire.transport = lc_cs("UDP");
 	_lc_wire.sent_by = lc_cs(_lc_sent_by);
 	_lc_wire.contact = lc_cs(_lc_contact);
@@ -795,8 +799,8 @@ int lc_sub_child_init(int rank)
 		/* the owner */
 		if(cfg_child_init())
 			return -1;
-		close(_lc_chan[1]);
-		_lc_chan[1] = -1;
+		/* [1] stays open: a tm callback that runs in this process (a
+		 * SUBSCRIBE tm fails at once) reaches the loop the same way */
 		_lc_sub_sh->owner_pid = getpid();
 		if(lc_sub_owner_init() < 0) {
 			LM_CRIT("the subscriber process cannot start\n");
@@ -815,15 +819,19 @@ void lc_sub_rpc_list(rpc_t *rpc, void *ctx)
 {
 	void *top, *arr, *st;
 	lc_sub_status_t copy;
+	char contact[LC_URI_MAX];
 	int i;
 
 	if(rpc->add(ctx, "{", &top) < 0)
 		return;
+	contact[0] = '\0';
+	if(_lc_sub_sh) {
+		lock_get(&_lc_sub_sh->lock);
+		memcpy(contact, _lc_sub_sh->contact, LC_URI_MAX);
+		lock_release(&_lc_sub_sh->lock);
+	}
 	rpc->struct_add(top, "dsdJJ", "subscriber_pid",
-			_lc_sub_sh ? _lc_sub_sh->owner_pid : 0, "contact",
-			_lc_sub_sh ? (
-					lc_sub_contact ? lc_sub_contact : "(first listen socket)")
-					   : "",
+			_lc_sub_sh ? _lc_sub_sh->owner_pid : 0, "contact", contact,
 			"expires", lc_sub_expires, "handed",
 			_lc_sub_sh ? _lc_sub_sh->handed : 0ull, "channel_full",
 			_lc_sub_sh ? _lc_sub_sh->channel_full : 0ull);

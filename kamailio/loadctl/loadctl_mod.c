@@ -19,12 +19,9 @@
  * transaction was created.
  *
  * Seams left for the next parts of issue 11:
- * - RFC 7200 subscriber: lc_store_publish()/lc_store_withdraw() are what a
- *   NOTIFY's document (or its termination) turns into; lc_handle_notify()
- *   goes in a new file next to this one and registers beside lc_classify in
- *   cmds[] and the KEMI table.
- *   Partial NOTIFYs reach the workers as full documents: the subscriber's
- *   process stores lc_engine_source_policy()'s merged document.
+ * - RFC 7200 subscriber (done): lc_subscribe.c; lc_handle_notify() and
+ *   loadctl.subscriptions are registered here, the owner process is forked
+ *   from child_init(PROC_MAIN).
  * - pipelimit side by side: tests/e2e/kamailio/loadctl.cfg is the baseline's
  *   proxy with lc_classify() in place of pl_check().
  * - shared cells (done): lc_shared.c (lc_proc_engine_new, lc_shared_init).

@@ -717,6 +717,10 @@ def subscriber_dialog(run: Run) -> Checks:
         subs = kam.rpc("loadctl.subscriptions")["result"]
         states = [(x["notifier"], x["state"], x["version"], x["retries"]) for x in subs["subscriptions"]]
         c.that(states == [(a.uri, "active", 0, 0), (b.uri, "active", 0, 1)], f"loadctl.subscriptions: {states}, subscriber pid {subs['subscriber_pid']}")
+        contact = f"sip:loadctl@127.0.0.1:{kam.port}"
+        c.that(subs["contact"] == contact and a.header(sub_a, "Contact") == f"<{contact}>" and subs["channel_full"] == 0,
+               f"default Contact from the first listen socket: {subs['contact']} (SUBSCRIBE: {a.header(sub_a, 'Contact')}); "
+               f"{subs['handed']} messages handed to the subscriber process, {subs['channel_full']} refused")
         # a rate-0 rule from a: a call to +1555 is refused by whichever child takes it
         client = Peer()
         try:
