@@ -68,7 +68,7 @@ VARIANTS = {
 }
 
 
-def kamailio_proxy(variant: str, children: int) -> kc.Proxy:
+def kamailio_proxy(variant: str, children: int, args) -> kc.Proxy:
     define, _ = VARIANTS[variant]
 
     def build(s: kc.ProxySetup) -> list:
@@ -77,9 +77,15 @@ def kamailio_proxy(variant: str, children: int) -> kc.Proxy:
         policy = s.dir / "policy.xml"
         policy.write_text(kc.edge_policy(s.prefix, s.limit if s.limit is not None else LIMIT_ABOVE_ALL))
         argv = [KAMAILIO, "-f", CFG, "-DD", "-E", "-x", "tlsf", "-X", "tlsf", "-n", children]
+        if args.perf:
+            # a profile of every Kamailio process (perf follows the forks); cpu-clock: this VM
+            # has no hardware counters. The perf process is on Kamailio's core too.
+            args.perf.mkdir(parents=True, exist_ok=True)
+            data = args.perf / f"{variant}-c{children}-r{s.limit if s.limit != LIMIT_ABOVE_ALL else 'pass'}.data"
+            argv = ["perf", "record", "-q", "-e", "cpu-clock", "-F", "4999", "-o", data, "--"] + argv
         argv += ["-l", f"udp:127.0.0.1:{s.listen_port}", "-w", s.dir, "-Y", rundir]
         argv += ["-A", f'NEXT_HOP="sip:127.0.0.1:{s.next_hop_port}"', "-A", f'PREFIX="{s.prefix}"', "-A", "PL_INTERVAL=1"]
-        argv += ["-A", f'LOADCTL_SO="{MODULE}"', "-A", f'POLICY="{policy}"']
+        argv += ["-A", f'LOADCTL_SO="{args.module}"', "-A", f'POLICY="{policy}"']
         argv += ["-A", f"LIMIT={s.limit if s.limit is not None else LIMIT_ABOVE_ALL}"]
         if define:
             argv += ["-A", define]
@@ -94,7 +100,7 @@ def one_run(variant: str, children: int, r: int, args) -> dict:
     offered = 4 * r
     calls = kc.calls_for(offered, args)
     limit = r if limited else LIMIT_ABOVE_ALL
-    res = kc.traffic_run(kamailio_proxy(variant, children), limit, offered, calls, args, log_arrivals=limited, label=f"r{r}")
+    res = kc.traffic_run(kamailio_proxy(variant, children, args), limit, offered, calls, args, log_arrivals=limited, label=f"r{r}")
     o = res.uac
     row = {
         "variant": variant,
@@ -331,6 +337,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sipp-cpu", type=int, default=0, help="core for both SIPp instances (default 0)")
     ap.add_argument("--idle-s", type=float, default=1.0, help="idle CPU reading before traffic (default 1 s)")
     ap.add_argument("--keep", action="store_true", help="keep every run's directory")
+    ap.add_argument("--module", type=Path, default=MODULE, help=f"the loadctl module (default {MODULE.relative_to(REPO)})")
+    ap.add_argument("--perf", type=Path, help="profile: run Kamailio under `perf record -e cpu-clock`, one DIR/<variant>-c<children>-r<R>.data per run (CPU figures then include perf's own)")
     args = ap.parse_args(argv)
 
     args.children = [int(x) for x in (args.children or ("4" if args.short else "4,1")).split(",")]
@@ -349,8 +357,8 @@ def main(argv=None) -> int:
         if not shutil.which(tool):
             print(f"{tool} is not installed (make e2e-tools)", file=sys.stderr)
             return 2
-    if not MODULE.exists():
-        print(f"missing {MODULE}: run `make kamailio-module`", file=sys.stderr)
+    if not args.module.exists():
+        print(f"missing {args.module}: run `make kamailio-module`", file=sys.stderr)
         return 2
 
     results = {
