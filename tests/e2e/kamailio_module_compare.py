@@ -81,7 +81,7 @@ def kamailio_proxy(variant: str, children: int, args) -> kc.Proxy:
             # a profile of every Kamailio process (perf follows the forks); cpu-clock: this VM
             # has no hardware counters. The perf process is on Kamailio's core too.
             args.perf.mkdir(parents=True, exist_ok=True)
-            data = args.perf / f"{variant}-c{children}-r{s.limit if s.limit != LIMIT_ABOVE_ALL else 'pass'}.data"
+            data = args.perf.resolve() / f"{variant}-c{children}-r{s.limit if s.limit != LIMIT_ABOVE_ALL else 'pass'}.data"
             argv = ["perf", "record", "-q", "-e", "cpu-clock", "-F", "4999", "-o", data, "--"] + argv
         argv += ["-l", f"udp:127.0.0.1:{s.listen_port}", "-w", s.dir, "-Y", rundir]
         argv += ["-A", f'NEXT_HOP="sip:127.0.0.1:{s.next_hop_port}"', "-A", f'PREFIX="{s.prefix}"', "-A", "PL_INTERVAL=1"]
@@ -340,6 +340,7 @@ def main(argv=None) -> int:
     ap.add_argument("--module", type=Path, default=MODULE, help=f"the loadctl module (default {MODULE.relative_to(REPO)})")
     ap.add_argument("--perf", type=Path, help="profile: run Kamailio under `perf record -e cpu-clock`, one DIR/<variant>-c<children>-r<R>.data per run (CPU figures then include perf's own)")
     args = ap.parse_args(argv)
+    args.module = args.module.resolve()
 
     args.children = [int(x) for x in (args.children or ("4" if args.short else "4,1")).split(",")]
     args.limits = [int(x) for x in (args.limits or ("100" if args.short else "100,750,2500")).split(",")]
