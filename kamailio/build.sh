@@ -95,6 +95,9 @@ log "make modules modules=src/modules/loadctl"
 (cd "$tree" && make modules modules=src/modules/loadctl LOADCTL_ROOT="$root" LC_DEFS="$lc_defs" \
   quiet=silent >/dev/null)
 cp "$tree/src/modules/loadctl/loadctl.so" "$out/loadctl.so"
+# the same build with its symbols, for profiling (perf; tests/e2e/kamailio_module_compare.py --perf)
+mkdir -p "$out/unstripped"
+cp "$out/loadctl.so" "$out/unstripped/loadctl.so"
 strip --strip-unneeded "$out/loadctl.so"
 exported=$(nm -D --defined-only "$out/loadctl.so" | awk '{print $3}' | sort | tr '\n' ' ')
 [ "$exported" = "exports mod_register module_flags module_interface_ver module_version " ] || {

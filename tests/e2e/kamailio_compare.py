@@ -211,7 +211,8 @@ def traffic_run(
         if not px.alive():
             raise h.HarnessError(f"{proxy.name} exited with {px.returncode()}\n{px.tail()}")
 
-        inf = h.write_injection(run.path("callees.csv"), [args.callee])
+        # one callee, or the callers' list (SEQUENTIAL, call by call: e.g. 3 matching, 1 not)
+        inf = h.write_injection(run.path("callees.csv"), getattr(args, "callees", None) or [args.callee])
         uac_argv = h.sipp_command(
             "uac_invite.xml",
             uac_ports,
