@@ -341,6 +341,9 @@ def main(argv=None) -> int:
     ap.add_argument("--perf", type=Path, help="profile: run Kamailio under `perf record -e cpu-clock`, one DIR/<variant>-c<children>-r<R>.data per run (CPU figures then include perf's own)")
     args = ap.parse_args(argv)
     args.module = args.module.resolve()
+    # kamailio_compare.traffic_run reads the SIP transport; this comparison is UDP only
+    # (limiter-compare.cfg has TCP off).
+    args.transport = "udp"
 
     args.children = [int(x) for x in (args.children or ("4" if args.short else "4,1")).split(",")]
     args.limits = [int(x) for x in (args.limits or ("100" if args.short else "100,750,2500")).split(",")]
