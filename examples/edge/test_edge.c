@@ -26,18 +26,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        checks++;                                                                    \
-        if (!(cond)) {                                                               \
-            failures++;                                                              \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
+#include "../../ffi/tests/check.h"
 
 static void pause_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

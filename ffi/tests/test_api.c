@@ -7,42 +7,7 @@
 #include <string.h>
 
 #include "loadctl.h"
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        checks++;                                                                    \
-        if (!(cond)) {                                                               \
-            failures++;                                                              \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
-
-#define CHECK_RESULT(call, expected)                                                            \
-    do {                                                                                        \
-        lc_result got_ = (call);                                                                \
-        checks++;                                                                               \
-        if (got_ != (expected)) {                                                               \
-            failures++;                                                                         \
-            fprintf(stderr, "%s:%d: %s returned %u (%s), expected %u\n", __FILE__, __LINE__, #call, \
-                    (unsigned)got_, lc_result_text(got_), (unsigned)(expected));                \
-        }                                                                                       \
-    } while (0)
-
-static lc_str str(const char *s) {
-    lc_str out;
-    out.ptr = (const uint8_t *)s;
-    out.len = s ? strlen(s) : 0;
-    return out;
-}
-
-static const lc_str NONE = {NULL, 0};
-
-static int str_is(lc_str s, const char *expected) {
-    return s.ptr != NULL && s.len == strlen(expected) && memcmp(s.ptr, expected, s.len) == 0;
-}
+#include "check.h"
 
 static const char *EXAMPLE1 =
     "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\"\n"

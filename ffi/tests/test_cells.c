@@ -14,44 +14,13 @@
 #include <unistd.h>
 
 #include "loadctl.h"
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        checks++;                                                                    \
-        if (!(cond)) {                                                               \
-            failures++;                                                              \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
-
-#define CHECK_RESULT(call, expected)                                                            \
-    do {                                                                                        \
-        lc_result got_ = (call);                                                                \
-        checks++;                                                                               \
-        if (got_ != (expected)) {                                                               \
-            failures++;                                                                         \
-            fprintf(stderr, "%s:%d: %s returned %u (%s), expected %u\n", __FILE__, __LINE__, #call, \
-                    (unsigned)got_, lc_result_text(got_), (unsigned)(expected));                \
-        }                                                                                       \
-    } while (0)
+#include "check.h"
 
 #define CHILDREN 4
 #define STEPS 1000                 /* 10 s of 10 ms steps */
 #define STEP_NS 10000000ULL
 #define BASE_NS 1000000000000ULL   /* simulated monotonic time of step 0 */
 #define TABLE_CELLS 15
-
-static lc_str str(const char *s) {
-    lc_str out;
-    out.ptr = (const uint8_t *)s;
-    out.len = s ? strlen(s) : 0;
-    return out;
-}
-
-static const lc_str NONE = {NULL, 0};
 
 /* What the processes share besides the table. */
 struct shared {

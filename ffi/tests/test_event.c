@@ -4,33 +4,9 @@
 #include <string.h>
 
 #include "loadctl.h"
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        checks++;                                                                    \
-        if (!(cond)) {                                                               \
-            failures++;                                                              \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 #define SECOND 1000000000ull
-
-static lc_str str(const char *s) {
-    lc_str out;
-    out.ptr = (const uint8_t *)s;
-    out.len = s ? strlen(s) : 0;
-    return out;
-}
-
-static const lc_str NONE = {NULL, 0};
-
-static int str_is(lc_str s, const char *expected) {
-    return s.ptr != NULL && s.len == strlen(expected) && memcmp(s.ptr, expected, s.len) == 0;
-}
 
 static const char *policy(int rate) {
     static char buf[512];
