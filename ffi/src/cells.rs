@@ -13,7 +13,7 @@ use std::ffi::c_void;
 
 use loadctl::engine::{CellTable, CellTableError, Engine, RuleCell};
 
-use crate::engine::{engine_config, lc_engine, lc_engine_config};
+use crate::engine::{lc_engine, lc_engine_config, new_engine};
 use crate::{boundary, lc_result};
 
 pub(crate) fn table_error(e: CellTableError) -> lc_result {
@@ -139,28 +139,13 @@ pub unsafe extern "C" fn lc_engine_new_shared(
     len: usize,
     out: *mut *mut lc_engine,
 ) -> lc_result {
-    boundary(|| {
-        if out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: the caller promises `config` is NULL or valid.
-        let c = match unsafe { engine_config(config) } {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
-        // SAFETY: the caller promises a formatted (so, initialised) region that outlives the
-        // engine.
-        let table = match unsafe { slots(mem, len) }
-            .and_then(|s| CellTable::attach(s).map_err(table_error))
-        {
-            Ok(t) => t,
-            Err(e) => return e,
-        };
-        let handle = Box::new(lc_engine {
-            engine: Engine::with_cell_table(c, table),
-        });
-        // SAFETY: checked non-null; the caller promises it is writable.
-        unsafe { out.write(Box::into_raw(handle)) };
-        lc_result::Ok
+    // SAFETY: `config` and `out` forwarded from the caller; the caller promises a formatted
+    // (so, initialised) region that outlives the engine.
+    boundary(|| unsafe {
+        new_engine(config, out, |c| {
+            let table = slots(mem, len)?;
+            let table = CellTable::attach(table).map_err(table_error)?;
+            Ok(Engine::with_cell_table(c, table))
+        })
     })
 }

@@ -73,31 +73,38 @@ pub unsafe extern "C" fn lc_engine_new(
     config: *const lc_engine_config,
     out: *mut *mut lc_engine,
 ) -> lc_result {
-    boundary(|| {
-        if out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: the caller promises `config` is NULL or valid.
-        let c = match unsafe { engine_config(config) } {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
-        let handle = Box::new(lc_engine {
-            engine: Engine::new(c),
-        });
-        // SAFETY: checked non-null; the caller promises it is writable.
-        unsafe { out.write(Box::into_raw(handle)) };
-        lc_result::Ok
-    })
+    // SAFETY: forwarded from the caller.
+    boundary(|| unsafe { new_engine(config, out, |c| Ok(Engine::new(c))) })
+}
+
+/// Reads `config`, builds the engine with `make` and writes its handle to `*out` (the body of
+/// the `lc_engine_new*` constructors).
+///
+/// # Safety
+/// `config` must be NULL or valid (its `redirect_allow` readable); `out` NULL or writable.
+pub(crate) unsafe fn new_engine(
+    config: *const lc_engine_config,
+    out: *mut *mut lc_engine,
+    make: impl FnOnce(EngineConfig) -> Result<Engine, lc_result>,
+) -> lc_result {
+    if out.is_null() {
+        return lc_result::NullParameter;
+    }
+    // SAFETY: the caller promises `config` is NULL or valid.
+    let engine = match unsafe { engine_config(config) }.and_then(make) {
+        Ok(e) => e,
+        Err(e) => return e,
+    };
+    // SAFETY: checked non-null; the caller promises it is writable.
+    unsafe { out.write(Box::into_raw(Box::new(lc_engine { engine }))) };
+    lc_result::Ok
 }
 
 /// The engine configuration `config` describes (NULL: the defaults).
 ///
 /// # Safety
 /// `config` must be NULL or valid (its `redirect_allow` readable).
-pub(crate) unsafe fn engine_config(
-    config: *const lc_engine_config,
-) -> Result<EngineConfig, lc_result> {
+unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig, lc_result> {
     let mut c = EngineConfig::default();
     if !config.is_null() {
         // SAFETY: checked non-null; the caller promises a valid struct.

@@ -425,69 +425,59 @@ def free_udp_port(offsets=(0,), host: str = "127.0.0.1", low: int = 20000, high:
     raise HarnessError("no free UDP port found")
 
 
-def tcp_listening(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether some socket listens on TCP `port` on `host` or on the wildcard address."""
+def _sockets(table: str, port: int, host: str):
+    """The rows (split into columns) of /proc/net/`table` (tcp, udp) for sockets on `port` on
+    `host` or on the wildcard address; none when the table cannot be read."""
+    # The address is printed as the in-memory (network order) u32 in host order.
     want = {f"{int.from_bytes(socket.inet_aton(host), 'little'):08X}", "00000000"}
+    found = []
     try:
-        with open("/proc/net/tcp") as f:
+        with open(f"/proc/net/{table}") as f:
             next(f)
             for line in f:
                 cols = line.split()
                 addr, hexport = cols[1].split(":")
-                if int(hexport, 16) == port and addr in want and cols[3] == "0A":  # TCP_LISTEN
-                    return True
+                if int(hexport, 16) == port and addr in want:
+                    found.append(cols)
     except OSError:
         pass
-    return False
+    return found
+
+
+def tcp_listening(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether some socket listens on TCP `port` on `host` or on the wildcard address."""
+    return any(c[3] == "0A" for c in _sockets("tcp", port, host))  # TCP_LISTEN
+
+
+def _wait_port(bound, what: str, port: int, host: str, timeout: float, proc) -> None:
+    """Waits until `bound(port, host)`; fails early (with the logs) if `proc` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if bound(port, host):
+            return
+        if proc is not None and not proc.alive():
+            raise HarnessError(f"{proc.name} exited with {proc.returncode()} before {what} {host}:{port}\n{proc.tail()}")
+        time.sleep(0.02)
+    detail = f"\n{proc.tail()}" if proc is not None else ""
+    raise HarnessError(f"{what} {host}:{port}: not ready after {timeout} s{detail}")
 
 
 def wait_tcp_port(port: int, host: str = "127.0.0.1", timeout: float = 10.0, proc=None) -> None:
     """Waits until something listens on TCP `port`; fails early (with the logs) if `proc` exits."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if tcp_listening(port, host):
-            return
-        if proc is not None and not proc.alive():
-            raise HarnessError(f"{proc.name} exited with {proc.returncode()} before listening on tcp {host}:{port}\n{proc.tail()}")
-        time.sleep(0.02)
-    detail = f"\n{proc.tail()}" if proc is not None else ""
-    raise HarnessError(f"tcp {host}:{port} not listening after {timeout} s{detail}")
+    _wait_port(tcp_listening, "listening on tcp", port, host, timeout, proc)
 
 
 def udp_bound(port: int, host: str = "127.0.0.1") -> bool:
     """Whether some socket is bound to UDP `port` on `host` or on the wildcard address."""
-    # /proc/net/udp prints the address as the in-memory (network order) u32 in host order
-    want = {f"{int.from_bytes(socket.inet_aton(host), 'little'):08X}", "00000000"}
-    try:
-        with open("/proc/net/udp") as f:
-            next(f)
-            for line in f:
-                local = line.split()[1]
-                addr, hexport = local.split(":")
-                if int(hexport, 16) == port and addr in want:
-                    return True
-    except OSError:
-        pass
-    return False
+    return bool(_sockets("udp", port, host))
 
 
 def udp_drops(port: int, host: str = "127.0.0.1"):
     """Datagrams the kernel dropped for the socket bound to UDP `port` (receive buffer full),
     from the last column of /proc/net/udp; None if no such socket. Counts for the socket's
     lifetime: read it before the program exits."""
-    want = {f"{int.from_bytes(socket.inet_aton(host), 'little'):08X}", "00000000"}
-    total = None
-    try:
-        with open("/proc/net/udp") as f:
-            next(f)
-            for line in f:
-                cols = line.split()
-                addr, hexport = cols[1].split(":")
-                if int(hexport, 16) == port and addr in want:
-                    total = (total or 0) + int(cols[-1])
-    except OSError:
-        pass
-    return total
+    rows = _sockets("udp", port, host)
+    return sum(int(c[-1]) for c in rows) if rows else None
 
 
 def udp_stats() -> dict:
@@ -502,15 +492,7 @@ def udp_stats() -> dict:
 
 def wait_udp_port(port: int, host: str = "127.0.0.1", timeout: float = 10.0, proc=None) -> None:
     """Waits until UDP `port` is bound; fails early (with the logs) if `proc` exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if udp_bound(port, host):
-            return
-        if proc is not None and not proc.alive():
-            raise HarnessError(f"{proc.name} exited with {proc.returncode()} before binding udp {host}:{port}\n{proc.tail()}")
-        time.sleep(0.02)
-    detail = f"\n{proc.tail()}" if proc is not None else ""
-    raise HarnessError(f"udp {host}:{port} not bound after {timeout} s{detail}")
+    _wait_port(udp_bound, "binding udp", port, host, timeout, proc)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -77,6 +77,27 @@ def rate_rule(rate: float, rule_id: str = "prefix-1555", prefix: str = "+1555") 
     return rule(rule_id, prefix, f"<lc:rate>{rate}</lc:rate>")
 
 
+def notifier_scenario(run: Run, r: float, holds: dict) -> Path:
+    """scenarios/notifier.xml with its documents for a rate rule on +1555 (v0 full r, v1 partial
+    2r, v2 invalid, v5 partial 3r after a gap, v6 full r) and the pauses `holds` (ms, by
+    phase letter A–E), written into the run's directory."""
+    template = (HERE / "scenarios" / "notifier.xml").read_text()
+    docs = {
+        "@DOC_V0@": document(0, "full", rate_rule(r)),
+        "@DOC_V1@": document(1, "partial", rate_rule(2 * r)),
+        "@DOC_V2_INVALID@": document(2, "full", rate_rule(-1)),
+        "@DOC_V5_GAP@": document(5, "partial", rate_rule(3 * r)),
+        "@DOC_V6@": document(6, "full", rate_rule(r)),
+    }
+    for k, v in docs.items():
+        template = template.replace(k, v)
+    for k, v in holds.items():
+        template = template.replace(f"@HOLD_{k}_MS@", str(v))
+    scenario = run.path("notifier.xml")
+    scenario.write_text(template)
+    return scenario
+
+
 # ---------------------------------------------------------------------------------------------
 # the edge
 
@@ -160,20 +181,7 @@ def notifier_lifecycle(run: Run) -> Checks:
     c = Checks("notifier_lifecycle: SIPp notifier, full/partial/invalid/gap/terminated")
     r = 50.0
     holds = {"A": 10000, "B": 7000, "C": 4000, "D": 6000, "E": 5000}
-    template = (HERE / "scenarios" / "notifier.xml").read_text()
-    docs = {
-        "@DOC_V0@": document(0, "full", rate_rule(r)),
-        "@DOC_V1@": document(1, "partial", rate_rule(2 * r)),
-        "@DOC_V2_INVALID@": document(2, "full", rate_rule(-1)),
-        "@DOC_V5_GAP@": document(5, "partial", rate_rule(3 * r)),
-        "@DOC_V6@": document(6, "full", rate_rule(r)),
-    }
-    for k, v in docs.items():
-        template = template.replace(k, v)
-    for k, v in holds.items():
-        template = template.replace(f"@HOLD_{k}_MS@", str(v))
-    scenario = run.path("notifier.xml")
-    scenario.write_text(template)
+    scenario = notifier_scenario(run, r, holds)
 
     uas_ports, notifier_ports, uac_ports = SippPorts.pick(), SippPorts.pick(), SippPorts.pick()
     edge_port = free_udp_port(tcp=True)

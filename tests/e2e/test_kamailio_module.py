@@ -52,7 +52,7 @@ sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
 from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wait_udp_port  # noqa: E402
-from test_edge import MATCH, OTHER, Checks, document, rate_rule, rule, split  # noqa: E402
+from test_edge import MATCH, OTHER, Checks, document, notifier_scenario, rate_rule, rule, split  # noqa: E402
 
 ROOT = HERE.parents[1]
 MODULE = ROOT / "target" / "kamailio" / "loadctl.so"
@@ -538,20 +538,7 @@ def subscriber_lifecycle(run: Run) -> Checks:
     c = Checks("subscriber_lifecycle: children=4, SIPp notifier: full / partial / invalid / gap / terminated")
     r = 50.0
     holds = {"A": 6000, "B": 5000, "C": 3500, "D": 5000, "E": 3000}
-    template = (HERE / "scenarios" / "notifier.xml").read_text()
-    docs = {
-        "@DOC_V0@": document(0, "full", rate_rule(r)),
-        "@DOC_V1@": document(1, "partial", rate_rule(2 * r)),
-        "@DOC_V2_INVALID@": document(2, "full", rate_rule(-1)),
-        "@DOC_V5_GAP@": document(5, "partial", rate_rule(3 * r)),
-        "@DOC_V6@": document(6, "full", rate_rule(r)),
-    }
-    for k, v in docs.items():
-        template = template.replace(k, v)
-    for k, v in holds.items():
-        template = template.replace(f"@HOLD_{k}_MS@", str(v))
-    scenario = run.path("notifier.xml")
-    scenario.write_text(template)
+    scenario = notifier_scenario(run, r, holds)
     total_s = sum(holds.values()) / 1000 + 3
     uas, uas_ports = start_uas(run, total_s)
     notifier_ports = SippPorts.pick()
