@@ -573,6 +573,32 @@ def tcp_connection_per_call(run: Run) -> Checks:
     return c
 
 
+def run_tests(tests: dict, names: list, keep: bool, label: str, prefix: str = "") -> int:
+    """Runs `names` (all of `tests` when empty), each in its own `Run` (kept when it fails or
+    with `keep`), prints each test's checks and a summary line; the exit status."""
+    failed = []
+    started_all = time.monotonic()
+    for name in names or tests:
+        if name not in tests:
+            print(f"unknown test {name}", file=sys.stderr)
+            return 2
+        started = time.monotonic()
+        try:
+            with Run(f"{prefix}{name}", keep=keep) as run:
+                ok = tests[name](run).report()
+                if not ok:
+                    run.keep = True
+        except Exception as e:  # a harness error is a failed test, with its logs kept
+            print(f"== {name}\n   FAIL  {type(e).__name__}: {e}")
+            ok = False
+        print(f"   ({time.monotonic() - started:.1f} s)")
+        if not ok:
+            failed.append(name)
+    n = len(names or tests)
+    print(f"{label}: {n} tests, {len(failed)} failed {failed if failed else ''} ({time.monotonic() - started_all:.0f} s)")
+    return 1 if failed else 0
+
+
 TESTS = {
     "rule_actions": rule_actions,
     "notifier_lifecycle": notifier_lifecycle,
@@ -592,27 +618,7 @@ def main() -> int:
         if not Path(tool).exists():
             print(f"missing {tool}: run `make e2e`, which builds it", file=sys.stderr)
             return 2
-    failed = []
-    for name in args.names or TESTS:
-        if name not in TESTS:
-            print(f"unknown test {name}", file=sys.stderr)
-            return 2
-        started = time.monotonic()
-        try:
-            with Run(name, keep=args.keep) as run:
-                checks = TESTS[name](run)
-                ok = checks.report()
-                if not ok:
-                    run.keep = True
-        except Exception as e:  # a harness error is a failed test, with its logs kept
-            print(f"== {name}\n   FAIL  {type(e).__name__}: {e}")
-            ok = False
-        print(f"   ({time.monotonic() - started:.1f} s)")
-        if not ok:
-            failed.append(name)
-    print(f"e2e: {len(TESTS) if not args.names else len(args.names)} tests, {len(failed)} failed {failed if failed else ''}")
-    return 1 if failed else 0
-
+    return run_tests(TESTS, args.names, args.keep, "e2e")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -52,7 +52,7 @@ sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
 from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wait_udp_port  # noqa: E402
-from test_edge import MATCH, OTHER, Checks, document, notifier_scenario, rate_rule, rule, split  # noqa: E402
+from test_edge import MATCH, OTHER, Checks, document, notifier_scenario, rate_rule, rule, run_tests, split  # noqa: E402
 
 ROOT = HERE.parents[1]
 MODULE = ROOT / "target" / "kamailio" / "loadctl.so"
@@ -764,29 +764,7 @@ def main() -> int:
     if not MODULE.exists():
         print(f"missing {MODULE}: run `make kamailio-module`", file=sys.stderr)
         return 2
-    failed = []
-    started_all = time.monotonic()
-    for name in args.names or TESTS:
-        if name not in TESTS:
-            print(f"unknown test {name}", file=sys.stderr)
-            return 2
-        started = time.monotonic()
-        try:
-            with Run(f"kam-{name}", keep=args.keep) as run:
-                checks = TESTS[name](run)
-                ok = checks.report()
-                if not ok:
-                    run.keep = True
-        except Exception as e:  # a harness error is a failed test, with its logs kept
-            print(f"== {name}\n   FAIL  {type(e).__name__}: {e}")
-            ok = False
-        print(f"   ({time.monotonic() - started:.1f} s)")
-        if not ok:
-            failed.append(name)
-    n = len(args.names or TESTS)
-    print(f"kamailio module e2e: {n} tests, {len(failed)} failed {failed if failed else ''} ({time.monotonic() - started_all:.0f} s)")
-    return 1 if failed else 0
-
+    return run_tests(TESTS, args.names, args.keep, "kamailio module e2e", prefix="kam-")
 
 if __name__ == "__main__":
     sys.exit(main())
