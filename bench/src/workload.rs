@@ -292,6 +292,7 @@ impl OwnedRequest {
             initial: self.initial,
             event: None,
             time: Some(time),
+            resource_priority: loadctl::sip::HeaderValues::NONE,
         }
     }
 }

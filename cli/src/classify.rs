@@ -157,6 +157,7 @@ pub fn run(policy: &str, now: Option<&str>, transport: &str) -> u8 {
                 monotonic_ns: t_ns,
                 unix_ns: wall0 + i128::from(t_ns),
             }),
+            resource_priority: loadctl::sip::HeaderValues::NONE,
         };
         let decision = shard.classify(&request);
         let mut json = serde_json::json!({

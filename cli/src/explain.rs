@@ -48,6 +48,7 @@ pub fn run(args: &Args<'_>) -> u8 {
             monotonic_ns: 0,
             unix_ns,
         }),
+        resource_priority: loadctl::sip::HeaderValues::NONE,
     };
     let ids = &args.identities;
     println!(

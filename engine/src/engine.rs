@@ -52,6 +52,8 @@ pub struct EngineConfig {
     pub clock: StdArc<dyn Clock>,
     /// Redirect allow-list and other compile options.
     pub compile: CompileConfig,
+    /// Requests let through before any rule is tried (emergency, priority).
+    pub exemptions: Exemptions,
     /// Input limits for documents and merged policies.
     pub limits: Limits,
     /// GCRA burst tolerance τ of rate rules: at most max(1, ⌈r·τ⌉) requests at once.
@@ -70,6 +72,7 @@ impl Default for EngineConfig {
             shards: std::thread::available_parallelism().map_or(1, usize::from),
             clock: StdArc::new(SystemClock::default()),
             compile: CompileConfig::default(),
+            exemptions: Exemptions::default(),
             limits: Limits::default(),
             burst_tolerance: Duration::from_millis(100),
             lease_period: Duration::from_micros(500),

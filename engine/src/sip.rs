@@ -65,8 +65,54 @@ pub struct SipRequest<'a> {
     pub cseq_method: &'a [u8],
     /// The topmost Via header value (up to the first comma), if any.
     pub via: Option<&'a [u8]>,
+    /// Every `Resource-Priority` value (RFC 4412), across repeated lines.
+    pub resource_priority: HeaderValues<'a>,
     /// True when To has no tag: the request is outside a dialog.
     pub initial: bool,
+}
+
+/// The values of a header that may be repeated on several lines or hold a comma-separated
+/// list: RFC 3261 §7.3.1 makes `H: a, b` and `H: a` + `H: b` the same list. Borrowed, no
+/// allocation; [`HeaderValues::values`] yields every element, across lines, in order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeaderValues<'a> {
+    /// The first line's value (folds included), or the one value a caller passed.
+    first: Option<&'a [u8]>,
+}
+
+impl<'a> HeaderValues<'a> {
+    /// No such header.
+    pub const NONE: HeaderValues<'static> = HeaderValues { first: None };
+
+    /// One header value (itself possibly a comma-separated list), as a caller that already
+    /// joined the lines holds it.
+    pub fn one(value: &'a [u8]) -> Self {
+        Self { first: Some(value) }
+    }
+
+    /// True when the header is absent.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// Every comma-separated element of every line, trimmed, in order (commas inside quotes
+    /// and `<>` do not split).
+    pub fn values(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let mut rest = self.first.unwrap_or(&[]);
+        std::iter::from_fn(move || {
+            loop {
+                if rest.is_empty() {
+                    return None;
+                }
+                let v = top_value(rest);
+                rest = rest.get(v.len() + 1..).unwrap_or(&[]);
+                let v = trim(v);
+                if !v.is_empty() {
+                    return Some(v);
+                }
+            }
+        })
+    }
 }
 
 /// `b` without leading and trailing ASCII white space.
@@ -102,6 +148,7 @@ enum Known {
     CallId,
     CSeq,
     Via,
+    ResourcePriority,
     Other,
 }
 
@@ -121,6 +168,8 @@ fn known(name: &[u8]) -> Known {
         Known::CSeq
     } else if eq("via") || eq("v") {
         Known::Via
+    } else if eq("resource-priority") {
+        Known::ResourcePriority
     } else {
         Known::Other
     }
@@ -154,11 +203,11 @@ pub fn scan(input: &[u8]) -> Result<SipRequest<'_>, SipError> {
     if !method_ok || request_uri.is_empty() || !version.eq_ignore_ascii_case("SIP/2.0") {
         return Err(SipError::BadRequestLine);
     }
-    let mut fields: [Option<&[u8]>; 7] = [None; 7];
+    let mut fields: [Option<&[u8]>; 8] = [None; 8];
     // (field, value start, value end) of the header being read, to extend over folds.
     let mut current: Option<(usize, usize, usize)> = None;
     fn commit<'a>(
-        fields: &mut [Option<&'a [u8]>; 7],
+        fields: &mut [Option<&'a [u8]>; 8],
         current: Option<(usize, usize, usize)>,
         input: &'a [u8],
     ) {
@@ -200,12 +249,13 @@ pub fn scan(input: &[u8]) -> Result<SipRequest<'_>, SipError> {
             Known::CallId => Some(4),
             Known::CSeq => Some(5),
             Known::Via => Some(6),
+            Known::ResourcePriority => Some(7),
             Known::Other => None,
         };
         current = slot.map(|s| (s, at + colon + 1, at + l.len()));
         at = next;
     }
-    let [from, to, pai, event, call_id, cseq, via] = fields;
+    let [from, to, pai, event, call_id, cseq, via, rp] = fields;
     let from = from.ok_or(SipError::MissingHeader("From"))?;
     let to = to.ok_or(SipError::MissingHeader("To"))?;
     let call_id = call_id.ok_or(SipError::MissingHeader("Call-ID"))?;
@@ -234,6 +284,7 @@ pub fn scan(input: &[u8]) -> Result<SipRequest<'_>, SipError> {
         cseq: number,
         cseq_method,
         via,
+        resource_priority: rp.map_or(HeaderValues::NONE, HeaderValues::one),
         initial: !has_tag(to),
     })
 }

@@ -150,6 +150,7 @@ fn prefixes_longer_than_the_trie_keeps_match_on_every_digit() {
             initial: true,
             event: None,
             time: None,
+            ..Request::default()
         });
         d.rule.map(|r| r.id().as_str().to_owned())
     };

@@ -46,6 +46,7 @@ fn call(to: &str, monotonic_ns: u64) -> Request<'_> {
             monotonic_ns,
             unix_ns: 1_700_000_000_000_000_000,
         }),
+        ..Request::default()
     }
 }
 

@@ -63,6 +63,7 @@ fn invite<'a>(from: &'a str, to: &'a str) -> Request<'a> {
             monotonic_ns: 1_000_000_000,
             unix_ns: 1_700_000_000_000_000_000,
         }),
+        ..Request::default()
     }
 }
 

@@ -54,6 +54,7 @@ fn request(monotonic_ns: u64) -> Request<'static> {
             monotonic_ns,
             unix_ns: 0,
         }),
+        ..Request::default()
     }
 }
 
@@ -349,6 +350,7 @@ fn classify_does_not_allocate_once_warm() {
                     monotonic_ns: i * 100_000,
                     unix_ns: 0,
                 }),
+                ..Request::default()
             }
         })
         .collect();

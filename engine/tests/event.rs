@@ -111,6 +111,7 @@ fn classify_to(engine: &Engine, to: &str, unix_s: i128) -> Option<String> {
             monotonic_ns: 0,
             unix_ns: unix_s * 1_000_000_000,
         }),
+        ..loadctl::engine::Request::default()
     };
     shard.classify(&req).rule.map(|r| r.id().to_string())
 }
@@ -1057,6 +1058,7 @@ fn allocator_shares_a_global_rate_among_subscribers() {
                     monotonic_ns: 5 * S,
                     unix_ns: 0,
                 }),
+                ..loadctl::engine::Request::default()
             };
             shard.classify(&req).verdict == Verdict::Accept
         })
@@ -1171,6 +1173,7 @@ fn several_subscribers_feed_one_engine_as_separate_sources() {
                 monotonic_ns: 0,
                 unix_ns: 0,
             }),
+            ..loadctl::engine::Request::default()
         };
         shard.classify(&req).rule.map(|r| r.id().to_string())
     };

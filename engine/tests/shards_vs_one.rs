@@ -57,6 +57,7 @@ fn admitted(n: usize, limit: &str, arrivals: &[(u64, usize)], hold_ns: u64) -> u
                 monotonic_ns: t,
                 unix_ns: 1_700_000_000_000_000_000,
             }),
+            ..Request::default()
         });
         if d.verdict == Verdict::Accept {
             count += 1;

@@ -94,6 +94,7 @@ fn request(to: &str) -> Request<'_> {
         initial: true,
         event: None,
         time: None,
+        ..Request::default()
     }
 }
 

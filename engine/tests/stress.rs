@@ -89,6 +89,7 @@ fn classify_while_publishing_a_thousand_times() {
                         initial: true,
                         event: None,
                         time: None,
+                        ..Request::default()
                     };
                     let d = shard.classify(&req);
                     if d.verdict == Verdict::Accept

@@ -310,6 +310,7 @@ pub unsafe extern "C" fn lc_classify(
                 monotonic_ns: r.monotonic_ns,
                 unix_ns: i128::from(r.unix_ns),
             }),
+            resource_priority: loadctl::sip::HeaderValues::NONE,
         };
         // SAFETY: checked non-null, writable by contract.
         let out = unsafe { &mut *out };

@@ -64,6 +64,7 @@ pub fn invite() -> Request<'static> {
             monotonic_ns: 1_000_000_000,
             unix_ns: 1_700_000_000_000_000_000,
         }),
+        ..Request::default()
     }
 }
 

@@ -117,6 +117,7 @@ impl UpstreamFilter {
                 monotonic_ns: ns,
                 unix_ns: UNIX_ORIGIN_NS + ns as i128,
             }),
+            ..Request::default()
         };
         self.shard.classify(&request).verdict == Verdict::Accept
     }

@@ -67,6 +67,8 @@ pub struct Request<'r> {
     pub event: Option<&'r str>,
     /// When it arrived; `None` reads the engine's clock (a cheap coarse clock).
     pub time: Option<Time>,
+    /// The `Resource-Priority` values (RFC 4412), for the priority exemption.
+    pub resource_priority: crate::sip::HeaderValues<'r>,
 }
 
 impl<'r> Request<'r> {
@@ -94,6 +96,7 @@ impl<'r> Request<'r> {
             initial: sip.initial,
             event: sip.event.and_then(|e| std::str::from_utf8(e).ok()),
             time,
+            resource_priority: sip.resource_priority,
         }
     }
 
@@ -111,6 +114,39 @@ impl<'r> Request<'r> {
                     .trim()
                     .eq_ignore_ascii_case("load-control")
             })
+    }
+}
+
+/// Why a request was let through without trying any rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ExemptReason {
+    /// RFC 7200 §5.1: ACK, BYE, CANCEL, an in-dialog request, or a `load-control` SUBSCRIBE.
+    NotFiltered,
+    /// An emergency call: Request-URI (or To) `urn:service:sos` or `urn:service:sos.*`
+    /// (RFC 5031), with [`Exemptions::emergency`] on.
+    Emergency,
+    /// A `Resource-Priority` namespace in [`Exemptions::resource_priority`] (RFC 4412).
+    ResourcePriority,
+}
+
+/// Requests exempt from load filtering by local policy, before any rule is tried (RFC 7200
+/// §4.8: the subscriber SHOULD honour local policy prioritising Resource-Priority and
+/// emergency requests).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exemptions {
+    /// Exempt emergency requests (RFC 5031 service URNs). Default true.
+    pub emergency: bool,
+    /// Resource-Priority namespaces (RFC 4412 §3.1, compared case-insensitively) whose
+    /// requests are exempt. Default `ets` and `wps` (GETS / WPS / MPS).
+    pub resource_priority: Vec<String>,
+}
+
+impl Default for Exemptions {
+    fn default() -> Self {
+        Self {
+            emergency: true,
+            resource_priority: vec!["ets".into(), "wps".into()],
+        }
     }
 }
 
