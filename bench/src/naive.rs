@@ -54,6 +54,15 @@ fn header_canons(value: Option<&str>) -> Vec<Canon> {
         .collect()
 }
 
+/// The first two values of a list header (every line), each a name-addr or addr-spec.
+fn list_canons(values: loadctl::sip::HeaderValues<'_>) -> Vec<Canon> {
+    values
+        .values()
+        .take(2)
+        .filter_map(|v| uri_canon(loadctl::sip::uri_part(v)).into_iter().next())
+        .collect()
+}
+
 fn uri_canon(value: Option<&str>) -> Vec<Canon> {
     let Some(v) = value else { return Vec::new() };
     let v = v.trim();
@@ -191,7 +200,7 @@ impl NaiveEvaluator {
                     Field::From => header_canons(req.identities.from),
                     Field::To => header_canons(req.identities.to),
                     Field::RequestUri => uri_canon(req.identities.request_uri),
-                    Field::PAssertedIdentity => header_canons(req.identities.p_asserted_identity),
+                    Field::PAssertedIdentity => list_canons(req.identities.p_asserted_identity),
                 };
                 values
                     .iter()

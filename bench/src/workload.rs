@@ -285,7 +285,7 @@ impl OwnedRequest {
                 from: Some(&self.from),
                 to: Some(&self.to),
                 request_uri: Some(&self.request_uri),
-                p_asserted_identity: self.p_asserted_identity.as_deref(),
+                p_asserted_identity: self.p_asserted_identity.as_deref().into(),
                 target: self.target.as_deref(),
             },
             transport: self.transport,

@@ -147,7 +147,7 @@ pub fn run(policy: &str, now: Option<&str>, transport: &str) -> u8 {
                 from: req.from.as_deref(),
                 to: req.to.as_deref(),
                 request_uri: req.ruri.as_deref(),
-                p_asserted_identity: req.pai.as_deref(),
+                p_asserted_identity: req.pai.as_deref().into(),
                 target: req.target.as_deref(),
             },
             transport,

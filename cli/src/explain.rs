@@ -72,11 +72,18 @@ pub fn run(args: &Args<'_>) -> u8 {
         },
         &mut scratch,
     );
+    let pai: Option<String> = (!ids.p_asserted_identity.is_empty()).then(|| {
+        ids.p_asserted_identity
+            .lines()
+            .map(String::from_utf8_lossy)
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
     let all_fields = [
         ("from", ids.from, 0usize),
         ("to", ids.to, 1),
         ("request-uri", ids.request_uri, 2),
-        ("p-asserted-identity", ids.p_asserted_identity, 3),
+        ("p-asserted-identity", pai.as_deref(), 3),
     ];
     for (name, raw, slot) in all_fields {
         match raw {

@@ -161,7 +161,7 @@ fn main() -> ExitCode {
                 from: from.as_deref(),
                 to: to.as_deref(),
                 request_uri: ruri.as_deref(),
-                p_asserted_identity: pai.as_deref(),
+                p_asserted_identity: pai.as_deref().into(),
                 target: target.as_deref(),
             },
             transport: &transport,

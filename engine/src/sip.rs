@@ -53,8 +53,9 @@ pub struct SipRequest<'a> {
     pub from: &'a [u8],
     /// To header value.
     pub to: &'a [u8],
-    /// The first P-Asserted-Identity header value, if any.
-    pub p_asserted_identity: Option<&'a [u8]>,
+    /// Every P-Asserted-Identity value, across repeated lines (RFC 3325 §9.1 allows one
+    /// sip/sips and one tel identity, usually on two lines).
+    pub p_asserted_identity: HeaderValues<'a>,
     /// The Event header value, if any.
     pub event: Option<&'a [u8]>,
     /// Call-ID.
@@ -74,20 +75,38 @@ pub struct SipRequest<'a> {
 /// The values of a header that may be repeated on several lines or hold a comma-separated
 /// list: RFC 3261 §7.3.1 makes `H: a, b` and `H: a` + `H: b` the same list. Borrowed, no
 /// allocation; [`HeaderValues::values`] yields every element, across lines, in order.
+///
+/// From [`scan`], it holds the first line's value and the header lines after it: later lines
+/// of the same header (long or compact name, any case, folded or not) are found by scanning
+/// those again when [`HeaderValues::values`] gets past the first line, so a request whose
+/// header has one line (nearly all) pays nothing for the others.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeaderValues<'a> {
     /// The first line's value (folds included), or the one value a caller passed.
     first: Option<&'a [u8]>,
+    /// The header lines after the first one's, up to and including the empty line that ends
+    /// the header section; empty for [`HeaderValues::one`].
+    rest: &'a [u8],
+    /// Which header's lines to look for in `rest`.
+    name: Known,
 }
 
 impl<'a> HeaderValues<'a> {
     /// No such header.
-    pub const NONE: HeaderValues<'static> = HeaderValues { first: None };
+    pub const NONE: HeaderValues<'static> = HeaderValues {
+        first: None,
+        rest: &[],
+        name: Known::Other,
+    };
 
     /// One header value (itself possibly a comma-separated list), as a caller that already
     /// joined the lines holds it.
     pub fn one(value: &'a [u8]) -> Self {
-        Self { first: Some(value) }
+        Self {
+            first: Some(value),
+            rest: &[],
+            name: Known::Other,
+        }
     }
 
     /// True when the header is absent.
@@ -95,24 +114,56 @@ impl<'a> HeaderValues<'a> {
         self.first.is_none()
     }
 
+    /// The value of each line of the header (folds included, trimmed), in order.
+    pub fn lines(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let name = self.name;
+        let later = HeaderLines::new(self.rest, 0)
+            .map_while(Result::ok)
+            .filter(move |(n, _)| name != Known::Other && known(n) == name)
+            .map(|(_, v)| v);
+        self.first.map(trim).into_iter().chain(later)
+    }
+
     /// Every comma-separated element of every line, trimmed, in order (commas inside quotes
     /// and `<>` do not split).
     pub fn values(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
-        let mut rest = self.first.unwrap_or(&[]);
-        std::iter::from_fn(move || {
-            loop {
-                if rest.is_empty() {
-                    return None;
-                }
-                let v = top_value(rest);
-                rest = rest.get(v.len() + 1..).unwrap_or(&[]);
-                let v = trim(v);
-                if !v.is_empty() {
-                    return Some(v);
-                }
-            }
-        })
+        self.lines().flat_map(elements)
     }
+}
+
+impl<'a> From<&'a [u8]> for HeaderValues<'a> {
+    fn from(value: &'a [u8]) -> Self {
+        Self::one(value)
+    }
+}
+
+impl<'a> From<&'a str> for HeaderValues<'a> {
+    fn from(value: &'a str) -> Self {
+        Self::one(value.as_bytes())
+    }
+}
+
+impl<'a, T: Into<HeaderValues<'a>>> From<Option<T>> for HeaderValues<'a> {
+    fn from(value: Option<T>) -> Self {
+        value.map_or(HeaderValues::NONE, Into::into)
+    }
+}
+
+/// The comma-separated elements of one header value, trimmed, empty ones skipped.
+fn elements(mut rest: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        loop {
+            if rest.is_empty() {
+                return None;
+            }
+            let v = top_value(rest);
+            rest = rest.get(v.len() + 1..).unwrap_or(&[]);
+            let v = trim(v);
+            if !v.is_empty() {
+                return Some(v);
+            }
+        }
+    })
 }
 
 /// `b` without leading and trailing ASCII white space.
@@ -138,8 +189,8 @@ fn line(input: &[u8], at: usize) -> Option<(&[u8], usize)> {
     Some((content, at + lf + 1))
 }
 
-/// The header a (lower-cased) name stands for.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// The header a name stands for (any case, long or compact form).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Known {
     From,
     To,
@@ -149,6 +200,7 @@ enum Known {
     CSeq,
     Via,
     ResourcePriority,
+    #[default]
     Other,
 }
 
@@ -176,7 +228,7 @@ fn known(name: &[u8]) -> Known {
 }
 
 /// Scans a raw SIP request.
-pub fn scan(input: &[u8]) -> Result<SipRequest<'_>, SipError> {
+pub fn scan<'a>(input: &'a [u8]) -> Result<SipRequest<'a>, SipError> {
     // Leading empty lines are allowed before a message on a stream (RFC 3261 §7.5).
     let mut at = 0;
     let request_line = loop {
@@ -203,30 +255,32 @@ pub fn scan(input: &[u8]) -> Result<SipRequest<'_>, SipError> {
     if !method_ok || request_uri.is_empty() || !version.eq_ignore_ascii_case("SIP/2.0") {
         return Err(SipError::BadRequestLine);
     }
-    let mut fields: [Option<&[u8]>; 8] = [None; 8];
-    // (field, value start, value end) of the header being read, to extend over folds.
-    let mut current: Option<(usize, usize, usize)> = None;
+    // Per known header: the first line's value and where the line after it starts.
+    let mut fields: [Option<(&[u8], usize)>; 8] = [None; 8];
+    // The header being read, to extend over folds: (field slot, value start, value end, end
+    // of its last line). Unknown headers have no slot but still take their folds.
+    let mut current: Option<(Option<usize>, usize, usize, usize)> = None;
     fn commit<'a>(
-        fields: &mut [Option<&'a [u8]>; 8],
-        current: Option<(usize, usize, usize)>,
+        fields: &mut [Option<(&'a [u8], usize)>; 8],
+        current: Option<(Option<usize>, usize, usize, usize)>,
         input: &'a [u8],
     ) {
-        if let Some((slot, start, end)) = current
+        if let Some((Some(slot), start, end, after)) = current
             && fields[slot].is_none()
         {
-            fields[slot] = Some(trim(&input[start..end]));
+            fields[slot] = Some((trim(&input[start..end]), after));
         }
     }
-    loop {
+    let body = loop {
         let (l, next) = line(input, at).ok_or(SipError::Truncated)?;
         if l.is_empty() {
             commit(&mut fields, current, input);
-            break;
+            break next;
         }
         if l[0] == b' ' || l[0] == b'\t' {
-            // A fold: the value goes on.
+            // A fold: the value goes on (RFC 3261 §7.3.1), whatever the header.
             match &mut current {
-                Some((_, _, end)) => *end = at + l.len(),
+                Some((_, _, end, after)) => (*end, *after) = (at + l.len(), next),
                 None => return Err(SipError::BadHeader),
             }
             at = next;
@@ -237,6 +291,7 @@ pub fn scan(input: &[u8]) -> Result<SipRequest<'_>, SipError> {
             .iter()
             .position(|&b| b == b':')
             .ok_or(SipError::BadHeader)?;
+        // White space may separate the name from the colon (HCOLON, RFC 3261 §25.1).
         let name = trim(&l[..colon]);
         if name.is_empty() || name.iter().any(|b| b.is_ascii_whitespace()) {
             return Err(SipError::BadHeader);
@@ -252,10 +307,21 @@ pub fn scan(input: &[u8]) -> Result<SipRequest<'_>, SipError> {
             Known::ResourcePriority => Some(7),
             Known::Other => None,
         };
-        current = slot.map(|s| (s, at + colon + 1, at + l.len()));
+        current = Some((slot, at + colon + 1, at + l.len(), next));
         at = next;
-    }
-    let [from, to, pai, event, call_id, cseq, via, rp] = fields;
+    };
+    // A list header: its first line, and the lines after it to look for more.
+    let list = |field: Option<(&'a [u8], usize)>, name: Known| match field {
+        None => HeaderValues::NONE,
+        Some((first, after)) => HeaderValues {
+            first: Some(first),
+            rest: &input[after..body],
+            name,
+        },
+    };
+    let pai = list(fields[2], Known::Pai);
+    let rp = list(fields[7], Known::ResourcePriority);
+    let [from, to, _, event, call_id, cseq, via, _] = fields.map(|f| f.map(|(v, _)| v));
     let from = from.ok_or(SipError::MissingHeader("From"))?;
     let to = to.ok_or(SipError::MissingHeader("To"))?;
     let call_id = call_id.ok_or(SipError::MissingHeader("Call-ID"))?;
@@ -284,7 +350,7 @@ pub fn scan(input: &[u8]) -> Result<SipRequest<'_>, SipError> {
         cseq: number,
         cseq_method,
         via,
-        resource_priority: rp.map_or(HeaderValues::NONE, HeaderValues::one),
+        resource_priority: rp,
         initial: !has_tag(to),
     })
 }
@@ -490,8 +556,8 @@ v=0\n";
             b"\"Alice\" <sip:alice@atlanta.example.com>;tag=1928301774"
         );
         assert_eq!(
-            r.p_asserted_identity,
-            Some(&b"<sip:alice@atlanta.example.com>, <tel:+13125550000>"[..])
+            r.p_asserted_identity.values().collect::<Vec<_>>(),
+            [&b"<sip:alice@atlanta.example.com>"[..], b"<tel:+13125550000>"]
         );
         assert_eq!(r.call_id, b"a84b4c76e66710@pc33.atlanta.example.com");
         assert_eq!((r.cseq, r.cseq_method), (314_159, &b"INVITE"[..]));

@@ -177,7 +177,7 @@ fn sip_blocks_or_fields_and_identities_or_excepts_subtract() {
     let mut s = shard(&rule("r", conditions, REJECT_ALL));
     let m = |s: &mut Shard, from: &str, to: &str, pai: Option<&str>| {
         let mut r = invite(from, to);
-        r.identities.p_asserted_identity = pai;
+        r.identities.p_asserted_identity = pai.into();
         matched(s, &r)
     };
     // First block: from a.example AND (to hot line OR to +1900…).
@@ -395,7 +395,7 @@ fn many_domain_and_many_anyone() {
     r.identities.request_uri = Some("sip:tickets@sub.shop.example");
     assert_eq!(matched(&mut s, &r), "-");
     // <many/> matches any identity, but not an absent header.
-    r.identities.p_asserted_identity = Some("<tel:+15551234>");
+    r.identities.p_asserted_identity = "<tel:+15551234>".into();
     assert_eq!(matched(&mut s, &r), "any-pai");
 }
 

@@ -266,7 +266,7 @@ proptest! {
                 from: Some(from),
                 to: Some(to),
                 request_uri: Some(ruri_uri),
-                p_asserted_identity: pai.as_deref(),
+                p_asserted_identity: pai.as_deref().into(),
                 target: target.map(|t| TARGETS[t]),
             };
             let method = if *message { "MESSAGE" } else { "INVITE" };
@@ -336,7 +336,8 @@ fn classify_does_not_allocate_once_warm() {
                         "sip:+12125551234@gw.example;user=phone"
                     }),
                     p_asserted_identity: (kind == 3)
-                        .then_some("<sip:pai@carrier.example>, <tel:+1-212-555-0000>"),
+                        .then_some("<sip:pai@carrier.example>, <tel:+1-212-555-0000>")
+                        .into(),
                     target: Some("<sip:sbc.example>"),
                 },
                 transport: if i % 8 == 3 {

@@ -300,7 +300,7 @@ pub unsafe extern "C" fn lc_classify(
                 from: header(from),
                 to: header(to),
                 request_uri: ruri.and_then(text),
-                p_asserted_identity: header(pai),
+                p_asserted_identity: header(pai).into(),
                 target: target.and_then(text),
             },
             transport: r.transport.into(),

@@ -107,7 +107,7 @@ impl UpstreamFilter {
                 from: Some("<sip:caller@clients.example>"),
                 to: Some("<sip:service@server.example>"),
                 request_uri: Some("sip:service@server.example"),
-                p_asserted_identity: None,
+                p_asserted_identity: loadctl::sip::HeaderValues::NONE,
                 target: None,
             },
             transport: Transport::Udp,

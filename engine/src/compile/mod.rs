@@ -23,6 +23,7 @@ use crate::policy::{
     self, AltAction, Except, ExceptTel, Field, Identity, Limit, Rule, RuleId, Ruleset, TelPrefix,
     Uri,
 };
+use crate::sip::HeaderValues;
 use crate::uri::{self, Canonical, CanonicalParam, Number, UriRef};
 pub use hash::FxHashMap;
 use trie::{DigitTrie, TrieBuilder};
@@ -821,8 +822,9 @@ pub struct Identities<'r> {
     pub to: Option<&'r str>,
     /// The Request-URI (a URI, not a header value: its `;` parameters belong to it).
     pub request_uri: Option<&'r str>,
-    /// P-Asserted-Identity header value (up to two comma-separated values are used).
-    pub p_asserted_identity: Option<&'r str>,
+    /// P-Asserted-Identity values, across every line of the header (RFC 3261 §7.3.1): the
+    /// first two are used (RFC 3325 §9.1 allows at most two, a sip/sips and a tel URI).
+    pub p_asserted_identity: HeaderValues<'r>,
     /// The target entity (URI or `<URI>`).
     pub target: Option<&'r str>,
 }
@@ -836,6 +838,11 @@ fn header_canonical<'b, 'r>(
     let text = uri::header_uris(value).nth(n)?.ok()?;
     let parsed = uri::parse(text).ok()?;
     Some(uri::canonicalize(parsed, buf))
+}
+
+/// One element of a list header (`"name" <uri>;params` or `uri;params`), canonicalised.
+fn element_canonical<'b, 'r>(value: &'r [u8], buf: &'b mut Vec<u8>) -> Option<Canonical<'b, 'r>> {
+    uri_canonical(crate::sip::uri_part(value)?, buf)
 }
 
 fn uri_canonical<'b, 'r>(value: &'r str, buf: &'b mut Vec<u8>) -> Option<Canonical<'b, 'r>> {
@@ -908,12 +915,9 @@ impl CompiledPolicy {
             view.fields[2][0] = ids.request_uri.and_then(|v| uri_canonical(v, r0));
         }
         if self.matcher.uses[3] {
-            view.fields[3][0] = ids
-                .p_asserted_identity
-                .and_then(|v| header_canonical(v, 0, p0));
-            view.fields[3][1] = ids
-                .p_asserted_identity
-                .and_then(|v| header_canonical(v, 1, p1));
+            let mut values = ids.p_asserted_identity.values();
+            view.fields[3][0] = values.next().and_then(|v| element_canonical(v, p0));
+            view.fields[3][1] = values.next().and_then(|v| element_canonical(v, p1));
         }
         view
     }

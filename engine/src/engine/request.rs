@@ -86,10 +86,7 @@ impl<'r> Request<'r> {
                 from: uri_part(sip.from),
                 to: uri_part(sip.to),
                 request_uri: Some(sip.request_uri),
-                // Both comma-separated values when the header is clean text, else the first URI.
-                p_asserted_identity: sip
-                    .p_asserted_identity
-                    .and_then(|v| std::str::from_utf8(v).ok().or_else(|| uri_part(v))),
+                p_asserted_identity: sip.p_asserted_identity,
                 target: None,
             },
             transport,
