@@ -557,7 +557,10 @@ v=0\n";
         );
         assert_eq!(
             r.p_asserted_identity.values().collect::<Vec<_>>(),
-            [&b"<sip:alice@atlanta.example.com>"[..], b"<tel:+13125550000>"]
+            [
+                &b"<sip:alice@atlanta.example.com>"[..],
+                b"<tel:+13125550000>"
+            ]
         );
         assert_eq!(r.call_id, b"a84b4c76e66710@pc33.atlanta.example.com");
         assert_eq!((r.cseq, r.cseq_method), (314_159, &b"INVITE"[..]));

@@ -7,12 +7,23 @@
 //! comparison are canonicalised by one piece of code.
 //!
 //! Canonical comparison follows RFC 3261 §19.1.4: scheme and host compare case-insensitively,
-//! user and password case-sensitively, %-escapes are decoded first, a port written out never
-//! equals an omitted one, and URI parameters present in only one URI are ignored except `user`,
-//! `ttl`, `method` and `maddr`; header components must match both ways.
+//! user and password case-sensitively, a port written out never equals an omitted one, and URI
+//! parameters present in only one URI are ignored except `user`, `ttl`, `method`, `maddr` and
+//! `transport` (the section's own examples make `;transport=udp` differ from no transport);
+//! header components must match both ways. **Only characters outside RFC 2396's reserved set
+//! equal their %-escape** (§19.1.4): the canonical form decodes `%61` to `a` but keeps `%3B`
+//! as `%3B`, so `sip:a%3Bb@example.com` and `sip:a;b@example.com` differ; `%25` stays escaped
+//! too, and escapes are never decoded twice (RFC 4475 §3.1.1.3).
 //!
-//! Telephone numbers follow RFC 3966: visual separators (`-` `.` `(` `)`) are removed, a global
-//! number keeps its `+`, a local number keeps its `phone-context`. **A `sip:`/`sips:` URI with
+//! Telephone numbers follow RFC 3966 §4: visual separators (`-` `.` `(` `)`) are removed, a
+//! global number keeps its `+` (a `%2B` is not one: RFC 3966 §3 forbids escaping it as a
+//! delimiter), and **every parameter is part of the comparison**, in any order and any case:
+//! `tel:+1-212-555-1234;isub=1` differs from `tel:+1-212-555-1234`, `phone-context` compares
+//! as a domain or digit by digit, `ext` digit by digit. `many-tel` / `except-tel` prefixes are
+//! not URI equality: they group *numbers* (RFC 7200 §5.3.1: "'tel' URIs of global numbers can
+//! be grouped by prefixes consisting of any number of common leading digits" and local ones
+//! "by the value of the \"phone-context\" parameter"), so they look at the digits and the
+//! context only and `tel:+1-212-555-1234;isub=1` is within prefix `+1-212`. **A `sip:`/`sips:` URI with
 //! `user=phone` is compared as the telephone number in its user part**, so a `tel:` id and a
 //! `many-tel` prefix match it whatever its host. A SIP URI without `user=phone` is never taken
 //! as a number, even when its user part looks like one (RFC 3261 §19.1.1).
@@ -541,7 +552,58 @@ fn has_escape(b: &[u8]) -> bool {
     b.iter().any(|&c| c == b'%')
 }
 
-/// Appends `raw` with %-escapes decoded (escapes were validated by [`parse`]).
+/// Characters that differ from their %-escape: RFC 3261 §19.1.4 "Characters other than
+/// those in the \"reserved\" set (see RFC 2396 [5]) are equivalent to their \"\"%\" HEX HEX\"
+/// encoding", with RFC 2396's `reserved = ";" | "/" | "?" | ":" | "@" | "&" | "=" | "+" |
+/// "$" | ","` (RFC 3966 §3 says the same of tel URIs). `%` is kept escaped too: a literal `%`
+/// never appears in a URI, so a canonical `%` always starts an escape and `a%253Bb` (user
+/// `a%3Bb`) stays apart from `a%3Bb` (user `a;b`, escaped).
+#[inline]
+fn keeps_escape(b: u8) -> bool {
+    matches!(
+        b,
+        b';' | b'/' | b'?' | b':' | b'@' | b'&' | b'=' | b'+' | b'$' | b',' | b'%'
+    )
+}
+
+const UPPER_HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// The canonical bytes of `raw` (escapes validated by [`parse`]): a %-escape of a character
+/// outside [`keeps_escape`]'s set is decoded, the others are kept as `%` and two upper-case
+/// hex digits; everything else is copied. Two URI components are equal under RFC 3261
+/// §19.1.4 exactly when their canonical bytes are.
+fn canonical_bytes(raw: &str) -> impl Iterator<Item = u8> + '_ {
+    let b = raw.as_bytes();
+    let mut i = 0;
+    // Hex digits still to yield after the `%` of a kept escape.
+    let mut pending: [u8; 2] = [0; 2];
+    let mut left = 0usize;
+    std::iter::from_fn(move || {
+        if left > 0 {
+            left -= 1;
+            return Some(pending[1 - left]);
+        }
+        let &c = b.get(i)?;
+        if c == b'%' && i + 2 < b.len() {
+            let v = hex(b[i + 1]) << 4 | hex(b[i + 2]);
+            i += 3;
+            if keeps_escape(v) {
+                pending = [
+                    UPPER_HEX[usize::from(v >> 4)],
+                    UPPER_HEX[usize::from(v & 15)],
+                ];
+                left = 2;
+                return Some(b'%');
+            }
+            return Some(v);
+        }
+        i += 1;
+        Some(c)
+    })
+}
+
+/// Appends the canonical form of `raw` (see [`canonical_bytes`]): unreserved escapes decoded,
+/// reserved ones kept. Without a `%`, a copy.
 #[inline]
 pub fn decode_into(raw: &str, out: &mut Vec<u8>) {
     let b = raw.as_bytes();
@@ -549,43 +611,21 @@ pub fn decode_into(raw: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(b);
         return;
     }
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            out.push(hex(b[i + 1]) << 4 | hex(b[i + 2]));
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
+    out.extend(canonical_bytes(raw));
 }
 
-/// Decoded bytes of `raw`, one at a time, lower-cased.
+/// Canonical bytes of `raw`, lower-cased (for the components RFC 3261 §19.1.4 compares
+/// case-insensitively).
 fn decoded_lower(raw: &str) -> impl Iterator<Item = u8> + '_ {
-    let b = raw.as_bytes();
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        if i >= b.len() {
-            return None;
-        }
-        let c = if b[i] == b'%' && i + 2 < b.len() {
-            i += 3;
-            hex(b[i - 2]) << 4 | hex(b[i - 1])
-        } else {
-            i += 1;
-            b[i - 1]
-        };
-        Some(c.to_ascii_lowercase())
-    })
+    canonical_bytes(raw).map(|c| c.to_ascii_lowercase())
 }
 
-/// `raw` (%-escaped) equals `canonical` (decoded, lower-case), ignoring ASCII case.
+/// `raw` (%-escaped) equals `canonical` (canonical bytes, lower-case), ignoring ASCII case.
 pub fn eq_decoded_ci(raw: &str, canonical: &[u8]) -> bool {
     decoded_lower(raw).eq(canonical.iter().copied())
 }
 
-/// Appends `raw`, decoded and lower-cased.
+/// Appends `raw`, canonical and lower-cased.
 #[inline]
 pub fn decode_lower_into(raw: &str, out: &mut Vec<u8>) {
     let b = raw.as_bytes();
@@ -593,9 +633,7 @@ pub fn decode_lower_into(raw: &str, out: &mut Vec<u8>) {
         out.extend(b.iter().map(u8::to_ascii_lowercase));
         return;
     }
-    let start = out.len();
-    decode_into(raw, out);
-    out[start..].make_ascii_lowercase();
+    out.extend(decoded_lower(raw));
 }
 
 /// RFC 3966 visual separators.
@@ -667,6 +705,88 @@ fn context_into(raw: &str, out: &mut Vec<u8>) {
     }
 }
 
+/// ASCII-case-insensitive order of two parameter names.
+fn cmp_ci(a: &str, b: &str) -> std::cmp::Ordering {
+    a.bytes()
+        .map(|c| c.to_ascii_lowercase())
+        .cmp(b.bytes().map(|c| c.to_ascii_lowercase()))
+}
+
+/// Parameters of a number sorted by the selection in [`tel_params_into`] at most this many;
+/// beyond, an unsorted list is written as it comes (bounded work on hostile input).
+const MAX_SORTED_TEL_PARAMS: usize = 32;
+
+/// Appends the parameters of a telephone number in canonical form (RFC 3966 §4): each as
+/// `;name[=value]`, sorted by name, names lower-case; `phone-context` compared "as a host
+/// name if it is a 'domainname' or digit by digit if it is 'global-number-digits'" (see
+/// [`context_into`]), `ext` digit by digit without visual separators, every other value
+/// case-insensitively ("URI comparisons are case-insensitive"). Escapes follow
+/// [`canonical_bytes`]. Returns where the first `phone-context` value is. No allocation:
+/// parameters already in order (RFC 3966 §3 asks for "lexicographical order" after isub, ext
+/// and the context) take one pass, others a selection over the few there are.
+fn tel_params_into(params: Params<'_>, buf: &mut Vec<u8>) -> Option<std::ops::Range<usize>> {
+    use std::cmp::Ordering;
+    let mut context = None;
+    let mut emit = |name: &str, value: Option<&str>, buf: &mut Vec<u8>| {
+        buf.push(b';');
+        decode_lower_into(name, buf);
+        let Some(v) = value else {
+            return;
+        };
+        buf.push(b'=');
+        let start = buf.len();
+        if name.eq_ignore_ascii_case("phone-context") {
+            context_into(v, buf);
+            context.get_or_insert(start..buf.len());
+        } else if name.eq_ignore_ascii_case("ext") {
+            decode_into(v, buf);
+            normalize_number(buf, start);
+        } else {
+            decode_lower_into(v, buf);
+        }
+    };
+    let mut count = 0usize;
+    let mut sorted = true;
+    let mut prev: Option<&str> = None;
+    for (n, _) in params.iter() {
+        count += 1;
+        sorted &= prev.is_none_or(|p| cmp_ci(p, n) != Ordering::Greater);
+        prev = Some(n);
+    }
+    if sorted || count > MAX_SORTED_TEL_PARAMS {
+        for (n, v) in params.iter() {
+            emit(n, v, buf);
+        }
+        return context;
+    }
+    // Selection: the smallest (name, position) after the last one written, `count` times.
+    let mut last: Option<(&str, usize)> = None;
+    for _ in 0..count {
+        let mut next: Option<(&str, Option<&str>, usize)> = None;
+        for (i, (n, v)) in params.iter().enumerate() {
+            let after_last = last.is_none_or(|(ln, li)| match cmp_ci(n, ln) {
+                Ordering::Greater => true,
+                Ordering::Equal => i > li,
+                Ordering::Less => false,
+            });
+            let before_next = next.is_none_or(|(bn, _, bi)| match cmp_ci(n, bn) {
+                Ordering::Less => true,
+                Ordering::Equal => i < bi,
+                Ordering::Greater => false,
+            });
+            if after_last && before_next {
+                next = Some((n, v, i));
+            }
+        }
+        let Some((n, v, i)) = next else {
+            break;
+        };
+        last = Some((n, i));
+        emit(n, v, buf);
+    }
+    context
+}
+
 /// Writes the canonical form of `uri` into `buf` (cleared first) and returns views into it.
 /// `buf` keeps its capacity between calls, so a reused buffer does not allocate.
 pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<'b, 'a> {
@@ -712,13 +832,8 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
         append(raw_number, buf);
         let global = normalize_number(buf, digits_start);
         let digits = digits_start + usize::from(global)..buf.len();
-        let mut context = None;
-        if !global && let Some(Some(ctx)) = params.get("phone-context") {
-            buf.extend_from_slice(b";phone-context=");
-            let s = buf.len();
-            context_into(ctx, buf);
-            context = Some(s..buf.len());
-        }
+        // RFC 3966 §4: every parameter counts, in any order; a global number has no context.
+        let context = tel_params_into(params, buf).filter(|_| !global);
         key = 0..buf.len();
         number = Some((digits, global, context));
         if let UriRef::Sip(s) = uri {
@@ -790,8 +905,14 @@ fn push_decimal(buf: &mut Vec<u8>, mut n: u16) {
     buf.extend_from_slice(&tmp[i..]);
 }
 
-/// URI parameters that never match when present in only one of two URIs (RFC 3261 §19.1.4).
-const STRICT_PARAMS: [&str; 4] = ["user", "ttl", "method", "maddr"];
+/// URI parameters that never match when present in only one of two URIs (RFC 3261 §19.1.4):
+/// "A user, ttl, or method uri-parameter appearing in only one URI never matches", "A URI
+/// that includes an maddr parameter will not match a URI that contains no maddr parameter",
+/// and "A URI omitting any component with a default value will not match a URI explicitly
+/// containing that component with its default value. […] The same is true for the
+/// transport-parameter" — which the section's examples confirm: `sip:bob@biloxi.com` and
+/// `sip:bob@biloxi.com;transport=udp` are "not equivalent".
+const STRICT_PARAMS: [&str; 5] = ["user", "ttl", "method", "maddr", "transport"];
 
 /// A canonical URI parameter or header: lower-case name and decoded, lower-case value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -1037,9 +1158,18 @@ mod tests {
         // Scheme and host case-insensitive, user case-sensitive, escapes decoded.
         assert_eq!(key("SIP:alice@Example.COM"), "sip:alice@example.com");
         assert_eq!(key("sip:%61lice@example.com"), "sip:alice@example.com");
-        assert_eq!(key("tel:%2B1-212%2d555"), "tel:+1212555");
-        assert_eq!(
+        // RFC 3966 §3: "If the reserved characters \"+\", \";\", \"=\", and \"?\" are used as
+        // delimiters between components of the \"tel\" URI, they MUST NOT be percent encoded"
+        // and only "Characters other than those in the \"reserved\" and \"unsafe\" sets" equal
+        // their encoding: `%2B` is not the `+` of a global number; `%2d` is a `-`.
+        assert_eq!(key("tel:+1-212%2d555"), "tel:+1212555");
+        assert_ne!(key("tel:%2B1-212%2d555"), "tel:+1212555");
+        assert_ne!(
             key("sip:%2B1-212@gw;user=phone"),
+            key("sip:+1212@other.example;user=phone")
+        );
+        assert_eq!(
+            key("sip:+1%2d212@gw;user=phone"),
             key("sip:+1212@other.example;user=phone")
         );
         assert_ne!(key("sip:Alice@example.com"), key("sip:alice@example.com"));
@@ -1101,12 +1231,18 @@ mod tests {
         let (p, h) = policy("sip:a@x");
         // Parameters in only one URI are ignored …
         assert!(params_and_headers_match(
-            &request("sip:a@x;transport=tcp;lr"),
+            &request("sip:a@x;newparam=5;lr"),
             &p,
             &h
         ));
-        // … except user, ttl, method and maddr.
-        for strict in ["user=ip", "ttl=1", "method=INVITE", "maddr=1.2.3.4"] {
+        // … except user, ttl, method, maddr and transport.
+        for strict in [
+            "user=ip",
+            "ttl=1",
+            "method=INVITE",
+            "maddr=1.2.3.4",
+            "transport=udp",
+        ] {
             let r: &'static str = Box::leak(format!("sip:a@x;{strict}").into_boxed_str());
             assert!(!params_and_headers_match(&request(r), &p, &h), "{strict}");
         }
@@ -1140,5 +1276,275 @@ mod tests {
             &p,
             &h
         ));
+    }
+
+    /// RFC 3261 §19.1.4, with its own example sets. "The URIs within each of the following
+    /// sets are equivalent" / "… are not equivalent", and "Characters other than those in the
+    /// \"reserved\" set (see RFC 2396 [5]) are equivalent to their \"\"%\" HEX HEX\" encoding."
+    fn sip_equal(a: &str, b: &str) -> bool {
+        let (mut ba, mut bb) = (Vec::new(), Vec::new());
+        let ca = canonicalize(parse(a).expect("valid"), &mut ba);
+        let cb = canonicalize(parse(b).expect("valid"), &mut bb);
+        let (ra, rb) = (ca.sip.expect("a SIP URI"), cb.sip.expect("a SIP URI"));
+        // Symmetric: each side's parameters and headers in canonical form against the other.
+        ca.key == cb.key
+            && params_and_headers_match(
+                &ra,
+                &canonical_params(rb.params),
+                &canonical_headers(rb.headers),
+            )
+            && params_and_headers_match(
+                &rb,
+                &canonical_params(ra.params),
+                &canonical_headers(ra.headers),
+            )
+    }
+
+    #[test]
+    fn rfc3261_19_1_4_example_sets() {
+        let equivalent: [&[&str]; 4] = [
+            &[
+                "sip:%61lice@atlanta.com;transport=TCP",
+                "sip:alice@AtLanTa.CoM;Transport=tcp",
+            ],
+            &[
+                "sip:carol@chicago.com",
+                "sip:carol@chicago.com;newparam=5",
+                "sip:carol@chicago.com;security=on",
+            ],
+            &[
+                "sip:biloxi.com;transport=tcp;method=REGISTER?to=sip:bob%40biloxi.com",
+                "sip:biloxi.com;method=REGISTER;transport=tcp?to=sip:bob%40biloxi.com",
+            ],
+            &[
+                "sip:alice@atlanta.com?subject=project%20x&priority=urgent",
+                "sip:alice@atlanta.com?priority=urgent&subject=project%20x",
+            ],
+        ];
+        for set in equivalent {
+            for a in set {
+                for b in set {
+                    assert!(sip_equal(a, b), "{a} = {b}");
+                }
+            }
+        }
+        let different = [
+            // (different usernames)
+            (
+                "SIP:ALICE@AtLanTa.CoM;Transport=udp",
+                "sip:alice@AtLanTa.CoM;Transport=UDP",
+            ),
+            // (can resolve to different ports)
+            ("sip:bob@biloxi.com", "sip:bob@biloxi.com:5060"),
+            // (can resolve to different transports)
+            ("sip:bob@biloxi.com", "sip:bob@biloxi.com;transport=udp"),
+            // (can resolve to different port and transports)
+            (
+                "sip:bob@biloxi.com",
+                "sip:bob@biloxi.com:6000;transport=tcp",
+            ),
+            // (different header component)
+            (
+                "sip:carol@chicago.com",
+                "sip:carol@chicago.com?Subject=next%20meeting",
+            ),
+            // (even though that's what phone21.boxesbybob.com resolves to)
+            ("sip:bob@phone21.boxesbybob.com", "sip:bob@192.0.2.4"),
+            // "sip:carol@chicago.com;security=on and sip:carol@chicago.com;security=off are
+            // not equivalent"
+            (
+                "sip:carol@chicago.com;security=on",
+                "sip:carol@chicago.com;security=off",
+            ),
+        ];
+        for (a, b) in different {
+            assert!(!sip_equal(a, b), "{a} != {b}");
+            assert!(!sip_equal(b, a), "{b} != {a}");
+        }
+        // "Note that equality is not transitive": both of these equal sip:carol@chicago.com.
+        assert!(sip_equal(
+            "sip:carol@chicago.com",
+            "sip:carol@chicago.com;security=off"
+        ));
+    }
+
+    /// Reserved characters escaped and unescaped differ; unreserved ones equal their escapes.
+    #[test]
+    fn only_unreserved_characters_equal_their_escapes() {
+        assert_ne!(key("sip:a%3Bb@example.com"), key("sip:a;b@example.com"));
+        assert_ne!(key("sip:a%3bb@example.com"), key("sip:a;b@example.com"));
+        // Hex case of an escape does not matter ("%3b" and "%3B" are one escape).
+        assert_eq!(key("sip:a%3bb@example.com"), key("sip:a%3Bb@example.com"));
+        // %25 is an escaped '%': `a%253Bb` is the user `a%3Bb`, not `a;b` escaped.
+        assert_ne!(key("sip:a%253Bb@example.com"), key("sip:a%3Bb@example.com"));
+        for c in [";", "/", "?", ":", "@", "&", "=", "+", "$", ","] {
+            let escaped = format!("sip:x%{:02X}y@example.com", c.as_bytes()[0]);
+            let plain = format!("sip:x{c}y@example.com");
+            if let Ok(p) = parse(&plain) {
+                let mut b = Vec::new();
+                let k = String::from_utf8_lossy(canonicalize(p, &mut b).key).into_owned();
+                assert_ne!(key(&escaped), k, "{c}");
+            }
+        }
+        // Unreserved: alphanum and mark (RFC 3261 §25.1).
+        for c in "aZ9-_.!~*'()".chars() {
+            let escaped = format!("sip:x%{:02X}y@example.com", c as u8);
+            assert_eq!(key(&escaped), format!("sip:x{c}y@example.com"), "{c}");
+        }
+        // Parameters and headers follow the same rule.
+        let rest = |s: &'static str| match parse(s).expect("ok") {
+            UriRef::Sip(u) => SipRest {
+                params: u.params,
+                headers: u.headers,
+            },
+            _ => panic!(),
+        };
+        let policy = match parse("sip:a@x;p=a%3Bb?h=c%26d").expect("ok") {
+            UriRef::Sip(u) => (canonical_params(u.params), canonical_headers(u.headers)),
+            _ => panic!(),
+        };
+        assert!(params_and_headers_match(
+            &rest("sip:a@x;p=A%3bB?h=c%26d"),
+            &policy.0,
+            &policy.1
+        ));
+        assert!(!params_and_headers_match(
+            &rest("sip:a@x;p=a%3Bb?h=c%2526d"),
+            &policy.0,
+            &policy.1
+        ));
+    }
+
+    /// RFC 4475 §3.1.1.3 (esc01): "the \"name\" uri-parameter has a value of \"value%41\",
+    /// which is NOT equivalent to \"valueA\". Per [RFC3986], unescaping URI components is
+    /// never performed recursively."
+    #[test]
+    fn escapes_are_not_decoded_twice() {
+        let params = |s: &str| match parse(s).expect("ok") {
+            UriRef::Sip(u) => canonical_params(u.params),
+            _ => panic!(),
+        };
+        let esc01 = params("sip:cal%6Cer@host5.example.net;%6C%72;n%61me=v%61lue%25%34%31");
+        let value_a = params("sip:caller@host5.example.net;lr;name=valueA");
+        let written = params("sip:caller@host5.example.net;lr;name=value%2541");
+        assert_ne!(esc01, value_a);
+        assert_eq!(esc01, written);
+        assert_eq!(
+            key("sip:cal%6Cer@host5.example.net"),
+            "sip:caller@host5.example.net"
+        );
+    }
+
+    /// RFC 3966 §4 "URI Comparisons".
+    #[test]
+    fn tel_uris_compare_per_rfc3966() {
+        // "If one URI has a parameter name not found in the other, the two URIs are not equal."
+        assert_ne!(
+            key("tel:+1-212-555-1234;isub=1"),
+            key("tel:+1-212-555-1234")
+        );
+        assert_ne!(key("tel:+1-212-555-1234;ext=7"), key("tel:+1-212-555-1234"));
+        assert_ne!(key("tel:+1-212-555-1234;foo"), key("tel:+1-212-555-1234"));
+        assert_ne!(
+            key("tel:+1-212-555-1234;isub=1"),
+            key("tel:+1-212-555-1234;isub=2")
+        );
+        // "Parameters are compared according to 'pname', regardless of the order they
+        // appeared in the URI."
+        assert_eq!(
+            key("tel:7042;phone-context=example.com;foo=bar"),
+            key("tel:7042;foo=bar;phone-context=example.com")
+        );
+        assert_eq!(
+            key("tel:+1-212-555-1234;b=2;isub=1;a=1"),
+            key("tel:+12125551234;a=1;b=2;isub=1")
+        );
+        // "URI comparisons are case-insensitive."
+        assert_eq!(
+            key("tel:+1-212-555-1234;ISUB=AbC"),
+            key("tel:+12125551234;isub=aBc")
+        );
+        // "'extension' … compared … digit by digit … after removing all 'visual-separator'
+        // characters" (ext = 1*phonedigit).
+        assert_eq!(
+            key("tel:+1-212-555-1234;ext=1-2"),
+            key("tel:+12125551234;ext=12")
+        );
+        // phone-context: "as a host name if it is a 'domainname' or digit by digit if it is
+        // 'global-number-digits'".
+        assert_eq!(
+            key("tel:7042;phone-context=+1-212"),
+            key("tel:7042;phone-context=+1212")
+        );
+        assert_ne!(
+            key("tel:7042;phone-context=+1-212"),
+            key("tel:7042;phone-context=+1-213")
+        );
+        // "Both must be either a 'local-number' or a 'global-number'".
+        assert_ne!(key("tel:+7042"), key("tel:7042;phone-context=+1"));
+        // A sip URI with user=phone is its number, parameters of the number included.
+        assert_eq!(
+            key("sip:+1-212-555-1234;isub=1@gw.example;user=phone"),
+            key("tel:+12125551234;isub=1")
+        );
+        assert_ne!(
+            key("sip:+1-212-555-1234;isub=1@gw.example;user=phone"),
+            key("tel:+12125551234")
+        );
+        // The number itself is unchanged by its parameters (prefix conditions look at it).
+        let mut buf = Vec::new();
+        let c = canonicalize(parse("tel:+1-212-555-1234;isub=1").expect("ok"), &mut buf);
+        assert_eq!(c.number.expect("number").digits, b"12125551234");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+        /// RFC 3966 §4: tel parameters compare regardless of order and case; any parameter
+        /// in only one URI makes them unequal.
+        #[test]
+        fn tel_parameters_are_order_free_and_all_count(
+            params in proptest::collection::btree_map("[a-z][a-z0-9-]{0,5}", proptest::option::of("[a-z0-9]{1,4}"), 0..5),
+            drop in any::<proptest::sample::Index>(),
+        ) {
+            let render = |items: &[(&String, &Option<String>)], upper: bool| {
+                let mut s = String::from("tel:+1-212-555-0100");
+                for (n, v) in items {
+                    let n = if upper { n.to_uppercase() } else { (*n).clone() };
+                    s.push(';');
+                    s.push_str(&n);
+                    if let Some(v) = v {
+                        s.push('=');
+                        s.push_str(v);
+                    }
+                }
+                s
+            };
+            let items: Vec<_> = params.iter().collect();
+            let reversed: Vec<_> = items.iter().rev().copied().collect();
+            prop_assert_eq!(key(&render(&items, false)), key(&render(&reversed, true)));
+            if !items.is_empty() {
+                let mut fewer = items.clone();
+                fewer.remove(drop.index(items.len()));
+                prop_assert_ne!(key(&render(&items, false)), key(&render(&fewer, false)));
+            }
+        }
+
+        /// Escaping an unreserved character never changes a SIP URI's key; escaping a
+        /// reserved one always does.
+        #[test]
+        fn escaping_changes_the_key_only_for_reserved_characters(
+            user in "[a-zA-Z0-9_.!~*'()-]{1,8}",
+            pos in any::<proptest::sample::Index>(),
+            reserved in proptest::sample::select(vec!['&', '=', '+', '$', ',', ';', '?', '/']),
+        ) {
+            let i = pos.index(user.len());
+            let c = user.as_bytes()[i];
+            let escaped = format!("sip:{}%{:02x}{}@example.com", &user[..i], c, &user[i + 1..]);
+            prop_assert_eq!(key(&escaped), key(&format!("sip:{user}@example.com")));
+            let plain = format!("sip:{}{reserved}{}@example.com", &user[..i], &user[i..]);
+            let esc = format!("sip:{}%{:02X}{}@example.com", &user[..i], reserved as u8, &user[i..]);
+            prop_assert_ne!(key(&plain), key(&esc));
+        }
     }
 }

@@ -301,7 +301,7 @@ fn one_compares_canonical_uris() {
     // Display names, tags, header params and brackets are stripped; host case-insensitive.
     assert!(hit(
         &mut s,
-        "\"Alice\" <sip:alice@Example.COM;transport=tcp>;tag=9"
+        "\"Alice\" <sip:alice@Example.COM;newparam=5>;tag=9"
     ));
     assert!(hit(&mut s, "sip:alice@example.com;tag=9"));
     assert!(hit(&mut s, "<SIP:alice@EXAMPLE.com>"));
@@ -310,8 +310,11 @@ fn one_compares_canonical_uris() {
     assert!(!hit(&mut s, "<sip:Alice@example.com>"));
     assert!(!hit(&mut s, "<sip:alice@example.com:5060>"));
     assert!(!hit(&mut s, "<sips:alice@example.com>"));
-    // user / ttl / method / maddr present in only one URI never match.
+    // user / ttl / method / maddr / transport present in only one URI never match (RFC 3261
+    // §19.1.4: "sip:bob@biloxi.com" and "sip:bob@biloxi.com;transport=udp" are "not
+    // equivalent").
     assert!(!hit(&mut s, "<sip:alice@example.com;maddr=10.0.0.1>"));
+    assert!(!hit(&mut s, "<sip:alice@example.com;transport=tcp>"));
     assert!(!hit(&mut s, "<sip:alice@example.com;user=ip>"));
     // Malformed or absent values match nothing.
     assert!(!hit(&mut s, "<sip:alice@example.com"));
@@ -408,8 +411,11 @@ fn target_sip_entity_scopes_a_rule() {
     ));
     let mut r = invite("<sip:a@b>", "<sip:c@d>");
     assert_eq!(matched(&mut s, &r), "-");
-    r.identities.target = Some("sip:SBC1.example.com;transport=udp");
+    r.identities.target = Some("sip:SBC1.example.com;lr");
     assert_eq!(matched(&mut s, &r), "t");
+    // RFC 3261 §19.1.4: a transport present in only one URI does not match.
+    r.identities.target = Some("sip:sbc1.example.com;transport=udp");
+    assert_eq!(matched(&mut s, &r), "-");
     r.identities.target = Some("<sip:sbc1.example.com>");
     assert_eq!(matched(&mut s, &r), "t");
     r.identities.target = Some("sip:sbc2.example.com");
@@ -632,4 +638,55 @@ From: \"J\xf6rg\" <sip:j@a.example>;tag=1\r\nCall-ID: x@a\r\nCSeq: 1 INVITE\r\n\
             .as_deref(),
         Some("msg")
     );
+}
+
+/// RFC 3966 §4: "If one URI has a parameter name not found in the other, the two URIs are not
+/// equal", while a `many-tel` prefix groups numbers (RFC 7200 §5.3.1: "'tel' URIs of global
+/// numbers can be grouped by prefixes consisting of any number of common leading digits"),
+/// so a parameter does not take a number out of its prefix.
+#[test]
+fn tel_parameters_count_for_one_but_not_for_prefixes() {
+    let mut s = shard(&format!(
+        "{}{}",
+        rule(
+            "one",
+            &ci("<lc:to><one id=\"tel:+1-212-555-1234\"/></lc:to>"),
+            REJECT_ALL
+        ),
+        rule(
+            "prefix",
+            &ci("<lc:to><many-tel prefix=\"+1-212\"/></lc:to>"),
+            REJECT_ALL
+        ),
+    ));
+    let m = |s: &mut Shard, to: &str| matched(s, &invite("<sip:a@b>", to));
+    assert_eq!(m(&mut s, "<tel:+1-212-555-1234>"), "one");
+    assert_eq!(m(&mut s, "<tel:+1.212.555.1234>"), "one");
+    assert_eq!(m(&mut s, "<tel:+1-212-555-1234;isub=1>"), "prefix");
+    assert_eq!(m(&mut s, "<tel:+1-212-555-1234;ext=22>"), "prefix");
+    assert_eq!(
+        m(&mut s, "<sip:+1-212-555-1234;isub=1@gw.example;user=phone>"),
+        "prefix"
+    );
+    assert_eq!(
+        m(&mut s, "<sip:+1-212-555-1234@gw.example;user=phone>"),
+        "one"
+    );
+    assert_eq!(m(&mut s, "<tel:+1-213-555-1234;isub=1>"), "-");
+}
+
+/// RFC 3261 §19.1.4: "Characters other than those in the \"reserved\" set (see RFC 2396 [5])
+/// are equivalent to their \"\"%\" HEX HEX\" encoding" — so `;` escaped is not `;`.
+#[test]
+fn reserved_escapes_do_not_match_their_characters() {
+    let mut s = shard(&rule(
+        "r",
+        &ci("<lc:from><one id=\"sip:a;b@example.com\"/></lc:from>"),
+        REJECT_ALL,
+    ));
+    let hit = |s: &mut Shard, from: &str| matched(s, &invite(from, "<sip:b@y>")) == "r";
+    assert!(hit(&mut s, "<sip:a;b@example.com>"));
+    assert!(hit(&mut s, "<sip:%61;b@example.com>"));
+    assert!(!hit(&mut s, "<sip:a%3Bb@example.com>"));
+    assert!(!hit(&mut s, "<sip:a%3bb@example.com>"));
 }
