@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use loadctl::engine::{Request, Time, Verdict};
+use loadctl::engine::{Exemptions, Request, Time, Verdict};
 use loadctl::limit::Limiter;
 use loadctl::policy::{
     AltAction, Except, ExceptTel, Field, Identity, Rule, Ruleset, TelPrefix, Uri,
@@ -145,14 +145,21 @@ fn identity_matches(id: &Identity, req: &Canon) -> bool {
 /// The literal evaluator.
 pub struct NaiveEvaluator {
     rules: Vec<Rule>,
+    exemptions: Exemptions,
     limiters: Mutex<HashMap<String, Limiter>>,
     tolerance: Duration,
 }
 
 impl NaiveEvaluator {
-    /// An evaluator for a full policy.
+    /// An evaluator for a full policy, with the engine's default exemptions.
     pub fn new(policy: &Ruleset, tolerance: Duration) -> Self {
+        Self::with_exemptions(policy, tolerance, &Exemptions::default())
+    }
+
+    /// An evaluator for a full policy that lets `exemptions` through as the engine does.
+    pub fn with_exemptions(policy: &Ruleset, tolerance: Duration, exemptions: &Exemptions) -> Self {
         Self {
+            exemptions: exemptions.normalized(),
             rules: policy
                 .rules()
                 .unwrap_or(&[])
@@ -213,7 +220,7 @@ impl NaiveEvaluator {
     /// time.
     pub fn classify(&self, req: &Request<'_>) -> (Verdict, Option<String>) {
         let time = req.time.unwrap_or_default();
-        if req.is_exempt() {
+        if req.is_exempt(&self.exemptions).is_some() {
             return (Verdict::Accept, None);
         }
         for rule in &self.rules {

@@ -2,17 +2,20 @@
 //!
 //! Input, one request per line: `{"t": 0.25, "method": "INVITE", "from": "...", "to": "...",
 //! "ruri": "...", "pai": "...", "target": "...", "transport": "udp", "initial": true,
-//! "event": "...", "hold": 0.5}`; only `t` (seconds since the start, non-decreasing) and
-//! `method` are required. Output, one line per request: `{"action": …, "rule": …, "status": …}`
-//! plus `"targets"` for redirects. A request admitted by a window rule completes at `t + hold`
-//! (never, without `hold`).
+//! "event": "...", "resource_priority": "ets.0, wps.2", "hold": 0.5}`; only `t` (seconds
+//! since the start, non-decreasing) and `method` are required. `pai` and `resource_priority`
+//! are header values, several lines joined with commas (RFC 3261 §7.3.1). Output, one line per
+//! request: `{"action": …, "rule": …, "status": …}` plus `"targets"` for redirects; an exempt
+//! request (RFC 7200 §5.1, an emergency call, an exempt Resource-Priority namespace) is
+//! `{"action": "accept", "rule": null, "status": null}`. A request admitted by a window rule
+//! completes at `t + hold` (never, without `hold`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{BufRead, Write};
 
 use loadctl::compile::Identities;
-use loadctl::engine::{Request, Ticket, Time, Transport, Verdict};
+use loadctl::engine::{Exemptions, Request, Ticket, Time, Transport, Verdict};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -27,6 +30,7 @@ struct Line {
     transport: Option<String>,
     initial: Option<bool>,
     event: Option<String>,
+    resource_priority: Option<String>,
     hold: Option<f64>,
 }
 
@@ -59,7 +63,7 @@ fn seconds_to_ns(s: f64) -> Option<u64> {
 }
 
 /// Runs the command; returns the exit code.
-pub fn run(policy: &str, now: Option<&str>, transport: &str) -> u8 {
+pub fn run(policy: &str, now: Option<&str>, transport: &str, exemptions: &Exemptions) -> u8 {
     let Some(default_transport) = Transport::parse(transport) else {
         eprintln!("loadctl: --transport {transport:?}: expected udp, tcp, tls, sctp, ws or wss");
         return 2;
@@ -69,7 +73,7 @@ pub fn run(policy: &str, now: Option<&str>, transport: &str) -> u8 {
         Err(code) => return code,
     };
     let mut shard = match crate::policy_file::load(policy)
-        .and_then(|(ruleset, _)| crate::policy_file::shard(ruleset))
+        .and_then(|(ruleset, _)| crate::policy_file::shard(ruleset, exemptions))
     {
         Ok(s) => s,
         Err(code) => return code,
@@ -157,7 +161,7 @@ pub fn run(policy: &str, now: Option<&str>, transport: &str) -> u8 {
                 monotonic_ns: t_ns,
                 unix_ns: wall0 + i128::from(t_ns),
             }),
-            resource_priority: loadctl::sip::HeaderValues::NONE,
+            resource_priority: req.resource_priority.as_deref().into(),
         };
         let decision = shard.classify(&request);
         let mut json = serde_json::json!({

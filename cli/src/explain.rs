@@ -1,7 +1,7 @@
 //! `loadctl explain`: for a person, how one request is classified and why.
 
 use loadctl::compile::{Identities, Miss, Scratch, describe_canonical};
-use loadctl::engine::{Request, Time, Transport};
+use loadctl::engine::{Exemptions, Request, Time, Transport};
 
 /// The request as given on the command line.
 pub struct Args<'a> {
@@ -19,6 +19,10 @@ pub struct Args<'a> {
     pub event: Option<&'a str>,
     /// In-dialog request.
     pub in_dialog: bool,
+    /// Resource-Priority header value (lines joined with commas).
+    pub resource_priority: Option<&'a str>,
+    /// What is let through before any rule is tried.
+    pub exemptions: Exemptions,
 }
 
 /// Prints the explanation; returns the exit code.
@@ -107,6 +111,9 @@ pub fn run(args: &Args<'_>) -> u8 {
             }
         }
     }
+    if let Some(rp) = args.resource_priority {
+        println!("  resource-priority: {rp}");
+    }
     match (ids.target, &view.target) {
         (None, _) => println!("  target: (absent)"),
         (Some(raw), Some(c)) => println!(
@@ -117,10 +124,8 @@ pub fn run(args: &Args<'_>) -> u8 {
             "  target: {raw}\n      canonical: (no rule names a target, or not a valid URI)"
         ),
     }
-    if request.is_exempt() {
-        println!(
-            "exempt: ACK, BYE, CANCEL, in-dialog requests and load-control SUBSCRIBEs are never filtered (RFC 7200 §5.1)"
-        );
+    if let Some(reason) = request.is_exempt(&args.exemptions.normalized()) {
+        println!("exempt ({}): {}", reason.as_str(), reason.describe());
         println!("decision: accept (exempt)");
         return 0;
     }
@@ -177,7 +182,7 @@ pub fn run(args: &Args<'_>) -> u8 {
             );
         }
     }
-    let mut shard = match crate::policy_file::shard(ruleset) {
+    let mut shard = match crate::policy_file::shard(ruleset, &args.exemptions) {
         Ok(s) => s,
         Err(code) => return code,
     };

@@ -53,6 +53,8 @@ enum Command {
         /// Transport of requests that name none.
         #[arg(long, default_value = "udp", value_name = "udp|tcp|tls|sctp|ws|wss")]
         transport: String,
+        #[command(flatten)]
+        exemptions: ExemptionFlags,
     },
     /// Show how one request is classified and why.
     Explain {
@@ -71,9 +73,10 @@ enum Command {
         /// Request-URI.
         #[arg(long)]
         ruri: Option<String>,
-        /// P-Asserted-Identity header value.
+        /// P-Asserted-Identity header value; repeat for several header lines (RFC 3325 §9.1
+        /// allows a sip/sips and a tel identity).
         #[arg(long)]
-        pai: Option<String>,
+        pai: Vec<String>,
         /// Target entity (next hop) URI.
         #[arg(long)]
         target: Option<String>,
@@ -89,6 +92,12 @@ enum Command {
         /// The request is inside a dialog (not filtered).
         #[arg(long)]
         in_dialog: bool,
+        /// Resource-Priority header value (RFC 4412, e.g. "ets.0, wps.2"); repeat for several
+        /// header lines.
+        #[arg(long, value_name = "VALUE")]
+        resource_priority: Vec<String>,
+        #[command(flatten)]
+        exemptions: ExemptionFlags,
     },
     /// Run the engine on all cores against a synthetic SIP request mix, with a policy update
     /// half-way, and print per-rule results (embedded default policy unless --policy FILE).
@@ -133,6 +142,30 @@ enum Command {
     },
 }
 
+/// What `classify` and `explain` let through before any rule is tried (besides RFC 7200 §5.1
+/// requests, which are never filtered).
+#[derive(clap::Args)]
+struct ExemptionFlags {
+    /// Filter emergency calls like any other request. By default a request whose Request-URI
+    /// (or To, when the Request-URI is not a URN) is urn:service:sos or urn:service:sos.*
+    /// (RFC 5031) is never throttled (RFC 7200 §4.8).
+    #[arg(long)]
+    no_emergency_exempt: bool,
+    /// Resource-Priority namespaces (RFC 4412) whose requests are never throttled,
+    /// comma-separated, case-insensitive; "" for none. Default: ets,wps.
+    #[arg(long, value_name = "LIST")]
+    priority_namespaces: Option<String>,
+}
+
+impl ExemptionFlags {
+    fn exemptions(&self) -> Result<loadctl::engine::Exemptions, u8> {
+        policy_file::exemptions(
+            self.no_emergency_exempt,
+            self.priority_namespaces.as_deref(),
+        )
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
@@ -141,7 +174,11 @@ fn main() -> ExitCode {
             policy,
             now,
             transport,
-        } => classify::run(&policy, now.as_deref(), &transport),
+            exemptions,
+        } => match exemptions.exemptions() {
+            Ok(e) => classify::run(&policy, now.as_deref(), &transport, &e),
+            Err(code) => code,
+        },
         Command::Explain {
             policy,
             method,
@@ -154,21 +191,34 @@ fn main() -> ExitCode {
             now,
             event,
             in_dialog,
-        } => explain::run(&explain::Args {
-            policy: &policy,
-            method: &method,
-            identities: loadctl::compile::Identities {
-                from: from.as_deref(),
-                to: to.as_deref(),
-                request_uri: ruri.as_deref(),
-                p_asserted_identity: pai.as_deref().into(),
-                target: target.as_deref(),
-            },
-            transport: &transport,
-            now: now.as_deref(),
-            event: event.as_deref(),
-            in_dialog,
-        }),
+            resource_priority,
+            exemptions,
+        } => {
+            // Repeated header lines are one comma-separated list (RFC 3261 §7.3.1).
+            let pai = (!pai.is_empty()).then(|| pai.join(", "));
+            let resource_priority =
+                (!resource_priority.is_empty()).then(|| resource_priority.join(", "));
+            match exemptions.exemptions() {
+                Ok(exemptions) => explain::run(&explain::Args {
+                    policy: &policy,
+                    method: &method,
+                    identities: loadctl::compile::Identities {
+                        from: from.as_deref(),
+                        to: to.as_deref(),
+                        request_uri: ruri.as_deref(),
+                        p_asserted_identity: pai.as_deref().into(),
+                        target: target.as_deref(),
+                    },
+                    transport: &transport,
+                    now: now.as_deref(),
+                    event: event.as_deref(),
+                    in_dialog,
+                    resource_priority: resource_priority.as_deref(),
+                    exemptions,
+                }),
+                Err(code) => code,
+            }
+        }
         Command::Demo {
             policy,
             duration,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use loadctl::compile::{CompileConfig, CompiledPolicy, compile};
-use loadctl::engine::{Engine, EngineConfig, Shard};
+use loadctl::engine::{Engine, EngineConfig, Exemptions, Shard};
 use loadctl::policy::{self, Limits, Ruleset};
 
 /// Reads, validates and compiles a full policy; on failure prints why and returns the exit
@@ -37,12 +37,13 @@ pub fn print_warnings(name: &str, warnings: &[policy::Warning]) {
     }
 }
 
-/// A one-shard engine enforcing `ruleset`, and its shard.
-pub fn shard(ruleset: Ruleset) -> Result<Shard, u8> {
+/// A one-shard engine enforcing `ruleset` with `exemptions`, and its shard.
+pub fn shard(ruleset: Ruleset, exemptions: &Exemptions) -> Result<Shard, u8> {
     let engine = Engine::from_ruleset(
         ruleset,
         EngineConfig {
             shards: 1,
+            exemptions: exemptions.clone(),
             ..EngineConfig::default()
         },
     )
@@ -65,4 +66,29 @@ pub fn wall_clock(now: Option<&str>) -> Result<i128, u8> {
                 2u8
             }),
     }
+}
+
+/// The exemptions `--no-emergency-exempt` and `--priority-namespaces LIST` ask for: the
+/// engine's defaults (emergency calls, `ets` and `wps`) unless changed. LIST is
+/// comma-separated Resource-Priority namespaces (RFC 4412 §3.1 `token-nodot`), or empty for
+/// none. A namespace that is not a token-nodot is a usage error (exit code 2).
+pub fn exemptions(no_emergency: bool, namespaces: Option<&str>) -> Result<Exemptions, u8> {
+    let mut e = Exemptions::default();
+    e.emergency = !no_emergency;
+    if let Some(list) = namespaces {
+        e.resource_priority = Vec::new();
+        for ns in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let token_nodot = ns
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-!%*_+`'~".contains(&b));
+            if !token_nodot {
+                eprintln!(
+                    "loadctl: --priority-namespaces: {ns:?} is not a namespace (letters, digits and -!%*_+`'~, no dot; RFC 4412 §3.1)"
+                );
+                return Err(2);
+            }
+            e.resource_priority.push(ns.to_owned());
+        }
+    }
+    Ok(e)
 }

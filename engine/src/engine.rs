@@ -32,7 +32,7 @@ use cell::CellRef;
 pub use cell::RuleCell;
 pub use request::*;
 pub use shard::Shard;
-pub use stats::{EngineStats, RuleRow, SourceRow};
+pub use stats::{EngineStats, ExemptStats, RuleRow, SourceRow};
 use table::CellInit;
 pub use table::{CellTable, CellTableError};
 
@@ -404,7 +404,9 @@ impl Engine {
         Self::build(config, Some(table))
     }
 
-    fn build(config: EngineConfig, cell_table: Option<CellTable>) -> Self {
+    fn build(mut config: EngineConfig, cell_table: Option<CellTable>) -> Self {
+        // Normalised once here, so the per-request exemption check compares without allocating.
+        config.exemptions = config.exemptions.normalized();
         let empty = Snapshot {
             generation: 0,
             policy: compile_sources(0, std::iter::empty(), &config.compile),

@@ -92,7 +92,7 @@ fn only_initial_requests_are_filtered() {
         let d = s.classify(&Request { method, ..base });
         assert_eq!(
             (d.verdict, d.exempt, d.rule.is_none()),
-            (Verdict::Accept, true, true),
+            (Verdict::Accept, Some(ExemptReason::NotFiltered), true),
             "{method}"
         );
     }
@@ -100,14 +100,14 @@ fn only_initial_requests_are_filtered() {
         initial: false,
         ..base
     });
-    assert!(d.exempt);
+    assert_eq!(d.exempt, Some(ExemptReason::NotFiltered));
     for event in ["load-control", "load-control;id=7", " Load-Control "] {
         let d = s.classify(&Request {
             method: "SUBSCRIBE",
             event: Some(event),
             ..base
         });
-        assert!(d.exempt, "{event}");
+        assert_eq!(d.exempt, Some(ExemptReason::NotFiltered), "{event}");
     }
     // A SUBSCRIBE for another package is filtered.
     let d = s.classify(&Request {
@@ -115,7 +115,7 @@ fn only_initial_requests_are_filtered() {
         event: Some("presence"),
         ..base
     });
-    assert_eq!((d.verdict, d.exempt), (Verdict::Reject, false));
+    assert_eq!((d.verdict, d.exempt), (Verdict::Reject, None));
     assert_eq!(s.exempt_count(), 7);
 }
 
@@ -625,9 +625,10 @@ From: \"J\xf6rg\" <sip:j@a.example>;tag=1\r\nCall-ID: x@a\r\nCSeq: 1 INVITE\r\n\
     // In-dialog (to-tag) and ACK are exempt.
     let bye = b"BYE sip:x@y SIP/2.0\r\nt: <tel:+12125551234>;tag=9\r\nf: <sip:j@a.example>;tag=1\r\ni: x@a\r\nCSeq: 2 BYE\r\n\r\n";
     let sip = loadctl::sip::scan(bye).expect("valid");
-    assert!(
+    assert_eq!(
         s.classify(&Request::from_sip(&sip, Transport::Udp, None))
-            .exempt
+            .exempt,
+        Some(ExemptReason::NotFiltered)
     );
     let msg = b"MESSAGE sip:x@y SIP/2.0\r\nt: <sip:x@y>\r\nf: <sip:j@a.example>;tag=1\r\ni: m@a\r\nCSeq: 1 MESSAGE\r\n\r\n";
     let sip = loadctl::sip::scan(msg).expect("valid");

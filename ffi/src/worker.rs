@@ -226,7 +226,7 @@ fn write_decision(d: &Decision<'_>, out: &mut lc_decision) {
         Verdict::Drop => lc_verdict::Drop,
     };
     out.status = d.status().unwrap_or(0);
-    out.exempt = d.exempt;
+    out.exempt = d.exempt.is_some();
     out.matched = d.rule.is_some();
     out.rule_id = d.rule.map_or(lc_str::NONE, |r| {
         lc_str::from_bytes(r.id().as_str().as_bytes())

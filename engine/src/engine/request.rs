@@ -1,4 +1,25 @@
 //! What goes into a classification and what comes out: [`Request`], [`Decision`], [`Ticket`].
+//!
+//! # Exempt requests
+//! Before any rule is tried, [`Request::is_exempt`] lets some requests through and says why
+//! ([`ExemptReason`]), in this order:
+//! 1. [`ExemptReason::NotFiltered`] — RFC 7200 §5.1: ACK, BYE, CANCEL, in-dialog requests
+//!    and SUBSCRIBEs for the `load-control` event itself.
+//! 2. [`ExemptReason::Emergency`] (with [`Exemptions::emergency`], on by default) — RFC 7200
+//!    §4.8: "The subscriber SHOULD honor the local policy for prioritizing SIP requests
+//!    relating to emergency calls as identified by the sos URN [RFC5031]". The Request-URI,
+//!    or the To URI when the Request-URI is not a URN, is `urn:service:sos` or
+//!    `urn:service:sos.<sub-service>`; RFC 5031 §3: "'service' identifiers are compared
+//!    according to case-insensitive string equality", so `URN:Service:SOS.fire` counts.
+//! 3. [`ExemptReason::ResourcePriority`] (namespaces in [`Exemptions::resource_priority`],
+//!    default `ets` and `wps`) — RFC 7200 §4.8: the subscriber "SHOULD honor the local policy
+//!    for prioritizing SIP requests based on the content of the Resource-Priority header". Any
+//!    r-value (`namespace "." r-priority`, RFC 4412 §3.1) of any `Resource-Priority` line
+//!    whose namespace is in the list, compared case-insensitively ("Namespaces and priorities
+//!    are case-insensitive ASCII tokens"); the priority value is not looked at.
+//!
+//! The check allocates nothing: the engine normalises the namespace list once, when it is
+//! created ([`Exemptions::normalized`]).
 
 use crate::compile::{CompiledRule, Identities};
 
@@ -97,9 +118,36 @@ impl<'r> Request<'r> {
         }
     }
 
+    /// Why this request is let through without trying any rule, if it is (see the module
+    /// docs for the reasons and their order). `exemptions` should be
+    /// [`Exemptions::normalized`] (the engine's always is); a list that is not still works,
+    /// with entries compared as written.
+    pub fn is_exempt(&self, exemptions: &Exemptions) -> Option<ExemptReason> {
+        if self.not_filtered() {
+            return Some(ExemptReason::NotFiltered);
+        }
+        if exemptions.emergency && self.is_emergency() {
+            return Some(ExemptReason::Emergency);
+        }
+        if !exemptions.resource_priority.is_empty()
+            && !self.resource_priority.is_empty()
+            && self.resource_priority.values().any(|v| {
+                r_value_namespace(v).is_some_and(|ns| {
+                    exemptions
+                        .resource_priority
+                        .iter()
+                        .any(|e| e.as_bytes().eq_ignore_ascii_case(ns))
+                })
+            })
+        {
+            return Some(ExemptReason::ResourcePriority);
+        }
+        None
+    }
+
     /// RFC 7200 §5.1: ACK, BYE, CANCEL, in-dialog requests and SUBSCRIBEs for the
     /// `load-control` event itself are never filtered.
-    pub fn is_exempt(&self) -> bool {
+    fn not_filtered(&self) -> bool {
         if !self.initial || matches!(self.method, "ACK" | "BYE" | "CANCEL") {
             return true;
         }
@@ -112,6 +160,66 @@ impl<'r> Request<'r> {
                     .eq_ignore_ascii_case("load-control")
             })
     }
+
+    /// The Request-URI is an emergency service URN, or the To URI is when the Request-URI is
+    /// not a URN (a proxy may have replaced it with a PSAP's URI, RFC 5031 §7).
+    fn is_emergency(&self) -> bool {
+        match self.identities.request_uri.map(bare_uri) {
+            Some(ruri) if has_scheme(ruri, "urn") => is_sos_urn(ruri),
+            _ => self
+                .identities
+                .to
+                .and_then(|to| crate::sip::uri_part(to.as_bytes()))
+                .map(bare_uri)
+                .is_some_and(is_sos_urn),
+        }
+    }
+}
+
+/// A URI without white space and without the `<>` of a name-addr.
+fn bare_uri(s: &str) -> &str {
+    let s = s.trim();
+    s.strip_prefix('<')
+        .map_or(s, |inner| inner.split('>').next().unwrap_or(inner))
+        .trim()
+}
+
+/// `uri` starts with `scheme:` (case-insensitive).
+fn has_scheme(uri: &str, scheme: &str) -> bool {
+    let b = uri.as_bytes();
+    b.len() > scheme.len()
+        && b[..scheme.len()].eq_ignore_ascii_case(scheme.as_bytes())
+        && b[scheme.len()] == b':'
+}
+
+/// `urn:service:sos` or `urn:service:sos.` followed by sub-services (RFC 5031 §3 syntax
+/// `service = top-level *("." sub-service)`, §4.2 the `sos` sub-services), case-insensitive.
+fn is_sos_urn(uri: &str) -> bool {
+    const SOS: &[u8] = b"urn:service:sos";
+    let b = uri.as_bytes();
+    if b.len() < SOS.len() || !b[..SOS.len()].eq_ignore_ascii_case(SOS) {
+        return false;
+    }
+    match &b[SOS.len()..] {
+        [] => true,
+        [b'.', sub @ ..] => {
+            !sub.is_empty()
+                && sub.split(|&c| c == b'.').all(|label| {
+                    !label.is_empty()
+                        && label
+                            .iter()
+                            .all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+                })
+        }
+        _ => false,
+    }
+}
+
+/// The namespace of an r-value (`namespace "." r-priority`, RFC 4412 §3.1), trimmed; `None`
+/// without a dot.
+fn r_value_namespace(r_value: &[u8]) -> Option<&[u8]> {
+    let dot = r_value.iter().position(|&c| c == b'.')?;
+    Some(crate::sip::trim(&r_value[..dot]))
 }
 
 /// Why a request was let through without trying any rule.
@@ -126,6 +234,44 @@ pub enum ExemptReason {
     ResourcePriority,
 }
 
+impl ExemptReason {
+    /// Every reason, in the order [`Request::is_exempt`] checks them.
+    pub const ALL: [ExemptReason; 3] = [
+        ExemptReason::NotFiltered,
+        ExemptReason::Emergency,
+        ExemptReason::ResourcePriority,
+    ];
+
+    /// Position in [`ExemptReason::ALL`] (counter arrays are indexed by it).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// `not-filtered`, `emergency` or `resource-priority` (Prometheus label, CLI output).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExemptReason::NotFiltered => "not-filtered",
+            ExemptReason::Emergency => "emergency",
+            ExemptReason::ResourcePriority => "resource-priority",
+        }
+    }
+
+    /// Why, for a person (`loadctl explain`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            ExemptReason::NotFiltered => {
+                "ACK, BYE, CANCEL, in-dialog requests and load-control SUBSCRIBEs are never filtered (RFC 7200 §5.1)"
+            }
+            ExemptReason::Emergency => {
+                "an emergency call: the Request-URI (or the To URI) is an sos service URN (RFC 5031), exempt by local policy (RFC 7200 §4.8)"
+            }
+            ExemptReason::ResourcePriority => {
+                "its Resource-Priority header names an exempt namespace (RFC 4412), exempt by local policy (RFC 7200 §4.8)"
+            }
+        }
+    }
+}
+
 /// Requests exempt from load filtering by local policy, before any rule is tried (RFC 7200
 /// §4.8: the subscriber SHOULD honour local policy prioritising Resource-Priority and
 /// emergency requests).
@@ -136,6 +282,39 @@ pub struct Exemptions {
     /// Resource-Priority namespaces (RFC 4412 §3.1, compared case-insensitively) whose
     /// requests are exempt. Default `ets` and `wps` (GETS / WPS / MPS).
     pub resource_priority: Vec<String>,
+}
+
+impl Exemptions {
+    /// No exemption beyond RFC 7200 §5.1 (for tests and operators that want every request
+    /// filtered).
+    pub fn none() -> Self {
+        Self {
+            emergency: false,
+            resource_priority: Vec::new(),
+        }
+    }
+
+    /// The namespaces trimmed and lower-cased, empty ones and repeats dropped, and anything
+    /// from a `.` on cut (a namespace is a token without dots, RFC 4412 §3.1: `ets.0` names
+    /// the `ets` namespace). The engine keeps its exemptions in this form.
+    pub fn normalized(&self) -> Self {
+        let mut resource_priority: Vec<String> = Vec::new();
+        for ns in &self.resource_priority {
+            let ns = ns
+                .split('.')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            if !ns.is_empty() && !resource_priority.contains(&ns) {
+                resource_priority.push(ns);
+            }
+        }
+        Self {
+            emergency: self.emergency,
+            resource_priority,
+        }
+    }
 }
 
 impl Default for Exemptions {
@@ -218,8 +397,9 @@ pub struct Decision<'p> {
     pub verdict: Verdict,
     /// The matched rule; `None` when no rule matched or the request is exempt.
     pub rule: Option<&'p CompiledRule>,
-    /// True when the request was not filtered at all (§5.1).
-    pub exempt: bool,
+    /// Why the request was let through without trying any rule, when it was (RFC 7200 §5.1,
+    /// an emergency call, a Resource-Priority namespace: see [`Request::is_exempt`]).
+    pub exempt: Option<ExemptReason>,
     /// For a request admitted by a window rule.
     pub ticket: Option<Ticket>,
 }

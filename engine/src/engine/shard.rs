@@ -1,6 +1,11 @@
 //! A worker's classifier: the cached snapshot plus this worker's limiter state and counters.
 //!
-//! `classify` reads one shared word per request (the engine's generation), finds the first
+//! `classify` first lets exempt requests through without trying any rule and counts them per
+//! reason ([`Request::is_exempt`]: RFC 7200 §5.1 requests, emergency calls to a
+//! `urn:service:sos` URN, Resource-Priority namespaces such as `ets` and `wps`, as the
+//! engine's [`super::Exemptions`] say — a prefix check on the Request-URI or To, and the
+//! Resource-Priority values only when the header is present). Then it reads one shared word
+//! per request (the engine's generation), finds the first
 //! matching rule through the snapshot's indexes and decides with the rule's local state,
 //! touching the rule's shared cell only when a lease runs out. It does not allocate once warm,
 //! takes no lock and makes no system call (time comes with the request or from a coarse clock).
@@ -9,7 +14,7 @@ use std::collections::HashMap;
 
 use super::cell::CellRef;
 use super::stats::{CounterTable, ShardCounters};
-use super::{Decision, Request, RuleStats, Ticket, Time, Verdict};
+use super::{Decision, ExemptReason, Request, RuleStats, Ticket, Time, Verdict};
 use super::{Inner, LimitParams, NOT_CARRIED, Snapshot};
 use crate::compile::Scratch;
 use crate::limit::PercentGate;
@@ -224,12 +229,12 @@ impl Shard {
             Some(t) => t,
             None => self.now(),
         };
-        if req.is_exempt() {
-            ShardCounters::bump(&self.counters.exempt);
+        if let Some(reason) = req.is_exempt(&self.inner.config.exemptions) {
+            ShardCounters::bump(&self.counters.exempt[reason.index()]);
             return Decision {
                 verdict: Verdict::Accept,
                 rule: None,
-                exempt: true,
+                exempt: Some(reason),
                 ticket: None,
             };
         }
@@ -243,7 +248,7 @@ impl Shard {
             return Decision {
                 verdict: Verdict::Accept,
                 rule: None,
-                exempt: false,
+                exempt: None,
                 ticket: None,
             };
         };
@@ -263,7 +268,7 @@ impl Shard {
             return Decision {
                 verdict: Verdict::Accept,
                 rule: Some(rule),
-                exempt: false,
+                exempt: None,
                 ticket,
             };
         }
@@ -286,7 +291,7 @@ impl Shard {
         Decision {
             verdict,
             rule: Some(rule),
-            exempt: false,
+            exempt: None,
             ticket: None,
         }
     }
@@ -333,9 +338,18 @@ impl Shard {
         self.table.counters.get(i).map(|c| c.read())
     }
 
-    /// Requests this shard let through as exempt.
+    /// Requests this shard let through as exempt, for every reason.
     pub fn exempt_count(&self) -> u64 {
-        self.counters.exempt.load(Ordering::Relaxed)
+        self.counters
+            .exempt
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Requests this shard let through as exempt for `reason`.
+    pub fn exempt_count_for(&self, reason: ExemptReason) -> u64 {
+        self.counters.exempt[reason.index()].load(Ordering::Relaxed)
     }
 
     /// Requests no rule matched on this shard.

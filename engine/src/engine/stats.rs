@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::{Inner, RuleStats, Snapshot};
+use super::{ExemptReason, Inner, RuleStats, Snapshot};
 use crate::policy::Limit;
 use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Name, Ordering, lock};
 
@@ -124,7 +124,8 @@ impl CounterTable {
 #[repr(align(128))]
 pub(crate) struct ShardCounters {
     pub(crate) table: ArcSwap<CounterTable>,
-    pub(crate) exempt: AtomicU64,
+    /// Exempt requests per [`ExemptReason::index`].
+    pub(crate) exempt: [AtomicU64; 3],
     pub(crate) unmatched: AtomicU64,
     /// Counters of rules that left the snapshot, by source.
     retired: Mutex<HashMap<Name, RuleStats>>,
@@ -134,7 +135,7 @@ impl ShardCounters {
     pub(crate) fn new(table: Arc<CounterTable>) -> Self {
         Self {
             table: ArcSwap::new(table),
-            exempt: AtomicU64::new(0),
+            exempt: std::array::from_fn(|_| AtomicU64::new(0)),
             unmatched: AtomicU64::new(0),
             retired: Mutex::new(HashMap::new()),
         }
@@ -154,7 +155,7 @@ pub(crate) struct Registry {
     pub(crate) shards: Vec<Arc<ShardCounters>>,
     detached_rules: HashMap<u64, (Name, RuleStats)>,
     detached_sources: HashMap<Name, RuleStats>,
-    detached_exempt: u64,
+    detached_exempt: ExemptStats,
     detached_unmatched: u64,
 }
 
@@ -184,7 +185,7 @@ pub(crate) fn detach(inner: &Inner, counters: &Arc<ShardCounters>, _snapshot: &S
             .or_default()
             .add(stats);
     }
-    reg.detached_exempt += counters.exempt.load(Ordering::Relaxed);
+    reg.detached_exempt.add_counters(&counters.exempt);
     reg.detached_unmatched += counters.unmatched.load(Ordering::Relaxed);
 }
 
@@ -219,8 +220,11 @@ pub struct EngineStats {
     pub rules: Vec<RuleRow>,
     /// Per source, including rules that have since been removed.
     pub sources: Vec<SourceRow>,
-    /// Requests not filtered (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE).
+    /// Requests let through without trying any rule, all reasons together (the sum of
+    /// [`EngineStats::exempt_by_reason`]).
     pub exempt: u64,
+    /// The exempt requests per reason.
+    pub exempt_by_reason: ExemptStats,
     /// Requests no rule matched.
     pub unmatched: u64,
 }
@@ -247,7 +251,7 @@ pub(crate) fn collect(inner: &Inner) -> EngineStats {
         for (k, src, c) in table.rows() {
             add(k, &src, &c.read());
         }
-        exempt += shard.exempt.load(Ordering::Relaxed);
+        exempt.add_counters(&shard.exempt);
         unmatched += shard.unmatched.load(Ordering::Relaxed);
     }
     for (k, (src, stats)) in &reg.detached_rules {
@@ -295,8 +299,43 @@ pub(crate) fn collect(inner: &Inner) -> EngineStats {
         generation: snapshot.generation(),
         rules,
         sources,
-        exempt,
+        exempt: exempt.total(),
+        exempt_by_reason: exempt,
         unmatched,
+    }
+}
+
+/// Exempt requests per [`ExemptReason`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExemptStats {
+    /// RFC 7200 §5.1: ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE.
+    pub not_filtered: u64,
+    /// Emergency calls (RFC 5031 sos URNs).
+    pub emergency: u64,
+    /// Exempt Resource-Priority namespaces (RFC 4412).
+    pub resource_priority: u64,
+}
+
+impl ExemptStats {
+    /// The count for `reason`.
+    pub fn get(&self, reason: ExemptReason) -> u64 {
+        match reason {
+            ExemptReason::NotFiltered => self.not_filtered,
+            ExemptReason::Emergency => self.emergency,
+            ExemptReason::ResourcePriority => self.resource_priority,
+        }
+    }
+
+    /// All reasons together.
+    pub fn total(&self) -> u64 {
+        self.not_filtered + self.emergency + self.resource_priority
+    }
+
+    fn add_counters(&mut self, counters: &[AtomicU64; 3]) {
+        let c = |r: ExemptReason| counters[r.index()].load(Ordering::Relaxed);
+        self.not_filtered += c(ExemptReason::NotFiltered);
+        self.emergency += c(ExemptReason::Emergency);
+        self.resource_priority += c(ExemptReason::ResourcePriority);
     }
 }
 
@@ -352,10 +391,23 @@ impl EngineStats {
         }
         let _ = writeln!(
             out,
-            "# HELP loadctl_exempt_total Requests never filtered (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE)."
+            "# HELP loadctl_exempt_total Requests let through without trying any rule, every reason (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE, emergency, Resource-Priority)."
         );
         let _ = writeln!(out, "# TYPE loadctl_exempt_total counter");
         let _ = writeln!(out, "loadctl_exempt_total {}", self.exempt);
+        let _ = writeln!(
+            out,
+            "# HELP loadctl_exempt_reason_total Requests let through without trying any rule, per reason (not-filtered: RFC 7200 §5.1; emergency: sos URN; resource-priority: an exempt namespace)."
+        );
+        let _ = writeln!(out, "# TYPE loadctl_exempt_reason_total counter");
+        for reason in ExemptReason::ALL {
+            let _ = writeln!(
+                out,
+                "loadctl_exempt_reason_total{{reason=\"{}\"}} {}",
+                reason.as_str(),
+                self.exempt_by_reason.get(reason)
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP loadctl_unmatched_total Requests no rule matched."
