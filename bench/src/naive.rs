@@ -74,6 +74,15 @@ fn uri_canon(value: Option<&str>) -> Vec<Canon> {
 }
 
 fn uri_eq(policy: &Uri, req: &Canon) -> bool {
+    uri_eq_with(policy, req, &uri::STRICT_PARAMS)
+}
+
+/// Equality of entities (a target): a transport in only one URI does not count.
+fn entity_eq(policy: &Uri, req: &Canon) -> bool {
+    uri_eq_with(policy, req, &uri::ENTITY_STRICT_PARAMS)
+}
+
+fn uri_eq_with(policy: &Uri, req: &Canon, strict: &[&str]) -> bool {
     let Some(p) = canon_of_text(policy.as_str()) else {
         return false;
     };
@@ -86,13 +95,14 @@ fn uri_eq(policy: &Uri, req: &Canon) -> bool {
         &p.number,
         &req.number,
     ) {
-        (UriRef::Sip(ps), Ok(UriRef::Sip(rs)), None, None) => uri::params_and_headers_match(
+        (UriRef::Sip(ps), Ok(UriRef::Sip(rs)), None, None) => uri::params_and_headers_match_with(
             &uri::SipRest {
                 params: rs.params,
                 headers: rs.headers,
             },
             &uri::canonical_params(ps.params),
             &uri::canonical_headers(ps.headers),
+            strict,
         ),
         _ => true,
     }
@@ -194,7 +204,7 @@ impl NaiveEvaluator {
         }
         if let Some(t) = &c.target_sip_entity {
             let target = uri_canon(req.identities.target);
-            if !target.iter().any(|x| uri_eq(t, x)) {
+            if !target.iter().any(|x| entity_eq(t, x)) {
                 return false;
             }
         }

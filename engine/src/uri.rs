@@ -912,7 +912,7 @@ fn push_decimal(buf: &mut Vec<u8>, mut n: u16) {
 /// containing that component with its default value. […] The same is true for the
 /// transport-parameter" — which the section's examples confirm: `sip:bob@biloxi.com` and
 /// `sip:bob@biloxi.com;transport=udp` are "not equivalent".
-const STRICT_PARAMS: [&str; 5] = ["user", "ttl", "method", "maddr", "transport"];
+pub const STRICT_PARAMS: [&str; 5] = ["user", "ttl", "method", "maddr", "transport"];
 
 /// A canonical URI parameter or header: lower-case name and decoded, lower-case value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -970,6 +970,23 @@ pub fn params_and_headers_match(
     policy_params: &[CanonicalParam],
     policy_headers: &[CanonicalParam],
 ) -> bool {
+    params_and_headers_match_with(request, policy_params, policy_headers, &STRICT_PARAMS)
+}
+
+/// URI parameters that never match when present in only one URI when comparing *entities*
+/// (a rule's `target-sip-entity` with a request's next hop): [`STRICT_PARAMS`] but
+/// `transport`, since RFC 7200 §5.3.3 names "the next-hop SIP entity" and the transport a
+/// request travels over to it does not make it another entity.
+pub const ENTITY_STRICT_PARAMS: [&str; 4] = ["user", "ttl", "method", "maddr"];
+
+/// [`params_and_headers_match`] with another list of parameters that must be present in both
+/// URIs or neither.
+pub fn params_and_headers_match_with(
+    request: &SipRest<'_>,
+    policy_params: &[CanonicalParam],
+    policy_headers: &[CanonicalParam],
+    strict_params: &[&str],
+) -> bool {
     for (name, value) in request.params.iter() {
         match policy_params.iter().find(|p| eq_decoded_ci(name, &p.name)) {
             Some(p) => {
@@ -978,7 +995,7 @@ pub fn params_and_headers_match(
                 }
             }
             None => {
-                if STRICT_PARAMS
+                if strict_params
                     .iter()
                     .any(|s| eq_decoded_ci(name, s.as_bytes()))
                 {
@@ -988,7 +1005,7 @@ pub fn params_and_headers_match(
         }
     }
     for p in policy_params {
-        let strict = STRICT_PARAMS.iter().any(|s| s.as_bytes() == &*p.name);
+        let strict = strict_params.iter().any(|s| s.as_bytes() == &*p.name);
         if strict
             && !request
                 .params

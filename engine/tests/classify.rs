@@ -411,10 +411,11 @@ fn target_sip_entity_scopes_a_rule() {
     ));
     let mut r = invite("<sip:a@b>", "<sip:c@d>");
     assert_eq!(matched(&mut s, &r), "-");
-    r.identities.target = Some("sip:SBC1.example.com;lr");
+    r.identities.target = Some("sip:SBC1.example.com;transport=udp");
     assert_eq!(matched(&mut s, &r), "t");
-    // RFC 3261 §19.1.4: a transport present in only one URI does not match.
-    r.identities.target = Some("sip:sbc1.example.com;transport=udp");
+    // The target is an entity (RFC 7200 §5.3.3 "the next-hop SIP entity"): the transport to
+    // it does not count, other strict parameters (RFC 3261 §19.1.4) do.
+    r.identities.target = Some("sip:sbc1.example.com;maddr=192.0.2.1");
     assert_eq!(matched(&mut s, &r), "-");
     r.identities.target = Some("<sip:sbc1.example.com>");
     assert_eq!(matched(&mut s, &r), "t");
@@ -690,4 +691,278 @@ fn reserved_escapes_do_not_match_their_characters() {
     assert!(hit(&mut s, "<sip:%61;b@example.com>"));
     assert!(!hit(&mut s, "<sip:a%3Bb@example.com>"));
     assert!(!hit(&mut s, "<sip:a%3bb@example.com>"));
+}
+
+// ------------------------------------------------------------------ emergency and priority
+
+/// RFC 7200 §4.8: "The subscriber SHOULD honor the local policy for prioritizing SIP requests
+/// relating to emergency calls as identified by the sos URN [RFC5031]". RFC 5031 §4.2 lists
+/// `urn:service:sos` and its sub-services (`urn:service:sos.fire`, `urn:service:sos.police`,
+/// …), and §3: "'service' identifiers are compared according to case-insensitive string
+/// equality".
+#[test]
+fn emergency_calls_are_never_throttled() {
+    let mut s = shard(&rule("all", "", REJECT_ALL));
+    let call = |ruri: &'static str, to: &'static str| Request {
+        identities: Identities {
+            from: Some("<sip:caller@x.example>"),
+            to: Some(to),
+            request_uri: Some(ruri),
+            ..Identities::default()
+        },
+        ..invite("<sip:caller@x.example>", "<sip:b@y.example>")
+    };
+    for (ruri, to) in [
+        ("urn:service:sos", "<urn:service:sos>"),
+        ("urn:service:sos.fire", "<sip:b@y.example>"),
+        ("urn:service:sos.animal-control", "<sip:b@y.example>"),
+        ("URN:Service:SOS.Police", "<sip:b@y.example>"),
+        ("<urn:service:sos.marine>", "<sip:b@y.example>"),
+        // The Request-URI is not a URN (a PSAP's URI after routing): the To decides.
+        ("sip:psap@example.com", "<urn:service:sos.ambulance>"),
+        (
+            "sip:psap@example.com",
+            "\"Emergency\" <urn:service:sos>;tag=1x",
+        ),
+        ("sip:psap@example.com", "urn:service:sos"),
+    ] {
+        let d = s.classify(&call(ruri, to));
+        assert_eq!(
+            (d.verdict, d.exempt),
+            (Verdict::Accept, Some(ExemptReason::Emergency)),
+            "{ruri} / {to}"
+        );
+    }
+    for (ruri, to) in [
+        // Not the sos service: counseling (RFC 5031 §4.3) or another top-level service.
+        ("urn:service:counseling", "<sip:b@y.example>"),
+        ("urn:service:sosfoo", "<sip:b@y.example>"),
+        ("urn:service:sos.", "<sip:b@y.example>"),
+        ("urn:service:police", "<sip:b@y.example>"),
+        // A URN Request-URI decides alone, even with an sos To.
+        ("urn:service:counseling", "<urn:service:sos>"),
+        // sip:sos@… and tel:911 are not service URNs (RFC 5031 Appendix A, "Alternative
+        // Approaches Considered", sets them aside).
+        ("sip:sos@example.com", "<sip:sos@example.com>"),
+        ("tel:911;phone-context=+1", "<tel:911;phone-context=+1>"),
+    ] {
+        let d = s.classify(&call(ruri, to));
+        assert_eq!(
+            (d.verdict, d.exempt),
+            (Verdict::Reject, None),
+            "{ruri} / {to}"
+        );
+    }
+    // Switched off: filtered like any other call.
+    let mut off = shard_for(
+        ruleset(&rule("all", "", REJECT_ALL)),
+        EngineConfig {
+            exemptions: Exemptions {
+                emergency: false,
+                ..Exemptions::default()
+            },
+            ..EngineConfig::default()
+        },
+    );
+    let d = off.classify(&call("urn:service:sos", "<urn:service:sos>"));
+    assert_eq!((d.verdict, d.exempt), (Verdict::Reject, None));
+}
+
+/// RFC 7200 §4.8: the subscriber "SHOULD honor the local policy for prioritizing SIP requests
+/// based on the content of the Resource-Priority header". RFC 4412 §3.1: `r-value = namespace
+/// "." r-priority`; "Namespaces and priorities are case-insensitive ASCII tokens"; values
+/// "may be expressed equivalently as either comma-separated lists within a single header
+/// field, as multiple header fields, or as some combination".
+#[test]
+fn priority_namespaces_are_never_throttled() {
+    let mut s = shard(&rule("all", "", REJECT_ALL));
+    let base = invite("<sip:a@x.example>", "<sip:b@y.example>");
+    let with = |rp: &'static str| Request {
+        resource_priority: rp.into(),
+        ..base
+    };
+    for rp in [
+        "ets.0",
+        "wps.2",
+        "WPS.1",
+        "dsn.flash, ets.1",
+        "q735.3,wps.4",
+        " Ets . 0 ",
+    ] {
+        let d = s.classify(&with(rp));
+        assert_eq!(
+            (d.verdict, d.exempt),
+            (Verdict::Accept, Some(ExemptReason::ResourcePriority)),
+            "{rp}"
+        );
+    }
+    for rp in [
+        "dsn.flash",
+        "drsn.routine, q735.0",
+        "ets",
+        "etsx.1",
+        "",
+        "wps",
+    ] {
+        let d = s.classify(&with(rp));
+        assert_eq!((d.verdict, d.exempt), (Verdict::Reject, None), "{rp:?}");
+    }
+    // Two header lines, the namespace on the second (raw SIP).
+    let msg = b"INVITE sip:b@y.example SIP/2.0\r\nTo: <sip:b@y.example>\r\nFrom: <sip:a@x.example>;tag=1\r\n\
+Resource-Priority: dsn.flash\r\nCall-ID: rp@x\r\nCSeq: 1 INVITE\r\nresource-priority: q735.1,\r\n  WPS.3\r\n\r\n";
+    let sip = loadctl::sip::scan(msg).expect("valid");
+    let d = s.classify(&Request::from_sip(&sip, Transport::Udp, None));
+    assert_eq!(d.exempt, Some(ExemptReason::ResourcePriority));
+    // A configured list replaces the default; entries compare case-insensitively.
+    let mut dsn = shard_for(
+        ruleset(&rule("all", "", REJECT_ALL)),
+        EngineConfig {
+            exemptions: Exemptions {
+                emergency: true,
+                resource_priority: vec![" DSN ".into()],
+            },
+            ..EngineConfig::default()
+        },
+    );
+    assert_eq!(
+        dsn.classify(&with("dsn.flash")).exempt,
+        Some(ExemptReason::ResourcePriority)
+    );
+    assert_eq!(dsn.classify(&with("ets.0")).exempt, None);
+    let mut none = shard_for(
+        ruleset(&rule("all", "", REJECT_ALL)),
+        EngineConfig {
+            exemptions: Exemptions::none(),
+            ..EngineConfig::default()
+        },
+    );
+    assert_eq!(none.classify(&with("ets.0")).verdict, Verdict::Reject);
+}
+
+/// Exempt requests are counted per reason; the total and the invariant exempt + unmatched +
+/// Σ matched = total still hold.
+#[test]
+fn exempt_requests_are_counted_per_reason() {
+    let engine = Engine::from_ruleset(
+        ruleset(&rule(
+            "r",
+            &ci("<lc:to><one id=\"sip:b@y.example\"/></lc:to>"),
+            REJECT_ALL,
+        )),
+        EngineConfig {
+            shards: 1,
+            ..EngineConfig::default()
+        },
+    )
+    .expect("publishes");
+    let mut s = engine.attach();
+    let base = invite("<sip:a@x.example>", "<sip:b@y.example>");
+    let _ = s.classify(&Request {
+        method: "BYE",
+        ..base
+    });
+    for _ in 0..2 {
+        let _ = s.classify(&Request {
+            identities: Identities {
+                request_uri: Some("urn:service:sos"),
+                ..base.identities
+            },
+            ..base
+        });
+    }
+    for _ in 0..3 {
+        let _ = s.classify(&Request {
+            resource_priority: "ets.1".into(),
+            ..base
+        });
+    }
+    let _ = s.classify(&base);
+    let _ = s.classify(&invite("<sip:a@x.example>", "<sip:other@y.example>"));
+    assert_eq!(s.exempt_count(), 6);
+    assert_eq!(s.exempt_count_for(ExemptReason::Emergency), 2);
+    let st = engine.stats();
+    assert_eq!(
+        (
+            st.exempt,
+            st.exempt_by_reason,
+            st.unmatched,
+            st.rules[0].stats.matched
+        ),
+        (
+            6,
+            ExemptStats {
+                not_filtered: 1,
+                emergency: 2,
+                resource_priority: 3
+            },
+            1,
+            1
+        )
+    );
+    assert_eq!(st.total(), 8);
+    let text = st.prometheus();
+    for line in [
+        "loadctl_exempt_total 6",
+        "loadctl_exempt_reason_total{reason=\"not-filtered\"} 1",
+        "loadctl_exempt_reason_total{reason=\"emergency\"} 2",
+        "loadctl_exempt_reason_total{reason=\"resource-priority\"} 3",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+    // A dropped shard's counters stay in the totals.
+    drop(s);
+    assert_eq!(engine.stats().exempt_by_reason.resource_priority, 3);
+}
+
+/// RFC 3325 §9.1 allows a P-Asserted-Identity with "one sip or sips URI and one tel URI",
+/// and RFC 3261 §7.3.1 makes two header lines one list: a request matches on either.
+#[test]
+fn two_p_asserted_identity_lines_match_on_either() {
+    let mut s = shard(&format!(
+        "{}{}",
+        rule(
+            "tel",
+            &ci("<lc:p-asserted-identity><many-tel prefix=\"+1-212\"/></lc:p-asserted-identity>"),
+            REJECT_ALL
+        ),
+        rule(
+            "sip",
+            &ci(
+                "<lc:p-asserted-identity><one id=\"sip:alice@atlanta.example.com\"/></lc:p-asserted-identity>"
+            ),
+            REJECT_ALL
+        ),
+    ));
+    let msg = |pai: &str| {
+        format!(
+            "INVITE sip:b@y.example SIP/2.0\r\nTo: <sip:b@y.example>\r\nFrom: <sip:a@x.example>;tag=1\r\n\
+Call-ID: p@x\r\nCSeq: 1 INVITE\r\n{pai}\r\n"
+        )
+    };
+    for (pai, want) in [
+        // Two lines: sip first, tel second; the tel identity is the one the first rule needs.
+        (
+            "P-Asserted-Identity: \"Alice\" <sip:alice@atlanta.example.com>\r\nMax-Forwards: 70\r\np-asserted-identity: tel:+1-212-555-0000\r\n",
+            "tel",
+        ),
+        // One line with both.
+        (
+            "P-Asserted-Identity: <sip:alice@atlanta.example.com>, <tel:+1-212-555-0000>\r\n",
+            "tel",
+        ),
+        // Two lines, the second folded.
+        (
+            "P-Asserted-Identity: <tel:+1-303-555-0000>\r\nP-Asserted-Identity:\r\n  <sip:alice@atlanta.example.com>\r\n",
+            "sip",
+        ),
+        ("P-Asserted-Identity: <tel:+1-303-555-0000>\r\n", "-"),
+    ] {
+        let text = msg(pai);
+        let sip = loadctl::sip::scan(text.as_bytes()).expect("valid");
+        assert_eq!(
+            matched(&mut s, &Request::from_sip(&sip, Transport::Udp, None)),
+            want,
+            "{pai}"
+        );
+    }
 }

@@ -249,13 +249,28 @@ impl CompiledUri {
         }
     }
 
+    /// RFC 3261 §19.1.4 equality (an identity).
     #[inline]
     fn matches(&self, c: &Canonical<'_, '_>) -> bool {
+        self.matches_with(c, &uri::STRICT_PARAMS)
+    }
+
+    /// The same entity (a target): as [`CompiledUri::matches`] but a transport parameter in
+    /// only one URI does not count (see [`uri::ENTITY_STRICT_PARAMS`]).
+    #[inline]
+    fn matches_entity(&self, c: &Canonical<'_, '_>) -> bool {
+        self.matches_with(c, &uri::ENTITY_STRICT_PARAMS)
+    }
+
+    #[inline]
+    fn matches_with(&self, c: &Canonical<'_, '_>, strict: &[&str]) -> bool {
         if *self.key != *c.key {
             return false;
         }
         match (&self.sip, &c.sip) {
-            (Some((params, headers)), Some(s)) => uri::params_and_headers_match(s, params, headers),
+            (Some((params, headers)), Some(s)) => {
+                uri::params_and_headers_match_with(s, params, headers, strict)
+            }
             _ => true,
         }
     }
@@ -982,7 +997,7 @@ impl CompiledPolicy {
         if let Some(t) = &r.target {
             match target.get() {
                 None => return Err(Miss::NoTarget),
-                Some(c) if !t.matches(c) => return Err(Miss::Target),
+                Some(c) if !t.matches_entity(c) => return Err(Miss::Target),
                 Some(_) => {}
             }
         }

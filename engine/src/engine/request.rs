@@ -162,7 +162,7 @@ impl<'r> Request<'r> {
     }
 
     /// The Request-URI is an emergency service URN, or the To URI is when the Request-URI is
-    /// not a URN (a proxy may have replaced it with a PSAP's URI, RFC 5031 §7).
+    /// not a URN (after routing, the Request-URI may name the emergency centre instead).
     fn is_emergency(&self) -> bool {
         match self.identities.request_uri.map(bare_uri) {
             Some(ruri) if has_scheme(ruri, "urn") => is_sos_urn(ruri),
