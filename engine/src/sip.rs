@@ -25,6 +25,11 @@ pub enum SipError {
     MissingHeader(&'static str),
     /// The CSeq header is not `number SP method`.
     BadCSeq,
+    /// A header that holds one value (From, To, Call-ID, CSeq) appears more than once (RFC
+    /// 4475 §3.3.8: "An element receiving this request would respond with a 400 Bad Request
+    /// error"). Classifying by the first while a later element routes by another would let a
+    /// request choose which rule it meets.
+    RepeatedHeader(&'static str),
 }
 
 impl std::fmt::Display for SipError {
@@ -36,6 +41,7 @@ impl std::fmt::Display for SipError {
             SipError::BadHeader => f.write_str("malformed header line"),
             SipError::MissingHeader(h) => write!(f, "missing {h} header"),
             SipError::BadCSeq => f.write_str("malformed CSeq header"),
+            SipError::RepeatedHeader(h) => write!(f, "more than one {h} header"),
         }
     }
 }
@@ -264,17 +270,27 @@ pub fn scan<'a>(input: &'a [u8]) -> Result<SipRequest<'a>, SipError> {
         fields: &mut [Option<(&'a [u8], usize)>; 8],
         current: Option<(Option<usize>, usize, usize, usize)>,
         input: &'a [u8],
-    ) {
-        if let Some((Some(slot), start, end, after)) = current
-            && fields[slot].is_none()
-        {
+    ) -> Result<(), SipError> {
+        let Some((Some(slot), start, end, after)) = current else {
+            return Ok(());
+        };
+        if fields[slot].is_none() {
             fields[slot] = Some((trim(&input[start..end]), after));
+            return Ok(());
+        }
+        // Single-valued headers (RFC 3261 §7.3.1 allows repeats only for comma lists).
+        match slot {
+            0 => Err(SipError::RepeatedHeader("From")),
+            1 => Err(SipError::RepeatedHeader("To")),
+            4 => Err(SipError::RepeatedHeader("Call-ID")),
+            5 => Err(SipError::RepeatedHeader("CSeq")),
+            _ => Ok(()),
         }
     }
     let body = loop {
         let (l, next) = line(input, at).ok_or(SipError::Truncated)?;
         if l.is_empty() {
-            commit(&mut fields, current, input);
+            commit(&mut fields, current, input)?;
             break next;
         }
         if l[0] == b' ' || l[0] == b'\t' {
@@ -286,7 +302,7 @@ pub fn scan<'a>(input: &'a [u8]) -> Result<SipRequest<'a>, SipError> {
             at = next;
             continue;
         }
-        commit(&mut fields, current, input);
+        commit(&mut fields, current, input)?;
         let colon = l
             .iter()
             .position(|&b| b == b':')

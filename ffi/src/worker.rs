@@ -328,6 +328,7 @@ pub(crate) fn sip_error(e: SipError) -> lc_result {
         SipError::BadHeader => lc_result::SipBadHeader,
         SipError::MissingHeader(_) => lc_result::SipMissingHeader,
         SipError::BadCSeq => lc_result::SipBadCseq,
+        SipError::RepeatedHeader(_) => lc_result::SipBadHeader,
     }
 }
 
