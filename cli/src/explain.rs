@@ -52,7 +52,7 @@ pub fn run(args: &Args<'_>) -> u8 {
             monotonic_ns: 0,
             unix_ns,
         }),
-        resource_priority: loadctl::sip::HeaderValues::NONE,
+        resource_priority: args.resource_priority.into(),
     };
     let ids = &args.identities;
     println!(

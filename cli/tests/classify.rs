@@ -381,3 +381,146 @@ fn explain_shows_canonical_forms_reasons_and_decision() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("decision: accept (exempt)"));
 }
+
+/// RFC 7200 §4.8: the subscriber "SHOULD honor the local policy for prioritizing SIP requests
+/// relating to emergency calls as identified by the sos URN [RFC5031]" and "… based on the
+/// content of the Resource-Priority header (RPH, [RFC4412])". RFC 5031 §4.2 names
+/// `urn:service:sos` and sub-services such as `urn:service:sos.fire`; RFC 4412 §3.1 gives
+/// `r-value = namespace "." r-priority` with case-insensitive namespaces, comma lists.
+#[test]
+fn emergency_and_priority_requests_are_exempt() {
+    let policy = policy_file("rp", "<accept><rate>0</rate></accept>");
+    let exempt = serde_json::json!({"action": "accept", "rule": null, "status": null});
+    let lines = [
+        serde_json::json!({"t": 0, "method": "INVITE", "ruri": "urn:service:sos"}),
+        serde_json::json!({"t": 0, "method": "INVITE", "ruri": "sip:psap@example.com", "to": "<urn:service:sos.fire>"}),
+        serde_json::json!({"t": 0, "method": "INVITE", "resource_priority": "ets.0, wps.2"}),
+        serde_json::json!({"t": 0, "method": "INVITE", "resource_priority": "dsn.flash,WPS.1"}),
+        serde_json::json!({"t": 0, "method": "INVITE", "resource_priority": "dsn.flash"}),
+        serde_json::json!({"t": 0, "method": "INVITE", "ruri": "urn:service:counseling"}),
+    ];
+    let (d, out) = classify(&policy, &[], &lines);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        d[..4],
+        [
+            exempt.clone(),
+            exempt.clone(),
+            exempt.clone(),
+            exempt.clone()
+        ]
+    );
+    assert_eq!(d[4]["action"], "reject");
+    assert_eq!(d[5]["action"], "reject");
+    // Emergency exemption off; a namespace list that replaces ets and wps.
+    let (d, _) = classify(
+        &policy,
+        &["--no-emergency-exempt", "--priority-namespaces", "DSN"],
+        &lines,
+    );
+    let actions: Vec<&str> = d
+        .iter()
+        .map(|x| x["action"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        actions,
+        ["reject", "reject", "reject", "accept", "accept", "reject"]
+    );
+    // No namespaces at all.
+    let (d, _) = classify(&policy, &["--priority-namespaces", ""], &lines[2..3]);
+    assert_eq!(d[0]["action"], "reject");
+    // A namespace cannot hold a dot (RFC 4412 §3.1 token-nodot).
+    let out = loadctl(
+        &[
+            "classify",
+            "--policy",
+            &policy,
+            "--priority-namespaces",
+            "ets.0",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--priority-namespaces"));
+}
+
+#[test]
+fn explain_says_why_a_request_is_exempt() {
+    let policy = policy_file("rpx", "<accept><rate>0</rate></accept>");
+    let explain = |extra: &[&str]| {
+        let mut args = vec!["explain", "--policy", &policy, "--method", "INVITE"];
+        args.extend_from_slice(extra);
+        let out = loadctl(&args, "");
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = explain(&[
+        "--resource-priority",
+        "dsn.flash",
+        "--resource-priority",
+        "ets.0",
+    ]);
+    assert!(
+        text.contains("resource-priority: dsn.flash, ets.0"),
+        "{text}"
+    );
+    assert!(text.contains("exempt (resource-priority):"), "{text}");
+    assert!(text.contains("decision: accept (exempt)"), "{text}");
+    let text = explain(&["--ruri", "URN:service:SOS.police"]);
+    assert!(text.contains("exempt (emergency):"), "{text}");
+    assert!(text.contains("decision: accept (exempt)"), "{text}");
+    let text = explain(&["--ruri", "urn:service:sos", "--no-emergency-exempt"]);
+    assert!(
+        text.contains("decision: reject (503) by rule rpx"),
+        "{text}"
+    );
+    let text = explain(&[
+        "--resource-priority",
+        "ets.0",
+        "--priority-namespaces",
+        "wps",
+    ]);
+    assert!(
+        text.contains("decision: reject (503) by rule rpx"),
+        "{text}"
+    );
+}
+
+/// Two P-Asserted-Identity lines (RFC 3325 §9.1: "one sip or sips URI and one tel URI") are
+/// one list (RFC 3261 §7.3.1): `explain --pai` may be repeated.
+#[test]
+fn explain_takes_two_p_asserted_identities() {
+    let path =
+        std::env::temp_dir().join(format!("loadctl-cli-test-{}-pai.xml", std::process::id()));
+    std::fs::write(
+        &path,
+        "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\" version=\"0\" state=\"full\">\
+         <rule id=\"tel\"><conditions><lc:call-identity><lc:sip><lc:p-asserted-identity><many-tel prefix=\"+1-212\"/></lc:p-asserted-identity></lc:sip></lc:call-identity></conditions>\
+         <actions><lc:accept><lc:rate>0</lc:rate></lc:accept></actions></rule></ruleset>",
+    )
+    .expect("write policy");
+    let policy = path.to_string_lossy().into_owned();
+    let out = loadctl(
+        &[
+            "explain",
+            "--policy",
+            &policy,
+            "--method",
+            "INVITE",
+            "--pai",
+            "<sip:alice@atlanta.example.com>",
+            "--pai",
+            "<tel:+1-212-555-0000>",
+        ],
+        "",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("canonical: sip:alice@atlanta.example.com | tel:+12125550000"),
+        "{text}"
+    );
+    assert!(
+        text.contains("decision: reject (503) by rule tel"),
+        "{text}"
+    );
+}

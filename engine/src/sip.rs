@@ -7,6 +7,14 @@
 //! the header they fold. A request whose To header has no `tag` parameter is initial; one with
 //! a to-tag is inside a dialog. Lines may end in CRLF or a bare LF.
 //!
+//! White space may stand between a header's name and its colon (`TO :`, RFC 3261 HCOLON).
+//!
+//! Headers that are comma-separated lists (P-Asserted-Identity, Resource-Priority) may come on
+//! several lines, which RFC 3261 §7.3.1 makes one list: [`HeaderValues`] holds the first line
+//! and finds the others lazily, still without copying. Via keeps its topmost value (the first
+//! value of the first line). A header that holds one value (From, To, Call-ID, CSeq) on two
+//! lines is refused ([`SipError::RepeatedHeader`], RFC 4475 §3.3.8). Event keeps its first.
+//!
 //! Header values keep their display names and parameters; [`uri_part`] cuts the URI out of one
 //! at the byte level, so a display name in a legacy 8-bit charset never stops classification.
 
@@ -661,5 +669,71 @@ o: presence;id=1\n\
                 let _ = (uri_part(r.from), uri_part(r.to), has_tag(r.to));
             }
         }
+    }
+
+    /// RFC 3261 §7.3.1: "Multiple header field rows with the same field-name MAY be present
+    /// in a message if and only if the entire field-value for that header field is defined as
+    /// a comma-separated list" and "It MUST be possible to combine the multiple header field
+    /// rows into one \"field-name: field-value\" pair, without changing the semantics of the
+    /// message".
+    #[test]
+    fn repeated_lines_are_one_list() {
+        let msg = b"INVITE sip:b@y SIP/2.0\r\n\
+P-Asserted-Identity: \"A, B\" <sip:a@x.example>\r\n\
+To: <sip:b@y>\r\n\
+Resource-Priority: dsn.flash\r\n\
+From: <sip:a@x>;tag=1\r\n\
+p-asserted-identity:\r\n <tel:+1-212-555-0000>,\r\n\t<sip:c@z>\r\n\
+Call-ID: 1@x\r\n\
+RESOURCE-PRIORITY : wps.3 , ets.0\r\n\
+CSeq: 1 INVITE\r\n\
+X-P-Asserted-Identity: <sip:not@this>\r\n\
+\r\n\
+P-Asserted-Identity: <sip:in@body>\r\n";
+        let r = scan(msg).expect("valid");
+        let pai: Vec<&[u8]> = r.p_asserted_identity.values().collect();
+        assert_eq!(
+            pai,
+            [
+                &b"\"A, B\" <sip:a@x.example>"[..],
+                b"<tel:+1-212-555-0000>",
+                b"<sip:c@z>"
+            ]
+        );
+        assert_eq!(r.p_asserted_identity.lines().count(), 2);
+        let rp: Vec<&[u8]> = r.resource_priority.values().collect();
+        assert_eq!(rp, [&b"dsn.flash"[..], b"wps.3", b"ets.0"]);
+        // One value a caller passed: no other lines.
+        let one = HeaderValues::one(b"a, b");
+        assert_eq!(one.values().collect::<Vec<_>>(), [&b"a"[..], b"b"]);
+        assert!(HeaderValues::NONE.is_empty() && HeaderValues::NONE.values().next().is_none());
+        assert!(scan(INVITE).expect("valid").resource_priority.is_empty());
+    }
+
+    #[test]
+    fn single_valued_headers_may_not_repeat() {
+        for (name, line) in [
+            ("From", "f: <sip:other@x>"),
+            ("To", "To: <sip:other@y>"),
+            ("Call-ID", "i: 2@x"),
+            ("CSeq", "CSeq: 2 INVITE"),
+        ] {
+            let msg = format!(
+                "INVITE sip:b@y SIP/2.0\r\nFrom: <sip:a@x>;tag=1\r\nTo: <sip:b@y>\r\nCall-ID: 1@x\r\nCSeq: 1 INVITE\r\n{line}\r\n\r\n"
+            );
+            assert_eq!(
+                scan(msg.as_bytes()),
+                Err(SipError::RepeatedHeader(name)),
+                "{line}"
+            );
+        }
+    }
+
+    /// Folds continue whatever header they follow, known or not (RFC 3261 §7.3.1).
+    #[test]
+    fn folds_after_unknown_headers() {
+        let msg = b"OPTIONS sip:b@y SIP/2.0\r\nAccept: a/b,\r\n    c/d\r\nTo : <sip:b@y>\r\nFrom: <sip:a@x>;tag=1\r\nCall-ID: 1@x\r\nCSeq: 1 OPTIONS\r\n\r\n";
+        let r = scan(msg).expect("valid");
+        assert_eq!(uri_part(r.to), Some("<sip:b@y>"));
     }
 }
