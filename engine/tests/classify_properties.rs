@@ -330,10 +330,13 @@ fn classify_does_not_allocate_once_warm() {
                 identities: Identities {
                     from: Some(from),
                     to: Some(to),
-                    request_uri: Some(if kind == 2 {
-                        "sip:vote@TV.example"
-                    } else {
-                        "sip:+12125551234@gw.example;user=phone"
+                    request_uri: Some(match (kind, i % 17) {
+                        // RFC 3261 §19.1.4: the rule's transport must be in the request too.
+                        (2, _) => "sip:vote@TV.example;transport=UDP",
+                        (_, 6) => "urn:service:sos.fire",
+                        (_, 7) => "sip:a%3Bb@gw.example;maddr=192.0.2.1",
+                        (_, 8) => "tel:+1-212-555-1234;isub=7;ext=1-2",
+                        _ => "sip:+12125551234@gw.example;user=phone",
                     }),
                     p_asserted_identity: (kind == 3)
                         .then_some("<sip:pai@carrier.example>, <tel:+1-212-555-0000>")
@@ -351,10 +354,31 @@ fn classify_does_not_allocate_once_warm() {
                     monotonic_ns: i * 100_000,
                     unix_ns: 0,
                 }),
+                resource_priority: match i % 13 {
+                    5 => "dsn.flash, ETS.0".into(),
+                    9 => "q735.1".into(),
+                    _ => loadctl::sip::HeaderValues::NONE,
+                },
                 ..Request::default()
             }
         })
         .collect();
+    // Raw SIP with list headers on several lines (found again lazily, RFC 3261 §7.3.1).
+    const RAW: &[u8] = b"INVITE sip:b@y.example SIP/2.0\r\nTo: <sip:b@y.example>\r\nFrom: <sip:a@x.example>;tag=1\r\n\
+P-Asserted-Identity: <sip:pai@carrier.example>\r\nResource-Priority: dsn.flash\r\nCall-ID: r@x\r\nCSeq: 1 INVITE\r\n\
+p-asserted-identity:\r\n <tel:+1-212-555-0000>\r\nresource-priority: q735.2, drsn.1\r\n\r\n";
+    let raw = loadctl::sip::scan(RAW).expect("valid");
+    let mut requests = requests;
+    for i in 0..20u64 {
+        requests.push(Request::from_sip(
+            &raw,
+            Transport::Tcp,
+            Some(Time {
+                monotonic_ns: 60_000_000 + i * 100_000,
+                unix_ns: 0,
+            }),
+        ));
+    }
     let mut tickets = Vec::with_capacity(requests.len() * 2);
     let run = |shard: &mut Shard, tickets: &mut Vec<Ticket>| {
         let mut verdicts = [0usize; 4];
