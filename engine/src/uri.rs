@@ -602,7 +602,7 @@ fn canonical_bytes(raw: &str) -> impl Iterator<Item = u8> + '_ {
     })
 }
 
-/// Appends the canonical form of `raw` (see [`canonical_bytes`]): unreserved escapes decoded,
+/// Appends the canonical form of `raw` (see `canonical_bytes`): unreserved escapes decoded,
 /// reserved ones kept. Without a `%`, a copy.
 #[inline]
 pub fn decode_into(raw: &str, out: &mut Vec<u8>) {

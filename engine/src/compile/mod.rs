@@ -13,6 +13,13 @@
 //! Candidates are then checked in document order with the full conditions and the first that
 //! holds wins (RFC 7200 Appendix D.1), so the index changes the cost, never the answer. Lookup
 //! cost grows with the length of the request's URIs, not with the number of rules.
+//!
+//! P-Asserted-Identity is a list that may span several header lines (RFC 3261 §7.3.1; RFC
+//! 3325 §9.1 allows one sip/sips and one tel identity): the view takes its first two values
+//! across all lines ([`Identities::p_asserted_identity`]) and a field test holds when either
+//! matches. URIs compare as [`crate::uri`] describes (RFC 3261 §19.1.4, RFC 3966 §4); a
+//! `target-sip-entity` compares as an entity, so a `transport` parameter on only one side does
+//! not count there (RFC 7200 §5.3.3 "the next-hop SIP entity").
 
 pub mod hash;
 pub mod trie;
