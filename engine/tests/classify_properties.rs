@@ -359,7 +359,6 @@ fn classify_does_not_allocate_once_warm() {
                     9 => "q735.1".into(),
                     _ => loadctl::sip::HeaderValues::NONE,
                 },
-                ..Request::default()
             }
         })
         .collect();
