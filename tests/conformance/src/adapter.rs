@@ -97,8 +97,7 @@ fn decision_json(shard: &mut Shard, req: &Request<'_>) -> Value {
         let targets: Vec<&str> = d.targets().iter().map(Uri::as_str).collect();
         v["targets"] = json!(targets);
     }
-    // Window tickets are not completed: a vector that needs it says so in its requests.
-    drop(d.ticket);
+    // Window tickets are never completed: a window's admissions stay outstanding.
     v
 }
 
@@ -442,6 +441,14 @@ impl Side for NotifierSide {
     }
 }
 
+/// Unix nanoseconds of an `xs:dateTime` with a zone (the `now` key), as `loadctl classify
+/// --now` reads it.
+pub fn wall_clock(text: &str) -> Result<i128, String> {
+    policy::Timestamp::parse(text)
+        .map(|t| t.unix_nanos())
+        .map_err(|e| format!("now {text:?}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -455,12 +462,4 @@ mod tests {
             "sbc.example.com"
         );
     }
-}
-
-/// Unix nanoseconds of an `xs:dateTime` with a zone (the `now` key), as `loadctl classify
-/// --now` reads it.
-pub fn wall_clock(text: &str) -> Result<i128, String> {
-    policy::Timestamp::parse(text)
-        .map(|t| t.unix_nanos())
-        .map_err(|e| format!("now {text:?}: {e}"))
 }

@@ -58,7 +58,7 @@ pub fn run_all(dir: &Path) -> Outcome {
         for v in &vectors {
             match run::run(v) {
                 Ok(()) => outcome.passed += 1,
-                Err(f) => outcome.failures.push(f),
+                Err(f) => outcome.failures.push(*f),
             }
         }
     }

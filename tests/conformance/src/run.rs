@@ -66,7 +66,7 @@ fn broken(line: usize, why: impl Into<String>) -> StepError {
 }
 
 /// Runs one vector.
-pub fn run(v: &Vector) -> Result<(), Failure> {
+pub fn run(v: &Vector) -> Result<(), Box<Failure>> {
     let result = match v.key("kind").unwrap_or("") {
         "document" => document(v),
         "classify" => classify(v),
@@ -74,14 +74,16 @@ pub fn run(v: &Vector) -> Result<(), Failure> {
         "exchange" => exchange(v),
         other => Err(broken(v.line, format!("unknown kind {other:?}"))),
     };
-    result.map_err(|e| Failure {
-        file: v.file.clone(),
-        vector: v.name.clone(),
-        line: e.line,
-        citation: v.citation(),
-        step: e.step,
-        expected: e.expected,
-        got: e.got,
+    result.map_err(|e| {
+        Box::new(Failure {
+            file: v.file.clone(),
+            vector: v.name.clone(),
+            line: e.line,
+            citation: v.citation(),
+            step: e.step,
+            expected: e.expected,
+            got: e.got,
+        })
     })
 }
 
@@ -326,8 +328,10 @@ struct Exchange {
     side: Box<dyn Side>,
     now_ns: u64,
     wall0: i128,
-    /// What loadctl sent and the vector has not looked at yet.
-    outbox: VecDeque<Vec<u8>>,
+    /// What loadctl sent (with when) and the vector has not looked at yet.
+    outbox: VecDeque<(u64, Vec<u8>)>,
+    /// When loadctl sent the last message an `expect` matched, per (method, Call-ID).
+    last_sent: HashMap<(String, String), u64>,
     /// `req.*` from the last request loadctl sent and `resp.*` from its last response.
     vars: HashMap<String, String>,
     /// The last request of loadctl's that an `expect` matched (for `reply`).
@@ -381,13 +385,14 @@ impl Exchange {
     }
 
     fn drain(&mut self) {
+        let now = self.now_ns;
         let sent = self.side.transmit();
-        self.outbox.extend(sent);
+        self.outbox.extend(sent.into_iter().map(|m| (now, m)));
     }
 
     fn feed(&mut self, s: &Section, bytes: Vec<u8>) -> Result<(), StepError> {
         match self.side.receive(self.now_ns, &bytes) {
-            Ok(Some(resp)) => self.outbox.push_back(resp),
+            Ok(Some(resp)) => self.outbox.push_back((self.now_ns, resp)),
             Ok(None) => {}
             Err(e) => {
                 return Err(step_err(
@@ -491,7 +496,7 @@ impl Exchange {
 
     fn expect(&mut self, s: &Section) -> Result<(), StepError> {
         let lines = self.substituted(s)?;
-        let Some(bytes) = self.outbox.pop_front() else {
+        let Some((sent_at, bytes)) = self.outbox.pop_front() else {
             return Err(step_err(s, lines.join("\n"), "loadctl sent nothing"));
         };
         let m = Message::parse(&bytes).map_err(|e| {
@@ -525,6 +530,25 @@ impl Exchange {
                         };
                         if !ok {
                             return Err(step_err(s, format!("a body that is {arg}"), shown()));
+                        }
+                    }
+                    "spacing" => {
+                        let secs: f64 = arg
+                            .parse()
+                            .map_err(|_| broken(s.line, "@spacing: SECONDS"))?;
+                        let key = (
+                            m.method().unwrap_or("").to_owned(),
+                            m.first("Call-ID").unwrap_or("").to_owned(),
+                        );
+                        if let Some(&before) = self.last_sent.get(&key) {
+                            let gap = sent_at.saturating_sub(before);
+                            if (gap as f64) < secs * 1e9 {
+                                return Err(step_err(
+                                    s,
+                                    format!("sent at least {secs} s after the previous {}", key.0),
+                                    format!("sent {} s after it\n{}", gap as f64 / 1e9, shown()),
+                                ));
+                            }
                         }
                     }
                     "doc" => {
@@ -562,14 +586,20 @@ impl Exchange {
                 .map_err(|why| step_err(s, line.clone(), format!("{why}\n{}", shown())))?;
         }
         // Every NOTIFY with a document updates the peer's view, checked or not.
-        if doc_checked.is_none() && m.method() == Some("NOTIFY") && !m.body.is_empty() {
-            if let Ok(summary) = adapter::summary(&m.body) {
-                let call = m.first("Call-ID").unwrap_or("").to_owned();
-                self.versions.insert(call.clone(), summary.version);
-                self.apply_view(&call, &summary);
-            }
+        if doc_checked.is_none()
+            && m.method() == Some("NOTIFY")
+            && !m.body.is_empty()
+            && let Ok(summary) = adapter::summary(&m.body)
+        {
+            let call = m.first("Call-ID").unwrap_or("").to_owned();
+            self.versions.insert(call.clone(), summary.version);
+            self.apply_view(&call, &summary);
         }
         self.capture(&m);
+        if let Some(method) = m.method() {
+            let call = m.first("Call-ID").unwrap_or("").to_owned();
+            self.last_sent.insert((method.to_owned(), call), sent_at);
+        }
         if !m.is_response() {
             self.last_request = Some(m);
         }
@@ -684,7 +714,7 @@ fn header_matches(pattern: &str, m: &Message) -> Result<(), String> {
         lines.iter().all(|l| *l != text.trim())
     } else {
         let want_list = list(want).join(", ");
-        lines.iter().any(|l| *l == want) || m.joined(name) == want_list
+        lines.contains(&want) || m.joined(name) == want_list
     };
     if ok {
         Ok(())
@@ -706,6 +736,7 @@ fn exchange(v: &Vector) -> Result<(), StepError> {
         now_ns: 0,
         wall0: wall0(v)?,
         outbox: VecDeque::new(),
+        last_sent: HashMap::new(),
         vars: HashMap::new(),
         last_request: None,
         versions: HashMap::new(),
@@ -748,7 +779,7 @@ fn exchange(v: &Vector) -> Result<(), StepError> {
             }
             "expect" => x.expect(s)?,
             "quiet" => {
-                if let Some(next) = x.outbox.front() {
+                if let Some((_, next)) = x.outbox.front() {
                     let shown = Message::parse(next).map_or_else(
                         |_| String::from_utf8_lossy(next).into_owned(),
                         |m| m.display(),
