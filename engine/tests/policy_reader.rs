@@ -1169,6 +1169,9 @@ fn from_equal_to_until_is_an_empty_interval_with_a_warning() {
     assert_eq!((w.position, w.rule.as_deref()), (pos(4, 56), Some("r1")));
     assert!(w.message.contains("equals"), "{}", w.message);
     assert!(w.message.contains("never in force"), "{}", w.message);
+    // `loadctl check` shows the rule with its empty interval marked.
+    let shown = d.ruleset.rules().expect("full")[0].to_string();
+    assert!(shown.contains("(empty)"), "{shown}");
 }
 
 /// `until` before `from` is schema-valid too (the schema does not order them) and, by the same
