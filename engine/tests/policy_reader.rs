@@ -863,17 +863,18 @@ fn rejects_bad_method() {
 
 #[test]
 fn rejects_bad_validity() {
+    // Not an xs:dateTime at all (no seconds; hour 25): refused, with the value's position.
     let e = err(&rule_doc(
-        "<validity><from>2008-05-31T12:00:00</from><until>2008-05-31T15:00:00Z</until></validity>",
+        "<validity><from>2008-05-31T12:00</from><until>2008-05-31T15:00:00Z</until></validity>",
         RATE,
     ));
     assert!(matches!(e.kind, ErrorKind::InvalidDateTime { .. }), "{e}");
     assert_eq!(e.position, pos(4, 29));
     let e = err(&rule_doc(
-        "<validity><from>2008-05-31T12:00:00Z</from><until>2008-05-31T11:00:00Z</until></validity>",
+        "<validity><from>2008-05-31T12:00:00Z</from><until>2008-05-31T25:00:00Z</until></validity>",
         RATE,
     ));
-    assert_eq!(e.kind, ErrorKind::EmptyInterval);
+    assert!(matches!(e.kind, ErrorKind::InvalidDateTime { .. }), "{e}");
     let e = err(&rule_doc(
         "<validity><from>2008-05-31T12:00:00Z</from></validity>",
         RATE,
@@ -1050,8 +1051,10 @@ fn limit_value_length() {
     );
 }
 
+/// `max_alt_targets` is a soft limit: the schema's alt-target is an `xs:list` of any length,
+/// so a longer list keeps its first URIs and the reader warns (issue 16, item 10).
 #[test]
-fn limit_alt_targets() {
+fn alt_targets_over_the_soft_limit_keep_the_first_ones_with_a_warning() {
     let limits = Limits {
         max_alt_targets: 2,
         ..Limits::default()
@@ -1059,14 +1062,164 @@ fn limit_alt_targets() {
     let doc = accept_doc(
         "<lc:accept alt-action=\"redirect\" alt-target=\"sip:a@x sip:b@x sip:c@x\"><lc:rate>1</lc:rate></lc:accept>",
     );
-    let e = err_with(&doc, &limits);
-    assert_eq!(
-        e.kind,
-        ErrorKind::LimitExceeded {
-            limit: LimitKind::AltTargets,
-            max: 2
-        }
+    let d = read(doc.as_bytes(), &limits).expect("schema-valid: read, not refused");
+    let rule = &d.ruleset.rules().expect("full")[0];
+    let AltAction::Redirect(targets) = &rule.accept.alt_action else {
+        panic!("redirect expected: {rule:?}");
+    };
+    let kept: Vec<&str> = targets.iter().map(Uri::as_str).collect();
+    assert_eq!(kept, ["sip:a@x", "sip:b@x"]);
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    let w = &d.warnings[0];
+    assert_eq!(w.rule.as_deref(), Some("r1"));
+    assert_eq!(w.position, pos(5, 43));
+    assert!(
+        w.message.contains("3 URIs") && w.message.contains("first 2"),
+        "{}",
+        w.message
     );
+    // At the limit: no warning.
+    let d = read(
+        accept_doc(
+            "<lc:accept alt-action=\"redirect\" alt-target=\"sip:a@x sip:b@x\"><lc:rate>1</lc:rate></lc:accept>",
+        )
+        .as_bytes(),
+        &limits,
+    )
+    .expect("valid");
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    // Every listed URI is still checked, also those past the limit.
+    let e = err_with(
+        &accept_doc(
+            "<lc:accept alt-action=\"redirect\" alt-target=\"sip:a@x sip:b@x sip:@\"><lc:rate>1</lc:rate></lc:accept>",
+        ),
+        &limits,
+    );
+    assert!(matches!(e.kind, ErrorKind::InvalidUri { .. }), "{e}");
+}
+
+// ------------------------------------------- schema-valid documents are read, with warnings
+
+fn validity_doc(pairs: &str) -> String {
+    rule_doc(&format!("<validity>{pairs}</validity>"), RATE)
+}
+
+fn intervals(d: &Document) -> Vec<Interval> {
+    d.ruleset.rules().expect("full")[0]
+        .conditions
+        .validity
+        .as_ref()
+        .expect("validity")
+        .intervals
+        .to_vec()
+}
+
+fn at(s: &str) -> Timestamp {
+    Timestamp::parse(s).expect("valid timestamp")
+}
+
+/// XML Schema 1.0 Part 2 §3.2.7 lets an xs:dateTime omit its zone; RFC 4745 erratum 1455
+/// makes the zone mandatory. loadctl reads such a value as UTC and warns.
+#[test]
+fn a_date_time_without_a_zone_is_read_as_utc_with_a_warning() {
+    let d = ok(&validity_doc(
+        "<from>2008-05-31T12:00:00</from><until>2008-05-31T15:00:00-05:00</until>",
+    ));
+    let iv = intervals(&d);
+    assert_eq!(iv.len(), 1);
+    assert_eq!(*iv[0].from(), at("2008-05-31T12:00:00Z"));
+    assert_eq!(*iv[0].until(), at("2008-05-31T15:00:00-05:00"));
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    let w = &d.warnings[0];
+    assert_eq!((w.position, w.rule.as_deref()), (pos(4, 29), Some("r1")));
+    assert!(
+        w.message.contains("no time zone") && w.message.contains("UTC"),
+        "{}",
+        w.message
+    );
+    // Both values zone-less: two warnings, in document order.
+    let d = ok(&validity_doc(
+        "<from>2008-05-31T12:00:00</from><until>2008-05-31T15:00:00.5</until>",
+    ));
+    assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    assert!(d.warnings[0].position < d.warnings[1].position);
+    assert_eq!(*intervals(&d)[0].until(), at("2008-05-31T15:00:00.5Z"));
+}
+
+/// RFC 4745 §7.4: validity is "TRUE if the current time is greater than or equal to at least
+/// one <from> child, but less than the <until> child after it". With `from` = `until` no time
+/// qualifies: the interval is empty, the document valid, the rule never in force in it.
+#[test]
+fn from_equal_to_until_is_an_empty_interval_with_a_warning() {
+    let d = ok(&validity_doc(
+        "<from>2008-05-31T12:00:00Z</from><until>2008-05-31T07:00:00-05:00</until>",
+    ));
+    let iv = intervals(&d);
+    assert_eq!(iv.len(), 1);
+    assert!(iv[0].is_empty());
+    for t in [
+        "2008-05-31T11:59:59Z",
+        "2008-05-31T12:00:00Z",
+        "2008-05-31T12:00:01Z",
+    ] {
+        assert!(!iv[0].contains(&at(t)), "{t}");
+    }
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    let w = &d.warnings[0];
+    assert_eq!((w.position, w.rule.as_deref()), (pos(4, 56), Some("r1")));
+    assert!(w.message.contains("equals"), "{}", w.message);
+    assert!(w.message.contains("never in force"), "{}", w.message);
+    // `loadctl check` shows the rule with its empty interval marked.
+    let shown = d.ruleset.rules().expect("full")[0].to_string();
+    assert!(shown.contains("(empty)"), "{shown}");
+}
+
+/// `until` before `from` is schema-valid too (the schema does not order them) and, by the same
+/// §7.4 sentence, contains no instant: the same treatment, a different message.
+#[test]
+fn until_before_from_is_an_empty_interval_with_a_warning() {
+    let d = ok(&validity_doc(
+        "<from>2008-05-31T12:00:00Z</from><until>2008-05-31T11:00:00Z</until>\
+         <from>2008-06-01T00:00:00Z</from><until>2008-06-02T00:00:00Z</until>",
+    ));
+    let iv = intervals(&d);
+    assert_eq!(iv.len(), 2);
+    assert!(iv[0].is_empty() && !iv[1].is_empty());
+    let v = Validity {
+        intervals: NonEmpty::new(iv).expect("two"),
+    };
+    assert!(!v.contains(&at("2008-05-31T11:30:00Z")));
+    assert!(!v.contains(&at("2008-05-31T12:00:00Z")));
+    assert!(
+        v.contains(&at("2008-06-01T12:00:00Z")),
+        "the other pair still counts"
+    );
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    assert!(
+        d.warnings[0].message.contains("is before"),
+        "{}",
+        d.warnings[0].message
+    );
+}
+
+/// What the reader accepted with warnings writes back and reads again to the same ruleset.
+#[test]
+fn documents_read_with_warnings_round_trip() {
+    let limits = Limits {
+        max_alt_targets: 1,
+        ..Limits::default()
+    };
+    let doc = rule_doc(
+        "<validity><from>2008-05-31T12:00:00</from><until>2008-05-31T12:00:00Z</until></validity>",
+        "<lc:accept alt-action=\"redirect\" alt-target=\"sip:a@x sip:b@x\"><lc:rate>1</lc:rate></lc:accept>",
+    );
+    let first = read(doc.as_bytes(), &limits).expect("valid");
+    assert_eq!(first.warnings.len(), 3, "{:?}", first.warnings);
+    let written = write(&first.ruleset);
+    let second = read(written.as_bytes(), &limits).expect("own output reads");
+    assert_eq!(second.ruleset, first.ruleset);
+    // Written with its zone now; only the empty interval is still worth a warning.
+    assert_eq!(second.warnings.len(), 1, "{:?}", second.warnings);
 }
 
 #[test]

@@ -88,7 +88,10 @@ impl fmt::Display for Conditions {
             let spans: Vec<String> = v
                 .intervals
                 .iter()
-                .map(|i| format!("{}/{}", i.from(), i.until()))
+                .map(|i| {
+                    let empty = if i.is_empty() { " (empty)" } else { "" };
+                    format!("{}/{}{empty}", i.from(), i.until())
+                })
                 .collect();
             parts.push(format!("valid {}", spans.join(" or ")));
         }

@@ -78,8 +78,6 @@ pub enum Limit {
     IdentitiesPerRule,
     /// `max_value_len`.
     ValueLength,
-    /// `max_alt_targets`.
-    AltTargets,
     /// `max_intervals_per_rule`.
     IntervalsPerRule,
 }
@@ -93,7 +91,6 @@ impl Limit {
             Limit::Depth => "max_depth",
             Limit::IdentitiesPerRule => "max_identities_per_rule",
             Limit::ValueLength => "max_value_len",
-            Limit::AltTargets => "max_alt_targets",
             Limit::IntervalsPerRule => "max_intervals_per_rule",
         }
     }
@@ -211,15 +208,13 @@ pub enum ErrorKind {
         /// Why.
         reason: &'static str,
     },
-    /// A `<from>` / `<until>` is not an `xs:dateTime` with a time zone.
+    /// A `<from>` / `<until>` is not an `xs:dateTime`.
     InvalidDateTime {
         /// The value as written.
         value: String,
         /// Why.
         reason: &'static str,
     },
-    /// A validity interval whose `until` is not after its `from`.
-    EmptyInterval,
     /// `<except>` / `<except-tel>` needs exactly one of its two attributes.
     ExceptNeedsOneOf {
         /// Element name.
@@ -349,7 +344,6 @@ impl fmt::Display for ErrorKind {
                 f,
                 "invalid date-time {value:?}: {reason} (expected e.g. 2008-05-31T12:00:00-05:00)"
             ),
-            EmptyInterval => f.write_str("<until> must be later than <from>"),
             ExceptNeedsOneOf {
                 element,
                 attributes: [a, b],

@@ -41,7 +41,8 @@ pub const LOAD_CONTROL_NS: &str = "urn:ietf:params:xml:ns:load-control";
 /// The body type of a load-control NOTIFY.
 pub const CONTENT_TYPE: &str = "application/load-control+xml";
 
-/// Input limits of the reader and the merge. A document over any of them is rejected whole.
+/// Input limits of the reader and the merge. A document over any of them is rejected whole,
+/// except `max_alt_targets`, a soft limit (the first ones are kept, with a warning).
 ///
 /// The defaults fit a carrier-scale policy (100,000 rules of a few hundred bytes each) while
 /// bounding the memory and time one NOTIFY can cost.
@@ -58,7 +59,9 @@ pub struct Limits {
     pub max_identities_per_rule: usize,
     /// Longest attribute value or element text, in bytes. Default 4,096.
     pub max_value_len: usize,
-    /// Most URIs in one `alt-target`. Default 16.
+    /// Most URIs kept from one `alt-target`. Default 16. A soft limit: the schema allows any
+    /// number (`xs:list` of `xs:anyURI`), so a longer list keeps its first `max_alt_targets`
+    /// URIs and the reader warns; the attribute's length is bounded by `max_value_len`.
     pub max_alt_targets: usize,
     /// Most `<from>`/`<until>` pairs in one `<validity>`. Default 64.
     pub max_intervals_per_rule: usize,

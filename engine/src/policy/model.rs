@@ -662,7 +662,12 @@ impl Validity {
     }
 }
 
-/// A `<from>` / `<until>` pair: `from` ≤ t < `until`. `from` is strictly before `until`.
+/// A `<from>` / `<until>` pair: `from` ≤ t < `until` (RFC 4745 §7.4: "TRUE if the current
+/// time is greater than or equal to at least one <from> child, but less than the <until> child
+/// after it").
+///
+/// A pair whose `until` is not after its `from` is schema-valid and contains no instant: it is
+/// kept as written (so the document reads back the same) and [`Interval::is_empty`] says so.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Interval {
     from: Timestamp,
@@ -673,6 +678,17 @@ impl Interval {
     /// An interval; `None` unless `from` is strictly before `until`.
     pub fn new(from: Timestamp, until: Timestamp) -> Option<Self> {
         (from.instant_cmp(&until) == std::cmp::Ordering::Less).then_some(Self { from, until })
+    }
+
+    /// The pair as written, in any order: empty (never containing any instant) when `until` is
+    /// not after `from`.
+    pub fn pair(from: Timestamp, until: Timestamp) -> Self {
+        Self { from, until }
+    }
+
+    /// True when no instant lies inside (`until` ≤ `from`).
+    pub fn is_empty(&self) -> bool {
+        self.from.instant_cmp(&self.until) != std::cmp::Ordering::Less
     }
 
     /// Start (inclusive).

@@ -7,6 +7,15 @@
 //! produce a [`Warning`]. An unknown element in one of the two known namespaces is a typo and
 //! is refused.
 //!
+//! A schema-valid document is not refused whole for values this reader would rather not see;
+//! it is read, and each such value gets a [`Warning`]:
+//! - a `<from>` / `<until>` without a time zone is read as UTC (see [`Timestamp`]);
+//! - a `<from>`/`<until>` pair whose `until` is not after its `from` (equal, or earlier) is an
+//!   empty interval: RFC 4745 §7.4 makes validity "TRUE if the current time is greater than or
+//!   equal to at least one <from> child, but less than the <until> child after it", which no
+//!   instant satisfies, so the rule is never in force in it (other pairs still count);
+//! - an `alt-target` with more URIs than [`Limits::max_alt_targets`] keeps the first ones.
+//!
 //! Nothing is built half-way: the reader either returns a whole [`Document`] or the first
 //! error with its line:column and rule id.
 
@@ -1025,14 +1034,37 @@ impl<'i, 'l> Reader<'i, 'l> {
                 _ => return r.unexpected_or_ignored("validity", "<from> and <until> pairs", child),
             };
             let (text, at) = r.text(which, &child)?;
-            let t = Timestamp::parse(&text).map_err(|reason| {
+            let (t, zoned) = Timestamp::parse_assuming_utc(&text).map_err(|reason| {
                 r.error_at(at, ErrorKind::InvalidDateTime { value: text.clone(), reason })
             })?;
+            if !zoned {
+                r.warn(
+                    at,
+                    format!(
+                        "<{which}> {text:?} has no time zone: read as UTC ({}Z); RFC 4745 \
+                         (erratum 1455) requires one",
+                        t.to_string().trim_end_matches('Z')
+                    ),
+                );
+            }
             match (which, open.take()) {
                 ("from", None) => open = Some((t, child.offset)),
                 ("until", Some((from, _))) => {
-                    let interval = Interval::new(from, t)
-                        .ok_or_else(|| r.error_at(child.offset, ErrorKind::EmptyInterval))?;
+                    let interval = Interval::pair(from, t);
+                    if interval.is_empty() {
+                        let how = if from.instant_cmp(&t) == std::cmp::Ordering::Equal {
+                            "equals"
+                        } else {
+                            "is before"
+                        };
+                        r.warn(
+                            child.offset,
+                            format!(
+                                "<until> {t} {how} <from> {from}: an empty interval, the rule is \
+                                 never in force in it (RFC 4745 §7.4)"
+                            ),
+                        );
+                    }
                     if intervals.len() >= r.limits.max_intervals_per_rule {
                         return Err(r.error_at(
                             child.offset,
@@ -1114,17 +1146,24 @@ impl<'i, 'l> Reader<'i, 'l> {
             Some(text) => {
                 let at = self.attr_offset(e, "alt-target");
                 let mut targets = Vec::new();
+                let mut listed = 0usize;
                 for t in text.split_ascii_whitespace() {
-                    if targets.len() >= self.limits.max_alt_targets {
-                        return Err(self.error_at(
-                            at,
-                            ErrorKind::LimitExceeded {
-                                limit: LimitKind::AltTargets,
-                                max: self.limits.max_alt_targets,
-                            },
-                        ));
+                    // Every URI is checked; only the first max_alt_targets are kept.
+                    let uri = self.uri(t, at)?;
+                    listed += 1;
+                    if targets.len() < self.limits.max_alt_targets {
+                        targets.push(uri);
                     }
-                    targets.push(self.uri(t, at)?);
+                }
+                if listed > targets.len() {
+                    self.warn(
+                        at,
+                        format!(
+                            "alt-target lists {listed} URIs: only the first {} are kept \
+                             (max_alt_targets)",
+                            targets.len()
+                        ),
+                    );
                 }
                 targets
             }

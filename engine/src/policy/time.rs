@@ -3,6 +3,14 @@
 //!
 //! No time-zone database is involved: every value carries an explicit UTC offset, which is all
 //! that `<validity>` needs. The offset is kept so a document written back says what it said.
+//!
+//! # Values without a time zone
+//! The schema types `<from>` and `<until>` as `xs:dateTime`, whose time zone is optional (XML
+//! Schema 1.0 Part 2 §3.2.7: such a value is "untimezoned", the time of "some unspecified
+//! locality"), while RFC 4745's verified erratum 1455 says §7.4 should read "Times are expressed
+//! in XML dateTime [W3C-Schema] format with a mandatory timezone". A document with such a value
+//! is schema-valid, so [`Timestamp::parse_assuming_utc`] reads it as UTC — the only zone both
+//! ends can agree on without out-of-band knowledge — and tells the caller, which warns.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -89,6 +97,16 @@ impl Timestamp {
     /// and second may have one digit (RFC 7200's own examples are not always zero-padded);
     /// fractional seconds are kept to the nanosecond; `24:00:00` means the next midnight.
     pub fn parse(s: &str) -> Result<Self, &'static str> {
+        match Self::parse_assuming_utc(s)? {
+            (t, true) => Ok(t),
+            (_, false) => Err("a time zone is required (Z or ±hh:mm)"),
+        }
+    }
+
+    /// Parses an `xs:dateTime` like [`Timestamp::parse`], and also one without a time zone,
+    /// which is read as UTC (see the module documentation). The flag is true when the value
+    /// named its zone, false when UTC was assumed.
+    pub fn parse_assuming_utc(s: &str) -> Result<(Self, bool), &'static str> {
         let mut p = Cursor {
             s: s.as_bytes(),
             i: 0,
@@ -121,6 +139,7 @@ impl Timestamp {
                 return Err("expected digits after the decimal point of the seconds");
             }
         }
+        let mut zoned = true;
         let offset_minutes: i16 = match p.peek() {
             Some(b'Z') => {
                 p.i += 1;
@@ -140,7 +159,10 @@ impl Timestamp {
                 }
                 if sign == b'-' { -total } else { total }
             }
-            None => return Err("a time zone is required (Z or ±hh:mm)"),
+            None => {
+                zoned = false;
+                0
+            }
             Some(_) => return Err("expected a time zone (Z or ±hh:mm) after the time"),
         };
         if p.i != p.s.len() {
@@ -158,11 +180,14 @@ impl Timestamp {
         }
         let days = days_from_civil(year, month, day);
         let local = days * SECONDS_PER_DAY + (hour * 3600 + minute * 60 + second);
-        Ok(Self {
-            unix_seconds: local - i64::from(offset_minutes) * 60,
-            nanos,
-            offset_minutes,
-        })
+        Ok((
+            Self {
+                unix_seconds: local - i64::from(offset_minutes) * 60,
+                nanos,
+                offset_minutes,
+            },
+            zoned,
+        ))
     }
 }
 
@@ -321,6 +346,26 @@ mod tests {
             "",
         ] {
             assert!(Timestamp::parse(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn a_value_without_a_zone_is_read_as_utc_and_flagged() {
+        let (t, zoned) = Timestamp::parse_assuming_utc("2008-05-31T12:00:00").expect("valid");
+        assert!(!zoned);
+        let z = Timestamp::parse("2008-05-31T12:00:00Z").expect("valid");
+        assert_eq!(t, z);
+        assert_eq!(t.to_string(), "2008-05-31T12:00:00Z");
+        let (t, zoned) = Timestamp::parse_assuming_utc("2008-05-31T12:00:00-05:00").expect("ok");
+        assert!(zoned);
+        assert_eq!(t.offset_minutes(), -300);
+        // Lenient only about the zone: everything else is still checked.
+        for bad in [
+            "2008-13-01T00:00:00",
+            "2008-05-31T12:00",
+            "2008-05-31T12:00:00 ",
+        ] {
+            assert!(Timestamp::parse_assuming_utc(bad).is_err(), "{bad:?}");
         }
     }
 
