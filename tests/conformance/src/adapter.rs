@@ -154,7 +154,7 @@ impl Classifier {
                 from: text("from")?,
                 to: text("to")?,
                 request_uri: text("ruri")?,
-                p_asserted_identity: text("pai")?,
+                p_asserted_identity: text("pai")?.into(),
                 target: text("target")?,
             },
             transport,
