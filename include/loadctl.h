@@ -201,8 +201,24 @@ typedef struct lc_engine_config {
   uint32_t max_rules;
   // Largest policy body, bytes. Default 64 MiB.
   uint64_t max_body_bytes;
-  // Space-separated hosts/domains redirect targets may point at; absent: any.
+  // Space-separated hosts/domains a notifier's redirect targets may point at **besides the
+  // notifier's own domain** (its URI's host and that host's subdomains; an IP literal is
+  // itself only). RFC 7200 §7: the destinations of redirects are agreed in advance. A
+  // redirect from a notifier's policy (`lc_engine_publish` / `lc_engine_apply` with a
+  // `notifier`, or a subscriber) to any other target is answered as a reject (503) and
+  // counted in `redirect_refused`. `*` allows every target. Absent or empty: the notifier's
+  // own domain only. Policies published without a `notifier` (the operator's) are trusted.
   struct lc_str redirect_allow;
+  // Which requests are let through before any rule is tried: a bitwise OR of `LC_EXEMPT_*`
+  // (`LC_EXEMPT_EMERGENCY`). Default `LC_EXEMPT_EMERGENCY`. An undeclared bit:
+  // `LC_RESULT_INVALID_ARGUMENT`.
+  uint32_t exempt_flags;
+  // Resource-Priority namespaces (RFC 4412 §3.1, compared case-insensitively) whose requests
+  // are let through, separated by commas and/or spaces. Default `"ets wps"` (a static string
+  // of the library). Absent or empty: none. A name that is not an RFC 4412 `token-nodot`:
+  // `LC_RESULT_INVALID_ARGUMENT`; not UTF-8: `LC_RESULT_INVALID_UTF8`. Read during
+  // `lc_engine_new*` only (the engine keeps a copy).
+  struct lc_str priority_namespaces;
 } lc_engine_config;
 
 // Totals over every worker (attached or freed).
@@ -265,9 +281,15 @@ typedef struct lc_subscriber_config {
   uint32_t expires;
   // Space-separated hosts/domains notifiers may be at; absent: the notifier's host only.
   struct lc_str trust;
-  // Space-separated hosts/domains redirect targets may point at; absent: not checked.
+  // Not used: which redirect targets the notifier may use is the engine's
+  // `lc_engine_config.redirect_allow` (plus the notifier's own domain, RFC 7200 §7); the
+  // subscriber reports (`LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST`) each rule the
+  // engine refuses, once. Kept for source compatibility.
   struct lc_str redirect_allow;
-  // Scope rules without target-sip-entity to the notifier's URI.
+  // Scope rules without target-sip-entity to the notifier's URI (RFC 7200 §5.3.3 MAY): they
+  // then match only requests classified with that target (`lc_request.target`,
+  // `lc_sip_options.target`), never requests without one. Default (zero) false: they apply
+  // whatever the target.
   bool scope_to_notifier;
 } lc_subscriber_config;
 
@@ -482,7 +504,14 @@ typedef struct lc_request {
   uint64_t monotonic_ns;
   // Wall-clock nanoseconds since the Unix epoch.
   int64_t unix_ns;
+  // The `Resource-Priority` header value (RFC 4412), for the priority exemption
+  // (`lc_engine_config.priority_namespaces`); several lines joined with `,` as RFC 3261
+  // §7.3.1 allows. Absent (NULL): none.
+  struct lc_str resource_priority;
 } lc_request;
+
+// Why a request was let through without trying any rule (`lc_decision.exempt_reason`).
+typedef uint32_t lc_exempt_reason;
 
 // A window admission, to give back with `lc_complete` when the transaction ends.
 typedef struct lc_ticket {
@@ -498,8 +527,10 @@ typedef struct lc_decision {
   enum lc_verdict verdict;
   // The SIP status to answer with: 503, 302, or 0 for none.
   uint16_t status;
-  // Not filtered at all (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE).
+  // Let through without trying any rule (`exempt_reason` says why).
   bool exempt;
+  // Why it was exempt: an `LC_EXEMPT_REASON_*` value (`LC_EXEMPT_REASON_NONE` when not).
+  lc_exempt_reason exempt_reason;
   // A rule matched (`rule_id` and `source` are set).
   bool matched;
   // The matched rule's id.
@@ -516,6 +547,34 @@ typedef struct lc_decision {
   struct lc_ticket ticket;
 } lc_decision;
 
+// Options of `lc_classify_sip_opts`. Zero-initialise it, then set what you need.
+typedef struct lc_sip_options {
+  // The transport the request arrived on: an `LC_TRANSPORT_*` value. Anything else:
+  // `LC_RESULT_INVALID_ARGUMENT`.
+  uint32_t transport;
+  // A bitwise OR of `LC_SIP_*` flags. An undeclared bit: `LC_RESULT_INVALID_ARGUMENT`.
+  uint32_t flags;
+  // Monotonic nanoseconds; read only with `LC_SIP_HAS_TIME`.
+  uint64_t monotonic_ns;
+  // Wall-clock nanoseconds since the Unix epoch; read only with `LC_SIP_HAS_TIME`.
+  int64_t unix_ns;
+  // The URI of the next hop the request will be routed to: the target entity rules with a
+  // `target-sip-entity` (RFC 7200 §5.3.3) are compared with. Absent (NULL): none, and such
+  // rules do not match. Must be UTF-8 (else `LC_RESULT_INVALID_UTF8`). Read during the call
+  // only.
+  struct lc_str target;
+} lc_sip_options;
+
+// Bits of `lc_engine_config.exempt_flags`.
+typedef uint32_t lc_exempt_flags;
+
+// Bits of `lc_sip_options.flags`.
+typedef uint32_t lc_sip_flags;
+
+// Let emergency requests through: Request-URI (or To, when the Request-URI is not a URN)
+// `urn:service:sos` or `urn:service:sos.*` (RFC 5031).
+#define LC_EXEMPT_EMERGENCY 1
+
 // The first copy of a transaction: served from the primary queue.
 #define LC_CLASS_ORIGINAL 0
 
@@ -529,6 +588,21 @@ typedef struct lc_decision {
 // A conventional server: one FIFO queue of `primary_capacity` for everything
 // (`secondary_capacity` is ignored); the counters still tell the classes apart.
 #define LC_DISCIPLINE_FIFO 1
+
+// `monotonic_ns` and `unix_ns` hold the request's time; without it the engine's clock is read.
+#define LC_SIP_HAS_TIME 1
+
+// Not exempt: the rules were tried.
+#define LC_EXEMPT_REASON_NONE 0
+
+// Not filtered at all (RFC 7200 §5.1): ACK, BYE, CANCEL, in-dialog, `load-control` SUBSCRIBE.
+#define LC_EXEMPT_REASON_NOT_FILTERED 1
+
+// An emergency request (`urn:service:sos`, RFC 5031), with `LC_EXEMPT_EMERGENCY`.
+#define LC_EXEMPT_REASON_EMERGENCY 2
+
+// A `Resource-Priority` namespace in `lc_engine_config.priority_namespaces` (RFC 4412).
+#define LC_EXEMPT_REASON_RESOURCE_PRIORITY 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -593,7 +667,8 @@ lc_result lc_engine_config_default(struct lc_engine_config *out);
 // `config` NULL means the defaults.
 //
 // # Safety
-// `config` must be NULL or valid (its `redirect_allow` readable); `out` must be writable.
+// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
+// `out` must be writable.
 lc_result lc_engine_new(const struct lc_engine_config *config, struct lc_engine **out);
 
 // Frees an engine. Workers attached to it keep working with the policy they have; free them
@@ -605,8 +680,12 @@ lc_result lc_engine_new(const struct lc_engine_config *config, struct lc_engine 
 void lc_engine_free(struct lc_engine *engine);
 
 // Replaces `source`'s policy with a full document (`body`, `len` bytes). `notifier` (may be
-// absent) is the notifier's URI: rules without `target-sip-entity` are scoped to it. On
-// success writes the new snapshot generation. On any error nothing changes.
+// absent) is the URI of the notifier the policy came from: its redirect targets must lie in
+// the notifier's own domain or `lc_engine_config.redirect_allow`, else the rule rejects
+// instead (RFC 7200 §7). Absent: the operator's own policy (a file, an RPC), trusted. Either
+// way, rules without `target-sip-entity` apply whatever the request's target (they are not
+// scoped to the notifier). On success writes the new snapshot generation. On any error
+// nothing changes.
 //
 // # Safety
 // `engine` from `lc_engine_new`; `source`/`notifier` readable or absent; `body` readable for
@@ -1055,7 +1134,8 @@ lc_result lc_classify(struct lc_worker *worker,
 
 // Scans a raw SIP request (`len` bytes: request line and headers; a body is ignored) and
 // classifies it like `lc_classify`, without allocating. Malformed messages get a
-// `LC_RESULT_SIP_*` code and no decision.
+// `LC_RESULT_SIP_*` code and no decision. It has no target entity, so rules with a
+// `target-sip-entity` never match: `lc_classify_sip_opts` takes the next hop.
 //
 // # Safety
 // `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes; `out`
@@ -1065,6 +1145,21 @@ lc_result lc_classify_sip(struct lc_worker *worker,
                           size_t len,
                           enum lc_transport transport,
                           struct lc_decision *out);
+
+// Like `lc_classify_sip`, with options: the target entity (the next hop the request will be
+// routed to, so that rules with a `target-sip-entity` can match), the request's time, and
+// the transport (see `lc_sip_options`). The options are checked before the message is
+// scanned: an undeclared flag bit or transport value gives `LC_RESULT_INVALID_ARGUMENT`, a
+// target that is not UTF-8 `LC_RESULT_INVALID_UTF8`, and no decision.
+//
+// # Safety
+// `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes;
+// `options` readable (its `target` readable during the call); `out` writable.
+lc_result lc_classify_sip_opts(struct lc_worker *worker,
+                               const uint8_t *msg,
+                               size_t len,
+                               const struct lc_sip_options *options,
+                               struct lc_decision *out);
 
 // Gives back the window slot of a completed transaction. Any worker of the same engine may
 // complete any ticket; completing one twice frees a slot that was not taken (don't).

@@ -16,9 +16,11 @@
 //! Policies from different notifiers are kept apart and merged into one snapshot. **Rules are
 //! tried source by source, in the order the sources were first published, and within a source
 //! in document order**; the first match wins across the whole list. A rule without a
-//! `target-sip-entity` is scoped to its notifier's URI when the source names one, so a
-//! notifier's policy only throttles traffic towards that notifier. Withdrawing a source removes
-//! exactly its rules.
+//! `target-sip-entity` applies whatever the request's target (RFC 7200 §5.3.3), unless its
+//! [`Source`] was explicitly [scoped](Source::scoped) to a target. Each source records its
+//! [`Origin`]: a notifier's redirect targets are checked against the notifier's own domain and
+//! the allow-list (RFC 7200 §7, [`CompileConfig`]); the operator's local policies are trusted.
+//! Withdrawing a source removes exactly its rules.
 
 mod cell;
 mod request;
@@ -80,30 +82,79 @@ impl Default for EngineConfig {
     }
 }
 
-/// Who a policy came from: a notifier (or a local configuration).
+/// Where a source's policy came from: who wrote it, which decides how far it is trusted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Loaded by the operator (a policy file, an RPC or API publish): trusted, its redirect
+    /// targets are never refused.
+    Local,
+    /// Received from a notifier with this URI (RFC 7200 §4): its redirect targets must lie in
+    /// the notifier's own domain or in the operator's allow-list
+    /// ([`CompileConfig::redirect_allow`], RFC 7200 §7).
+    Notifier(Uri),
+}
+
+/// Who a policy came from (its [`Origin`]), under which name, and which target entity its rules
+/// without `target-sip-entity` are scoped to.
+///
+/// The origin and the scope are separate: by default a rule without `target-sip-entity` applies
+/// **whatever the request's target** (RFC 7200 §5.3.3 only lets a subscriber *record* the
+/// originator as the target, a MAY); [`Source::scoped`] opts into scoping, which only makes
+/// sense where every caller passes the request's target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Source {
     /// A stable name (typically the notifier's URI, or "local").
     pub name: String,
-    /// The notifier's URI, when known: rules without `target-sip-entity` are scoped to it.
-    pub notifier: Option<Uri>,
+    /// Who wrote the policy.
+    pub origin: Origin,
+    /// When set, rules without `target-sip-entity` only match requests whose target entity is
+    /// this URI (and never requests without a target). `None`: they match whatever the target.
+    pub scope: Option<Uri>,
 }
 
 impl Source {
-    /// A source that scopes nothing (static configuration).
+    /// A policy the operator loaded (file, RPC, API): trusted, unscoped.
     pub fn local(name: &str) -> Self {
         Self {
             name: name.to_owned(),
-            notifier: None,
+            origin: Origin::Local,
+            scope: None,
         }
     }
 
-    /// A notifier's source: its rules apply to requests towards `notifier` unless they name
-    /// another target.
+    /// A notifier's policy, named by its URI: its redirect targets are checked against the
+    /// notifier's own domain (RFC 7200 §7); its rules apply whatever the request's target.
     pub fn notifier(notifier: Uri) -> Self {
         Self {
             name: notifier.as_str().to_owned(),
-            notifier: Some(notifier),
+            origin: Origin::Notifier(notifier),
+            scope: None,
+        }
+    }
+
+    /// This source with its rules without `target-sip-entity` scoped to `target` (RFC 7200
+    /// §5.3.3: the subscriber MAY record the policy's originator as its target).
+    pub fn scoped(mut self, target: Uri) -> Self {
+        self.scope = Some(target);
+        self
+    }
+
+    /// This source scoped to its notifier's URI (unchanged for a local source).
+    pub fn scoped_to_notifier(self) -> Self {
+        match &self.origin {
+            Origin::Notifier(uri) => {
+                let uri = uri.clone();
+                self.scoped(uri)
+            }
+            Origin::Local => self,
+        }
+    }
+
+    /// The notifier's URI when the policy came from one.
+    pub fn notifier_uri(&self) -> Option<&Uri> {
+        match &self.origin {
+            Origin::Notifier(uri) => Some(uri),
+            Origin::Local => None,
         }
     }
 }
@@ -588,7 +639,8 @@ impl Engine {
                 rules.push(SourcedRule {
                     source: si as u32,
                     rule: StdArc::clone(rule),
-                    scope: source.notifier.clone(),
+                    scope: source.scope.clone(),
+                    notifier: source.notifier_uri().cloned(),
                 });
             }
         }

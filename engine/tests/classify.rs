@@ -506,6 +506,22 @@ fn drop_over_udp_is_reject_and_redirect_carries_targets() {
     assert_eq!((stats.matched, stats.rejected, stats.dropped), (6, 1, 5));
 }
 
+/// A shard over `rules` published by the notifier `notifier` (not a local, trusted policy).
+fn notifier_shard(notifier: &str, rules: &str, compile: CompileConfig) -> Shard {
+    let e = Engine::new(EngineConfig {
+        shards: 1,
+        compile,
+        ..EngineConfig::default()
+    });
+    let source = Source::notifier(loadctl::policy::Uri::new(notifier).expect("uri"));
+    e.publish(&source, ruleset(rules)).expect("publishes");
+    e.attach()
+}
+
+/// RFC 7200 §7: "this specification requires that a Trust Domain agrees on ... the
+/// destinations to which calls may be redirected, as in Section 3.4" (§3.4: "For example, the
+/// URI might have to match a given set of domains"). A notifier's redirect outside its own
+/// domain and the operator's allow-list is answered as a reject and counted.
 #[test]
 fn redirect_outside_the_allow_list_becomes_reject_and_is_counted() {
     let rules = format!(
@@ -524,13 +540,7 @@ fn redirect_outside_the_allow_list_becomes_reject_and_is_counted() {
     let config = CompileConfig {
         redirect_allow: Some(vec!["trusted.example".into()]),
     };
-    let mut s = shard_for(
-        ruleset(&rules),
-        EngineConfig {
-            compile: config,
-            ..EngineConfig::default()
-        },
-    );
+    let mut s = notifier_shard("sip:sbc.notifier.example", &rules, config);
     assert_eq!(
         s.classify(&invite("<sip:a@b>", "<sip:x@a.example>"))
             .verdict,
@@ -540,13 +550,87 @@ fn redirect_outside_the_allow_list_becomes_reject_and_is_counted() {
     assert_eq!((d.verdict, d.targets().len()), (Verdict::Reject, 0));
     let stats = s.rule_stats(1).expect("evil");
     assert_eq!((stats.rejected, stats.redirect_refused), (1, 1));
-    // Without an allow-list any target is used.
+    // Without an allow-list only the notifier's own domain is agreed: both are refused.
+    let mut s = notifier_shard("sip:sbc.notifier.example", &rules, CompileConfig::default());
+    for to in ["<sip:x@a.example>", "<sip:x@b.example>"] {
+        assert_eq!(
+            s.classify(&invite("<sip:a@b>", to)).verdict,
+            Verdict::Reject
+        );
+    }
+    // `*` allows every target (an explicit opt-out).
+    let mut s = notifier_shard(
+        "sip:sbc.notifier.example",
+        &rules,
+        CompileConfig {
+            redirect_allow: Some(vec!["*".into()]),
+        },
+    );
+    assert_eq!(
+        s.classify(&invite("<sip:a@b>", "<sip:x@b.example>"))
+            .verdict,
+        Verdict::Redirect
+    );
+    // The operator's own policy (a local source: file, RPC, API) is trusted.
     let mut s = shard(&rules);
     assert_eq!(
         s.classify(&invite("<sip:a@b>", "<sip:x@b.example>"))
             .verdict,
         Verdict::Redirect
     );
+}
+
+/// The notifier's own domain (see `CompileConfig`): its URI's host and every subdomain, never a
+/// parent domain; an IP literal is itself only.
+#[test]
+fn a_notifier_may_redirect_within_its_own_domain() {
+    let redirect = |target: &str| {
+        rule(
+            "r",
+            "",
+            &format!(
+                "<lc:accept alt-action=\"redirect\" alt-target=\"{target}\"><lc:rate>0</lc:rate></lc:accept>"
+            ),
+        )
+    };
+    for (notifier, target, redirects) in [
+        ("sip:sbc.example.com", "sip:ivr@sbc.example.com", true),
+        ("sip:sbc.example.com", "sip:ivr@SBC.Example.COM.", true),
+        (
+            "sip:sbc.example.com",
+            "sips:ivr@a.b.sbc.example.com:5061",
+            true,
+        ),
+        (
+            "sip:notifier@sbc.example.com:5070",
+            "sip:ivr@sbc.example.com",
+            true,
+        ),
+        ("sip:sbc.example.com", "sip:ivr@example.com", false),
+        ("sip:sbc.example.com", "sip:ivr@sbc2.example.com", false),
+        ("sip:sbc.example.com", "sip:ivr@xsbc.example.com", false),
+        (
+            "sip:sbc.example.com",
+            "sip:sbc.example.com@evil.example",
+            false,
+        ),
+        ("sip:sbc.example.com", "tel:+15551234", false),
+        ("sip:example.co.uk", "sip:ivr@victim.co.uk", false),
+        ("sip:192.0.2.1", "sip:ivr@192.0.2.1:5070", true),
+        ("sip:192.0.2.1", "sip:ivr@10.192.0.2.1", false),
+        ("sip:192.0.2.1", "sip:ivr@192.0.2.10", false),
+        ("sip:[2001:db8::1]", "sip:ivr@[2001:db8::1]", true),
+        ("sip:[2001:db8::1]", "sip:ivr@[2001:db8::2]", false),
+    ] {
+        let mut s = notifier_shard(notifier, &redirect(target), CompileConfig::default());
+        let d = s.classify(&invite("<sip:a@b>", "<sip:c@d>"));
+        let expected = if redirects {
+            Verdict::Redirect
+        } else {
+            Verdict::Reject
+        };
+        assert_eq!(d.verdict, expected, "{notifier} → {target}");
+    }
 }
 
 #[test]

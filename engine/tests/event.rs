@@ -1095,36 +1095,69 @@ fn a_burst_after_a_quiet_period_gives_two_notifies_the_last_with_the_final_state
     assert_eq!((version_of(&sent[0]).0, version_of(&sent[1]).0), (1, 2));
 }
 
+/// RFC 7200 §7: "this specification requires that a Trust Domain agrees on ... the
+/// destinations to which calls may be redirected". With no allow-list the agreement is the
+/// notifier's own domain (`sbc.example.com` and its subdomains); the operator's list
+/// (`CompileConfig::redirect_allow`) adds to it. The engine rejects instead of redirecting, and
+/// the subscriber reports each refused rule once.
 #[test]
 fn redirect_targets_are_checked_against_the_agreed_list() {
-    let e = engine();
-    let mut c = SubscriberConfig::new(
-        uri("sip:sbc.example.com"),
-        uri("sip:proxy.upstream.example"),
-        "cid",
-        "up",
-    );
-    c.redirect_allow = Some(vec!["ivr.example.com".into()]);
-    let mut s = Subscriber::new(c, e, 0);
-    let sub = s.poll_transmit().expect("SUBSCRIBE");
     let redirect = |id: &str, target: &str| {
         format!(
-            "<rule id=\"{id}\"><actions><lc:accept alt-action=\"redirect\" alt-target=\"{target}\"><lc:rate>1</lc:rate></lc:accept></actions></rule>"
+            "<rule id=\"{id}\"><actions><lc:accept alt-action=\"redirect\" alt-target=\"{target}\"><lc:rate>0</lc:rate></lc:accept></actions></rule>"
         )
     };
     let doc = format!(
-        "{}{}",
-        redirect("fine", "sip:info@ivr.example.com"),
+        "{}{}{}",
+        redirect("own", "sip:info@ivr.sbc.example.com"),
+        redirect("listed", "sip:info@ivr.partner.example"),
         redirect("victim", "sip:victim@bank.example")
     );
-    s.handle_notify(0, &notify(&sub, 1, "active", CT, body(0, "full", &doc)));
-    let ev = events(&mut s);
-    assert!(
-        ev.contains(&SubscriberEvent::RedirectOutsideAllowList {
-            rules: vec!["victim".into()]
-        }),
-        "{ev:?}"
-    );
+    for (allow, refused) in [
+        (None, vec!["listed", "victim"]),
+        (Some(vec!["partner.example".to_owned()]), vec!["victim"]),
+    ] {
+        let e = Engine::new(EngineConfig {
+            shards: 1,
+            compile: loadctl::compile::CompileConfig {
+                redirect_allow: allow.clone(),
+            },
+            ..EngineConfig::default()
+        });
+        let mut s = subscriber(&e);
+        let sub = s.poll_transmit().expect("SUBSCRIBE");
+        s.handle_notify(0, &notify(&sub, 1, "active", CT, body(0, "full", &doc)));
+        let ev = events(&mut s);
+        let reported: Vec<&SubscriberEvent> = ev
+            .iter()
+            .filter(|e| matches!(e, SubscriberEvent::RedirectOutsideAllowList { .. }))
+            .collect();
+        assert_eq!(
+            reported,
+            vec![&SubscriberEvent::RedirectOutsideAllowList {
+                rules: refused.iter().map(|r| r.to_string()).collect()
+            }],
+            "allow-list {allow:?}"
+        );
+        let snap = e.snapshot();
+        let flags: Vec<(String, bool)> = snap
+            .policy()
+            .rules()
+            .iter()
+            .map(|r| (r.id().to_string(), r.redirect_refused()))
+            .collect();
+        for (id, is_refused) in flags {
+            assert_eq!(is_refused, refused.contains(&id.as_str()), "{id} {allow:?}");
+        }
+        // The same document again (a refresh): nothing new to report.
+        s.handle_notify(0, &notify(&sub, 2, "active", CT, body(1, "full", &doc)));
+        assert!(
+            !events(&mut s)
+                .iter()
+                .any(|e| matches!(e, SubscriberEvent::RedirectOutsideAllowList { .. })),
+            "reported twice"
+        );
+    }
 }
 
 #[test]
@@ -1134,12 +1167,15 @@ fn several_subscribers_feed_one_engine_as_separate_sources() {
         .iter()
         .enumerate()
         .map(|(i, n)| {
-            let c = SubscriberConfig::new(
+            let mut c = SubscriberConfig::new(
                 uri(n),
                 uri("sip:proxy.upstream.example"),
                 &format!("c{i}"),
                 &format!("t{i}"),
             );
+            // Scoping is an explicit option (RFC 7200 §5.3.3 MAY); the default is off.
+            assert!(!c.scope_to_notifier);
+            c.scope_to_notifier = true;
             let mut s = Subscriber::new(c, e.clone(), 0);
             let sub = s.poll_transmit().expect("SUBSCRIBE");
             (s, sub)
@@ -1156,7 +1192,7 @@ fn several_subscribers_feed_one_engine_as_separate_sources() {
         n.from.uri = sub.request_uri.clone();
         assert_eq!(s.handle_notify(0, &n).status, 200);
     }
-    // Each notifier's rules are scoped to it.
+    // Each notifier's rules are scoped to it, as asked.
     let towards = |target: &str| {
         let mut shard = e.attach();
         let req = SipRequest {

@@ -401,8 +401,12 @@ fn removed_window_rule_cell_gets_its_slots_back() {
 #[test]
 fn sources_are_kept_apart_ordered_scoped_and_withdrawn() {
     let e = engine(EngineConfig::default());
-    let east = Source::notifier(Uri::new("sip:east.example.com").expect("uri"));
-    let west = Source::notifier(Uri::new("sip:west.example.com").expect("uri"));
+    // Scoping is explicit (RFC 7200 §5.3.3: the server "MAY still record the URI of the
+    // load-filtering policy's originator as the <target-sip-entity> information").
+    let east =
+        Source::notifier(Uri::new("sip:east.example.com").expect("uri")).scoped_to_notifier();
+    let west =
+        Source::notifier(Uri::new("sip:west.example.com").expect("uri")).scoped_to_notifier();
     let local = Source::local("static");
     let reject = "<lc:accept><lc:rate>0</lc:rate></lc:accept>";
     e.publish(&east, doc(0, "full", &rule("a", "+1", reject)))
@@ -418,8 +422,8 @@ fn sources_are_kept_apart_ordered_scoped_and_withdrawn() {
         let d = s.classify(&r);
         d.rule.map(|r| (r.source(), r.id().to_string()))
     };
-    // Rules without a target are scoped to their notifier; sources are tried in the order
-    // they were first published.
+    // Rules without a target are scoped to their notifier when asked; sources are tried in
+    // the order they were first published.
     assert_eq!(
         towards(&mut s, Some("sip:east.example.com")),
         Some((0, "a".into()))
@@ -452,6 +456,36 @@ fn sources_are_kept_apart_ordered_scoped_and_withdrawn() {
         e.withdraw("sip:nobody"),
         Err(PublishError::UnknownSource("sip:nobody".into()))
     );
+}
+
+/// RFC 7200 §5.3.3: recording the originator as the target is a MAY ("If the load-filtering
+/// server receives a load-filtering policy that does not contain a <target-sip-entity>
+/// element, it MAY still record the URI of the load-filtering policy's originator"). By default
+/// loadctl does not: a notifier's rule without `target-sip-entity` applies whatever the
+/// request's target, including none — the same at every layer.
+#[test]
+fn a_notifiers_rule_without_target_applies_whatever_the_target() {
+    let e = engine(EngineConfig::default());
+    let east = Source::notifier(Uri::new("sip:east.example.com").expect("uri"));
+    assert_eq!(east.scope, None);
+    let reject = "<lc:accept><lc:rate>0</lc:rate></lc:accept>";
+    e.publish(&east, doc(0, "full", &rule("a", "+1", reject)))
+        .expect("east");
+    let mut s = e.attach();
+    for target in [
+        None,
+        Some("sip:east.example.com"),
+        Some("sip:elsewhere.example.com"),
+    ] {
+        let mut r = call("<tel:+1555>", 0);
+        r.identities.target = target;
+        let d = s.classify(&r);
+        assert_eq!(
+            (d.verdict, d.rule.map(|r| r.id().to_string())),
+            (Verdict::Reject, Some("a".into())),
+            "target {target:?}"
+        );
+    }
 }
 
 #[test]

@@ -4,6 +4,7 @@
  *   edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]
  *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]
  *        [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]
+ *        [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]
  *
  * With --subscribe it is an RFC 7200 subscriber: it SUBSCRIBEs to the notifier (the `load-control`
  * event package, through libloadctl's subscriber state machine and its SIP wire functions),
@@ -12,7 +13,15 @@
  * UDP until a response arrives (Timer E: T1 doubling up to T2, for 64·T1). The subscriber speaks
  * UDP only.
  *
- * Every request is classified with lc_classify_sip. Excess is answered 503 (or 302 with the
+ * Every request is classified with lc_classify_sip_opts, with the transport it came on and the
+ * next hop as its target entity (`sip:IP:PORT` of --next-hop, where the edge forwards it), so
+ * rules with a `target-sip-entity` naming the next hop apply (RFC 7200 §5.3.3); rules without
+ * one apply whatever the target. Emergency requests (urn:service:sos…, RFC 5031) and requests
+ * whose Resource-Priority namespace is listed (RFC 4412; default ets, wps) pass before any rule
+ * is tried, unless --no-emergency-exempt / --priority-namespaces "" turn that off. A notifier's
+ * redirect to a target outside its own domain and --redirect-allow is answered 503 instead
+ * (RFC 7200 §7; the subscriber logs each such rule once); the --policy file is trusted.
+ * Excess is answered 503 (or 302 with the
  * rule's targets as Contacts); everything else is forwarded statelessly to the next hop with
  * this proxy's Via on top (RFC 3261 §16.11: the branch is derived from the incoming one, so
  * retransmissions get the same branch). Responses coming back lose that Via and go to the
@@ -157,7 +166,8 @@ typedef struct {
     uint64_t idle_ns; /* an inbound connection silent this long is closed (0: never) */
     struct sockaddr_in listen_addr;
     struct sockaddr_in next_hop;
-    char via_host[64]; /* "IP:PORT" for this proxy's Via */
+    char next_hop_uri[64]; /* "sip:IP:PORT": the target entity requests are classified with */
+    char via_host[64];     /* "IP:PORT" for this proxy's Via */
     const char *policy_path;
     const char *source;
     lc_engine *engine;
@@ -1123,7 +1133,13 @@ static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from)
         return; /* the ACK to our own 503 / 302 ends here (RFC 3261 §17.2.1) */
     }
     lc_decision d;
-    lc_result r = lc_classify_sip(w->lw, (const uint8_t *)msg, len, from->tcp ? LC_TRANSPORT_TCP : LC_TRANSPORT_UDP, &d);
+    lc_sip_options o;
+    memset(&o, 0, sizeof o);
+    o.transport = from->tcp ? LC_TRANSPORT_TCP : LC_TRANSPORT_UDP;
+    /* The next hop this edge forwards to (every request goes there): rules whose
+     * target-sip-entity names it apply. */
+    o.target = cstr(w->e->next_hop_uri);
+    lc_result r = lc_classify_sip_opts(w->lw, (const uint8_t *)msg, len, &o, &d);
     if (r != LC_RESULT_OK) {
         BUMP(w->c.malformed);
         return; /* not a request we can route: dropped */
@@ -1368,7 +1384,8 @@ static void print_stats(edge_t *e) {
 static int usage(void) {
     fprintf(stderr, "usage: edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]\n"
                     "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]\n"
-                    "            [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]\n");
+                    "            [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]\n"
+                    "            [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]\n");
     return 2;
 }
 
@@ -1378,10 +1395,16 @@ int main(int argc, char **argv) {
     const char *listen_at = NULL, *next_hop = NULL;
     const char *subscribe = NULL, *notifier_at = NULL, *own_uri = NULL, *transport = "both";
     unsigned expires = 0;
+    const char *redirect_allow = NULL, *priority_namespaces = NULL;
+    int emergency_exempt = 1;
     long linger_us = 200, max_conns = 1024, idle_s = 300;
     e.source = "edge";
     e.udp_sock = e.tcp_sock = -1;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--no-emergency-exempt") == 0) {
+            emergency_exempt = 0;
+            continue;
+        }
         if (i + 1 >= argc) return usage();
         if (strcmp(argv[i], "--listen") == 0) listen_at = argv[++i];
         else if (strcmp(argv[i], "--next-hop") == 0) next_hop = argv[++i];
@@ -1395,6 +1418,8 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--transport") == 0) transport = argv[++i];
         else if (strcmp(argv[i], "--max-connections") == 0) max_conns = atol(argv[++i]);
         else if (strcmp(argv[i], "--tcp-idle-s") == 0) idle_s = atol(argv[++i]);
+        else if (strcmp(argv[i], "--redirect-allow") == 0) redirect_allow = argv[++i];
+        else if (strcmp(argv[i], "--priority-namespaces") == 0) priority_namespaces = argv[++i];
         else return usage();
     }
     e.udp_on = strcmp(transport, "udp") == 0 || strcmp(transport, "both") == 0;
@@ -1418,9 +1443,20 @@ int main(int argc, char **argv) {
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &e.listen_addr.sin_addr, ip, sizeof ip);
     snprintf(e.via_host, sizeof e.via_host, "%s:%u", ip, ntohs(e.listen_addr.sin_port));
-    if (lc_engine_new(NULL, &e.engine) != LC_RESULT_OK) {
-        fprintf(stderr, "edge: cannot start the engine\n");
-        return 1;
+    inet_ntop(AF_INET, &e.next_hop.sin_addr, ip, sizeof ip);
+    snprintf(e.next_hop_uri, sizeof e.next_hop_uri, "sip:%s:%u", ip, ntohs(e.next_hop.sin_port));
+    lc_engine_config config;
+    lc_result er = lc_engine_config_default(&config);
+    if (er == LC_RESULT_OK) {
+        if (redirect_allow) config.redirect_allow = cstr(redirect_allow);
+        if (!emergency_exempt) config.exempt_flags &= ~(uint32_t)LC_EXEMPT_EMERGENCY;
+        if (priority_namespaces) config.priority_namespaces = cstr(priority_namespaces);
+        er = lc_engine_new(&config, &e.engine);
+    }
+    if (er != LC_RESULT_OK) {
+        fprintf(stderr, "edge: cannot start the engine: %s%s\n", lc_result_text(er),
+                er == LC_RESULT_INVALID_ARGUMENT ? " (check --priority-namespaces: RFC 4412 namespace names)" : "");
+        return er == LC_RESULT_INVALID_ARGUMENT || er == LC_RESULT_INVALID_UTF8 ? 2 : 1;
     }
     /* One engine shard per thread; limits hold across both (the engine's shared cells). */
     e.udp = &udp_w;

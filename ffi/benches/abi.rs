@@ -50,6 +50,7 @@ fn c_request(r: &OwnedRequest, time: Time) -> lc_request {
         has_time: true,
         monotonic_ns: time.monotonic_ns,
         unix_ns: time.unix_ns as i64,
+        resource_priority: opt(None),
     }
 }
 

@@ -34,8 +34,60 @@ pub struct lc_engine_config {
     pub max_rules: u32,
     /// Largest policy body, bytes. Default 64 MiB.
     pub max_body_bytes: u64,
-    /// Space-separated hosts/domains redirect targets may point at; absent: any.
+    /// Space-separated hosts/domains a notifier's redirect targets may point at **besides the
+    /// notifier's own domain** (its URI's host and that host's subdomains; an IP literal is
+    /// itself only). RFC 7200 §7: the destinations of redirects are agreed in advance. A
+    /// redirect from a notifier's policy (`lc_engine_publish` / `lc_engine_apply` with a
+    /// `notifier`, or a subscriber) to any other target is answered as a reject (503) and
+    /// counted in `redirect_refused`. `*` allows every target. Absent or empty: the notifier's
+    /// own domain only. Policies published without a `notifier` (the operator's) are trusted.
     pub redirect_allow: lc_str,
+    /// Which requests are let through before any rule is tried: a bitwise OR of `LC_EXEMPT_*`
+    /// (`LC_EXEMPT_EMERGENCY`). Default `LC_EXEMPT_EMERGENCY`. An undeclared bit:
+    /// `LC_RESULT_INVALID_ARGUMENT`.
+    pub exempt_flags: u32,
+    /// Resource-Priority namespaces (RFC 4412 §3.1, compared case-insensitively) whose requests
+    /// are let through, separated by commas and/or spaces. Default `"ets wps"` (a static string
+    /// of the library). Absent or empty: none. A name that is not an RFC 4412 `token-nodot`:
+    /// `LC_RESULT_INVALID_ARGUMENT`; not UTF-8: `LC_RESULT_INVALID_UTF8`. Read during
+    /// `lc_engine_new*` only (the engine keeps a copy).
+    pub priority_namespaces: lc_str,
+}
+
+/// Bits of `lc_engine_config.exempt_flags`.
+pub type lc_exempt_flags = u32;
+
+/// Let emergency requests through: Request-URI (or To, when the Request-URI is not a URN)
+/// `urn:service:sos` or `urn:service:sos.*` (RFC 5031).
+pub const LC_EXEMPT_EMERGENCY: lc_exempt_flags = 1;
+
+/// Every declared `LC_EXEMPT_*` bit.
+const EXEMPT_KNOWN: u32 = LC_EXEMPT_EMERGENCY;
+
+/// The default `priority_namespaces`: `Exemptions::default()`'s (a unit test keeps them equal).
+static DEFAULT_NAMESPACES: &str = "ets wps";
+
+/// RFC 4412 §3.1: `token-nodot = 1*( alphanum / "-" / "!" / "%" / "*" / "_" / "+" / "`" /
+/// "'" / "~" )`.
+fn is_token_nodot(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-!%*_+`'~".contains(&b))
+}
+
+/// The namespaces of a `priority_namespaces` list (commas and/or spaces between names).
+fn namespaces(list: &[u8]) -> Result<Vec<String>, lc_result> {
+    let list = std::str::from_utf8(list).map_err(|_| lc_result::InvalidUtf8)?;
+    list.split(|c: char| c == ',' || c.is_ascii_whitespace())
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            if is_token_nodot(n) {
+                Ok(n.to_ascii_lowercase())
+            } else {
+                Err(lc_result::InvalidArgument)
+            }
+        })
+        .collect()
 }
 
 /// Writes the default configuration into `*out`.
@@ -56,6 +108,12 @@ pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) ->
             max_rules: d.limits.max_rules as u32,
             max_body_bytes: d.limits.max_body_bytes as u64,
             redirect_allow: lc_str::NONE,
+            exempt_flags: if d.exemptions.emergency {
+                LC_EXEMPT_EMERGENCY
+            } else {
+                0
+            },
+            priority_namespaces: lc_str::from_bytes(DEFAULT_NAMESPACES.as_bytes()),
         };
         // SAFETY: checked non-null; the caller promises it is writable.
         unsafe { out.write(config) };
@@ -67,7 +125,8 @@ pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) ->
 /// `config` NULL means the defaults.
 ///
 /// # Safety
-/// `config` must be NULL or valid (its `redirect_allow` readable); `out` must be writable.
+/// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
+/// `out` must be writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_engine_new(
     config: *const lc_engine_config,
@@ -81,7 +140,8 @@ pub unsafe extern "C" fn lc_engine_new(
 /// the `lc_engine_new*` constructors).
 ///
 /// # Safety
-/// `config` must be NULL or valid (its `redirect_allow` readable); `out` NULL or writable.
+/// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
+/// `out` NULL or writable.
 pub(crate) unsafe fn new_engine(
     config: *const lc_engine_config,
     out: *mut *mut lc_engine,
@@ -103,13 +163,17 @@ pub(crate) unsafe fn new_engine(
 /// The engine configuration `config` describes (NULL: the defaults).
 ///
 /// # Safety
-/// `config` must be NULL or valid (its `redirect_allow` readable).
+/// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable).
 unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig, lc_result> {
     let mut c = EngineConfig::default();
     if !config.is_null() {
         // SAFETY: checked non-null; the caller promises a valid struct.
         let cfg = unsafe { *config };
-        if cfg.shards == 0 || cfg.max_rules == 0 || cfg.max_body_bytes == 0 {
+        if cfg.shards == 0
+            || cfg.max_rules == 0
+            || cfg.max_body_bytes == 0
+            || cfg.exempt_flags & !EXEMPT_KNOWN != 0
+        {
             return Err(lc_result::InvalidArgument);
         }
         c.shards = cfg.shards as usize;
@@ -125,6 +189,12 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
             c.compile.redirect_allow =
                 Some(list.split_ascii_whitespace().map(str::to_owned).collect());
         }
+        c.exemptions.emergency = cfg.exempt_flags & LC_EXEMPT_EMERGENCY != 0;
+        // SAFETY: the caller promises `priority_namespaces` is NULL or readable.
+        c.exemptions.resource_priority = match unsafe { cfg.priority_namespaces.bytes() } {
+            Some(list) => namespaces(list)?,
+            None => Vec::new(),
+        };
     }
     Ok(c)
 }
@@ -173,9 +243,11 @@ unsafe fn source_of(name: lc_str, notifier: lc_str) -> Result<Source, lc_result>
         Some(uri) => {
             let uri = std::str::from_utf8(uri).map_err(|_| lc_result::InvalidUtf8)?;
             let uri = Uri::new(uri).map_err(|_| lc_result::InvalidArgument)?;
+            // The notifier is the policy's origin (its redirect targets are checked against
+            // its own domain); its rules are not scoped to it (RFC 7200 §5.3.3 MAY, off).
             Ok(Source {
                 name: name.to_owned(),
-                notifier: Some(uri),
+                ..Source::notifier(uri)
             })
         }
     }
@@ -225,8 +297,12 @@ unsafe fn apply(
 }
 
 /// Replaces `source`'s policy with a full document (`body`, `len` bytes). `notifier` (may be
-/// absent) is the notifier's URI: rules without `target-sip-entity` are scoped to it. On
-/// success writes the new snapshot generation. On any error nothing changes.
+/// absent) is the URI of the notifier the policy came from: its redirect targets must lie in
+/// the notifier's own domain or `lc_engine_config.redirect_allow`, else the rule rejects
+/// instead (RFC 7200 §7). Absent: the operator's own policy (a file, an RPC), trusted. Either
+/// way, rules without `target-sip-entity` apply whatever the request's target (they are not
+/// scoped to the notifier). On success writes the new snapshot generation. On any error
+/// nothing changes.
 ///
 /// # Safety
 /// `engine` from `lc_engine_new`; `source`/`notifier` readable or absent; `body` readable for
@@ -521,4 +597,29 @@ pub unsafe extern "C" fn lc_engine_source_policy(
         // SAFETY: buffer contract as documented.
         unsafe { copy_out(text.as_bytes(), buf, cap, written) }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_namespaces_are_the_engines() {
+        assert_eq!(
+            namespaces(DEFAULT_NAMESPACES.as_bytes()),
+            Ok(loadctl::engine::Exemptions::default().resource_priority)
+        );
+    }
+
+    #[test]
+    fn namespace_lists_are_checked() {
+        assert_eq!(
+            namespaces(b" ETS,wps ,, q735 "),
+            Ok(vec!["ets".into(), "wps".into(), "q735".into()])
+        );
+        assert_eq!(namespaces(b""), Ok(Vec::new()));
+        assert_eq!(namespaces(b"ets.0"), Err(lc_result::InvalidArgument));
+        assert_eq!(namespaces(b"ets;x"), Err(lc_result::InvalidArgument));
+        assert_eq!(namespaces(b"\xff"), Err(lc_result::InvalidUtf8));
+    }
 }

@@ -273,9 +273,15 @@ pub struct lc_subscriber_config {
     pub expires: u32,
     /// Space-separated hosts/domains notifiers may be at; absent: the notifier's host only.
     pub trust: lc_str,
-    /// Space-separated hosts/domains redirect targets may point at; absent: not checked.
+    /// Not used: which redirect targets the notifier may use is the engine's
+    /// `lc_engine_config.redirect_allow` (plus the notifier's own domain, RFC 7200 §7); the
+    /// subscriber reports (`LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST`) each rule the
+    /// engine refuses, once. Kept for source compatibility.
     pub redirect_allow: lc_str,
-    /// Scope rules without target-sip-entity to the notifier's URI.
+    /// Scope rules without target-sip-entity to the notifier's URI (RFC 7200 §5.3.3 MAY): they
+    /// then match only requests classified with that target (`lc_request.target`,
+    /// `lc_sip_options.target`), never requests without one. Default (zero) false: they apply
+    /// whatever the target.
     pub scope_to_notifier: bool,
 }
 

@@ -7,7 +7,7 @@
 //! Publishing from another thread never invalidates them by itself. Copy what you keep longer.
 
 use loadctl::compile::Identities;
-use loadctl::engine::{Decision, Request, Shard, Ticket, Time, Transport, Verdict};
+use loadctl::engine::{Decision, ExemptReason, Request, Shard, Ticket, Time, Transport, Verdict};
 use loadctl::sip::{self, SipError};
 
 use crate::engine::lc_engine;
@@ -34,6 +34,19 @@ pub enum lc_transport {
     Ws = 4,
     /// Secure WebSocket.
     Wss = 5,
+}
+
+/// The `lc_transport` value `t` (an integer from C), or `None` when it names none.
+fn transport_from_c(t: u32) -> Option<Transport> {
+    Some(match t {
+        0 => Transport::Udp,
+        1 => Transport::Tcp,
+        2 => Transport::Tls,
+        3 => Transport::Sctp,
+        4 => Transport::Ws,
+        5 => Transport::Wss,
+        _ => return None,
+    })
 }
 
 impl From<lc_transport> for Transport {
@@ -78,6 +91,61 @@ pub struct lc_request {
     pub monotonic_ns: u64,
     /// Wall-clock nanoseconds since the Unix epoch.
     pub unix_ns: i64,
+    /// The `Resource-Priority` header value (RFC 4412), for the priority exemption
+    /// (`lc_engine_config.priority_namespaces`); several lines joined with `,` as RFC 3261
+    /// §7.3.1 allows. Absent (NULL): none.
+    pub resource_priority: lc_str,
+}
+
+/// Options of `lc_classify_sip_opts`. Zero-initialise it, then set what you need.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lc_sip_options {
+    /// The transport the request arrived on: an `LC_TRANSPORT_*` value. Anything else:
+    /// `LC_RESULT_INVALID_ARGUMENT`.
+    pub transport: u32,
+    /// A bitwise OR of `LC_SIP_*` flags. An undeclared bit: `LC_RESULT_INVALID_ARGUMENT`.
+    pub flags: u32,
+    /// Monotonic nanoseconds; read only with `LC_SIP_HAS_TIME`.
+    pub monotonic_ns: u64,
+    /// Wall-clock nanoseconds since the Unix epoch; read only with `LC_SIP_HAS_TIME`.
+    pub unix_ns: i64,
+    /// The URI of the next hop the request will be routed to: the target entity rules with a
+    /// `target-sip-entity` (RFC 7200 §5.3.3) are compared with. Absent (NULL): none, and such
+    /// rules do not match. Must be UTF-8 (else `LC_RESULT_INVALID_UTF8`). Read during the call
+    /// only.
+    pub target: lc_str,
+}
+
+/// Bits of `lc_sip_options.flags`.
+pub type lc_sip_flags = u32;
+
+/// `monotonic_ns` and `unix_ns` hold the request's time; without it the engine's clock is read.
+pub const LC_SIP_HAS_TIME: lc_sip_flags = 1;
+
+/// Every declared `LC_SIP_*` bit.
+const SIP_FLAGS_KNOWN: u32 = LC_SIP_HAS_TIME;
+
+/// Why a request was let through without trying any rule (`lc_decision.exempt_reason`).
+pub type lc_exempt_reason = u32;
+
+/// Not exempt: the rules were tried.
+pub const LC_EXEMPT_REASON_NONE: lc_exempt_reason = 0;
+/// Not filtered at all (RFC 7200 §5.1): ACK, BYE, CANCEL, in-dialog, `load-control` SUBSCRIBE.
+pub const LC_EXEMPT_REASON_NOT_FILTERED: lc_exempt_reason = 1;
+/// An emergency request (`urn:service:sos`, RFC 5031), with `LC_EXEMPT_EMERGENCY`.
+pub const LC_EXEMPT_REASON_EMERGENCY: lc_exempt_reason = 2;
+/// A `Resource-Priority` namespace in `lc_engine_config.priority_namespaces` (RFC 4412).
+pub const LC_EXEMPT_REASON_RESOURCE_PRIORITY: lc_exempt_reason = 3;
+
+/// The `lc_exempt_reason` of an engine reason.
+fn exempt_reason_code(reason: Option<ExemptReason>) -> lc_exempt_reason {
+    match reason {
+        None => LC_EXEMPT_REASON_NONE,
+        Some(ExemptReason::NotFiltered) => LC_EXEMPT_REASON_NOT_FILTERED,
+        Some(ExemptReason::Emergency) => LC_EXEMPT_REASON_EMERGENCY,
+        Some(ExemptReason::ResourcePriority) => LC_EXEMPT_REASON_RESOURCE_PRIORITY,
+    }
 }
 
 /// What to do with a request.
@@ -115,8 +183,10 @@ pub struct lc_decision {
     pub verdict: lc_verdict,
     /// The SIP status to answer with: 503, 302, or 0 for none.
     pub status: u16,
-    /// Not filtered at all (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE).
+    /// Let through without trying any rule (`exempt_reason` says why).
     pub exempt: bool,
+    /// Why it was exempt: an `LC_EXEMPT_REASON_*` value (`LC_EXEMPT_REASON_NONE` when not).
+    pub exempt_reason: lc_exempt_reason,
     /// A rule matched (`rule_id` and `source` are set).
     pub matched: bool,
     /// The matched rule's id.
@@ -227,6 +297,7 @@ fn write_decision(d: &Decision<'_>, out: &mut lc_decision) {
     };
     out.status = d.status().unwrap_or(0);
     out.exempt = d.exempt.is_some();
+    out.exempt_reason = exempt_reason_code(d.exempt);
     out.matched = d.rule.is_some();
     out.rule_id = d.rule.map_or(lc_str::NONE, |r| {
         lc_str::from_bytes(r.id().as_str().as_bytes())
@@ -277,7 +348,7 @@ pub unsafe extern "C" fn lc_classify(
         // SAFETY: checked non-null; valid by contract.
         let r = unsafe { &*req };
         // SAFETY: the strings are readable for the duration of the call by contract.
-        let (method, from, to, ruri, pai, target, event) = unsafe {
+        let (method, from, to, ruri, pai, target, event, rp) = unsafe {
             (
                 r.method.bytes(),
                 r.from.bytes(),
@@ -286,6 +357,7 @@ pub unsafe extern "C" fn lc_classify(
                 r.p_asserted_identity.bytes(),
                 r.target.bytes(),
                 r.event.bytes(),
+                r.resource_priority.bytes(),
             )
         };
         let Some(method) = method else {
@@ -310,7 +382,7 @@ pub unsafe extern "C" fn lc_classify(
                 monotonic_ns: r.monotonic_ns,
                 unix_ns: i128::from(r.unix_ns),
             }),
-            resource_priority: loadctl::sip::HeaderValues::NONE,
+            resource_priority: rp.map_or(sip::HeaderValues::NONE, sip::HeaderValues::one),
         };
         // SAFETY: checked non-null, writable by contract.
         let out = unsafe { &mut *out };
@@ -334,7 +406,8 @@ pub(crate) fn sip_error(e: SipError) -> lc_result {
 
 /// Scans a raw SIP request (`len` bytes: request line and headers; a body is ignored) and
 /// classifies it like `lc_classify`, without allocating. Malformed messages get a
-/// `LC_RESULT_SIP_*` code and no decision.
+/// `LC_RESULT_SIP_*` code and no decision. It has no target entity, so rules with a
+/// `target-sip-entity` never match: `lc_classify_sip_opts` takes the next hop.
 ///
 /// # Safety
 /// `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes; `out`
@@ -360,6 +433,63 @@ pub unsafe extern "C" fn lc_classify_sip(
             Err(e) => return sip_error(e),
         };
         let request = Request::from_sip(&scanned, transport.into(), None);
+        // SAFETY: checked non-null, writable by contract.
+        let out = unsafe { &mut *out };
+        decide(worker, &request, out);
+        lc_result::Ok
+    })
+}
+
+/// Like `lc_classify_sip`, with options: the target entity (the next hop the request will be
+/// routed to, so that rules with a `target-sip-entity` can match), the request's time, and
+/// the transport (see `lc_sip_options`). The options are checked before the message is
+/// scanned: an undeclared flag bit or transport value gives `LC_RESULT_INVALID_ARGUMENT`, a
+/// target that is not UTF-8 `LC_RESULT_INVALID_UTF8`, and no decision.
+///
+/// # Safety
+/// `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes;
+/// `options` readable (its `target` readable during the call); `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_classify_sip_opts(
+    worker: *mut lc_worker,
+    msg: *const u8,
+    len: usize,
+    options: *const lc_sip_options,
+    out: *mut lc_decision,
+) -> lc_result {
+    boundary(|| {
+        if worker.is_null() || msg.is_null() || options.is_null() || out.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; readable by contract.
+        let o = unsafe { *options };
+        if o.flags & !SIP_FLAGS_KNOWN != 0 {
+            return lc_result::InvalidArgument;
+        }
+        let Some(transport) = transport_from_c(o.transport) else {
+            return lc_result::InvalidArgument;
+        };
+        // SAFETY: `target` is NULL or readable for the call by contract.
+        let target = match unsafe { o.target.bytes() } {
+            None => None,
+            Some(t) => match text(t) {
+                Some(t) => Some(t),
+                None => return lc_result::InvalidUtf8,
+            },
+        };
+        let time = (o.flags & LC_SIP_HAS_TIME != 0).then_some(Time {
+            monotonic_ns: o.monotonic_ns,
+            unix_ns: i128::from(o.unix_ns),
+        });
+        // SAFETY: checked non-null; exclusive use by contract.
+        let worker = unsafe { &mut *worker };
+        // SAFETY: non-null, `len` readable bytes by contract.
+        let bytes = unsafe { std::slice::from_raw_parts(msg, len) };
+        let scanned = match sip::scan(bytes) {
+            Ok(s) => s,
+            Err(e) => return sip_error(e),
+        };
+        let request = Request::from_sip(&scanned, transport, time).with_target(target);
         // SAFETY: checked non-null, writable by contract.
         let out = unsafe { &mut *out };
         decide(worker, &request, out);

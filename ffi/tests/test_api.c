@@ -1,6 +1,6 @@
 /* The C ABI end to end: lifecycle, every NULL path, policies (valid, invalid, partial),
- * classification of the RFC 7200 Appendix D.1 examples, raw SIP messages, window tickets,
- * stats. Built with -std=c11 -Wall -Wextra -Wpedantic -Werror and run under ASan+UBSan and
+ * classification of the RFC 7200 Appendix D.1 examples, raw SIP messages (with options: target,
+ * time, transport), window tickets, stats, exemptions, redirect agreement. Built with -std=c11 -Wall -Wextra -Wpedantic -Werror and run under ASan+UBSan and
  * under valgrind (see the Makefile's c-test target). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,6 +398,297 @@ static void test_windows_and_stats(void) {
     lc_engine_free(e);
 }
 
+/* A full ruleset of one rule with these conditions and this accept element. */
+static char *one_rule(char *buf, size_t cap, const char *conditions, const char *accept) {
+    snprintf(buf, cap,
+             "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" "
+             "xmlns:lc=\"urn:ietf:params:xml:ns:load-control\" version=\"0\" state=\"full\">"
+             "<rule id=\"r\"><conditions>%s</conditions><actions>%s</actions></rule></ruleset>",
+             conditions, accept);
+    return buf;
+}
+
+static lc_sip_options sip_options(uint32_t transport, const char *target) {
+    lc_sip_options o;
+    memset(&o, 0, sizeof o);
+    o.transport = transport;
+    o.target = str(target);
+    return o;
+}
+
+static lc_result classify_opts(lc_worker *w, const char *msg, const lc_sip_options *o, lc_decision *d) {
+    return lc_classify_sip_opts(w, (const uint8_t *)msg, strlen(msg), o, d);
+}
+
+/* lc_classify_sip_opts: the next hop as the target entity (RFC 7200 §5.3.3: a server that
+ * "receives a policy with a <target-sip-entity> element ... SHOULD record it and take it into
+ * consideration when making load-filtering decisions"), the request's time, the transport, and
+ * every out-of-range option refused before anything is classified. */
+static void test_sip_options(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    lc_decision d;
+    uint64_t g;
+    char doc[1024];
+    CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK);
+    CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+    CHECK_RESULT(publish(e, "local",
+                         one_rule(doc, sizeof doc, "<lc:target-sip-entity>sip:next.example.com</lc:target-sip-entity>",
+                                  "<lc:accept alt-action=\"drop\"><lc:rate>0</lc:rate></lc:accept>"),
+                         &g),
+                 LC_RESULT_OK);
+    /* Without a target the rule cannot match (lc_classify_sip has none). */
+    CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)SIP_INVITE, strlen(SIP_INVITE), LC_TRANSPORT_UDP, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_ACCEPT && !d.matched);
+    lc_sip_options o = sip_options(LC_TRANSPORT_UDP, NULL);
+    CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_ACCEPT && !d.matched);
+    /* Towards the target: matched; drop over UDP is answered 503 (RFC 7200 §5.4), over TCP
+     * it is a silent drop, so the transport is the one passed. */
+    o = sip_options(LC_TRANSPORT_UDP, "sip:next.example.com");
+    CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_OK);
+    CHECK(d.matched && d.verdict == LC_VERDICT_REJECT && d.status == 503);
+    o = sip_options(LC_TRANSPORT_TCP, "sip:next.example.com;transport=tcp");
+    CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_OK);
+    CHECK(d.matched && d.verdict == LC_VERDICT_DROP && d.status == 0);
+    /* Towards another entity: not matched. */
+    o = sip_options(LC_TRANSPORT_UDP, "sip:other.example.com");
+    CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_ACCEPT && !d.matched);
+
+    /* Out-of-range options: refused, no decision written. */
+    memset(&d, 0xAB, sizeof d);
+    lc_decision untouched;
+    memcpy(&untouched, &d, sizeof d);
+    uint32_t bad_flags[] = {2, 4, LC_SIP_HAS_TIME | 8, 0x80000000u, UINT32_MAX};
+    for (size_t i = 0; i < sizeof bad_flags / sizeof bad_flags[0]; i++) {
+        o = sip_options(LC_TRANSPORT_UDP, "sip:next.example.com");
+        o.flags = bad_flags[i];
+        CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_INVALID_ARGUMENT);
+    }
+    uint32_t bad_transports[] = {LC_TRANSPORT_WSS + 1, 100, 0x80000000u, UINT32_MAX};
+    for (size_t i = 0; i < sizeof bad_transports / sizeof bad_transports[0]; i++) {
+        o = sip_options(bad_transports[i], "sip:next.example.com");
+        CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_INVALID_ARGUMENT);
+    }
+    o = sip_options(LC_TRANSPORT_UDP, "sip:n\xff.example.com");
+    CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_INVALID_UTF8);
+    CHECK(memcmp(&d, &untouched, sizeof d) == 0);
+    /* Every declared transport is taken. */
+    for (uint32_t t = LC_TRANSPORT_UDP; t <= LC_TRANSPORT_WSS; t++) {
+        o = sip_options(t, NULL);
+        CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_OK);
+    }
+    /* NULL pointers; a malformed message still gets its LC_RESULT_SIP_* code. */
+    o = sip_options(LC_TRANSPORT_UDP, NULL);
+    CHECK_RESULT(lc_classify_sip_opts(NULL, (const uint8_t *)SIP_INVITE, 1, &o, &d), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_classify_sip_opts(w, NULL, 1, &o, &d), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_classify_sip_opts(w, (const uint8_t *)SIP_INVITE, 1, NULL, &d), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(lc_classify_sip_opts(w, (const uint8_t *)SIP_INVITE, 1, &o, NULL), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(classify_opts(w, "SIP/2.0 200 OK\r\n\r\n", &o, &d), LC_RESULT_SIP_NOT_A_REQUEST);
+
+    /* The time: a rule in force on 2020-01-01 (UTC) only (RFC 4745 §7.1 <validity>). */
+    CHECK_RESULT(publish(e, "local",
+                         one_rule(doc, sizeof doc,
+                                  "<validity><from>2020-01-01T00:00:00Z</from><until>2020-01-02T00:00:00Z</until></validity>",
+                                  "<lc:accept><lc:rate>0</lc:rate></lc:accept>"),
+                         &g),
+                 LC_RESULT_OK);
+    const int64_t noon = 1577880000LL * 1000000000LL; /* 2020-01-01T12:00:00Z */
+    o = sip_options(LC_TRANSPORT_UDP, NULL);
+    o.flags = LC_SIP_HAS_TIME;
+    o.monotonic_ns = 1000000000ULL;
+    o.unix_ns = noon;
+    CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_OK);
+    CHECK(d.matched && d.verdict == LC_VERDICT_REJECT);
+    o.unix_ns = noon + 86400LL * 1000000000LL;
+    CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_OK);
+    CHECK(!d.matched && d.verdict == LC_VERDICT_ACCEPT);
+    /* Without the flag the times are ignored and the engine's clock (now, not 2020) is read. */
+    o.flags = 0;
+    o.unix_ns = noon;
+    CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_OK);
+    CHECK(!d.matched && d.verdict == LC_VERDICT_ACCEPT);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
+/* lc_engine_config's exemption fields: defaults, and every out-of-range value refused. */
+static void test_exemption_config(void) {
+    lc_engine_config c;
+    lc_engine *e = NULL;
+    CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+    CHECK(c.exempt_flags == LC_EXEMPT_EMERGENCY);
+    CHECK(str_is(c.priority_namespaces, "ets wps"));
+    uint32_t bad_flags[] = {2, LC_EXEMPT_EMERGENCY | 4, 0x80000000u, UINT32_MAX};
+    for (size_t i = 0; i < sizeof bad_flags / sizeof bad_flags[0]; i++) {
+        CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+        c.exempt_flags = bad_flags[i];
+        CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_INVALID_ARGUMENT);
+        CHECK(e == NULL);
+    }
+    const char *bad_names[] = {"ets.0", "ets;wps", "\"ets\"", "ets/wps", "e\tts\x01"};
+    for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+        CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+        c.priority_namespaces = str(bad_names[i]);
+        CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_INVALID_ARGUMENT);
+        CHECK(e == NULL);
+    }
+    CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+    c.priority_namespaces = str("ets\xff");
+    CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_INVALID_UTF8);
+    CHECK(e == NULL);
+    const char *good[] = {"ets wps", "ETS,wps", " q735 , dsn,drsn ", "", "x-_!%*+`'~"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+        c.priority_namespaces = str(good[i]);
+        c.exempt_flags = 0;
+        CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_OK);
+        lc_engine_free(e);
+        e = NULL;
+    }
+    CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+    c.priority_namespaces = NONE;
+    CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_OK);
+    lc_engine_free(e);
+}
+
+static const char *SIP_SOS =
+    "INVITE urn:service:sos.fire SIP/2.0\r\n"
+    "Via: SIP/2.0/UDP pc33.example.com;branch=z9hG4bK776sos\r\n"
+    "To: <urn:service:sos.fire>\r\n"
+    "From: <sip:alice@example.com>;tag=1\r\n"
+    "Call-ID: sos@pc33.example.com\r\n"
+    "CSeq: 1 INVITE\r\n"
+    "\r\n";
+
+static const char *SIP_ETS =
+    "INVITE sip:bob@example.com SIP/2.0\r\n"
+    "Via: SIP/2.0/UDP pc33.example.com;branch=z9hG4bK776ets\r\n"
+    "To: <sip:bob@example.com>\r\n"
+    "From: <sip:alice@example.com>;tag=1\r\n"
+    "Call-ID: ets@pc33.example.com\r\n"
+    "CSeq: 1 INVITE\r\n"
+    "Resource-Priority: ets.0\r\n"
+    "\r\n";
+
+static const char *SIP_BYE =
+    "BYE sip:bob@example.com SIP/2.0\r\n"
+    "Via: SIP/2.0/UDP pc33.example.com;branch=z9hG4bK776bye\r\n"
+    "To: <sip:bob@example.com>;tag=2\r\n"
+    "From: <sip:alice@example.com>;tag=1\r\n"
+    "Call-ID: bye@pc33.example.com\r\n"
+    "CSeq: 2 BYE\r\n"
+    "\r\n";
+
+/* Emergency and priority requests pass a rule that rejects everything (RFC 7200 §4.8: the
+ * subscriber "SHOULD honor the local policy for prioritizing SIP requests such as policies
+ * based on the content of the Resource-Priority header field ... or emergency calls"), by
+ * default; turned off in lc_engine_config, they are filtered. Each is reported with its
+ * LC_EXEMPT_REASON_*. (Needs the engine's exemption logic: on a branch without it the
+ * emergency and Resource-Priority checks fail, the others pass.) */
+static void test_exemptions(void) {
+    char doc[1024];
+    uint64_t g;
+    lc_decision d;
+    for (int exempting = 1; exempting >= 0; exempting--) {
+        lc_engine_config c;
+        lc_engine *e = NULL;
+        lc_worker *w = NULL;
+        CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+        if (!exempting) {
+            c.exempt_flags = 0;
+            c.priority_namespaces = NONE;
+        }
+        CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_OK);
+        CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+        CHECK_RESULT(publish(e, "local", one_rule(doc, sizeof doc, "", "<lc:accept><lc:rate>0</lc:rate></lc:accept>"), &g),
+                     LC_RESULT_OK);
+        lc_sip_options o = sip_options(LC_TRANSPORT_UDP, "sip:next.example.com");
+        CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_OK);
+        CHECK(d.verdict == LC_VERDICT_REJECT && !d.exempt && d.exempt_reason == LC_EXEMPT_REASON_NONE);
+        CHECK_RESULT(classify_opts(w, SIP_BYE, &o, &d), LC_RESULT_OK);
+        CHECK(d.verdict == LC_VERDICT_ACCEPT && d.exempt && d.exempt_reason == LC_EXEMPT_REASON_NOT_FILTERED);
+        CHECK_RESULT(classify_opts(w, SIP_SOS, &o, &d), LC_RESULT_OK);
+        if (exempting) {
+            CHECK(d.verdict == LC_VERDICT_ACCEPT && d.exempt && d.exempt_reason == LC_EXEMPT_REASON_EMERGENCY);
+        } else {
+            CHECK(d.verdict == LC_VERDICT_REJECT && !d.exempt && d.exempt_reason == LC_EXEMPT_REASON_NONE);
+        }
+        CHECK_RESULT(classify_opts(w, SIP_ETS, &o, &d), LC_RESULT_OK);
+        if (exempting) {
+            CHECK(d.verdict == LC_VERDICT_ACCEPT && d.exempt && d.exempt_reason == LC_EXEMPT_REASON_RESOURCE_PRIORITY);
+        } else {
+            CHECK(d.verdict == LC_VERDICT_REJECT && !d.exempt && d.exempt_reason == LC_EXEMPT_REASON_NONE);
+        }
+        /* The structured path: lc_request.resource_priority (two lines joined with a comma). */
+        lc_request r = invite("<sip:alice@example.com>", "<sip:bob@example.com>");
+        r.resource_priority = str("dsn.flash, wps.2");
+        CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+        if (exempting) {
+            CHECK(d.verdict == LC_VERDICT_ACCEPT && d.exempt_reason == LC_EXEMPT_REASON_RESOURCE_PRIORITY);
+        } else {
+            CHECK(d.verdict == LC_VERDICT_REJECT && d.exempt_reason == LC_EXEMPT_REASON_NONE);
+        }
+        r.resource_priority = str("dsn.flash");
+        CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+        CHECK(d.verdict == LC_VERDICT_REJECT && d.exempt_reason == LC_EXEMPT_REASON_NONE);
+        lc_worker_free(w);
+        lc_engine_free(e);
+    }
+}
+
+static void sum_refused(void *userdata, const lc_rule_stats *row) {
+    *(uint64_t *)userdata += row->redirect_refused;
+}
+
+/* RFC 7200 §7 / §3.4: redirect destinations are agreed in advance. A policy published with a
+ * notifier may redirect into the notifier's own domain (its host and subdomains) and to what
+ * lc_engine_config.redirect_allow lists; anything else is answered as a reject and counted.
+ * The operator's own policy (no notifier) is trusted. */
+static void test_redirect_agreement(void) {
+    char doc[1024];
+    uint64_t g;
+    lc_decision d;
+    const char *accept = "<lc:accept alt-action=\"redirect\" alt-target=\"sip:ivr@partner.example\"><lc:rate>0</lc:rate></lc:accept>";
+    const char *own = "<lc:accept alt-action=\"redirect\" alt-target=\"sip:ivr@a.sbc.example.com\"><lc:rate>0</lc:rate></lc:accept>";
+    struct {
+        const char *allow, *notifier, *accept;
+        lc_verdict verdict;
+    } cases[] = {
+        {NULL, "sip:sbc.example.com", accept, LC_VERDICT_REJECT},
+        {NULL, "sip:sbc.example.com", own, LC_VERDICT_REDIRECT},
+        {NULL, NULL, accept, LC_VERDICT_REDIRECT},
+        {"partner.example", "sip:sbc.example.com", accept, LC_VERDICT_REDIRECT},
+        {"other.example", "sip:sbc.example.com", accept, LC_VERDICT_REJECT},
+        {"*", "sip:sbc.example.com", accept, LC_VERDICT_REDIRECT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lc_engine_config c;
+        lc_engine *e = NULL;
+        lc_worker *w = NULL;
+        CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+        c.redirect_allow = str(cases[i].allow);
+        CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_OK);
+        CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+        one_rule(doc, sizeof doc, "", cases[i].accept);
+        CHECK_RESULT(lc_engine_publish(e, str("n"), str(cases[i].notifier), (const uint8_t *)doc, strlen(doc), &g),
+                     LC_RESULT_OK);
+        lc_request r = invite("<sip:alice@example.com>", "<sip:bob@example.com>");
+        CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+        CHECK(d.verdict == cases[i].verdict);
+        uint64_t refused = 0;
+        CHECK_RESULT(lc_engine_stats_each(e, sum_refused, &refused), LC_RESULT_OK);
+        CHECK(refused == (cases[i].verdict == LC_VERDICT_REJECT ? 1u : 0u));
+        if (d.verdict != cases[i].verdict) {
+            fprintf(stderr, "  case %zu: allow %s notifier %s\n", i, cases[i].allow ? cases[i].allow : "-",
+                    cases[i].notifier ? cases[i].notifier : "-");
+        }
+        lc_worker_free(w);
+        lc_engine_free(e);
+    }
+}
+
 int main(void) {
     test_version_and_lifecycle();
     test_null_parameters();
@@ -406,6 +697,10 @@ int main(void) {
     test_non_ascii_and_invalid_utf8();
     test_raw_sip();
     test_windows_and_stats();
+    test_sip_options();
+    test_exemption_config();
+    test_exemptions();
+    test_redirect_agreement();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -22,12 +22,16 @@
 
 #include "lc_shared.h"
 
-lc_settings_t lc_settings = {1000, 100, STR_NULL, 1, 0};
+lc_settings_t lc_settings = {1000, 100, STR_NULL, 1, 0, 1, STR_NULL, 0};
 
 /* One source's current document (shared memory). */
 typedef struct lc_doc
 {
 	char name[LC_SOURCE_MAX];
+	/* the URI of the notifier the document came from (its redirects are
+	 * checked against the notifier's own domain, RFC 7200 §7); empty for the
+	 * operator's documents (policy_file, loadctl.publish): trusted */
+	char notifier[LC_SOURCE_MAX];
 	unsigned int seq; /* store version that published it */
 	char *body;
 	size_t len;
@@ -130,6 +134,12 @@ static lc_engine *lc_proc_engine_new(int validator)
 	if(lc_settings.redirect_allow.s && lc_settings.redirect_allow.len > 0)
 		cfg.redirect_allow = lc_mkstr(
 				lc_settings.redirect_allow.s, lc_settings.redirect_allow.len);
+	if(!lc_settings.emergency_exempt)
+		cfg.exempt_flags &= ~(uint32_t)LC_EXEMPT_EMERGENCY;
+	/* unset: the library's default (ets wps); set, even empty: that list */
+	if(lc_settings.priority_namespaces_set)
+		cfg.priority_namespaces = lc_mkstr(lc_settings.priority_namespaces.s,
+				lc_settings.priority_namespaces.len);
 #ifdef LC_HAVE_SHARED_CELLS
 	if(!validator && _lc_cells != NULL)
 		r = lc_engine_new_shared(&cfg, _lc_cells, _lc_cells_len, &e);
@@ -283,7 +293,9 @@ static void lc_sync_locked(lc_proc_t *p)
 		if(found)
 			continue;
 		r = lc_engine_publish(p->engine, lc_mkstr(d->name, strlen(d->name)),
-				lc_mkstr(NULL, 0), (const uint8_t *)d->body, d->len, &gen);
+				d->notifier[0] ? lc_mkstr(d->notifier, strlen(d->notifier))
+							   : lc_mkstr(NULL, 0),
+				(const uint8_t *)d->body, d->len, &gen);
 		if(r != LC_RESULT_OK)
 			/* the document was validated before it was stored */
 			LM_ERR("process %d: publishing source %s: %s\n", my_pid(), d->name,
@@ -317,6 +329,12 @@ static lc_proc_t *lc_proc_alloc(int validator)
 int lc_store_publish(
 		str *source, const char *body, size_t len, char *err, size_t errlen)
 {
+	return lc_store_publish_from(source, NULL, body, len, err, errlen);
+}
+
+int lc_store_publish_from(str *source, str *notifier, const char *body,
+		size_t len, char *err, size_t errlen)
+{
 	size_t wlen = 0;
 	lc_result r;
 	uint64_t gen = 0;
@@ -329,6 +347,11 @@ int lc_store_publish(
 	}
 	if(source->len <= 0 || source->len >= LC_SOURCE_MAX) {
 		snprintf(err, errlen, "source name must be 1 to %d bytes",
+				LC_SOURCE_MAX - 1);
+		return -1;
+	}
+	if(notifier && (notifier->len <= 0 || notifier->len >= LC_SOURCE_MAX)) {
+		snprintf(err, errlen, "notifier URI must be 1 to %d bytes",
 				LC_SOURCE_MAX - 1);
 		return -1;
 	}
@@ -361,7 +384,8 @@ int lc_store_publish(
 	}
 	/* what every worker will do with it, done first on a private engine */
 	r = lc_engine_publish(_lc_validator->engine,
-			lc_mkstr(source->s, source->len), lc_mkstr(NULL, 0),
+			lc_mkstr(source->s, source->len),
+			notifier ? lc_mkstr(notifier->s, notifier->len) : lc_mkstr(NULL, 0),
 			(const uint8_t *)body, len, &gen);
 	if(r != LC_RESULT_OK) {
 		/* the validator now differs from the store: rebuild it next time */
@@ -390,6 +414,12 @@ int lc_store_publish(
 	}
 	_lc_store->docs[i].body = copy;
 	_lc_store->docs[i].len = len;
+	if(notifier) {
+		memcpy(_lc_store->docs[i].notifier, notifier->s, notifier->len);
+		_lc_store->docs[i].notifier[notifier->len] = '\0';
+	} else {
+		_lc_store->docs[i].notifier[0] = '\0';
+	}
 	_lc_store->docs[i].seq = _lc_store->version + 1;
 	LC_ATOMIC_STORE(&_lc_store->version, _lc_store->version + 1);
 	/* book-keeping only: the validator holds this document already (the
@@ -539,6 +569,10 @@ void lc_count(const lc_decision *d)
 	t->total++;
 	if(d->exempt) {
 		t->exempt++;
+		if(d->exempt_reason == LC_EXEMPT_REASON_EMERGENCY)
+			t->exempt_emergency++;
+		else if(d->exempt_reason == LC_EXEMPT_REASON_RESOURCE_PRIORITY)
+			t->exempt_priority++;
 		return;
 	}
 	if(!d->matched) {

@@ -54,6 +54,11 @@ typedef struct lc_settings
 	str redirect_allow;
 	int shared_cells;
 	int cell_capacity;
+	/* 1: emergency requests (urn:service:sos...) pass before any rule */
+	int emergency_exempt;
+	/* Resource-Priority namespaces that pass (when priority_namespaces_set) */
+	str priority_namespaces;
+	int priority_namespaces_set;
 } lc_settings_t;
 
 /* One rule's counters in a process's slot. */
@@ -77,6 +82,9 @@ typedef struct lc_proc_totals
 	unsigned long long generation;
 	unsigned long long total;
 	unsigned long long exempt;
+	/* of which: emergency calls, Resource-Priority namespaces */
+	unsigned long long exempt_emergency;
+	unsigned long long exempt_priority;
 	unsigned long long unmatched;
 	unsigned long long matched;
 	unsigned long long accepted;
@@ -123,6 +131,12 @@ lc_engine *lc_private_engine_new(void);
  * their next request. On failure writes why into `err` and changes nothing. */
 int lc_store_publish(
 		str *source, const char *body, size_t len, char *err, size_t errlen);
+/* The same for a document a notifier sent (`notifier`: its URI, at most
+ * LC_SOURCE_MAX - 1 bytes): the engines check its redirect targets against the
+ * notifier's own domain and redirect_allow (RFC 7200 §7). lc_store_publish()
+ * stores the operator's documents (policy_file, loadctl.publish): trusted. */
+int lc_store_publish_from(str *source, str *notifier, const char *body,
+		size_t len, char *err, size_t errlen);
 /* Frees this process's validating engine (mod_init does, before the fork). */
 void lc_store_drop_validator(void);
 /* Removes `source`'s document. -1 if there is none. */

@@ -310,7 +310,7 @@ static void lc_sub_sync_store(int i)
 	/* the store has its own lock; the status lock is taken only to note the
 	 * outcome (loadctl.subscriptions must not wait for a compile) */
 	if(r == LC_RESULT_OK) {
-		if(lc_store_publish(&src, buf, w, err, sizeof(err)) < 0) {
+		if(lc_store_publish_from(&src, &src, buf, w, err, sizeof(err)) < 0) {
 			LM_ERR("subscription to %s: the merged policy was not stored: "
 				   "%s\n",
 					s->notifier, err);

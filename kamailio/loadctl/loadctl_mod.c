@@ -29,6 +29,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../../core/sr_module.h"
 #include "../../core/dprint.h"
@@ -73,6 +74,9 @@ static char *lc_policy_file = NULL;
 static str lc_source = str_init("local");
 static int lc_retry_after = 0;
 static char *lc_redirect_allow = NULL;
+static char *lc_priority_namespaces = NULL;
+/* Resource-Priority lines of the request, joined with ", " for lc_request */
+#define LC_RP_BUF 1024
 
 static sl_api_t lc_slb;
 static struct tm_binds lc_tmb;
@@ -89,6 +93,7 @@ typedef struct lc_last
 	lc_verdict verdict;
 	int status;
 	int exempt;
+	uint32_t exempt_reason;
 	int matched;
 	char rule[LC_NAME_BUF];
 	int rule_len;
@@ -120,6 +125,8 @@ static param_export_t params[] = {
 	{"burst_ms", INT_PARAM, &lc_settings.burst_ms},
 	{"retry_after", INT_PARAM, &lc_retry_after},
 	{"redirect_allow", PARAM_STRING, &lc_redirect_allow},
+	{"emergency_exempt", INT_PARAM, &lc_settings.emergency_exempt},
+	{"priority_namespaces", PARAM_STRING, &lc_priority_namespaces},
 	{"shared_cells", INT_PARAM, &lc_settings.shared_cells},
 	{"cell_capacity", INT_PARAM, &lc_settings.cell_capacity},
 	{"subscribe", PARAM_STRING | USE_FUNC_PARAM, (void *)lc_sub_add_param},
@@ -325,6 +332,7 @@ static void lc_keep(sip_msg_t *msg, const lc_decision *d)
 	lc_last.verdict = d->verdict;
 	lc_last.status = d->status;
 	lc_last.exempt = d->exempt;
+	lc_last.exempt_reason = d->exempt_reason;
 	lc_last.matched = d->matched;
 	lc_last.rule_len = 0;
 	lc_last.source_len = 0;
@@ -368,6 +376,72 @@ static int lc_verdict_ret(lc_verdict v)
 	return -4;
 }
 
+/* "sip:host[:port]" (sips: for a sips Request-URI) of the Request-URI into
+ * buf: the entity Kamailio forwards to when $du is not set. 0 when the
+ * Request-URI has no host (tel:, urn:) or does not fit. */
+static int lc_ruri_hop(sip_msg_t *msg, char *buf, size_t cap)
+{
+	struct sip_uri *u;
+	str *ruri = GET_RURI(msg);
+	const char *scheme;
+	int n;
+
+	/* the scheme as written: the parser turns sip:…;user=phone into a tel
+	 * type (phone2tel), though it routes on its host like any sip: URI */
+	if(ruri->len > 5 && strncasecmp(ruri->s, "sips:", 5) == 0)
+		scheme = "sips";
+	else if(ruri->len > 4 && strncasecmp(ruri->s, "sip:", 4) == 0)
+		scheme = "sip";
+	else
+		return 0;
+	if(parse_sip_msg_uri(msg) < 0)
+		return 0;
+	u = &msg->parsed_uri;
+	if(u->host.len <= 0)
+		return 0;
+	if(u->port.len > 0)
+		n = snprintf(buf, cap, "%s:%.*s:%.*s", scheme, u->host.len, u->host.s,
+				u->port.len, u->port.s);
+	else
+		n = snprintf(buf, cap, "%s:%.*s", scheme, u->host.len, u->host.s);
+	return n > 0 && (size_t)n < cap ? n : 0;
+}
+
+/* Every Resource-Priority line (RFC 4412) of the request, joined with ", "
+ * (RFC 3261 §7.3.1: the same list) into buf. Absent: NULL. Lines past the
+ * buffer are left out (logged once). */
+static lc_str lc_resource_priority(sip_msg_t *msg, char *buf, size_t cap)
+{
+	static int warned = 0;
+	static const str name = str_init("Resource-Priority");
+	struct hdr_field *hf;
+	size_t at = 0;
+
+	if(parse_headers(msg, HDR_EOH_F, 0) < 0)
+		return lc_s(NULL, 0);
+	for(hf = msg->headers; hf; hf = hf->next) {
+		if(hf->type != HDR_OTHER_T || hf->name.len != name.len
+				|| strncasecmp(hf->name.s, name.s, name.len) != 0)
+			continue;
+		if(at + (at ? 2 : 0) + (size_t)hf->body.len > cap) {
+			if(!warned) {
+				LM_WARN("Resource-Priority longer than %d bytes: the rest is "
+						"not read\n",
+						(int)cap);
+				warned = 1;
+			}
+			break;
+		}
+		if(at) {
+			memcpy(buf + at, ", ", 2);
+			at += 2;
+		}
+		memcpy(buf + at, hf->body.s, hf->body.len);
+		at += hf->body.len;
+	}
+	return at ? lc_s(buf, at) : lc_s(NULL, 0);
+}
+
 static int ki_lc_classify(sip_msg_t *msg)
 {
 	lc_proc_t *p;
@@ -377,6 +451,8 @@ static int ki_lc_classify(sip_msg_t *msg)
 	str *ruri;
 	struct to_body *to;
 	struct cell *t;
+	char hop[LC_NAME_BUF];
+	char rp[LC_RP_BUF];
 
 	if(msg->first_line.type != SIP_REQUEST) {
 		LM_ERR("lc_classify() on a reply\n");
@@ -409,9 +485,15 @@ static int ki_lc_classify(sip_msg_t *msg)
 		req.p_asserted_identity = lc_s(msg->pai->body.s, msg->pai->body.len);
 	if(msg->event)
 		req.event = lc_s(msg->event->body.s, msg->event->body.len);
-	/* the next hop: $du when the script set one */
+	/* the target entity (RFC 7200 §5.3.3) is the next hop: $du when the
+	 * script set one, else the host (and port) of the Request-URI, where
+	 * Kamailio routes the request (RFC 3263) */
 	if(msg->dst_uri.len > 0)
 		req.target = lc_s(msg->dst_uri.s, msg->dst_uri.len);
+	else if(lc_ruri_hop(msg, hop, sizeof(hop)) > 0)
+		req.target = lc_s(hop, strlen(hop));
+	if(lc_priority_namespaces == NULL || *lc_priority_namespaces)
+		req.resource_priority = lc_resource_priority(msg, rp, sizeof(rp));
 	req.transport = lc_msg_transport(msg);
 	req.initial = 1;
 	if(msg->to) {
@@ -522,6 +604,7 @@ enum
 	LC_PV_TARGETS,
 	LC_PV_NTARGETS,
 	LC_PV_EXEMPT,
+	LC_PV_EXEMPT_REASON,
 	LC_PV_MATCHED,
 	LC_PV_TICKET,
 };
@@ -534,7 +617,8 @@ static int pv_parse_lc_name(pv_spec_t *sp, str *in)
 		{"reason", LC_PV_REASON}, {"rule", LC_PV_RULE},
 		{"source", LC_PV_SOURCE}, {"contact", LC_PV_CONTACT},
 		{"targets", LC_PV_TARGETS}, {"ntargets", LC_PV_NTARGETS},
-		{"exempt", LC_PV_EXEMPT}, {"matched", LC_PV_MATCHED},
+		{"exempt", LC_PV_EXEMPT}, {"exempt_reason", LC_PV_EXEMPT_REASON},
+		{"matched", LC_PV_MATCHED},
 		{"ticket", LC_PV_TICKET}, {0, 0}
 	};
 	/* clang-format on */
@@ -552,7 +636,8 @@ static int pv_parse_lc_name(pv_spec_t *sp, str *in)
 		}
 	}
 	LM_ERR("unknown $lc(%.*s): verdict, status, reason, rule, source, "
-		   "contact, targets, ntargets, exempt, matched, ticket\n",
+		   "contact, targets, ntargets, exempt, exempt_reason, matched, "
+		   "ticket\n",
 			in->len, in->s);
 	return -1;
 }
@@ -610,6 +695,18 @@ static int pv_get_lc(sip_msg_t *msg, pv_param_t *param, pv_value_t *res)
 			return pv_get_sintval(msg, param, res, lc_last.ntargets);
 		case LC_PV_EXEMPT:
 			return pv_get_sintval(msg, param, res, lc_last.exempt);
+		case LC_PV_EXEMPT_REASON:
+			s.s = lc_last.exempt_reason == LC_EXEMPT_REASON_NOT_FILTERED
+						  ? "not-filtered"
+				  : lc_last.exempt_reason == LC_EXEMPT_REASON_EMERGENCY
+						  ? "emergency"
+				  : lc_last.exempt_reason == LC_EXEMPT_REASON_RESOURCE_PRIORITY
+						  ? "resource-priority"
+						  : "";
+			if(!*s.s)
+				return pv_get_null(msg, param, res);
+			s.len = strlen(s.s);
+			return pv_get_strval(msg, param, res, &s);
 		case LC_PV_MATCHED:
 			return pv_get_sintval(msg, param, res, lc_last.matched);
 		case LC_PV_TICKET:
@@ -717,6 +814,8 @@ static void lc_rpc_proc_cb(void *p, const lc_proc_totals_t *t)
 	a->nprocs++;
 	a->sum.total += t->total;
 	a->sum.exempt += t->exempt;
+	a->sum.exempt_emergency += t->exempt_emergency;
+	a->sum.exempt_priority += t->exempt_priority;
 	a->sum.unmatched += t->unmatched;
 	a->sum.matched += t->matched;
 	a->sum.accepted += t->accepted;
@@ -799,10 +898,12 @@ static void lc_rpc_stats(rpc_t *rpc, void *ctx)
 	lc_stats_each_proc(lc_rpc_proc_cb, &acc);
 	if(rpc->add(ctx, "{", &top) < 0)
 		return;
-	rpc->struct_add(top, "udddJJJJJJJJJJ", "version", lc_store_version(),
+	rpc->struct_add(top, "udddJJJJJJJJJJJJ", "version", lc_store_version(),
 			"shared_cells", lc_shared_cells(), "cells_in_use",
 			lc_shared_cells_in_use(), "processes", acc.nprocs, "total",
-			acc.sum.total, "exempt", acc.sum.exempt, "unmatched",
+			acc.sum.total, "exempt", acc.sum.exempt, "exempt_emergency",
+			acc.sum.exempt_emergency, "exempt_priority",
+			acc.sum.exempt_priority, "unmatched",
 			acc.sum.unmatched, "matched", acc.sum.matched, "accepted",
 			acc.sum.accepted, "rejected", acc.sum.rejected, "redirected",
 			acc.sum.redirected, "dropped", acc.sum.dropped, "tickets_issued",
@@ -920,6 +1021,15 @@ static int mod_init(void)
 		lc_settings.redirect_allow.s = lc_redirect_allow;
 		lc_settings.redirect_allow.len = strlen(lc_redirect_allow);
 	}
+	if(lc_settings.emergency_exempt != 0 && lc_settings.emergency_exempt != 1) {
+		LM_ERR("emergency_exempt must be 0 or 1\n");
+		return -1;
+	}
+	if(lc_priority_namespaces) {
+		lc_settings.priority_namespaces.s = lc_priority_namespaces;
+		lc_settings.priority_namespaces.len = strlen(lc_priority_namespaces);
+		lc_settings.priority_namespaces_set = 1;
+	}
 	if(strcmp(lc_version(), LC_VERSION) != 0) {
 		LM_ERR("libloadctl %s linked, header %s\n", lc_version(), LC_VERSION);
 		return -1;
@@ -947,6 +1057,16 @@ static int mod_init(void)
 	if(register_script_cb(lc_post_script, POST_SCRIPT_CB | REQUEST_CB, 0) < 0) {
 		LM_ERR("cannot register the post-script callback\n");
 		return -1;
+	}
+	/* the engine settings, checked once here rather than in every child */
+	{
+		lc_engine *probe = lc_private_engine_new();
+		if(probe == NULL) {
+			LM_ERR("invalid engine settings: priority_namespaces must be RFC "
+				   "4412 namespace names separated by commas or spaces\n");
+			return -1;
+		}
+		lc_engine_free(probe);
 	}
 	if(lc_shared_init() < 0)
 		return -1;

@@ -20,6 +20,14 @@
   rule R with 3R offered: R at the UAS, 503 for the rest, every call completes.
 - tcp_connection_per_call: the UAC opens a connection per call (-t tn); 503 and 302 (with its
   Contact checked by the scenario) over TCP; a second UAC killed mid-test disturbs nobody.
+- targets_and_exemptions: Python sockets as client and next hop. A rule whose target-sip-entity
+  is the next hop applies, one for another target does not (RFC 7200 §5.3.3); INVITEs to
+  urn:service:sos(.police) and with Resource-Priority ets.0 / wps.2 pass a rule rejecting every
+  INVITE (RFC 7200 §4.8, RFC 5031, RFC 4412), dsn does not; --no-emergency-exempt and
+  --priority-namespaces turn them off or change the list; an invalid namespace is refused.
+- redirect_agreement: `loadctl notifier` pushes redirects into its own domain and to
+  bank.example: 302 and 503 (logged once) without an allow-list, 302 for both with
+  --redirect-allow bank.example (RFC 7200 §7); the same file as --policy is trusted.
 
 Tolerances: rates within 3 % of the limit over each measured interval (the GCRA admits at most
 r·τ + 1 = a few calls more at an interval's start); every non-matching call passes; every admitted
@@ -573,6 +581,176 @@ def tcp_connection_per_call(run: Run) -> Checks:
     return c
 
 
+class UdpPeers:
+    """A Python client and next hop on loopback UDP sockets, for one-request checks."""
+
+    def __init__(self):
+        self.hop = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.hop.bind(("127.0.0.1", 0))
+        self.client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.client.bind(("127.0.0.1", 0))
+        self.hop_port = self.hop.getsockname()[1]
+        self.cport = self.client.getsockname()[1]
+        self.n = 0
+
+    def invite(self, edge_port: int, ruri: str, to: str, extra: str = "") -> tuple:
+        """Sends one INVITE to the edge; (first lines of what came back to the client, how
+        many requests reached the next hop)."""
+        self.n += 1
+        n = self.n
+        msg = (
+            f"INVITE {ruri} SIP/2.0\r\n"
+            f"Via: SIP/2.0/UDP 127.0.0.1:{self.cport};branch=z9hG4bK-x-{n}\r\n"
+            f"From: <sip:alice@127.0.0.1:{self.cport}>;tag=a{n}\r\nTo: {to}\r\n"
+            f"Call-ID: x-{n}@e2e\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\n{extra}Content-Length: 0\r\n\r\n"
+        ).encode()
+        self.client.sendto(msg, ("127.0.0.1", edge_port))
+        replies = [r.splitlines()[0] for r in self.drain(self.client)]
+        return replies, len(self.drain(self.hop))
+
+    @staticmethod
+    def drain(sock, quiet: float = 0.3) -> list:
+        out = []
+        sock.settimeout(quiet)
+        try:
+            while True:
+                out.append(sock.recv(65535).decode(errors="replace"))
+        except socket.timeout:
+            pass
+        return out
+
+    def close(self):
+        self.hop.close()
+        self.client.close()
+
+
+def targets_and_exemptions(run: Run) -> Checks:
+    """The next hop is the target entity (RFC 7200 §5.3.3), and emergency / priority calls pass
+    a rule that rejects every INVITE (RFC 7200 §4.8, RFC 5031, RFC 4412)."""
+    c = Checks("targets_and_exemptions: target-sip-entity is the next hop; sos and ets/wps pass")
+    peers = UdpPeers()
+    hop_uri = f"sip:127.0.0.1:{peers.hop_port}"
+
+    def targeted(rule_id: str, prefix: str, target: str, alt_target: str) -> str:
+        return (
+            f'<rule id="{rule_id}"><conditions><lc:call-identity><lc:sip><lc:to><many-tel prefix="{prefix}"/>'
+            f"</lc:to></lc:sip></lc:call-identity><lc:target-sip-entity>{target}</lc:target-sip-entity></conditions>"
+            f'<actions><lc:accept alt-action="redirect" alt-target="{alt_target}"><lc:rate>0</lc:rate></lc:accept></actions></rule>'
+        )
+
+    every_invite = (
+        '<rule id="every-invite"><conditions><method>INVITE</method></conditions>'
+        "<actions><lc:accept><lc:rate>0</lc:rate></lc:accept></actions></rule>"
+    )
+    path = run.path("policy.xml")
+    path.write_text(
+        document(
+            0,
+            "full",
+            "\n".join(
+                [
+                    targeted("to-hop", "+1777", hop_uri, "sip:via-hop@example.net"),
+                    targeted("to-elsewhere", "+1666", "sip:192.0.2.1:5060", "sip:via-elsewhere@example.net"),
+                    every_invite,
+                ]
+            ),
+        )
+    )
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", port, peers.hop_port, "--policy", path)
+    replies, _ = peers.invite(port, "sip:+17770000000@127.0.0.1;user=phone", "<sip:+17770000000@127.0.0.1;user=phone>")
+    c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 302"),
+           f"a rule whose target-sip-entity is the next hop ({hop_uri}) applies: 302 ({replies})")
+    replies, _ = peers.invite(port, "sip:+16660000000@127.0.0.1;user=phone", "<sip:+16660000000@127.0.0.1;user=phone>")
+    c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 503"),
+           f"a rule for another target does not; the next rule rejects: 503 ({replies})")
+    replies, _ = peers.invite(port, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>")
+    c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 503"), f"an ordinary INVITE: 503 ({replies})")
+    # RFC 5031 §4.2: urn:service:sos and its sub-services; RFC 4412 §3.1: namespace.priority.
+    exempt_calls = [
+        ("urn:service:sos", "<urn:service:sos>", "", "an emergency call (urn:service:sos)"),
+        ("urn:service:sos.police", "<urn:service:sos.police>", "", "an emergency call (urn:service:sos.police)"),
+        ("sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", "Resource-Priority: ets.0\r\n", "Resource-Priority: ets.0"),
+        ("sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", "Resource-Priority: dsn.flash, wps.2\r\n", "Resource-Priority: dsn.flash, wps.2"),
+    ]
+    for ruri, to, extra, label in exempt_calls:
+        replies, forwarded = peers.invite(port, ruri, to, extra)
+        c.that(replies == [] and forwarded == 1, f"{label} is exempt: forwarded ({forwarded}), no answer ({replies})")
+    replies, forwarded = peers.invite(port, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", "Resource-Priority: dsn.flash\r\n")
+    c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 503") and forwarded == 0,
+           f"a namespace not listed (dsn) is filtered: 503 ({replies})")
+    run.stop(edge)
+    # Exemptions off: the same calls are filtered like any other.
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge-off", port, peers.hop_port, "--policy", path, "--no-emergency-exempt", "--priority-namespaces", "")
+    for ruri, to, extra, label in exempt_calls:
+        replies, forwarded = peers.invite(port, ruri, to, extra)
+        c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 503") and forwarded == 0,
+               f"--no-emergency-exempt --priority-namespaces '': {label} gets 503 ({replies})")
+    run.stop(edge)
+    # Only the namespaces listed.
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge-q735", port, peers.hop_port, "--policy", path, "--priority-namespaces", "q735")
+    replies, forwarded = peers.invite(port, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", "Resource-Priority: q735.2\r\n")
+    c.that(replies == [] and forwarded == 1, f"--priority-namespaces q735: q735.2 is exempt ({replies})")
+    replies, forwarded = peers.invite(port, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", "Resource-Priority: ets.0\r\n")
+    c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 503"), f"--priority-namespaces q735: ets.0 gets 503 ({replies})")
+    run.stop(edge)
+    # A namespace that is not an RFC 4412 token: refused at start-up.
+    bad = run.start("edge-bad", [EDGE, "--listen", f"127.0.0.1:{free_udp_port(tcp=True)}", "--next-hop", f"127.0.0.1:{peers.hop_port}",
+                                 "--policy", path, "--priority-namespaces", "ets.0"])
+    code = bad.wait(timeout=10)
+    c.that(code == 2 and "priority-namespaces" in bad.stderr_path.read_text(), f"--priority-namespaces ets.0 is refused (exit {code})")
+    peers.close()
+    return c
+
+
+def redirect_agreement(run: Run) -> Checks:
+    """RFC 7200 §7: "this specification requires that a Trust Domain agrees on ... the
+    destinations to which calls may be redirected". A notifier's redirect into its own domain
+    (here its host 127.0.0.1) is used; one to bank.example is answered 503 and logged, until
+    --redirect-allow lists it. The edge's own --policy file is trusted."""
+    c = Checks("redirect_agreement: a notifier's redirect outside its own domain is refused")
+    rules = "\n".join(
+        [
+            rule("own-domain", "+1777", "<lc:rate>0</lc:rate>", 'alt-action="redirect" alt-target="sip:ivr@127.0.0.1"'),
+            rule("victim", "+1888", "<lc:rate>0</lc:rate>", 'alt-action="redirect" alt-target="sip:victim@bank.example"'),
+        ]
+    )
+    policy = run.path("policy.xml")
+    policy.write_text(document(0, "full", rules))
+    nport = free_udp_port(tcp=True)
+    notifier = run.start("notifier", [LOADCTL, "notifier", "--listen", f"127.0.0.1:{nport}", "--policy", policy, "--duration", 60])
+    wait_udp_port(nport, proc=notifier)
+    peers = UdpPeers()
+    for label, args, victim_status in [
+        ("no allow-list", [], "503"),
+        ("--redirect-allow bank.example", ["--redirect-allow", "bank.example"], "302"),
+    ]:
+        port = free_udp_port(tcp=True)
+        edge = start_edge(run, f"edge-{victim_status}", port, peers.hop_port, "--subscribe", f"sip:loadctl@127.0.0.1:{nport}",
+                          "--uri", f"sip:edge@127.0.0.1:{port}", *args)
+        wait_event(edge, "policy applied (version)", 0)
+        replies, _ = peers.invite(port, "sip:+17770000000@127.0.0.1;user=phone", "<sip:+17770000000@127.0.0.1;user=phone>")
+        c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 302"), f"{label}: redirect into the notifier's own domain: 302 ({replies})")
+        replies, _ = peers.invite(port, "sip:+18880000000@127.0.0.1;user=phone", "<sip:+18880000000@127.0.0.1;user=phone>")
+        c.that(len(replies) == 1 and replies[0].startswith(f"SIP/2.0 {victim_status}"),
+               f"{label}: redirect to bank.example: {victim_status} ({replies})")
+        logged = [e for e in edge_events(edge) if e[1] == "redirect outside the allow-list"]
+        if victim_status == "503":
+            c.that(len(logged) == 1 and logged[0][3] == "victim", f"{label}: the refused rule logged once, by id: {logged}")
+        else:
+            c.that(logged == [], f"{label}: nothing logged: {logged}")
+        run.stop(edge)
+    # The same document as the edge's own --policy file: trusted.
+    port = free_udp_port(tcp=True)
+    start_edge(run, "edge-local", port, peers.hop_port, "--policy", policy)
+    replies, _ = peers.invite(port, "sip:+18880000000@127.0.0.1;user=phone", "<sip:+18880000000@127.0.0.1;user=phone>")
+    c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 302"), f"the operator's --policy file is trusted: 302 ({replies})")
+    peers.close()
+    return c
+
+
 def run_tests(tests: dict, names: list, keep: bool, label: str, prefix: str = "") -> int:
     """Runs `names` (all of `tests` when empty), each in its own `Run` (kept when it fails or
     with `keep`), prints each test's checks and a summary line; the exit status."""
@@ -606,6 +784,8 @@ TESTS = {
     "non_invite_methods": non_invite_methods,
     "tcp_rate_limit": tcp_rate_limit,
     "tcp_connection_per_call": tcp_connection_per_call,
+    "targets_and_exemptions": targets_and_exemptions,
+    "redirect_agreement": redirect_agreement,
 }
 
 

@@ -32,6 +32,15 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   through the issuer's mailbox.
 - drop_over_tcp: a drop rule over TCP: lc_classify returns -3, nothing is sent, the stats
   count a drop (over UDP the same rule answers 503: `actions`).
+- targets_and_exemptions: the next hop is the target entity: $du when set before lc_classify(),
+  else the Request-URI's host:port (RFC 7200 §5.3.3); INVITEs to urn:service:sos(.fire) and with
+  Resource-Priority ets.0 / wps.1 (two lines) pass a rule rejecting every INVITE (RFC 7200 §4.8,
+  RFC 5031, RFC 4412), with $lc(exempt_reason) and loadctl.stats exempt_emergency /
+  exempt_priority; emergency_exempt 0 and priority_namespaces "" turn them off; an invalid
+  priority_namespaces stops Kamailio.
+- redirect_agreement: `loadctl notifier` sends redirects into its own domain and to
+  bank.example: 302 and 503 (logged once) without redirect_allow, 302 for both with
+  redirect_allow bank.example (RFC 7200 §7); the same document published over RPC is trusted.
 - kemi: the same functions through KEMI (KSR.loadctl.lc_classify / lc_reply, KSR.pv.get of
   $lc(...)) from a JavaScript route (app_jsdt, kamailio/loadctl-kemi.cfg + loadctl-kemi.js).
 """
@@ -743,6 +752,167 @@ def subscriber_dialog(run: Run) -> Checks:
     return c
 
 
+def every_invite_policy(*extra_rules: str) -> str:
+    """`extra_rules`, then a rule rejecting every INVITE (rate 0)."""
+    every = ('<rule id="every-invite"><conditions><method>INVITE</method></conditions>'
+             "<actions><lc:accept><lc:rate>0</lc:rate></lc:accept></actions></rule>")
+    return document(0, "full", "\n".join([*extra_rules, every]))
+
+
+def targeted_rule(rule_id: str, prefix: str, target: str, alt_target: str) -> str:
+    return (
+        f'<rule id="{rule_id}"><conditions><lc:call-identity><lc:sip><lc:to><many-tel prefix="{prefix}"/>'
+        f"</lc:to></lc:sip></lc:call-identity><lc:target-sip-entity>{target}</lc:target-sip-entity></conditions>"
+        f'<actions><lc:accept alt-action="redirect" alt-target="{alt_target}"><lc:rate>0</lc:rate></lc:accept></actions></rule>'
+    )
+
+
+def raw_invite(peer: Peer, kam_port: int, ruri: str, to: str, n: int, extra: str = "") -> bytes:
+    return (
+        f"INVITE {ruri} SIP/2.0\r\n"
+        f"Via: SIP/2.0/UDP 127.0.0.1:{peer.port};branch=z9hG4bK-kx-{n}-{time.monotonic_ns()}\r\n"
+        f"From: <sip:alice@127.0.0.1:{peer.port}>;tag=a{n}\r\nTo: {to}\r\n"
+        f"Call-ID: kx-{n}-{time.monotonic_ns()}@km\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\n{extra}Content-Length: 0\r\n\r\n"
+    ).encode()
+
+
+# RFC 5031 §4.2 (urn:service:sos and its sub-services) and RFC 4412 §3.1 (namespace.priority;
+# RFC 3261 §7.3.1: two lines are one list).
+EXEMPT_CALLS = [
+    ("urn:service:sos", "<urn:service:sos>", "", "emergency", "urn:service:sos"),
+    ("urn:service:sos.fire", "<urn:service:sos.fire>", "", "emergency", "urn:service:sos.fire"),
+    ("sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", "Resource-Priority: ets.0\r\n", "resource-priority", "Resource-Priority: ets.0"),
+    ("sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", "Resource-Priority: dsn.flash\r\nResource-Priority: wps.1\r\n", "resource-priority",
+     "Resource-Priority: dsn.flash + Resource-Priority: wps.1 (two lines)"),
+]
+
+
+def targets_and_exemptions(run: Run) -> Checks:
+    """The next hop ($du, else the Request-URI's host:port) is the target entity (RFC 7200
+    §5.3.3); emergency and ets/wps calls pass a rule rejecting every INVITE (RFC 7200 §4.8,
+    RFC 5031, RFC 4412), with $lc(exempt_reason) and loadctl.stats per reason; the modparams
+    turn them off; an invalid priority_namespaces stops Kamailio."""
+    c = Checks("targets_and_exemptions: next hop as target; sos and ets/wps pass; modparams")
+    hop, client = Peer(), Peer()
+
+    def send(kam: Kamailio, ruri: str, to: str, n: int, extra: str = "") -> tuple:
+        client.sock.sendto(raw_invite(client, kam.port, ruri, to, n, extra), ("127.0.0.1", kam.port))
+        replies = first_lines(m for m in client.drain() if not m.startswith("SIP/2.0 100"))
+        got = [m for m in hop.drain() if m.startswith("INVITE ")]
+        return replies, got
+
+    def exempt_header(msgs) -> str:
+        return next((l for m in msgs for l in m.split("\r\n") if l.startswith("X-LC-Exempt:")), "")
+
+    try:
+        # 1. $du set before lc_classify(): the next hop is the target.
+        kam = Kamailio(run, "kamailio", None, 1, hop.port, defines=["DU_FIRST", "ANNOTATE_EXEMPT"])
+        policy = every_invite_policy(
+            targeted_rule("to-du", "+1777", f"sip:127.0.0.1:{hop.port}", "sip:via-du@example.net"),
+            targeted_rule("to-ruri-host", "+1666", f"sip:127.0.0.1:{kam.port}", "sip:via-ruri@example.net"),
+        )
+        c.that("result" in kam.rpc("loadctl.publish", policy), "policy published over RPC")
+        replies, _ = send(kam, f"sip:+17770000000@127.0.0.1:{kam.port};user=phone", "<sip:+17770000000@127.0.0.1;user=phone>", 1)
+        c.that(replies == ["SIP/2.0 302 Moved Temporarily"], f"$du set: a rule whose target-sip-entity is $du applies: {replies}")
+        replies, _ = send(kam, f"sip:+16660000000@127.0.0.1:{kam.port};user=phone", "<sip:+16660000000@127.0.0.1;user=phone>", 2)
+        c.that(replies == ["SIP/2.0 503 Service Unavailable"], f"$du set: a rule for the Request-URI's host does not: {replies}")
+        replies, got = send(kam, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", 3)
+        c.that(replies == ["SIP/2.0 503 Service Unavailable"] and got == [], f"an ordinary INVITE: 503 ({replies})")
+        for n, (ruri, to, extra, reason, label) in enumerate(EXEMPT_CALLS):
+            replies, got = send(kam, ruri, to, 10 + n, extra)
+            c.that(replies == [] and len(got) == 1 and exempt_header(got) == f"X-LC-Exempt: 1 {reason}",
+                   f"{label} is exempt: forwarded ({len(got)}), {exempt_header(got)!r}, answers {replies}")
+        replies, got = send(kam, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", 20, "Resource-Priority: dsn.flash\r\n")
+        c.that(replies == ["SIP/2.0 503 Service Unavailable"], f"a namespace not listed (dsn) is filtered: {replies}")
+        totals = kam.rpc("loadctl.stats")["result"]
+        c.that(totals.get("exempt_emergency") == 2 and totals.get("exempt_priority") == 2,
+               f"loadctl.stats: exempt_emergency {totals.get('exempt_emergency')}, exempt_priority {totals.get('exempt_priority')} (2 and 2)")
+        run.stop(kam.proc)
+        # 2. No $du: the Request-URI's host and port are the target.
+        kam = Kamailio(run, "kamailio-ruri", None, 1, hop.port)
+        policy = every_invite_policy(
+            targeted_rule("to-du", "+1777", f"sip:127.0.0.1:{hop.port}", "sip:via-du@example.net"),
+            targeted_rule("to-ruri-host", "+1666", f"sip:127.0.0.1:{kam.port}", "sip:via-ruri@example.net"),
+        )
+        c.that("result" in kam.rpc("loadctl.publish", policy), "policy published over RPC")
+        replies, _ = send(kam, f"sip:+16660000000@127.0.0.1:{kam.port};user=phone", "<sip:+16660000000@127.0.0.1;user=phone>", 30)
+        c.that(replies == ["SIP/2.0 302 Moved Temporarily"], f"no $du: a rule whose target is the Request-URI's host:port applies: {replies}")
+        replies, _ = send(kam, f"sip:+17770000000@127.0.0.1:{kam.port};user=phone", "<sip:+17770000000@127.0.0.1;user=phone>", 31)
+        c.that(replies == ["SIP/2.0 503 Service Unavailable"], f"no $du: a rule for another entity does not: {replies}")
+        run.stop(kam.proc)
+        # 3. Exemptions off.
+        kam = Kamailio(run, "kamailio-off", every_invite_policy(), 1, hop.port, defines=["EMERGENCY_EXEMPT=0", 'PRIORITY_NAMESPACES=""'])
+        for n, (ruri, to, extra, _, label) in enumerate(EXEMPT_CALLS):
+            replies, got = send(kam, ruri, to, 40 + n, extra)
+            c.that(replies == ["SIP/2.0 503 Service Unavailable"] and got == [], f"emergency_exempt 0, priority_namespaces \"\": {label} gets 503 ({replies})")
+        run.stop(kam.proc)
+        # 4. An invalid namespace: Kamailio does not start.
+        bad = run.start("kamailio-bad", [
+            KAMAILIO, "-f", CFG, "-DD", "-E", "-n", 1, "-l", f"udp:127.0.0.1:{free_udp_port()}", "-Y", run.path("rundir-bad", "x").parent,
+            "-A", f'LOADCTL_SO="{MODULE}"', "-A", f'RPC_SOCKET="udp:127.0.0.1:{free_udp_port()}"', "-A", 'PRIORITY_NAMESPACES="ets.0"',
+        ])
+        try:
+            code = bad.wait(timeout=10)
+        except harness.HarnessError:
+            code = None
+        log = bad.stderr_path.read_text(errors="replace")
+        c.that(code not in (None, 0) and "priority_namespaces" in log, f"priority_namespaces \"ets.0\" refused at start-up (exit {code})")
+    finally:
+        hop.close()
+        client.close()
+    return c
+
+
+def redirect_agreement(run: Run) -> Checks:
+    """RFC 7200 §7: "this specification requires that a Trust Domain agrees on ... the
+    destinations to which calls may be redirected". `loadctl notifier` (host 127.0.0.1) sends a
+    redirect into its own domain and one to bank.example: the module redirects the first and
+    answers 503 to the second (logged once), until redirect_allow lists bank.example. The same
+    document published over RPC (the operator's) is trusted."""
+    c = Checks("redirect_agreement: a notifier's redirect outside its own domain is refused")
+    rules = "\n".join([
+        rule("own-domain", "+1777", "<lc:rate>0</lc:rate>", 'alt-action="redirect" alt-target="sip:ivr@127.0.0.1"'),
+        rule("victim", "+1888", "<lc:rate>0</lc:rate>", 'alt-action="redirect" alt-target="sip:victim@bank.example"'),
+    ])
+    policy = run.path("policy.xml")
+    policy.write_text(document(0, "full", rules))
+    nport = free_udp_port()
+    notifier = run.start("notifier", [ROOT / "target" / "release" / "loadctl", "notifier", "--listen", f"127.0.0.1:{nport}",
+                                      "--policy", policy, "--duration", 60])
+    wait_udp_port(nport, proc=notifier)
+    notifier_uri = f"sip:loadctl@127.0.0.1:{nport}"
+    hop, client = Peer(), Peer()
+    try:
+        for label, defines, victim in [("no redirect_allow", [], "SIP/2.0 503 Service Unavailable"),
+                                       ("redirect_allow bank.example", ['REDIRECT_ALLOW="bank.example"'], "SIP/2.0 302 Moved Temporarily")]:
+            kam = Kamailio(run, f"kamailio-{len(defines)}", None, 2, hop.port, subscribe=[notifier_uri], defines=defines)
+            sub_wait(kam, "policy applied (version)", 0)
+            # the store reaches every child at its next request
+            client.sock.sendto(client.invite(kam.port, "+17770000000", 1), ("127.0.0.1", kam.port))
+            replies = first_lines(m for m in client.drain() if not m.startswith("SIP/2.0 100"))
+            c.that(replies == ["SIP/2.0 302 Moved Temporarily"], f"{label}: redirect into the notifier's own domain: {replies}")
+            outcomes = set()
+            for n in range(4):  # both children
+                client.sock.sendto(client.invite(kam.port, "+18880000000", n), ("127.0.0.1", kam.port))
+                outcomes.update(first_lines(m for m in client.drain() if not m.startswith("SIP/2.0 100")))
+            c.that(outcomes == {victim}, f"{label}: redirect to bank.example: {sorted(outcomes)}")
+            logged = [e for e in sub_events(kam) if e[1] == "redirect outside the allow-list"]
+            if defines:
+                c.that(logged == [], f"{label}: nothing logged: {logged}")
+            else:
+                c.that(len(logged) == 1 and logged[0][3] == "victim", f"{label}: the refused rule logged once, by id: {logged}")
+            run.stop(kam.proc)
+        kam = Kamailio(run, "kamailio-rpc", None, 1, hop.port)
+        c.that("result" in kam.rpc("loadctl.publish", document(0, "full", rules)), "the same document published over RPC")
+        client.sock.sendto(client.invite(kam.port, "+18880000000", 9), ("127.0.0.1", kam.port))
+        replies = first_lines(m for m in client.drain() if not m.startswith("SIP/2.0 100"))
+        c.that(replies == ["SIP/2.0 302 Moved Temporarily"], f"the operator's document (RPC) is trusted: {replies}")
+    finally:
+        hop.close()
+        client.close()
+    return c
+
+
 TESTS = {
     "bad_policy_file": bad_policy_file,
     "rate_accuracy": rate_accuracy,
@@ -753,6 +923,8 @@ TESTS = {
     "drop_over_tcp": drop_over_tcp,
     "subscriber_lifecycle": subscriber_lifecycle,
     "subscriber_dialog": subscriber_dialog,
+    "targets_and_exemptions": targets_and_exemptions,
+    "redirect_agreement": redirect_agreement,
 }
 
 

@@ -46,12 +46,36 @@ pub const DEFAULT_METHODS: [&str; 6] = [
 ];
 
 /// How policies are compiled.
+///
+/// # Redirect targets (RFC 7200 §7)
+/// RFC 7200 §7 (an attacker spoofing the policy server tells proxies "to redirect all calls to
+/// victim@outside-of-trust-domain.com"): "this specification requires that a Trust Domain
+/// agrees on what types of calls can be affected as well as on the destinations to which calls
+/// may be redirected, as in Section 3.4" — §3.4: "SIP entities in the Trust Domain agree on the
+/// destinations to which calls may be redirected … For example, the URI might have to match a
+/// given set of domains." So the agreement is on by default. A rule's redirect is *refused* — its excess is rejected (503) instead and
+/// counted as `redirect_refused` — when its policy came from a notifier and any of its
+/// targets is outside both
+/// - **the notifier's own domain**: the host of the notifier's URI (as the source records it,
+///   [`SourcedRule::notifier`]) and every subdomain of it, compared case-insensitively and
+///   without a trailing dot. A notifier `sip:sbc.example.com` may redirect to
+///   `sip:ivr@sbc.example.com` and `sip:x@a.sbc.example.com`, not to `sip:x@example.com` nor
+///   `sip:x@sbc2.example.com`. An IP-literal host (IPv4, `[IPv6]`) is its own domain alone.
+///   Parent domains are never included: without the public-suffix list, "one label up" of
+///   `example.co.uk` is `co.uk`, a whole country's registrations; and
+/// - [`CompileConfig::redirect_allow`], the operator's explicit additions.
+///
+/// `tel:` and other non-SIP targets have no host and are refused unless the list holds `*`.
+/// Policies the operator loaded (no notifier: a policy file, an RPC or API publish) are
+/// trusted and never refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CompileConfig {
-    /// Hosts and domains redirect targets may point at (RFC 7200 §7: agreed in advance). A
-    /// target host matches an entry when it equals it or is a subdomain of it
-    /// (case-insensitive). `None` allows any target. A redirect rule with any target outside
-    /// the list rejects (503) instead of redirecting.
+    /// Hosts and domains a notifier's redirect targets may point at besides the notifier's own
+    /// domain (RFC 7200 §7: agreed in advance). A target host matches an entry when it equals
+    /// it or is a subdomain of it (case-insensitive; a leading `*.` is ignored; an IP-literal
+    /// entry or host matches only itself). The entry `*` allows every target (the behaviour
+    /// before redirect targets were checked by default). `None` and an empty list both mean
+    /// "the notifier's own domain only".
     pub redirect_allow: Option<Vec<String>>,
 }
 
@@ -563,6 +587,7 @@ pub fn compile_rules(
             source: 0,
             rule: r,
             scope: None,
+            notifier: None,
         }),
         config,
     )
@@ -575,8 +600,12 @@ pub struct SourcedRule {
     pub source: u32,
     /// The rule (shared, not copied).
     pub rule: Arc<Rule>,
-    /// The target entity the rule is scoped to when it names none (its notifier's URI).
+    /// The target entity the rule is scoped to when it names none; `None` (the default): the
+    /// rule applies whatever the request's target (RFC 7200 §5.3.3).
     pub scope: Option<Uri>,
+    /// The notifier whose policy holds the rule; `None` for a policy the operator loaded
+    /// (trusted). Decides which redirect targets are refused (see [`CompileConfig`]).
+    pub notifier: Option<Uri>,
 }
 
 /// Compiles rules from several sources in the order they are tried (the engine merges the
@@ -603,12 +632,7 @@ pub fn compile_after(
         .iter()
         .map(|r| CompiledRule {
             source: r.source,
-            redirect_refused: match (&r.rule.accept.alt_action, &config.redirect_allow) {
-                (AltAction::Redirect(targets), Some(allow)) => {
-                    !targets.iter().all(|t| target_allowed(t, allow))
-                }
-                _ => false,
-            },
+            redirect_refused: redirect_refused(&r.rule, r.notifier.as_ref(), config),
             rule: Arc::clone(&r.rule),
         })
         .collect();
@@ -744,17 +768,69 @@ impl Matcher {
     }
 }
 
+/// True when `rule` redirects and a target is outside what a policy from `notifier` may
+/// point at (see [`CompileConfig`]); always false for the operator's own policies
+/// (`notifier` `None`).
+pub fn redirect_refused(rule: &Rule, notifier: Option<&Uri>, config: &CompileConfig) -> bool {
+    let (AltAction::Redirect(targets), Some(notifier)) = (&rule.accept.alt_action, notifier) else {
+        return false;
+    };
+    let allow = config.redirect_allow.as_deref().unwrap_or(&[]);
+    !targets
+        .iter()
+        .all(|t| in_own_domain(t, notifier) || target_allowed(t, allow))
+}
+
+/// The host of a `sip:`/`sips:` URI, without a trailing dot.
+fn sip_host(uri: &Uri) -> Option<&str> {
+    match uri.parsed() {
+        UriRef::Sip(s) => Some(s.host.strip_suffix('.').unwrap_or(s.host)),
+        _ => None,
+    }
+}
+
+/// An IPv4 address or `[IPv6]` reference rather than a domain name.
+fn is_ip_literal(host: &str) -> bool {
+    host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok()
+}
+
+/// `host` equals `domain` or is a subdomain of it (ASCII case-insensitive); an IP literal on
+/// either side matches only itself.
+fn host_in_domain(host: &str, domain: &str) -> bool {
+    if host.eq_ignore_ascii_case(domain) {
+        return true;
+    }
+    if domain.is_empty() || is_ip_literal(host) || is_ip_literal(domain) {
+        return false;
+    }
+    let (host, domain) = (host.as_bytes(), domain.as_bytes());
+    host.len() > domain.len() + 1
+        && host.get(host.len() - domain.len() - 1) == Some(&b'.')
+        && host
+            .get(host.len() - domain.len()..)
+            .is_some_and(|tail| tail.eq_ignore_ascii_case(domain))
+}
+
+/// `target` lies in the own domain of `notifier`: the notifier URI's host or a subdomain of
+/// it (an IP literal: itself only).
+pub fn in_own_domain(target: &Uri, notifier: &Uri) -> bool {
+    match (sip_host(target), sip_host(notifier)) {
+        (Some(t), Some(n)) => host_in_domain(t, n),
+        _ => false,
+    }
+}
+
+/// `target` matches an allow-list entry (see [`CompileConfig::redirect_allow`]).
 pub(crate) fn target_allowed(target: &Uri, allow: &[String]) -> bool {
-    let host = match target.parsed() {
-        UriRef::Sip(s) => s.host.to_ascii_lowercase(),
-        _ => return false,
+    if allow.iter().any(|e| e.trim() == "*") {
+        return true;
+    }
+    let Some(host) = sip_host(target) else {
+        return false;
     };
     allow.iter().any(|entry| {
-        let entry = entry.trim().trim_start_matches("*.").to_ascii_lowercase();
-        host == entry
-            || host
-                .strip_suffix(entry.as_str())
-                .is_some_and(|rest| rest.ends_with('.'))
+        let entry = entry.trim().trim_start_matches("*.");
+        host_in_domain(host, entry.strip_suffix('.').unwrap_or(entry))
     })
 }
 

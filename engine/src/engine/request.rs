@@ -93,8 +93,9 @@ pub struct Request<'r> {
 }
 
 impl<'r> Request<'r> {
-    /// The request a scanned raw SIP message describes (the target is left empty: the caller
-    /// knows its next hop).
+    /// The request a scanned raw SIP message describes. The target entity is left empty: the
+    /// message does not say where it goes next; the caller that knows its next hop sets it with
+    /// [`Request::with_target`] (else rules with `target-sip-entity` never match it).
     pub fn from_sip(
         sip: &crate::sip::SipRequest<'r>,
         transport: Transport,
@@ -143,6 +144,13 @@ impl<'r> Request<'r> {
             return Some(ExemptReason::ResourcePriority);
         }
         None
+    }
+
+    /// This request with `target` as its target entity: the URI of the next hop it will be
+    /// routed to (RFC 7200 §5.3.3 `target-sip-entity`).
+    pub fn with_target(mut self, target: Option<&'r str>) -> Self {
+        self.identities.target = target;
+        self
     }
 
     /// RFC 7200 §5.1: ACK, BYE, CANCEL, in-dialog requests and SUBSCRIBEs for the

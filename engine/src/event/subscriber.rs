@@ -20,6 +20,11 @@
 //! - `terminated` withdraws every rule of this notifier (§4.8); `deactivated` and `timeout`
 //!   re-subscribe at once, `probation` and `giveup` after Retry-After (or back-off),
 //!   `rejected` and `noresource` stop.
+//! - The engine source is [`Source::notifier`]: the notifier's redirect targets are checked
+//!   against its own domain and the engine's allow-list (RFC 7200 §7, see
+//!   [`crate::compile::CompileConfig`]); each rule the engine refuses to redirect is reported
+//!   once ([`SubscriberEvent::RedirectOutsideAllowList`]). Rules without `target-sip-entity`
+//!   apply whatever the request's target unless [`SubscriberConfig::scope_to_notifier`] is set.
 //! - **A subscription that merely lapses (refreshes failing) keeps the rules it received**:
 //!   RFC 7200 says a rule whose validity starts in the future is enforced when it starts,
 //!   whether or not a later refresh succeeds. Only a `terminated` NOTIFY removes them.
@@ -31,7 +36,7 @@ use super::{
     TRANSACTION_TIMEOUT_NS, is_load_control, is_policy_type,
 };
 use crate::engine::{Engine, PublishError, Source};
-use crate::policy::{self, AltAction, Body, MergeError, State, Uri};
+use crate::policy::{self, Body, MergeError, State, Uri};
 
 /// How a subscriber behaves.
 #[derive(Clone, Debug)]
@@ -49,10 +54,15 @@ pub struct SubscriberConfig {
     /// Hosts or domains notifiers may be at (a host matches an entry equal to it or a parent
     /// domain of it). Empty: only the configured notifier's host.
     pub trust: Vec<String>,
-    /// Hosts or domains redirect targets may point at; rules redirecting elsewhere are
-    /// reported (and the engine, configured with the same list, rejects instead).
+    /// Not used any more: which redirect targets a notifier may use is the engine's
+    /// [`crate::compile::CompileConfig::redirect_allow`] (plus the notifier's own domain), and
+    /// the subscriber reports exactly the rules the engine refuses. Kept so that existing
+    /// configurations still build.
     pub redirect_allow: Option<Vec<String>>,
-    /// Scope rules without `target-sip-entity` to the notifier's URI. Default true.
+    /// Scope rules without `target-sip-entity` to the notifier's URI (RFC 7200 §5.3.3: the
+    /// subscriber MAY record the originator as the target). Only sensible where every request
+    /// is classified with its target entity: a scoped rule never matches a request without
+    /// one. Default false: the rules apply whatever the request's target.
     pub scope_to_notifier: bool,
     /// First retry delay after a failure. Default 1 s.
     pub retry_initial_ns: u64,
@@ -71,7 +81,7 @@ impl SubscriberConfig {
             expires: 3600,
             trust: Vec::new(),
             redirect_allow: None,
-            scope_to_notifier: true,
+            scope_to_notifier: false,
             retry_initial_ns: SECOND_NS,
             retry_max_ns: 300 * SECOND_NS,
         }
@@ -219,6 +229,9 @@ pub struct Subscriber {
     /// When the last granted subscription runs out (survives re-subscribing).
     lapses_at: Option<u64>,
     applied_any: bool,
+    /// Ids of this notifier's rules whose redirect the engine refuses and that were reported
+    /// already (each is reported once while it stays refused).
+    refused_redirects: Vec<String>,
     outbox: VecDeque<Request>,
     events: VecDeque<SubscriberEvent>,
 }
@@ -226,10 +239,13 @@ pub struct Subscriber {
 impl Subscriber {
     /// A subscriber that sends its first SUBSCRIBE at `now_ns`.
     pub fn new(config: SubscriberConfig, engine: Engine, now_ns: u64) -> Self {
+        // The origin is always the notifier (its redirect targets are checked against its own
+        // domain, RFC 7200 §7); scoping is a separate opt-in.
+        let source = Source::notifier(config.notifier.clone());
         let source = if config.scope_to_notifier {
-            Source::notifier(config.notifier.clone())
+            source.scoped_to_notifier()
         } else {
-            Source::local(config.notifier.as_str())
+            source
         };
         let mut s = Self {
             retry_delay: config.retry_initial_ns,
@@ -248,6 +264,7 @@ impl Subscriber {
             cseq: 0,
             txn: None,
             applied_any: false,
+            refused_redirects: Vec::new(),
             outbox: VecDeque::new(),
             events: VecDeque::new(),
         };
@@ -616,10 +633,11 @@ impl Subscriber {
                 return;
             }
         }
-        self.report_redirects(&doc.ruleset);
+        let refused = self.refused_redirects(&doc.ruleset);
         let state = doc.ruleset.state();
         match self.engine.apply(&self.source, doc.ruleset) {
             Ok(generation) => {
+                self.report_redirects(refused);
                 self.dialog.last_version = Some(version);
                 self.applied_any = true;
                 self.events.push_back(SubscriberEvent::PolicyApplied {
@@ -650,33 +668,56 @@ impl Subscriber {
         }
     }
 
-    fn report_redirects(&mut self, ruleset: &policy::Ruleset) {
-        let Some(allow) = &self.config.redirect_allow else {
-            return;
+    /// Whether `ruleset` is full, and (rule id, refused) for every rule it puts — refused when
+    /// the engine will reject instead of redirecting (RFC 7200 §7) — and every id it deletes.
+    fn refused_redirects(&self, ruleset: &policy::Ruleset) -> (bool, Vec<(String, bool)>) {
+        let config = &self.engine.config().compile;
+        let notifier = self.source.notifier_uri();
+        let check = |r: &policy::Rule| {
+            (
+                r.id.to_string(),
+                crate::compile::redirect_refused(r, notifier, config),
+            )
         };
-        let rules: Vec<&policy::Rule> = match ruleset.body() {
-            Body::Full(rules) => rules.iter().map(|r| &**r).collect(),
-            Body::Partial(changes) => changes
-                .iter()
-                .filter_map(|c| match c {
-                    policy::Change::Put(r) => Some(r),
-                    policy::Change::Delete(_) => None,
-                })
-                .collect(),
-        };
-        let outside: Vec<String> = rules
-            .into_iter()
-            .filter(|r| match &r.accept.alt_action {
-                AltAction::Redirect(targets) => !targets
+        match ruleset.body() {
+            Body::Full(rules) => (true, rules.iter().map(|r| check(r)).collect()),
+            Body::Partial(changes) => (
+                false,
+                changes
                     .iter()
-                    .all(|t| crate::compile::target_allowed(t, allow)),
-                _ => false,
-            })
-            .map(|r| r.id.to_string())
-            .collect();
-        if !outside.is_empty() {
+                    .map(|c| match c {
+                        policy::Change::Put(r) => check(r),
+                        policy::Change::Delete(id) => (id.to_string(), false),
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Reports the rules newly refused by an applied document, once each while they stay
+    /// refused (a full document replaces the whole set, a partial one updates its rules).
+    fn report_redirects(&mut self, (full, checked): (bool, Vec<(String, bool)>)) {
+        if full {
+            self.refused_redirects
+                .retain(|id| checked.iter().any(|(c, refused)| *refused && c == id));
+        }
+        let mut fresh = Vec::new();
+        for (id, refused) in checked {
+            let known = self.refused_redirects.iter().position(|r| *r == id);
+            match (refused, known) {
+                (true, None) => {
+                    fresh.push(id.clone());
+                    self.refused_redirects.push(id);
+                }
+                (false, Some(i)) => {
+                    self.refused_redirects.swap_remove(i);
+                }
+                _ => {}
+            }
+        }
+        if !fresh.is_empty() {
             self.events
-                .push_back(SubscriberEvent::RedirectOutsideAllowList { rules: outside });
+                .push_back(SubscriberEvent::RedirectOutsideAllowList { rules: fresh });
         }
     }
 }
