@@ -131,9 +131,11 @@ fn identity_matches(id: &Identity, req: &Canon) -> bool {
     match id {
         Identity::One(u) => uri_eq(u, req),
         Identity::Many { domain, except } => {
-            let in_domain = domain
-                .as_ref()
-                .is_none_or(|d| req.host.as_deref() == Some(d.as_str().to_lowercase().as_str()));
+            // Without a domain, any identity that has a domain part (RFC 7200 §5.3.1).
+            let in_domain = match domain {
+                None => req.host.is_some(),
+                Some(d) => req.host.as_deref() == Some(d.as_str().to_lowercase().as_str()),
+            };
             in_domain
                 && !except.iter().any(|e| match e {
                     Except::Domain(d) => {
@@ -143,7 +145,9 @@ fn identity_matches(id: &Identity, req: &Canon) -> bool {
                 })
         }
         Identity::ManyTel { prefix, except } => {
-            prefix_matches(prefix, req)
+            // No prefix: any telephone number (RFC 7200 §6 makes `prefix` optional).
+            req.number.is_some()
+                && prefix.as_ref().is_none_or(|p| prefix_matches(p, req))
                 && !except.iter().any(|e| match e {
                     ExceptTel::Prefix(p) => prefix_matches(p, req),
                     ExceptTel::Id(u) => uri_eq(u, req),

@@ -100,7 +100,7 @@ pub fn carrier_policy(rules: usize, seed: u64) -> Ruleset {
                 }
                 SipIdentity {
                     to: Some(set(Identity::ManyTel {
-                        prefix: tel(&prefix),
+                        prefix: Some(tel(&prefix)),
                         except,
                     })),
                     ..SipIdentity::default()
@@ -134,7 +134,7 @@ pub fn carrier_policy(rules: usize, seed: u64) -> Ruleset {
                 let n = 3 + rng.below(4) as usize;
                 SipIdentity {
                     request_uri: Some(set(Identity::ManyTel {
-                        prefix: tel(&format!("+{cc}{}", rng.digits(n))),
+                        prefix: Some(tel(&format!("+{cc}{}", rng.digits(n)))),
                         except: Vec::new(),
                     })),
                     ..SipIdentity::default()
@@ -386,7 +386,10 @@ fn aim_at(rng: &mut Rng, rule: &Rule, r: &mut OwnedRequest) {
     for (field, set) in ci.sip.first().fields() {
         let value = match set.identities.first() {
             Identity::ManyTel { prefix, .. } => {
-                let digits = prefix.digits().unwrap_or_default();
+                let digits = prefix
+                    .as_ref()
+                    .and_then(TelPrefix::digits)
+                    .unwrap_or_default();
                 let digits = digits.trim_start_matches('+');
                 let fill = 12usize.saturating_sub(digits.len()).max(2);
                 let number = format!("{digits}{}", rng.digits(fill));

@@ -397,9 +397,17 @@ fn many_domain_and_many_anyone() {
     assert_eq!(matched(&mut s, &r), "dom");
     r.identities.request_uri = Some("sip:tickets@sub.shop.example");
     assert_eq!(matched(&mut s, &r), "-");
-    // <many/> matches any identity, but not an absent header.
-    r.identities.p_asserted_identity = "<tel:+15551234>".into();
+    // <many/> matches any identity with a domain part, but not an absent header, and not a
+    // 'tel' URI: RFC 7200 §5.3.1 groups those with <many-tel> ("The 'domain' attribute works
+    // well for SIP URIs. A URI identifying a SIP user, however, can also be a 'tel' URI.
+    // Therefore, a similar way to match a group of 'tel' URIs is needed."), and its example
+    // ORs <many><except domain=…/></many> with <many-tel><except-tel prefix=…/></many-tel> to
+    // mean "not calling from a "+1-212" prefix or a SIP From URI domain of …".
+    assert_eq!(matched(&mut s, &r), "-");
+    r.identities.p_asserted_identity = "<sip:alice@a.example>".into();
     assert_eq!(matched(&mut s, &r), "any-pai");
+    r.identities.p_asserted_identity = "<tel:+15551234>".into();
+    assert_eq!(matched(&mut s, &r), "-");
 }
 
 #[test]

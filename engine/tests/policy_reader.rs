@@ -106,7 +106,7 @@ fn rfc_example_2_hurricane() {
     assert_eq!(
         to[1],
         Identity::ManyTel {
-            prefix: TelPrefix::new("+1-212").expect("prefix"),
+            prefix: Some(TelPrefix::new("+1-212").expect("prefix")),
             except: vec![]
         }
     );
@@ -195,7 +195,10 @@ fn several_validity_intervals_and_many_tel_excepts() {
     assert_eq!(ci.sip.len(), 2);
     match &ci.sip[0].to.as_ref().expect("to").identities[0] {
         Identity::ManyTel { prefix, except } => {
-            assert_eq!(prefix.digits().as_deref(), Some("+1800"));
+            assert_eq!(
+                prefix.as_ref().and_then(TelPrefix::digits).as_deref(),
+                Some("+1800")
+            );
             assert_eq!(except.len(), 2);
         }
         other => panic!("{other:?}"),
@@ -731,19 +734,19 @@ fn redirect_targets_are_split_and_checked() {
 }
 
 #[test]
-fn rejects_many_tel_without_prefix() {
-    let e = err(&rule_doc(
+fn many_tel_prefix_is_optional_but_checked() {
+    // RFC 7200 §6: <xs:attribute name="prefix" use="optional" type="xs:string"/>, and
+    // §5.3.1's own example writes <many-tel> with only an <except-tel>: any number.
+    let doc = ok(&rule_doc(
         "<lc:call-identity><lc:sip><lc:to><many-tel/></lc:to></lc:sip></lc:call-identity>",
         RATE,
     ));
-    assert_eq!(
-        e.kind,
-        ErrorKind::MissingAttribute {
-            element: "many-tel",
-            attribute: "prefix"
-        }
-    );
-    assert_eq!(e.position, pos(4, 46));
+    let rules = doc.ruleset.rules().expect("full");
+    let ci = rules[0].conditions.call_identity.as_ref().expect("ci");
+    assert!(matches!(
+        ci.sip[0].to.as_ref().expect("to").identities[0],
+        Identity::ManyTel { prefix: None, .. }
+    ));
     let e = err(&rule_doc(
         "<lc:call-identity><lc:sip><lc:to><many-tel prefix=\"+1-x\"/></lc:to></lc:sip></lc:call-identity>",
         RATE,

@@ -53,7 +53,10 @@ fn identity() -> impl Strategy<Value = Identity> {
             proptest::collection::vec(except, 0..3)
         )
             .prop_map(|(domain, except)| Identity::Many { domain, except }),
-        (prefix(), proptest::collection::vec(except_tel, 0..3))
+        (
+            proptest::option::of(prefix()),
+            proptest::collection::vec(except_tel, 0..3)
+        )
             .prop_map(|(prefix, except)| Identity::ManyTel { prefix, except }),
     ]
 }

@@ -239,7 +239,8 @@ enum CompiledIdentity {
         except: Vec<CompiledExcept>,
     },
     ManyTel {
-        prefix: TelMatch,
+        /// `None`: any number.
+        prefix: Option<TelMatch>,
         except: Vec<CompiledExceptTel>,
     },
 }
@@ -367,7 +368,7 @@ impl CompiledIdentity {
                     .collect(),
             },
             Identity::ManyTel { prefix, except } => CompiledIdentity::ManyTel {
-                prefix: TelMatch::new(prefix),
+                prefix: prefix.as_ref().map(TelMatch::new),
                 except: except
                     .iter()
                     .map(|e| match e {
@@ -384,8 +385,13 @@ impl CompiledIdentity {
         match self {
             CompiledIdentity::One(u) => u.matches(c),
             CompiledIdentity::Many { domain, except } => {
+                // `<many>` groups identities by their domain part (RFC 7200 §5.3.1: "The
+                // 'domain' attribute works well for SIP URIs"; 'tel' URIs are grouped by
+                // `<many-tel>`), so even without a domain it matches only identities that
+                // have one: the section's own example ORs `<many>` and `<many-tel>` to mean
+                // "SIP URIs outside a domain or numbers outside a prefix".
                 let in_domain = match domain {
-                    None => true,
+                    None => c.host.is_some(),
                     Some(d) => c.host == Some(&d[..]),
                 };
                 in_domain
@@ -395,7 +401,8 @@ impl CompiledIdentity {
                     })
             }
             CompiledIdentity::ManyTel { prefix, except } => {
-                c.number.is_some_and(|n| prefix.matches(&n))
+                c.number
+                    .is_some_and(|n| prefix.as_ref().is_none_or(|p| p.matches(&n)))
                     && !except.iter().any(|e| match e {
                         CompiledExceptTel::Prefix(p) => c.number.is_some_and(|n| p.matches(&n)),
                         CompiledExceptTel::Id(u) => u.matches(c),
@@ -411,13 +418,17 @@ impl CompiledIdentity {
             CompiledIdentity::Many { domain, except } => domain.is_some() && except.is_empty(),
             // The trie keeps 255 digits of a prefix: a longer one is checked in full.
             CompiledIdentity::ManyTel { except, prefix } => {
-                except.is_empty() && prefix.context.len() <= 255
+                except.is_empty() && prefix.as_ref().is_some_and(|p| p.context.len() <= 255)
             }
         }
     }
 
     fn indexable(&self) -> bool {
-        !matches!(self, CompiledIdentity::Many { domain: None, .. })
+        !matches!(
+            self,
+            CompiledIdentity::Many { domain: None, .. }
+                | CompiledIdentity::ManyTel { prefix: None, .. }
+        )
     }
 }
 
@@ -465,7 +476,12 @@ impl FieldIndexBuilder {
                 domain: Some(d), ..
             } => push_unique(&mut self.domain, d, entry),
             CompiledIdentity::Many { domain: None, .. } => {}
-            CompiledIdentity::ManyTel { prefix, .. } => match prefix.digits() {
+            // Not indexable (see `indexable`): checked for every request.
+            CompiledIdentity::ManyTel { prefix: None, .. } => {}
+            CompiledIdentity::ManyTel {
+                prefix: Some(prefix),
+                ..
+            } => match prefix.digits() {
                 Some(d) if prefix.global => self.global.insert(d, entry),
                 Some(d) => self.local.insert(d, entry),
                 None => push_unique(&mut self.context, &prefix.context, entry),

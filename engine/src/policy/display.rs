@@ -26,7 +26,10 @@ impl fmt::Display for Identity {
                 )
             }
             Identity::ManyTel { prefix, except } => {
-                write!(f, "{prefix}*")?;
+                match prefix {
+                    Some(prefix) => write!(f, "{prefix}*")?,
+                    None => f.write_str("any number")?,
+                }
                 list(
                     f,
                     " except ",

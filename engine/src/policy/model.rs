@@ -401,9 +401,12 @@ pub enum Identity {
         except: Vec<Except>,
     },
     /// `<many-tel prefix="…">`: telephone numbers starting with the prefix, minus the excepts.
+    /// Without a prefix (the schema makes it optional; RFC 7200 §5.3.1's own example omits
+    /// it), every telephone number: a `tel` URI or a SIP URI with `user=phone`.
     ManyTel {
-        /// Digits (with visual separators, as written) or, for local numbers, a phone-context.
-        prefix: TelPrefix,
+        /// Digits (with visual separators, as written) or, for local numbers, a phone-context;
+        /// `None`: any number.
+        prefix: Option<TelPrefix>,
         /// `<except-tel>` entries subtracted from the set.
         except: Vec<ExceptTel>,
     },

@@ -925,8 +925,11 @@ impl<'i, 'l> Reader<'i, 'l> {
                 }
                 Some("many-tel") => {
                     let attrs = r.attrs(&child)?;
-                    let prefix = r.required(&child, &attrs, "many-tel", "prefix")?;
-                    let prefix = r.prefix(prefix, r.attr_offset(&child, "prefix"))?;
+                    // `prefix` is optional in the schema (RFC 7200 §6): without it, any number.
+                    let prefix = match attrs.get("prefix").map(str::trim) {
+                        None => None,
+                        Some(p) => Some(r.prefix(p, r.attr_offset(&child, "prefix"))?),
+                    };
                     drop(attrs);
                     let except = r.excepts(
                         "many-tel",

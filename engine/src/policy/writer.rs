@@ -160,7 +160,10 @@ impl Writer {
                         ExceptTel::Id(u) => format!("<except-tel id=\"{}\"/>", escape(u.as_str())),
                     })
                     .collect();
-                let open = format!("many-tel prefix=\"{}\"", escape(prefix.as_str()));
+                let open = match prefix {
+                    Some(p) => format!("many-tel prefix=\"{}\"", escape(p.as_str())),
+                    None => "many-tel".to_owned(),
+                };
                 self.with_children(&open, "many-tel", &excepts);
             }
         }
