@@ -87,6 +87,9 @@ fn notify(
         subscription_state: Some(state.into()),
         content_type: content_type.map(str::to_owned),
         body,
+        contact: Some(uri("sip:sbc.example.com")),
+        record_route: Vec::new(),
+        route: Vec::new(),
     }
 }
 
@@ -457,8 +460,10 @@ fn versions_repeats_gaps_invalid_and_unknown_bodies() {
         ),
     );
     assert_eq!(r.status, 200);
+    // The report names the notifier and the version the document claims (issue 16, item 10).
     assert!(
-        matches!(&events(&mut s)[..], [SubscriberEvent::InvalidDocument { error }] if error.contains("negative"))
+        matches!(&events(&mut s)[..], [SubscriberEvent::InvalidDocument { notifier, version: Some(9), error }]
+            if error.contains("negative") && notifier == "sip:sbc.example.com")
     );
     assert_eq!(e.source_policy(src).map(|r| r.version()), Some(8));
     // Another body type is discarded.
@@ -478,10 +483,16 @@ fn versions_repeats_gaps_invalid_and_unknown_bodies() {
             content_type: "application/pidf+xml".into()
         }]
     );
-    // No body: the notifier has no policy any more.
+    // RFC 7200 §4.8: "A NOTIFY request without a body indicates that no load-filtering
+    // policies need to be updated." The policy in force stays.
     s.handle_notify(0, &notify(&sub, 9, "active", CT, Vec::new()));
-    assert_eq!(events(&mut s), [SubscriberEvent::PolicyWithdrawn]);
-    assert!(e.source_policy(src).is_none());
+    assert_eq!(events(&mut s), [SubscriberEvent::NothingToUpdate]);
+    assert_eq!(e.source_policy(src).map(|r| r.version()), Some(8));
+    let stats = s.stats();
+    assert_eq!(
+        (stats.notifies, stats.bodyless, stats.refused, stats.ignored),
+        (9, 1, 1, 3)
+    );
 }
 
 #[test]
@@ -574,6 +585,9 @@ fn sub_req(call_id: &str, from: &str, expires: Option<u32>, accept: Option<&str>
         subscription_state: None,
         content_type: None,
         body: Vec::new(),
+        contact: Some(uri(from)),
+        record_route: Vec::new(),
+        route: Vec::new(),
     }
 }
 
@@ -680,7 +694,7 @@ fn notifier_paces_coalesces_versions_and_sends_partials() {
     let third = n.poll_transmit().expect("NOTIFY after refresh");
     assert_eq!(version_of(&third), (2, State::Full, 5));
     answer(&mut n, S + 1, &third);
-    // Replacing most rules sends a full document; removing one sends a deletion.
+    // Replacing most rules sends a full document; so does removing one.
     n.set_policy(3 * S, Some(rules(&rule_xml("z", "+1", 1))));
     let fourth = n.poll_transmit().expect("NOTIFY");
     assert_eq!(version_of(&fourth), (3, State::Full, 1));
@@ -704,9 +718,11 @@ fn notifier_paces_coalesces_versions_and_sends_partials() {
             rule_xml("x", "+3", 1)
         ))),
     );
+    // A rule disappeared: a full document (RFC 7200 §4.11 — a partial document only adds or
+    // replaces rules by id, so a removal cannot be said with one to every subscriber).
     let del = n.poll_transmit().expect("NOTIFY");
-    assert_eq!(version_of(&del), (5, State::Partial, 1));
-    assert!(String::from_utf8_lossy(&del.body).contains("<rule id=\"z\">"));
+    assert_eq!(version_of(&del), (5, State::Full, 2));
+    assert!(!String::from_utf8_lossy(&del.body).contains("<rule id=\"z\">"));
     answer(&mut n, 7 * S, &del);
     // A new order cannot be expressed by a partial document: full.
     n.set_policy(
