@@ -261,6 +261,24 @@ fn uris(values: &[&[u8]], header: &'static str) -> Result<Vec<Uri>, WireError> {
     values.iter().map(|v| addr_uri(v, header)).collect()
 }
 
+/// The URIs of a Route or Record-Route header value (`<sip:p1;lr>, <sip:p2;lr>`: a
+/// comma-separated list of name-addrs, in order), for callers that hold the value as text.
+pub fn route_list(value: &[u8]) -> Result<Vec<Uri>, WireError> {
+    crate::sip::HeaderValues::one(value)
+        .values()
+        .map(|v| addr_uri(v, "Route"))
+        .collect()
+}
+
+/// A route set as one Route header value (`<uri>, <uri>`); empty for none.
+pub fn route_text(route: &[Uri]) -> String {
+    route
+        .iter()
+        .map(|u| format!("<{}>", u.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn contact(value: Option<&[u8]>) -> Result<Option<Uri>, WireError> {
     // The first element of the first Contact line (`*` is a REGISTER's; not a target).
     match value.and_then(|v| crate::sip::HeaderValues::one(v).values().next()) {
@@ -750,6 +768,25 @@ mod tests {
         );
         let uraw = scan(utext.as_bytes()).expect("scans");
         assert_eq!(uraw.request().expect("request").route, bye.route);
+    }
+
+    #[test]
+    fn route_lists_round_trip() {
+        let list =
+            route_list(b"<sip:p1.example.net;lr>, \"x, y\" <sip:p2.example.net;lr;transport=tcp>")
+                .expect("list");
+        let text: Vec<&str> = list.iter().map(Uri::as_str).collect();
+        assert_eq!(
+            text,
+            [
+                "sip:p1.example.net;lr",
+                "sip:p2.example.net;lr;transport=tcp"
+            ]
+        );
+        assert_eq!(route_list(route_text(&list).as_bytes()), Ok(list));
+        assert_eq!(route_list(b""), Ok(Vec::new()));
+        assert_eq!(route_text(&[]), "");
+        assert!(route_list(b"<sip:ok;lr>, <bad uri>").is_err());
     }
 
     #[test]
