@@ -83,6 +83,7 @@ fn wire_error(e: &WireError) -> lc_result {
 ///
 /// # Safety
 /// As for the exported functions.
+#[allow(clippy::too_many_arguments)]
 unsafe fn transmit(
     pending: &mut Vec<u8>,
     next_hop: &mut String,
