@@ -217,6 +217,12 @@ def notifier_lifecycle(run: Run) -> Checks:
     c.that(code == 0, f"the SIPp notifier completed its scenario, re-SUBSCRIBE included (exit {code}): {SippOutputs(notifier.cwd).errors(300)!r}")
     uac.wait(timeout=60)
     run.stop(uas)
+    counters = edge_stats(edge)
+    wanted = {"edge_subscriber_notifies_without_body_total": 1, "edge_subscriber_documents_refused_total": 1,
+              "edge_subscriber_documents_applied_total": 3, "edge_subscriber_documents_ignored_total": 1,
+              "edge_subscriber_withdrawals_total": 1}
+    got = {k: counters.get(k) for k in wanted}
+    c.that(got == wanted, f"the edge's subscriber counters (SIGUSR1): {got}")
     events = edge_events(edge)
     arrivals = SippOutputs(uas.cwd).arrivals()
     matching, other = split(arrivals)
