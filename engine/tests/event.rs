@@ -1663,3 +1663,113 @@ fn warnings_are_reported_and_refusals_name_the_notifier_and_version() {
     assert_eq!((s.stats().warned, s.stats().applied), (1, 1));
     assert_eq!(s2.stats().refused, 1);
 }
+
+/// RFC 6665 §4.1.3: "invariant" stops; "If no reason code or an unknown reason code is present,
+/// the client MAY attempt to re-subscribe at any time (unless a "retry-after" parameter is
+/// present, in which case the client SHOULD NOT attempt re-subscription until after the number
+/// of seconds specified by the "retry-after" parameter)."
+#[test]
+fn terminated_invariant_unknown_and_missing_reasons() {
+    for (state, stops, at_once, retry_at) in [
+        (
+            "terminated;reason=invariant;retry-after=60",
+            true,
+            false,
+            None,
+        ),
+        ("terminated;retry-after=20", false, false, Some(21 * S)),
+        (
+            "terminated;reason=gone-fishing;retry-after=20",
+            false,
+            false,
+            Some(21 * S),
+        ),
+        ("terminated;reason=gone-fishing", false, true, None),
+        ("terminated", false, true, None),
+    ] {
+        let (e, mut s, sub) = subscribed();
+        s.handle_notify(
+            0,
+            &notify(
+                &sub,
+                1,
+                "active",
+                CT,
+                body(0, "full", &rule_xml("a", "+1", 5)),
+            ),
+        );
+        s.handle_notify(S, &notify(&sub, 2, state, CT, Vec::new()));
+        assert!(e.source_policy("sip:sbc.example.com").is_none(), "{state}");
+        assert_eq!(s.is_stopped(), stops, "{state}");
+        assert_eq!(s.poll_transmit().is_some(), at_once, "{state}");
+        if let Some(at) = retry_at {
+            assert_eq!(s.poll_timeout(), Some(at), "{state}");
+            s.handle_timeout(at - 1);
+            assert!(
+                s.poll_transmit().is_none(),
+                "{state}: not before retry-after"
+            );
+            s.handle_timeout(at);
+            assert!(s.poll_transmit().is_some(), "{state}: after retry-after");
+        }
+    }
+}
+
+/// RFC 6665 §4.2.1.1: 423 "if and only if the expiration interval is greater than zero AND
+/// smaller than one hour AND less than a notifier-configured minimum".
+#[test]
+fn no_423_for_an_hour_or_more() {
+    let mut c = NotifierConfig::new(uri("sip:sbc.example.com"), "n", Authorization::Any);
+    c.min_expires = 7200;
+    c.max_expires = 7200;
+    let mut n = Notifier::new(c);
+    let r = n.handle_subscribe(
+        0,
+        &sub_req("a", "sip:p1.upstream.example", Some(3600), None),
+    );
+    assert_eq!((r.status, r.expires), (200, Some(3600)));
+    let r = n.handle_subscribe(
+        0,
+        &sub_req("b", "sip:p1.upstream.example", Some(3599), None),
+    );
+    assert_eq!((r.status, r.min_expires), (423, Some(7200)));
+}
+
+/// RFC 3261 §12.1.2: the UAC's route set is the 2xx's Record-Route reversed; a dialog-creating
+/// NOTIFY without Record-Route leaves it so (RFC 6665 §4.3: a proxy that record-routed the
+/// SUBSCRIBE also record-routes the NOTIFYs, so a NOTIFY without one brings no other route).
+#[test]
+fn a_notify_without_record_route_keeps_the_2xx_route_set() {
+    let e = engine();
+    let mut s = subscriber(&e);
+    let sub = s.poll_transmit().expect("SUBSCRIBE");
+    let mut resp = ok(&sub, 3600);
+    resp.contact = Some(uri("sip:notifier@192.0.2.21:5070"));
+    resp.record_route = vec![
+        uri("sip:p2.example.net;lr"),
+        uri("sip:p1.example.net;lr;x=1"),
+    ];
+    s.handle_response(0, &resp);
+    let mut n = notify(
+        &sub,
+        1,
+        "active",
+        CT,
+        body(0, "full", &rule_xml("a", "+1", 1)),
+    );
+    n.contact = Some(uri("sip:notifier@192.0.2.21:5070"));
+    s.handle_notify(0, &n);
+    // A later NOTIFY's Record-Route cannot change it (RFC 6665 §4.3).
+    let mut later = notify(&sub, 2, "active", CT, Vec::new());
+    later.record_route = vec![uri("sip:other.example.net;lr")];
+    later.contact = None;
+    s.handle_notify(0, &later);
+    s.unsubscribe(S);
+    let bye = s.poll_transmit().expect("unsubscribe");
+    let route: Vec<&str> = bye.route.iter().map(Uri::as_str).collect();
+    assert_eq!(
+        route,
+        ["sip:p1.example.net;lr;x=1", "sip:p2.example.net;lr"]
+    );
+    assert_eq!(bye.request_uri.as_str(), "sip:notifier@192.0.2.21:5070");
+}

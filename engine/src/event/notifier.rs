@@ -6,8 +6,9 @@
 //!   (nor `application/*`, `*/*`): 406. A subscriber that is not authorised: 403 (§4.6: "If
 //!   the identity of the subscriber sending the SUBSCRIBE request is not allowed to receive
 //!   load-filtering policies, the notifier MUST return a 403"); the identity is the From URI,
-//!   checked against [`Authorization`]. `Expires` below Min-Expires: 423 with Min-Expires;
-//!   above the maximum: shortened.
+//!   checked against [`Authorization`]. `Expires` below Min-Expires and below one hour: 423
+//!   with Min-Expires (RFC 6665 §4.2.1.1: never for an hour or more); above the maximum:
+//!   shortened.
 //! - After every accepted SUBSCRIBE **and every refresh** a NOTIFY with the full current policy
 //!   follows (§4.7). A subscriber that has never been sent a document and for which there is
 //!   no policy gets a NOTIFY without a body that keeps its Content-Type (§4.7). A NOTIFY
@@ -271,7 +272,9 @@ impl Notifier {
             return self.refuse(req, 403, "subscriber not authorised");
         }
         let requested = req.expires.unwrap_or(self.config.default_expires);
-        if requested != 0 && requested < self.config.min_expires {
+        // RFC 6665 §4.2.1.1: 423 "if and only if the expiration interval is greater than zero
+        // AND smaller than one hour AND less than a notifier-configured minimum".
+        if requested != 0 && requested < 3600 && requested < self.config.min_expires {
             let mut r = self.refuse(req, 423, "interval too brief");
             r.min_expires = Some(self.config.min_expires);
             return r;

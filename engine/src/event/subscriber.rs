@@ -36,17 +36,21 @@
 //!   stays, also when it is the first NOTIFY of a new subscription after a lapse
 //!   ([`SubscriberEvent::NothingToUpdate`]).
 //! - `terminated` withdraws every rule of this notifier (§4.8: subscribers "MUST also
-//!   terminate previously received load-filtering policies from that notifier");
-//!   `deactivated` and `timeout` re-subscribe at once (a new dialog, RFC 6665 §4.4.2),
-//!   `probation` and `giveup` after Retry-After (or back-off), `rejected` and `noresource`
-//!   stop.
+//!   terminate previously received load-filtering policies from that notifier"). What comes
+//!   next follows RFC 6665 §4.1.3: `deactivated` and `timeout` re-subscribe at once (a new
+//!   dialog, §4.4.2), `probation` and `giveup` after `retry-after` (or back-off), `rejected`,
+//!   `noresource` and `invariant` stop; no reason or an unknown one re-subscribes at once, or
+//!   after `retry-after` when it is given ("SHOULD NOT attempt re-subscription until after
+//!   the number of seconds specified").
 //! - **In-dialog requests go to the remote target** (RFC 3261 §12.2.1.1; SUBSCRIBE and NOTIFY
 //!   are target refresh requests, RFC 6665 §3.1–3.2). The remote target is the Contact of the
 //!   2xx to the SUBSCRIBE, replaced by the Contact of every NOTIFY and of every 2xx to a
 //!   refresh; until one is known it is the configured notifier URI. The route set is the
-//!   Record-Route of the NOTIFY that creates the dialog, in order (RFC 6665 §4.4.1: "the route
-//!   set at the subscriber is taken from the NOTIFY request itself"), or, until that NOTIFY
-//!   comes, the Record-Route of the 2xx reversed (RFC 3261 §12.1.2); later messages do not
+//!   Record-Route of the 2xx to the initial SUBSCRIBE, reversed (RFC 3261 §12.1.2), unless the
+//!   first NOTIFY of the dialog carries a Record-Route: then that one, in order (RFC 6665
+//!   §4.4.1: "the route set at the subscriber is taken from the NOTIFY request itself"; a
+//!   proxy that record-routed the SUBSCRIBE record-routes the NOTIFYs too, §4.3, so the two
+//!   agree unless the NOTIFY came another way or from another fork). Later messages do not
 //!   change it. Refreshes, re-SUBSCRIBEs after a gap and the unsubscribe carry the remote
 //!   target as Request-URI and the route set as Route ([`Request::next_hop`] says where to
 //!   send them); a new subscription starts again from the configured URI.
@@ -259,6 +263,10 @@ struct Dialog {
     route_set: Vec<Uri>,
     /// The dialog-creating NOTIFY has set the route set (RFC 6665 §4.4.1); nothing changes it.
     route_set_fixed: bool,
+    /// A 2xx to the initial SUBSCRIBE came.
+    answered: bool,
+    /// A NOTIFY of this dialog came.
+    notified: bool,
 }
 
 impl Dialog {
@@ -271,6 +279,8 @@ impl Dialog {
             remote_target: None,
             route_set: Vec::new(),
             route_set_fixed: false,
+            answered: false,
+            notified: false,
         }
     }
 }
@@ -528,20 +538,20 @@ impl Subscriber {
         self.txn = None;
         match resp.status {
             200..=299 => {
-                let creates = self.dialog.remote_tag.is_none();
-                if creates {
+                if self.dialog.remote_tag.is_none() {
                     self.dialog.remote_tag = resp.to.tag.clone();
                 }
                 if self.dialog.remote_tag == resp.to.tag {
                     // RFC 3261 §12.1.2 / §12.2.1.2: the 2xx's Contact is the remote target;
-                    // the route set is its Record-Route reversed, until the dialog-creating
-                    // NOTIFY brings its own (RFC 6665 §4.4.1).
+                    // the route set is the initial 2xx's Record-Route reversed, unless the
+                    // dialog-creating NOTIFY brought its own (RFC 6665 §4.4.1).
                     if let Some(c) = &resp.contact {
                         self.dialog.remote_target = Some(c.clone());
                     }
-                    if creates && !self.dialog.route_set_fixed {
+                    if !self.dialog.answered && !self.dialog.route_set_fixed {
                         self.dialog.route_set = resp.record_route.iter().rev().cloned().collect();
                     }
+                    self.dialog.answered = true;
                 }
                 let granted = resp.expires.unwrap_or(txn.expires).min(txn.expires.max(1));
                 if txn.expires == 0 || self.phase == Phase::Ending {
@@ -647,10 +657,11 @@ impl Subscriber {
         if let Some(c) = &req.contact {
             self.dialog.remote_target = Some(c.clone());
         }
-        if !self.dialog.route_set_fixed {
+        if !self.dialog.notified && !req.record_route.is_empty() {
             self.dialog.route_set = req.record_route.clone();
             self.dialog.route_set_fixed = true;
         }
+        self.dialog.notified = true;
         let Some(state) = req
             .subscription_state
             .as_deref()
@@ -665,23 +676,25 @@ impl Subscriber {
         {
             self.withdraw();
             self.lapses_at = None;
+            // RFC 6665 §4.1.3.
             match reason.as_deref() {
                 _ if self.phase == Phase::Ending => self.stop(StopReason::Unsubscribed),
-                Some("rejected") | Some("noresource") => {
+                Some("rejected") | Some("noresource") | Some("invariant") => {
                     self.stop(StopReason::Terminated(reason.clone().unwrap_or_default()))
                 }
                 Some("probation") | Some("giveup") => {
                     let why = format!("terminated ({})", reason.as_deref().unwrap_or(""));
                     self.retry_later(now_ns, *retry_after, &why)
                 }
-                _ => {
-                    // deactivated, timeout, or no reason: subscribe again at once.
-                    self.events.push_back(SubscriberEvent::Retrying {
-                        at_ns: now_ns,
-                        why: "terminated".into(),
-                    });
-                    self.new_subscription(now_ns);
-                }
+                Some("deactivated") | Some("timeout") => self.resubscribe_now(now_ns),
+                // No reason or an unknown one: at once, unless retry-after says when.
+                other => match retry_after {
+                    Some(_) => {
+                        let why = format!("terminated ({})", other.unwrap_or("no reason"));
+                        self.retry_later(now_ns, *retry_after, &why)
+                    }
+                    None => self.resubscribe_now(now_ns),
+                },
             }
             return Response::to(req, 200, None);
         }
@@ -695,6 +708,14 @@ impl Subscriber {
         }
         self.handle_body(now_ns, req);
         Response::to(req, 200, None)
+    }
+
+    fn resubscribe_now(&mut self, now_ns: u64) {
+        self.events.push_back(SubscriberEvent::Retrying {
+            at_ns: now_ns,
+            why: "terminated".into(),
+        });
+        self.new_subscription(now_ns);
     }
 
     fn withdraw(&mut self) {
