@@ -8,6 +8,9 @@
 #include <stdint.h>
 #define LC_VERSION "0.1.0"
 
+// `lc_subscriber_event.number` of an INVALID_DOCUMENT whose version could not be read.
+#define LC_VERSION_UNKNOWN UINT64_MAX
+
 // Most redirect targets a decision reports.
 #define LC_MAX_TARGETS 16
 
@@ -101,13 +104,15 @@ typedef enum lc_subscriber_event_kind {
   LC_SUBSCRIBER_EVENT_KIND_PENDING = 1,
   // A document was applied (`number`: version, `generation`).
   LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED = 2,
-  // This notifier's rules were removed.
+  // This notifier's rules were removed (`terminated`).
   LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN = 3,
   // A document was ignored (`number`: version; `text`: why).
   LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED = 4,
-  // An invalid document (`text`: the reader's error).
+  // An invalid document, refused; the policy stays (`number`: the version it claims, or
+  // `LC_VERSION_UNKNOWN`; `notifier`; `text`: the reader's error).
   LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT = 5,
-  // The engine refused the document (`text`).
+  // The engine refused the document; the policy stays (`number`: version; `notifier`;
+  // `text`).
   LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED = 6,
   // A body of another type was discarded (`text`: its type).
   LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY = 7,
@@ -121,6 +126,11 @@ typedef enum lc_subscriber_event_kind {
   LC_SUBSCRIBER_EVENT_KIND_LAPSED = 11,
   // Stopped for good (`text`: why).
   LC_SUBSCRIBER_EVENT_KIND_STOPPED = 12,
+  // The document about to be applied came with reader warnings; it applies (`number`:
+  // version; `notifier`; `text`: the warnings, one per line). A POLICY_APPLIED follows.
+  LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS = 13,
+  // A NOTIFY without a body: nothing to update, the policy stays (RFC 7200 §4.8).
+  LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE = 14,
 } lc_subscriber_event_kind;
 
 // What a notifier reports.
@@ -330,6 +340,18 @@ typedef struct lc_sip_message {
   int64_t min_expires;
   // Retry-After, or -1.
   int64_t retry_after;
+  // The Contact URI of a received request or response (the remote target: a 2xx to
+  // SUBSCRIBE and every NOTIFY carry the notifier's, a SUBSCRIBE the subscriber's). Absent
+  // on what the handles produce: the SIP stack adds its own Contact.
+  struct lc_str contact;
+  // The Record-Route header values of a received message, comma-separated, in message
+  // order (`<sip:p1;lr>, <sip:p2;lr>`); absent for none. Ignored on a response to a NOTIFY.
+  struct lc_str record_route;
+  // On a request a handle produces: the dialog's route set as one Route header value
+  // (`<sip:p1;lr>, <sip:p2;lr>`), absent when empty. Put it in the request as Route and
+  // send the request to its first URI, or to the Request-URI when absent (RFC 3261 §8.1.2;
+  // every entry is taken as a loose router). Ignored on what the caller passes in.
+  struct lc_str route;
 } lc_sip_message;
 
 // One subscriber event; `text` is valid until the next call on the handle.
@@ -344,7 +366,30 @@ typedef struct lc_subscriber_event {
   uint64_t at_ns;
   // Details, by kind.
   struct lc_str text;
+  // Who sent the document (the NOTIFY's From URI) for DOCUMENT_WARNINGS,
+  // INVALID_DOCUMENT and APPLY_FAILED; absent otherwise. Valid until the next call.
+  struct lc_str notifier;
 } lc_subscriber_event;
+
+// What a subscriber has counted (see `loadctl::event::subscriber::SubscriberStats`).
+typedef struct lc_subscriber_counters {
+  // NOTIFYs handled.
+  uint64_t notifies;
+  // Documents applied.
+  uint64_t applied;
+  // Documents applied with reader warnings.
+  uint64_t warned;
+  // NOTIFYs without a body (nothing to update).
+  uint64_t bodyless;
+  // Documents ignored (stale version or gap).
+  uint64_t ignored;
+  // Documents refused (invalid, or refused by the engine).
+  uint64_t refused;
+  // Times the notifier's rules were withdrawn (`terminated`).
+  uint64_t withdrawn;
+  // NOTIFYs answered with an error.
+  uint64_t rejected;
+} lc_subscriber_counters;
 
 // Notifier settings (see `loadctl::event::notifier::NotifierConfig`); zero numbers mean the
 // defaults (60 s / 3600 s / 3600 s / 1000 ms).
@@ -353,7 +398,10 @@ typedef struct lc_notifier_config {
   struct lc_str uri;
   // To-tag stem (required).
   struct lc_str tag;
-  // Space-separated hosts/domains subscribers may be at; absent: anyone.
+  // Space-separated entries naming who may subscribe (RFC 7200 §4.6; others get 403): a SIP
+  // URI (`sip:proxy@192.0.2.7:5060`, compared with the SUBSCRIBE's From URI as RFC 3261
+  // §19.1.4 says), or a host or domain (`p1.example.net`, `example.net`) the From URI's host
+  // is or is inside. Absent: anyone.
   struct lc_str authorized;
   // Shortest subscription, seconds.
   uint32_t min_expires;
@@ -837,6 +885,12 @@ lc_result lc_subscriber_unsubscribe(struct lc_subscriber *sub, uint64_t now_ns);
 // `sub` from `lc_subscriber_new`; `out` writable.
 lc_result lc_subscriber_poll_event(struct lc_subscriber *sub, struct lc_subscriber_event *out);
 
+// Writes what the subscriber has counted into `*out`.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `out` writable.
+lc_result lc_subscriber_stats(const struct lc_subscriber *sub, struct lc_subscriber_counters *out);
+
 // Creates a notifier.
 //
 // # Safety
@@ -1106,6 +1160,26 @@ lc_result lc_notifier_receive_wire(struct lc_notifier *n,
                                    uint8_t *buf,
                                    size_t cap,
                                    size_t *len);
+
+// Writes where the request last rendered by `lc_subscriber_transmit_wire` must be sent: the
+// URI of its first Route header, or its Request-URI when it has none (RFC 3261 §8.1.2). Inside
+// a dialog that is the notifier's remote target (the Contact of its 2xx and NOTIFYs) or the
+// first proxy of the route set; the first SUBSCRIBE of a subscription goes to the configured
+// notifier URI (or an outbound proxy the caller chooses). `LC_RESULT_EMPTY` before the first
+// request. The string stays valid until the next call on the handle.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `out` writable.
+lc_result lc_subscriber_wire_next_hop(const struct lc_subscriber *sub, struct lc_str *out);
+
+// Writes where the NOTIFY last rendered by `lc_notifier_transmit_wire` must be sent: its first
+// Route (the subscriber's record-routing proxy), else its Request-URI (the Contact of the
+// subscriber's SUBSCRIBE). `LC_RESULT_EMPTY` before the first NOTIFY. Valid until the next
+// call on the handle.
+//
+// # Safety
+// `n` from `lc_notifier_new`; `out` writable.
+lc_result lc_notifier_wire_next_hop(const struct lc_notifier *n, struct lc_str *out);
 
 // Attaches a worker to `engine`. With `core_hint` ≥ 0 the calling thread is also pinned to
 // that core (`LC_RESULT_PIN_FAILED`, and no worker, when it cannot be).

@@ -139,6 +139,17 @@ enum Command {
         /// Least spacing of NOTIFYs on one subscription, milliseconds.
         #[arg(long, default_value_t = 1000)]
         pacing_ms: u64,
+        /// A subscriber that may subscribe (others get 403, RFC 7200 §4.6): a SIP URI
+        /// compared with the SUBSCRIBE's From, a host, or a domain (`example.net`,
+        /// `*.example.net`). Repeatable.
+        #[arg(long, value_name = "ENTRY")]
+        allow: Vec<String>,
+        /// A file of --allow entries, one per line; `#` starts a comment. Repeatable.
+        #[arg(long, value_name = "FILE")]
+        allow_file: Vec<String>,
+        /// Accept every subscriber (only where the SIP layer authenticates them).
+        #[arg(long, conflicts_with_all = ["allow", "allow_file"])]
+        allow_any: bool,
     },
 }
 
@@ -243,6 +254,9 @@ fn main() -> ExitCode {
             template,
             duration,
             pacing_ms,
+            allow,
+            allow_file,
+            allow_any,
         } => notifier::run(&notifier::Options {
             listen: &listen,
             uri: uri.as_deref(),
@@ -251,6 +265,9 @@ fn main() -> ExitCode {
             template: template.as_deref(),
             duration,
             pacing_ms,
+            allow: &allow,
+            allow_files: &allow_file,
+            allow_any,
         }),
     };
     ExitCode::from(code)

@@ -9,6 +9,16 @@
 //! known; with no demand reports every subscriber gets an equal share, re-split whenever one
 //! comes or goes. NOTIFYs are retransmitted over UDP until answered (T1 doubling up to T2, for
 //! 64·T1). After `--duration` seconds it ends every subscription (`terminated`) and exits.
+//!
+//! Who may subscribe (RFC 7200 §4.6: "If the identity of the subscriber sending the SUBSCRIBE
+//! request is not allowed to receive load-filtering policies, the notifier MUST return a 403
+//! "Forbidden" response"): the SUBSCRIBE's From URI is checked against the entries of
+//! `--allow` (repeatable) and `--allow-file` (one entry per line, `#` starts a comment) — a
+//! SIP URI (`sip:proxy@192.0.2.7:5060`, equal as RFC 3261 §19.1.4 compares URIs), a host
+//! (`p1.example.net`, `192.0.2.7`) or a domain (`example.net` or `*.example.net`: that host
+//! and every host under it). Everyone else gets 403. With no entry it refuses to start unless
+//! `--allow-any` says that every subscriber is welcome (a trust domain that authenticates at
+//! the SIP layer). NOTIFYs go to the subscriber's Contact (or its first Record-Route).
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
@@ -40,6 +50,107 @@ pub struct Options<'a> {
     pub duration: f64,
     /// Least spacing of NOTIFYs on one subscription, milliseconds.
     pub pacing_ms: u64,
+    /// Subscribers allowed (`--allow`): SIP URIs, hosts or domains.
+    pub allow: &'a [String],
+    /// Files of allowed subscribers, one entry per line (`--allow-file`).
+    pub allow_files: &'a [String],
+    /// Accept every subscriber (`--allow-any`).
+    pub allow_any: bool,
+}
+
+/// Checks one allow-list entry: a SIP or SIPS URI, or a host / domain name / IP address
+/// (optionally `*.` before a domain). Returns it as the notifier compares it.
+pub fn allow_entry(entry: &str) -> Result<String, String> {
+    let e = entry.trim();
+    if e.is_empty() {
+        return Err("empty entry".into());
+    }
+    let lower = e.to_ascii_lowercase();
+    if lower.starts_with("sip:") || lower.starts_with("sips:") {
+        return Uri::new(e)
+            .map(|_| e.to_owned())
+            .map_err(|why| format!("{e:?} is not a SIP URI: {why}"));
+    }
+    let host = e.strip_prefix("*.").unwrap_or(e);
+    let ipv6 = host.starts_with('[') && host.ends_with(']') && host.len() > 2;
+    let name = !host.is_empty()
+        && !host.starts_with('.')
+        && !host.ends_with('.')
+        && !host.contains("..")
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if ipv6
+        && host[1..host.len() - 1]
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok()
+        || name
+    {
+        Ok(e.to_owned())
+    } else {
+        Err(format!(
+            "{e:?} is neither a sip: URI nor a host or domain name"
+        ))
+    }
+}
+
+/// Reads an allow-list file: one entry per line; `#` starts a comment; blank lines skipped.
+/// The error names the line.
+pub fn read_allow_file(path: &str, text: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        out.push(allow_entry(line).map_err(|e| format!("{path}:{}: {e}", n + 1))?);
+    }
+    Ok(out)
+}
+
+/// The notifier's [`Authorization`] from the options, or the exit code after saying why not.
+fn authorization(o: &Options<'_>) -> Result<Authorization, u8> {
+    let mut entries = Vec::new();
+    for a in o.allow {
+        match allow_entry(a) {
+            Ok(e) => entries.push(e),
+            Err(e) => {
+                eprintln!("loadctl notifier: --allow {e}");
+                return Err(2);
+            }
+        }
+    }
+    for path in o.allow_files {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("loadctl notifier: {path}: {e}");
+                return Err(2);
+            }
+        };
+        match read_allow_file(path, &text) {
+            Ok(more) => entries.extend(more),
+            Err(e) => {
+                eprintln!("loadctl notifier: {e}");
+                return Err(2);
+            }
+        }
+    }
+    match (o.allow_any, entries.is_empty()) {
+        (true, true) => Ok(Authorization::Any),
+        (true, false) => {
+            eprintln!("loadctl notifier: --allow-any and an allow-list exclude each other");
+            Err(2)
+        }
+        (false, true) if o.allow.is_empty() && o.allow_files.is_empty() => {
+            eprintln!(
+                "loadctl notifier: say who may subscribe: --allow ENTRY, --allow-file FILE, or --allow-any (RFC 7200 §4.6: others get 403)"
+            );
+            Err(2)
+        }
+        // Files with no entry: nobody may subscribe (every SUBSCRIBE gets 403).
+        (false, _) => Ok(Authorization::Domains(entries)),
+    }
 }
 
 /// A NOTIFY waiting for its response.
@@ -115,10 +226,11 @@ impl Server {
                 branch: &branch,
             };
             wire::write_request(&req, &via, &self.contact, &mut bytes);
-            let Some(to) = address_of(&req.request_uri) else {
+            // The subscriber's remote target, or the first proxy of the route set.
+            let Some(to) = address_of(req.next_hop()) else {
                 eprintln!(
                     "loadctl notifier: no address for {}",
-                    req.request_uri.as_str()
+                    req.next_hop().as_str()
                 );
                 continue;
             };
@@ -280,7 +392,17 @@ pub fn run(o: &Options<'_>) -> u8 {
         eprintln!("loadctl notifier: --uri {uri_text:?} is not a URI");
         return 2;
     };
-    let mut config = NotifierConfig::new(uri, "lcn", Authorization::Any);
+    let authorization = match authorization(o) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    match &authorization {
+        Authorization::Any => eprintln!("loadctl notifier: every subscriber is accepted"),
+        Authorization::Domains(list) => {
+            eprintln!("loadctl notifier: subscribers allowed: {}", list.join(" "))
+        }
+    }
+    let mut config = NotifierConfig::new(uri, "lcn", authorization);
     config.pacing_ns = o.pacing_ms.saturating_mul(1_000_000);
     let mut notifier = Notifier::new(config);
     let allocator = match (o.policy, o.capacity, o.template) {
@@ -346,6 +468,56 @@ pub fn run(o: &Options<'_>) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allow_entries_and_files() {
+        for ok in [
+            "sip:edge@127.0.0.1:5070",
+            "SIPS:proxy@example.net",
+            "p1.example.net",
+            "*.example.net",
+            "192.0.2.7",
+            "[2001:db8::1]",
+            "localhost",
+        ] {
+            assert!(allow_entry(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "sip:",
+            "sip:a@",
+            "tel:+1555",
+            "user@example.net",
+            "example..net",
+            ".example.net",
+            "host name",
+            "[not-v6]",
+            "example.net:5060",
+        ] {
+            assert!(allow_entry(bad).is_err(), "{bad}");
+        }
+        let text = "# who may subscribe
+
+sip:edge@127.0.0.1:5070   # the edge
+  *.trusted.example
+";
+        assert_eq!(
+            read_allow_file("f", text),
+            Ok(vec![
+                "sip:edge@127.0.0.1:5070".to_owned(),
+                "*.trusted.example".to_owned()
+            ])
+        );
+        assert_eq!(
+            read_allow_file(
+                "f",
+                "ok.example
+user@bad
+"
+            ),
+            Err("f:2: \"user@bad\" is neither a sip: URI nor a host or domain name".to_owned())
+        );
+    }
 
     #[test]
     fn addresses_of_uris() {

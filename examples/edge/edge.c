@@ -11,7 +11,13 @@
  * applies every NOTIFY body it receives, refreshes before the subscription expires, re-SUBSCRIBEs
  * after a version gap, and unsubscribes on SIGINT/SIGTERM. Its SUBSCRIBEs are retransmitted over
  * UDP until a response arrives (Timer E: T1 doubling up to T2, for 64·T1). The subscriber speaks
- * UDP only.
+ * UDP only. The first SUBSCRIBE of a subscription goes to --notifier IP:PORT (default: the
+ * notifier URI's host:port); refreshes, re-SUBSCRIBEs and the unsubscribe go to the dialog's
+ * remote target — the Contact of the notifier's 200 and NOTIFYs — or to the first proxy of its
+ * route set (RFC 3261 §12.2.1.1), as lc_subscriber_wire_next_hop says; a next hop that is not
+ * an IPv4 address is logged and the request goes to --notifier. A NOTIFY without a body leaves
+ * the policy in force (RFC 7200 §4.8). Documents applied with warnings and refused documents
+ * are logged with the notifier and the version, and counted (SIGUSR1).
  *
  * Every request is classified with lc_classify_sip_opts, with the transport it came on and the
  * next hop as its target entity (`sip:IP:PORT` of --next-hop, where the edge forwards it), so
@@ -175,6 +181,8 @@ typedef struct {
     /* The subscriber (NULL without --subscribe); the UDP thread's. */
     lc_subscriber *sub;
     struct sockaddr_in notifier_addr;
+    char notifier_uri[256];
+    struct sockaddr_in sub_dest; /* where the outstanding SUBSCRIBE went */
     lc_sip_wire wire;
     char sent_by[64];
     char contact[256];
@@ -903,18 +911,38 @@ static lc_str cstr(const char *s) {
     return out;
 }
 
+/* The host:port of a SIP URI into an address (for --subscribe without --notifier, and the
+ * subscription's next hop). URI parameters and a `>` end the host:port. */
+static int uri_addr(const char *uri, struct sockaddr_in *out) {
+    const char *at = strchr(uri, '@');
+    const char *host = at ? at + 1 : (strncmp(uri, "sip:", 4) == 0 ? uri + 4 : uri);
+    char hp[96];
+    size_t n = strcspn(host, ";>?");
+    if (n >= sizeof hp) return -1;
+    memcpy(hp, host, n);
+    hp[n] = 0;
+    if (!strchr(hp, ':')) {
+        if (n + 5 >= sizeof hp) return -1;
+        strcat(hp, ":5060");
+    }
+    return parse_addr(hp, out);
+}
+
 static void log_subscriber_events(edge_t *e) {
     lc_subscriber_event ev;
     while (lc_subscriber_poll_event(e->sub, &ev) == LC_RESULT_OK) {
         const char *what = "event";
+        int refused = 0;
         switch (ev.kind) {
         case LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED: what = "subscribed (seconds)"; break;
         case LC_SUBSCRIBER_EVENT_KIND_PENDING: what = "pending"; break;
         case LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED: what = "policy applied (version)"; break;
         case LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN: what = "policy withdrawn"; break;
         case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED: what = "document ignored (version)"; break;
-        case LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT: what = "invalid document, policy kept"; break;
-        case LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED: what = "document refused by the engine"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT: what = "invalid document, policy kept"; refused = 1; break;
+        case LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED: what = "document refused by the engine"; refused = 1; break;
+        case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS: what = "document warnings (version)"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE: what = "NOTIFY without body, policy kept"; break;
         case LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY: what = "unknown body discarded"; break;
         case LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST: what = "redirect outside the allow-list"; break;
         case LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED: what = "NOTIFY rejected (status)"; break;
@@ -925,10 +953,46 @@ static void log_subscriber_events(edge_t *e) {
         /* Wall-clock time, to line the log up with the SIP peers' traces. */
         struct timespec wall;
         clock_gettime(CLOCK_REALTIME, &wall);
-        fprintf(stderr, "edge: subscriber at %lld.%06ld: %s %llu %.*s\n", (long long)wall.tv_sec,
-                wall.tv_nsec / 1000, what, (unsigned long long)ev.number, (int)ev.text.len,
-                ev.text.ptr ? (const char *)ev.text.ptr : "");
+        /* One line per event: the warnings (one per line in the event) joined with "; ". */
+        char detail[2048];
+        size_t dl = 0;
+        if (ev.notifier.ptr) dl = (size_t)snprintf(detail, sizeof detail, "from %.*s: ", (int)ev.notifier.len, (const char *)ev.notifier.ptr);
+        if (dl >= sizeof detail) dl = sizeof detail - 1;
+        for (size_t k = 0; ev.text.ptr && k < ev.text.len && dl + 3 < sizeof detail; k++) {
+            char ch = (char)ev.text.ptr[k];
+            if (ch == '\n') {
+                detail[dl++] = ';';
+                detail[dl++] = ' ';
+            } else {
+                detail[dl++] = ch;
+            }
+        }
+        detail[dl] = 0;
+        if (refused && ev.number == LC_VERSION_UNKNOWN) {
+            fprintf(stderr, "edge: subscriber at %lld.%06ld: %s (version unknown) 0 %s\n", (long long)wall.tv_sec,
+                    wall.tv_nsec / 1000, what, detail);
+        } else {
+            fprintf(stderr, "edge: subscriber at %lld.%06ld: %s %llu %s\n", (long long)wall.tv_sec, wall.tv_nsec / 1000,
+                    what, (unsigned long long)ev.number, detail);
+        }
     }
+}
+
+/* Where the request just rendered goes: the dialog's next hop (remote target or first route),
+ * or --notifier for the first SUBSCRIBE of a subscription (its next hop is the notifier URI). */
+static struct sockaddr_in subscriber_destination(edge_t *e) {
+    lc_str hop;
+    if (lc_subscriber_wire_next_hop(e->sub, &hop) != LC_RESULT_OK || hop.len >= 256) return e->notifier_addr;
+    char uri[256];
+    memcpy(uri, hop.ptr, hop.len);
+    uri[hop.len] = 0;
+    if (strcmp(uri, e->notifier_uri) == 0) return e->notifier_addr;
+    struct sockaddr_in to;
+    if (uri_addr(uri, &to) != 0) {
+        fprintf(stderr, "edge: subscriber: no IPv4 address in the next hop %s; sending to --notifier\n", uri);
+        return e->notifier_addr;
+    }
+    return to;
 }
 
 /* Sends the subscriber's next SUBSCRIBE when none is outstanding. */
@@ -956,7 +1020,8 @@ static void subscriber_transmit(edge_t *e) {
     e->sub_started_ns = now_ns();
     e->sub_interval_ns = T1_NS;
     e->sub_next_rtx_ns = e->sub_started_ns + T1_NS;
-    send_to(e->udp, e->sub_msg, len, &e->notifier_addr);
+    e->sub_dest = subscriber_destination(e);
+    send_to(e->udp, e->sub_msg, len, &e->sub_dest);
 }
 
 /* Timer E (retransmit) / Timer F (give up; the state machine has its own timeout for it). */
@@ -966,7 +1031,7 @@ static void subscriber_timers(edge_t *e) {
     if (e->sub_outstanding && now - e->sub_started_ns >= 64 * T1_NS) {
         e->sub_outstanding = 0;
     } else if (e->sub_outstanding && now >= e->sub_next_rtx_ns) {
-        send_to(e->udp, e->sub_msg, e->sub_len, &e->notifier_addr);
+        send_to(e->udp, e->sub_msg, e->sub_len, &e->sub_dest);
         e->sub_interval_ns = e->sub_interval_ns * 2 < T2_NS ? e->sub_interval_ns * 2 : T2_NS;
         e->sub_next_rtx_ns = now + e->sub_interval_ns;
     }
@@ -1038,22 +1103,6 @@ static int subscriber_receive(edge_t *e, const char *msg, size_t len, const stru
     return 1;
 }
 
-/* The host:port of a SIP URI into an address (for --subscribe without --notifier). */
-static int uri_addr(const char *uri, struct sockaddr_in *out) {
-    const char *at = strchr(uri, '@');
-    const char *host = at ? at + 1 : (strncmp(uri, "sip:", 4) == 0 ? uri + 4 : uri);
-    char hp[96];
-    size_t n = strcspn(host, ";>?");
-    if (n >= sizeof hp) return -1;
-    memcpy(hp, host, n);
-    hp[n] = 0;
-    if (!strchr(hp, ':')) {
-        if (n + 5 >= sizeof hp) return -1;
-        strcat(hp, ":5060");
-    }
-    return parse_addr(hp, out);
-}
-
 static int start_subscriber(edge_t *e, const char *notifier, const char *own_uri, unsigned expires) {
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &e->listen_addr.sin_addr, ip, sizeof ip);
@@ -1066,6 +1115,7 @@ static int start_subscriber(edge_t *e, const char *notifier, const char *own_uri
     static char call_id[64], tag[32];
     snprintf(call_id, sizeof call_id, "lc-edge-%lx-%llx", (unsigned long)getpid(), (unsigned long long)now_ns());
     snprintf(tag, sizeof tag, "%llx", (unsigned long long)(now_ns() ^ (uint64_t)getpid()));
+    snprintf(e->notifier_uri, sizeof e->notifier_uri, "%s", notifier);
     lc_subscriber_config c;
     memset(&c, 0, sizeof c);
     c.notifier = cstr(notifier);
@@ -1366,6 +1416,16 @@ static void print_stats(edge_t *e) {
         printf("edge_forwarded_total %lu\nedge_answered_total %lu\nedge_malformed_total %lu\nedge_acks_absorbed_total %lu\n"
                "edge_dropped_total %lu\n",
                f, a, m, ab, dr);
+        lc_subscriber_counters sc;
+        if (e->sub && lc_subscriber_stats(e->sub, &sc) == LC_RESULT_OK) {
+            printf("edge_subscriber_notifies_total %llu\nedge_subscriber_documents_applied_total %llu\n"
+                   "edge_subscriber_documents_with_warnings_total %llu\nedge_subscriber_notifies_without_body_total %llu\n"
+                   "edge_subscriber_documents_ignored_total %llu\nedge_subscriber_documents_refused_total %llu\n"
+                   "edge_subscriber_withdrawals_total %llu\nedge_subscriber_notifies_rejected_total %llu\n",
+                   (unsigned long long)sc.notifies, (unsigned long long)sc.applied, (unsigned long long)sc.warned,
+                   (unsigned long long)sc.bodyless, (unsigned long long)sc.ignored, (unsigned long long)sc.refused,
+                   (unsigned long long)sc.withdrawn, (unsigned long long)sc.rejected);
+        }
         if (e->tcp) {
             counters_t *c = &e->tcp->c;
             printf("edge_tcp_accepted_total %lu\nedge_tcp_refused_total %lu\nedge_tcp_closed_total %lu\n"

@@ -5,6 +5,12 @@
 //! and feeds them in; it sends what `…_poll_transmit` returns and what `…_handle_notify` /
 //! `…_handle_subscribe` write as the response. Strings in a message or event written by a
 //! handle stay valid until the next call on the same handle. Times are monotonic nanoseconds.
+//!
+//! In-dialog requests go to the dialog's remote target through its route set (RFC 3261
+//! §12.2.1.1): the stack passes the Contact and Record-Route of what it receives
+//! (`lc_sip_message.contact`, `.record_route`), and a request the handle produces carries the
+//! remote target as its Request-URI and the route set in `.route`; send it to the first
+//! `.route` URI, else to the Request-URI.
 
 use std::sync::Arc;
 
@@ -65,6 +71,18 @@ pub struct lc_sip_message {
     pub min_expires: i64,
     /// Retry-After, or -1.
     pub retry_after: i64,
+    /// The Contact URI of a received request or response (the remote target: a 2xx to
+    /// SUBSCRIBE and every NOTIFY carry the notifier's, a SUBSCRIBE the subscriber's). Absent
+    /// on what the handles produce: the SIP stack adds its own Contact.
+    pub contact: lc_str,
+    /// The Record-Route header values of a received message, comma-separated, in message
+    /// order (`<sip:p1;lr>, <sip:p2;lr>`); absent for none. Ignored on a response to a NOTIFY.
+    pub record_route: lc_str,
+    /// On a request a handle produces: the dialog's route set as one Route header value
+    /// (`<sip:p1;lr>, <sip:p2;lr>`), absent when empty. Put it in the request as Route and
+    /// send the request to its first URI, or to the Request-URI when absent (RFC 3261 §8.1.2;
+    /// every entry is taken as a loose router). Ignored on what the caller passes in.
+    pub route: lc_str,
 }
 
 fn opt_str(s: &Option<String>) -> lc_str {
@@ -80,7 +98,8 @@ fn from_num(v: i64) -> Option<u32> {
     u32::try_from(v).ok()
 }
 
-fn request_to_c(r: &Request) -> lc_sip_message {
+/// `route`: the request's route set as text, kept by the caller until its next call.
+fn request_to_c(r: &Request, route: &str) -> lc_sip_message {
     lc_sip_message {
         status: 0,
         method: if r.method == Method::Subscribe {
@@ -103,6 +122,13 @@ fn request_to_c(r: &Request) -> lc_sip_message {
         expires: num(r.expires),
         min_expires: -1,
         retry_after: -1,
+        contact: lc_str::NONE,
+        record_route: lc_str::NONE,
+        route: if route.is_empty() {
+            lc_str::NONE
+        } else {
+            lc_str::from_bytes(route.as_bytes())
+        },
     }
 }
 
@@ -129,6 +155,9 @@ fn response_to_c(r: &Response) -> lc_sip_message {
         expires: num(r.expires),
         min_expires: num(r.min_expires),
         retry_after: num(r.retry_after),
+        contact: lc_str::NONE,
+        record_route: lc_str::NONE,
+        route: lc_str::NONE,
     }
 }
 
@@ -150,6 +179,31 @@ unsafe fn uri(s: lc_str) -> Result<Uri, lc_result> {
     // SAFETY: by the caller's contract.
     let t = unsafe { text(s) }?.ok_or(lc_result::NullParameter)?;
     Uri::new(&t).map_err(|_| lc_result::InvalidArgument)
+}
+
+/// # Safety
+/// As for [`text`].
+unsafe fn opt_uri(s: lc_str) -> Result<Option<Uri>, lc_result> {
+    // SAFETY: by the caller's contract.
+    match unsafe { text(s) }? {
+        None => Ok(None),
+        Some(t) => Uri::new(&t)
+            .map(Some)
+            .map_err(|_| lc_result::InvalidArgument),
+    }
+}
+
+/// # Safety
+/// As for [`text`].
+unsafe fn uri_list(s: lc_str) -> Result<Vec<Uri>, lc_result> {
+    // SAFETY: by the caller's contract.
+    match unsafe { s.bytes() } {
+        None => Ok(Vec::new()),
+        Some(b) => {
+            std::str::from_utf8(b).map_err(|_| lc_result::InvalidUtf8)?;
+            loadctl::event::wire::route_list(b).map_err(|_| lc_result::InvalidArgument)
+        }
+    }
 }
 
 /// # Safety
@@ -180,6 +234,9 @@ unsafe fn request_from_c(m: &lc_sip_message) -> Result<Request, lc_result> {
             subscription_state: text(m.subscription_state)?,
             content_type: text(m.content_type)?,
             body: m.body.bytes().map(<[u8]>::to_vec).unwrap_or_default(),
+            contact: opt_uri(m.contact)?,
+            record_route: uri_list(m.record_route)?,
+            route: Vec::new(),
         })
     }
 }
@@ -236,6 +293,8 @@ unsafe fn response_from_c(m: &lc_sip_message) -> Result<Response, lc_result> {
             expires: from_num(m.expires),
             min_expires: from_num(m.min_expires),
             retry_after: from_num(m.retry_after),
+            contact: opt_uri(m.contact)?,
+            record_route: uri_list(m.record_route)?,
         })
     }
 }
@@ -251,10 +310,14 @@ fn words(s: Option<String>) -> Vec<String> {
 pub struct lc_subscriber {
     pub(crate) sub: Subscriber,
     out_request: Option<Request>,
+    out_route: String,
     out_response: Option<Response>,
     event_text: String,
+    event_notifier: String,
     /// A request rendered by `lc_subscriber_transmit_wire` that did not fit the caller's buffer.
     pub(crate) wire_out: Vec<u8>,
+    /// Where that request goes (its first Route, else its Request-URI).
+    pub(crate) wire_next_hop: String,
 }
 
 /// Subscriber settings (see `loadctl::event::subscriber::SubscriberConfig`).
@@ -295,13 +358,15 @@ pub enum lc_subscriber_event_kind {
     Pending = 1,
     /// A document was applied (`number`: version, `generation`).
     PolicyApplied = 2,
-    /// This notifier's rules were removed.
+    /// This notifier's rules were removed (`terminated`).
     PolicyWithdrawn = 3,
     /// A document was ignored (`number`: version; `text`: why).
     DocumentIgnored = 4,
-    /// An invalid document (`text`: the reader's error).
+    /// An invalid document, refused; the policy stays (`number`: the version it claims, or
+    /// `LC_VERSION_UNKNOWN`; `notifier`; `text`: the reader's error).
     InvalidDocument = 5,
-    /// The engine refused the document (`text`).
+    /// The engine refused the document; the policy stays (`number`: version; `notifier`;
+    /// `text`).
     ApplyFailed = 6,
     /// A body of another type was discarded (`text`: its type).
     UnknownBody = 7,
@@ -315,7 +380,15 @@ pub enum lc_subscriber_event_kind {
     Lapsed = 11,
     /// Stopped for good (`text`: why).
     Stopped = 12,
+    /// The document about to be applied came with reader warnings; it applies (`number`:
+    /// version; `notifier`; `text`: the warnings, one per line). A POLICY_APPLIED follows.
+    DocumentWarnings = 13,
+    /// A NOTIFY without a body: nothing to update, the policy stays (RFC 7200 §4.8).
+    NothingToUpdate = 14,
 }
+
+/// `lc_subscriber_event.number` of an INVALID_DOCUMENT whose version could not be read.
+pub const LC_VERSION_UNKNOWN: u64 = u64::MAX;
 
 /// One subscriber event; `text` is valid until the next call on the handle.
 #[repr(C)]
@@ -331,6 +404,31 @@ pub struct lc_subscriber_event {
     pub at_ns: u64,
     /// Details, by kind.
     pub text: lc_str,
+    /// Who sent the document (the NOTIFY's From URI) for DOCUMENT_WARNINGS,
+    /// INVALID_DOCUMENT and APPLY_FAILED; absent otherwise. Valid until the next call.
+    pub notifier: lc_str,
+}
+
+/// What a subscriber has counted (see `loadctl::event::subscriber::SubscriberStats`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lc_subscriber_counters {
+    /// NOTIFYs handled.
+    pub notifies: u64,
+    /// Documents applied.
+    pub applied: u64,
+    /// Documents applied with reader warnings.
+    pub warned: u64,
+    /// NOTIFYs without a body (nothing to update).
+    pub bodyless: u64,
+    /// Documents ignored (stale version or gap).
+    pub ignored: u64,
+    /// Documents refused (invalid, or refused by the engine).
+    pub refused: u64,
+    /// Times the notifier's rules were withdrawn (`terminated`).
+    pub withdrawn: u64,
+    /// NOTIFYs answered with an error.
+    pub rejected: u64,
 }
 
 /// Creates a subscriber feeding `engine`; its first SUBSCRIBE is ready in `poll_transmit`.
@@ -373,9 +471,12 @@ pub unsafe extern "C" fn lc_subscriber_new(
         let handle = lc_subscriber {
             sub: Subscriber::new(sc, engine.clone(), now_ns),
             out_request: None,
+            out_route: String::new(),
             out_response: None,
             event_text: String::new(),
+            event_notifier: String::new(),
             wire_out: Vec::new(),
+            wire_next_hop: String::new(),
         };
         // SAFETY: checked non-null, writable by contract.
         unsafe { out.write(Box::into_raw(Box::new(handle))) };
@@ -418,8 +519,9 @@ pub unsafe extern "C" fn lc_subscriber_poll_transmit(
         match &s.out_request {
             None => lc_result::Empty,
             Some(r) => {
+                s.out_route = loadctl::event::wire::route_text(&r.route);
                 // SAFETY: checked non-null, writable by contract.
-                unsafe { out.write(request_to_c(r)) };
+                unsafe { out.write(request_to_c(r, &s.out_route)) };
                 lc_result::Ok
             }
         }
@@ -561,6 +663,7 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
             return lc_result::Empty;
         };
         use lc_subscriber_event_kind as K;
+        let mut notifier_of = String::new();
         let (kind, number, generation, at_ns, text) = match ev {
             SubscriberEvent::Subscribed { expires } => {
                 (K::Subscribed, u64::from(expires), 0, 0, String::new())
@@ -577,6 +680,21 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
                 0,
                 String::new(),
             ),
+            SubscriberEvent::DocumentWarnings {
+                notifier,
+                version,
+                warnings,
+            } => {
+                notifier_of = notifier;
+                (
+                    K::DocumentWarnings,
+                    u64::from(version),
+                    0,
+                    0,
+                    warnings.join("\n"),
+                )
+            }
+            SubscriberEvent::NothingToUpdate => (K::NothingToUpdate, 0, 0, 0, String::new()),
             SubscriberEvent::PolicyWithdrawn => (K::PolicyWithdrawn, 0, 0, 0, String::new()),
             SubscriberEvent::DocumentIgnored { version, reason } => {
                 let why = match reason {
@@ -587,8 +705,23 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
                 };
                 (K::DocumentIgnored, u64::from(version), 0, 0, why)
             }
-            SubscriberEvent::InvalidDocument { error } => (K::InvalidDocument, 0, 0, 0, error),
-            SubscriberEvent::ApplyFailed { error } => (K::ApplyFailed, 0, 0, 0, error.to_string()),
+            SubscriberEvent::InvalidDocument {
+                notifier,
+                version,
+                error,
+            } => {
+                notifier_of = notifier;
+                let v = version.map_or(LC_VERSION_UNKNOWN, u64::from);
+                (K::InvalidDocument, v, 0, 0, error)
+            }
+            SubscriberEvent::ApplyFailed {
+                notifier,
+                version,
+                error,
+            } => {
+                notifier_of = notifier;
+                (K::ApplyFailed, u64::from(version), 0, 0, error.to_string())
+            }
             SubscriberEvent::UnknownBody { content_type } => {
                 (K::UnknownBody, 0, 0, 0, content_type)
             }
@@ -602,6 +735,7 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
             SubscriberEvent::Lapsed => (K::Lapsed, 0, 0, 0, String::new()),
             SubscriberEvent::Stopped(why) => (K::Stopped, 0, 0, 0, format!("{why:?}")),
         };
+        s.event_notifier = notifier_of;
         s.event_text = text;
         let event = lc_subscriber_event {
             kind,
@@ -609,9 +743,45 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
             generation,
             at_ns,
             text: lc_str::from_bytes(s.event_text.as_bytes()),
+            notifier: if s.event_notifier.is_empty() {
+                lc_str::NONE
+            } else {
+                lc_str::from_bytes(s.event_notifier.as_bytes())
+            },
         };
         // SAFETY: checked non-null, writable by contract.
         unsafe { out.write(event) };
+        lc_result::Ok
+    })
+}
+
+/// Writes what the subscriber has counted into `*out`.
+///
+/// # Safety
+/// `sub` from `lc_subscriber_new`; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_subscriber_stats(
+    sub: *const lc_subscriber,
+    out: *mut lc_subscriber_counters,
+) -> lc_result {
+    boundary(|| {
+        if sub.is_null() || out.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; valid by contract.
+        let st = unsafe { &*sub }.sub.stats();
+        let c = lc_subscriber_counters {
+            notifies: st.notifies,
+            applied: st.applied,
+            warned: st.warned,
+            bodyless: st.bodyless,
+            ignored: st.ignored,
+            refused: st.refused,
+            withdrawn: st.withdrawn,
+            rejected: st.rejected,
+        };
+        // SAFETY: checked non-null, writable by contract.
+        unsafe { out.write(c) };
         lc_result::Ok
     })
 }
@@ -622,10 +792,13 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
 pub struct lc_notifier {
     pub(crate) notifier: Notifier,
     out_request: Option<Request>,
+    out_route: String,
     out_response: Option<Response>,
     event_text: String,
     /// A request rendered by `lc_notifier_transmit_wire` that did not fit the caller's buffer.
     pub(crate) wire_out: Vec<u8>,
+    /// Where that request goes (its first Route, else its Request-URI).
+    pub(crate) wire_next_hop: String,
 }
 
 /// Notifier settings (see `loadctl::event::notifier::NotifierConfig`); zero numbers mean the
@@ -637,7 +810,10 @@ pub struct lc_notifier_config {
     pub uri: lc_str,
     /// To-tag stem (required).
     pub tag: lc_str,
-    /// Space-separated hosts/domains subscribers may be at; absent: anyone.
+    /// Space-separated entries naming who may subscribe (RFC 7200 §4.6; others get 403): a SIP
+    /// URI (`sip:proxy@192.0.2.7:5060`, compared with the SUBSCRIBE's From URI as RFC 3261
+    /// §19.1.4 says), or a host or domain (`p1.example.net`, `example.net`) the From URI's host
+    /// is or is inside. Absent: anyone.
     pub authorized: lc_str,
     /// Shortest subscription, seconds.
     pub min_expires: u32,
@@ -721,9 +897,11 @@ pub unsafe extern "C" fn lc_notifier_new(
         let handle = lc_notifier {
             notifier: Notifier::new(nc),
             out_request: None,
+            out_route: String::new(),
             out_response: None,
             event_text: String::new(),
             wire_out: Vec::new(),
+            wire_next_hop: String::new(),
         };
         // SAFETY: checked non-null, writable by contract.
         unsafe { out.write(Box::into_raw(Box::new(handle))) };
@@ -903,8 +1081,9 @@ pub unsafe extern "C" fn lc_notifier_poll_transmit(
         match &h.out_request {
             None => lc_result::Empty,
             Some(r) => {
+                h.out_route = loadctl::event::wire::route_text(&r.route);
                 // SAFETY: checked non-null, writable by contract.
-                unsafe { out.write(request_to_c(r)) };
+                unsafe { out.write(request_to_c(r, &h.out_route)) };
                 lc_result::Ok
             }
         }

@@ -7,6 +7,10 @@
 //! the caller's buffer, with the request's Via headers copied) or a response to one of its own
 //! requests. The caller moves the bytes and runs the UDP transaction layer (retransmitting its
 //! request until a response arrives).
+//!
+//! A rendered request goes where `…_wire_next_hop` says: its first Route, else its
+//! Request-URI, which inside a dialog is the remote target (RFC 3261 §8.1.2, §12.2.1.1) — the
+//! Contact the peer last sent, not necessarily the URI first subscribed to.
 
 use loadctl::event::wire::{self, Raw, Via, WireError};
 
@@ -79,8 +83,10 @@ fn wire_error(e: &WireError) -> lc_result {
 ///
 /// # Safety
 /// As for the exported functions.
+#[allow(clippy::too_many_arguments)]
 unsafe fn transmit(
     pending: &mut Vec<u8>,
+    next_hop: &mut String,
     next: impl FnOnce() -> Option<loadctl::event::Request>,
     w: *const lc_sip_wire,
     branch: lc_str,
@@ -110,6 +116,7 @@ unsafe fn transmit(
             branch,
         };
         wire::write_request(&req, &via, wire.contact, pending);
+        *next_hop = req.next_hop().as_str().to_owned();
     }
     // SAFETY: by the caller's contract.
     let r = unsafe { deliver(pending, buf, cap, len) };
@@ -143,9 +150,20 @@ pub unsafe extern "C" fn lc_subscriber_transmit_wire(
         }
         // SAFETY: checked non-null; exclusive use by contract.
         let s = unsafe { &mut *sub };
-        let (pending, sub) = (&mut s.wire_out, &mut s.sub);
+        let (pending, hop, sub) = (&mut s.wire_out, &mut s.wire_next_hop, &mut s.sub);
         // SAFETY: the remaining pointers are valid by contract.
-        unsafe { transmit(pending, || sub.poll_transmit(), wire, branch, buf, cap, len) }
+        unsafe {
+            transmit(
+                pending,
+                hop,
+                || sub.poll_transmit(),
+                wire,
+                branch,
+                buf,
+                cap,
+                len,
+            )
+        }
     })
 }
 
@@ -296,11 +314,12 @@ pub unsafe extern "C" fn lc_notifier_transmit_wire(
         }
         // SAFETY: checked non-null; exclusive use by contract.
         let h = unsafe { &mut *n };
-        let (pending, notifier) = (&mut h.wire_out, &mut h.notifier);
+        let (pending, hop, notifier) = (&mut h.wire_out, &mut h.wire_next_hop, &mut h.notifier);
         // SAFETY: the remaining pointers are valid by contract.
         unsafe {
             transmit(
                 pending,
+                hop,
                 || notifier.poll_transmit(),
                 wire,
                 branch,
@@ -356,5 +375,60 @@ pub unsafe extern "C" fn lc_notifier_receive_wire(
                 },
             )
         }
+    })
+}
+
+/// # Safety
+/// `out` non-null and writable.
+unsafe fn write_hop(hop: &str, out: *mut lc_str) -> lc_result {
+    if hop.is_empty() {
+        return lc_result::Empty;
+    }
+    // SAFETY: by this function's contract.
+    unsafe { out.write(lc_str::from_bytes(hop.as_bytes())) };
+    lc_result::Ok
+}
+
+/// Writes where the request last rendered by `lc_subscriber_transmit_wire` must be sent: the
+/// URI of its first Route header, or its Request-URI when it has none (RFC 3261 §8.1.2). Inside
+/// a dialog that is the notifier's remote target (the Contact of its 2xx and NOTIFYs) or the
+/// first proxy of the route set; the first SUBSCRIBE of a subscription goes to the configured
+/// notifier URI (or an outbound proxy the caller chooses). `LC_RESULT_EMPTY` before the first
+/// request. The string stays valid until the next call on the handle.
+///
+/// # Safety
+/// `sub` from `lc_subscriber_new`; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_subscriber_wire_next_hop(
+    sub: *const lc_subscriber,
+    out: *mut lc_str,
+) -> lc_result {
+    boundary(|| {
+        if sub.is_null() || out.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; valid by contract; `out` writable.
+        unsafe { write_hop(&(*sub).wire_next_hop, out) }
+    })
+}
+
+/// Writes where the NOTIFY last rendered by `lc_notifier_transmit_wire` must be sent: its first
+/// Route (the subscriber's record-routing proxy), else its Request-URI (the Contact of the
+/// subscriber's SUBSCRIBE). `LC_RESULT_EMPTY` before the first NOTIFY. Valid until the next
+/// call on the handle.
+///
+/// # Safety
+/// `n` from `lc_notifier_new`; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_notifier_wire_next_hop(
+    n: *const lc_notifier,
+    out: *mut lc_str,
+) -> lc_result {
+    boundary(|| {
+        if n.is_null() || out.is_null() {
+            return lc_result::NullParameter;
+        }
+        // SAFETY: checked non-null; valid by contract; `out` writable.
+        unsafe { write_hop(&(*n).wire_next_hop, out) }
     })
 }

@@ -293,10 +293,187 @@ static void test_over_the_wire(void) {
     lc_engine_free(e);
 }
 
+/* Issue 16 through the C ABI: a NOTIFY without a body keeps the policy (RFC 7200 §4.8), an
+ * invalid document is reported with its notifier and version, warnings are reported, and the
+ * counters say so. */
+static void test_bodyless_warnings_and_refusals(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    lc_subscriber *s = NULL;
+    CHECK(lc_engine_new(NULL, &e) == LC_RESULT_OK);
+    CHECK(lc_worker_attach(e, -1, &w) == LC_RESULT_OK);
+    lc_subscriber_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.notifier = str("sip:sbc.example.com");
+    sc.subscriber = str("sip:proxy.example.net");
+    sc.call_id = str("c16");
+    sc.tag = str("t16");
+    CHECK(lc_subscriber_new(e, &sc, 0, &s) == LC_RESULT_OK);
+    lc_sip_message sub;
+    CHECK(lc_subscriber_poll_transmit(s, &sub) == LC_RESULT_OK);
+    char call_id[64];
+    snprintf(call_id, sizeof call_id, "%.*s", (int)sub.call_id.len, (const char *)sub.call_id.ptr);
+    char from_tag[64];
+    snprintf(from_tag, sizeof from_tag, "%.*s", (int)sub.from_tag.len, (const char *)sub.from_tag.ptr);
+    lc_sip_message m;
+    memset(&m, 0, sizeof m);
+    m.method = LC_METHOD_NOTIFY;
+    m.request_uri = str("sip:proxy.example.net");
+    m.call_id = str(call_id);
+    m.from_uri = str("sip:sbc.example.com");
+    m.from_tag = str("n1");
+    m.to_uri = str("sip:proxy.example.net");
+    m.to_tag = str(from_tag);
+    m.event = str("load-control");
+    m.subscription_state = str("active;expires=3600");
+    m.content_type = str("application/load-control+xml");
+    m.expires = m.min_expires = m.retry_after = -1;
+    m.contact = str("sip:notifier@192.0.2.9:5080");
+    m.record_route = str("<sip:p1.example.net;lr>, <sip:p2.example.net;lr>");
+    const char *p = policy(100);
+    m.cseq = 1;
+    m.body = str(p);
+    lc_sip_message resp;
+    CHECK(lc_subscriber_handle_notify(s, 0, &m, &resp) == LC_RESULT_OK && resp.status == 200);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    /* Bodyless: nothing to update, the rule stays. */
+    m.cseq = 2;
+    m.body = NONE;
+    CHECK(lc_subscriber_handle_notify(s, 0, &m, &resp) == LC_RESULT_OK && resp.status == 200);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    /* An invalid document claiming version 9: refused, reported with notifier and version. */
+    const char *bad = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"9\" state=\"full\">"
+                      "<rule id=\"x\"><actions><accept><rate>-1</rate></accept></actions></rule></ruleset>";
+    m.cseq = 3;
+    m.body = str(bad);
+    CHECK(lc_subscriber_handle_notify(s, 0, &m, &resp) == LC_RESULT_OK && resp.status == 200);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    /* A document with a warning (transformations are ignored): applied, warning reported. */
+    const char *warned = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"1\" state=\"full\">"
+                         "<rule id=\"w\"><conditions><call-identity><sip><to><many-tel prefix=\"+1-212\"/></to></sip></call-identity></conditions>"
+                         "<actions><accept><rate>5</rate></accept></actions><transformations/></rule></ruleset>";
+    m.cseq = 4;
+    m.body = str(warned);
+    CHECK(lc_subscriber_handle_notify(s, 0, &m, &resp) == LC_RESULT_OK && resp.status == 200);
+    CHECK(strcmp(matched_rule(w), "w") == 0);
+    int nothing = 0, invalid = 0, warnings = 0;
+    lc_subscriber_event ev;
+    while (lc_subscriber_poll_event(s, &ev) == LC_RESULT_OK) {
+        CHECK(ev.kind != LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN);
+        if (ev.kind == LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE) nothing++;
+        if (ev.kind == LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT) {
+            invalid++;
+            CHECK(ev.number == 9 && str_is(ev.notifier, "sip:sbc.example.com"));
+        }
+        if (ev.kind == LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS) {
+            warnings++;
+            CHECK(ev.number == 1 && str_is(ev.notifier, "sip:sbc.example.com") && ev.text.len > 0);
+        }
+    }
+    CHECK(nothing == 1 && invalid == 1 && warnings == 1);
+    lc_subscriber_counters st;
+    CHECK(lc_subscriber_stats(s, &st) == LC_RESULT_OK);
+    CHECK(st.notifies == 4 && st.applied == 2 && st.bodyless == 1 && st.refused == 1 && st.warned == 1 &&
+          st.withdrawn == 0);
+    CHECK(lc_subscriber_stats(NULL, &st) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_subscriber_stats(s, NULL) == LC_RESULT_NULL_PARAMETER);
+    /* The refresh goes to the NOTIFY's Contact through its Record-Route (RFC 3261 §12.2.1.1). */
+    lc_sip_message ok;
+    memset(&ok, 0, sizeof ok);
+    ok.status = 200;
+    ok.method = LC_METHOD_SUBSCRIBE;
+    ok.call_id = str(call_id);
+    ok.cseq = sub.cseq;
+    ok.from_uri = str("sip:proxy.example.net");
+    ok.from_tag = str(from_tag);
+    ok.to_uri = str("sip:sbc.example.com");
+    ok.to_tag = str("n1");
+    ok.expires = 600;
+    ok.min_expires = ok.retry_after = -1;
+    CHECK(lc_subscriber_handle_response(s, 0, &ok) == LC_RESULT_OK);
+    CHECK(lc_subscriber_handle_timeout(s, 540 * SECOND) == LC_RESULT_OK);
+    lc_sip_message refresh;
+    CHECK(lc_subscriber_poll_transmit(s, &refresh) == LC_RESULT_OK);
+    CHECK(str_is(refresh.request_uri, "sip:notifier@192.0.2.9:5080"));
+    CHECK(str_is(refresh.to_uri, "sip:sbc.example.com"));
+    CHECK(str_is(refresh.route, "<sip:p1.example.net;lr>, <sip:p2.example.net;lr>"));
+    /* A Record-Route that is not a list of URIs is refused at the boundary. */
+    m.cseq = 5;
+    m.record_route = str("<not a uri>");
+    CHECK(lc_subscriber_handle_notify(s, 0, &m, &resp) == LC_RESULT_INVALID_ARGUMENT);
+    lc_subscriber_free(s);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
+/* Over the wire: the notifier's Contact is not the URI subscribed to and a proxy record-routes
+ * the NOTIFY; the refresh goes to the proxy, with the Contact as Request-URI. */
+static void test_wire_remote_target(void) {
+    lc_engine *e = NULL;
+    lc_notifier *n = NULL;
+    lc_subscriber *s = NULL;
+    CHECK(lc_engine_new(NULL, &e) == LC_RESULT_OK);
+    lc_notifier_config nc;
+    memset(&nc, 0, sizeof nc);
+    nc.uri = str("sip:sbc@127.0.0.1:5080");
+    nc.tag = str("n7");
+    nc.authorized = str("sip:edge@127.0.0.1:5070");
+    CHECK(lc_notifier_new(&nc, &n) == LC_RESULT_OK);
+    lc_subscriber_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.notifier = str("sip:sbc@127.0.0.1:5080");
+    sc.subscriber = str("sip:edge@127.0.0.1:5070");
+    sc.call_id = str("rt-call");
+    sc.tag = str("rt-tag");
+    sc.expires = 600;
+    CHECK(lc_subscriber_new(e, &sc, 0, &s) == LC_RESULT_OK);
+    lc_sip_wire sw = {str("UDP"), str("127.0.0.1:5070"), str("sip:edge@127.0.0.1:5070")};
+    lc_sip_wire nw = {str("UDP"), str("127.0.0.1:5080"), str("sip:notifier@127.0.0.1:5090")};
+    static uint8_t out[8192];
+    static uint8_t reply[8192];
+    size_t len = 0, rlen = 0;
+    lc_str hop;
+    CHECK(lc_subscriber_wire_next_hop(s, &hop) == LC_RESULT_EMPTY);
+    CHECK(lc_subscriber_transmit_wire(s, &sw, str("z9hG4bKr1"), out, sizeof out, &len) == LC_RESULT_OK);
+    CHECK(lc_subscriber_wire_next_hop(s, &hop) == LC_RESULT_OK && str_is(hop, "sip:sbc@127.0.0.1:5080"));
+    CHECK(lc_notifier_receive_wire(n, 0, out, len, &nw, reply, sizeof reply, &rlen) == LC_RESULT_OK);
+    CHECK(lc_subscriber_receive_wire(s, 0, reply, rlen, &sw, out, sizeof out, &len) == LC_RESULT_OK);
+    /* The initial NOTIFY (no policy: no body), to the SUBSCRIBE's Contact. */
+    CHECK(lc_notifier_transmit_wire(n, &nw, str("z9hG4bKn1"), out, sizeof out, &len) == LC_RESULT_OK);
+    CHECK(lc_notifier_wire_next_hop(n, &hop) == LC_RESULT_OK && str_is(hop, "sip:edge@127.0.0.1:5070"));
+    /* A proxy on the way record-routes it. */
+    static char routed[8192];
+    const char *mf = strstr((const char *)out, "Max-Forwards: 70\r\n");
+    CHECK(mf != NULL);
+    if (mf) {
+        size_t head = (size_t)(mf - (const char *)out);
+        int k = snprintf(routed, sizeof routed, "%.*sMax-Forwards: 69\r\nRecord-Route: <sip:rr.example.net;lr>\r\n%.*s",
+                         (int)head, (const char *)out, (int)(len - head - 18), mf + 18);
+        CHECK(lc_subscriber_receive_wire(s, 0, (const uint8_t *)routed, (size_t)k, &sw, reply, sizeof reply, &rlen) ==
+              LC_RESULT_OK);
+        CHECK(rlen > 0 && strncmp((const char *)reply, "SIP/2.0 200 OK", 14) == 0);
+        reply[rlen] = 0;
+        CHECK(strstr((const char *)reply, "Record-Route: <sip:rr.example.net;lr>\r\n") != NULL);
+    }
+    CHECK(lc_subscriber_handle_timeout(s, 540 * SECOND) == LC_RESULT_OK);
+    CHECK(lc_subscriber_transmit_wire(s, &sw, str("z9hG4bKr2"), out, sizeof out, &len) == LC_RESULT_OK);
+    out[len] = 0;
+    CHECK(strncmp((const char *)out, "SUBSCRIBE sip:notifier@127.0.0.1:5090 SIP/2.0\r\n", 47) == 0);
+    CHECK(strstr((const char *)out, "\r\nRoute: <sip:rr.example.net;lr>\r\n") != NULL);
+    CHECK(lc_subscriber_wire_next_hop(s, &hop) == LC_RESULT_OK && str_is(hop, "sip:rr.example.net;lr"));
+    CHECK(lc_subscriber_wire_next_hop(NULL, &hop) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_wire_next_hop(n, NULL) == LC_RESULT_NULL_PARAMETER);
+    lc_subscriber_free(s);
+    lc_notifier_free(n);
+    lc_engine_free(e);
+}
+
 int main(void) {
     test_back_to_back();
     test_refusals_and_nulls();
     test_over_the_wire();
+    test_bodyless_warnings_and_refusals();
+    test_wire_remote_target();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -142,6 +142,9 @@ fuzz_target!(|steps: Vec<Step>| {
                     subscription_state: Some(state.into()),
                     content_type,
                     body: body(b),
+                    contact: None,
+                    record_route: Vec::new(),
+                    route: Vec::new(),
                 };
                 let r = s.handle_notify(now, &notify);
                 assert!((200..700).contains(&r.status), "status {}", r.status);

@@ -25,6 +25,16 @@
  *   the notifier's merged policy from its private engine into the store.
  * - the main process, on shutdown (core app_shutdown callback, before the
  *   children are killed): asks the owner to unsubscribe and waits up to 1 s.
+ *
+ * In-dialog SUBSCRIBEs (refreshes, the re-SUBSCRIBE after a version gap, the
+ * unsubscribe) go to the dialog's remote target — the Contact of the
+ * notifier's 200 and NOTIFYs, which the machine keeps — through its route set
+ * (RFC 3261 §12.2.1.1): the machine's Request-URI becomes tm's remote target
+ * and its Route value tm's route set, and tm's calculate_hooks() picks the
+ * next hop (the first loose route, else the remote target). A NOTIFY without
+ * a body leaves the policy in force (RFC 7200 §4.8); refused documents and
+ * documents with warnings are logged at WARNING with the notifier and the
+ * version and counted (loadctl.subscriptions: invalid, apply_failed, warned).
  */
 
 #include <errno.h>
@@ -47,6 +57,7 @@
 #include "../../core/events.h"
 #include "../../core/cfg/cfg_struct.h"
 #include "../../core/parser/msg_parser.h"
+#include "../../core/parser/parse_rr.h"
 #include "../../modules/sl/sl.h"
 
 #include "lc_shared.h"
@@ -101,7 +112,8 @@ typedef struct lc_sub_status
 	unsigned int expires;
 	int published; /* the store holds its policy */
 	unsigned long long subscribes, responses, notifies, applied, withdrawn,
-			ignored, invalid, apply_failed, rejected, retries, store_errors;
+			ignored, invalid, apply_failed, rejected, retries, store_errors,
+			bodyless, warned;
 } lc_sub_status_t;
 
 typedef struct lc_sub_shared
@@ -275,7 +287,9 @@ static void lc_sub_status_set(int i, const char *state, const char *ev)
 	if(state)
 		snprintf(st->state, sizeof(st->state), "%s", state);
 	if(ev)
-		snprintf(st->last_event, sizeof(st->last_event), "%s", ev);
+		/* cut to the field (a document's warnings can be long) */
+		snprintf(st->last_event, sizeof(st->last_event), "%.*s",
+				(int)sizeof(st->last_event) - 1, ev);
 }
 
 /* The notifier's merged policy (or its absence) into the store. */
@@ -380,7 +394,24 @@ static void lc_sub_send(int i, const lc_sip_message *m)
 			goto failed;
 		dlg->state = DLG_CONFIRMED;
 	}
+	if(m->route.ptr && m->route.len > 0) {
+		/* the dialog's route set, as the machine keeps it (RFC 3261
+		 * §12.2.1.1); tm wants it parsed, in shared memory */
+		rr_t *rs = NULL;
+		int bad;
+		bad = parse_rr_body((char *)m->route.ptr, (int)m->route.len, &rs) < 0
+			  || shm_duplicate_rr(&dlg->route_set, rs) < 0;
+		if(rs)
+			free_rr(&rs);
+		if(bad) {
+			LM_ERR("subscription to %s: cannot use the route set %.*s\n",
+					s->notifier, (int)m->route.len, (const char *)m->route.ptr);
+			goto failed;
+		}
+	}
 	if(ruri.len > 0) {
+		/* the remote target: the notifier URI on a new subscription, the
+		 * Contact of its 200 / NOTIFYs inside the dialog */
 		if(shm_str_dup(&dlg->rem_target, &ruri) < 0)
 			goto failed;
 		if(_lc_tmb->calculate_hooks(dlg) < 0)
@@ -448,6 +479,10 @@ static const char *lc_sub_event_name(lc_subscriber_event_kind k)
 			return "subscription lapsed";
 		case LC_SUBSCRIBER_EVENT_KIND_STOPPED:
 			return "subscription stopped";
+		case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS:
+			return "document warnings (version)";
+		case LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE:
+			return "NOTIFY without body, policy kept";
 	}
 	return "event";
 }
@@ -459,7 +494,9 @@ static void lc_sub_pump(int i)
 	lc_sip_message m;
 	lc_subscriber_event ev;
 	struct timespec wall;
-	char line[256];
+	char line[1024];
+	char detail[768];
+	size_t dl, k;
 	int sync = 0;
 
 	while(lc_subscriber_poll_transmit(s->sub, &m) == LC_RESULT_OK)
@@ -469,13 +506,43 @@ static void lc_sub_pump(int i)
 		const char *what = lc_sub_event_name(ev.kind);
 		const char *state = NULL;
 
-		snprintf(line, sizeof(line), "%s %llu %.*s", what,
-				(unsigned long long)ev.number, (int)ev.text.len,
-				ev.text.ptr ? (const char *)ev.text.ptr : "");
+		/* the notifier that sent a document, then the text on one line
+		 * (warnings come one per line) */
+		dl = 0;
+		if(ev.notifier.ptr) {
+			int w = snprintf(detail, sizeof(detail), "from %.*s: ",
+					(int)ev.notifier.len, (const char *)ev.notifier.ptr);
+			dl = w < 0 ? 0
+					   : ((size_t)w < sizeof(detail) ? (size_t)w
+													 : sizeof(detail) - 1);
+		}
+		for(k = 0; ev.text.ptr && k < ev.text.len && dl + 3 < sizeof(detail);
+				k++) {
+			if(ev.text.ptr[k] == '\n') {
+				detail[dl++] = ';';
+				detail[dl++] = ' ';
+			} else {
+				detail[dl++] = (char)ev.text.ptr[k];
+			}
+		}
+		detail[dl] = '\0';
+		if(ev.number == LC_VERSION_UNKNOWN
+				&& ev.kind == LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT)
+			snprintf(line, sizeof(line), "%s (version unknown) 0 %s", what,
+					detail);
+		else
+			snprintf(line, sizeof(line), "%s %llu %s", what,
+					(unsigned long long)ev.number, detail);
 		/* wall-clock time, to line the log up with the SIP peers' traces */
 		clock_gettime(CLOCK_REALTIME, &wall);
-		LM_INFO("subscription to %s at %lld.%06ld: %s\n", s->notifier,
-				(long long)wall.tv_sec, wall.tv_nsec / 1000, line);
+		if(ev.kind == LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT
+				|| ev.kind == LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED
+				|| ev.kind == LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS)
+			LM_WARN("subscription to %s at %lld.%06ld: %s\n", s->notifier,
+					(long long)wall.tv_sec, wall.tv_nsec / 1000, line);
+		else
+			LM_INFO("subscription to %s at %lld.%06ld: %s\n", s->notifier,
+					(long long)wall.tv_sec, wall.tv_nsec / 1000, line);
 		lock_get(&_lc_sub_sh->lock);
 		switch(ev.kind) {
 			case LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED:
@@ -503,6 +570,12 @@ static void lc_sub_pump(int i)
 				break;
 			case LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED:
 				st->apply_failed++;
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS:
+				st->warned++;
+				break;
+			case LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE:
+				st->bodyless++;
 				break;
 			case LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED:
 				st->rejected++;
@@ -848,11 +921,12 @@ void lc_sub_rpc_list(rpc_t *rpc, void *ctx)
 				copy.last_event, "version", (long)copy.version, "last_status",
 				copy.last_status, "expires", (int)copy.expires, "published",
 				copy.published);
-		rpc->struct_add(st, "JJJJJJJJJJJ", "subscribes", copy.subscribes,
+		rpc->struct_add(st, "JJJJJJJJJJJJJ", "subscribes", copy.subscribes,
 				"responses", copy.responses, "notifies", copy.notifies,
 				"applied", copy.applied, "withdrawn", copy.withdrawn, "ignored",
 				copy.ignored, "invalid", copy.invalid, "apply_failed",
 				copy.apply_failed, "rejected", copy.rejected, "retries",
-				copy.retries, "store_errors", copy.store_errors);
+				copy.retries, "store_errors", copy.store_errors, "bodyless",
+				copy.bodyless, "warned", copy.warned);
 	}
 }

@@ -6,9 +6,19 @@
 - notifier_lifecycle: SIPp plays the RFC 7200 notifier (scenarios/notifier.xml) and the edge
   subscribes to it; a SIPp UAC offers 3R matching calls/s (and R/s that match no rule) through
   the edge to a SIPp UAS while the notifier sends a full policy (rate R), a partial update (2R),
-  an invalid document (kept), a version gap (the edge re-SUBSCRIBEs and gets the full state back:
-  R), and `terminated` (the rule is lifted). Each phase is measured at the UAS between the
-  moments the edge logged applying the documents.
+  a refresh NOTIFY without a body (RFC 7200 §4.8: nothing to update — 2R stays in force,
+  counted at the UAS), an invalid document (kept, logged with the notifier and its version), a
+  version gap (the edge re-SUBSCRIBEs and gets the full state back: R), and `terminated` (the
+  rule is lifted). Each phase is measured at the UAS between the moments the edge logged
+  applying the documents.
+- remote_target: the notifier's 200 and NOTIFYs carry a Contact that is not the URI subscribed
+  to and names a second SIPp on another port (scenarios/notifier_moved.xml and
+  notifier_target.xml); the re-SUBSCRIBE after a version gap and the unsubscribe must reach
+  that second SIPp (RFC 3261 §12.2.1.1; SUBSCRIBE and NOTIFY are target refresh requests, RFC
+  6665 §3.1–3.2), and the first must see no second SUBSCRIBE.
+- notifier_allow_list: `loadctl notifier --allow … --allow-file …` and a SIPp subscriber
+  (scenarios/subscriber.xml): from an unlisted domain 403 (RFC 7200 §4.6), from a listed one
+  200 and a NOTIFY with the policy; no allow-list at all refuses to start.
 - rule_actions: a local policy, and Python sockets as client and next hop: redirect → 302 with
   the rule's Contact, drop over UDP → 503, percent 50 → half forwarded, window 3 → three
   forwarded until a final response releases a slot.
@@ -87,8 +97,8 @@ def rate_rule(rate: float, rule_id: str = "prefix-1555", prefix: str = "+1555") 
 
 def notifier_scenario(run: Run, r: float, holds: dict) -> Path:
     """scenarios/notifier.xml with its documents for a rate rule on +1555 (v0 full r, v1 partial
-    2r, v2 invalid, v5 partial 3r after a gap, v6 full r) and the pauses `holds` (ms, by
-    phase letter A–E), written into the run's directory."""
+    2r, a bodyless NOTIFY, v2 invalid, v5 partial 3r after a gap, v6 full r) and the pauses
+    `holds` (ms, by phase: A, B, B2, C, D, E), written into the run's directory."""
     template = (HERE / "scenarios" / "notifier.xml").read_text()
     docs = {
         "@DOC_V0@": document(0, "full", rate_rule(r)),
@@ -188,7 +198,7 @@ def split(arrivals):
 def notifier_lifecycle(run: Run) -> Checks:
     c = Checks("notifier_lifecycle: SIPp notifier, full/partial/invalid/gap/terminated")
     r = 50.0
-    holds = {"A": 10000, "B": 7000, "C": 4000, "D": 6000, "E": 5000}
+    holds = {"A": 10000, "B": 4000, "B2": 4000, "C": 4000, "D": 6000, "E": 5000}
     scenario = notifier_scenario(run, r, holds)
 
     uas_ports, notifier_ports, uac_ports = SippPorts.pick(), SippPorts.pick(), SippPorts.pick()
@@ -215,11 +225,18 @@ def notifier_lifecycle(run: Run) -> Checks:
     c.that(code == 0, f"the SIPp notifier completed its scenario, re-SUBSCRIBE included (exit {code}): {SippOutputs(notifier.cwd).errors(300)!r}")
     uac.wait(timeout=60)
     run.stop(uas)
+    counters = edge_stats(edge)
+    wanted = {"edge_subscriber_notifies_without_body_total": 1, "edge_subscriber_documents_refused_total": 1,
+              "edge_subscriber_documents_applied_total": 3, "edge_subscriber_documents_ignored_total": 1,
+              "edge_subscriber_withdrawals_total": 1}
+    got = {k: counters.get(k) for k in wanted}
+    c.that(got == wanted, f"the edge's subscriber counters (SIGUSR1): {got}")
     events = edge_events(edge)
     arrivals = SippOutputs(uas.cwd).arrivals()
     matching, other = split(arrivals)
     t0 = when(events, "policy applied (version)", 0)
     t1 = when(events, "policy applied (version)", 1)
+    t_none = when(events, "NOTIFY without body, policy kept")
     t_bad = when(events, "invalid document, policy kept")
     t_gap = when(events, "document ignored (version)", 5)
     t6 = when(events, "policy applied (version)", 6)
@@ -230,7 +247,13 @@ def notifier_lifecycle(run: Run) -> Checks:
         harness.count_in(matching, t1, t1 + 1.0) >= 0.9 * 2 * r,
         f"partial v1 (2R) took effect within 1 s: {harness.count_in(matching, t1, t1 + 1.0)} admitted in the first second (≥ {0.9 * 2 * r:g})",
     )
-    c.rate("partial v1, rate 2R", matching, t1 + 1.0, t_bad, 2 * r)
+    c.rate("partial v1, rate 2R", matching, t1 + 1.0, t_none, 2 * r)
+    # RFC 7200 §4.8: "A NOTIFY request without a body indicates that no load-filtering policies
+    # need to be updated." Withdrawing would let all 3R through.
+    c.rate("bodyless refresh NOTIFY: 2R stays in force", matching, t_none + 0.1, t_bad, 2 * r)
+    bad = [(n, d) for _, w, n, d in events if w == "invalid document, policy kept"]
+    c.that(bool(bad) and bad[0][0] == 2 and bad[0][1].startswith(f"from sip:sbc@127.0.0.1:{notifier_ports.sip}: "),
+           f"the refused document is logged with its version (2) and the notifier: {bad[:1]}")
     c.rate("invalid v2 ignored, 2R kept", matching, t_bad + 0.1, t_gap, 2 * r)
     c.that(t_gap < t6, "the gap (v5) was ignored and the full state (v6) applied after the re-SUBSCRIBE")
     c.rate("full v6 after the gap, rate R", matching, t6 + 0.5, t_term, r)
@@ -336,7 +359,10 @@ def two_edges_allocator(run: Run) -> Checks:
     template = run.path("template.xml")
     template.write_text(document(0, "full", rate_rule(1)))
     nport = free_udp_port(tcp=True)
-    notifier = run.start("notifier", [LOADCTL, "notifier", "--listen", f"127.0.0.1:{nport}", "--capacity", capacity, "--template", template, "--duration", 60])
+    notifier = run.start(
+        "notifier",
+        [LOADCTL, "notifier", "--listen", f"127.0.0.1:{nport}", "--capacity", capacity, "--template", template, "--duration", 60, "--allow", "127.0.0.1"],
+    )
     wait_udp_port(nport, proc=notifier)
     uas_ports = SippPorts.pick()
     uas = run.start("uas", sipp_command("uas.xml", uas_ports, timeout_s=80))
@@ -408,6 +434,192 @@ def non_invite_methods(run: Run) -> Checks:
     uout = SippOutputs(uac.cwd)
     c.that(uout.stat().get("FailedCall(C)", 0) == 0, f"no UAC request failed: {uout.errors(300)!r}")
     return c
+
+
+UNSUBSCRIBE_STEP = """
+  <recv request="SUBSCRIBE" timeout="20000">
+    <action>
+      <ereg regexp="^SUBSCRIBE sip:notifier@" search_in="msg" check_it="true" assign_to="ruri2"/>
+      <ereg regexp="^ *0 *$" search_in="hdr" header="Expires:" check_it="true" assign_to="zero"/>
+    </action>
+  </recv>
+  <send>
+    <![CDATA[
+
+      SIP/2.0 200 OK
+      [last_Via:]
+      [last_From:]
+      [last_To:]
+      [last_Call-ID:]
+      [last_CSeq:]
+      Contact: <sip:notifier@[local_ip]:[local_port]>
+      Expires: 0
+      Content-Length: 0
+
+    ]]>
+  </send>
+  <nop>
+    <action>
+      <log message="unsubscribed [$ruri2] [$zero]"/>
+    </action>
+  </nop>
+"""
+
+
+def moved_notifier_scenarios(run: Run, r: float, target_port: int, holds: dict, unsubscribe: bool) -> tuple:
+    """scenarios/notifier_moved.xml (Contact pointing at `target_port`) and
+    notifier_target.xml (with the unsubscribe step when `unsubscribe`), filled in."""
+    docs = {
+        "@DOC_V0@": document(0, "full", rate_rule(r)),
+        "@DOC_V5_GAP@": document(5, "partial", rate_rule(3 * r)),
+        "@DOC_V6@": document(6, "full", rate_rule(2 * r)),
+        "@TARGET_PORT@": str(target_port),
+        "@UNSUBSCRIBE@": UNSUBSCRIBE_STEP if unsubscribe else "",
+    }
+    docs.update({f"@HOLD_{k}_MS@": str(v) for k, v in holds.items()})
+    out = []
+    for name in ("notifier_moved.xml", "notifier_target.xml"):
+        text = (HERE / "scenarios" / name).read_text()
+        for k, v in docs.items():
+            text = text.replace(k, v)
+        path = run.path(name)
+        path.write_text(text)
+        out.append(path)
+    return tuple(out)
+
+
+def remote_target(run: Run) -> Checks:
+    c = Checks("remote_target: in-dialog SUBSCRIBEs go to the notifier's Contact (RFC 3261 §12.2.1.1)")
+    first_ports, target_ports = SippPorts.pick(), SippPorts.pick()
+    moved, target = moved_notifier_scenarios(run, 50.0, target_ports.sip, {"A": 1500, "B": 6000}, unsubscribe=True)
+    second = run.start("target", sipp_command(target, target_ports, calls=1, timeout_s=40))
+    wait_udp_port(target_ports.sip, proc=second)
+    first = run.start("notifier", sipp_command(moved, first_ports, calls=1, timeout_s=40, logs=False))
+    wait_udp_port(first_ports.sip, proc=first)
+    edge_port = free_udp_port(tcp=True)
+    edge = start_edge(
+        run, "edge", edge_port, free_udp_port(),
+        "--subscribe", f"sip:sbc@127.0.0.1:{first_ports.sip}", "--uri", f"sip:edge@127.0.0.1:{edge_port}",
+    )
+    wait_event(edge, "policy applied (version)", 0)
+    # The gap (v5) makes the edge re-SUBSCRIBE: to the Contact, i.e. the second SIPp, whose
+    # NOTIFY (v6) it applies.
+    wait_event(edge, "policy applied (version)", 6, timeout=15)
+    code_first = first.wait(timeout=30)
+    c.that(code_first == 0, f"the SIPp the SUBSCRIBE was first sent to saw no second SUBSCRIBE (exit {code_first}): "
+           f"{SippOutputs(first.cwd).errors(300)!r}")
+    # SIGTERM: the edge unsubscribes, again to the remote target.
+    run.stop(edge)
+    code = second.wait(timeout=30)
+    c.that(code == 0, f"the SIPp at the Contact got the in-dialog re-SUBSCRIBE and the unsubscribe (exit {code}): "
+           f"{SippOutputs(second.cwd).errors(300)!r}")
+    log = (second.cwd / "logs.log").read_text(errors="replace") if (second.cwd / "logs.log").exists() else ""
+    c.that("unsubscribed SUBSCRIBE sip:notifier@" in log, f"the unsubscribe's Request-URI is the Contact: {log.strip()[-200:]!r}")
+    events = edge_events(edge)
+    c.that(any(w == "document ignored (version)" and n == 5 for _, w, n, _ in events), "the gap (v5) was ignored")
+    return c
+
+
+def notifier_allow_list(run: Run) -> Checks:
+    c = Checks("notifier_allow_list: loadctl notifier answers 403 to subscribers it does not know (RFC 7200 §4.6)")
+    policy = run.path("policy.xml")
+    policy.write_text(document(0, "full", rate_rule(10)))
+    allow = run.path("allow.txt")
+    allow.write_text("# subscribers that may receive our policies\n\nallowed.example   # the upstream proxies\n")
+    # No allow-list at all: it refuses to start (exit 2) rather than serve everyone.
+    refused = run.start("no-allow", [LOADCTL, "notifier", "--listen", f"127.0.0.1:{free_udp_port()}", "--policy", policy, "--duration", 5])
+    code = refused.wait(timeout=10)
+    c.that(code == 2, f"without --allow / --allow-file / --allow-any it does not start (exit {code})")
+    nport = free_udp_port()
+    notifier = run.start(
+        "notifier",
+        [LOADCTL, "notifier", "--listen", f"127.0.0.1:{nport}", "--policy", policy, "--duration", 60,
+         "--allow", "sip:edge@elsewhere.example", "--allow-file", allow],
+    )
+    wait_udp_port(nport, proc=notifier)
+    template = (HERE / "scenarios" / "subscriber.xml").read_text()
+    forbidden = run.path("subscriber_forbidden.xml")
+    forbidden.write_text(template.replace("@EXPECT@", '  <recv response="403"/>\n'))
+    allowed = run.path("subscriber_allowed.xml")
+    allowed.write_text(template.replace("@EXPECT@", ALLOWED_STEPS))
+    results = {}
+    for name, scenario, host in (("unlisted", forbidden, "unlisted.example"), ("listed", allowed, "p1.allowed.example")):
+        ports = SippPorts.pick()
+        proc = run.start(name, sipp_command(scenario, ports, remote=f"127.0.0.1:{nport}", calls=1, timeout_s=20, extra=["-key", "from_host", host]))
+        results[name] = (proc.wait(timeout=30), proc)
+    code, proc = results["unlisted"]
+    c.that(code == 0, f"a SUBSCRIBE from sip:edge@unlisted.example is answered 403 (exit {code}): {SippOutputs(proc.cwd).errors(300)!r}")
+    code, proc = results["listed"]
+    log = (proc.cwd / "logs.log").read_text(errors="replace") if (proc.cwd / "logs.log").exists() else ""
+    c.that(code == 0, f"a SUBSCRIBE from sip:edge@p1.allowed.example gets 200, a NOTIFY and its unsubscribe completes (exit {code}): "
+           f"{SippOutputs(proc.cwd).errors(300)!r}")
+    c.that('state="full"' in log and "prefix-1555" in log, f"the NOTIFY carried the full policy: {log.strip()[-200:]!r}")
+    return c
+
+
+ALLOWED_STEPS = """
+  <recv response="200" rrs="true">
+    <action>
+      <ereg regexp=";tag=[^;> ]*" search_in="hdr" header="To:" check_it="true" assign_to="totag"/>
+    </action>
+  </recv>
+  <recv request="NOTIFY">
+    <action>
+      <ereg regexp="state=.full.*rule id=.prefix-1555." search_in="body" check_it="true" assign_to="doc"/>
+    </action>
+  </recv>
+  <send>
+    <![CDATA[
+
+      SIP/2.0 200 OK
+      [last_Via:]
+      [last_From:]
+      [last_To:]
+      [last_Call-ID:]
+      [last_CSeq:]
+      Content-Length: 0
+
+    ]]>
+  </send>
+  <nop>
+    <action>
+      <log message="NOTIFY [$doc]"/>
+    </action>
+  </nop>
+  <send retrans="500">
+    <![CDATA[
+
+      SUBSCRIBE sip:loadctl@[remote_ip]:[remote_port] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+      Max-Forwards: 70
+      From: <sip:edge@[from_host]>;tag=s[pid]-[call_number]
+      To: <sip:loadctl@[remote_ip]:[remote_port]>[$totag]
+      Call-ID: [call_id]
+      CSeq: 2 SUBSCRIBE
+      Contact: <sip:sipp@[local_ip]:[local_port]>
+      Event: load-control
+      Accept: application/load-control+xml
+      Expires: 0
+      Content-Length: 0
+
+    ]]>
+  </send>
+  <recv response="200"/>
+  <recv request="NOTIFY"/>
+  <send>
+    <![CDATA[
+
+      SIP/2.0 200 OK
+      [last_Via:]
+      [last_From:]
+      [last_To:]
+      [last_Call-ID:]
+      [last_CSeq:]
+      Content-Length: 0
+
+    ]]>
+  </send>
+"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -781,6 +993,8 @@ TESTS = {
     "rule_actions": rule_actions,
     "notifier_lifecycle": notifier_lifecycle,
     "two_edges_allocator": two_edges_allocator,
+    "remote_target": remote_target,
+    "notifier_allow_list": notifier_allow_list,
     "non_invite_methods": non_invite_methods,
     "tcp_rate_limit": tcp_rate_limit,
     "tcp_connection_per_call": tcp_connection_per_call,

@@ -43,6 +43,14 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   redirect_allow bank.example (RFC 7200 §7); the same document published over RPC is trusted.
 - kemi: the same functions through KEMI (KSR.loadctl.lc_classify / lc_reply, KSR.pv.get of
   $lc(...)) from a JavaScript route (app_jsdt, kamailio/loadctl-kemi.cfg + loadctl-kemi.js).
+- subscriber_lifecycle: the module subscribes to a SIPp notifier (scenarios/notifier.xml): full,
+  partial, a bodyless refresh NOTIFY (RFC 7200 §4.8: 2R stays in force, counted at the UAS),
+  invalid (logged at WARNING with the notifier and its version), gap and re-SUBSCRIBE,
+  terminated.
+- subscriber_dialog: two Python notifiers: SUBSCRIBE through tm, retry, refresh, unsubscribe.
+- subscriber_remote_target: the notifier's Contact names a second SIPp; the re-SUBSCRIBE after
+  a gap and the unsubscribe on shutdown reach it through tm (RFC 3261 §12.2.1.1), never the
+  first.
 """
 
 from __future__ import annotations
@@ -61,7 +69,7 @@ sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
 from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wait_udp_port  # noqa: E402
-from test_edge import MATCH, OTHER, Checks, document, notifier_scenario, rate_rule, rule, run_tests, split  # noqa: E402
+from test_edge import MATCH, OTHER, Checks, document, moved_notifier_scenarios, notifier_scenario, rate_rule, rule, run_tests, split  # noqa: E402
 
 ROOT = HERE.parents[1]
 MODULE = ROOT / "target" / "kamailio" / "loadctl.so"
@@ -546,7 +554,7 @@ def sub_wait(kam: Kamailio, what: str, number=None, timeout: float = 10.0) -> fl
 def subscriber_lifecycle(run: Run) -> Checks:
     c = Checks("subscriber_lifecycle: children=4, SIPp notifier: full / partial / invalid / gap / terminated")
     r = 50.0
-    holds = {"A": 6000, "B": 5000, "C": 3500, "D": 5000, "E": 3000}
+    holds = {"A": 6000, "B": 3500, "B2": 3500, "C": 3500, "D": 5000, "E": 3000}
     scenario = notifier_scenario(run, r, holds)
     total_s = sum(holds.values()) / 1000 + 3
     uas, uas_ports = start_uas(run, total_s)
@@ -566,7 +574,7 @@ def subscriber_lifecycle(run: Run) -> Checks:
     c.that([(x["source"], x["rule"]) for x in rules["rules"]] == [(notifier_uri, "prefix-1555")],
            f"the notifier's rule is in the shared store: {rules['rules']}")
     code = notifier.wait(timeout=total_s + 30)
-    c.that(code == 0, f"the SIPp notifier completed its scenario: SUBSCRIBE, 6 NOTIFYs each answered 200, the re-SUBSCRIBE after the gap (exit {code}): "
+    c.that(code == 0, f"the SIPp notifier completed its scenario: SUBSCRIBE, 7 NOTIFYs each answered 200, the re-SUBSCRIBE after the gap (exit {code}): "
            f"{SippOutputs(notifier.cwd).errors(300)!r}")
     uac.wait(timeout=60)
     subs_end = kam.rpc("loadctl.subscriptions")["result"]["subscriptions"][0]
@@ -577,6 +585,7 @@ def subscriber_lifecycle(run: Run) -> Checks:
     matching, other = split(arrivals)
     t0 = sub_when(events, "policy applied (version)", 0)
     t1 = sub_when(events, "policy applied (version)", 1)
+    t_none = sub_when(events, "NOTIFY without body, policy kept")
     t_bad = sub_when(events, "invalid document, policy kept")
     t_gap = sub_when(events, "document ignored (version)", 5)
     t6 = sub_when(events, "policy applied (version)", 6)
@@ -586,7 +595,13 @@ def subscriber_lifecycle(run: Run) -> Checks:
     c.rate("full v0, rate R (children=4, one limit)", matching, max(t0, first_call) + 1.0, t1, r)
     n1 = harness.count_in(matching, t1, t1 + 1.0)
     c.that(n1 >= 0.9 * 2 * r, f"partial v1 (2R) took effect within 1 s in every child: {n1} admitted in the first second (≥ {0.9 * 2 * r:g})")
-    c.rate("partial v1, rate 2R", matching, t1 + 1.0, t_bad, 2 * r)
+    c.rate("partial v1, rate 2R", matching, t1 + 1.0, t_none, 2 * r)
+    # RFC 7200 §4.8: a NOTIFY without a body means nothing to update; withdrawing would let 3R in.
+    c.rate("bodyless refresh NOTIFY: 2R stays in force", matching, t_none + 0.1, t_bad, 2 * r)
+    bad = [(n, d) for _, w, n, d in events if w == "invalid document, policy kept"]
+    c.that(bool(bad) and bad[0][0] == 2 and bad[0][1].startswith(f"from {notifier_uri}: ")
+           and re.search(r"WARNING: .*subscription to \S+ at [\d.]+: invalid document, policy kept 2 from ", kam.log()) is not None,
+           f"the refused document is logged (WARNING) with its version (2) and the notifier: {bad[:1]}")
     c.rate("invalid v2 ignored, 2R kept", matching, t_bad + 0.1, t_gap, 2 * r)
     c.that(t_gap < t6, "the gap (v5) was ignored and the full state (v6) applied after the re-SUBSCRIBE")
     c.rate("full v6 after the gap, rate R", matching, t6 + 1.0, t_term, r)
@@ -596,14 +611,44 @@ def subscriber_lifecycle(run: Run) -> Checks:
     subscribes = [m for m in received if m.startswith("SUBSCRIBE ")]
     oks = [m for m in received if m.startswith("SIP/2.0 200")]
     c.that(len(subscribes) == 2, f"the SIPp notifier's trace shows 2 SUBSCRIBEs from Kamailio (initial, re-SUBSCRIBE after the gap): {len(subscribes)}")
-    c.that(len(oks) == 6, f"the trace shows the 6 NOTIFYs answered 200 by the module: {len(oks)} 200s received")
+    c.that(len(oks) == 7, f"the trace shows the 7 NOTIFYs answered 200 by the module: {len(oks)} 200s received")
     c.that(subs_end.get("state") == "stopped" and subs_end.get("published") == 0 and subs_end.get("applied") == 3
-           and subs_end.get("invalid") == 1 and subs_end.get("ignored") == 1 and subs_end.get("notifies") == 6,
+           and subs_end.get("invalid") == 1 and subs_end.get("ignored") == 1 and subs_end.get("notifies") == 7
+           and subs_end.get("bodyless") == 1 and subs_end.get("warned") == 0,
            f"loadctl.subscriptions at the end: {subs_end}")
     c.that(stats["rules"] == [], f"no rule left in the store after terminated: {stats['rules']}")
     check_calls(c, uac, uas, other)
     c.lines.append(("info  phases in the module's log, from v0: v1 {:+.2f} s, invalid {:+.2f} s, gap {:+.2f} s, v6 {:+.2f} s, "
                     "terminated {:+.2f} s").format(t1 - t0, t_bad - t0, t_gap - t0, t6 - t0, t_term - t0))
+    return c
+
+
+def subscriber_remote_target(run: Run) -> Checks:
+    c = Checks("subscriber_remote_target: the module's in-dialog SUBSCRIBEs go through tm to the notifier's Contact "
+               "(RFC 3261 §12.2.1.1)")
+    first_ports, target_ports = SippPorts.pick(), SippPorts.pick()
+    moved, target = moved_notifier_scenarios(run, 50.0, target_ports.sip, {"A": 1500, "B": 6000}, unsubscribe=True)
+    second = run.start("target", sipp_command(target, target_ports, calls=1, timeout_s=40))
+    wait_udp_port(target_ports.sip, proc=second)
+    first = run.start("notifier", sipp_command(moved, first_ports, calls=1, timeout_s=40, logs=False))
+    wait_udp_port(first_ports.sip, proc=first)
+    hop = Peer()
+    try:
+        kam = Kamailio(run, "kamailio", None, 2, hop.port, subscribe=[f"sip:sbc@127.0.0.1:{first_ports.sip}"])
+        sub_wait(kam, "policy applied (version)", 0)
+        # The gap (v5): the re-SUBSCRIBE goes to the Contact, the second SIPp, whose v6 applies.
+        sub_wait(kam, "policy applied (version)", 6, timeout=15)
+        code_first = first.wait(timeout=30)
+        c.that(code_first == 0, f"the SIPp the SUBSCRIBE was first sent to saw no second SUBSCRIBE (exit {code_first}): "
+               f"{SippOutputs(first.cwd).errors(300)!r}")
+        kam.proc.send_signal(signal.SIGTERM)
+        code = second.wait(timeout=30)
+        c.that(code == 0, f"the SIPp at the Contact got the in-dialog re-SUBSCRIBE and, on shutdown, the unsubscribe (exit {code}): "
+               f"{SippOutputs(second.cwd).errors(300)!r}")
+        log = (second.cwd / "logs.log").read_text(errors="replace") if (second.cwd / "logs.log").exists() else ""
+        c.that("unsubscribed SUBSCRIBE sip:notifier@" in log, f"the unsubscribe's Request-URI is the Contact: {log.strip()[-200:]!r}")
+    finally:
+        hop.close()
     return c
 
 
@@ -925,6 +970,7 @@ TESTS = {
     "subscriber_dialog": subscriber_dialog,
     "targets_and_exemptions": targets_and_exemptions,
     "redirect_agreement": redirect_agreement,
+    "subscriber_remote_target": subscriber_remote_target,
 }
 
 

@@ -123,6 +123,28 @@ pub struct Request {
     pub content_type: Option<String>,
     /// The body.
     pub body: Vec<u8>,
+    /// The Contact URI. On a received request: the sender's (SUBSCRIBE and NOTIFY are target
+    /// refresh requests, RFC 6665 §3.1–3.2: it becomes the dialog's remote target). The state
+    /// machines leave it `None` on what they send: the SIP stack puts its own Contact there
+    /// ([`wire::write_request`] takes it as an argument).
+    pub contact: Option<Uri>,
+    /// Every Record-Route URI of a received request, in the order of the message (RFC 3261
+    /// §12.1.1: a dialog-creating request's Record-Route, in order, is the UAS's route set).
+    pub record_route: Vec<Uri>,
+    /// The Route URIs of a request the machines send: the dialog's route set (RFC 3261
+    /// §12.2.1.1), empty outside a dialog or without record-routing proxies. The request goes
+    /// to [`Request::next_hop`].
+    pub route: Vec<Uri>,
+}
+
+impl Request {
+    /// Where the request is sent (RFC 3261 §8.1.2): the first Route URI when there is a route
+    /// set, else the Request-URI (the remote target). Every route-set entry is treated as a
+    /// loose router (`;lr`, RFC 3261 §16.12); the strict-routing rewrite of RFC 2543 is not
+    /// done.
+    pub fn next_hop(&self) -> &Uri {
+        self.route.first().unwrap_or(&self.request_uri)
+    }
 }
 
 /// A response to a SUBSCRIBE or NOTIFY.
@@ -148,10 +170,18 @@ pub struct Response {
     pub min_expires: Option<u32>,
     /// Retry-After, seconds.
     pub retry_after: Option<u32>,
+    /// The Contact URI of a received response (a 2xx to SUBSCRIBE carries the notifier's:
+    /// the dialog's remote target, RFC 3261 §12.1.2 / §12.2.1.2). `None` on what the machines
+    /// produce: the SIP stack adds its own ([`wire::write_response`]).
+    pub contact: Option<Uri>,
+    /// The Record-Route URIs, in the order of the message (a UAS copies the request's into
+    /// its response, RFC 3261 §12.1.1; the UAC's route set is this list reversed, §12.1.2).
+    pub record_route: Vec<Uri>,
 }
 
 impl Response {
-    /// A response to `req` with the given status; `to_tag` is added when the To has none.
+    /// A response to `req` with the given status; `to_tag` is added when the To has none. The
+    /// request's Record-Route is copied (RFC 3261 §12.1.1).
     pub fn to(req: &Request, status: u16, to_tag: Option<&str>) -> Self {
         let mut to = req.to.clone();
         if to.tag.is_none() {
@@ -168,6 +198,8 @@ impl Response {
             expires: None,
             min_expires: None,
             retry_after: None,
+            contact: None,
+            record_route: req.record_route.clone(),
         }
     }
 

@@ -3,14 +3,36 @@
 //!
 //! # Rules it follows
 //! - SUBSCRIBE for another package: 489. An `Accept` listing no `application/load-control+xml`
-//!   (nor `application/*`, `*/*`): 406. A subscriber outside the authorised hosts/domains: 403
-//!   (§4.6). `Expires` below Min-Expires: 423 with Min-Expires; above the maximum: shortened.
+//!   (nor `application/*`, `*/*`): 406. A subscriber that is not authorised: 403 (§4.6: "If
+//!   the identity of the subscriber sending the SUBSCRIBE request is not allowed to receive
+//!   load-filtering policies, the notifier MUST return a 403"); the identity is the From URI,
+//!   checked against [`Authorization`]. `Expires` below Min-Expires and below one hour: 423
+//!   with Min-Expires (RFC 6665 §4.2.1.1: never for an hour or more); above the maximum:
+//!   shortened.
 //! - After every accepted SUBSCRIBE **and every refresh** a NOTIFY with the full current policy
-//!   follows (§4.7); without a policy the NOTIFY has no body but keeps its Content-Type.
+//!   follows (§4.7). A subscriber that has never been sent a document and for which there is
+//!   no policy gets a NOTIFY without a body that keeps its Content-Type (§4.7). A NOTIFY
+//!   without a body never removes rules (to a subscriber it means "nothing to update",
+//!   §4.8): clearing the policy of a subscriber that holds one sends a full document with no
+//!   rules (`<ruleset … state="full">` with no `<rule>`).
 //! - Each NOTIFY that carries a document carries the next version on that subscription
-//!   (0, 1, 2, …, §4.11). A change is sent as a partial document when only some rules changed
-//!   and a partial one reproduces the new policy exactly (order included), as a full one
-//!   otherwise and after every (re-)SUBSCRIBE.
+//!   (0, 1, 2, …, §4.11; [`NotifierConfig::first_version`] moves the start). A change is sent
+//!   as a partial document only when rules were added or changed and none disappeared — a
+//!   partial document only adds or replaces rules by id (§4.11), so any subscriber reads it
+//!   the same — and when the partial one reproduces the new policy exactly (order included);
+//!   as a full one otherwise and after every (re-)SUBSCRIBE.
+//! - Versions never wrap inside a dialog: §4.11 asks for "a version number that increases by
+//!   exactly one" for each NOTIFY of a subscription, and none follows 4294967295. When a
+//!   document would need a version past it, the subscription ends with
+//!   `terminated;reason=deactivated` (RFC 6665 §4.1.3: the subscriber "SHOULD retry
+//!   immediately with a new subscription") and the new subscription starts again at the first
+//!   version. Every RFC 6665 subscriber handles that; a wrap to 0 inside the dialog would look
+//!   stale to a subscriber that compares versions as numbers.
+//! - NOTIFYs go to the subscriber's remote target (RFC 3261 §12.2.1.1): the Contact of its
+//!   SUBSCRIBE, replaced by the Contact of each refresh (a target refresh request, RFC 6665
+//!   §3.1), with the Record-Route of the initial SUBSCRIBE, in order, as Route (the UAS's route
+//!   set, RFC 3261 §12.1.1). A SUBSCRIBE without Contact (which RFC 3261 §8.1.1.8 requires)
+//!   gets its NOTIFYs at its From URI.
 //! - At most one NOTIFY per second per subscription (§4.10): changes in between are coalesced,
 //!   so a burst of changes yields at most two NOTIFYs, the last carrying the final state. Only
 //!   one NOTIFY is outstanding per subscription at a time.
@@ -32,8 +54,39 @@ use crate::policy::{self, Change, Limits, Rule, Ruleset, Uri};
 pub enum Authorization {
     /// Anyone (only inside a trust domain that authenticates at the SIP layer).
     Any,
-    /// Subscribers whose URI host is one of these hosts or in one of these domains.
+    /// Subscribers whose From URI matches an entry: a SIP or SIPS URI entry matches that URI
+    /// (compared as RFC 3261 §19.1.4 says, e.g. `sip:proxy@p1.example.net`); any other entry
+    /// is a host or a domain (`p1.example.net`, `example.net`, `*.example.net`) and matches a
+    /// SIP URI whose host is that host or inside that domain.
     Domains(Vec<String>),
+}
+
+impl Authorization {
+    /// True when `subscriber` (a SUBSCRIBE's From URI) may subscribe.
+    pub fn allows(&self, subscriber: &Uri) -> bool {
+        let Authorization::Domains(list) = self else {
+            return true;
+        };
+        let crate::uri::UriRef::Sip(s) = subscriber.parsed() else {
+            return false;
+        };
+        let host = s.host.to_ascii_lowercase();
+        let key = uri_key(subscriber);
+        list.iter().any(|e| {
+            let e = e.trim();
+            if let Some(entry) = Uri::new(e)
+                .ok()
+                .filter(|u| matches!(u.parsed(), crate::uri::UriRef::Sip(_)))
+            {
+                return uri_key(&entry) == key;
+            }
+            let e = e.trim_start_matches("*.").to_ascii_lowercase();
+            host == e
+                || host
+                    .strip_suffix(e.as_str())
+                    .is_some_and(|r| r.ends_with('.'))
+        })
+    }
 }
 
 /// How a notifier behaves.
@@ -53,6 +106,9 @@ pub struct NotifierConfig {
     pub default_expires: u32,
     /// Minimum spacing of NOTIFYs on one subscription. Default 1 s (§4.10).
     pub pacing_ns: u64,
+    /// The version of the first document of each subscription. Default 0 (tests of the
+    /// version wrap start close to 4294967295).
+    pub first_version: u32,
 }
 
 impl NotifierConfig {
@@ -66,6 +122,7 @@ impl NotifierConfig {
             max_expires: 3600,
             default_expires: 3600,
             pacing_ns: SECOND_NS,
+            first_version: 0,
         }
     }
 }
@@ -99,7 +156,9 @@ pub enum NotifierEvent {
     Ended {
         /// The subscriber's URI.
         subscriber: String,
-        /// Why (`timeout`, `noresource`, `notify-failed`, `unsubscribed`).
+        /// Why (`timeout`, `noresource`, `notify-failed`, `unsubscribed`, and
+        /// `versions-exhausted`: ended with `reason=deactivated` so that the subscriber's new
+        /// subscription starts again at the first version).
         reason: &'static str,
     },
 }
@@ -108,11 +167,16 @@ pub enum NotifierEvent {
 struct Subscription {
     call_id: String,
     subscriber: NameAddr,
+    /// Where NOTIFYs go: the Contact of the SUBSCRIBE (or of its last refresh).
+    remote_target: Uri,
+    /// The Record-Route of the initial SUBSCRIBE, in order.
+    route_set: Vec<Uri>,
     key: String,
     our_tag: String,
     expires_at: u64,
     cseq: u32,
-    next_version: u32,
+    /// The version the next document carries; past `u32::MAX` the versions are used up.
+    next_version: u64,
     /// The policy the subscriber has (as last sent); `None` when it has none.
     sent: Option<Vec<Arc<Rule>>>,
     dirty: bool,
@@ -186,25 +250,6 @@ impl Notifier {
         self.events.pop_front()
     }
 
-    fn authorized(&self, uri: &Uri) -> bool {
-        match &self.config.authorization {
-            Authorization::Any => true,
-            Authorization::Domains(list) => match uri.parsed() {
-                crate::uri::UriRef::Sip(s) => {
-                    let host = s.host.to_ascii_lowercase();
-                    list.iter().any(|e| {
-                        let e = e.trim().trim_start_matches("*.").to_ascii_lowercase();
-                        host == e
-                            || host
-                                .strip_suffix(e.as_str())
-                                .is_some_and(|r| r.ends_with('.'))
-                    })
-                }
-                _ => false,
-            },
-        }
-    }
-
     fn refuse(&mut self, req: &Request, status: u16, why: &'static str) -> Response {
         self.events
             .push_back(NotifierEvent::Refused { status, why });
@@ -223,11 +268,13 @@ impl Notifier {
         if !accepts_policy(req.accept.as_deref()) {
             return self.refuse(req, 406, "Accept lists no application/load-control+xml");
         }
-        if !self.authorized(&req.from.uri) {
+        if !self.config.authorization.allows(&req.from.uri) {
             return self.refuse(req, 403, "subscriber not authorised");
         }
         let requested = req.expires.unwrap_or(self.config.default_expires);
-        if requested != 0 && requested < self.config.min_expires {
+        // RFC 6665 §4.2.1.1: 423 "if and only if the expiration interval is greater than zero
+        // AND smaller than one hour AND less than a notifier-configured minimum".
+        if requested != 0 && requested < 3600 && requested < self.config.min_expires {
             let mut r = self.refuse(req, 423, "interval too brief");
             r.min_expires = Some(self.config.min_expires);
             return r;
@@ -241,6 +288,10 @@ impl Notifier {
         let index = match (existing, &req.to.tag) {
             (Some(i), _) => {
                 let s = &mut self.subs[i];
+                // A refresh is a target refresh request (RFC 6665 §3.1).
+                if let Some(c) = &req.contact {
+                    s.remote_target = c.clone();
+                }
                 s.expires_at = now_ns + u64::from(granted) * SECOND_NS;
                 s.dirty = true;
                 s.full_next = true;
@@ -260,11 +311,13 @@ impl Notifier {
                 let sub = Subscription {
                     call_id: req.call_id.clone(),
                     subscriber: req.from.clone(),
+                    remote_target: req.contact.clone().unwrap_or_else(|| req.from.uri.clone()),
+                    route_set: req.record_route.clone(),
                     key: uri_key(&req.from.uri),
                     our_tag: format!("{}-{}", self.config.tag, self.count),
                     expires_at: now_ns + u64::from(granted) * SECOND_NS,
                     cseq: 0,
-                    next_version: 0,
+                    next_version: u64::from(self.config.first_version),
                     sent: None,
                     dirty: true,
                     full_next: true,
@@ -402,6 +455,7 @@ impl Notifier {
             return;
         }
         self.send_if_due(now_ns, i, false);
+        self.subs.retain(|s| s.ending.is_none());
     }
 
     /// Sends subscription `i`'s pending NOTIFY if it is due (`immediate` skips the pacing).
@@ -420,33 +474,57 @@ impl Notifier {
         }
         let target = self.policy_for(&s.key).clone();
         let s = &mut self.subs[i];
+        // A NOTIFY without a body means "nothing to update" (§4.8): a subscriber that holds a
+        // document is cleared with a full document that has no rules.
+        let target = match target {
+            None if s.sent.is_some() => Some(Vec::new()),
+            t => t,
+        };
         let (body, sent) = match &target {
-            None => (Vec::new(), None),
-            Some(rules) => match document(
-                s.next_version,
-                s.sent.as_ref().filter(|_| !s.full_next),
-                rules,
-            ) {
-                Some(doc) => {
-                    s.next_version = s.next_version.wrapping_add(1);
-                    (policy::write(&doc).into_bytes(), Some(rules.clone()))
+            // Never sent a document, and no policy: the bodyless NOTIFY of §4.7, due after a
+            // (re-)SUBSCRIBE or at the end.
+            None if s.full_next || s.ending.is_some() => (Vec::new(), None),
+            None => {
+                s.dirty = false;
+                return;
+            }
+            Some(rules) => {
+                let changed = s.ending.is_none()
+                    && (s.full_next || s.sent.as_ref().is_none_or(|old| !same(old, rules)));
+                match u32::try_from(s.next_version) {
+                    // Versions used up: end the subscription so that a new one starts at the
+                    // first version again (see the module documentation).
+                    Err(_) if changed => {
+                        s.ending = Some("versions-exhausted");
+                        s.outstanding = None;
+                        (Vec::new(), s.sent.clone())
+                    }
+                    Err(_) => (Vec::new(), s.sent.clone()),
+                    Ok(version) => {
+                        match document(version, s.sent.as_ref().filter(|_| !s.full_next), rules) {
+                            Some(doc) => {
+                                s.next_version += 1;
+                                (policy::write(&doc).into_bytes(), Some(rules.clone()))
+                            }
+                            // Nothing changed since the last NOTIFY.
+                            None if s.ending.is_none() => {
+                                s.dirty = false;
+                                return;
+                            }
+                            None => (Vec::new(), s.sent.clone()),
+                        }
+                    }
                 }
-                // Nothing changed since the last NOTIFY.
-                None if s.ending.is_none() => {
-                    s.dirty = false;
-                    return;
-                }
-                None => (Vec::new(), s.sent.clone()),
-            },
+            }
         };
         let remaining = s.expires_at.saturating_sub(now_ns) / SECOND_NS;
         let state = match s.ending {
             Some(reason) => SubscriptionState::Terminated {
                 reason: Some(
-                    if reason == "unsubscribed" {
-                        "timeout"
-                    } else {
-                        reason
+                    match reason {
+                        "unsubscribed" => "timeout",
+                        "versions-exhausted" => "deactivated",
+                        other => other,
                     }
                     .to_owned(),
                 ),
@@ -459,7 +537,7 @@ impl Notifier {
         s.cseq += 1;
         let req = Request {
             method: Method::Notify,
-            request_uri: s.subscriber.uri.clone(),
+            request_uri: s.remote_target.clone(),
             call_id: s.call_id.clone(),
             from: NameAddr {
                 uri: self.config.uri.clone(),
@@ -473,6 +551,9 @@ impl Notifier {
             subscription_state: Some(state.render()),
             content_type: Some(policy::CONTENT_TYPE.to_owned()),
             body,
+            contact: None,
+            record_route: Vec::new(),
+            route: s.route_set.clone(),
         };
         s.sent = sent;
         s.dirty = false;
@@ -488,18 +569,30 @@ impl Notifier {
     }
 }
 
+/// True when two policies hold the same rules in the same order.
+fn same(a: &[Arc<Rule>], b: &[Arc<Rule>]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| Arc::ptr_eq(x, y) || **x == **y)
+}
+
 /// The document that brings a subscriber from `sent` (or nothing) to `target` with version
-/// `version`: partial when that reproduces `target` exactly and changes fewer rules than it
-/// holds, full otherwise; `None` when nothing changed.
+/// `version`: partial when rules were only added or changed (a partial document adds or
+/// replaces rules by id, RFC 7200 §4.11: no rule disappears through one), that reproduces
+/// `target` exactly and changes fewer rules than it holds; full otherwise; `None` when nothing
+/// changed.
 fn document(version: u32, sent: Option<&Vec<Arc<Rule>>>, target: &[Arc<Rule>]) -> Option<Ruleset> {
     let full = || Ruleset::full_shared(version, target.to_vec()).ok();
     let Some(sent) = sent else { return full() };
-    let mut changes = Vec::new();
-    for old in sent {
-        if !target.iter().any(|r| r.id == old.id) {
-            changes.push(Change::Delete(old.id.clone()));
-        }
+    if sent
+        .iter()
+        .any(|old| !target.iter().any(|r| r.id == old.id))
+    {
+        // A rule disappeared: only a full document says so to every subscriber.
+        return full();
     }
+    let mut changes = Vec::new();
     for new in target {
         match sent.iter().find(|r| r.id == new.id) {
             Some(old) if Arc::ptr_eq(old, new) || **old == **new => {}

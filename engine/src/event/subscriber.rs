@@ -12,14 +12,48 @@
 //!   accepted; anything else gets 481 and nothing is applied. A NOTIFY for another event package
 //!   gets 489. With forking only the first dialog-creating NOTIFY creates the dialog (§4.9).
 //! - Policy bodies are applied through [`Engine::apply`]: a full document replaces this
-//!   notifier's policy, a partial one merges into it. A version that repeats or precedes the
-//!   last one applied is ignored; a gap of more than one is ignored and triggers a re-SUBSCRIBE
-//!   (the notifier answers a refresh with its full state). An invalid document is answered
-//!   200, reported, and changes nothing. Bodies of other types are discarded. A NOTIFY without
-//!   a body means the notifier has no policy: this source's rules are withdrawn.
-//! - `terminated` withdraws every rule of this notifier (§4.8); `deactivated` and `timeout`
-//!   re-subscribe at once, `probation` and `giveup` after Retry-After (or back-off),
-//!   `rejected` and `noresource` stop.
+//!   notifier's policy, a partial one merges into it: its rules are added or replace the rules
+//!   with the same id (RFC 7200 §4.11). loadctl also accepts, from peers that use it, a
+//!   partial rule with no `<accept>` as "delete the rule with this id" (the policy reader's
+//!   deletion form); loadctl's own notifier never sends it (a rule that disappears makes it
+//!   send a full document), so any subscriber understands loadctl's documents.
+//! - Versions (§4.11: "a version number that increases by exactly one"). A version that
+//!   repeats or precedes the last one applied is ignored; a partial document that skips ahead
+//!   is ignored and triggers a re-SUBSCRIBE (the notifier answers a refresh with its full
+//!   state); a full document that skips ahead applies (it is the whole state). Versions are
+//!   compared in 32-bit serial arithmetic (RFC 1982): after 4294967295 comes 0, so a notifier
+//!   that wraps inside the dialog with a full document is followed; a partial document across
+//!   the wrap has no base and is answered with a re-SUBSCRIBE. (loadctl's own notifier never
+//!   wraps in a dialog: it ends the subscription with `terminated;reason=deactivated` and the
+//!   new subscription starts again at 0.)
+//! - An invalid document is answered 200, changes nothing, and is reported with the notifier
+//!   and the version it claims ([`SubscriberEvent::InvalidDocument`], counted in
+//!   [`SubscriberStats::refused`]). A document applied with reader warnings is reported
+//!   ([`SubscriberEvent::DocumentWarnings`], [`SubscriberStats::warned`]). Bodies of other
+//!   types are discarded.
+//! - **A NOTIFY without a body changes nothing** (RFC 7200 §4.8: "A NOTIFY request without a
+//!   body indicates that no load-filtering policies need to be updated"): the policy in force
+//!   stays, also when it is the first NOTIFY of a new subscription after a lapse
+//!   ([`SubscriberEvent::NothingToUpdate`]).
+//! - `terminated` withdraws every rule of this notifier (§4.8: subscribers "MUST also
+//!   terminate previously received load-filtering policies from that notifier"). What comes
+//!   next follows RFC 6665 §4.1.3: `deactivated` and `timeout` re-subscribe at once (a new
+//!   dialog, §4.4.2), `probation` and `giveup` after `retry-after` (or back-off), `rejected`,
+//!   `noresource` and `invariant` stop; no reason or an unknown one re-subscribes at once, or
+//!   after `retry-after` when it is given ("SHOULD NOT attempt re-subscription until after
+//!   the number of seconds specified").
+//! - **In-dialog requests go to the remote target** (RFC 3261 §12.2.1.1; SUBSCRIBE and NOTIFY
+//!   are target refresh requests, RFC 6665 §3.1–3.2). The remote target is the Contact of the
+//!   2xx to the SUBSCRIBE, replaced by the Contact of every NOTIFY and of every 2xx to a
+//!   refresh; until one is known it is the configured notifier URI. The route set is the
+//!   Record-Route of the 2xx to the initial SUBSCRIBE, reversed (RFC 3261 §12.1.2), unless the
+//!   first NOTIFY of the dialog carries a Record-Route: then that one, in order (RFC 6665
+//!   §4.4.1: "the route set at the subscriber is taken from the NOTIFY request itself"; a
+//!   proxy that record-routed the SUBSCRIBE record-routes the NOTIFYs too, §4.3, so the two
+//!   agree unless the NOTIFY came another way or from another fork). Later messages do not
+//!   change it. Refreshes, re-SUBSCRIBEs after a gap and the unsubscribe carry the remote
+//!   target as Request-URI and the route set as Route ([`Request::next_hop`] says where to
+//!   send them); a new subscription starts again from the configured URI.
 //! - The engine source is [`Source::notifier`]: the notifier's redirect targets are checked
 //!   against its own domain and the engine's allow-list (RFC 7200 §7, see
 //!   [`crate::compile::CompileConfig`]); each rule the engine refuses to redirect is reported
@@ -88,6 +122,28 @@ impl SubscriberConfig {
     }
 }
 
+/// What a subscriber has counted since it was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SubscriberStats {
+    /// NOTIFYs handled (answered, whatever the answer).
+    pub notifies: u64,
+    /// Documents applied.
+    pub applied: u64,
+    /// Documents applied with reader warnings ([`SubscriberEvent::DocumentWarnings`]).
+    pub warned: u64,
+    /// NOTIFYs without a body (nothing to update).
+    pub bodyless: u64,
+    /// Documents ignored (stale version, or a gap).
+    pub ignored: u64,
+    /// Documents refused: invalid ([`SubscriberEvent::InvalidDocument`]) or refused by the
+    /// engine ([`SubscriberEvent::ApplyFailed`]).
+    pub refused: u64,
+    /// Times this notifier's rules were withdrawn (`terminated`).
+    pub withdrawn: u64,
+    /// NOTIFYs answered with an error (481, 489, 400).
+    pub rejected: u64,
+}
+
 /// Why a subscriber gave up for good.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StopReason {
@@ -135,7 +191,19 @@ pub enum SubscriberEvent {
         /// The engine generation it produced.
         generation: u64,
     },
-    /// This notifier's rules were removed (terminated, or a NOTIFY without policy).
+    /// The document just applied (reported before its [`SubscriberEvent::PolicyApplied`])
+    /// came with warnings from the policy reader: it applied, a person should look.
+    DocumentWarnings {
+        /// Who sent it (the NOTIFY's From URI).
+        notifier: String,
+        /// Its version.
+        version: u32,
+        /// The reader's warnings (`line:column: …`).
+        warnings: Vec<String>,
+    },
+    /// A NOTIFY without a body: nothing to update (RFC 7200 §4.8); the policy in force stays.
+    NothingToUpdate,
+    /// This notifier's rules were removed (`terminated`).
     PolicyWithdrawn,
     /// A document was not applied.
     DocumentIgnored {
@@ -146,11 +214,19 @@ pub enum SubscriberEvent {
     },
     /// The body did not validate; the current policy is unchanged.
     InvalidDocument {
+        /// Who sent it (the NOTIFY's From URI).
+        notifier: String,
+        /// The version the document claims (its root's `version` attribute), when readable.
+        version: Option<u32>,
         /// The reader's error (`line:column: …`).
         error: String,
     },
     /// The engine refused the document (e.g. too many rules); nothing changed.
     ApplyFailed {
+        /// Who sent it (the NOTIFY's From URI).
+        notifier: String,
+        /// Its version.
+        version: u32,
         /// The error.
         error: PublishError,
     },
@@ -191,6 +267,32 @@ struct Dialog {
     remote_tag: Option<String>,
     /// Last document version applied on this subscription.
     last_version: Option<u32>,
+    /// Where in-dialog requests go (RFC 3261 §12.2.1.1); `None`: the configured notifier URI.
+    remote_target: Option<Uri>,
+    /// The route set, in the order of the Route headers to send.
+    route_set: Vec<Uri>,
+    /// The dialog-creating NOTIFY has set the route set (RFC 6665 §4.4.1); nothing changes it.
+    route_set_fixed: bool,
+    /// A 2xx to the initial SUBSCRIBE came.
+    answered: bool,
+    /// A NOTIFY of this dialog came.
+    notified: bool,
+}
+
+impl Dialog {
+    fn new(call_id: String, local_tag: String) -> Self {
+        Self {
+            call_id,
+            local_tag,
+            remote_tag: None,
+            last_version: None,
+            remote_target: None,
+            route_set: Vec::new(),
+            route_set_fixed: false,
+            answered: false,
+            notified: false,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -232,6 +334,7 @@ pub struct Subscriber {
     /// Ids of this notifier's rules whose redirect the engine refuses and that were reported
     /// already (each is reported once while it stays refused).
     refused_redirects: Vec<String>,
+    stats: SubscriberStats,
     outbox: VecDeque<Request>,
     events: VecDeque<SubscriberEvent>,
 }
@@ -249,12 +352,7 @@ impl Subscriber {
         };
         let mut s = Self {
             retry_delay: config.retry_initial_ns,
-            dialog: Dialog {
-                call_id: String::new(),
-                local_tag: String::new(),
-                remote_tag: None,
-                last_version: None,
-            },
+            dialog: Dialog::new(String::new(), String::new()),
             config,
             engine,
             source,
@@ -265,6 +363,7 @@ impl Subscriber {
             txn: None,
             applied_any: false,
             refused_redirects: Vec::new(),
+            stats: SubscriberStats::default(),
             outbox: VecDeque::new(),
             events: VecDeque::new(),
         };
@@ -275,6 +374,21 @@ impl Subscriber {
     /// The engine source this subscriber feeds.
     pub fn source(&self) -> &Source {
         &self.source
+    }
+
+    /// What this subscriber has counted.
+    pub fn stats(&self) -> SubscriberStats {
+        self.stats
+    }
+
+    /// The dialog's remote target (where in-dialog requests go), once a Contact was received.
+    pub fn remote_target(&self) -> Option<&Uri> {
+        self.dialog.remote_target.as_ref()
+    }
+
+    /// The dialog's route set, in the order of the Route headers its requests carry.
+    pub fn route_set(&self) -> &[Uri] {
+        &self.dialog.route_set
     }
 
     /// True once stopped for good.
@@ -351,12 +465,11 @@ impl Subscriber {
     fn new_subscription(&mut self, now_ns: u64) {
         self.subscriptions += 1;
         let n = self.subscriptions;
-        self.dialog = Dialog {
-            call_id: format!("{}-{n}", self.config.call_id),
-            local_tag: format!("{}-{n}", self.config.tag),
-            remote_tag: None,
-            last_version: None,
-        };
+        // A new dialog: the remote target and the route set start again (RFC 6665 §4.4.2).
+        self.dialog = Dialog::new(
+            format!("{}-{n}", self.config.call_id),
+            format!("{}-{n}", self.config.tag),
+        );
         self.cseq = 0;
         self.send_subscribe(now_ns, self.config.expires);
     }
@@ -365,7 +478,11 @@ impl Subscriber {
         self.cseq += 1;
         let req = Request {
             method: Method::Subscribe,
-            request_uri: self.config.notifier.clone(),
+            request_uri: self
+                .dialog
+                .remote_target
+                .clone()
+                .unwrap_or_else(|| self.config.notifier.clone()),
             call_id: self.dialog.call_id.clone(),
             from: NameAddr {
                 uri: self.config.subscriber.clone(),
@@ -382,6 +499,9 @@ impl Subscriber {
             subscription_state: None,
             content_type: None,
             body: Vec::new(),
+            contact: None,
+            record_route: Vec::new(),
+            route: self.dialog.route_set.clone(),
         };
         self.txn = Some(Transaction {
             cseq: self.cseq,
@@ -437,6 +557,18 @@ impl Subscriber {
             200..=299 => {
                 if self.dialog.remote_tag.is_none() {
                     self.dialog.remote_tag = resp.to.tag.clone();
+                }
+                if self.dialog.remote_tag == resp.to.tag {
+                    // RFC 3261 §12.1.2 / §12.2.1.2: the 2xx's Contact is the remote target;
+                    // the route set is the initial 2xx's Record-Route reversed, unless the
+                    // dialog-creating NOTIFY brought its own (RFC 6665 §4.4.1).
+                    if let Some(c) = &resp.contact {
+                        self.dialog.remote_target = Some(c.clone());
+                    }
+                    if !self.dialog.answered && !self.dialog.route_set_fixed {
+                        self.dialog.route_set = resp.record_route.iter().rev().cloned().collect();
+                    }
+                    self.dialog.answered = true;
                 }
                 let granted = resp.expires.unwrap_or(txn.expires).min(txn.expires.max(1));
                 if txn.expires == 0 || self.phase == Phase::Ending {
@@ -508,6 +640,7 @@ impl Subscriber {
     }
 
     fn refuse(&mut self, req: &Request, status: u16, why: &'static str) -> Response {
+        self.stats.rejected += 1;
         self.events
             .push_back(SubscriberEvent::NotifyRejected { status, why });
         Response::to(req, status, None)
@@ -515,6 +648,7 @@ impl Subscriber {
 
     /// Handles a NOTIFY; returns the response to send.
     pub fn handle_notify(&mut self, now_ns: u64, req: &Request) -> Response {
+        self.stats.notifies += 1;
         if req.method != Method::Notify {
             return self.refuse(req, 400, "not a NOTIFY");
         }
@@ -534,6 +668,17 @@ impl Subscriber {
         if !is_load_control(req.event.as_deref()) {
             return self.refuse(req, 489, "NOTIFY for another event package");
         }
+        // NOTIFY is a target refresh request (RFC 6665 §3.2): its Contact is the remote target.
+        // The first NOTIFY of the dialog creates it: its Record-Route, in order, is the route
+        // set (RFC 6665 §4.4.1, RFC 3261 §12.1.1); later ones cannot change it (§4.3).
+        if let Some(c) = &req.contact {
+            self.dialog.remote_target = Some(c.clone());
+        }
+        if !self.dialog.notified && !req.record_route.is_empty() {
+            self.dialog.route_set = req.record_route.clone();
+            self.dialog.route_set_fixed = true;
+        }
+        self.dialog.notified = true;
         let Some(state) = req
             .subscription_state
             .as_deref()
@@ -548,23 +693,25 @@ impl Subscriber {
         {
             self.withdraw();
             self.lapses_at = None;
+            // RFC 6665 §4.1.3.
             match reason.as_deref() {
                 _ if self.phase == Phase::Ending => self.stop(StopReason::Unsubscribed),
-                Some("rejected") | Some("noresource") => {
+                Some("rejected") | Some("noresource") | Some("invariant") => {
                     self.stop(StopReason::Terminated(reason.clone().unwrap_or_default()))
                 }
                 Some("probation") | Some("giveup") => {
                     let why = format!("terminated ({})", reason.as_deref().unwrap_or(""));
                     self.retry_later(now_ns, *retry_after, &why)
                 }
-                _ => {
-                    // deactivated, timeout, or no reason: subscribe again at once.
-                    self.events.push_back(SubscriberEvent::Retrying {
-                        at_ns: now_ns,
-                        why: "terminated".into(),
-                    });
-                    self.new_subscription(now_ns);
-                }
+                Some("deactivated") | Some("timeout") => self.resubscribe_now(now_ns),
+                // No reason or an unknown one: at once, unless retry-after says when.
+                other => match retry_after {
+                    Some(_) => {
+                        let why = format!("terminated ({})", other.unwrap_or("no reason"));
+                        self.retry_later(now_ns, *retry_after, &why)
+                    }
+                    None => self.resubscribe_now(now_ns),
+                },
             }
             return Response::to(req, 200, None);
         }
@@ -580,8 +727,17 @@ impl Subscriber {
         Response::to(req, 200, None)
     }
 
+    fn resubscribe_now(&mut self, now_ns: u64) {
+        self.events.push_back(SubscriberEvent::Retrying {
+            at_ns: now_ns,
+            why: "terminated".into(),
+        });
+        self.new_subscription(now_ns);
+    }
+
     fn withdraw(&mut self) {
         if self.applied_any && self.engine.withdraw(&self.source.name).is_ok() {
+            self.stats.withdrawn += 1;
             self.events.push_back(SubscriberEvent::PolicyWithdrawn);
         }
         self.applied_any = false;
@@ -590,10 +746,10 @@ impl Subscriber {
     fn handle_body(&mut self, now_ns: u64, req: &Request) {
         let content_type = req.content_type.as_deref().unwrap_or("");
         if req.body.is_empty() {
-            // No body: the notifier has no policy for us (§4.7).
-            if content_type.is_empty() || is_policy_type(content_type) {
-                self.withdraw();
-            }
+            // RFC 7200 §4.8: "A NOTIFY request without a body indicates that no load-filtering
+            // policies need to be updated." The policy in force stays.
+            self.stats.bodyless += 1;
+            self.events.push_back(SubscriberEvent::NothingToUpdate);
             return;
         }
         if !is_policy_type(content_type) {
@@ -602,10 +758,14 @@ impl Subscriber {
             });
             return;
         }
+        let notifier = req.from.uri.to_string();
         let doc = match policy::read(&req.body, &self.engine.config().limits) {
             Ok(d) => d,
             Err(e) => {
+                self.stats.refused += 1;
                 self.events.push_back(SubscriberEvent::InvalidDocument {
+                    notifier,
+                    version: claimed_version(&req.body),
                     error: e.to_string(),
                 });
                 return;
@@ -613,7 +773,10 @@ impl Subscriber {
         };
         let version = doc.ruleset.version();
         if let Some(last) = self.dialog.last_version {
-            if version <= last {
+            // 32-bit serial arithmetic (RFC 1982): 0 follows 4294967295.
+            let ahead = version.wrapping_sub(last);
+            if ahead == 0 || ahead >= 1 << 31 {
+                self.stats.ignored += 1;
                 self.events.push_back(SubscriberEvent::DocumentIgnored {
                     version,
                     reason: IgnoreReason::Stale { last },
@@ -623,8 +786,9 @@ impl Subscriber {
             // A gap matters only for a partial document, which needs the versions before it;
             // a full one is the whole state (after a re-SUBSCRIBE it carries the notifier's
             // current version, past the gap).
-            if u64::from(version) > u64::from(last) + 1 && doc.ruleset.state() != State::Full {
+            if ahead > 1 && doc.ruleset.state() != State::Full {
                 let expected = u64::from(last) + 1;
+                self.stats.ignored += 1;
                 self.events.push_back(SubscriberEvent::DocumentIgnored {
                     version,
                     reason: IgnoreReason::Gap { expected },
@@ -635,11 +799,21 @@ impl Subscriber {
         }
         let refused = self.refused_redirects(&doc.ruleset);
         let state = doc.ruleset.state();
+        let warnings: Vec<String> = doc.warnings.iter().map(ToString::to_string).collect();
         match self.engine.apply(&self.source, doc.ruleset) {
             Ok(generation) => {
                 self.report_redirects(refused);
                 self.dialog.last_version = Some(version);
                 self.applied_any = true;
+                self.stats.applied += 1;
+                if !warnings.is_empty() {
+                    self.stats.warned += 1;
+                    self.events.push_back(SubscriberEvent::DocumentWarnings {
+                        notifier,
+                        version,
+                        warnings,
+                    });
+                }
                 self.events.push_back(SubscriberEvent::PolicyApplied {
                     version,
                     state,
@@ -647,16 +821,24 @@ impl Subscriber {
                 });
             }
             Err(PublishError::Merge(MergeError::NoBase { .. } | MergeError::VersionGap { .. })) => {
+                // A partial document with no base: none applied yet on this subscription, or
+                // one across the version wrap (the merge wants last + 1 in 64 bits).
                 let expected = self.dialog.last_version.map_or(0, |l| u64::from(l) + 1);
+                self.stats.ignored += 1;
                 self.events.push_back(SubscriberEvent::DocumentIgnored {
                     version,
                     reason: IgnoreReason::Gap { expected },
                 });
                 self.resubscribe(now_ns);
             }
-            Err(error) => self
-                .events
-                .push_back(SubscriberEvent::ApplyFailed { error }),
+            Err(error) => {
+                self.stats.refused += 1;
+                self.events.push_back(SubscriberEvent::ApplyFailed {
+                    notifier,
+                    version,
+                    error,
+                });
+            }
         }
     }
 
@@ -719,5 +901,60 @@ impl Subscriber {
             self.events
                 .push_back(SubscriberEvent::RedirectOutsideAllowList { rules: fresh });
         }
+    }
+}
+
+/// The `version` attribute of a document's root element, read without validating anything
+/// else: what an invalid document claims to be, for the report that refuses it.
+fn claimed_version(body: &[u8]) -> Option<u32> {
+    let text = std::str::from_utf8(body).ok()?;
+    let mut rest = text;
+    // The root element: the first `<` not starting a declaration, comment or PI.
+    let root = loop {
+        let at = rest.find('<')?;
+        rest = &rest[at + 1..];
+        if !rest.starts_with(['?', '!']) {
+            break &rest[..rest.find('>')?];
+        }
+    };
+    let mut attrs = root;
+    while let Some(at) = attrs.find("version") {
+        let before = attrs[..at].chars().next_back();
+        let after = attrs[at + "version".len()..].trim_start();
+        attrs = &attrs[at + "version".len()..];
+        if !before.is_some_and(char::is_whitespace) {
+            continue;
+        }
+        let Some(value) = after.strip_prefix('=') else {
+            continue;
+        };
+        let value = value.trim_start();
+        let quote = value.chars().next()?;
+        if quote != '"' && quote != '\'' {
+            return None;
+        }
+        let inner = &value[1..];
+        return inner[..inner.find(quote)?].trim().parse().ok();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claimed_version;
+
+    #[test]
+    fn claimed_versions() {
+        let v = |s: &str| claimed_version(s.as_bytes());
+        assert_eq!(
+            v(r#"<?xml version="1.0"?><ruleset xmlns="x" version="7" state="full">"#),
+            Some(7)
+        );
+        assert_eq!(v("<!-- c --><ruleset version = '42'><rule/>"), Some(42));
+        assert_eq!(v(r#"<ruleset xversion="3" state="full"/>"#), None);
+        assert_eq!(v(r#"<ruleset version="-1"/>"#), None);
+        assert_eq!(v(r#"<ruleset version="4294967295"/>"#), Some(u32::MAX));
+        assert_eq!(v("no markup"), None);
+        assert_eq!(v(r#"<ruleset version="1"#), None);
     }
 }

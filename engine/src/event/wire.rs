@@ -3,12 +3,19 @@
 //! notifier, tests with real SIP peers).
 //!
 //! [`scan`] reads a SUBSCRIBE, a NOTIFY or a response to one into a [`Raw`] view borrowed from
-//! the bytes (every header the package uses, all Via values, the body cut at Content-Length);
-//! [`Raw::request`] and [`Raw::response`] turn it into the owned types. [`write_request`] puts
-//! a request on the wire with the caller's Via (transport, sent-by, branch) and Contact;
-//! [`write_response`] answers a scanned request, copying its Via headers as RFC 3261 §8.2.6.2
-//! requires. The transaction layer (retransmitting a request over UDP until a response comes,
-//! absorbing retransmitted requests) stays with the caller.
+//! the bytes (every header the package uses, all Via values, Contact, every Record-Route and
+//! Route element across repeated lines, the body cut at Content-Length); [`Raw::request`] and
+//! [`Raw::response`] turn it into the owned types. [`write_request`] puts a request on the
+//! wire with the caller's Via (transport, sent-by, branch) and Contact, and the request's
+//! route set as Route headers; send it to [`Request::next_hop`]. [`write_response`] answers a
+//! scanned request, copying its Via headers as RFC 3261 §8.2.6.2 requires and, in a 2xx, its
+//! Record-Route headers (§12.1.1). The transaction layer (retransmitting a request over UDP
+//! until a response comes, absorbing retransmitted requests) stays with the caller.
+//!
+//! These three functions are the whole interface a test needs to drive the subscriber and
+//! the notifier with SIP text: `scan(bytes)?.request()?` into `handle_notify` /
+//! `handle_subscribe`, `scan(bytes)?.response()?` into `handle_response`, and
+//! `write_request` / `write_response` for what they answer and send.
 
 use std::io::Write as _;
 
@@ -75,8 +82,12 @@ pub struct Raw<'a> {
     pub call_id: &'a [u8],
     /// CSeq number.
     pub cseq: u32,
-    /// Contact header value.
+    /// Contact header value (the first Contact line).
     pub contact: Option<&'a [u8]>,
+    /// Every Record-Route element (one `name-addr` each), across lines, in order.
+    pub record_route: Vec<&'a [u8]>,
+    /// Every Route element, across lines, in order.
+    pub route: Vec<&'a [u8]>,
     /// Event header value.
     pub event: Option<&'a [u8]>,
     /// Accept header value.
@@ -158,6 +169,12 @@ pub fn scan(input: &[u8]) -> Result<Raw<'_>, WireError> {
             raw.call_id = value;
         } else if is("cseq", "") {
             cseq = Some(value);
+        } else if is("record-route", "") {
+            raw.record_route
+                .extend(crate::sip::HeaderValues::one(value).values());
+        } else if is("route", "") {
+            raw.route
+                .extend(crate::sip::HeaderValues::one(value).values());
         } else if is("contact", "m") {
             raw.contact = raw.contact.or(Some(value));
         } else if is("event", "o") {
@@ -230,6 +247,46 @@ fn name_addr(value: &[u8], header: &'static str) -> Result<NameAddr, WireError> 
     })
 }
 
+/// The URI of a Contact / Route / Record-Route element (`<…>` stripped).
+fn addr_uri(value: &[u8], header: &'static str) -> Result<Uri, WireError> {
+    let uri = uri_part(value).ok_or(WireError::BadValue(header))?;
+    let uri = uri
+        .strip_prefix('<')
+        .and_then(|u| u.strip_suffix('>'))
+        .unwrap_or(uri);
+    Uri::new(uri).map_err(|_| WireError::BadValue(header))
+}
+
+fn uris(values: &[&[u8]], header: &'static str) -> Result<Vec<Uri>, WireError> {
+    values.iter().map(|v| addr_uri(v, header)).collect()
+}
+
+/// The URIs of a Route or Record-Route header value (`<sip:p1;lr>, <sip:p2;lr>`: a
+/// comma-separated list of name-addrs, in order), for callers that hold the value as text.
+pub fn route_list(value: &[u8]) -> Result<Vec<Uri>, WireError> {
+    crate::sip::HeaderValues::one(value)
+        .values()
+        .map(|v| addr_uri(v, "Route"))
+        .collect()
+}
+
+/// A route set as one Route header value (`<uri>, <uri>`); empty for none.
+pub fn route_text(route: &[Uri]) -> String {
+    route
+        .iter()
+        .map(|u| format!("<{}>", u.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn contact(value: Option<&[u8]>) -> Result<Option<Uri>, WireError> {
+    // The first element of the first Contact line (`*` is a REGISTER's; not a target).
+    match value.and_then(|v| crate::sip::HeaderValues::one(v).values().next()) {
+        None | Some(b"*") => Ok(None),
+        Some(v) => addr_uri(v, "Contact").map(Some),
+    }
+}
+
 fn opt_text(v: Option<&[u8]>, header: &'static str) -> Result<Option<String>, WireError> {
     v.map(|b| text(b, header).map(str::to_owned)).transpose()
 }
@@ -267,6 +324,9 @@ impl Raw<'_> {
             subscription_state: opt_text(self.subscription_state, "Subscription-State")?,
             content_type: opt_text(self.content_type, "Content-Type")?,
             body: self.body.to_vec(),
+            contact: contact(self.contact)?,
+            record_route: uris(&self.record_route, "Record-Route")?,
+            route: uris(&self.route, "Route")?,
         })
     }
 
@@ -286,6 +346,8 @@ impl Raw<'_> {
             expires: self.expires,
             min_expires: self.min_expires,
             retry_after: self.retry_after,
+            contact: contact(self.contact)?,
+            record_route: uris(&self.record_route, "Record-Route")?,
         })
     }
 }
@@ -312,8 +374,10 @@ fn header(out: &mut Vec<u8>, name: &str, value: &str) {
     let _ = write!(out, "{name}: {value}\r\n");
 }
 
-/// Appends `req` as a SIP message: request line, `via`, Max-Forwards 70, From, To, Call-ID,
-/// CSeq, `contact` (a name-addr or URI), the package's headers, Content-Length and the body.
+/// Appends `req` as a SIP message: request line, `via`, Max-Forwards 70, one Route header per
+/// entry of `req.route`, From, To, Call-ID, CSeq, `contact` (this end's Contact, a name-addr
+/// or URI; it takes the place of `req.contact`), the package's headers, Content-Length and the
+/// body. Send the bytes to [`Request::next_hop`].
 pub fn write_request(req: &Request, via: &Via<'_>, contact: &str, out: &mut Vec<u8>) {
     let method = req.method.as_str();
     let _ = write!(out, "{method} {} SIP/2.0\r\n", req.request_uri.as_str());
@@ -323,6 +387,9 @@ pub fn write_request(req: &Request, via: &Via<'_>, contact: &str, out: &mut Vec<
         via.transport, via.sent_by, via.branch
     );
     header(out, "Max-Forwards", "70");
+    for r in &req.route {
+        let _ = write!(out, "Route: <{}>\r\n", r.as_str());
+    }
     out.extend_from_slice(b"From: ");
     name_addr_text(out, &req.from);
     out.extend_from_slice(b"\r\nTo: ");
@@ -354,8 +421,10 @@ pub fn write_request(req: &Request, via: &Via<'_>, contact: &str, out: &mut Vec<
 }
 
 /// Appends `resp`, the answer to the scanned `request`: status line, the request's Via
-/// headers as they came, From, To (with the responder's tag), Call-ID, CSeq, `contact` when
-/// given (2xx to SUBSCRIBE), Expires / Min-Expires / Retry-After when set, no body.
+/// headers as they came, in a 2xx the request's Record-Route elements in order (RFC 3261
+/// §12.1.1), From, To (with the responder's tag), Call-ID, CSeq, `contact` when given (this
+/// end's Contact, for a 2xx to SUBSCRIBE; `resp.contact` is not written), Expires /
+/// Min-Expires / Retry-After when set, no body.
 pub fn write_response(
     resp: &Response,
     request: &Raw<'_>,
@@ -372,6 +441,13 @@ pub fn write_response(
         out.extend_from_slice(b"Via: ");
         out.extend_from_slice(via);
         out.extend_from_slice(b"\r\n");
+    }
+    if resp.is_success() {
+        for rr in &request.record_route {
+            out.extend_from_slice(b"Record-Route: ");
+            out.extend_from_slice(rr);
+            out.extend_from_slice(b"\r\n");
+        }
     }
     out.extend_from_slice(b"From: ");
     name_addr_text(out, &resp.from);
@@ -511,7 +587,9 @@ mod tests {
                     &mut bytes,
                 );
                 let raw = scan(&bytes).expect("SUBSCRIBE scans");
-                assert_eq!(raw.request().expect("request"), req);
+                let mut expected = req.clone();
+                expected.contact = Some(Uri::new("sip:proxy@127.0.0.1:5070").expect("uri"));
+                assert_eq!(raw.request().expect("request"), expected);
                 let answer = notifier.handle_subscribe(0, &raw.request().expect("request"));
                 let mut out = Vec::new();
                 write_response(&answer, &raw, Some("sip:sbc@127.0.0.1:5060"), &mut out);
@@ -545,5 +623,185 @@ mod tests {
                 .any(|e| matches!(e, SubscriberEvent::PolicyApplied { version: 0, .. }))
         );
         assert_eq!(engine.snapshot().policy().len(), 1);
+    }
+
+    /// RFC 3261 §12.1.1 / §12.1.2 / §12.2.1.1 and RFC 6665 §3.1–3.2, §4.4.1 through SIP text:
+    /// a record-routing proxy sits between the two ends and the notifier's Contact is not the
+    /// URI subscribed to. The notifier's NOTIFYs go to the SUBSCRIBE's Contact with the
+    /// Record-Route as Route; the subscriber's refresh goes to the Contact of the NOTIFYs with
+    /// the NOTIFY's Record-Route as Route, and a NOTIFY that changes Contact moves it.
+    #[test]
+    fn in_dialog_requests_go_to_the_remote_target_through_the_route_set() {
+        let subscribed = Uri::new("sip:sbc@192.0.2.20").expect("uri");
+        let edge = Uri::new("sip:edge@192.0.2.10:5070").expect("uri");
+        let mut notifier = Notifier::new(NotifierConfig::new(
+            subscribed.clone(),
+            "n7",
+            Authorization::Any,
+        ));
+        let engine = crate::engine::Engine::new(crate::engine::EngineConfig::default());
+        let mut sub = Subscriber::new(
+            SubscriberConfig::new(subscribed.clone(), edge.clone(), "cid", "ftag"),
+            engine,
+            0,
+        );
+        fn via(branch: &str) -> Via<'_> {
+            Via {
+                transport: "UDP",
+                sent_by: "192.0.2.10:5070",
+                branch,
+            }
+        }
+        // The initial SUBSCRIBE goes to the URI subscribed to.
+        let first = sub.poll_transmit().expect("SUBSCRIBE");
+        assert_eq!(first.next_hop(), &subscribed);
+        assert!(first.route.is_empty());
+        let mut bytes = Vec::new();
+        write_request(
+            &first,
+            &via("z9hG4bK1"),
+            "sip:edge@192.0.2.10:5070",
+            &mut bytes,
+        );
+        // The proxy on the way adds its Record-Route (two lines, one a list).
+        let text = String::from_utf8(bytes).expect("utf8").replacen(
+            "Max-Forwards: 70\r\n",
+            "Max-Forwards: 69\r\nRecord-Route: <sip:p2.example.net;lr>\r\nRecord-Route: <sip:p1.example.net;lr>, <sip:p0.example.net;lr>\r\n",
+            1,
+        );
+        let raw = scan(text.as_bytes()).expect("scans");
+        assert_eq!(raw.record_route.len(), 3);
+        let req = raw.request().expect("request");
+        assert_eq!(req.contact.as_ref(), Some(&edge));
+        let answer = notifier.handle_subscribe(0, &req);
+        let mut out = Vec::new();
+        write_response(
+            &answer,
+            &raw,
+            Some("<sip:notifier@192.0.2.99:5080>"),
+            &mut out,
+        );
+        let back = scan(&out).expect("scans");
+        // §12.1.1: the 2xx carries the Record-Route as it came.
+        assert_eq!(back.record_route, raw.record_route);
+        let resp = back.response().expect("response");
+        assert_eq!(
+            resp.contact.as_ref().map(Uri::as_str),
+            Some("sip:notifier@192.0.2.99:5080")
+        );
+        sub.handle_response(0, &resp);
+        // The notifier's NOTIFY: to the SUBSCRIBE's Contact, Route = Record-Route in order.
+        let notify = notifier.poll_transmit().expect("NOTIFY");
+        assert_eq!(notify.request_uri, edge);
+        let route: Vec<&str> = notify.route.iter().map(Uri::as_str).collect();
+        assert_eq!(
+            route,
+            [
+                "sip:p2.example.net;lr",
+                "sip:p1.example.net;lr",
+                "sip:p0.example.net;lr"
+            ]
+        );
+        assert_eq!(notify.next_hop().as_str(), "sip:p2.example.net;lr");
+        let mut nbytes = Vec::new();
+        write_request(
+            &notify,
+            &via("z9hG4bKn1"),
+            "<sip:notifier@192.0.2.99:5080>",
+            &mut nbytes,
+        );
+        let ntext = String::from_utf8(nbytes).expect("utf8");
+        assert!(
+            ntext.contains(
+                "\r\nRoute: <sip:p2.example.net;lr>\r\nRoute: <sip:p1.example.net;lr>\r\n"
+            ),
+            "{ntext}"
+        );
+        // The proxies pass it on: each removes itself from Route and adds Record-Route
+        // (RFC 6665 §4.3: a proxy that record-routed the SUBSCRIBE does so for the NOTIFYs).
+        let arrived = ntext
+            .replace("Route: <sip:p2.example.net;lr>\r\n", "")
+            .replace("Route: <sip:p1.example.net;lr>\r\n", "")
+            .replace("Route: <sip:p0.example.net;lr>\r\n", "")
+            .replacen(
+                "Max-Forwards: 70",
+                "Max-Forwards: 67\r\nRecord-Route: <sip:p0.example.net;lr>, <sip:p1.example.net;lr>, <sip:p2.example.net;lr>",
+                1,
+            );
+        let nraw = scan(arrived.as_bytes()).expect("scans");
+        let nreq = nraw.request().expect("request");
+        assert_eq!(sub.handle_notify(0, &nreq).status, 200);
+        // The subscriber's dialog: the Contact of the NOTIFY, the NOTIFY's Record-Route in
+        // order (RFC 6665 §4.4.1; the same as the 2xx's reversed).
+        assert_eq!(
+            sub.remote_target().map(Uri::as_str),
+            Some("sip:notifier@192.0.2.99:5080")
+        );
+        let set: Vec<&str> = sub.route_set().iter().map(Uri::as_str).collect();
+        assert_eq!(
+            set,
+            [
+                "sip:p0.example.net;lr",
+                "sip:p1.example.net;lr",
+                "sip:p2.example.net;lr"
+            ]
+        );
+        sub.unsubscribe(0);
+        let bye = sub.poll_transmit().expect("unsubscribe");
+        assert_eq!(bye.request_uri.as_str(), "sip:notifier@192.0.2.99:5080");
+        assert_eq!(
+            bye.to.uri, subscribed,
+            "To stays the URI subscribed to (§12.2.1.1)"
+        );
+        assert_eq!(bye.next_hop().as_str(), "sip:p0.example.net;lr");
+        let mut ubytes = Vec::new();
+        write_request(
+            &bye,
+            &via("z9hG4bK2"),
+            "sip:edge@192.0.2.10:5070",
+            &mut ubytes,
+        );
+        let utext = String::from_utf8(ubytes).expect("utf8");
+        assert!(
+            utext.starts_with("SUBSCRIBE sip:notifier@192.0.2.99:5080 SIP/2.0\r\n"),
+            "{utext}"
+        );
+        let uraw = scan(utext.as_bytes()).expect("scans");
+        assert_eq!(uraw.request().expect("request").route, bye.route);
+    }
+
+    #[test]
+    fn route_lists_round_trip() {
+        let list =
+            route_list(b"<sip:p1.example.net;lr>, \"x, y\" <sip:p2.example.net;lr;transport=tcp>")
+                .expect("list");
+        let text: Vec<&str> = list.iter().map(Uri::as_str).collect();
+        assert_eq!(
+            text,
+            [
+                "sip:p1.example.net;lr",
+                "sip:p2.example.net;lr;transport=tcp"
+            ]
+        );
+        assert_eq!(route_list(route_text(&list).as_bytes()), Ok(list));
+        assert_eq!(route_list(b""), Ok(Vec::new()));
+        assert_eq!(route_text(&[]), "");
+        assert!(route_list(b"<sip:ok;lr>, <bad uri>").is_err());
+    }
+
+    #[test]
+    fn contact_forms() {
+        let c = |v: &[u8]| contact(Some(v));
+        assert_eq!(
+            c(b"\"N\" <sip:n@192.0.2.1:5080;transport=udp>;expires=60").expect("ok"),
+            Some(Uri::new("sip:n@192.0.2.1:5080;transport=udp").expect("uri"))
+        );
+        assert_eq!(
+            c(b"sip:n@192.0.2.1, <sip:m@192.0.2.2>").expect("ok"),
+            Some(Uri::new("sip:n@192.0.2.1").expect("uri"))
+        );
+        assert_eq!(c(b"*").expect("ok"), None);
+        assert_eq!(c(b"<not a uri>"), Err(WireError::BadValue("Contact")));
+        assert_eq!(contact(None), Ok(None));
     }
 }
