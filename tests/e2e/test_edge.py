@@ -932,7 +932,7 @@ def redirect_agreement(run: Run) -> Checks:
     policy = run.path("policy.xml")
     policy.write_text(document(0, "full", rules))
     nport = free_udp_port(tcp=True)
-    notifier = run.start("notifier", [LOADCTL, "notifier", "--listen", f"127.0.0.1:{nport}", "--policy", policy, "--duration", 60])
+    notifier = run.start("notifier", [LOADCTL, "notifier", "--listen", f"127.0.0.1:{nport}", "--policy", policy, "--duration", 60, "--allow", "127.0.0.1"])
     wait_udp_port(nport, proc=notifier)
     peers = UdpPeers()
     for label, args, victim_status in [

@@ -923,7 +923,7 @@ def redirect_agreement(run: Run) -> Checks:
     policy.write_text(document(0, "full", rules))
     nport = free_udp_port()
     notifier = run.start("notifier", [ROOT / "target" / "release" / "loadctl", "notifier", "--listen", f"127.0.0.1:{nport}",
-                                      "--policy", policy, "--duration", 60])
+                                      "--policy", policy, "--duration", 60, "--allow", "127.0.0.1"])
     wait_udp_port(nport, proc=notifier)
     notifier_uri = f"sip:loadctl@127.0.0.1:{nport}"
     hop, client = Peer(), Peer()
