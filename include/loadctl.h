@@ -239,7 +239,7 @@ typedef struct lc_stats {
   uint64_t rules;
   // Requests classified.
   uint64_t total;
-  // Not filtered (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE).
+  // Let through without trying any rule, for any reason (the three counts below).
   uint64_t exempt;
   // No rule matched.
   uint64_t unmatched;
@@ -253,6 +253,13 @@ typedef struct lc_stats {
   uint64_t redirected;
   // Dropped.
   uint64_t dropped;
+  // Of `exempt`: not filtered by RFC 7200 §5.1 (ACK, BYE, CANCEL, in-dialog, load-control
+  // SUBSCRIBE).
+  uint64_t exempt_not_filtered;
+  // Of `exempt`: emergency calls (RFC 5031 `urn:service:sos`, `urn:service:sos.*`).
+  uint64_t exempt_emergency;
+  // Of `exempt`: an exempt Resource-Priority namespace (RFC 4412).
+  uint64_t exempt_resource_priority;
 } lc_stats;
 
 // One rule's counters, for `lc_engine_stats_each`. The strings are valid during the callback.

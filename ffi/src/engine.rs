@@ -417,7 +417,7 @@ pub struct lc_stats {
     pub rules: u64,
     /// Requests classified.
     pub total: u64,
-    /// Not filtered (ACK, BYE, CANCEL, in-dialog, load-control SUBSCRIBE).
+    /// Let through without trying any rule, for any reason (the three counts below).
     pub exempt: u64,
     /// No rule matched.
     pub unmatched: u64,
@@ -431,6 +431,13 @@ pub struct lc_stats {
     pub redirected: u64,
     /// Dropped.
     pub dropped: u64,
+    /// Of `exempt`: not filtered by RFC 7200 §5.1 (ACK, BYE, CANCEL, in-dialog, load-control
+    /// SUBSCRIBE).
+    pub exempt_not_filtered: u64,
+    /// Of `exempt`: emergency calls (RFC 5031 `urn:service:sos`, `urn:service:sos.*`).
+    pub exempt_emergency: u64,
+    /// Of `exempt`: an exempt Resource-Priority namespace (RFC 4412).
+    pub exempt_resource_priority: u64,
 }
 
 /// One rule's counters, for `lc_engine_stats_each`. The strings are valid during the callback.
@@ -464,6 +471,9 @@ fn totals(s: &EngineStats) -> lc_stats {
         total: s.total(),
         exempt: s.exempt,
         unmatched: s.unmatched,
+        exempt_not_filtered: s.exempt_by_reason.not_filtered,
+        exempt_emergency: s.exempt_by_reason.emergency,
+        exempt_resource_priority: s.exempt_by_reason.resource_priority,
         ..lc_stats::default()
     };
     for src in &s.sources {

@@ -585,8 +585,7 @@ static const char *SIP_BYE =
  * subscriber "SHOULD honor the local policy for prioritizing SIP requests such as policies
  * based on the content of the Resource-Priority header field ... or emergency calls"), by
  * default; turned off in lc_engine_config, they are filtered. Each is reported with its
- * LC_EXEMPT_REASON_*. (Needs the engine's exemption logic: on a branch without it the
- * emergency and Resource-Priority checks fail, the others pass.) */
+ * LC_EXEMPT_REASON_* and counted per reason in lc_stats. */
 static void test_exemptions(void) {
     char doc[1024];
     uint64_t g;
@@ -633,6 +632,14 @@ static void test_exemptions(void) {
         r.resource_priority = str("dsn.flash");
         CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
         CHECK(d.verdict == LC_VERDICT_REJECT && d.exempt_reason == LC_EXEMPT_REASON_NONE);
+        /* Per reason: the BYE; the sos INVITE; the ets INVITE and the wps request. */
+        lc_stats st;
+        CHECK_RESULT(lc_engine_stats(e, &st), LC_RESULT_OK);
+        CHECK(st.exempt_not_filtered == 1);
+        CHECK(st.exempt_emergency == (exempting ? 1u : 0u));
+        CHECK(st.exempt_resource_priority == (exempting ? 2u : 0u));
+        CHECK(st.exempt == st.exempt_not_filtered + st.exempt_emergency + st.exempt_resource_priority);
+        CHECK(st.total == 6);
         lc_worker_free(w);
         lc_engine_free(e);
     }

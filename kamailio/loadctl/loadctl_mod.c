@@ -75,7 +75,8 @@ static str lc_source = str_init("local");
 static int lc_retry_after = 0;
 static char *lc_redirect_allow = NULL;
 static char *lc_priority_namespaces = NULL;
-/* Resource-Priority lines of the request, joined with ", " for lc_request */
+/* Resource-Priority or P-Asserted-Identity lines of the request, joined with
+ * ", " for lc_request */
 #define LC_RP_BUF 1024
 
 static sl_api_t lc_slb;
@@ -407,39 +408,50 @@ static int lc_ruri_hop(sip_msg_t *msg, char *buf, size_t cap)
 	return n > 0 && (size_t)n < cap ? n : 0;
 }
 
-/* Every Resource-Priority line (RFC 4412) of the request, joined with ", "
- * (RFC 3261 §7.3.1: the same list) into buf. Absent: NULL. Lines past the
- * buffer are left out (logged once). */
-static lc_str lc_resource_priority(sip_msg_t *msg, char *buf, size_t cap)
+/* Every line of one header of the request joined with ", " into buf (RFC 3261
+ * §7.3.1: "H: a" and "H: b" are the list "H: a, b"): headers of a type Kamailio
+ * knows by `type`, others (HDR_OTHER_T) by `name`. A single line is returned as
+ * it is, without a copy. Absent: NULL. Lines past the buffer are left out
+ * (logged once per header name). The caller has parsed every header. */
+static lc_str lc_header_list(sip_msg_t *msg, hdr_types_t type, const str *name,
+		char *buf, size_t cap, int *warned)
 {
-	static int warned = 0;
-	static const str name = str_init("Resource-Priority");
-	struct hdr_field *hf;
+	struct hdr_field *hf, *first = NULL;
 	size_t at = 0;
 
-	if(parse_headers(msg, HDR_EOH_F, 0) < 0)
-		return lc_s(NULL, 0);
 	for(hf = msg->headers; hf; hf = hf->next) {
-		if(hf->type != HDR_OTHER_T || hf->name.len != name.len
-				|| strncasecmp(hf->name.s, name.s, name.len) != 0)
+		if(hf->type != type
+				|| (type == HDR_OTHER_T
+						&& (hf->name.len != name->len
+								|| strncasecmp(hf->name.s, name->s, name->len)
+										   != 0)))
 			continue;
-		if(at + (at ? 2 : 0) + (size_t)hf->body.len > cap) {
-			if(!warned) {
-				LM_WARN("Resource-Priority longer than %d bytes: the rest is "
+		if(first == NULL) {
+			first = hf;
+			continue;
+		}
+		if(at == 0) {
+			if((size_t)first->body.len > cap)
+				break;
+			memcpy(buf, first->body.s, first->body.len);
+			at = first->body.len;
+		}
+		if(at + 2 + (size_t)hf->body.len > cap) {
+			if(!*warned) {
+				LM_WARN("%.*s lines longer than %d bytes together: the rest is "
 						"not read\n",
-						(int)cap);
-				warned = 1;
+						name->len, name->s, (int)cap);
+				*warned = 1;
 			}
 			break;
 		}
-		if(at) {
-			memcpy(buf + at, ", ", 2);
-			at += 2;
-		}
-		memcpy(buf + at, hf->body.s, hf->body.len);
-		at += hf->body.len;
+		memcpy(buf + at, ", ", 2);
+		memcpy(buf + at + 2, hf->body.s, hf->body.len);
+		at += 2 + hf->body.len;
 	}
-	return at ? lc_s(buf, at) : lc_s(NULL, 0);
+	if(first == NULL)
+		return lc_s(NULL, 0);
+	return at ? lc_s(buf, at) : lc_s(first->body.s, first->body.len);
 }
 
 static int ki_lc_classify(sip_msg_t *msg)
@@ -453,6 +465,10 @@ static int ki_lc_classify(sip_msg_t *msg)
 	struct cell *t;
 	char hop[LC_NAME_BUF];
 	char rp[LC_RP_BUF];
+	char pai[LC_RP_BUF];
+	static const str pai_name = str_init("P-Asserted-Identity");
+	static const str rp_name = str_init("Resource-Priority");
+	static int pai_warned = 0, rp_warned = 0;
 
 	if(msg->first_line.type != SIP_REQUEST) {
 		LM_ERR("lc_classify() on a reply\n");
@@ -481,8 +497,6 @@ static int ki_lc_classify(sip_msg_t *msg)
 		req.to = lc_s(msg->to->body.s, msg->to->body.len);
 	ruri = GET_RURI(msg);
 	req.request_uri = lc_s(ruri->s, ruri->len);
-	if(msg->pai)
-		req.p_asserted_identity = lc_s(msg->pai->body.s, msg->pai->body.len);
 	if(msg->event)
 		req.event = lc_s(msg->event->body.s, msg->event->body.len);
 	/* the target entity (RFC 7200 §5.3.3) is the next hop: $du when the
@@ -492,8 +506,18 @@ static int ki_lc_classify(sip_msg_t *msg)
 		req.target = lc_s(msg->dst_uri.s, msg->dst_uri.len);
 	else if(lc_ruri_hop(msg, hop, sizeof(hop)) > 0)
 		req.target = lc_s(hop, strlen(hop));
+	/* P-Asserted-Identity and Resource-Priority may each be repeated on
+	 * several lines (RFC 3325 §9.1: a sip and a tel identity); every line
+	 * counts, so the whole header section is parsed */
+	if(parse_headers(msg, HDR_EOH_F, 0) < 0) {
+		LM_ERR("cannot parse the request's headers\n");
+		return -4;
+	}
+	req.p_asserted_identity =
+			lc_header_list(msg, HDR_PAI_T, &pai_name, pai, sizeof(pai), &pai_warned);
 	if(lc_priority_namespaces == NULL || *lc_priority_namespaces)
-		req.resource_priority = lc_resource_priority(msg, rp, sizeof(rp));
+		req.resource_priority = lc_header_list(
+				msg, HDR_OTHER_T, &rp_name, rp, sizeof(rp), &rp_warned);
 	req.transport = lc_msg_transport(msg);
 	req.initial = 1;
 	if(msg->to) {

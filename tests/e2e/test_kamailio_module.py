@@ -812,6 +812,15 @@ def targeted_rule(rule_id: str, prefix: str, target: str, alt_target: str) -> st
     )
 
 
+def pai_rule(rule_id: str, prefix: str, alt_target: str) -> str:
+    """A rule on a P-Asserted-Identity number prefix that redirects (302) every match."""
+    return (
+        f'<rule id="{rule_id}"><conditions><lc:call-identity><lc:sip><lc:p-asserted-identity><many-tel prefix="{prefix}"/>'
+        f"</lc:p-asserted-identity></lc:sip></lc:call-identity></conditions>"
+        f'<actions><lc:accept alt-action="redirect" alt-target="{alt_target}"><lc:rate>0</lc:rate></lc:accept></actions></rule>'
+    )
+
+
 def raw_invite(peer: Peer, kam_port: int, ruri: str, to: str, n: int, extra: str = "") -> bytes:
     return (
         f"INVITE {ruri} SIP/2.0\r\n"
@@ -878,12 +887,20 @@ def targets_and_exemptions(run: Run) -> Checks:
         policy = every_invite_policy(
             targeted_rule("to-du", "+1777", f"sip:127.0.0.1:{hop.port}", "sip:via-du@example.net"),
             targeted_rule("to-ruri-host", "+1666", f"sip:127.0.0.1:{kam.port}", "sip:via-ruri@example.net"),
+            pai_rule("pai-tel", "+1555", "sip:via-pai@example.net"),
         )
         c.that("result" in kam.rpc("loadctl.publish", policy), "policy published over RPC")
         replies, _ = send(kam, f"sip:+16660000000@127.0.0.1:{kam.port};user=phone", "<sip:+16660000000@127.0.0.1;user=phone>", 30)
         c.that(replies == ["SIP/2.0 302 Moved Temporarily"], f"no $du: a rule whose target is the Request-URI's host:port applies: {replies}")
         replies, _ = send(kam, f"sip:+17770000000@127.0.0.1:{kam.port};user=phone", "<sip:+17770000000@127.0.0.1;user=phone>", 31)
         c.that(replies == ["SIP/2.0 503 Service Unavailable"], f"no $du: a rule for another entity does not: {replies}")
+        # RFC 3325 §9.1 allows a sip and a tel identity, RFC 3261 §7.3.1 makes two lines one
+        # list: a rule on the tel identity matches when it is on the second line.
+        two_lines = "P-Asserted-Identity: <sip:alice@example.com>\r\nP-Asserted-Identity: <tel:+15550001234>\r\n"
+        replies, _ = send(kam, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", 32, two_lines)
+        c.that(replies == ["SIP/2.0 302 Moved Temporarily"], f"P-Asserted-Identity on two lines: the tel one on the second matches: {replies}")
+        replies, _ = send(kam, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", 33, "P-Asserted-Identity: <sip:alice@example.com>, <tel:+15550001234>\r\n")
+        c.that(replies == ["SIP/2.0 302 Moved Temporarily"], f"P-Asserted-Identity as one comma list: matches too: {replies}")
         run.stop(kam.proc)
         # 3. Exemptions off.
         kam = Kamailio(run, "kamailio-off", every_invite_policy(), 1, hop.port, defines=["EMERGENCY_EXEMPT=0", 'PRIORITY_NAMESPACES=""'])

@@ -1,5 +1,5 @@
 //! RFC 4475 (SIP Torture Test Messages), every message of its Appendix A archive
-//! (`tests/data/rfc4475/`, see the README there): the valid ones of §3.1.1 scan and classify by
+//! (`tests/conformance/data/rfc4475/`, see the README there): the valid ones of §3.1.1 scan and classify by
 //! their real From / To / Request-URI, as the RFC's text for each says; every other one gives
 //! an error or a decision, never a panic.
 
@@ -13,7 +13,7 @@ const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:
 
 fn message(name: &str) -> Vec<u8> {
     let path = format!(
-        "{}/tests/data/rfc4475/{name}.dat",
+        "{}/data/rfc4475/{name}.dat",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -501,7 +501,7 @@ fn invalid_and_other_messages_give_an_error_or_a_decision() {
     )
     .expect("publishes");
     let mut shard = engine.attach();
-    let dir = format!("{}/tests/data/rfc4475", env!("CARGO_MANIFEST_DIR"));
+    let dir = format!("{}/data/rfc4475", env!("CARGO_MANIFEST_DIR"));
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .expect("the archive is extracted")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
