@@ -12,10 +12,7 @@ use loadctl::uri::{UriRef, parse};
 const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 
 fn message(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/data/rfc4475/{name}.dat",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = format!("{}/data/rfc4475/{name}.dat", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
