@@ -611,6 +611,12 @@ pub fn decode_into(raw: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(b);
         return;
     }
+    extend_canonical(raw, out);
+}
+
+/// The escaped path of [`decode_into`], out of line: callers stay small enough to inline.
+#[inline(never)]
+fn extend_canonical(raw: &str, out: &mut Vec<u8>) {
     out.extend(canonical_bytes(raw));
 }
 
@@ -633,6 +639,12 @@ pub fn decode_lower_into(raw: &str, out: &mut Vec<u8>) {
         out.extend(b.iter().map(u8::to_ascii_lowercase));
         return;
     }
+    extend_canonical_lower(raw, out);
+}
+
+/// The escaped path of [`decode_lower_into`], out of line (see [`extend_canonical`]).
+#[inline(never)]
+fn extend_canonical_lower(raw: &str, out: &mut Vec<u8>) {
     out.extend(decoded_lower(raw));
 }
 
@@ -726,6 +738,10 @@ const MAX_SORTED_TEL_PARAMS: usize = 32;
 /// and the context) take one pass, others a selection over the few there are.
 fn tel_params_into(params: Params<'_>, buf: &mut Vec<u8>) -> Option<std::ops::Range<usize>> {
     use std::cmp::Ordering;
+    // Most numbers have no parameters: nothing to write, no context.
+    if params.0.is_empty() {
+        return None;
+    }
     let mut context = None;
     let mut emit = |name: &str, value: Option<&str>, buf: &mut Vec<u8>| {
         buf.push(b';');

@@ -172,16 +172,71 @@ impl<'r> Request<'r> {
     /// The Request-URI is an emergency service URN, or the To URI is when the Request-URI is
     /// not a URN (after routing, the Request-URI may name the emergency centre instead).
     fn is_emergency(&self) -> bool {
-        match self.identities.request_uri.map(bare_uri) {
+        // Quick looks first (`may_be_urn`, `may_hold_sos_urn`): most Request-URIs are no URN
+        // and most To values name none; the exact checks behind them would find nothing.
+        match self
+            .identities
+            .request_uri
+            .filter(|ruri| may_be_urn(ruri))
+            .map(bare_uri)
+        {
             Some(ruri) if has_scheme(ruri, "urn") => is_sos_urn(ruri),
             _ => self
                 .identities
                 .to
+                .filter(|to| may_hold_sos_urn(to.as_bytes()))
                 .and_then(|to| crate::sip::uri_part(to.as_bytes()))
                 .map(bare_uri)
                 .is_some_and(is_sos_urn),
         }
     }
+}
+
+/// True when `ruri` may be a URN. False only when it has no white space or `<` in front and
+/// does not start with `urn:` (case-insensitive): then [`bare_uri`] leaves its start as it is
+/// and [`has_scheme`]`(bare_uri(ruri), "urn")` is false. Anything else goes to that exact
+/// check. Spares trimming every Request-URI (most are `sip:` or `tel:`).
+fn may_be_urn(ruri: &str) -> bool {
+    match ruri.as_bytes() {
+        // White space (ASCII, or Unicode: lead bytes are non-ASCII) or `<`: bare_uri decides.
+        [c, ..] if !c.is_ascii() || matches!(c, b'\t'..=b'\r' | b' ' | b'<') => true,
+        [u, r, n, b':', ..] => [*u, *r, *n].eq_ignore_ascii_case(b"urn"),
+        _ => false,
+    }
+}
+
+/// The text every sos URN starts with (RFC 5031 §3), compared case-insensitively.
+const SOS: &[u8] = b"urn:service:sos";
+
+/// Boyer–Moore–Horspool shifts for [`SOS`], case-insensitive: for a byte at the end of the
+/// window, how far the window may move without skipping an occurrence.
+const SOS_SHIFT: [u8; 256] = {
+    let mut shift = [SOS.len() as u8; 256];
+    let mut j = 0;
+    while j < SOS.len() - 1 {
+        let c = SOS[j];
+        shift[c as usize] = (SOS.len() - 1 - j) as u8;
+        shift[c.to_ascii_uppercase() as usize] = (SOS.len() - 1 - j) as u8;
+        j += 1;
+    }
+    shift
+};
+
+/// True when `value` contains `urn:service:sos` (case-insensitive) somewhere. Any URI
+/// [`is_sos_urn`] accepts starts with that text, and the URI [`Request::is_emergency`] takes
+/// from the To value is a slice of it, so a false here means the exact check (which walks the
+/// display name, extracts and trims the URI) would say no. A Horspool search: a handful of
+/// byte loads for a typical To value instead of a walk over every byte.
+fn may_hold_sos_urn(value: &[u8]) -> bool {
+    let mut end = SOS.len();
+    while let Some(&last) = value.get(end - 1) {
+        // `s` or `S` (no other byte ORed with 0x20 gives `s`), then the whole window.
+        if last | 0x20 == b's' && value[end - SOS.len()..end].eq_ignore_ascii_case(SOS) {
+            return true;
+        }
+        end += usize::from(SOS_SHIFT[usize::from(last)]);
+    }
+    false
 }
 
 /// A URI without white space and without the `<>` of a name-addr.
@@ -203,7 +258,6 @@ fn has_scheme(uri: &str, scheme: &str) -> bool {
 /// `urn:service:sos` or `urn:service:sos.` followed by sub-services (RFC 5031 §3 syntax
 /// `service = top-level *("." sub-service)`, §4.2 the `sos` sub-services), case-insensitive.
 fn is_sos_urn(uri: &str) -> bool {
-    const SOS: &[u8] = b"urn:service:sos";
     let b = uri.as_bytes();
     if b.len() < SOS.len() || !b[..SOS.len()].eq_ignore_ascii_case(SOS) {
         return false;
@@ -442,4 +496,127 @@ pub struct RuleStats {
     pub dropped: u64,
     /// Redirects turned into rejects because a target is outside the allow-list.
     pub redirect_refused: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The emergency check as it was before the quick looks (`may_be_urn`,
+    /// `may_hold_sos_urn`): the fast version must agree with it on every input.
+    fn is_emergency_reference(request_uri: Option<&str>, to: Option<&str>) -> bool {
+        match request_uri.map(bare_uri) {
+            Some(ruri) if has_scheme(ruri, "urn") => is_sos_urn(ruri),
+            _ => to
+                .and_then(|to| crate::sip::uri_part(to.as_bytes()))
+                .map(bare_uri)
+                .is_some_and(is_sos_urn),
+        }
+    }
+
+    fn is_emergency(request_uri: Option<&str>, to: Option<&str>) -> bool {
+        let mut r = Request {
+            method: "INVITE",
+            initial: true,
+            ..Request::default()
+        };
+        r.identities.request_uri = request_uri;
+        r.identities.to = to;
+        r.is_emergency()
+    }
+
+    #[test]
+    fn quick_looks_agree_with_the_exact_check() {
+        let ruris = [
+            "sip:+12125551234@gw.example;user=phone",
+            "urn:service:sos",
+            "URN:Service:SOS.fire",
+            "urn:service:sos.",
+            "urn:service:sosx",
+            "urn:service:counseling",
+            " urn:service:sos",
+            "\u{a0}urn:service:sos",
+            "<urn:service:sos.police>",
+            "< urn:service:sos >",
+            "<sip:a@b>",
+            "urn:",
+            "urn",
+            "",
+            "tel:+1",
+        ];
+        let tos = [
+            "\"Alice\" <tel:+12125551234>;tag=1",
+            "<urn:service:sos>",
+            "\"Bob\" <URN:SERVICE:SOS.ambulance>;tag=x",
+            "urn:service:sos",
+            "urn:service:sos;tag=1",
+            "\u{a0}urn:service:sos",
+            "\"<urn:service:sos>\" <sip:a@b>",
+            "\"x\" <urn:service:sos",
+            "< urn:service:sos.fire >",
+            "Bob urn:service:sos",
+            "<sip:urn:service:sos@x>",
+            "",
+            "   ",
+        ];
+        for ruri in ruris.iter().map(Some).chain([None]) {
+            for to in tos.iter().map(Some).chain([None]) {
+                assert_eq!(
+                    is_emergency(ruri.copied(), to.copied()),
+                    is_emergency_reference(ruri.copied(), to.copied()),
+                    "{ruri:?} {to:?}"
+                );
+            }
+        }
+        assert!(is_emergency(
+            Some("sip:x@y"),
+            Some("\"E\" <urn:service:sos>")
+        ));
+        assert!(is_emergency(Some("URN:service:SOS"), None));
+        assert!(!is_emergency(
+            Some("urn:service:x"),
+            Some("<urn:service:sos>")
+        ));
+    }
+
+    /// Pieces that make the quick looks and the exact check take every branch.
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("urn:service:sos".to_owned()),
+            Just("URN:Service:SOS".to_owned()),
+            Just("urn:".to_owned()),
+            Just("urn:service:".to_owned()),
+            Just(".fire".to_owned()),
+            Just("sip:".to_owned()),
+            Just("<".to_owned()),
+            Just(">".to_owned()),
+            Just("\"".to_owned()),
+            Just("\\".to_owned()),
+            Just(";tag=s".to_owned()),
+            Just(",".to_owned()),
+            Just(" ".to_owned()),
+            Just("\t".to_owned()),
+            Just("\u{a0}".to_owned()),
+            Just("\u{3000}".to_owned()),
+            "[a-zA-Z0-9:.@+-]{0,6}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 20_000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn quick_looks_never_change_the_answer(
+            ruri in proptest::option::of(proptest::collection::vec(piece(), 0..5)),
+            to in proptest::option::of(proptest::collection::vec(piece(), 0..6)),
+        ) {
+            let ruri = ruri.map(|p| p.concat());
+            let to = to.map(|p| p.concat());
+            prop_assert_eq!(
+                is_emergency(ruri.as_deref(), to.as_deref()),
+                is_emergency_reference(ruri.as_deref(), to.as_deref())
+            );
+        }
+    }
 }
