@@ -884,7 +884,13 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
                 buf.extend_from_slice(rest.as_bytes());
                 key = 0..buf.len();
             }
-            UriRef::Tel(_) => unreachable!("tel URIs take the number branch above"),
+            // Not taken (tel URIs take the number branch above); written out instead of
+            // `unreachable!` so classification has no panic path.
+            UriRef::Tel(t) => {
+                buf.extend_from_slice(b"tel:");
+                buf.extend_from_slice(t.number.as_bytes());
+                key = 0..buf.len();
+            }
         }
     }
     let sip = match uri {
