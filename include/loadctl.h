@@ -6,7 +6,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+// The version of this header: `MAJOR.MINOR.PATCH` (semantic versioning; the SONAME is
+// `libloadctl.so.MAJOR`). A program can require a version at compile time:
+//
+//     #if LC_VERSION_MAJOR != 0 || LC_VERSION_NUMBER < 100
+//     #error "needs loadctl 0.x, 0.1.0 or later"
+//     #endif
+//
+// and check the library it runs with (the same major version, by its SONAME, but possibly
+// older than the header it was built with): `lc_version_number() >= LC_VERSION_NUMBER`.
 #define LC_VERSION "0.1.0"
+#define LC_VERSION_MAJOR 0
+#define LC_VERSION_MINOR 1
+#define LC_VERSION_PATCH 0
+// MAJOR × 10000 + MINOR × 100 + PATCH (MINOR and PATCH stay below 100): 0.1.0 is 100.
+#define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH)
+
 
 // `lc_subscriber_event.number` of an INVALID_DOCUMENT whose version could not be read.
 #define LC_VERSION_UNKNOWN UINT64_MAX
@@ -669,6 +685,12 @@ const char *lc_result_text(lc_result result);
 // The library version (`MAJOR.MINOR.PATCH`), static and NUL-terminated; equals
 // `LC_VERSION` in the header this library was built with.
 const char *lc_version(void);
+
+// The library version as one number, `MAJOR × 10000 + MINOR × 100 + PATCH` (0.1.0 is 100):
+// the same formula as `LC_VERSION_NUMBER` in the header. Compare the two to detect, at run
+// time, a shared library older than the header a program was built with
+// (`lc_version_number() < LC_VERSION_NUMBER`). Cannot fail.
+uint32_t lc_version_number(void);
 
 // Bytes a cell table with room for `capacity` cells needs (one cell per rate or window rule
 // in the policy; percent rules need none), header included: 64 × (capacity + 1). Give it

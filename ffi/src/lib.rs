@@ -186,6 +186,49 @@ pub extern "C" fn lc_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
 
+/// Parses a decimal version component at compile time (Cargo sets `CARGO_PKG_VERSION_*`).
+const fn version_component(digits: &str) -> u32 {
+    let bytes = digits.as_bytes();
+    assert!(!bytes.is_empty(), "empty version component");
+    let mut value = 0u32;
+    let mut i = 0;
+    while i < bytes.len() {
+        assert!(
+            bytes[i].is_ascii_digit(),
+            "version component is not decimal"
+        );
+        value = value * 10 + (bytes[i] - b'0') as u32;
+        i += 1;
+    }
+    value
+}
+
+/// `MAJOR × 10000 + MINOR × 100 + PATCH` of this crate; the build fails when MINOR or PATCH
+/// reaches 100 (the number would be ambiguous) or MAJOR does not fit.
+const VERSION_NUMBER: u32 = {
+    let major = version_component(env!("CARGO_PKG_VERSION_MAJOR"));
+    let minor = version_component(env!("CARGO_PKG_VERSION_MINOR"));
+    let patch = version_component(env!("CARGO_PKG_VERSION_PATCH"));
+    assert!(
+        minor < 100 && patch < 100,
+        "lc_version_number needs MINOR and PATCH below 100"
+    );
+    assert!(
+        major <= 429_495,
+        "lc_version_number needs MAJOR × 10000 to fit in 32 bits"
+    );
+    major * 10_000 + minor * 100 + patch
+};
+
+/// The library version as one number, `MAJOR × 10000 + MINOR × 100 + PATCH` (0.1.0 is 100):
+/// the same formula as `LC_VERSION_NUMBER` in the header. Compare the two to detect, at run
+/// time, a shared library older than the header a program was built with
+/// (`lc_version_number() < LC_VERSION_NUMBER`). Cannot fail.
+#[unsafe(no_mangle)]
+pub extern "C" fn lc_version_number() -> u32 {
+    VERSION_NUMBER
+}
+
 /// Copies `text` into a caller buffer: writes `*written` (the full length, also when the
 /// buffer is too small) and returns `BufferTooSmall` when `text` does not fit.
 ///
@@ -206,13 +249,53 @@ unsafe fn copy_out(text: &[u8], buf: *mut u8, cap: usize, written: *mut usize) -
 
 #[cfg(test)]
 mod tests {
+    /// The version macros are typed into ffi/cbindgen.toml (cbindgen cannot read Cargo's
+    /// version): this test is what keeps them equal to Cargo.toml's `version`.
     #[test]
-    fn header_version_macro_matches_the_crate() {
+    fn header_version_macros_match_the_crate() {
         let header = include_str!("../../include/loadctl.h");
-        let expected = format!("#define LC_VERSION \"{}\"", env!("CARGO_PKG_VERSION"));
-        assert!(
-            header.contains(&expected),
-            "include/loadctl.h lacks {expected}: update ffi/cbindgen.toml"
-        );
+        let expected = [
+            format!("#define LC_VERSION \"{}\"\n", env!("CARGO_PKG_VERSION")),
+            format!(
+                "#define LC_VERSION_MAJOR {}\n",
+                env!("CARGO_PKG_VERSION_MAJOR")
+            ),
+            format!(
+                "#define LC_VERSION_MINOR {}\n",
+                env!("CARGO_PKG_VERSION_MINOR")
+            ),
+            format!(
+                "#define LC_VERSION_PATCH {}\n",
+                env!("CARGO_PKG_VERSION_PATCH")
+            ),
+            "#define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + \
+             LC_VERSION_PATCH)\n"
+                .to_string(),
+        ];
+        for line in &expected {
+            assert!(
+                header.contains(line.as_str()),
+                "include/loadctl.h lacks {}: update ffi/cbindgen.toml, then `make header`",
+                line.trim_end()
+            );
+        }
+    }
+
+    #[test]
+    fn version_number_follows_the_crate_version() {
+        let number = |digits: &str| -> u32 {
+            digits
+                .parse()
+                .expect("Cargo's version components are decimal")
+        };
+        let expected = number(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+            + number(env!("CARGO_PKG_VERSION_MINOR")) * 100
+            + number(env!("CARGO_PKG_VERSION_PATCH"));
+        assert_eq!(super::lc_version_number(), expected);
+        assert_eq!(super::version_component("0"), 0);
+        assert_eq!(super::version_component("42"), 42);
+        // SAFETY: lc_version returns a static NUL-terminated string.
+        let text = unsafe { std::ffi::CStr::from_ptr(super::lc_version()) };
+        assert_eq!(text.to_str(), Ok(env!("CARGO_PKG_VERSION")));
     }
 }
