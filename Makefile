@@ -17,14 +17,15 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare
+.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare
 
 ## test: formatting, lints, every Rust test, the loom models (and their mutants), the C ABI
-## header check, the C test suite, the installed library used the way a C project would
+## header check, the ABI baseline check, the shared library's SONAME/exports/version, the C test
+## suite, the installed library used the way a C project would
 ## (pkg-config), the edge against real SIP peers (SIPp), the short Kamailio comparison and the
 ## Kamailio module (built against Debian's Kamailio source, run in Debian's kamailio) and its short
 ## side-by-side with pipelimit
-test: lint unit loom fuzz-smoke soak header-check c-test cxx-check example edge-test e2e kamailio-compare kamailio-module-test kamailio-module-compare
+test: lint unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example edge-test e2e kamailio-compare kamailio-module-test kamailio-module-compare
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -66,10 +67,14 @@ fuzz-smoke: tools
 	  grep -E "^stat::(number_of_executed_units|peak_rss_mb)" fuzz/target/smoke-logs/$$t.log; \
 	done
 
-## tools: what the C side needs (valgrind, a C/C++ compiler, the pinned cbindgen)
+## tools: what the C side needs (valgrind, a C/C++ compiler, pkg-config, binutils' nm and
+## readelf, libabigail's abidw/abidiff, the pinned cbindgen)
 tools:
-	@command -v valgrind >/dev/null && command -v $(CXX) >/dev/null && command -v pkg-config >/dev/null || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind g++ pkg-config)
+	@command -v valgrind >/dev/null && command -v $(CXX) >/dev/null && command -v pkg-config >/dev/null && \
+	  command -v nm >/dev/null && command -v readelf >/dev/null && \
+	  command -v abidw >/dev/null && command -v abidiff >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind g++ pkg-config \
+	    binutils abigail-tools)
 	@cbindgen --version 2>/dev/null | grep -qx "cbindgen $(CBINDGEN_VERSION)" || \
 	  $(CARGO) install --locked cbindgen --version $(CBINDGEN_VERSION)
 
@@ -123,6 +128,48 @@ lib:
 	cp target/release/libloadctl_ffi.a $(LIBDIR)/libloadctl.a
 	cp target/release/libloadctl_ffi.so $(LIBDIR)/libloadctl.so.0
 	ln -sf libloadctl.so.0 $(LIBDIR)/libloadctl.so
+
+## symbols-check: the shared library as it is installed: SONAME libloadctl.so.0, exports exactly
+## the functions include/loadctl.h declares (all `lc_`; nothing of Rust's std or of a dependency),
+## and a C program built against the header and linked with it (ffi/abi/version_check.c) sees
+## the header's version (LC_VERSION, LC_VERSION_MAJOR/MINOR/PATCH/NUMBER)
+symbols-check: tools lib
+	mkdir -p target/abi
+	@readelf -d $(LIBDIR)/libloadctl.so.0 | grep -q 'Library soname: \[libloadctl.so.0\]' || \
+	  { echo "symbols-check: $(LIBDIR)/libloadctl.so.0 does not have the SONAME libloadctl.so.0"; exit 1; }
+	awk -v names=1 -f ffi/abi/stub.awk include/loadctl.h | sort > target/abi/declared.txt
+	nm -D --defined-only $(LIBDIR)/libloadctl.so.0 | awk '{ print $$NF }' | sort > target/abi/exported.txt
+	@diff -u target/abi/declared.txt target/abi/exported.txt >target/abi/symbols.diff || \
+	  { cat target/abi/symbols.diff; echo "symbols-check: libloadctl.so exports (+) or lacks (-) symbols" \
+	    "other than the functions include/loadctl.h declares"; exit 1; }
+	@echo "symbols-check: SONAME libloadctl.so.0, $$(wc -l < target/abi/exported.txt) symbols, all declared in the header"
+	$(CC) $(CFLAGS_C) ffi/abi/version_check.c -L$(LIBDIR) -l:libloadctl.so.0 -o target/abi/version_check
+	LD_LIBRARY_PATH=$(LIBDIR) ./target/abi/version_check
+
+## abi-dump: the C ABI of include/loadctl.h as libabigail describes it (target/abi/libloadctl.abi):
+## ffi/abi/stub.awk defines each declared function with a trapping body, compiled with -g into a
+## stand-in libloadctl.so.0, read by abidw (ffi/abi/README.md says why not the Rust .so)
+ABIDW := abidw --no-corpus-path --no-comp-dir-path --no-show-locs
+abi-dump: tools
+	mkdir -p target/abi
+	awk -f ffi/abi/stub.awk include/loadctl.h > target/abi/stub.c
+	$(CC) -std=c11 -Wall -Werror -Wno-unused-parameter -g -O0 -fPIC -shared -Iinclude \
+	  -Wl,-soname,libloadctl.so.0 target/abi/stub.c -o target/abi/libloadctl.so.0
+	$(ABIDW) target/abi/libloadctl.so.0 > target/abi/libloadctl.abi
+
+## abi-check: fail when the C ABI differs from the committed baseline ffi/abi/libloadctl.abi
+## (abidiff: a struct, field, enum, typedef or signature changed, a function added or removed).
+## A deliberate change: `make abi-baseline`, commit ffi/abi/libloadctl.abi, and bump the version
+## as ffi/abi/README.md says (an incompatible change needs a new major version and SONAME)
+abi-check: abi-dump
+	@abidiff ffi/abi/libloadctl.abi target/abi/libloadctl.abi || \
+	  { echo "abi-check: the C ABI differs from ffi/abi/libloadctl.abi (above). If deliberate:" \
+	    "\`make abi-baseline\`, commit it, and bump the version (ffi/abi/README.md)"; exit 1; }
+	@echo "abi-check: the C ABI matches ffi/abi/libloadctl.abi"
+
+## abi-baseline: regenerate the committed ABI baseline from include/loadctl.h (after `make header`)
+abi-baseline: abi-dump
+	cp target/abi/libloadctl.abi ffi/abi/libloadctl.abi
 
 ## install: header, libraries, pkg-config file and CMake config under $(PREFIX)
 install: lib
