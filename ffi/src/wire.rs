@@ -15,7 +15,7 @@
 use loadctl::event::wire::{self, Raw, Via, WireError};
 
 use crate::event::{lc_notifier, lc_subscriber};
-use crate::{boundary, lc_result, lc_str};
+use crate::{Code, Out, boundary, copy_out, lc_result, lc_str};
 
 /// Where this end is, for the requests it sends and its 2xx answers to SUBSCRIBE.
 #[repr(C)]
@@ -36,46 +36,25 @@ struct Wire<'a> {
 }
 
 /// # Safety
-/// `w` non-null and valid with readable strings.
-unsafe fn wire_of<'a>(w: *const lc_sip_wire) -> Result<Wire<'a>, lc_result> {
-    // SAFETY: non-null and valid by this function's contract.
-    let w = unsafe { &*w };
-    // SAFETY: readable strings by contract.
-    let field = |s: lc_str| -> Result<&'a str, lc_result> {
-        let b = unsafe { s.bytes() }.ok_or(lc_result::NullParameter)?;
-        std::str::from_utf8(b).map_err(|_| lc_result::InvalidUtf8)
-    };
-    Ok(Wire {
-        transport: field(w.transport)?,
-        sent_by: field(w.sent_by)?,
-        contact: field(w.contact)?,
-    })
+/// Every string of `w` readable or absent.
+unsafe fn wire_of<'a>(w: &lc_sip_wire) -> Result<Wire<'a>, Code> {
+    // SAFETY: readable strings by this function's contract.
+    unsafe {
+        Ok(Wire {
+            transport: w.transport.to_str()?,
+            sent_by: w.sent_by.to_str()?,
+            contact: w.contact.to_str()?,
+        })
+    }
 }
 
-/// Copies `bytes` into the caller's buffer, or says how much room it needs.
-///
-/// # Safety
-/// `buf` writable for `cap` bytes (or NULL with `cap` 0); `len` writable.
-unsafe fn deliver(bytes: &[u8], buf: *mut u8, cap: usize, len: *mut usize) -> lc_result {
-    // SAFETY: writable by contract.
-    unsafe { len.write(bytes.len()) };
-    if bytes.len() > cap || (buf.is_null() && !bytes.is_empty()) {
-        return lc_result::BufferTooSmall;
-    }
-    if !bytes.is_empty() {
-        // SAFETY: `buf` has room for `cap` ≥ `bytes.len()` bytes and does not overlap ours.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf, bytes.len()) };
-    }
-    lc_result::Ok
-}
-
-fn wire_error(e: &WireError) -> lc_result {
+fn wire_error(e: &WireError) -> Code {
     match e {
         WireError::Sip(s) => crate::worker::sip_error(*s),
-        WireError::OtherMethod(_) => lc_result::SipOtherMessage,
-        WireError::Missing(_) => lc_result::SipMissingHeader,
-        WireError::TruncatedBody => lc_result::SipTruncated,
-        WireError::BadStatusLine | WireError::BadValue(_) => lc_result::SipBadHeader,
+        WireError::OtherMethod(_) => Code::SipOtherMessage,
+        WireError::Missing(_) => Code::SipMissingHeader,
+        WireError::TruncatedBody => Code::SipTruncated,
+        WireError::BadStatusLine | WireError::BadValue(_) => Code::SipBadHeader,
     }
 }
 
@@ -88,27 +67,20 @@ unsafe fn transmit(
     pending: &mut Vec<u8>,
     next_hop: &mut String,
     next: impl FnOnce() -> Option<loadctl::event::Request>,
-    w: *const lc_sip_wire,
+    w: &lc_sip_wire,
     branch: lc_str,
     buf: *mut u8,
     cap: usize,
-    len: *mut usize,
-) -> lc_result {
+    len: Out<'_, usize>,
+) -> Code {
     if pending.is_empty() {
-        // SAFETY: valid by the caller's contract.
-        let wire = match unsafe { wire_of(w) } {
-            Ok(w) => w,
-            Err(e) => return e,
-        };
-        // SAFETY: readable by contract.
-        let branch = match unsafe { branch.bytes() }.map(std::str::from_utf8) {
-            Some(Ok(b)) if b.starts_with("z9hG4bK") => b,
-            Some(Ok(_)) => return lc_result::InvalidArgument,
-            Some(Err(_)) => return lc_result::InvalidUtf8,
-            None => return lc_result::NullParameter,
-        };
+        // SAFETY: readable strings by the caller's contract.
+        let (wire, branch) = try_!(unsafe { wire_of(w).and_then(|w| Ok((w, branch.to_str()?))) });
+        if !branch.starts_with("z9hG4bK") {
+            return Code::InvalidArgument;
+        }
         let Some(req) = next() else {
-            return lc_result::Empty;
+            return Code::Empty;
         };
         let via = Via {
             transport: wire.transport,
@@ -119,8 +91,8 @@ unsafe fn transmit(
         *next_hop = req.next_hop().as_str().to_owned();
     }
     // SAFETY: by the caller's contract.
-    let r = unsafe { deliver(pending, buf, cap, len) };
-    if r == lc_result::Ok {
+    let r = unsafe { copy_out(pending, buf, cap, len) };
+    if r == Code::Ok {
         pending.clear();
     }
     r
@@ -145,11 +117,7 @@ pub unsafe extern "C" fn lc_subscriber_transmit_wire(
     len: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() || wire.is_null() || len.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let s = unsafe { &mut *sub };
+        let (s, wire, len) = (try_mut!(sub), try_ref!(wire), try_out!(len));
         let (pending, hop, sub) = (&mut s.wire_out, &mut s.wire_next_hop, &mut s.sub);
         // SAFETY: the remaining pointers are valid by contract.
         unsafe {
@@ -190,11 +158,8 @@ pub unsafe extern "C" fn lc_subscriber_receive_wire(
     len: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() || msg.is_null() || wire.is_null() || len.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use and readable bytes by contract.
-        let (s, bytes) = unsafe { (&mut *sub, std::slice::from_raw_parts(msg, msg_len)) };
+        let (s, bytes) = (try_mut!(sub), try_slice!(msg, msg_len));
+        let (wire, len) = (try_ref!(wire), try_out!(len));
         // SAFETY: the remaining pointers are valid by contract.
         unsafe {
             receive(
@@ -230,68 +195,54 @@ enum Incoming<'a> {
 /// (`*len` = 0); anything else is `LC_RESULT_SIP_OTHER_MESSAGE`.
 ///
 /// # Safety
-/// `w` non-null and valid; `buf` writable for `cap` bytes; `len` non-null and writable.
+/// Every string of `w` readable; `buf` writable for `cap` bytes.
 #[allow(clippy::too_many_arguments)]
 unsafe fn receive(
     bytes: &[u8],
-    w: *const lc_sip_wire,
+    w: &lc_sip_wire,
     takes: &[u8],
     answers: &[u8],
     contact_on_2xx: bool,
     buf: *mut u8,
     cap: usize,
-    len: *mut usize,
+    len: Out<'_, usize>,
     handle: impl FnOnce(Incoming<'_>) -> Option<loadctl::event::Response>,
-) -> lc_result {
-    // SAFETY: valid by this function's contract.
-    let w = match unsafe { wire_of(w) } {
-        Ok(w) => w,
-        Err(e) => return e,
-    };
-    let raw = match wire::scan(bytes) {
-        Ok(r) => r,
-        Err(e) => return wire_error(&e),
-    };
+) -> Code {
+    // SAFETY: readable strings by this function's contract.
+    let w = try_!(unsafe { wire_of(w) });
+    let raw = try_!(wire::scan(bytes).map_err(|e| wire_error(&e)));
     if raw.status == 0 && raw.method == takes {
-        let req = match raw.request() {
-            Ok(r) => r,
-            Err(e) => return wire_error(&e),
-        };
+        let req = try_!(raw.request().map_err(|e| wire_error(&e)));
         let Some(resp) = handle(Incoming::Request(&req)) else {
-            return lc_result::Ok;
+            return Code::Ok;
         };
         let contact = (contact_on_2xx && resp.is_success()).then_some(w.contact);
         // SAFETY: by this function's contract.
         unsafe { answer_bytes(&resp, &raw, contact, buf, cap, len) }
     } else if raw.status != 0 && raw.method == answers {
-        match raw.response() {
-            Ok(r) => {
-                handle(Incoming::Response(&r));
-                // SAFETY: non-null and writable by this function's contract.
-                unsafe { len.write(0) };
-                lc_result::Ok
-            }
-            Err(e) => wire_error(&e),
-        }
+        let r = try_!(raw.response().map_err(|e| wire_error(&e)));
+        handle(Incoming::Response(&r));
+        len.write(0);
+        Code::Ok
     } else {
-        lc_result::SipOtherMessage
+        Code::SipOtherMessage
     }
 }
 
 /// # Safety
-/// As for [`deliver`].
+/// As for [`copy_out`].
 unsafe fn answer_bytes(
     resp: &loadctl::event::Response,
     request: &Raw<'_>,
     contact: Option<&str>,
     buf: *mut u8,
     cap: usize,
-    len: *mut usize,
-) -> lc_result {
+    len: Out<'_, usize>,
+) -> Code {
     let mut out = Vec::with_capacity(512);
     wire::write_response(resp, request, contact, &mut out);
     // SAFETY: by this function's contract.
-    unsafe { deliver(&out, buf, cap, len) }
+    unsafe { copy_out(&out, buf, cap, len) }
 }
 
 /// Renders the notifier's next NOTIFY as SIP bytes (see `lc_subscriber_transmit_wire`). Send
@@ -309,11 +260,7 @@ pub unsafe extern "C" fn lc_notifier_transmit_wire(
     len: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() || wire.is_null() || len.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let h = unsafe { &mut *n };
+        let (h, wire, len) = (try_mut!(n), try_ref!(wire), try_out!(len));
         let (pending, hop, notifier) = (&mut h.wire_out, &mut h.wire_next_hop, &mut h.notifier);
         // SAFETY: the remaining pointers are valid by contract.
         unsafe {
@@ -350,11 +297,8 @@ pub unsafe extern "C" fn lc_notifier_receive_wire(
     len: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() || msg.is_null() || wire.is_null() || len.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use and readable bytes by contract.
-        let (h, bytes) = unsafe { (&mut *n, std::slice::from_raw_parts(msg, msg_len)) };
+        let (h, bytes) = (try_mut!(n), try_slice!(msg, msg_len));
+        let (wire, len) = (try_ref!(wire), try_out!(len));
         // SAFETY: the remaining pointers are valid by contract.
         unsafe {
             receive(
@@ -378,15 +322,13 @@ pub unsafe extern "C" fn lc_notifier_receive_wire(
     })
 }
 
-/// # Safety
-/// `out` non-null and writable.
-unsafe fn write_hop(hop: &str, out: *mut lc_str) -> lc_result {
+/// Writes `hop` to `out`, or `Empty` when there is none yet.
+fn write_hop(hop: &str, out: Out<'_, lc_str>) -> Code {
     if hop.is_empty() {
-        return lc_result::Empty;
+        return Code::Empty;
     }
-    // SAFETY: by this function's contract.
-    unsafe { out.write(lc_str::from_bytes(hop.as_bytes())) };
-    lc_result::Ok
+    out.write(lc_str::from_bytes(hop.as_bytes()));
+    Code::Ok
 }
 
 /// Writes where the request last rendered by `lc_subscriber_transmit_wire` must be sent: the
@@ -403,13 +345,7 @@ pub unsafe extern "C" fn lc_subscriber_wire_next_hop(
     sub: *const lc_subscriber,
     out: *mut lc_str,
 ) -> lc_result {
-    boundary(|| {
-        if sub.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract; `out` writable.
-        unsafe { write_hop(&(*sub).wire_next_hop, out) }
-    })
+    boundary(|| write_hop(&try_ref!(sub).wire_next_hop, try_out!(out)))
 }
 
 /// Writes where the NOTIFY last rendered by `lc_notifier_transmit_wire` must be sent: its first
@@ -424,11 +360,5 @@ pub unsafe extern "C" fn lc_notifier_wire_next_hop(
     n: *const lc_notifier,
     out: *mut lc_str,
 ) -> lc_result {
-    boundary(|| {
-        if n.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract; `out` writable.
-        unsafe { write_hop(&(*n).wire_next_hop, out) }
-    })
+    boundary(|| write_hop(&try_ref!(n).wire_next_hop, try_out!(out)))
 }
