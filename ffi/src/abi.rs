@@ -7,6 +7,7 @@
 //! | `try_ref!(p)` | `&T` from `*const T` / `*mut T` | `LC_RESULT_NULL_PARAMETER` |
 //! | `try_mut!(p)` | `&mut T` from `*mut T` | `LC_RESULT_NULL_PARAMETER` |
 //! | `try_out!(p)` | an [`Out<T>`] to write once (may be uninitialised memory) | `LC_RESULT_NULL_PARAMETER` |
+//! | `try_buf!(buf, cap, written)` | an [`OutBuf`]: a caller's buffer and its length output | `LC_RESULT_NULL_PARAMETER` (`written` NULL) |
 //! | `try_slice!(p, len)` | `&[u8]` | `LC_RESULT_NULL_PARAMETER` |
 //! | `try_str!(s)` | `&str` from a required [`lc_str`] | `LC_RESULT_NULL_PARAMETER`, `LC_RESULT_INVALID_UTF8` |
 //! | `try_value!(v)` | the Rust value ([`FromC`]) an integer names | `LC_RESULT_INVALID_ARGUMENT` |
@@ -42,6 +43,44 @@ impl<T> Out<'_, T> {
     /// Writes the output.
     pub(crate) fn write(self, value: T) {
         self.0.write(value);
+    }
+}
+
+/// A caller's byte buffer (`buf`, `cap` bytes; NULL with `cap` 0 is allowed) and the output
+/// its length goes to (from `try_buf!`).
+pub(crate) struct OutBuf<'a> {
+    buf: *mut u8,
+    cap: usize,
+    written: Out<'a, usize>,
+}
+
+impl<'a> OutBuf<'a> {
+    /// # Safety
+    /// `buf` must be NULL or writable for `cap` bytes during `'a`, and not overlap memory the
+    /// library owns.
+    pub(crate) unsafe fn new(buf: *mut u8, cap: usize, written: Out<'a, usize>) -> Self {
+        OutBuf { buf, cap, written }
+    }
+
+    /// Copies `bytes` into the buffer and writes their length; when they do not fit, writes
+    /// the length needed and returns `BufferTooSmall` (the buffer untouched).
+    pub(crate) fn deliver(self, bytes: &[u8]) -> Code {
+        self.written.write(bytes.len());
+        if bytes.len() > self.cap || (self.buf.is_null() && !bytes.is_empty()) {
+            return Code::BufferTooSmall;
+        }
+        if !bytes.is_empty() {
+            // SAFETY: `buf` is writable for `cap` ≥ `bytes.len()` bytes (`new`'s contract) and
+            // does not overlap `bytes`, which the library owns.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.buf, bytes.len()) };
+        }
+        Code::Ok
+    }
+
+    /// Writes a length of 0 (nothing to deliver) and returns `Ok`.
+    pub(crate) fn nothing(self) -> Code {
+        self.written.write(0);
+        Code::Ok
     }
 }
 
@@ -175,6 +214,17 @@ macro_rules! try_out {
             Some(o) => o,
             None => return $crate::Code::NullParameter,
         }
+    }};
+}
+
+/// The caller's buffer `buf` (`cap` bytes) and its length output `written` as an [`OutBuf`];
+/// a NULL `written` returns `NullParameter` from the body.
+macro_rules! try_buf {
+    ($buf:expr, $cap:expr, $written:expr) => {{
+        let written = try_out!($written);
+        // SAFETY: used only in exported functions whose contract makes `buf` NULL or writable
+        // for `cap` bytes during the call (see the `abi` module).
+        unsafe { $crate::abi::OutBuf::new($buf, $cap, written) }
     }};
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use loadctl::engine::{Engine, EngineConfig, EngineStats, PublishError, Source};
 use loadctl::policy::{self, MergeError, Uri};
 
-use crate::{Code, boundary, copy_out, lc_result, lc_str};
+use crate::{Code, boundary, lc_result, lc_str};
 
 /// The engine: owns the published policy; shared by every worker. Thread-safe.
 pub struct lc_engine {
@@ -346,13 +346,12 @@ pub unsafe extern "C" fn lc_policy_check(
 ) -> lc_result {
     boundary(|| {
         let body = try_slice!(body, len);
-        let written = try_out!(written);
+        let out = try_buf!(buf, cap, written);
         let (message, result) = match policy::read(body, &policy::Limits::default()) {
             Ok(_) => (String::new(), Code::Ok),
             Err(e) => (e.to_string(), Code::InvalidPolicy),
         };
-        // SAFETY: buffer contract as documented.
-        match unsafe { copy_out(message.as_bytes(), buf, cap, written) } {
+        match out.deliver(message.as_bytes()) {
             Code::Ok => result,
             other => other,
         }
@@ -506,10 +505,8 @@ pub unsafe extern "C" fn lc_engine_prometheus(
 ) -> lc_result {
     boundary(|| {
         let engine = &try_ref!(engine).engine;
-        let written = try_out!(written);
-        let text = engine.stats().prometheus();
-        // SAFETY: buffer contract as documented.
-        unsafe { copy_out(text.as_bytes(), buf, cap, written) }
+        let out = try_buf!(buf, cap, written);
+        out.deliver(engine.stats().prometheus().as_bytes())
     })
 }
 
@@ -533,14 +530,12 @@ pub unsafe extern "C" fn lc_engine_source_policy(
 ) -> lc_result {
     boundary(|| {
         let engine = &try_ref!(engine).engine;
-        let written = try_out!(written);
+        let out = try_buf!(buf, cap, written);
         let name = try_str!(source);
         let Some(policy) = engine.source_policy(name) else {
             return Code::UnknownSource;
         };
-        let text = policy::write(&policy);
-        // SAFETY: buffer contract as documented.
-        unsafe { copy_out(text.as_bytes(), buf, cap, written) }
+        out.deliver(policy::write(&policy).as_bytes())
     })
 }
 

@@ -344,10 +344,8 @@ pub struct lc_subscriber {
     out_response: Option<Response>,
     event_text: String,
     event_notifier: String,
-    /// A request rendered by `lc_subscriber_transmit_wire` that did not fit the caller's buffer.
-    pub(crate) wire_out: Vec<u8>,
-    /// Where that request goes (its first Route, else its Request-URI).
-    pub(crate) wire_next_hop: String,
+    /// What `lc_subscriber_transmit_wire` rendered last.
+    pub(crate) wire: crate::wire::Rendered,
 }
 
 /// Subscriber settings (see `loadctl::event::subscriber::SubscriberConfig`).
@@ -502,8 +500,7 @@ pub unsafe extern "C" fn lc_subscriber_new(
             out_response: None,
             event_text: String::new(),
             event_notifier: String::new(),
-            wire_out: Vec::new(),
-            wire_next_hop: String::new(),
+            wire: crate::wire::Rendered::default(),
         };
         out.write(Box::into_raw(Box::new(handle)));
         Code::Ok
@@ -808,10 +805,8 @@ pub struct lc_notifier {
     out_route: String,
     out_response: Option<Response>,
     event_text: String,
-    /// A request rendered by `lc_notifier_transmit_wire` that did not fit the caller's buffer.
-    pub(crate) wire_out: Vec<u8>,
-    /// Where that request goes (its first Route, else its Request-URI).
-    pub(crate) wire_next_hop: String,
+    /// What `lc_notifier_transmit_wire` rendered last.
+    pub(crate) wire: crate::wire::Rendered,
 }
 
 /// Notifier settings (see `loadctl::event::notifier::NotifierConfig`); zero numbers mean the
@@ -909,8 +904,7 @@ pub unsafe extern "C" fn lc_notifier_new(
             out_route: String::new(),
             out_response: None,
             event_text: String::new(),
-            wire_out: Vec::new(),
-            wire_next_hop: String::new(),
+            wire: crate::wire::Rendered::default(),
         };
         out.write(Box::into_raw(Box::new(handle)));
         Code::Ok

@@ -42,7 +42,7 @@ pub mod worker;
 
 use std::ffi::c_char;
 
-use abi::{FromC, Out};
+use abi::{FromC, Out, OutBuf};
 
 /// A result code: one of the `LC_RESULT_*` values. Codes are never reused; bands: 0–99
 /// general, 100–199 policy, 200–299 runtime, 300–399 raw SIP, 400–499 scheduling (PRSM),
@@ -261,23 +261,6 @@ unsafe fn free_box<T>(handle: *mut T) -> Code {
 #[unsafe(no_mangle)]
 pub extern "C" fn lc_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
-}
-
-/// Copies `text` into a caller buffer: writes `*written` (the full length, also when the
-/// buffer is too small) and returns `BufferTooSmall` when `text` does not fit.
-///
-/// # Safety
-/// `buf` must point to `cap` writable bytes (or be NULL with `cap` 0).
-unsafe fn copy_out(text: &[u8], buf: *mut u8, cap: usize, written: Out<'_, usize>) -> Code {
-    written.write(text.len());
-    if text.len() > cap || (buf.is_null() && !text.is_empty()) {
-        return Code::BufferTooSmall;
-    }
-    if !text.is_empty() {
-        // SAFETY: `buf` has room for `cap` ≥ len bytes and cannot overlap our own string.
-        unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), buf, text.len()) };
-    }
-    Code::Ok
 }
 
 #[cfg(test)]

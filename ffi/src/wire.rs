@@ -12,10 +12,10 @@
 //! Request-URI, which inside a dialog is the remote target (RFC 3261 §8.1.2, §12.2.1.1) — the
 //! Contact the peer last sent, not necessarily the URI first subscribed to.
 
-use loadctl::event::wire::{self, Raw, Via, WireError};
+use loadctl::event::wire::{self, Via, WireError};
 
 use crate::event::{lc_notifier, lc_subscriber};
-use crate::{Code, Out, boundary, copy_out, lc_result, lc_str};
+use crate::{Code, Out, OutBuf, boundary, lc_result, lc_str};
 
 /// Where this end is, for the requests it sends and its 2xx answers to SUBSCRIBE.
 #[repr(C)]
@@ -58,22 +58,28 @@ fn wire_error(e: &WireError) -> Code {
     }
 }
 
-/// The shared part of the two `…_transmit_wire` functions.
+/// What a handle's `…_transmit_wire` rendered last.
+#[derive(Default)]
+pub(crate) struct Rendered {
+    /// A request that did not fit the caller's buffer yet (empty once delivered).
+    pending: Vec<u8>,
+    /// Where the last request goes (its first Route, else its Request-URI).
+    next_hop: String,
+}
+
+/// The shared part of the two `…_transmit_wire` functions: renders the handle's next request
+/// (`next`) unless one is still pending, and delivers it.
 ///
 /// # Safety
-/// As for the exported functions.
-#[allow(clippy::too_many_arguments)]
+/// Every string of `w` and `branch` readable or absent.
 unsafe fn transmit(
-    pending: &mut Vec<u8>,
-    next_hop: &mut String,
+    r: &mut Rendered,
     next: impl FnOnce() -> Option<loadctl::event::Request>,
     w: &lc_sip_wire,
     branch: lc_str,
-    buf: *mut u8,
-    cap: usize,
-    len: Out<'_, usize>,
+    out: OutBuf<'_>,
 ) -> Code {
-    if pending.is_empty() {
+    if r.pending.is_empty() {
         // SAFETY: readable strings by the caller's contract.
         let (wire, branch) = try_!(unsafe { wire_of(w).and_then(|w| Ok((w, branch.to_str()?))) });
         if !branch.starts_with("z9hG4bK") {
@@ -87,15 +93,14 @@ unsafe fn transmit(
             sent_by: wire.sent_by,
             branch,
         };
-        wire::write_request(&req, &via, wire.contact, pending);
-        *next_hop = req.next_hop().as_str().to_owned();
+        wire::write_request(&req, &via, wire.contact, &mut r.pending);
+        r.next_hop = req.next_hop().as_str().to_owned();
     }
-    // SAFETY: by the caller's contract.
-    let r = unsafe { copy_out(pending, buf, cap, len) };
-    if r == Code::Ok {
-        pending.clear();
+    let code = out.deliver(&r.pending);
+    if code == Code::Ok {
+        r.pending.clear();
     }
-    r
+    code
 }
 
 /// Renders the subscriber's next SUBSCRIBE as SIP bytes into `buf` and its length into
@@ -117,21 +122,10 @@ pub unsafe extern "C" fn lc_subscriber_transmit_wire(
     len: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        let (s, wire, len) = (try_mut!(sub), try_ref!(wire), try_out!(len));
-        let (pending, hop, sub) = (&mut s.wire_out, &mut s.wire_next_hop, &mut s.sub);
-        // SAFETY: the remaining pointers are valid by contract.
-        unsafe {
-            transmit(
-                pending,
-                hop,
-                || sub.poll_transmit(),
-                wire,
-                branch,
-                buf,
-                cap,
-                len,
-            )
-        }
+        let (s, wire, out) = (try_mut!(sub), try_ref!(wire), try_buf!(buf, cap, len));
+        let (rendered, handle) = (&mut s.wire, &mut s.sub);
+        // SAFETY: readable strings by contract.
+        unsafe { transmit(rendered, || handle.poll_transmit(), wire, branch, out) }
     })
 }
 
@@ -159,26 +153,16 @@ pub unsafe extern "C" fn lc_subscriber_receive_wire(
 ) -> lc_result {
     boundary(|| {
         let (s, bytes) = (try_mut!(sub), try_slice!(msg, msg_len));
-        let (wire, len) = (try_ref!(wire), try_out!(len));
-        // SAFETY: the remaining pointers are valid by contract.
+        let (wire, out) = (try_ref!(wire), try_buf!(buf, cap, len));
+        // SAFETY: readable strings by contract.
         unsafe {
-            receive(
-                bytes,
-                wire,
-                b"NOTIFY",
-                b"SUBSCRIBE",
-                false,
-                buf,
-                cap,
-                len,
-                |m| match m {
-                    Incoming::Request(req) => Some(s.sub.handle_notify(now_ns, req)),
-                    Incoming::Response(resp) => {
-                        s.sub.handle_response(now_ns, resp);
-                        None
-                    }
-                },
-            )
+            receive(bytes, wire, &SUBSCRIBER, out, |m| match m {
+                Incoming::Request(req) => Some(s.sub.handle_notify(now_ns, req)),
+                Incoming::Response(resp) => {
+                    s.sub.handle_response(now_ns, resp);
+                    None
+                }
+            })
         }
     })
 }
@@ -189,60 +173,62 @@ enum Incoming<'a> {
     Response(&'a loadctl::event::Response),
 }
 
-/// What both `…_receive_wire` functions do: scan `bytes`; a request of method `takes` goes to
-/// `handle`, whose answer is written to `buf` (with this end's Contact on a 2xx when
-/// `contact_on_2xx`); a response to a request of method `answers` goes to `handle` too
-/// (`*len` = 0); anything else is `LC_RESULT_SIP_OTHER_MESSAGE`.
+/// Which end of the package a handle is, for `receive`.
+struct Role {
+    /// The method of the requests it takes (and answers).
+    takes: &'static [u8],
+    /// The method of its own requests, whose responses it takes.
+    answers: &'static [u8],
+    /// Whether its 2xx answers carry this end's Contact (a notifier's 2xx to SUBSCRIBE).
+    contact_on_2xx: bool,
+}
+
+/// A subscriber takes NOTIFYs and responses to its SUBSCRIBEs.
+const SUBSCRIBER: Role = Role {
+    takes: b"NOTIFY",
+    answers: b"SUBSCRIBE",
+    contact_on_2xx: false,
+};
+
+/// A notifier takes SUBSCRIBEs (its 2xx with a Contact) and responses to its NOTIFYs.
+const NOTIFIER: Role = Role {
+    takes: b"SUBSCRIBE",
+    answers: b"NOTIFY",
+    contact_on_2xx: true,
+};
+
+/// What both `…_receive_wire` functions do: scan `bytes`; a request the `role` takes goes to
+/// `handle`, whose answer is delivered to `out`; a response to one of the role's own requests
+/// goes to `handle` too (length 0); anything else is `LC_RESULT_SIP_OTHER_MESSAGE`.
 ///
 /// # Safety
-/// Every string of `w` readable; `buf` writable for `cap` bytes.
-#[allow(clippy::too_many_arguments)]
+/// Every string of `w` readable.
 unsafe fn receive(
     bytes: &[u8],
     w: &lc_sip_wire,
-    takes: &[u8],
-    answers: &[u8],
-    contact_on_2xx: bool,
-    buf: *mut u8,
-    cap: usize,
-    len: Out<'_, usize>,
+    role: &Role,
+    out: OutBuf<'_>,
     handle: impl FnOnce(Incoming<'_>) -> Option<loadctl::event::Response>,
 ) -> Code {
     // SAFETY: readable strings by this function's contract.
     let w = try_!(unsafe { wire_of(w) });
     let raw = try_!(wire::scan(bytes).map_err(|e| wire_error(&e)));
-    if raw.status == 0 && raw.method == takes {
+    if raw.status == 0 && raw.method == role.takes {
         let req = try_!(raw.request().map_err(|e| wire_error(&e)));
         let Some(resp) = handle(Incoming::Request(&req)) else {
             return Code::Ok;
         };
-        let contact = (contact_on_2xx && resp.is_success()).then_some(w.contact);
-        // SAFETY: by this function's contract.
-        unsafe { answer_bytes(&resp, &raw, contact, buf, cap, len) }
-    } else if raw.status != 0 && raw.method == answers {
+        let contact = (role.contact_on_2xx && resp.is_success()).then_some(w.contact);
+        let mut answer = Vec::with_capacity(512);
+        wire::write_response(&resp, &raw, contact, &mut answer);
+        out.deliver(&answer)
+    } else if raw.status != 0 && raw.method == role.answers {
         let r = try_!(raw.response().map_err(|e| wire_error(&e)));
         handle(Incoming::Response(&r));
-        len.write(0);
-        Code::Ok
+        out.nothing()
     } else {
         Code::SipOtherMessage
     }
-}
-
-/// # Safety
-/// As for [`copy_out`].
-unsafe fn answer_bytes(
-    resp: &loadctl::event::Response,
-    request: &Raw<'_>,
-    contact: Option<&str>,
-    buf: *mut u8,
-    cap: usize,
-    len: Out<'_, usize>,
-) -> Code {
-    let mut out = Vec::with_capacity(512);
-    wire::write_response(resp, request, contact, &mut out);
-    // SAFETY: by this function's contract.
-    unsafe { copy_out(&out, buf, cap, len) }
 }
 
 /// Renders the notifier's next NOTIFY as SIP bytes (see `lc_subscriber_transmit_wire`). Send
@@ -260,21 +246,10 @@ pub unsafe extern "C" fn lc_notifier_transmit_wire(
     len: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        let (h, wire, len) = (try_mut!(n), try_ref!(wire), try_out!(len));
-        let (pending, hop, notifier) = (&mut h.wire_out, &mut h.wire_next_hop, &mut h.notifier);
-        // SAFETY: the remaining pointers are valid by contract.
-        unsafe {
-            transmit(
-                pending,
-                hop,
-                || notifier.poll_transmit(),
-                wire,
-                branch,
-                buf,
-                cap,
-                len,
-            )
-        }
+        let (h, wire, out) = (try_mut!(n), try_ref!(wire), try_buf!(buf, cap, len));
+        let (rendered, handle) = (&mut h.wire, &mut h.notifier);
+        // SAFETY: readable strings by contract.
+        unsafe { transmit(rendered, || handle.poll_transmit(), wire, branch, out) }
     })
 }
 
@@ -298,26 +273,16 @@ pub unsafe extern "C" fn lc_notifier_receive_wire(
 ) -> lc_result {
     boundary(|| {
         let (h, bytes) = (try_mut!(n), try_slice!(msg, msg_len));
-        let (wire, len) = (try_ref!(wire), try_out!(len));
-        // SAFETY: the remaining pointers are valid by contract.
+        let (wire, out) = (try_ref!(wire), try_buf!(buf, cap, len));
+        // SAFETY: readable strings by contract.
         unsafe {
-            receive(
-                bytes,
-                wire,
-                b"SUBSCRIBE",
-                b"NOTIFY",
-                true,
-                buf,
-                cap,
-                len,
-                |m| match m {
-                    Incoming::Request(req) => Some(h.notifier.handle_subscribe(now_ns, req)),
-                    Incoming::Response(resp) => {
-                        h.notifier.handle_response(now_ns, resp);
-                        None
-                    }
-                },
-            )
+            receive(bytes, wire, &NOTIFIER, out, |m| match m {
+                Incoming::Request(req) => Some(h.notifier.handle_subscribe(now_ns, req)),
+                Incoming::Response(resp) => {
+                    h.notifier.handle_response(now_ns, resp);
+                    None
+                }
+            })
         }
     })
 }
@@ -345,7 +310,7 @@ pub unsafe extern "C" fn lc_subscriber_wire_next_hop(
     sub: *const lc_subscriber,
     out: *mut lc_str,
 ) -> lc_result {
-    boundary(|| write_hop(&try_ref!(sub).wire_next_hop, try_out!(out)))
+    boundary(|| write_hop(&try_ref!(sub).wire.next_hop, try_out!(out)))
 }
 
 /// Writes where the NOTIFY last rendered by `lc_notifier_transmit_wire` must be sent: its first
@@ -360,5 +325,5 @@ pub unsafe extern "C" fn lc_notifier_wire_next_hop(
     n: *const lc_notifier,
     out: *mut lc_str,
 ) -> lc_result {
-    boundary(|| write_hop(&try_ref!(n).wire_next_hop, try_out!(out)))
+    boundary(|| write_hop(&try_ref!(n).wire.next_hop, try_out!(out)))
 }
