@@ -44,6 +44,12 @@ impl<T> Out<'_, T> {
     pub(crate) fn write(self, value: T) {
         self.0.write(value);
     }
+
+    /// The place, for writing a struct field by field (`addr_of_mut!`-style raw writes only:
+    /// the memory may be uninitialised, so no reference to a `T` may be made from it).
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut T {
+        self.0.as_mut_ptr()
+    }
 }
 
 /// A caller's byte buffer (`buf`, `cap` bytes; NULL with `cap` 0 is allowed) and the output

@@ -265,6 +265,31 @@ pub extern "C" fn lc_version() -> *const c_char {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn result_codes_round_trip_and_nothing_else_is_one() {
+        let mut declared = 0;
+        for v in (0..=1000).chain([99_999, 0x8000_0000, u32::MAX]) {
+            match Code::from_c(v) {
+                Some(code) => {
+                    declared += 1;
+                    assert_eq!(code.to_c(), v);
+                    assert_ne!(code.text(), UNKNOWN_RESULT_TEXT);
+                }
+                // SAFETY: lc_result_text returns a static NUL-terminated string.
+                None => assert_eq!(
+                    unsafe { std::ffi::CStr::from_ptr(lc_result_text(v)) }.to_bytes_with_nul(),
+                    UNKNOWN_RESULT_TEXT
+                ),
+            }
+        }
+        assert_eq!(
+            declared, 28,
+            "a code was added: add it to ffi/tests/test_abi_values.c"
+        );
+    }
+
     #[test]
     fn header_version_macro_matches_the_crate() {
         let header = include_str!("../../include/loadctl.h");

@@ -12,7 +12,7 @@ use loadctl::sip::{self, SipError};
 
 use crate::abi::FromC;
 use crate::engine::lc_engine;
-use crate::{Code, boundary, lc_result, lc_str};
+use crate::{Code, Out, boundary, lc_result, lc_str};
 
 /// A worker's classifier (a shard of the engine). Use it from one thread at a time.
 pub struct lc_worker {
@@ -263,43 +263,71 @@ fn text(b: &[u8]) -> Option<&str> {
     }
 }
 
-fn write_decision(d: &Decision<'_>, out: &mut lc_decision) {
-    out.verdict = match d.verdict {
-        Verdict::Accept => LC_VERDICT_ACCEPT,
-        Verdict::Reject => LC_VERDICT_REJECT,
-        Verdict::Redirect => LC_VERDICT_REDIRECT,
-        Verdict::Drop => LC_VERDICT_DROP,
-    };
-    out.status = d.status().unwrap_or(0);
-    out.exempt = d.exempt.is_some();
-    out.exempt_reason = exempt_reason_code(d.exempt);
-    out.matched = d.rule.is_some();
-    out.rule_id = d.rule.map_or(lc_str::NONE, |r| {
-        lc_str::from_bytes(r.id().as_str().as_bytes())
-    });
-    out.source = lc_str::NONE;
-    // Only the first `target_count` entries are written (and valid): clearing all sixteen on
-    // every call would cost more than the rest of the decision.
-    let targets = d.targets();
-    out.target_count = targets.len().min(LC_MAX_TARGETS);
-    for (slot, t) in out.targets.iter_mut().zip(targets) {
-        *slot = lc_str::from_bytes(t.as_str().as_bytes());
+/// Writes the decision `d` into the caller's `out` (`source` absent), field by field: the
+/// caller's memory may be uninitialised, and only the first `target_count` targets are written
+/// (clearing all sixteen on every call would cost more than the rest of the decision).
+fn write_decision(d: &Decision<'_>, out: &mut Out<'_, lc_decision>) {
+    let p = out.as_mut_ptr();
+    macro_rules! set {
+        ($field:ident, $value:expr) => {{
+            let value = $value;
+            // SAFETY: `p` is writable for one lc_decision (Out's contract); a field's place is
+            // written without reading or dropping what was there.
+            unsafe { (&raw mut (*p).$field).write(value) }
+        }};
     }
-    out.has_ticket = d.ticket.is_some();
-    out.ticket = d.ticket.as_ref().map_or(lc_ticket::default(), |t| {
-        let (key, hint) = t.to_parts();
-        lc_ticket { key, hint }
-    });
+    set!(
+        verdict,
+        match d.verdict {
+            Verdict::Accept => LC_VERDICT_ACCEPT,
+            Verdict::Reject => LC_VERDICT_REJECT,
+            Verdict::Redirect => LC_VERDICT_REDIRECT,
+            Verdict::Drop => LC_VERDICT_DROP,
+        }
+    );
+    set!(status, d.status().unwrap_or(0));
+    set!(exempt, d.exempt.is_some());
+    set!(exempt_reason, exempt_reason_code(d.exempt));
+    set!(matched, d.rule.is_some());
+    set!(
+        rule_id,
+        d.rule.map_or(lc_str::NONE, |r| {
+            lc_str::from_bytes(r.id().as_str().as_bytes())
+        })
+    );
+    set!(source, lc_str::NONE);
+    let targets = d.targets();
+    set!(target_count, targets.len().min(LC_MAX_TARGETS));
+    // SAFETY: as for `set!`; the array's first element, LC_MAX_TARGETS slots long.
+    let slots = unsafe { (&raw mut (*p).targets).cast::<lc_str>() };
+    for (i, t) in targets.iter().take(LC_MAX_TARGETS).enumerate() {
+        // SAFETY: `i` < LC_MAX_TARGETS, inside the array.
+        unsafe {
+            slots
+                .add(i)
+                .write(lc_str::from_bytes(t.as_str().as_bytes()))
+        };
+    }
+    set!(has_ticket, d.ticket.is_some());
+    set!(
+        ticket,
+        d.ticket.as_ref().map_or(lc_ticket::default(), |t| {
+            let (key, hint) = t.to_parts();
+            lc_ticket { key, hint }
+        })
+    );
 }
 
 /// Classifies and fills `out`. The strings point into the snapshot the worker holds after the
 /// call (the decision came from it), which stays until the worker's next call.
-fn decide(worker: &mut lc_worker, req: &Request<'_>, out: &mut lc_decision) {
+fn decide(worker: &mut lc_worker, req: &Request<'_>, mut out: Out<'_, lc_decision>) {
     let d = worker.shard.classify(req);
-    write_decision(&d, out);
+    write_decision(&d, &mut out);
     let source = d.rule.map(|r| r.source() as usize);
     if let Some(name) = source.and_then(|i| worker.shard.snapshot().sources().get(i)) {
-        out.source = lc_str::from_bytes(name.as_bytes());
+        let p = out.as_mut_ptr();
+        // SAFETY: `p` is writable for one lc_decision (Out's contract).
+        unsafe { (&raw mut (*p).source).write(lc_str::from_bytes(name.as_bytes())) };
     }
 }
 
@@ -318,7 +346,7 @@ pub unsafe extern "C" fn lc_classify(
     boundary(|| {
         let worker = try_mut!(worker);
         let r = try_ref!(req);
-        let out = try_mut!(out);
+        let out = try_out!(out);
         let transport = try_value!(r.transport);
         // SAFETY: the strings are readable for the duration of the call by contract.
         let (method, from, to, ruri, pai, target, event, rp) = unsafe {
@@ -383,7 +411,7 @@ fn classify_raw(
     transport: Transport,
     time: Option<Time>,
     target: Option<&str>,
-    out: &mut lc_decision,
+    out: Out<'_, lc_decision>,
 ) -> Code {
     let scanned = try_!(sip::scan(msg).map_err(sip_error));
     let request = Request::from_sip(&scanned, transport, time).with_target(target);
@@ -411,7 +439,7 @@ pub unsafe extern "C" fn lc_classify_sip(
     boundary(|| {
         let worker = try_mut!(worker);
         let bytes = try_slice!(msg, len);
-        let out = try_mut!(out);
+        let out = try_out!(out);
         let transport = try_value!(transport);
         classify_raw(worker, bytes, transport, None, None, out)
     })
@@ -438,7 +466,7 @@ pub unsafe extern "C" fn lc_classify_sip_opts(
         let worker = try_mut!(worker);
         let bytes = try_slice!(msg, len);
         let o = *try_ref!(options);
-        let out = try_mut!(out);
+        let out = try_out!(out);
         let flags = try_flags!(o.flags, SIP_FLAGS_KNOWN);
         let transport = try_value!(o.transport);
         // SAFETY: `target` is NULL or readable for the call by contract.
