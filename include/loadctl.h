@@ -30,165 +30,6 @@
 // Most redirect targets a decision reports.
 #define LC_MAX_TARGETS 16
 
-// Result codes. Codes are never reused; bands: 0–99 general, 100–199 policy, 200–299 runtime,
-// 300–399 raw SIP, 400–499 scheduling (PRSM), 500–599 shared memory (cell tables).
-enum lc_result
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-  // Success.
-  LC_RESULT_OK = 0,
-  // A required pointer was NULL.
-  LC_RESULT_NULL_PARAMETER = 1,
-  // A bug: Rust code panicked (nothing unwound into C).
-  LC_RESULT_PANIC = 2,
-  // A string that must be UTF-8 is not.
-  LC_RESULT_INVALID_UTF8 = 3,
-  // The caller's buffer is too small (the needed size is reported where documented).
-  LC_RESULT_BUFFER_TOO_SMALL = 4,
-  // An argument is out of range.
-  LC_RESULT_INVALID_ARGUMENT = 5,
-  // Nothing to return (no message to send, no event, no timer).
-  LC_RESULT_EMPTY = 6,
-  // The policy document does not validate (`lc_policy_check` says why).
-  LC_RESULT_INVALID_POLICY = 100,
-  // `lc_engine_publish` was given a partial document.
-  LC_RESULT_NOT_FULL = 101,
-  // A partial document does not carry the current version + 1: re-SUBSCRIBE.
-  LC_RESULT_VERSION_GAP = 102,
-  // A partial document for a source without a policy.
-  LC_RESULT_NO_BASE = 103,
-  // A partial document deletes a rule the source does not have.
-  LC_RESULT_UNKNOWN_RULE = 104,
-  // All sources together would exceed the rule limit.
-  LC_RESULT_TOO_MANY_RULES = 105,
-  // No policy from that source.
-  LC_RESULT_UNKNOWN_SOURCE = 106,
-  // The worker thread could not be pinned to the core asked for.
-  LC_RESULT_PIN_FAILED = 200,
-  // The SIP message ends inside its header section.
-  LC_RESULT_SIP_TRUNCATED = 300,
-  // The SIP request line is malformed.
-  LC_RESULT_SIP_BAD_REQUEST_LINE = 301,
-  // A SIP response where a request was expected.
-  LC_RESULT_SIP_NOT_A_REQUEST = 302,
-  // A malformed SIP header line.
-  LC_RESULT_SIP_BAD_HEADER = 303,
-  // From, To, Call-ID or CSeq is missing.
-  LC_RESULT_SIP_MISSING_HEADER = 304,
-  // A malformed CSeq header.
-  LC_RESULT_SIP_BAD_CSEQ = 305,
-  // The SIP request has no Via header (its transaction cannot be identified).
-  LC_RESULT_SIP_MISSING_VIA = 306,
-  // The top Via header is not `SIP/2.0/transport sent-by;params`.
-  LC_RESULT_SIP_BAD_VIA = 307,
-  // A SIP message this handle does not take: another method than SUBSCRIBE / NOTIFY, or a
-  // message meant for the other end of the package.
-  LC_RESULT_SIP_OTHER_MESSAGE = 308,
-  // The scheduler queue for that class is full: the item was not queued (tail drop).
-  LC_RESULT_QUEUE_FULL = 400,
-  // The region is not a usable cell table: NULL, not 64-byte aligned, smaller than two
-  // slots, or (when attaching) not formatted by `lc_cell_table_format` with this size.
-  LC_RESULT_CELL_TABLE_INVALID = 500,
-  // The shared cell table has no free cell for a new rule: the policy was not published.
-  LC_RESULT_CELL_TABLE_FULL = 501,
-  // The shared cell table's lock stayed held for 2 s (a process died holding it?).
-  LC_RESULT_CELL_TABLE_BUSY = 502,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum lc_result lc_result;
-#else
-typedef uint32_t lc_result;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-// SUBSCRIBE or NOTIFY.
-typedef enum lc_method {
-  // SUBSCRIBE.
-  LC_METHOD_SUBSCRIBE = 0,
-  // NOTIFY.
-  LC_METHOD_NOTIFY = 1,
-} lc_method;
-
-// What a subscriber reports.
-typedef enum lc_subscriber_event_kind {
-  // Subscribed (`number`: granted seconds).
-  LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED = 0,
-  // The notifier reported pending.
-  LC_SUBSCRIBER_EVENT_KIND_PENDING = 1,
-  // A document was applied (`number`: version, `generation`).
-  LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED = 2,
-  // This notifier's rules were removed (`terminated`).
-  LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN = 3,
-  // A document was ignored (`number`: version; `text`: why).
-  LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED = 4,
-  // An invalid document, refused; the policy stays (`number`: the version it claims, or
-  // `LC_VERSION_UNKNOWN`; `notifier`; `text`: the reader's error).
-  LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT = 5,
-  // The engine refused the document; the policy stays (`number`: version; `notifier`;
-  // `text`).
-  LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED = 6,
-  // A body of another type was discarded (`text`: its type).
-  LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY = 7,
-  // Rules redirect outside the agreed list (`text`: their ids).
-  LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST = 8,
-  // A NOTIFY was refused (`number`: status; `text`: why).
-  LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED = 9,
-  // Will retry (`at_ns`; `text`: what failed).
-  LC_SUBSCRIBER_EVENT_KIND_RETRYING = 10,
-  // The subscription lapsed; its rules stay.
-  LC_SUBSCRIBER_EVENT_KIND_LAPSED = 11,
-  // Stopped for good (`text`: why).
-  LC_SUBSCRIBER_EVENT_KIND_STOPPED = 12,
-  // The document about to be applied came with reader warnings; it applies (`number`:
-  // version; `notifier`; `text`: the warnings, one per line). A POLICY_APPLIED follows.
-  LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS = 13,
-  // A NOTIFY without a body: nothing to update, the policy stays (RFC 7200 §4.8).
-  LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE = 14,
-} lc_subscriber_event_kind;
-
-// What a notifier reports.
-typedef enum lc_notifier_event_kind {
-  // A new subscription (`text`: subscriber; `number`: seconds).
-  LC_NOTIFIER_EVENT_KIND_SUBSCRIBED = 0,
-  // A refresh (`text`: subscriber).
-  LC_NOTIFIER_EVENT_KIND_REFRESHED = 1,
-  // A SUBSCRIBE was refused (`number`: status; `text`: why).
-  LC_NOTIFIER_EVENT_KIND_REFUSED = 2,
-  // A subscription ended (`text`: subscriber and reason).
-  LC_NOTIFIER_EVENT_KIND_ENDED = 3,
-} lc_notifier_event_kind;
-
-// The transport a request arrived on. Only UDP is unreliable (`drop` becomes 503 there).
-typedef enum lc_transport {
-  // UDP.
-  LC_TRANSPORT_UDP = 0,
-  // TCP.
-  LC_TRANSPORT_TCP = 1,
-  // TLS.
-  LC_TRANSPORT_TLS = 2,
-  // SCTP.
-  LC_TRANSPORT_SCTP = 3,
-  // WebSocket.
-  LC_TRANSPORT_WS = 4,
-  // Secure WebSocket.
-  LC_TRANSPORT_WSS = 5,
-} lc_transport;
-
-// What to do with a request.
-typedef enum lc_verdict {
-  // Let it through.
-  LC_VERDICT_ACCEPT = 0,
-  // Answer 503.
-  LC_VERDICT_REJECT = 1,
-  // Answer 302 with `targets` as Contacts.
-  LC_VERDICT_REDIRECT = 2,
-  // Discard without answer.
-  LC_VERDICT_DROP = 3,
-} lc_verdict;
-
 // The retransmission detector. Thread-safe: any thread may observe and forget concurrently.
 typedef struct lc_detector lc_detector;
 
@@ -206,6 +47,11 @@ typedef struct lc_subscriber lc_subscriber;
 
 // A worker's classifier (a shard of the engine). Use it from one thread at a time.
 typedef struct lc_worker lc_worker;
+
+// A result code: one of the `LC_RESULT_*` values. Codes are never reused; bands: 0–99
+// general, 100–199 policy, 200–299 runtime, 300–399 raw SIP, 400–499 scheduling (PRSM),
+// 500–599 shared memory (cell tables). `lc_result_text` describes any value, declared or not.
+typedef uint32_t lc_result;
 
 // A byte string borrowed from its owner: `ptr` NULL (and `len` 0) means absent.
 typedef struct lc_str {
@@ -326,13 +172,17 @@ typedef struct lc_subscriber_config {
   bool scope_to_notifier;
 } lc_subscriber_config;
 
+// SUBSCRIBE or NOTIFY: an `LC_METHOD_*` value (anything else passed in is
+// `LC_RESULT_INVALID_ARGUMENT`).
+typedef uint32_t lc_method;
+
 // A SUBSCRIBE or NOTIFY request (`status` 0) or a response to one (`status` ≥ 100).
 // Absent strings have a NULL `ptr`; absent numbers are -1.
 typedef struct lc_sip_message {
   // 0 for a request, else the response status.
   uint16_t status;
-  // The request's method (for a response: the method it answers).
-  enum lc_method method;
+  // The request's method (for a response: the method it answers): an `LC_METHOD_*` value.
+  lc_method method;
   // Request-URI (requests).
   struct lc_str request_uri;
   // Call-ID.
@@ -377,10 +227,14 @@ typedef struct lc_sip_message {
   struct lc_str route;
 } lc_sip_message;
 
+// What a subscriber reports: an `LC_SUBSCRIBER_EVENT_KIND_*` value (`lc_subscriber_event.kind`;
+// later versions may add kinds: switch with a `default`).
+typedef uint32_t lc_subscriber_event_kind;
+
 // One subscriber event; `text` is valid until the next call on the handle.
 typedef struct lc_subscriber_event {
   // What happened.
-  enum lc_subscriber_event_kind kind;
+  lc_subscriber_event_kind kind;
   // Version, seconds or status, by kind.
   uint64_t number;
   // Engine generation (`POLICY_APPLIED`).
@@ -436,10 +290,14 @@ typedef struct lc_notifier_config {
   uint32_t pacing_ms;
 } lc_notifier_config;
 
+// What a notifier reports: an `LC_NOTIFIER_EVENT_KIND_*` value (`lc_notifier_event.kind`;
+// later versions may add kinds: switch with a `default`).
+typedef uint32_t lc_notifier_event_kind;
+
 // One notifier event; `text` is valid until the next call on the handle.
 typedef struct lc_notifier_event {
   // What happened.
-  enum lc_notifier_event_kind kind;
+  lc_notifier_event_kind kind;
   // Seconds or status, by kind.
   uint64_t number;
   // Details.
@@ -548,6 +406,10 @@ typedef struct lc_sip_wire {
   struct lc_str contact;
 } lc_sip_wire;
 
+// The transport a request arrived on: an `LC_TRANSPORT_*` value (anything else passed in is
+// `LC_RESULT_INVALID_ARGUMENT`). Only UDP is unreliable (`drop` becomes 503 there).
+typedef uint32_t lc_transport;
+
 // A request as the SIP stack holds it: header values (display names, tags and all) as
 // pointer + length; absent fields have a NULL `ptr`.
 typedef struct lc_request {
@@ -565,8 +427,8 @@ typedef struct lc_request {
   struct lc_str target;
   // Event header value.
   struct lc_str event;
-  // Transport.
-  enum lc_transport transport;
+  // Transport: an `LC_TRANSPORT_*` value (anything else: `LC_RESULT_INVALID_ARGUMENT`).
+  lc_transport transport;
   // True outside a dialog (To without tag). Only initial requests are filtered.
   bool initial;
   // True when `monotonic_ns` / `unix_ns` are set; false reads the engine's clock.
@@ -581,6 +443,9 @@ typedef struct lc_request {
   struct lc_str resource_priority;
 } lc_request;
 
+// What to do with a request: an `LC_VERDICT_*` value (`lc_decision.verdict`).
+typedef uint32_t lc_verdict;
+
 // Why a request was let through without trying any rule (`lc_decision.exempt_reason`).
 typedef uint32_t lc_exempt_reason;
 
@@ -594,8 +459,8 @@ typedef struct lc_ticket {
 
 // The decision for one request (see the module documentation for how long the strings live).
 typedef struct lc_decision {
-  // What to do.
-  enum lc_verdict verdict;
+  // What to do: an `LC_VERDICT_*` value.
+  lc_verdict verdict;
   // The SIP status to answer with: 503, 302, or 0 for none.
   uint16_t status;
   // Let through without trying any rule (`exempt_reason` says why).
@@ -622,7 +487,7 @@ typedef struct lc_decision {
 typedef struct lc_sip_options {
   // The transport the request arrived on: an `LC_TRANSPORT_*` value. Anything else:
   // `LC_RESULT_INVALID_ARGUMENT`.
-  uint32_t transport;
+  lc_transport transport;
   // A bitwise OR of `LC_SIP_*` flags. An undeclared bit: `LC_RESULT_INVALID_ARGUMENT`.
   uint32_t flags;
   // Monotonic nanoseconds; read only with `LC_SIP_HAS_TIME`.
@@ -642,9 +507,161 @@ typedef uint32_t lc_exempt_flags;
 // Bits of `lc_sip_options.flags`.
 typedef uint32_t lc_sip_flags;
 
+// Success.
+#define LC_RESULT_OK 0
+
+// A required pointer was NULL.
+#define LC_RESULT_NULL_PARAMETER 1
+
+// A bug: Rust code panicked (nothing unwound into C).
+#define LC_RESULT_PANIC 2
+
+// A string that must be UTF-8 is not.
+#define LC_RESULT_INVALID_UTF8 3
+
+// The caller's buffer is too small (the needed size is reported where documented).
+#define LC_RESULT_BUFFER_TOO_SMALL 4
+
+// An argument is out of range.
+#define LC_RESULT_INVALID_ARGUMENT 5
+
+// Nothing to return (no message to send, no event, no timer).
+#define LC_RESULT_EMPTY 6
+
+// The policy document does not validate (`lc_policy_check` says why).
+#define LC_RESULT_INVALID_POLICY 100
+
+// `lc_engine_publish` was given a partial document.
+#define LC_RESULT_NOT_FULL 101
+
+// A partial document does not carry the current version + 1: re-SUBSCRIBE.
+#define LC_RESULT_VERSION_GAP 102
+
+// A partial document for a source without a policy.
+#define LC_RESULT_NO_BASE 103
+
+// A partial document deletes a rule the source does not have.
+#define LC_RESULT_UNKNOWN_RULE 104
+
+// All sources together would exceed the rule limit.
+#define LC_RESULT_TOO_MANY_RULES 105
+
+// No policy from that source.
+#define LC_RESULT_UNKNOWN_SOURCE 106
+
+// The worker thread could not be pinned to the core asked for.
+#define LC_RESULT_PIN_FAILED 200
+
+// The SIP message ends inside its header section.
+#define LC_RESULT_SIP_TRUNCATED 300
+
+// The SIP request line is malformed.
+#define LC_RESULT_SIP_BAD_REQUEST_LINE 301
+
+// A SIP response where a request was expected.
+#define LC_RESULT_SIP_NOT_A_REQUEST 302
+
+// A malformed SIP header line.
+#define LC_RESULT_SIP_BAD_HEADER 303
+
+// From, To, Call-ID or CSeq is missing.
+#define LC_RESULT_SIP_MISSING_HEADER 304
+
+// A malformed CSeq header.
+#define LC_RESULT_SIP_BAD_CSEQ 305
+
+// The SIP request has no Via header (its transaction cannot be identified).
+#define LC_RESULT_SIP_MISSING_VIA 306
+
+// The top Via header is not `SIP/2.0/transport sent-by;params`.
+#define LC_RESULT_SIP_BAD_VIA 307
+
+// A SIP message this handle does not take: another method than SUBSCRIBE / NOTIFY, or a
+// message meant for the other end of the package.
+#define LC_RESULT_SIP_OTHER_MESSAGE 308
+
+// The scheduler queue for that class is full: the item was not queued (tail drop).
+#define LC_RESULT_QUEUE_FULL 400
+
+// The region is not a usable cell table: NULL, not 64-byte aligned, smaller than two
+// slots, or (when attaching) not formatted by `lc_cell_table_format` with this size.
+#define LC_RESULT_CELL_TABLE_INVALID 500
+
+// The shared cell table has no free cell for a new rule: the policy was not published.
+#define LC_RESULT_CELL_TABLE_FULL 501
+
+// The shared cell table's lock stayed held for 2 s (a process died holding it?).
+#define LC_RESULT_CELL_TABLE_BUSY 502
+
 // Let emergency requests through: Request-URI (or To, when the Request-URI is not a URN)
 // `urn:service:sos` or `urn:service:sos.*` (RFC 5031).
 #define LC_EXEMPT_EMERGENCY 1
+
+// SUBSCRIBE.
+#define LC_METHOD_SUBSCRIBE 0
+
+// NOTIFY.
+#define LC_METHOD_NOTIFY 1
+
+// Subscribed (`number`: granted seconds).
+#define LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED 0
+
+// The notifier reported pending.
+#define LC_SUBSCRIBER_EVENT_KIND_PENDING 1
+
+// A document was applied (`number`: version, `generation`).
+#define LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED 2
+
+// This notifier's rules were removed (`terminated`).
+#define LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN 3
+
+// A document was ignored (`number`: version; `text`: why).
+#define LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED 4
+
+// An invalid document, refused; the policy stays (`number`: the version it claims, or
+// `LC_VERSION_UNKNOWN`; `notifier`; `text`: the reader's error).
+#define LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT 5
+
+// The engine refused the document; the policy stays (`number`: version; `notifier`;
+// `text`).
+#define LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED 6
+
+// A body of another type was discarded (`text`: its type).
+#define LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY 7
+
+// Rules redirect outside the agreed list (`text`: their ids).
+#define LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST 8
+
+// A NOTIFY was refused (`number`: status; `text`: why).
+#define LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED 9
+
+// Will retry (`at_ns`; `text`: what failed).
+#define LC_SUBSCRIBER_EVENT_KIND_RETRYING 10
+
+// The subscription lapsed; its rules stay.
+#define LC_SUBSCRIBER_EVENT_KIND_LAPSED 11
+
+// Stopped for good (`text`: why).
+#define LC_SUBSCRIBER_EVENT_KIND_STOPPED 12
+
+// The document about to be applied came with reader warnings; it applies (`number`:
+// version; `notifier`; `text`: the warnings, one per line). A POLICY_APPLIED follows.
+#define LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS 13
+
+// A NOTIFY without a body: nothing to update, the policy stays (RFC 7200 §4.8).
+#define LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE 14
+
+// A new subscription (`text`: subscriber; `number`: seconds).
+#define LC_NOTIFIER_EVENT_KIND_SUBSCRIBED 0
+
+// A refresh (`text`: subscriber).
+#define LC_NOTIFIER_EVENT_KIND_REFRESHED 1
+
+// A SUBSCRIBE was refused (`number`: status; `text`: why).
+#define LC_NOTIFIER_EVENT_KIND_REFUSED 2
+
+// A subscription ended (`text`: subscriber and reason).
+#define LC_NOTIFIER_EVENT_KIND_ENDED 3
 
 // The first copy of a transaction: served from the primary queue.
 #define LC_CLASS_ORIGINAL 0
@@ -659,6 +676,24 @@ typedef uint32_t lc_sip_flags;
 // A conventional server: one FIFO queue of `primary_capacity` for everything
 // (`secondary_capacity` is ignored); the counters still tell the classes apart.
 #define LC_DISCIPLINE_FIFO 1
+
+// UDP.
+#define LC_TRANSPORT_UDP 0
+
+// TCP.
+#define LC_TRANSPORT_TCP 1
+
+// TLS.
+#define LC_TRANSPORT_TLS 2
+
+// SCTP.
+#define LC_TRANSPORT_SCTP 3
+
+// WebSocket.
+#define LC_TRANSPORT_WS 4
+
+// Secure WebSocket.
+#define LC_TRANSPORT_WSS 5
 
 // `monotonic_ns` and `unix_ns` hold the request's time; without it the engine's clock is read.
 #define LC_SIP_HAS_TIME 1
@@ -675,11 +710,25 @@ typedef uint32_t lc_sip_flags;
 // A `Resource-Priority` namespace in `lc_engine_config.priority_namespaces` (RFC 4412).
 #define LC_EXEMPT_REASON_RESOURCE_PRIORITY 3
 
+// Let it through.
+#define LC_VERDICT_ACCEPT 0
+
+// Answer 503.
+#define LC_VERDICT_REJECT 1
+
+// Answer 302 with `targets` as Contacts.
+#define LC_VERDICT_REDIRECT 2
+
+// Discard without answer.
+#define LC_VERDICT_DROP 3
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
-// A static, NUL-terminated description of a result code.
+// A static, NUL-terminated description of a result code. Total: any value a caller passes,
+// declared or not, gets a text (`"unknown result code"` for a value that is no
+// `LC_RESULT_*`).
 const char *lc_result_text(lc_result result);
 
 // The library version (`MAJOR.MINOR.PATCH`), static and NUL-terminated; equals
@@ -1226,7 +1275,8 @@ lc_result lc_worker_attach(const struct lc_engine *engine,
 // `worker` NULL or from `lc_worker_attach`, not used afterwards.
 void lc_worker_free(struct lc_worker *worker);
 
-// Classifies one request; writes the decision into `*out`.
+// Classifies one request; writes the decision into `*out`. `LC_RESULT_INVALID_ARGUMENT` (and
+// no decision) when `req->transport` is no `LC_TRANSPORT_*` value.
 //
 // # Safety
 // `worker` from `lc_worker_attach` (used by this thread only); `req` valid with readable
@@ -1237,8 +1287,9 @@ lc_result lc_classify(struct lc_worker *worker,
 
 // Scans a raw SIP request (`len` bytes: request line and headers; a body is ignored) and
 // classifies it like `lc_classify`, without allocating. Malformed messages get a
-// `LC_RESULT_SIP_*` code and no decision. It has no target entity, so rules with a
-// `target-sip-entity` never match: `lc_classify_sip_opts` takes the next hop.
+// `LC_RESULT_SIP_*` code and no decision; a `transport` that is no `LC_TRANSPORT_*` value
+// `LC_RESULT_INVALID_ARGUMENT`. It has no target entity, so rules with a `target-sip-entity`
+// never match: `lc_classify_sip_opts` takes the next hop.
 //
 // # Safety
 // `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes; `out`
@@ -1246,7 +1297,7 @@ lc_result lc_classify(struct lc_worker *worker,
 lc_result lc_classify_sip(struct lc_worker *worker,
                           const uint8_t *msg,
                           size_t len,
-                          enum lc_transport transport,
+                          lc_transport transport,
                           struct lc_decision *out);
 
 // Like `lc_classify_sip`, with options: the target entity (the next hop the request will be

@@ -11,7 +11,7 @@ use loadctl::engine::Time;
 use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests};
 use loadctl_ffi::engine::{lc_engine, lc_engine_free, lc_engine_new, lc_engine_publish};
 use loadctl_ffi::worker::*;
-use loadctl_ffi::{lc_result, lc_str};
+use loadctl_ffi::{LC_RESULT_OK, lc_str};
 
 const WALL: i128 = 1_705_000_000_000_000_000;
 
@@ -42,9 +42,9 @@ fn c_request(r: &OwnedRequest, time: Time) -> lc_request {
         target: opt(r.target.as_deref()),
         event: opt(None),
         transport: if r.transport.is_reliable() {
-            lc_transport::Tcp
+            LC_TRANSPORT_TCP
         } else {
-            lc_transport::Udp
+            LC_TRANSPORT_UDP
         },
         initial: r.initial,
         has_time: true,
@@ -66,7 +66,7 @@ fn bench(c: &mut Criterion) {
     let mut generation = 0u64;
     // SAFETY: valid pointers to locals; the engine outlives the worker below.
     unsafe {
-        assert_eq!(lc_engine_new(std::ptr::null(), &mut e), lc_result::Ok);
+        assert_eq!(lc_engine_new(std::ptr::null(), &mut e), LC_RESULT_OK);
         assert_eq!(
             lc_engine_publish(
                 e,
@@ -76,9 +76,9 @@ fn bench(c: &mut Criterion) {
                 body.len(),
                 &mut generation
             ),
-            lc_result::Ok
+            LC_RESULT_OK
         );
-        assert_eq!(lc_worker_attach(e, -1, &mut w), lc_result::Ok);
+        assert_eq!(lc_worker_attach(e, -1, &mut w), LC_RESULT_OK);
     }
     // The Rust API on an identical engine of its own (sharing one would share the limiters'
     // state between the two measurements).
@@ -87,7 +87,7 @@ fn bench(c: &mut Criterion) {
     unsafe {
         assert_eq!(
             lc_engine_new(std::ptr::null(), &mut rust_engine),
-            lc_result::Ok
+            LC_RESULT_OK
         );
         assert_eq!(
             lc_engine_publish(
@@ -98,7 +98,7 @@ fn bench(c: &mut Criterion) {
                 body.len(),
                 &mut generation
             ),
-            lc_result::Ok
+            LC_RESULT_OK
         );
     }
     // SAFETY: `rust_engine` is live until the end of this function.
@@ -148,7 +148,7 @@ fn bench(c: &mut Criterion) {
                     w,
                     m.as_ptr(),
                     m.len(),
-                    lc_transport::Udp,
+                    LC_TRANSPORT_UDP,
                     decision.as_mut_ptr(),
                 )
             };

@@ -14,15 +14,22 @@ use std::ffi::c_void;
 use loadctl::engine::{CellTable, CellTableError, Engine, RuleCell};
 
 use crate::engine::{lc_engine, lc_engine_config, new_engine};
-use crate::{boundary, lc_result};
+use crate::{Code, boundary, lc_result};
 
-pub(crate) fn table_error(e: CellTableError) -> lc_result {
+pub(crate) fn table_error(e: CellTableError) -> Code {
     match e {
-        CellTableError::TooSmall { .. } | CellTableError::NotFormatted => {
-            lc_result::CellTableInvalid
-        }
-        CellTableError::Full { .. } => lc_result::CellTableFull,
-        CellTableError::Busy => lc_result::CellTableBusy,
+        CellTableError::TooSmall { .. } | CellTableError::NotFormatted => Code::CellTableInvalid,
+        CellTableError::Full { .. } => Code::CellTableFull,
+        CellTableError::Busy => Code::CellTableBusy,
+    }
+}
+
+/// `mem` may hold a table: non-NULL and 64-byte aligned.
+fn usable(mem: *mut c_void) -> Result<(), Code> {
+    if mem.is_null() || !(mem as usize).is_multiple_of(CellTable::SLOT_BYTES) {
+        Err(Code::CellTableInvalid)
+    } else {
+        Ok(())
     }
 }
 
@@ -32,19 +39,26 @@ pub(crate) fn table_error(e: CellTableError) -> lc_result {
 /// `mem` must be NULL or point to `len` bytes readable and writable by atomic operations for
 /// as long as any engine uses the table (the rest of the process's life, in practice), and
 /// initialised (zeroes will do) unless the caller overwrites them first.
-unsafe fn slots(mem: *mut c_void, len: usize) -> Result<&'static [RuleCell], lc_result> {
-    if mem.is_null() || !(mem as usize).is_multiple_of(CellTable::SLOT_BYTES) {
-        return Err(lc_result::CellTableInvalid);
-    }
+unsafe fn slots(mem: *mut c_void, len: usize) -> Result<&'static [RuleCell], Code> {
+    usable(mem)?;
     let n = len / CellTable::SLOT_BYTES;
     if n < 2 {
-        return Err(lc_result::CellTableInvalid);
+        return Err(Code::CellTableInvalid);
     }
     // SAFETY: non-null and aligned to 64 (RuleCell's size; its alignment is 8); the caller
     // promises `len` bytes that stay valid and initialised for the rest of the program. A
     // RuleCell is #[repr(C)] atomics and integers, valid for every bit pattern, and only ever
     // accessed through atomic operations, so other processes writing it concurrently is fine.
     Ok(unsafe { std::slice::from_raw_parts(mem.cast::<RuleCell>(), n) })
+}
+
+/// The formatted table at `mem`/`len`.
+///
+/// # Safety
+/// As for [`slots`], and formatted by `lc_cell_table_format` (or NULL).
+unsafe fn attach(mem: *mut c_void, len: usize) -> Result<CellTable, Code> {
+    // SAFETY: by the caller's contract.
+    CellTable::attach(unsafe { slots(mem, len) }?).map_err(table_error)
 }
 
 /// Bytes a cell table with room for `capacity` cells needs (one cell per rate or window rule
@@ -73,21 +87,14 @@ pub extern "C" fn lc_cell_table_bytes(capacity: u32) -> usize {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_cell_table_format(mem: *mut c_void, len: usize) -> lc_result {
     boundary(|| {
-        if mem.is_null() || !(mem as usize).is_multiple_of(CellTable::SLOT_BYTES) {
-            return lc_result::CellTableInvalid;
-        }
+        try_!(usable(mem));
         // SAFETY: non-null, and the caller promises `len` writable bytes nobody uses yet; the
         // zeroes make every slot a valid RuleCell before `slots` views them as cells.
         unsafe { std::ptr::write_bytes(mem.cast::<u8>(), 0, len) };
         // SAFETY: as above; now initialised.
-        let s = match unsafe { slots(mem, len) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        match CellTable::format(s) {
-            Ok(_) => lc_result::Ok,
-            Err(e) => table_error(e),
-        }
+        let s = try_!(unsafe { slots(mem, len) });
+        try_!(CellTable::format(s).map_err(table_error));
+        Code::Ok
     })
 }
 
@@ -103,20 +110,11 @@ pub unsafe extern "C" fn lc_cell_table_in_use(
     out: *mut u32,
 ) -> lc_result {
     boundary(|| {
-        if out.is_null() {
-            return lc_result::NullParameter;
-        }
+        let out = try_out!(out);
         // SAFETY: the caller promises a formatted region (so, initialised) or NULL.
-        let table = match unsafe { slots(mem, len) }
-            .and_then(|s| CellTable::attach(s).map_err(table_error))
-        {
-            Ok(t) => t,
-            Err(e) => return e,
-        };
-        let n = u32::try_from(table.in_use()).unwrap_or(u32::MAX);
-        // SAFETY: checked non-null; the caller promises it is writable.
-        unsafe { out.write(n) };
-        lc_result::Ok
+        let table = try_!(unsafe { attach(mem, len) });
+        out.write(u32::try_from(table.in_use()).unwrap_or(u32::MAX));
+        Code::Ok
     })
 }
 
@@ -143,9 +141,7 @@ pub unsafe extern "C" fn lc_engine_new_shared(
     // (so, initialised) region that outlives the engine.
     boundary(|| unsafe {
         new_engine(config, out, |c| {
-            let table = slots(mem, len)?;
-            let table = CellTable::attach(table).map_err(table_error)?;
-            Ok(Engine::with_cell_table(c, table))
+            Ok(Engine::with_cell_table(c, attach(mem, len)?))
         })
     })
 }

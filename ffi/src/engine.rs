@@ -6,7 +6,7 @@ use std::time::Duration;
 use loadctl::engine::{Engine, EngineConfig, EngineStats, PublishError, Source};
 use loadctl::policy::{self, MergeError, Uri};
 
-use crate::{boundary, copy_out, lc_result, lc_str};
+use crate::{Code, boundary, lc_result, lc_str};
 
 /// The engine: owns the published policy; shared by every worker. Thread-safe.
 pub struct lc_engine {
@@ -76,15 +76,15 @@ fn is_token_nodot(s: &str) -> bool {
 }
 
 /// The namespaces of a `priority_namespaces` list (commas and/or spaces between names).
-fn namespaces(list: &[u8]) -> Result<Vec<String>, lc_result> {
-    let list = std::str::from_utf8(list).map_err(|_| lc_result::InvalidUtf8)?;
+fn namespaces(list: &[u8]) -> Result<Vec<String>, Code> {
+    let list = std::str::from_utf8(list).map_err(|_| Code::InvalidUtf8)?;
     list.split(|c: char| c == ',' || c.is_ascii_whitespace())
         .filter(|n| !n.is_empty())
         .map(|n| {
             if is_token_nodot(n) {
                 Ok(n.to_ascii_lowercase())
             } else {
-                Err(lc_result::InvalidArgument)
+                Err(Code::InvalidArgument)
             }
         })
         .collect()
@@ -97,9 +97,7 @@ fn namespaces(list: &[u8]) -> Result<Vec<String>, lc_result> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) -> lc_result {
     boundary(|| {
-        if out.is_null() {
-            return lc_result::NullParameter;
-        }
+        let out = try_out!(out);
         let d = EngineConfig::default();
         let config = lc_engine_config {
             shards: d.shards as u32,
@@ -115,9 +113,8 @@ pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) ->
             },
             priority_namespaces: lc_str::from_bytes(DEFAULT_NAMESPACES.as_bytes()),
         };
-        // SAFETY: checked non-null; the caller promises it is writable.
-        unsafe { out.write(config) };
-        lc_result::Ok
+        out.write(config);
+        Code::Ok
     })
 }
 
@@ -145,36 +142,26 @@ pub unsafe extern "C" fn lc_engine_new(
 pub(crate) unsafe fn new_engine(
     config: *const lc_engine_config,
     out: *mut *mut lc_engine,
-    make: impl FnOnce(EngineConfig) -> Result<Engine, lc_result>,
-) -> lc_result {
-    if out.is_null() {
-        return lc_result::NullParameter;
-    }
+    make: impl FnOnce(EngineConfig) -> Result<Engine, Code>,
+) -> Code {
+    let out = try_out!(out);
     // SAFETY: the caller promises `config` is NULL or valid.
-    let engine = match unsafe { engine_config(config) }.and_then(make) {
-        Ok(e) => e,
-        Err(e) => return e,
-    };
-    // SAFETY: checked non-null; the caller promises it is writable.
-    unsafe { out.write(Box::into_raw(Box::new(lc_engine { engine }))) };
-    lc_result::Ok
+    let engine = try_!(unsafe { engine_config(config) }.and_then(make));
+    out.write(Box::into_raw(Box::new(lc_engine { engine })));
+    Code::Ok
 }
 
 /// The engine configuration `config` describes (NULL: the defaults).
 ///
 /// # Safety
 /// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable).
-unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig, lc_result> {
+unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig, Code> {
     let mut c = EngineConfig::default();
-    if !config.is_null() {
-        // SAFETY: checked non-null; the caller promises a valid struct.
-        let cfg = unsafe { *config };
-        if cfg.shards == 0
-            || cfg.max_rules == 0
-            || cfg.max_body_bytes == 0
-            || cfg.exempt_flags & !EXEMPT_KNOWN != 0
-        {
-            return Err(lc_result::InvalidArgument);
+    // SAFETY: the caller promises NULL or a valid struct.
+    if let Some(&cfg) = unsafe { config.as_ref() } {
+        let exempt_flags = crate::abi::checked_flags(cfg.exempt_flags, EXEMPT_KNOWN)?;
+        if cfg.shards == 0 || cfg.max_rules == 0 || cfg.max_body_bytes == 0 {
+            return Err(Code::InvalidArgument);
         }
         c.shards = cfg.shards as usize;
         c.burst_tolerance = Duration::from_millis(u64::from(cfg.burst_tolerance_ms));
@@ -182,14 +169,11 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
         c.limits.max_rules = cfg.max_rules as usize;
         c.limits.max_body_bytes = usize::try_from(cfg.max_body_bytes).unwrap_or(usize::MAX);
         // SAFETY: the caller promises `redirect_allow` is NULL or readable.
-        if let Some(list) = unsafe { cfg.redirect_allow.bytes() } {
-            let Ok(list) = std::str::from_utf8(list) else {
-                return Err(lc_result::InvalidUtf8);
-            };
+        if let Some(list) = unsafe { cfg.redirect_allow.to_opt_str() }? {
             c.compile.redirect_allow =
                 Some(list.split_ascii_whitespace().map(str::to_owned).collect());
         }
-        c.exemptions.emergency = cfg.exempt_flags & LC_EXEMPT_EMERGENCY != 0;
+        c.exemptions.emergency = exempt_flags & LC_EXEMPT_EMERGENCY != 0;
         // SAFETY: the caller promises `priority_namespaces` is NULL or readable.
         c.exemptions.resource_priority = match unsafe { cfg.priority_namespaces.bytes() } {
             Some(list) => namespaces(list)?,
@@ -207,42 +191,32 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
 /// afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_engine_free(engine: *mut lc_engine) {
-    let _ = boundary(|| {
-        if !engine.is_null() {
-            // SAFETY: it came from Box::into_raw in lc_engine_new and is freed once.
-            drop(unsafe { Box::from_raw(engine) });
-        }
-        lc_result::Ok
-    });
+    // SAFETY: NULL or from Box::into_raw in lc_engine_new*, freed once.
+    let _ = boundary(|| unsafe { crate::free_box(engine) });
 }
 
-fn publish_error(e: &PublishError) -> lc_result {
+fn publish_error(e: &PublishError) -> Code {
     match e {
-        PublishError::NotFull => lc_result::NotFull,
-        PublishError::Merge(MergeError::VersionGap { .. }) => lc_result::VersionGap,
-        PublishError::Merge(MergeError::NoBase { .. } | MergeError::BaseNotFull) => {
-            lc_result::NoBase
-        }
-        PublishError::Merge(MergeError::UnknownRule(_)) => lc_result::UnknownRule,
+        PublishError::NotFull => Code::NotFull,
+        PublishError::Merge(MergeError::VersionGap { .. }) => Code::VersionGap,
+        PublishError::Merge(MergeError::NoBase { .. } | MergeError::BaseNotFull) => Code::NoBase,
+        PublishError::Merge(MergeError::UnknownRule(_)) => Code::UnknownRule,
         PublishError::Merge(MergeError::TooManyRules { .. })
-        | PublishError::TooManyRules { .. } => lc_result::TooManyRules,
-        PublishError::UnknownSource(_) => lc_result::UnknownSource,
+        | PublishError::TooManyRules { .. } => Code::TooManyRules,
+        PublishError::UnknownSource(_) => Code::UnknownSource,
         PublishError::CellTable(e) => crate::cells::table_error(*e),
     }
 }
 
 /// # Safety
 /// As for the exported functions that call it.
-unsafe fn source_of(name: lc_str, notifier: lc_str) -> Result<Source, lc_result> {
+unsafe fn source_of(name: lc_str, notifier: lc_str) -> Result<Source, Code> {
     // SAFETY: the caller promises readable strings.
-    let name = unsafe { name.bytes() }.ok_or(lc_result::NullParameter)?;
-    let name = std::str::from_utf8(name).map_err(|_| lc_result::InvalidUtf8)?;
-    // SAFETY: as above.
-    match unsafe { notifier.bytes() } {
+    let (name, notifier) = unsafe { (name.to_str()?, notifier.to_opt_str()?) };
+    match notifier {
         None => Ok(Source::local(name)),
         Some(uri) => {
-            let uri = std::str::from_utf8(uri).map_err(|_| lc_result::InvalidUtf8)?;
-            let uri = Uri::new(uri).map_err(|_| lc_result::InvalidArgument)?;
+            let uri = Uri::new(uri).map_err(|_| Code::InvalidArgument)?;
             // The notifier is the policy's origin (its redirect targets are checked against
             // its own domain); its rules are not scoped to it (RFC 7200 §5.3.3 MAY, off).
             Ok(Source {
@@ -250,6 +224,17 @@ unsafe fn source_of(name: lc_str, notifier: lc_str) -> Result<Source, lc_result>
                 ..Source::notifier(uri)
             })
         }
+    }
+}
+
+/// The result of a policy change: writes the generation on success.
+fn changed(result: Result<u64, PublishError>, generation: crate::Out<'_, u64>) -> Code {
+    match result {
+        Ok(g) => {
+            generation.write(g);
+            Code::Ok
+        }
+        Err(e) => publish_error(&e),
     }
 }
 
@@ -265,34 +250,20 @@ unsafe fn apply(
     generation: *mut u64,
 ) -> lc_result {
     boundary(|| {
-        if engine.is_null() || body.is_null() || generation.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; the caller keeps the engine alive during the call.
-        let engine = unsafe { &(*engine).engine };
+        let engine = &try_ref!(engine).engine;
+        let body = try_slice!(body, len);
+        let generation = try_out!(generation);
         // SAFETY: the caller promises readable strings.
-        let source = match unsafe { source_of(source, notifier) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        // SAFETY: non-null, `len` readable bytes for the duration of the call.
-        let body = unsafe { std::slice::from_raw_parts(body, len) };
+        let source = try_!(unsafe { source_of(source, notifier) });
         let Ok(doc) = policy::read(body, &engine.config().limits) else {
-            return lc_result::InvalidPolicy;
+            return Code::InvalidPolicy;
         };
         let result = if full_only {
             engine.publish(&source, doc.ruleset)
         } else {
             engine.apply(&source, doc.ruleset)
         };
-        match result {
-            Ok(g) => {
-                // SAFETY: checked non-null, writable by contract.
-                unsafe { generation.write(g) };
-                lc_result::Ok
-            }
-            Err(e) => publish_error(&e),
-        }
+        changed(result, generation)
     })
 }
 
@@ -350,26 +321,10 @@ pub unsafe extern "C" fn lc_engine_withdraw(
     generation: *mut u64,
 ) -> lc_result {
     boundary(|| {
-        if engine.is_null() || generation.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let engine = unsafe { &(*engine).engine };
-        // SAFETY: readable by contract.
-        let Some(name) = (unsafe { source.bytes() }) else {
-            return lc_result::NullParameter;
-        };
-        let Ok(name) = std::str::from_utf8(name) else {
-            return lc_result::InvalidUtf8;
-        };
-        match engine.withdraw(name) {
-            Ok(g) => {
-                // SAFETY: checked non-null, writable by contract.
-                unsafe { generation.write(g) };
-                lc_result::Ok
-            }
-            Err(e) => publish_error(&e),
-        }
+        let engine = &try_ref!(engine).engine;
+        let generation = try_out!(generation);
+        let name = try_str!(source);
+        changed(engine.withdraw(name), generation)
     })
 }
 
@@ -390,18 +345,14 @@ pub unsafe extern "C" fn lc_policy_check(
     written: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if body.is_null() || written.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: non-null, `len` readable bytes by contract.
-        let body = unsafe { std::slice::from_raw_parts(body, len) };
+        let body = try_slice!(body, len);
+        let out = try_buf!(buf, cap, written);
         let (message, result) = match policy::read(body, &policy::Limits::default()) {
-            Ok(_) => (String::new(), lc_result::Ok),
-            Err(e) => (e.to_string(), lc_result::InvalidPolicy),
+            Ok(_) => (String::new(), Code::Ok),
+            Err(e) => (e.to_string(), Code::InvalidPolicy),
         };
-        // SAFETY: buffer contract as documented.
-        match unsafe { copy_out(message.as_bytes(), buf, cap, written) } {
-            lc_result::Ok => result,
+        match out.deliver(message.as_bytes()) {
+            Code::Ok => result,
             other => other,
         }
     })
@@ -496,14 +447,10 @@ pub unsafe extern "C" fn lc_engine_stats(
     out: *mut lc_stats,
 ) -> lc_result {
     boundary(|| {
-        if engine.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let stats = unsafe { &(*engine).engine }.stats();
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { out.write(totals(&stats)) };
-        lc_result::Ok
+        let engine = &try_ref!(engine).engine;
+        let out = try_out!(out);
+        out.write(totals(&engine.stats()));
+        Code::Ok
     })
 }
 
@@ -518,14 +465,11 @@ pub unsafe extern "C" fn lc_engine_stats_each(
     userdata: *mut c_void,
 ) -> lc_result {
     boundary(|| {
+        let engine = &try_ref!(engine).engine;
         let Some(callback) = callback else {
-            return lc_result::NullParameter;
+            return Code::NullParameter;
         };
-        if engine.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let stats = unsafe { &(*engine).engine }.stats();
+        let stats = engine.stats();
         for (index, r) in stats.rules.iter().enumerate() {
             let row = lc_rule_stats {
                 index,
@@ -541,7 +485,7 @@ pub unsafe extern "C" fn lc_engine_stats_each(
             // SAFETY: the caller provides a valid callback; `row` lives across the call.
             unsafe { callback(userdata, &row) };
         }
-        lc_result::Ok
+        Code::Ok
     })
 }
 
@@ -560,13 +504,9 @@ pub unsafe extern "C" fn lc_engine_prometheus(
     written: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if engine.is_null() || written.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let text = unsafe { &(*engine).engine }.stats().prometheus();
-        // SAFETY: buffer contract as documented.
-        unsafe { copy_out(text.as_bytes(), buf, cap, written) }
+        let engine = &try_ref!(engine).engine;
+        let out = try_buf!(buf, cap, written);
+        out.deliver(engine.stats().prometheus().as_bytes())
     })
 }
 
@@ -589,23 +529,13 @@ pub unsafe extern "C" fn lc_engine_source_policy(
     written: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if engine.is_null() || written.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: the caller promises a readable string.
-        let Some(name) = (unsafe { source.bytes() }) else {
-            return lc_result::NullParameter;
+        let engine = &try_ref!(engine).engine;
+        let out = try_buf!(buf, cap, written);
+        let name = try_str!(source);
+        let Some(policy) = engine.source_policy(name) else {
+            return Code::UnknownSource;
         };
-        let Ok(name) = std::str::from_utf8(name) else {
-            return lc_result::InvalidUtf8;
-        };
-        // SAFETY: checked non-null; alive during the call by contract.
-        let Some(policy) = unsafe { &(*engine).engine }.source_policy(name) else {
-            return lc_result::UnknownSource;
-        };
-        let text = policy::write(&policy);
-        // SAFETY: buffer contract as documented.
-        unsafe { copy_out(text.as_bytes(), buf, cap, written) }
+        out.deliver(policy::write(&policy).as_bytes())
     })
 }
 
@@ -628,8 +558,8 @@ mod tests {
             Ok(vec!["ets".into(), "wps".into(), "q735".into()])
         );
         assert_eq!(namespaces(b""), Ok(Vec::new()));
-        assert_eq!(namespaces(b"ets.0"), Err(lc_result::InvalidArgument));
-        assert_eq!(namespaces(b"ets;x"), Err(lc_result::InvalidArgument));
-        assert_eq!(namespaces(b"\xff"), Err(lc_result::InvalidUtf8));
+        assert_eq!(namespaces(b"ets.0"), Err(Code::InvalidArgument));
+        assert_eq!(namespaces(b"ets;x"), Err(Code::InvalidArgument));
+        assert_eq!(namespaces(b"\xff"), Err(Code::InvalidUtf8));
     }
 }

@@ -19,17 +19,34 @@ use loadctl::event::subscriber::{IgnoreReason, Subscriber, SubscriberConfig, Sub
 use loadctl::event::{Method, NameAddr, Request, Response};
 use loadctl::policy::{self, Uri};
 
+use crate::abi::FromC;
 use crate::engine::lc_engine;
-use crate::{boundary, lc_result, lc_str};
+use crate::{Code, boundary, lc_result, lc_str};
 
-/// SUBSCRIBE or NOTIFY.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum lc_method {
-    /// SUBSCRIBE.
-    Subscribe = 0,
-    /// NOTIFY.
-    Notify = 1,
+/// SUBSCRIBE or NOTIFY: an `LC_METHOD_*` value (anything else passed in is
+/// `LC_RESULT_INVALID_ARGUMENT`).
+pub type lc_method = u32;
+/// SUBSCRIBE.
+pub const LC_METHOD_SUBSCRIBE: lc_method = 0;
+/// NOTIFY.
+pub const LC_METHOD_NOTIFY: lc_method = 1;
+
+impl FromC for Method {
+    fn from_c(value: u32) -> Option<Self> {
+        match value {
+            LC_METHOD_SUBSCRIBE => Some(Method::Subscribe),
+            LC_METHOD_NOTIFY => Some(Method::Notify),
+            _ => None,
+        }
+    }
+}
+
+/// The `lc_method` of a method.
+fn method_to_c(m: Method) -> lc_method {
+    match m {
+        Method::Subscribe => LC_METHOD_SUBSCRIBE,
+        Method::Notify => LC_METHOD_NOTIFY,
+    }
 }
 
 /// A SUBSCRIBE or NOTIFY request (`status` 0) or a response to one (`status` ≥ 100).
@@ -39,7 +56,7 @@ pub enum lc_method {
 pub struct lc_sip_message {
     /// 0 for a request, else the response status.
     pub status: u16,
-    /// The request's method (for a response: the method it answers).
+    /// The request's method (for a response: the method it answers): an `LC_METHOD_*` value.
     pub method: lc_method,
     /// Request-URI (requests).
     pub request_uri: lc_str,
@@ -102,11 +119,7 @@ fn from_num(v: i64) -> Option<u32> {
 fn request_to_c(r: &Request, route: &str) -> lc_sip_message {
     lc_sip_message {
         status: 0,
-        method: if r.method == Method::Subscribe {
-            lc_method::Subscribe
-        } else {
-            lc_method::Notify
-        },
+        method: method_to_c(r.method),
         request_uri: lc_str::from_bytes(r.request_uri.as_str().as_bytes()),
         call_id: lc_str::from_bytes(r.call_id.as_bytes()),
         from_uri: lc_str::from_bytes(r.from.uri.as_str().as_bytes()),
@@ -135,11 +148,7 @@ fn request_to_c(r: &Request, route: &str) -> lc_sip_message {
 fn response_to_c(r: &Response) -> lc_sip_message {
     lc_sip_message {
         status: r.status,
-        method: if r.method == Method::Subscribe {
-            lc_method::Subscribe
-        } else {
-            lc_method::Notify
-        },
+        method: method_to_c(r.method),
         request_uri: lc_str::NONE,
         call_id: lc_str::from_bytes(r.call_id.as_bytes()),
         from_uri: lc_str::from_bytes(r.from.uri.as_str().as_bytes()),
@@ -163,62 +172,50 @@ fn response_to_c(r: &Response) -> lc_sip_message {
 
 /// # Safety
 /// `s` must be NULL-pointered or readable.
-unsafe fn text(s: lc_str) -> Result<Option<String>, lc_result> {
+unsafe fn text(s: lc_str) -> Result<Option<String>, Code> {
     // SAFETY: by the caller's contract.
-    match unsafe { s.bytes() } {
+    Ok(unsafe { s.to_opt_str() }?.map(str::to_owned))
+}
+
+/// # Safety
+/// As for [`text`].
+unsafe fn uri(s: lc_str) -> Result<Uri, Code> {
+    // SAFETY: by the caller's contract.
+    Uri::new(unsafe { s.to_str() }?).map_err(|_| Code::InvalidArgument)
+}
+
+/// # Safety
+/// As for [`text`].
+unsafe fn opt_uri(s: lc_str) -> Result<Option<Uri>, Code> {
+    // SAFETY: by the caller's contract.
+    match unsafe { s.to_opt_str() }? {
         None => Ok(None),
-        Some(b) => std::str::from_utf8(b)
-            .map(|v| Some(v.to_owned()))
-            .map_err(|_| lc_result::InvalidUtf8),
+        Some(t) => Uri::new(t).map(Some).map_err(|_| Code::InvalidArgument),
     }
 }
 
 /// # Safety
 /// As for [`text`].
-unsafe fn uri(s: lc_str) -> Result<Uri, lc_result> {
+unsafe fn uri_list(s: lc_str) -> Result<Vec<Uri>, Code> {
     // SAFETY: by the caller's contract.
-    let t = unsafe { text(s) }?.ok_or(lc_result::NullParameter)?;
-    Uri::new(&t).map_err(|_| lc_result::InvalidArgument)
-}
-
-/// # Safety
-/// As for [`text`].
-unsafe fn opt_uri(s: lc_str) -> Result<Option<Uri>, lc_result> {
-    // SAFETY: by the caller's contract.
-    match unsafe { text(s) }? {
-        None => Ok(None),
-        Some(t) => Uri::new(&t)
-            .map(Some)
-            .map_err(|_| lc_result::InvalidArgument),
-    }
-}
-
-/// # Safety
-/// As for [`text`].
-unsafe fn uri_list(s: lc_str) -> Result<Vec<Uri>, lc_result> {
-    // SAFETY: by the caller's contract.
-    match unsafe { s.bytes() } {
+    match unsafe { s.to_opt_str() }? {
         None => Ok(Vec::new()),
-        Some(b) => {
-            std::str::from_utf8(b).map_err(|_| lc_result::InvalidUtf8)?;
-            loadctl::event::wire::route_list(b).map_err(|_| lc_result::InvalidArgument)
+        Some(t) => {
+            loadctl::event::wire::route_list(t.as_bytes()).map_err(|_| Code::InvalidArgument)
         }
     }
 }
 
 /// # Safety
 /// Every string of `m` readable or absent.
-unsafe fn request_from_c(m: &lc_sip_message) -> Result<Request, lc_result> {
+unsafe fn request_from_c(m: &lc_sip_message) -> Result<Request, Code> {
+    let method = crate::abi::checked(m.method)?;
     // SAFETY: the caller promises readable strings.
     unsafe {
         Ok(Request {
-            method: if m.method == lc_method::Subscribe {
-                Method::Subscribe
-            } else {
-                Method::Notify
-            },
+            method,
             request_uri: uri(m.request_uri)?,
-            call_id: text(m.call_id)?.ok_or(lc_result::NullParameter)?,
+            call_id: m.call_id.to_str()?.to_owned(),
             from: NameAddr {
                 uri: uri(m.from_uri)?,
                 tag: text(m.from_tag)?,
@@ -246,41 +243,34 @@ unsafe fn request_from_c(m: &lc_sip_message) -> Result<Request, lc_result> {
 /// `lc_subscriber_handle_notify` and `lc_notifier_handle_subscribe` share.
 ///
 /// # Safety
-/// `msg` non-null and valid with readable strings; `response` non-null and writable.
+/// Every string of `msg` readable or absent.
 unsafe fn answer(
-    msg: *const lc_sip_message,
-    response: *mut lc_sip_message,
+    msg: &lc_sip_message,
+    response: crate::Out<'_, lc_sip_message>,
     keep: &mut Option<Response>,
     handle: impl FnOnce(&Request) -> Response,
-) -> lc_result {
-    // SAFETY: valid with readable strings by this function's contract.
-    let req = match unsafe { request_from_c(&*msg) } {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+) -> Code {
+    // SAFETY: readable strings by this function's contract.
+    let req = try_!(unsafe { request_from_c(msg) });
     let r = keep.insert(handle(&req));
-    // SAFETY: writable by this function's contract.
-    unsafe { response.write(response_to_c(r)) };
-    lc_result::Ok
+    response.write(response_to_c(r));
+    Code::Ok
 }
 
 /// # Safety
 /// As for [`request_from_c`].
-unsafe fn response_from_c(m: &lc_sip_message) -> Result<Response, lc_result> {
+unsafe fn response_from_c(m: &lc_sip_message) -> Result<Response, Code> {
     if m.status < 100 {
-        return Err(lc_result::InvalidArgument);
+        return Err(Code::InvalidArgument);
     }
+    let method = crate::abi::checked(m.method)?;
     // SAFETY: the caller promises readable strings.
     unsafe {
         Ok(Response {
             status: m.status,
             reason: loadctl::event::reason_phrase(m.status).to_owned(),
-            method: if m.method == lc_method::Subscribe {
-                Method::Subscribe
-            } else {
-                Method::Notify
-            },
-            call_id: text(m.call_id)?.ok_or(lc_result::NullParameter)?,
+            method,
+            call_id: m.call_id.to_str()?.to_owned(),
             cseq: m.cseq,
             from: NameAddr {
                 uri: uri(m.from_uri)?,
@@ -304,6 +294,46 @@ fn words(s: Option<String>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Takes a handle's next request (`next`), keeps it and its route set in `slot` / `route`
+/// (their strings stay valid until the handle's next call) and writes it to `out`, or
+/// `Empty`: the body of both `…_poll_transmit`.
+fn transmit_next(
+    slot: &mut Option<Request>,
+    route: &mut String,
+    next: Option<Request>,
+    out: crate::Out<'_, lc_sip_message>,
+) -> Code {
+    *slot = next;
+    let Some(r) = slot else {
+        return Code::Empty;
+    };
+    *route = loadctl::event::wire::route_text(&r.route);
+    out.write(request_to_c(r, route));
+    Code::Ok
+}
+
+/// Writes a handle's next timer to `out`, or `Empty`: the body of both `…_poll_timeout`.
+fn timeout_to_c(at: Option<u64>, out: crate::Out<'_, u64>) -> Code {
+    match at {
+        None => Code::Empty,
+        Some(t) => {
+            out.write(t);
+            Code::Ok
+        }
+    }
+}
+
+/// Reads the response in `m` and hands it to `handle`: the body of both
+/// `…_handle_response`.
+///
+/// # Safety
+/// Every string of `m` readable or absent.
+unsafe fn take_response(m: &lc_sip_message, handle: impl FnOnce(&Response)) -> Code {
+    // SAFETY: by this function's contract.
+    handle(&try_!(unsafe { response_from_c(m) }));
+    Code::Ok
+}
+
 // ------------------------------------------------------------------ subscriber
 
 /// A subscriber: one subscription to one notifier, feeding an engine. One thread at a time.
@@ -314,10 +344,8 @@ pub struct lc_subscriber {
     out_response: Option<Response>,
     event_text: String,
     event_notifier: String,
-    /// A request rendered by `lc_subscriber_transmit_wire` that did not fit the caller's buffer.
-    pub(crate) wire_out: Vec<u8>,
-    /// Where that request goes (its first Route, else its Request-URI).
-    pub(crate) wire_next_hop: String,
+    /// What `lc_subscriber_transmit_wire` rendered last.
+    pub(crate) wire: crate::wire::Rendered,
 }
 
 /// Subscriber settings (see `loadctl::event::subscriber::SubscriberConfig`).
@@ -348,44 +376,42 @@ pub struct lc_subscriber_config {
     pub scope_to_notifier: bool,
 }
 
-/// What a subscriber reports.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum lc_subscriber_event_kind {
-    /// Subscribed (`number`: granted seconds).
-    Subscribed = 0,
-    /// The notifier reported pending.
-    Pending = 1,
-    /// A document was applied (`number`: version, `generation`).
-    PolicyApplied = 2,
-    /// This notifier's rules were removed (`terminated`).
-    PolicyWithdrawn = 3,
-    /// A document was ignored (`number`: version; `text`: why).
-    DocumentIgnored = 4,
-    /// An invalid document, refused; the policy stays (`number`: the version it claims, or
-    /// `LC_VERSION_UNKNOWN`; `notifier`; `text`: the reader's error).
-    InvalidDocument = 5,
-    /// The engine refused the document; the policy stays (`number`: version; `notifier`;
-    /// `text`).
-    ApplyFailed = 6,
-    /// A body of another type was discarded (`text`: its type).
-    UnknownBody = 7,
-    /// Rules redirect outside the agreed list (`text`: their ids).
-    RedirectOutsideAllowList = 8,
-    /// A NOTIFY was refused (`number`: status; `text`: why).
-    NotifyRejected = 9,
-    /// Will retry (`at_ns`; `text`: what failed).
-    Retrying = 10,
-    /// The subscription lapsed; its rules stay.
-    Lapsed = 11,
-    /// Stopped for good (`text`: why).
-    Stopped = 12,
-    /// The document about to be applied came with reader warnings; it applies (`number`:
-    /// version; `notifier`; `text`: the warnings, one per line). A POLICY_APPLIED follows.
-    DocumentWarnings = 13,
-    /// A NOTIFY without a body: nothing to update, the policy stays (RFC 7200 §4.8).
-    NothingToUpdate = 14,
-}
+/// What a subscriber reports: an `LC_SUBSCRIBER_EVENT_KIND_*` value (`lc_subscriber_event.kind`;
+/// later versions may add kinds: switch with a `default`).
+pub type lc_subscriber_event_kind = u32;
+/// Subscribed (`number`: granted seconds).
+pub const LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED: lc_subscriber_event_kind = 0;
+/// The notifier reported pending.
+pub const LC_SUBSCRIBER_EVENT_KIND_PENDING: lc_subscriber_event_kind = 1;
+/// A document was applied (`number`: version, `generation`).
+pub const LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED: lc_subscriber_event_kind = 2;
+/// This notifier's rules were removed (`terminated`).
+pub const LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN: lc_subscriber_event_kind = 3;
+/// A document was ignored (`number`: version; `text`: why).
+pub const LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED: lc_subscriber_event_kind = 4;
+/// An invalid document, refused; the policy stays (`number`: the version it claims, or
+/// `LC_VERSION_UNKNOWN`; `notifier`; `text`: the reader's error).
+pub const LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT: lc_subscriber_event_kind = 5;
+/// The engine refused the document; the policy stays (`number`: version; `notifier`;
+/// `text`).
+pub const LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED: lc_subscriber_event_kind = 6;
+/// A body of another type was discarded (`text`: its type).
+pub const LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY: lc_subscriber_event_kind = 7;
+/// Rules redirect outside the agreed list (`text`: their ids).
+pub const LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST: lc_subscriber_event_kind = 8;
+/// A NOTIFY was refused (`number`: status; `text`: why).
+pub const LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED: lc_subscriber_event_kind = 9;
+/// Will retry (`at_ns`; `text`: what failed).
+pub const LC_SUBSCRIBER_EVENT_KIND_RETRYING: lc_subscriber_event_kind = 10;
+/// The subscription lapsed; its rules stay.
+pub const LC_SUBSCRIBER_EVENT_KIND_LAPSED: lc_subscriber_event_kind = 11;
+/// Stopped for good (`text`: why).
+pub const LC_SUBSCRIBER_EVENT_KIND_STOPPED: lc_subscriber_event_kind = 12;
+/// The document about to be applied came with reader warnings; it applies (`number`:
+/// version; `notifier`; `text`: the warnings, one per line). A POLICY_APPLIED follows.
+pub const LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS: lc_subscriber_event_kind = 13;
+/// A NOTIFY without a body: nothing to update, the policy stays (RFC 7200 §4.8).
+pub const LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE: lc_subscriber_event_kind = 14;
 
 /// `lc_subscriber_event.number` of an INVALID_DOCUMENT whose version could not be read.
 pub const LC_VERSION_UNKNOWN: u64 = u64::MAX;
@@ -431,6 +457,25 @@ pub struct lc_subscriber_counters {
     pub rejected: u64,
 }
 
+/// The subscriber configuration `c` describes.
+///
+/// # Safety
+/// Every string of `c` readable or absent.
+unsafe fn subscriber_config(c: &lc_subscriber_config) -> Result<SubscriberConfig, Code> {
+    // SAFETY: by this function's contract.
+    unsafe {
+        let (call_id, tag) = (c.call_id.to_str()?, c.tag.to_str()?);
+        let mut sc = SubscriberConfig::new(uri(c.notifier)?, uri(c.subscriber)?, call_id, tag);
+        if c.expires > 0 {
+            sc.expires = c.expires;
+        }
+        sc.trust = words(text(c.trust)?);
+        sc.redirect_allow = text(c.redirect_allow)?.map(|v| words(Some(v)));
+        sc.scope_to_notifier = c.scope_to_notifier;
+        Ok(sc)
+    }
+}
+
 /// Creates a subscriber feeding `engine`; its first SUBSCRIBE is ready in `poll_transmit`.
 ///
 /// # Safety
@@ -443,31 +488,11 @@ pub unsafe extern "C" fn lc_subscriber_new(
     out: *mut *mut lc_subscriber,
 ) -> lc_result {
     boundary(|| {
-        if engine.is_null() || config.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null, valid by contract.
-        let (engine, c) = unsafe { (&(*engine).engine, &*config) };
+        let engine = &try_ref!(engine).engine;
+        let c = try_ref!(config);
+        let out = try_out!(out);
         // SAFETY: strings readable by contract.
-        let built = unsafe {
-            (|| -> Result<SubscriberConfig, lc_result> {
-                let call_id = text(c.call_id)?.ok_or(lc_result::NullParameter)?;
-                let tag = text(c.tag)?.ok_or(lc_result::NullParameter)?;
-                let mut sc =
-                    SubscriberConfig::new(uri(c.notifier)?, uri(c.subscriber)?, &call_id, &tag);
-                if c.expires > 0 {
-                    sc.expires = c.expires;
-                }
-                sc.trust = words(text(c.trust)?);
-                sc.redirect_allow = text(c.redirect_allow)?.map(|v| words(Some(v)));
-                sc.scope_to_notifier = c.scope_to_notifier;
-                Ok(sc)
-            })()
-        };
-        let sc = match built {
-            Ok(sc) => sc,
-            Err(e) => return e,
-        };
+        let sc = try_!(unsafe { subscriber_config(c) });
         let handle = lc_subscriber {
             sub: Subscriber::new(sc, engine.clone(), now_ns),
             out_request: None,
@@ -475,12 +500,10 @@ pub unsafe extern "C" fn lc_subscriber_new(
             out_response: None,
             event_text: String::new(),
             event_notifier: String::new(),
-            wire_out: Vec::new(),
-            wire_next_hop: String::new(),
+            wire: crate::wire::Rendered::default(),
         };
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { out.write(Box::into_raw(Box::new(handle))) };
-        lc_result::Ok
+        out.write(Box::into_raw(Box::new(handle)));
+        Code::Ok
     })
 }
 
@@ -491,13 +514,8 @@ pub unsafe extern "C" fn lc_subscriber_new(
 /// `sub` NULL or from `lc_subscriber_new`, not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_subscriber_free(sub: *mut lc_subscriber) {
-    let _ = boundary(|| {
-        if !sub.is_null() {
-            // SAFETY: from Box::into_raw, freed once.
-            drop(unsafe { Box::from_raw(sub) });
-        }
-        lc_result::Ok
-    });
+    // SAFETY: NULL or from Box::into_raw in lc_subscriber_new, freed once.
+    let _ = boundary(|| unsafe { crate::free_box(sub) });
 }
 
 /// Takes the next SUBSCRIBE to send (`LC_RESULT_EMPTY` when none).
@@ -510,21 +528,10 @@ pub unsafe extern "C" fn lc_subscriber_poll_transmit(
     out: *mut lc_sip_message,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let s = unsafe { &mut *sub };
-        s.out_request = s.sub.poll_transmit();
-        match &s.out_request {
-            None => lc_result::Empty,
-            Some(r) => {
-                s.out_route = loadctl::event::wire::route_text(&r.route);
-                // SAFETY: checked non-null, writable by contract.
-                unsafe { out.write(request_to_c(r, &s.out_route)) };
-                lc_result::Ok
-            }
-        }
+        let s = try_mut!(sub);
+        let out = try_out!(out);
+        let next = s.sub.poll_transmit();
+        transmit_next(&mut s.out_request, &mut s.out_route, next, out)
     })
 }
 
@@ -539,19 +546,9 @@ pub unsafe extern "C" fn lc_subscriber_handle_response(
     msg: *const lc_sip_message,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() || msg.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract.
-        let (s, m) = unsafe { (&mut *sub, &*msg) };
+        let (s, m) = (try_mut!(sub), try_ref!(msg));
         // SAFETY: readable strings by contract.
-        match unsafe { response_from_c(m) } {
-            Ok(r) => {
-                s.sub.handle_response(now_ns, &r);
-                lc_result::Ok
-            }
-            Err(e) => e,
-        }
+        unsafe { take_response(m, |r| s.sub.handle_response(now_ns, r)) }
     })
 }
 
@@ -567,12 +564,8 @@ pub unsafe extern "C" fn lc_subscriber_handle_notify(
     response: *mut lc_sip_message,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() || msg.is_null() || response.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract.
-        let s = unsafe { &mut *sub };
-        // SAFETY: checked non-null; readable strings and a writable response by contract.
+        let (s, msg, response) = (try_mut!(sub), try_ref!(msg), try_out!(response));
+        // SAFETY: readable strings by contract.
         unsafe {
             answer(msg, response, &mut s.out_response, |req| {
                 s.sub.handle_notify(now_ns, req)
@@ -591,18 +584,8 @@ pub unsafe extern "C" fn lc_subscriber_poll_timeout(
     out: *mut u64,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract.
-        match unsafe { &*sub }.sub.poll_timeout() {
-            None => lc_result::Empty,
-            Some(t) => {
-                // SAFETY: checked non-null, writable by contract.
-                unsafe { out.write(t) };
-                lc_result::Ok
-            }
-        }
+        let s = try_ref!(sub);
+        timeout_to_c(s.sub.poll_timeout(), try_out!(out))
     })
 }
 
@@ -616,12 +599,8 @@ pub unsafe extern "C" fn lc_subscriber_handle_timeout(
     now_ns: u64,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        unsafe { &mut *sub }.sub.handle_timeout(now_ns);
-        lc_result::Ok
+        try_mut!(sub).sub.handle_timeout(now_ns);
+        Code::Ok
     })
 }
 
@@ -635,12 +614,8 @@ pub unsafe extern "C" fn lc_subscriber_unsubscribe(
     now_ns: u64,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        unsafe { &mut *sub }.sub.unsubscribe(now_ns);
-        lc_result::Ok
+        try_mut!(sub).sub.unsubscribe(now_ns);
+        Code::Ok
     })
 }
 
@@ -654,27 +629,27 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
     out: *mut lc_subscriber_event,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let s = unsafe { &mut *sub };
+        let s = try_mut!(sub);
+        let out = try_out!(out);
         let Some(ev) = s.sub.poll_event() else {
-            return lc_result::Empty;
+            return Code::Empty;
         };
-        use lc_subscriber_event_kind as K;
         let mut notifier_of = String::new();
         let (kind, number, generation, at_ns, text) = match ev {
-            SubscriberEvent::Subscribed { expires } => {
-                (K::Subscribed, u64::from(expires), 0, 0, String::new())
-            }
-            SubscriberEvent::Pending => (K::Pending, 0, 0, 0, String::new()),
+            SubscriberEvent::Subscribed { expires } => (
+                LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED,
+                u64::from(expires),
+                0,
+                0,
+                String::new(),
+            ),
+            SubscriberEvent::Pending => (LC_SUBSCRIBER_EVENT_KIND_PENDING, 0, 0, 0, String::new()),
             SubscriberEvent::PolicyApplied {
                 version,
                 generation,
                 ..
             } => (
-                K::PolicyApplied,
+                LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED,
                 u64::from(version),
                 generation,
                 0,
@@ -687,15 +662,27 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
             } => {
                 notifier_of = notifier;
                 (
-                    K::DocumentWarnings,
+                    LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS,
                     u64::from(version),
                     0,
                     0,
                     warnings.join("\n"),
                 )
             }
-            SubscriberEvent::NothingToUpdate => (K::NothingToUpdate, 0, 0, 0, String::new()),
-            SubscriberEvent::PolicyWithdrawn => (K::PolicyWithdrawn, 0, 0, 0, String::new()),
+            SubscriberEvent::NothingToUpdate => (
+                LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE,
+                0,
+                0,
+                0,
+                String::new(),
+            ),
+            SubscriberEvent::PolicyWithdrawn => (
+                LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN,
+                0,
+                0,
+                0,
+                String::new(),
+            ),
             SubscriberEvent::DocumentIgnored { version, reason } => {
                 let why = match reason {
                     IgnoreReason::Stale { last } => format!("stale: last applied {last}"),
@@ -703,7 +690,13 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
                         format!("gap: expected {expected}, re-SUBSCRIBE sent")
                     }
                 };
-                (K::DocumentIgnored, u64::from(version), 0, 0, why)
+                (
+                    LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED,
+                    u64::from(version),
+                    0,
+                    0,
+                    why,
+                )
             }
             SubscriberEvent::InvalidDocument {
                 notifier,
@@ -712,7 +705,7 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
             } => {
                 notifier_of = notifier;
                 let v = version.map_or(LC_VERSION_UNKNOWN, u64::from);
-                (K::InvalidDocument, v, 0, 0, error)
+                (LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT, v, 0, 0, error)
             }
             SubscriberEvent::ApplyFailed {
                 notifier,
@@ -720,20 +713,42 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
                 error,
             } => {
                 notifier_of = notifier;
-                (K::ApplyFailed, u64::from(version), 0, 0, error.to_string())
+                (
+                    LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED,
+                    u64::from(version),
+                    0,
+                    0,
+                    error.to_string(),
+                )
             }
             SubscriberEvent::UnknownBody { content_type } => {
-                (K::UnknownBody, 0, 0, 0, content_type)
+                (LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY, 0, 0, 0, content_type)
             }
-            SubscriberEvent::RedirectOutsideAllowList { rules } => {
-                (K::RedirectOutsideAllowList, 0, 0, 0, rules.join(" "))
+            SubscriberEvent::RedirectOutsideAllowList { rules } => (
+                LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST,
+                0,
+                0,
+                0,
+                rules.join(" "),
+            ),
+            SubscriberEvent::NotifyRejected { status, why } => (
+                LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED,
+                u64::from(status),
+                0,
+                0,
+                why.to_owned(),
+            ),
+            SubscriberEvent::Retrying { at_ns, why } => {
+                (LC_SUBSCRIBER_EVENT_KIND_RETRYING, 0, 0, at_ns, why)
             }
-            SubscriberEvent::NotifyRejected { status, why } => {
-                (K::NotifyRejected, u64::from(status), 0, 0, why.to_owned())
-            }
-            SubscriberEvent::Retrying { at_ns, why } => (K::Retrying, 0, 0, at_ns, why),
-            SubscriberEvent::Lapsed => (K::Lapsed, 0, 0, 0, String::new()),
-            SubscriberEvent::Stopped(why) => (K::Stopped, 0, 0, 0, format!("{why:?}")),
+            SubscriberEvent::Lapsed => (LC_SUBSCRIBER_EVENT_KIND_LAPSED, 0, 0, 0, String::new()),
+            SubscriberEvent::Stopped(why) => (
+                LC_SUBSCRIBER_EVENT_KIND_STOPPED,
+                0,
+                0,
+                0,
+                format!("{why:?}"),
+            ),
         };
         s.event_notifier = notifier_of;
         s.event_text = text;
@@ -749,9 +764,8 @@ pub unsafe extern "C" fn lc_subscriber_poll_event(
                 lc_str::from_bytes(s.event_notifier.as_bytes())
             },
         };
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { out.write(event) };
-        lc_result::Ok
+        out.write(event);
+        Code::Ok
     })
 }
 
@@ -765,11 +779,8 @@ pub unsafe extern "C" fn lc_subscriber_stats(
     out: *mut lc_subscriber_counters,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract.
-        let st = unsafe { &*sub }.sub.stats();
+        let st = try_ref!(sub).sub.stats();
+        let out = try_out!(out);
         let c = lc_subscriber_counters {
             notifies: st.notifies,
             applied: st.applied,
@@ -780,9 +791,8 @@ pub unsafe extern "C" fn lc_subscriber_stats(
             withdrawn: st.withdrawn,
             rejected: st.rejected,
         };
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { out.write(c) };
-        lc_result::Ok
+        out.write(c);
+        Code::Ok
     })
 }
 
@@ -795,10 +805,8 @@ pub struct lc_notifier {
     out_route: String,
     out_response: Option<Response>,
     event_text: String,
-    /// A request rendered by `lc_notifier_transmit_wire` that did not fit the caller's buffer.
-    pub(crate) wire_out: Vec<u8>,
-    /// Where that request goes (its first Route, else its Request-URI).
-    pub(crate) wire_next_hop: String,
+    /// What `lc_notifier_transmit_wire` rendered last.
+    pub(crate) wire: crate::wire::Rendered,
 }
 
 /// Notifier settings (see `loadctl::event::notifier::NotifierConfig`); zero numbers mean the
@@ -825,19 +833,17 @@ pub struct lc_notifier_config {
     pub pacing_ms: u32,
 }
 
-/// What a notifier reports.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum lc_notifier_event_kind {
-    /// A new subscription (`text`: subscriber; `number`: seconds).
-    Subscribed = 0,
-    /// A refresh (`text`: subscriber).
-    Refreshed = 1,
-    /// A SUBSCRIBE was refused (`number`: status; `text`: why).
-    Refused = 2,
-    /// A subscription ended (`text`: subscriber and reason).
-    Ended = 3,
-}
+/// What a notifier reports: an `LC_NOTIFIER_EVENT_KIND_*` value (`lc_notifier_event.kind`;
+/// later versions may add kinds: switch with a `default`).
+pub type lc_notifier_event_kind = u32;
+/// A new subscription (`text`: subscriber; `number`: seconds).
+pub const LC_NOTIFIER_EVENT_KIND_SUBSCRIBED: lc_notifier_event_kind = 0;
+/// A refresh (`text`: subscriber).
+pub const LC_NOTIFIER_EVENT_KIND_REFRESHED: lc_notifier_event_kind = 1;
+/// A SUBSCRIBE was refused (`number`: status; `text`: why).
+pub const LC_NOTIFIER_EVENT_KIND_REFUSED: lc_notifier_event_kind = 2;
+/// A subscription ended (`text`: subscriber and reason).
+pub const LC_NOTIFIER_EVENT_KIND_ENDED: lc_notifier_event_kind = 3;
 
 /// One notifier event; `text` is valid until the next call on the handle.
 #[repr(C)]
@@ -851,6 +857,33 @@ pub struct lc_notifier_event {
     pub text: lc_str,
 }
 
+/// The notifier configuration `c` describes.
+///
+/// # Safety
+/// Every string of `c` readable or absent.
+unsafe fn notifier_config(c: &lc_notifier_config) -> Result<NotifierConfig, Code> {
+    // SAFETY: by this function's contract.
+    let (tag, authorized, uri) = unsafe { (c.tag.to_str()?, text(c.authorized)?, uri(c.uri)?) };
+    let auth = match authorized {
+        None => Authorization::Any,
+        Some(list) => Authorization::Domains(words(Some(list))),
+    };
+    let mut nc = NotifierConfig::new(uri, tag, auth);
+    if c.min_expires > 0 {
+        nc.min_expires = c.min_expires;
+    }
+    if c.max_expires > 0 {
+        nc.max_expires = c.max_expires;
+    }
+    if c.default_expires > 0 {
+        nc.default_expires = c.default_expires;
+    }
+    if c.pacing_ms > 0 {
+        nc.pacing_ns = u64::from(c.pacing_ms) * 1_000_000;
+    }
+    Ok(nc)
+}
+
 /// Creates a notifier.
 ///
 /// # Safety
@@ -861,51 +894,20 @@ pub unsafe extern "C" fn lc_notifier_new(
     out: *mut *mut lc_notifier,
 ) -> lc_result {
     boundary(|| {
-        if config.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract.
-        let c = unsafe { &*config };
+        let c = try_ref!(config);
+        let out = try_out!(out);
         // SAFETY: strings readable by contract.
-        let built = unsafe {
-            (|| -> Result<NotifierConfig, lc_result> {
-                let tag = text(c.tag)?.ok_or(lc_result::NullParameter)?;
-                let auth = match text(c.authorized)? {
-                    None => Authorization::Any,
-                    Some(list) => Authorization::Domains(words(Some(list))),
-                };
-                let mut nc = NotifierConfig::new(uri(c.uri)?, &tag, auth);
-                if c.min_expires > 0 {
-                    nc.min_expires = c.min_expires;
-                }
-                if c.max_expires > 0 {
-                    nc.max_expires = c.max_expires;
-                }
-                if c.default_expires > 0 {
-                    nc.default_expires = c.default_expires;
-                }
-                if c.pacing_ms > 0 {
-                    nc.pacing_ns = u64::from(c.pacing_ms) * 1_000_000;
-                }
-                Ok(nc)
-            })()
-        };
-        let nc = match built {
-            Ok(nc) => nc,
-            Err(e) => return e,
-        };
+        let nc = try_!(unsafe { notifier_config(c) });
         let handle = lc_notifier {
             notifier: Notifier::new(nc),
             out_request: None,
             out_route: String::new(),
             out_response: None,
             event_text: String::new(),
-            wire_out: Vec::new(),
-            wire_next_hop: String::new(),
+            wire: crate::wire::Rendered::default(),
         };
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { out.write(Box::into_raw(Box::new(handle))) };
-        lc_result::Ok
+        out.write(Box::into_raw(Box::new(handle)));
+        Code::Ok
     })
 }
 
@@ -915,29 +917,20 @@ pub unsafe extern "C" fn lc_notifier_new(
 /// `n` NULL or from `lc_notifier_new`, not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_notifier_free(n: *mut lc_notifier) {
-    let _ = boundary(|| {
-        if !n.is_null() {
-            // SAFETY: from Box::into_raw, freed once.
-            drop(unsafe { Box::from_raw(n) });
-        }
-        lc_result::Ok
-    });
+    // SAFETY: NULL or from Box::into_raw in lc_notifier_new, freed once.
+    let _ = boundary(|| unsafe { crate::free_box(n) });
 }
 
 /// # Safety
 /// `body` NULL or readable for `len` bytes.
-unsafe fn policy_of(
-    body: *const u8,
-    len: usize,
-) -> Result<Option<Vec<Arc<policy::Rule>>>, lc_result> {
+unsafe fn policy_of(body: *const u8, len: usize) -> Result<Option<Vec<Arc<policy::Rule>>>, Code> {
     if body.is_null() {
         return Ok(None);
     }
     // SAFETY: non-null and readable by contract.
     let bytes = unsafe { std::slice::from_raw_parts(body, len) };
-    let doc =
-        policy::read(bytes, &policy::Limits::default()).map_err(|_| lc_result::InvalidPolicy)?;
-    let rules = doc.ruleset.rules().ok_or(lc_result::NotFull)?;
+    let doc = policy::read(bytes, &policy::Limits::default()).map_err(|_| Code::InvalidPolicy)?;
+    let rules = doc.ruleset.rules().ok_or(Code::NotFull)?;
     Ok(Some(rules.to_vec()))
 }
 
@@ -954,17 +947,11 @@ pub unsafe extern "C" fn lc_notifier_set_policy(
     len: usize,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() {
-            return lc_result::NullParameter;
-        }
+        let h = try_mut!(n);
         // SAFETY: readable by contract.
-        let policy = match unsafe { policy_of(body, len) } {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        // SAFETY: checked non-null; exclusive use by contract.
-        unsafe { &mut *n }.notifier.set_policy(now_ns, policy);
-        lc_result::Ok
+        let policy = try_!(unsafe { policy_of(body, len) });
+        h.notifier.set_policy(now_ns, policy);
+        Code::Ok
     })
 }
 
@@ -983,28 +970,17 @@ pub unsafe extern "C" fn lc_notifier_set_subscriber_policy(
     clear: bool,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() {
-            return lc_result::NullParameter;
-        }
+        let h = try_mut!(n);
         // SAFETY: readable by contract.
-        let who = match unsafe { uri(subscriber) } {
-            Ok(u) => u,
-            Err(e) => return e,
-        };
+        let who = try_!(unsafe { uri(subscriber) });
         let policy = if clear {
             None
         } else {
             // SAFETY: readable by contract.
-            match unsafe { policy_of(body, len) } {
-                Ok(p) => Some(p),
-                Err(e) => return e,
-            }
+            Some(try_!(unsafe { policy_of(body, len) }))
         };
-        // SAFETY: checked non-null; exclusive use by contract.
-        unsafe { &mut *n }
-            .notifier
-            .set_subscriber_policy(now_ns, &who, policy);
-        lc_result::Ok
+        h.notifier.set_subscriber_policy(now_ns, &who, policy);
+        Code::Ok
     })
 }
 
@@ -1021,12 +997,8 @@ pub unsafe extern "C" fn lc_notifier_handle_subscribe(
     response: *mut lc_sip_message,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() || msg.is_null() || response.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract.
-        let h = unsafe { &mut *n };
-        // SAFETY: checked non-null; readable strings and a writable response by contract.
+        let (h, msg, response) = (try_mut!(n), try_ref!(msg), try_out!(response));
+        // SAFETY: readable strings by contract.
         unsafe {
             answer(msg, response, &mut h.out_response, |req| {
                 h.notifier.handle_subscribe(now_ns, req)
@@ -1046,19 +1018,9 @@ pub unsafe extern "C" fn lc_notifier_handle_response(
     msg: *const lc_sip_message,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() || msg.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract.
-        let (h, m) = unsafe { (&mut *n, &*msg) };
+        let (h, m) = (try_mut!(n), try_ref!(msg));
         // SAFETY: readable strings by contract.
-        match unsafe { response_from_c(m) } {
-            Ok(r) => {
-                h.notifier.handle_response(now_ns, &r);
-                lc_result::Ok
-            }
-            Err(e) => e,
-        }
+        unsafe { take_response(m, |r| h.notifier.handle_response(now_ns, r)) }
     })
 }
 
@@ -1072,21 +1034,10 @@ pub unsafe extern "C" fn lc_notifier_poll_transmit(
     out: *mut lc_sip_message,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let h = unsafe { &mut *n };
-        h.out_request = h.notifier.poll_transmit();
-        match &h.out_request {
-            None => lc_result::Empty,
-            Some(r) => {
-                h.out_route = loadctl::event::wire::route_text(&r.route);
-                // SAFETY: checked non-null, writable by contract.
-                unsafe { out.write(request_to_c(r, &h.out_route)) };
-                lc_result::Ok
-            }
-        }
+        let h = try_mut!(n);
+        let out = try_out!(out);
+        let next = h.notifier.poll_transmit();
+        transmit_next(&mut h.out_request, &mut h.out_route, next, out)
     })
 }
 
@@ -1100,18 +1051,8 @@ pub unsafe extern "C" fn lc_notifier_poll_timeout(
     out: *mut u64,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract.
-        match unsafe { &*n }.notifier.poll_timeout() {
-            None => lc_result::Empty,
-            Some(t) => {
-                // SAFETY: checked non-null, writable by contract.
-                unsafe { out.write(t) };
-                lc_result::Ok
-            }
-        }
+        let h = try_ref!(n);
+        timeout_to_c(h.notifier.poll_timeout(), try_out!(out))
     })
 }
 
@@ -1122,12 +1063,8 @@ pub unsafe extern "C" fn lc_notifier_poll_timeout(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_notifier_handle_timeout(n: *mut lc_notifier, now_ns: u64) -> lc_result {
     boundary(|| {
-        if n.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        unsafe { &mut *n }.notifier.handle_timeout(now_ns);
-        lc_result::Ok
+        try_mut!(n).notifier.handle_timeout(now_ns);
+        Code::Ok
     })
 }
 
@@ -1138,12 +1075,8 @@ pub unsafe extern "C" fn lc_notifier_handle_timeout(n: *mut lc_notifier, now_ns:
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_notifier_shutdown(n: *mut lc_notifier, now_ns: u64) -> lc_result {
     boundary(|| {
-        if n.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        unsafe { &mut *n }.notifier.shutdown(now_ns);
-        lc_result::Ok
+        try_mut!(n).notifier.shutdown(now_ns);
+        Code::Ok
     })
 }
 
@@ -1157,33 +1090,30 @@ pub unsafe extern "C" fn lc_notifier_poll_event(
     out: *mut lc_notifier_event,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let h = unsafe { &mut *n };
+        let h = try_mut!(n);
+        let out = try_out!(out);
         let Some(ev) = h.notifier.poll_event() else {
-            return lc_result::Empty;
+            return Code::Empty;
         };
         let (kind, number, text) = match ev {
             NotifierEvent::Subscribed {
                 subscriber,
                 expires,
             } => (
-                lc_notifier_event_kind::Subscribed,
+                LC_NOTIFIER_EVENT_KIND_SUBSCRIBED,
                 u64::from(expires),
                 subscriber,
             ),
             NotifierEvent::Refreshed { subscriber } => {
-                (lc_notifier_event_kind::Refreshed, 0, subscriber)
+                (LC_NOTIFIER_EVENT_KIND_REFRESHED, 0, subscriber)
             }
             NotifierEvent::Refused { status, why } => (
-                lc_notifier_event_kind::Refused,
+                LC_NOTIFIER_EVENT_KIND_REFUSED,
                 u64::from(status),
                 why.to_owned(),
             ),
             NotifierEvent::Ended { subscriber, reason } => (
-                lc_notifier_event_kind::Ended,
+                LC_NOTIFIER_EVENT_KIND_ENDED,
                 0,
                 format!("{subscriber} {reason}"),
             ),
@@ -1194,8 +1124,7 @@ pub unsafe extern "C" fn lc_notifier_poll_event(
             number,
             text: lc_str::from_bytes(h.event_text.as_bytes()),
         };
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { out.write(event) };
-        lc_result::Ok
+        out.write(event);
+        Code::Ok
     })
 }

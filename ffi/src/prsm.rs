@@ -20,9 +20,9 @@
 //! caller's request, or an index into its own table. Items still queued when the scheduler is
 //! freed are forgotten (drain it first if they own memory).
 //!
-//! `lc_class` and `lc_discipline` are integers with named constants rather than enums because
-//! they are passed *into* the library: any value a C caller passes is then defined behaviour
-//! on the Rust side, and an unknown one is refused with `LC_RESULT_INVALID_ARGUMENT`.
+//! `lc_class` and `lc_discipline` are integers with named constants, as every enum-like value
+//! of the ABI (the crate documentation's integer-and-check rule): an unknown one is refused
+//! with `LC_RESULT_INVALID_ARGUMENT`.
 
 use loadctl::prsm::{
     Class, ConfigError, DetectorConfig, DetectorStats, Discipline, KeyError, QueueStats,
@@ -31,8 +31,9 @@ use loadctl::prsm::{
 };
 use loadctl::sip;
 
+use crate::abi::FromC;
 use crate::worker::sip_error;
-use crate::{boundary, lc_result, lc_str};
+use crate::{Code, boundary, lc_result, lc_str};
 
 /// A scheduler item: an integer as wide as a pointer (`uintptr_t` in the header), opaque to the
 /// library.
@@ -55,11 +56,23 @@ pub const LC_DISCIPLINE_PRIORITY: lc_discipline = 0;
 /// (`secondary_capacity` is ignored); the counters still tell the classes apart.
 pub const LC_DISCIPLINE_FIFO: lc_discipline = 1;
 
-fn class_from_c(class: lc_class) -> Option<Class> {
-    match class {
-        LC_CLASS_ORIGINAL => Some(Class::Original),
-        LC_CLASS_RETRANSMISSION => Some(Class::Retransmission),
-        _ => None,
+impl FromC for Class {
+    fn from_c(value: u32) -> Option<Self> {
+        match value {
+            LC_CLASS_ORIGINAL => Some(Class::Original),
+            LC_CLASS_RETRANSMISSION => Some(Class::Retransmission),
+            _ => None,
+        }
+    }
+}
+
+impl FromC for Discipline {
+    fn from_c(value: u32) -> Option<Self> {
+        match value {
+            LC_DISCIPLINE_PRIORITY => Some(Discipline::Priority),
+            LC_DISCIPLINE_FIFO => Some(Discipline::Fifo),
+            _ => None,
+        }
     }
 }
 
@@ -72,14 +85,14 @@ fn class_to_c(class: Class) -> lc_class {
 
 /// Every refused configuration is an argument out of range (zero or too large a capacity, a
 /// zero T1, more stripes than capacity).
-fn config_error(_: ConfigError) -> lc_result {
-    lc_result::InvalidArgument
+fn config_error(_: ConfigError) -> Code {
+    Code::InvalidArgument
 }
 
-fn key_error(e: KeyError) -> lc_result {
+fn key_error(e: KeyError) -> Code {
     match e {
-        KeyError::MissingVia => lc_result::SipMissingVia,
-        KeyError::BadVia => lc_result::SipBadVia,
+        KeyError::MissingVia => Code::SipMissingVia,
+        KeyError::BadVia => Code::SipBadVia,
     }
 }
 
@@ -163,27 +176,18 @@ pub unsafe extern "C" fn lc_scheduler_new(
     out: *mut *mut lc_scheduler,
 ) -> lc_result {
     boundary(|| {
-        if config.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; the caller promises a valid struct.
-        let c = unsafe { *config };
-        let discipline = match c.discipline {
-            LC_DISCIPLINE_PRIORITY => Discipline::Priority,
-            LC_DISCIPLINE_FIFO => Discipline::Fifo,
-            _ => return lc_result::InvalidArgument,
-        };
-        let scheduler = match Scheduler::new(SchedulerConfig {
-            discipline,
-            primary_capacity: c.primary_capacity,
-            secondary_capacity: c.secondary_capacity,
-        }) {
-            Ok(s) => s,
-            Err(e) => return config_error(e),
-        };
-        // SAFETY: checked non-null; the caller promises it is writable.
-        unsafe { out.write(Box::into_raw(Box::new(lc_scheduler { scheduler }))) };
-        lc_result::Ok
+        let c = *try_ref!(config);
+        let out = try_out!(out);
+        let scheduler = try_!(
+            Scheduler::new(SchedulerConfig {
+                discipline: try_value!(c.discipline),
+                primary_capacity: c.primary_capacity,
+                secondary_capacity: c.secondary_capacity,
+            })
+            .map_err(config_error)
+        );
+        out.write(Box::into_raw(Box::new(lc_scheduler { scheduler })));
+        Code::Ok
     })
 }
 
@@ -195,13 +199,8 @@ pub unsafe extern "C" fn lc_scheduler_new(
 /// and not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_scheduler_free(scheduler: *mut lc_scheduler) {
-    let _ = boundary(|| {
-        if !scheduler.is_null() {
-            // SAFETY: it came from Box::into_raw in lc_scheduler_new and is freed once.
-            drop(unsafe { Box::from_raw(scheduler) });
-        }
-        lc_result::Ok
-    });
+    // SAFETY: NULL or from Box::into_raw in lc_scheduler_new, freed once.
+    let _ = boundary(|| unsafe { crate::free_box(scheduler) });
 }
 
 /// Queues `item` with its class: originals to the primary queue, retransmissions to the
@@ -220,18 +219,12 @@ pub unsafe extern "C" fn lc_scheduler_push(
     item_class: lc_class,
 ) -> lc_result {
     boundary(|| {
-        if scheduler.is_null() {
-            return lc_result::NullParameter;
-        }
-        let Some(class) = class_from_c(item_class) else {
-            return lc_result::InvalidArgument;
-        };
-        // SAFETY: checked non-null; alive during the call by contract (shared use is fine:
-        // the scheduler is Sync).
-        let s = unsafe { &(*scheduler).scheduler };
+        // Shared use is fine: the scheduler is Sync.
+        let s = &try_ref!(scheduler).scheduler;
+        let class = try_value!(item_class);
         match s.push(item, class) {
-            Ok(()) => lc_result::Ok,
-            Err(_) => lc_result::QueueFull,
+            Ok(()) => Code::Ok,
+            Err(_) => Code::QueueFull,
         }
     })
 }
@@ -250,22 +243,16 @@ pub unsafe extern "C" fn lc_scheduler_pop(
     item_class: *mut lc_class,
 ) -> lc_result {
     boundary(|| {
+        let s = &try_ref!(scheduler).scheduler;
         // Checked before popping: an item taken out must reach the caller.
-        if scheduler.is_null() || item.is_null() || item_class.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let s = unsafe { &(*scheduler).scheduler };
+        let (item, item_class) = (try_out!(item), try_out!(item_class));
         match s.pop() {
             Some((token, c)) => {
-                // SAFETY: both checked non-null; writable by contract.
-                unsafe {
-                    item.write(token);
-                    item_class.write(class_to_c(c));
-                }
-                lc_result::Ok
+                item.write(token);
+                item_class.write(class_to_c(c));
+                Code::Ok
             }
-            None => lc_result::Empty,
+            None => Code::Empty,
         }
     })
 }
@@ -281,14 +268,9 @@ pub unsafe extern "C" fn lc_scheduler_stats(
     out: *mut lc_scheduler_counters,
 ) -> lc_result {
     boundary(|| {
-        if scheduler.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let stats = unsafe { &(*scheduler).scheduler }.stats();
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { out.write(scheduler_stats(&stats)) };
-        lc_result::Ok
+        let s = &try_ref!(scheduler).scheduler;
+        try_out!(out).write(scheduler_stats(&s.stats()));
+        Code::Ok
     })
 }
 
@@ -378,18 +360,13 @@ pub struct lc_transaction_parts {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_detector_config_default(out: *mut lc_detector_config) -> lc_result {
     boundary(|| {
-        if out.is_null() {
-            return lc_result::NullParameter;
-        }
         let d = DetectorConfig::default();
-        let config = lc_detector_config {
+        try_out!(out).write(lc_detector_config {
             capacity: d.capacity,
             t1_ns: d.t1_ns,
             stripes: d.stripes,
-        };
-        // SAFETY: checked non-null; the caller promises it is writable.
-        unsafe { out.write(config) };
-        lc_result::Ok
+        });
+        Code::Ok
     })
 }
 
@@ -405,27 +382,17 @@ pub unsafe extern "C" fn lc_detector_new(
     out: *mut *mut lc_detector,
 ) -> lc_result {
     boundary(|| {
-        if out.is_null() {
-            return lc_result::NullParameter;
-        }
-        let c = if config.is_null() {
-            DetectorConfig::default()
-        } else {
-            // SAFETY: checked non-null; the caller promises a valid struct.
-            let c = unsafe { *config };
-            DetectorConfig {
+        let out = try_out!(out);
+        // SAFETY: the caller promises NULL or a valid struct.
+        let c =
+            unsafe { config.as_ref() }.map_or_else(DetectorConfig::default, |c| DetectorConfig {
                 capacity: c.capacity,
                 t1_ns: c.t1_ns,
                 stripes: c.stripes,
-            }
-        };
-        let detector = match RetransmissionDetector::new(c) {
-            Ok(d) => d,
-            Err(e) => return config_error(e),
-        };
-        // SAFETY: checked non-null; the caller promises it is writable.
-        unsafe { out.write(Box::into_raw(Box::new(lc_detector { detector }))) };
-        lc_result::Ok
+            });
+        let detector = try_!(RetransmissionDetector::new(c).map_err(config_error));
+        out.write(Box::into_raw(Box::new(lc_detector { detector })));
+        Code::Ok
     })
 }
 
@@ -436,18 +403,13 @@ pub unsafe extern "C" fn lc_detector_new(
 /// not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_detector_free(detector: *mut lc_detector) {
-    let _ = boundary(|| {
-        if !detector.is_null() {
-            // SAFETY: it came from Box::into_raw in lc_detector_new and is freed once.
-            drop(unsafe { Box::from_raw(detector) });
-        }
-        lc_result::Ok
-    });
+    // SAFETY: NULL or from Box::into_raw in lc_detector_new, freed once.
+    let _ = boundary(|| unsafe { crate::free_box(detector) });
 }
 
 /// The transaction key of a raw request: scan errors get their `LC_RESULT_SIP_*` code, a
 /// request without a usable top Via `LC_RESULT_SIP_MISSING_VIA` / `LC_RESULT_SIP_BAD_VIA`.
-fn key_of_sip(d: &RetransmissionDetector, msg: &[u8]) -> Result<TransactionKey, lc_result> {
+fn key_of_sip(d: &RetransmissionDetector, msg: &[u8]) -> Result<TransactionKey, Code> {
     let request = sip::scan(msg).map_err(sip_error)?;
     d.key(&request).map_err(key_error)
 }
@@ -459,7 +421,7 @@ fn key_of_sip(d: &RetransmissionDetector, msg: &[u8]) -> Result<TransactionKey, 
 unsafe fn key_of_parts(
     d: &RetransmissionDetector,
     p: &lc_transaction_parts,
-) -> Result<TransactionKey, lc_result> {
+) -> Result<TransactionKey, Code> {
     // SAFETY: the caller promises readable strings.
     let (method, request_uri, top_via, call_id, from_tag, to_tag) = unsafe {
         (
@@ -472,10 +434,10 @@ unsafe fn key_of_parts(
         )
     };
     let parts = TransactionParts {
-        method: method.ok_or(lc_result::NullParameter)?,
-        request_uri: request_uri.ok_or(lc_result::NullParameter)?,
-        top_via: top_via.ok_or(lc_result::NullParameter)?,
-        call_id: call_id.ok_or(lc_result::NullParameter)?,
+        method: method.ok_or(Code::NullParameter)?,
+        request_uri: request_uri.ok_or(Code::NullParameter)?,
+        top_via: top_via.ok_or(Code::NullParameter)?,
+        call_id: call_id.ok_or(Code::NullParameter)?,
         cseq: p.cseq,
         from_tag,
         to_tag,
@@ -501,21 +463,13 @@ pub unsafe extern "C" fn lc_detector_observe_sip(
     request_class: *mut lc_class,
 ) -> lc_result {
     boundary(|| {
-        if detector.is_null() || msg.is_null() || request_class.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract (the detector is Sync).
-        let d = unsafe { &(*detector).detector };
-        // SAFETY: non-null, `len` readable bytes by contract.
-        let bytes = unsafe { std::slice::from_raw_parts(msg, len) };
-        let key = match key_of_sip(d, bytes) {
-            Ok(k) => k,
-            Err(e) => return e,
-        };
-        let c = class_to_c(d.observe(key, now_ns));
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { request_class.write(c) };
-        lc_result::Ok
+        // Shared use is fine: the detector is Sync.
+        let d = &try_ref!(detector).detector;
+        let bytes = try_slice!(msg, len);
+        let request_class = try_out!(request_class);
+        let key = try_!(key_of_sip(d, bytes));
+        request_class.write(class_to_c(d.observe(key, now_ns)));
+        Code::Ok
     })
 }
 
@@ -534,20 +488,13 @@ pub unsafe extern "C" fn lc_detector_observe(
     request_class: *mut lc_class,
 ) -> lc_result {
     boundary(|| {
-        if detector.is_null() || parts.is_null() || request_class.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let d = unsafe { &(*detector).detector };
-        // SAFETY: checked non-null; valid with readable strings by contract.
-        let key = match unsafe { key_of_parts(d, &*parts) } {
-            Ok(k) => k,
-            Err(e) => return e,
-        };
-        let c = class_to_c(d.observe(key, now_ns));
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { request_class.write(c) };
-        lc_result::Ok
+        let d = &try_ref!(detector).detector;
+        let parts = try_ref!(parts);
+        let request_class = try_out!(request_class);
+        // SAFETY: readable strings by contract.
+        let key = try_!(unsafe { key_of_parts(d, parts) });
+        request_class.write(class_to_c(d.observe(key, now_ns)));
+        Code::Ok
     })
 }
 
@@ -567,21 +514,12 @@ pub unsafe extern "C" fn lc_detector_forget_sip(
     forgotten: *mut bool,
 ) -> lc_result {
     boundary(|| {
-        if detector.is_null() || msg.is_null() || forgotten.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let d = unsafe { &(*detector).detector };
-        // SAFETY: non-null, `len` readable bytes by contract.
-        let bytes = unsafe { std::slice::from_raw_parts(msg, len) };
-        let key = match key_of_sip(d, bytes) {
-            Ok(k) => k,
-            Err(e) => return e,
-        };
-        let was = d.forget(key);
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { forgotten.write(was) };
-        lc_result::Ok
+        let d = &try_ref!(detector).detector;
+        let bytes = try_slice!(msg, len);
+        let forgotten = try_out!(forgotten);
+        let key = try_!(key_of_sip(d, bytes));
+        forgotten.write(d.forget(key));
+        Code::Ok
     })
 }
 
@@ -597,20 +535,13 @@ pub unsafe extern "C" fn lc_detector_forget(
     forgotten: *mut bool,
 ) -> lc_result {
     boundary(|| {
-        if detector.is_null() || parts.is_null() || forgotten.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let d = unsafe { &(*detector).detector };
-        // SAFETY: checked non-null; valid with readable strings by contract.
-        let key = match unsafe { key_of_parts(d, &*parts) } {
-            Ok(k) => k,
-            Err(e) => return e,
-        };
-        let was = d.forget(key);
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { forgotten.write(was) };
-        lc_result::Ok
+        let d = &try_ref!(detector).detector;
+        let parts = try_ref!(parts);
+        let forgotten = try_out!(forgotten);
+        // SAFETY: readable strings by contract.
+        let key = try_!(unsafe { key_of_parts(d, parts) });
+        forgotten.write(d.forget(key));
+        Code::Ok
     })
 }
 
@@ -624,14 +555,9 @@ pub unsafe extern "C" fn lc_detector_stats(
     out: *mut lc_detector_counters,
 ) -> lc_result {
     boundary(|| {
-        if detector.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let stats = unsafe { &(*detector).detector }.stats();
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { out.write(detector_stats(&stats)) };
-        lc_result::Ok
+        let d = &try_ref!(detector).detector;
+        try_out!(out).write(detector_stats(&d.stats()));
+        Code::Ok
     })
 }
 
@@ -662,7 +588,7 @@ mod tests {
         // SAFETY: both pointers are valid for the call.
         assert_eq!(
             unsafe { lc_scheduler_new(&config, &mut out) },
-            lc_result::Ok
+            crate::LC_RESULT_OK
         );
         out
     }
@@ -675,7 +601,10 @@ mod tests {
         };
         let mut out = std::ptr::null_mut();
         // SAFETY: both pointers are valid for the call.
-        assert_eq!(unsafe { lc_detector_new(&config, &mut out) }, lc_result::Ok);
+        assert_eq!(
+            unsafe { lc_detector_new(&config, &mut out) },
+            crate::LC_RESULT_OK
+        );
         out
     }
 
@@ -689,41 +618,47 @@ mod tests {
         let mut out = std::ptr::null_mut();
         // SAFETY: valid pointers.
         let r = unsafe { lc_scheduler_new(&config, &mut out) };
-        assert_eq!((r, out.is_null()), (lc_result::InvalidArgument, true));
+        assert_eq!(
+            (r, out.is_null()),
+            (crate::LC_RESULT_INVALID_ARGUMENT, true)
+        );
         let sched = new_scheduler(LC_DISCIPLINE_PRIORITY, 1, 1);
         // SAFETY: `sched` is live; outputs are valid places.
         unsafe {
-            assert_eq!(lc_scheduler_push(sched, 1, 2), lc_result::InvalidArgument);
+            assert_eq!(
+                lc_scheduler_push(sched, 1, 2),
+                crate::LC_RESULT_INVALID_ARGUMENT
+            );
             assert_eq!(
                 lc_scheduler_push(sched, 1, u32::MAX),
-                lc_result::InvalidArgument
+                crate::LC_RESULT_INVALID_ARGUMENT
             );
             assert_eq!((*sched).scheduler().len(), 0);
             assert_eq!(
                 lc_scheduler_push(sched, 7, LC_CLASS_RETRANSMISSION),
-                lc_result::Ok
+                crate::LC_RESULT_OK
             );
             assert_eq!(
                 lc_scheduler_push(sched, 8, LC_CLASS_RETRANSMISSION),
-                lc_result::QueueFull
+                crate::LC_RESULT_QUEUE_FULL
             );
             let (mut item, mut class) = (0usize, LC_CLASS_ORIGINAL);
             // A NULL output must not cost the item.
             assert_eq!(
                 lc_scheduler_pop(sched, std::ptr::null_mut(), &mut class),
-                lc_result::NullParameter
+                crate::LC_RESULT_NULL_PARAMETER
             );
             assert_eq!(
                 lc_scheduler_pop(sched, &mut item, &mut class),
-                lc_result::Ok
+                crate::LC_RESULT_OK
             );
             assert_eq!((item, class), (7, LC_CLASS_RETRANSMISSION));
             assert_eq!(
                 lc_scheduler_pop(sched, &mut item, &mut class),
-                lc_result::Empty
+                crate::LC_RESULT_EMPTY
             );
             let mut st = lc_scheduler_counters::default();
-            assert_eq!(lc_scheduler_stats(sched, &mut st), lc_result::Ok);
+            assert_eq!(lc_scheduler_stats(sched, &mut st), crate::LC_RESULT_OK);
             assert_eq!(
                 (
                     st.secondary.enqueued,
@@ -755,22 +690,28 @@ mod tests {
             let observe_sip = |now, class: &mut lc_class| {
                 lc_detector_observe_sip(d, INVITE.as_ptr(), INVITE.len(), now, class)
             };
-            assert_eq!(observe_sip(0, &mut class), lc_result::Ok);
+            assert_eq!(observe_sip(0, &mut class), crate::LC_RESULT_OK);
             assert_eq!(class, LC_CLASS_ORIGINAL);
-            assert_eq!(lc_detector_observe(d, &parts, 1, &mut class), lc_result::Ok);
+            assert_eq!(
+                lc_detector_observe(d, &parts, 1, &mut class),
+                crate::LC_RESULT_OK
+            );
             assert_eq!(class, LC_CLASS_RETRANSMISSION);
-            assert_eq!(lc_detector_forget(d, &parts, &mut forgotten), lc_result::Ok);
+            assert_eq!(
+                lc_detector_forget(d, &parts, &mut forgotten),
+                crate::LC_RESULT_OK
+            );
             assert!(forgotten);
             let (msg, len) = (INVITE.as_ptr(), INVITE.len());
             assert_eq!(
                 lc_detector_forget_sip(d, msg, len, &mut forgotten),
-                lc_result::Ok
+                crate::LC_RESULT_OK
             );
             assert!(!forgotten);
-            assert_eq!(observe_sip(2, &mut class), lc_result::Ok);
+            assert_eq!(observe_sip(2, &mut class), crate::LC_RESULT_OK);
             assert_eq!(class, LC_CLASS_ORIGINAL);
             let mut st = lc_detector_counters::default();
-            assert_eq!(lc_detector_stats(d, &mut st), lc_result::Ok);
+            assert_eq!(lc_detector_stats(d, &mut st), crate::LC_RESULT_OK);
             assert_eq!((st.originals, st.retransmissions, st.tracked), (2, 1, 1));
             lc_detector_free(d);
         }
@@ -787,9 +728,12 @@ mod tests {
         // SAFETY: `d` is live; messages and outputs are valid for each call.
         unsafe {
             for (msg, expected) in [
-                (&no_via[..], lc_result::SipMissingVia),
-                (&bad_via[..], lc_result::SipBadVia),
-                (b"SIP/2.0 200 OK\r\n\r\n", lc_result::SipNotARequest),
+                (&no_via[..], crate::LC_RESULT_SIP_MISSING_VIA),
+                (&bad_via[..], crate::LC_RESULT_SIP_BAD_VIA),
+                (
+                    b"SIP/2.0 200 OK\r\n\r\n",
+                    crate::LC_RESULT_SIP_NOT_A_REQUEST,
+                ),
             ] {
                 let r = lc_detector_observe_sip(d, msg.as_ptr(), msg.len(), 0, &mut class);
                 assert_eq!(r, expected);
@@ -809,7 +753,10 @@ mod tests {
             stripes: 0,
         };
         // SAFETY: a valid place.
-        assert_eq!(unsafe { lc_detector_config_default(&mut c) }, lc_result::Ok);
+        assert_eq!(
+            unsafe { lc_detector_config_default(&mut c) },
+            crate::LC_RESULT_OK
+        );
         let d = DetectorConfig::default();
         assert_eq!(
             (c.capacity, c.t1_ns, c.stripes),

@@ -12,10 +12,10 @@
 //! Request-URI, which inside a dialog is the remote target (RFC 3261 §8.1.2, §12.2.1.1) — the
 //! Contact the peer last sent, not necessarily the URI first subscribed to.
 
-use loadctl::event::wire::{self, Raw, Via, WireError};
+use loadctl::event::wire::{self, Via, WireError};
 
 use crate::event::{lc_notifier, lc_subscriber};
-use crate::{boundary, lc_result, lc_str};
+use crate::{Code, Out, OutBuf, boundary, lc_result, lc_str};
 
 /// Where this end is, for the requests it sends and its 2xx answers to SUBSCRIBE.
 #[repr(C)]
@@ -36,94 +36,71 @@ struct Wire<'a> {
 }
 
 /// # Safety
-/// `w` non-null and valid with readable strings.
-unsafe fn wire_of<'a>(w: *const lc_sip_wire) -> Result<Wire<'a>, lc_result> {
-    // SAFETY: non-null and valid by this function's contract.
-    let w = unsafe { &*w };
-    // SAFETY: readable strings by contract.
-    let field = |s: lc_str| -> Result<&'a str, lc_result> {
-        let b = unsafe { s.bytes() }.ok_or(lc_result::NullParameter)?;
-        std::str::from_utf8(b).map_err(|_| lc_result::InvalidUtf8)
-    };
-    Ok(Wire {
-        transport: field(w.transport)?,
-        sent_by: field(w.sent_by)?,
-        contact: field(w.contact)?,
-    })
+/// Every string of `w` readable or absent.
+unsafe fn wire_of<'a>(w: &lc_sip_wire) -> Result<Wire<'a>, Code> {
+    // SAFETY: readable strings by this function's contract.
+    unsafe {
+        Ok(Wire {
+            transport: w.transport.to_str()?,
+            sent_by: w.sent_by.to_str()?,
+            contact: w.contact.to_str()?,
+        })
+    }
 }
 
-/// Copies `bytes` into the caller's buffer, or says how much room it needs.
-///
-/// # Safety
-/// `buf` writable for `cap` bytes (or NULL with `cap` 0); `len` writable.
-unsafe fn deliver(bytes: &[u8], buf: *mut u8, cap: usize, len: *mut usize) -> lc_result {
-    // SAFETY: writable by contract.
-    unsafe { len.write(bytes.len()) };
-    if bytes.len() > cap || (buf.is_null() && !bytes.is_empty()) {
-        return lc_result::BufferTooSmall;
-    }
-    if !bytes.is_empty() {
-        // SAFETY: `buf` has room for `cap` ≥ `bytes.len()` bytes and does not overlap ours.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf, bytes.len()) };
-    }
-    lc_result::Ok
-}
-
-fn wire_error(e: &WireError) -> lc_result {
+fn wire_error(e: &WireError) -> Code {
     match e {
         WireError::Sip(s) => crate::worker::sip_error(*s),
-        WireError::OtherMethod(_) => lc_result::SipOtherMessage,
-        WireError::Missing(_) => lc_result::SipMissingHeader,
-        WireError::TruncatedBody => lc_result::SipTruncated,
-        WireError::BadStatusLine | WireError::BadValue(_) => lc_result::SipBadHeader,
+        WireError::OtherMethod(_) => Code::SipOtherMessage,
+        WireError::Missing(_) => Code::SipMissingHeader,
+        WireError::TruncatedBody => Code::SipTruncated,
+        WireError::BadStatusLine | WireError::BadValue(_) => Code::SipBadHeader,
     }
 }
 
-/// The shared part of the two `…_transmit_wire` functions.
+/// What a handle's `…_transmit_wire` rendered last.
+#[derive(Default)]
+pub(crate) struct Rendered {
+    /// A request that did not fit the caller's buffer yet (empty once delivered).
+    pending: Vec<u8>,
+    /// Where the last request goes (its first Route, else its Request-URI).
+    next_hop: String,
+}
+
+/// The shared part of the two `…_transmit_wire` functions: renders the handle's next request
+/// (`next`) unless one is still pending, and delivers it.
 ///
 /// # Safety
-/// As for the exported functions.
-#[allow(clippy::too_many_arguments)]
+/// Every string of `w` and `branch` readable or absent.
 unsafe fn transmit(
-    pending: &mut Vec<u8>,
-    next_hop: &mut String,
+    r: &mut Rendered,
     next: impl FnOnce() -> Option<loadctl::event::Request>,
-    w: *const lc_sip_wire,
+    w: &lc_sip_wire,
     branch: lc_str,
-    buf: *mut u8,
-    cap: usize,
-    len: *mut usize,
-) -> lc_result {
-    if pending.is_empty() {
-        // SAFETY: valid by the caller's contract.
-        let wire = match unsafe { wire_of(w) } {
-            Ok(w) => w,
-            Err(e) => return e,
-        };
-        // SAFETY: readable by contract.
-        let branch = match unsafe { branch.bytes() }.map(std::str::from_utf8) {
-            Some(Ok(b)) if b.starts_with("z9hG4bK") => b,
-            Some(Ok(_)) => return lc_result::InvalidArgument,
-            Some(Err(_)) => return lc_result::InvalidUtf8,
-            None => return lc_result::NullParameter,
-        };
+    out: OutBuf<'_>,
+) -> Code {
+    if r.pending.is_empty() {
+        // SAFETY: readable strings by the caller's contract.
+        let (wire, branch) = try_!(unsafe { wire_of(w).and_then(|w| Ok((w, branch.to_str()?))) });
+        if !branch.starts_with("z9hG4bK") {
+            return Code::InvalidArgument;
+        }
         let Some(req) = next() else {
-            return lc_result::Empty;
+            return Code::Empty;
         };
         let via = Via {
             transport: wire.transport,
             sent_by: wire.sent_by,
             branch,
         };
-        wire::write_request(&req, &via, wire.contact, pending);
-        *next_hop = req.next_hop().as_str().to_owned();
+        wire::write_request(&req, &via, wire.contact, &mut r.pending);
+        r.next_hop = req.next_hop().as_str().to_owned();
     }
-    // SAFETY: by the caller's contract.
-    let r = unsafe { deliver(pending, buf, cap, len) };
-    if r == lc_result::Ok {
-        pending.clear();
+    let code = out.deliver(&r.pending);
+    if code == Code::Ok {
+        r.pending.clear();
     }
-    r
+    code
 }
 
 /// Renders the subscriber's next SUBSCRIBE as SIP bytes into `buf` and its length into
@@ -145,25 +122,10 @@ pub unsafe extern "C" fn lc_subscriber_transmit_wire(
     len: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() || wire.is_null() || len.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let s = unsafe { &mut *sub };
-        let (pending, hop, sub) = (&mut s.wire_out, &mut s.wire_next_hop, &mut s.sub);
-        // SAFETY: the remaining pointers are valid by contract.
-        unsafe {
-            transmit(
-                pending,
-                hop,
-                || sub.poll_transmit(),
-                wire,
-                branch,
-                buf,
-                cap,
-                len,
-            )
-        }
+        let (s, wire, out) = (try_mut!(sub), try_ref!(wire), try_buf!(buf, cap, len));
+        let (rendered, handle) = (&mut s.wire, &mut s.sub);
+        // SAFETY: readable strings by contract.
+        unsafe { transmit(rendered, || handle.poll_transmit(), wire, branch, out) }
     })
 }
 
@@ -190,30 +152,17 @@ pub unsafe extern "C" fn lc_subscriber_receive_wire(
     len: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if sub.is_null() || msg.is_null() || wire.is_null() || len.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use and readable bytes by contract.
-        let (s, bytes) = unsafe { (&mut *sub, std::slice::from_raw_parts(msg, msg_len)) };
-        // SAFETY: the remaining pointers are valid by contract.
+        let (s, bytes) = (try_mut!(sub), try_slice!(msg, msg_len));
+        let (wire, out) = (try_ref!(wire), try_buf!(buf, cap, len));
+        // SAFETY: readable strings by contract.
         unsafe {
-            receive(
-                bytes,
-                wire,
-                b"NOTIFY",
-                b"SUBSCRIBE",
-                false,
-                buf,
-                cap,
-                len,
-                |m| match m {
-                    Incoming::Request(req) => Some(s.sub.handle_notify(now_ns, req)),
-                    Incoming::Response(resp) => {
-                        s.sub.handle_response(now_ns, resp);
-                        None
-                    }
-                },
-            )
+            receive(bytes, wire, &SUBSCRIBER, out, |m| match m {
+                Incoming::Request(req) => Some(s.sub.handle_notify(now_ns, req)),
+                Incoming::Response(resp) => {
+                    s.sub.handle_response(now_ns, resp);
+                    None
+                }
+            })
         }
     })
 }
@@ -224,74 +173,62 @@ enum Incoming<'a> {
     Response(&'a loadctl::event::Response),
 }
 
-/// What both `…_receive_wire` functions do: scan `bytes`; a request of method `takes` goes to
-/// `handle`, whose answer is written to `buf` (with this end's Contact on a 2xx when
-/// `contact_on_2xx`); a response to a request of method `answers` goes to `handle` too
-/// (`*len` = 0); anything else is `LC_RESULT_SIP_OTHER_MESSAGE`.
-///
-/// # Safety
-/// `w` non-null and valid; `buf` writable for `cap` bytes; `len` non-null and writable.
-#[allow(clippy::too_many_arguments)]
-unsafe fn receive(
-    bytes: &[u8],
-    w: *const lc_sip_wire,
-    takes: &[u8],
-    answers: &[u8],
+/// Which end of the package a handle is, for `receive`.
+struct Role {
+    /// The method of the requests it takes (and answers).
+    takes: &'static [u8],
+    /// The method of its own requests, whose responses it takes.
+    answers: &'static [u8],
+    /// Whether its 2xx answers carry this end's Contact (a notifier's 2xx to SUBSCRIBE).
     contact_on_2xx: bool,
-    buf: *mut u8,
-    cap: usize,
-    len: *mut usize,
-    handle: impl FnOnce(Incoming<'_>) -> Option<loadctl::event::Response>,
-) -> lc_result {
-    // SAFETY: valid by this function's contract.
-    let w = match unsafe { wire_of(w) } {
-        Ok(w) => w,
-        Err(e) => return e,
-    };
-    let raw = match wire::scan(bytes) {
-        Ok(r) => r,
-        Err(e) => return wire_error(&e),
-    };
-    if raw.status == 0 && raw.method == takes {
-        let req = match raw.request() {
-            Ok(r) => r,
-            Err(e) => return wire_error(&e),
-        };
-        let Some(resp) = handle(Incoming::Request(&req)) else {
-            return lc_result::Ok;
-        };
-        let contact = (contact_on_2xx && resp.is_success()).then_some(w.contact);
-        // SAFETY: by this function's contract.
-        unsafe { answer_bytes(&resp, &raw, contact, buf, cap, len) }
-    } else if raw.status != 0 && raw.method == answers {
-        match raw.response() {
-            Ok(r) => {
-                handle(Incoming::Response(&r));
-                // SAFETY: non-null and writable by this function's contract.
-                unsafe { len.write(0) };
-                lc_result::Ok
-            }
-            Err(e) => wire_error(&e),
-        }
-    } else {
-        lc_result::SipOtherMessage
-    }
 }
 
+/// A subscriber takes NOTIFYs and responses to its SUBSCRIBEs.
+const SUBSCRIBER: Role = Role {
+    takes: b"NOTIFY",
+    answers: b"SUBSCRIBE",
+    contact_on_2xx: false,
+};
+
+/// A notifier takes SUBSCRIBEs (its 2xx with a Contact) and responses to its NOTIFYs.
+const NOTIFIER: Role = Role {
+    takes: b"SUBSCRIBE",
+    answers: b"NOTIFY",
+    contact_on_2xx: true,
+};
+
+/// What both `…_receive_wire` functions do: scan `bytes`; a request the `role` takes goes to
+/// `handle`, whose answer is delivered to `out`; a response to one of the role's own requests
+/// goes to `handle` too (length 0); anything else is `LC_RESULT_SIP_OTHER_MESSAGE`.
+///
 /// # Safety
-/// As for [`deliver`].
-unsafe fn answer_bytes(
-    resp: &loadctl::event::Response,
-    request: &Raw<'_>,
-    contact: Option<&str>,
-    buf: *mut u8,
-    cap: usize,
-    len: *mut usize,
-) -> lc_result {
-    let mut out = Vec::with_capacity(512);
-    wire::write_response(resp, request, contact, &mut out);
-    // SAFETY: by this function's contract.
-    unsafe { deliver(&out, buf, cap, len) }
+/// Every string of `w` readable.
+unsafe fn receive(
+    bytes: &[u8],
+    w: &lc_sip_wire,
+    role: &Role,
+    out: OutBuf<'_>,
+    handle: impl FnOnce(Incoming<'_>) -> Option<loadctl::event::Response>,
+) -> Code {
+    // SAFETY: readable strings by this function's contract.
+    let w = try_!(unsafe { wire_of(w) });
+    let raw = try_!(wire::scan(bytes).map_err(|e| wire_error(&e)));
+    if raw.status == 0 && raw.method == role.takes {
+        let req = try_!(raw.request().map_err(|e| wire_error(&e)));
+        let Some(resp) = handle(Incoming::Request(&req)) else {
+            return Code::Ok;
+        };
+        let contact = (role.contact_on_2xx && resp.is_success()).then_some(w.contact);
+        let mut answer = Vec::with_capacity(512);
+        wire::write_response(&resp, &raw, contact, &mut answer);
+        out.deliver(&answer)
+    } else if raw.status != 0 && raw.method == role.answers {
+        let r = try_!(raw.response().map_err(|e| wire_error(&e)));
+        handle(Incoming::Response(&r));
+        out.nothing()
+    } else {
+        Code::SipOtherMessage
+    }
 }
 
 /// Renders the notifier's next NOTIFY as SIP bytes (see `lc_subscriber_transmit_wire`). Send
@@ -309,25 +246,10 @@ pub unsafe extern "C" fn lc_notifier_transmit_wire(
     len: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() || wire.is_null() || len.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let h = unsafe { &mut *n };
-        let (pending, hop, notifier) = (&mut h.wire_out, &mut h.wire_next_hop, &mut h.notifier);
-        // SAFETY: the remaining pointers are valid by contract.
-        unsafe {
-            transmit(
-                pending,
-                hop,
-                || notifier.poll_transmit(),
-                wire,
-                branch,
-                buf,
-                cap,
-                len,
-            )
-        }
+        let (h, wire, out) = (try_mut!(n), try_ref!(wire), try_buf!(buf, cap, len));
+        let (rendered, handle) = (&mut h.wire, &mut h.notifier);
+        // SAFETY: readable strings by contract.
+        unsafe { transmit(rendered, || handle.poll_transmit(), wire, branch, out) }
     })
 }
 
@@ -350,43 +272,28 @@ pub unsafe extern "C" fn lc_notifier_receive_wire(
     len: *mut usize,
 ) -> lc_result {
     boundary(|| {
-        if n.is_null() || msg.is_null() || wire.is_null() || len.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use and readable bytes by contract.
-        let (h, bytes) = unsafe { (&mut *n, std::slice::from_raw_parts(msg, msg_len)) };
-        // SAFETY: the remaining pointers are valid by contract.
+        let (h, bytes) = (try_mut!(n), try_slice!(msg, msg_len));
+        let (wire, out) = (try_ref!(wire), try_buf!(buf, cap, len));
+        // SAFETY: readable strings by contract.
         unsafe {
-            receive(
-                bytes,
-                wire,
-                b"SUBSCRIBE",
-                b"NOTIFY",
-                true,
-                buf,
-                cap,
-                len,
-                |m| match m {
-                    Incoming::Request(req) => Some(h.notifier.handle_subscribe(now_ns, req)),
-                    Incoming::Response(resp) => {
-                        h.notifier.handle_response(now_ns, resp);
-                        None
-                    }
-                },
-            )
+            receive(bytes, wire, &NOTIFIER, out, |m| match m {
+                Incoming::Request(req) => Some(h.notifier.handle_subscribe(now_ns, req)),
+                Incoming::Response(resp) => {
+                    h.notifier.handle_response(now_ns, resp);
+                    None
+                }
+            })
         }
     })
 }
 
-/// # Safety
-/// `out` non-null and writable.
-unsafe fn write_hop(hop: &str, out: *mut lc_str) -> lc_result {
+/// Writes `hop` to `out`, or `Empty` when there is none yet.
+fn write_hop(hop: &str, out: Out<'_, lc_str>) -> Code {
     if hop.is_empty() {
-        return lc_result::Empty;
+        return Code::Empty;
     }
-    // SAFETY: by this function's contract.
-    unsafe { out.write(lc_str::from_bytes(hop.as_bytes())) };
-    lc_result::Ok
+    out.write(lc_str::from_bytes(hop.as_bytes()));
+    Code::Ok
 }
 
 /// Writes where the request last rendered by `lc_subscriber_transmit_wire` must be sent: the
@@ -403,13 +310,7 @@ pub unsafe extern "C" fn lc_subscriber_wire_next_hop(
     sub: *const lc_subscriber,
     out: *mut lc_str,
 ) -> lc_result {
-    boundary(|| {
-        if sub.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract; `out` writable.
-        unsafe { write_hop(&(*sub).wire_next_hop, out) }
-    })
+    boundary(|| write_hop(&try_ref!(sub).wire.next_hop, try_out!(out)))
 }
 
 /// Writes where the NOTIFY last rendered by `lc_notifier_transmit_wire` must be sent: its first
@@ -424,11 +325,5 @@ pub unsafe extern "C" fn lc_notifier_wire_next_hop(
     n: *const lc_notifier,
     out: *mut lc_str,
 ) -> lc_result {
-    boundary(|| {
-        if n.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; valid by contract; `out` writable.
-        unsafe { write_hop(&(*n).wire_next_hop, out) }
-    })
+    boundary(|| write_hop(&try_ref!(n).wire.next_hop, try_out!(out)))
 }

@@ -10,55 +10,42 @@ use loadctl::compile::Identities;
 use loadctl::engine::{Decision, ExemptReason, Request, Shard, Ticket, Time, Transport, Verdict};
 use loadctl::sip::{self, SipError};
 
+use crate::abi::FromC;
 use crate::engine::lc_engine;
-use crate::{boundary, lc_result, lc_str};
+use crate::{Code, Out, boundary, lc_result, lc_str};
 
 /// A worker's classifier (a shard of the engine). Use it from one thread at a time.
 pub struct lc_worker {
     shard: Shard,
 }
 
-/// The transport a request arrived on. Only UDP is unreliable (`drop` becomes 503 there).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum lc_transport {
-    /// UDP.
-    Udp = 0,
-    /// TCP.
-    Tcp = 1,
-    /// TLS.
-    Tls = 2,
-    /// SCTP.
-    Sctp = 3,
-    /// WebSocket.
-    Ws = 4,
-    /// Secure WebSocket.
-    Wss = 5,
-}
+/// The transport a request arrived on: an `LC_TRANSPORT_*` value (anything else passed in is
+/// `LC_RESULT_INVALID_ARGUMENT`). Only UDP is unreliable (`drop` becomes 503 there).
+pub type lc_transport = u32;
+/// UDP.
+pub const LC_TRANSPORT_UDP: lc_transport = 0;
+/// TCP.
+pub const LC_TRANSPORT_TCP: lc_transport = 1;
+/// TLS.
+pub const LC_TRANSPORT_TLS: lc_transport = 2;
+/// SCTP.
+pub const LC_TRANSPORT_SCTP: lc_transport = 3;
+/// WebSocket.
+pub const LC_TRANSPORT_WS: lc_transport = 4;
+/// Secure WebSocket.
+pub const LC_TRANSPORT_WSS: lc_transport = 5;
 
-/// The `lc_transport` value `t` (an integer from C), or `None` when it names none.
-fn transport_from_c(t: u32) -> Option<Transport> {
-    Some(match t {
-        0 => Transport::Udp,
-        1 => Transport::Tcp,
-        2 => Transport::Tls,
-        3 => Transport::Sctp,
-        4 => Transport::Ws,
-        5 => Transport::Wss,
-        _ => return None,
-    })
-}
-
-impl From<lc_transport> for Transport {
-    fn from(t: lc_transport) -> Self {
-        match t {
-            lc_transport::Udp => Transport::Udp,
-            lc_transport::Tcp => Transport::Tcp,
-            lc_transport::Tls => Transport::Tls,
-            lc_transport::Sctp => Transport::Sctp,
-            lc_transport::Ws => Transport::Ws,
-            lc_transport::Wss => Transport::Wss,
-        }
+impl FromC for Transport {
+    fn from_c(value: u32) -> Option<Self> {
+        Some(match value {
+            LC_TRANSPORT_UDP => Transport::Udp,
+            LC_TRANSPORT_TCP => Transport::Tcp,
+            LC_TRANSPORT_TLS => Transport::Tls,
+            LC_TRANSPORT_SCTP => Transport::Sctp,
+            LC_TRANSPORT_WS => Transport::Ws,
+            LC_TRANSPORT_WSS => Transport::Wss,
+            _ => return None,
+        })
     }
 }
 
@@ -81,7 +68,7 @@ pub struct lc_request {
     pub target: lc_str,
     /// Event header value.
     pub event: lc_str,
-    /// Transport.
+    /// Transport: an `LC_TRANSPORT_*` value (anything else: `LC_RESULT_INVALID_ARGUMENT`).
     pub transport: lc_transport,
     /// True outside a dialog (To without tag). Only initial requests are filtered.
     pub initial: bool,
@@ -103,7 +90,7 @@ pub struct lc_request {
 pub struct lc_sip_options {
     /// The transport the request arrived on: an `LC_TRANSPORT_*` value. Anything else:
     /// `LC_RESULT_INVALID_ARGUMENT`.
-    pub transport: u32,
+    pub transport: lc_transport,
     /// A bitwise OR of `LC_SIP_*` flags. An undeclared bit: `LC_RESULT_INVALID_ARGUMENT`.
     pub flags: u32,
     /// Monotonic nanoseconds; read only with `LC_SIP_HAS_TIME`.
@@ -148,19 +135,16 @@ fn exempt_reason_code(reason: Option<ExemptReason>) -> lc_exempt_reason {
     }
 }
 
-/// What to do with a request.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum lc_verdict {
-    /// Let it through.
-    Accept = 0,
-    /// Answer 503.
-    Reject = 1,
-    /// Answer 302 with `targets` as Contacts.
-    Redirect = 2,
-    /// Discard without answer.
-    Drop = 3,
-}
+/// What to do with a request: an `LC_VERDICT_*` value (`lc_decision.verdict`).
+pub type lc_verdict = u32;
+/// Let it through.
+pub const LC_VERDICT_ACCEPT: lc_verdict = 0;
+/// Answer 503.
+pub const LC_VERDICT_REJECT: lc_verdict = 1;
+/// Answer 302 with `targets` as Contacts.
+pub const LC_VERDICT_REDIRECT: lc_verdict = 2;
+/// Discard without answer.
+pub const LC_VERDICT_DROP: lc_verdict = 3;
 
 /// A window admission, to give back with `lc_complete` when the transaction ends.
 #[repr(C)]
@@ -179,7 +163,7 @@ pub const LC_MAX_TARGETS: usize = 16;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lc_decision {
-    /// What to do.
+    /// What to do: an `LC_VERDICT_*` value.
     pub verdict: lc_verdict,
     /// The SIP status to answer with: 503, 302, or 0 for none.
     pub status: u16,
@@ -215,22 +199,18 @@ pub unsafe extern "C" fn lc_worker_attach(
     out: *mut *mut lc_worker,
 ) -> lc_result {
     boundary(|| {
-        if engine.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; alive during the call by contract.
-        let engine = unsafe { &(*engine).engine };
+        let engine = &try_ref!(engine).engine;
+        let out = try_out!(out);
         let shard = if core_hint >= 0 {
             match engine.attach_pinned(core_hint as usize) {
                 Ok(s) => s,
-                Err(_) => return lc_result::PinFailed,
+                Err(_) => return Code::PinFailed,
             }
         } else {
             engine.attach()
         };
-        // SAFETY: checked non-null, writable by contract.
-        unsafe { out.write(Box::into_raw(Box::new(lc_worker { shard }))) };
-        lc_result::Ok
+        out.write(Box::into_raw(Box::new(lc_worker { shard })));
+        Code::Ok
     })
 }
 
@@ -241,13 +221,8 @@ pub unsafe extern "C" fn lc_worker_attach(
 /// `worker` NULL or from `lc_worker_attach`, not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_worker_free(worker: *mut lc_worker) {
-    let _ = boundary(|| {
-        if !worker.is_null() {
-            // SAFETY: from Box::into_raw in lc_worker_attach, freed once.
-            drop(unsafe { Box::from_raw(worker) });
-        }
-        lc_result::Ok
-    });
+    // SAFETY: NULL or from Box::into_raw in lc_worker_attach, freed once.
+    let _ = boundary(|| unsafe { crate::free_box(worker) });
 }
 
 /// A header value as text; one that is not UTF-8 (a display name in an 8-bit charset) is cut
@@ -288,47 +263,76 @@ fn text(b: &[u8]) -> Option<&str> {
     }
 }
 
-fn write_decision(d: &Decision<'_>, out: &mut lc_decision) {
-    out.verdict = match d.verdict {
-        Verdict::Accept => lc_verdict::Accept,
-        Verdict::Reject => lc_verdict::Reject,
-        Verdict::Redirect => lc_verdict::Redirect,
-        Verdict::Drop => lc_verdict::Drop,
-    };
-    out.status = d.status().unwrap_or(0);
-    out.exempt = d.exempt.is_some();
-    out.exempt_reason = exempt_reason_code(d.exempt);
-    out.matched = d.rule.is_some();
-    out.rule_id = d.rule.map_or(lc_str::NONE, |r| {
-        lc_str::from_bytes(r.id().as_str().as_bytes())
-    });
-    out.source = lc_str::NONE;
-    // Only the first `target_count` entries are written (and valid): clearing all sixteen on
-    // every call would cost more than the rest of the decision.
-    let targets = d.targets();
-    out.target_count = targets.len().min(LC_MAX_TARGETS);
-    for (slot, t) in out.targets.iter_mut().zip(targets) {
-        *slot = lc_str::from_bytes(t.as_str().as_bytes());
+/// Writes the decision `d` into the caller's `out` (`source` absent), field by field: the
+/// caller's memory may be uninitialised, and only the first `target_count` targets are written
+/// (clearing all sixteen on every call would cost more than the rest of the decision).
+fn write_decision(d: &Decision<'_>, out: &mut Out<'_, lc_decision>) {
+    let p = out.as_mut_ptr();
+    macro_rules! set {
+        ($field:ident, $value:expr) => {{
+            let value = $value;
+            // SAFETY: `p` is writable for one lc_decision (Out's contract); a field's place is
+            // written without reading or dropping what was there.
+            unsafe { (&raw mut (*p).$field).write(value) }
+        }};
     }
-    out.has_ticket = d.ticket.is_some();
-    out.ticket = d.ticket.as_ref().map_or(lc_ticket::default(), |t| {
-        let (key, hint) = t.to_parts();
-        lc_ticket { key, hint }
-    });
+    set!(
+        verdict,
+        match d.verdict {
+            Verdict::Accept => LC_VERDICT_ACCEPT,
+            Verdict::Reject => LC_VERDICT_REJECT,
+            Verdict::Redirect => LC_VERDICT_REDIRECT,
+            Verdict::Drop => LC_VERDICT_DROP,
+        }
+    );
+    set!(status, d.status().unwrap_or(0));
+    set!(exempt, d.exempt.is_some());
+    set!(exempt_reason, exempt_reason_code(d.exempt));
+    set!(matched, d.rule.is_some());
+    set!(
+        rule_id,
+        d.rule.map_or(lc_str::NONE, |r| {
+            lc_str::from_bytes(r.id().as_str().as_bytes())
+        })
+    );
+    set!(source, lc_str::NONE);
+    let targets = d.targets();
+    set!(target_count, targets.len().min(LC_MAX_TARGETS));
+    // SAFETY: as for `set!`; the array's first element, LC_MAX_TARGETS slots long.
+    let slots = unsafe { (&raw mut (*p).targets).cast::<lc_str>() };
+    for (i, t) in targets.iter().take(LC_MAX_TARGETS).enumerate() {
+        // SAFETY: `i` < LC_MAX_TARGETS, inside the array.
+        unsafe {
+            slots
+                .add(i)
+                .write(lc_str::from_bytes(t.as_str().as_bytes()))
+        };
+    }
+    set!(has_ticket, d.ticket.is_some());
+    set!(
+        ticket,
+        d.ticket.as_ref().map_or(lc_ticket::default(), |t| {
+            let (key, hint) = t.to_parts();
+            lc_ticket { key, hint }
+        })
+    );
 }
 
 /// Classifies and fills `out`. The strings point into the snapshot the worker holds after the
 /// call (the decision came from it), which stays until the worker's next call.
-fn decide(worker: &mut lc_worker, req: &Request<'_>, out: &mut lc_decision) {
+fn decide(worker: &mut lc_worker, req: &Request<'_>, mut out: Out<'_, lc_decision>) {
     let d = worker.shard.classify(req);
-    write_decision(&d, out);
+    write_decision(&d, &mut out);
     let source = d.rule.map(|r| r.source() as usize);
     if let Some(name) = source.and_then(|i| worker.shard.snapshot().sources().get(i)) {
-        out.source = lc_str::from_bytes(name.as_bytes());
+        let p = out.as_mut_ptr();
+        // SAFETY: `p` is writable for one lc_decision (Out's contract).
+        unsafe { (&raw mut (*p).source).write(lc_str::from_bytes(name.as_bytes())) };
     }
 }
 
-/// Classifies one request; writes the decision into `*out`.
+/// Classifies one request; writes the decision into `*out`. `LC_RESULT_INVALID_ARGUMENT` (and
+/// no decision) when `req->transport` is no `LC_TRANSPORT_*` value.
 ///
 /// # Safety
 /// `worker` from `lc_worker_attach` (used by this thread only); `req` valid with readable
@@ -340,13 +344,10 @@ pub unsafe extern "C" fn lc_classify(
     out: *mut lc_decision,
 ) -> lc_result {
     boundary(|| {
-        if worker.is_null() || req.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let worker = unsafe { &mut *worker };
-        // SAFETY: checked non-null; valid by contract.
-        let r = unsafe { &*req };
+        let worker = try_mut!(worker);
+        let r = try_ref!(req);
+        let out = try_out!(out);
+        let transport = try_value!(r.transport);
         // SAFETY: the strings are readable for the duration of the call by contract.
         let (method, from, to, ruri, pai, target, event, rp) = unsafe {
             (
@@ -361,10 +362,10 @@ pub unsafe extern "C" fn lc_classify(
             )
         };
         let Some(method) = method else {
-            return lc_result::NullParameter;
+            return Code::NullParameter;
         };
         let Some(method) = text(method) else {
-            return lc_result::InvalidUtf8;
+            return Code::InvalidUtf8;
         };
         let request = Request {
             method,
@@ -375,7 +376,7 @@ pub unsafe extern "C" fn lc_classify(
                 p_asserted_identity: header(pai).into(),
                 target: target.and_then(text),
             },
-            transport: r.transport.into(),
+            transport,
             initial: r.initial,
             event: event.and_then(text),
             time: r.has_time.then_some(Time {
@@ -384,30 +385,45 @@ pub unsafe extern "C" fn lc_classify(
             }),
             resource_priority: rp.map_or(sip::HeaderValues::NONE, sip::HeaderValues::one),
         };
-        // SAFETY: checked non-null, writable by contract.
-        let out = unsafe { &mut *out };
         decide(worker, &request, out);
-        lc_result::Ok
+        Code::Ok
     })
 }
 
 /// The result code for a raw request the scanner refused (also used by `lc_detector_*_sip`).
-pub(crate) fn sip_error(e: SipError) -> lc_result {
+pub(crate) fn sip_error(e: SipError) -> Code {
     match e {
-        SipError::Truncated => lc_result::SipTruncated,
-        SipError::BadRequestLine => lc_result::SipBadRequestLine,
-        SipError::NotARequest => lc_result::SipNotARequest,
-        SipError::BadHeader => lc_result::SipBadHeader,
-        SipError::MissingHeader(_) => lc_result::SipMissingHeader,
-        SipError::BadCSeq => lc_result::SipBadCseq,
-        SipError::RepeatedHeader(_) => lc_result::SipBadHeader,
+        SipError::Truncated => Code::SipTruncated,
+        SipError::BadRequestLine => Code::SipBadRequestLine,
+        SipError::NotARequest => Code::SipNotARequest,
+        SipError::BadHeader => Code::SipBadHeader,
+        SipError::MissingHeader(_) => Code::SipMissingHeader,
+        SipError::BadCSeq => Code::SipBadCseq,
+        SipError::RepeatedHeader(_) => Code::SipBadHeader,
     }
+}
+
+/// Scans `msg` and classifies it as `request_of` builds it from the scan: the shared body of
+/// `lc_classify_sip` and `lc_classify_sip_opts`, after their checks.
+fn classify_raw(
+    worker: &mut lc_worker,
+    msg: &[u8],
+    transport: Transport,
+    time: Option<Time>,
+    target: Option<&str>,
+    out: Out<'_, lc_decision>,
+) -> Code {
+    let scanned = try_!(sip::scan(msg).map_err(sip_error));
+    let request = Request::from_sip(&scanned, transport, time).with_target(target);
+    decide(worker, &request, out);
+    Code::Ok
 }
 
 /// Scans a raw SIP request (`len` bytes: request line and headers; a body is ignored) and
 /// classifies it like `lc_classify`, without allocating. Malformed messages get a
-/// `LC_RESULT_SIP_*` code and no decision. It has no target entity, so rules with a
-/// `target-sip-entity` never match: `lc_classify_sip_opts` takes the next hop.
+/// `LC_RESULT_SIP_*` code and no decision; a `transport` that is no `LC_TRANSPORT_*` value
+/// `LC_RESULT_INVALID_ARGUMENT`. It has no target entity, so rules with a `target-sip-entity`
+/// never match: `lc_classify_sip_opts` takes the next hop.
 ///
 /// # Safety
 /// `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes; `out`
@@ -421,22 +437,11 @@ pub unsafe extern "C" fn lc_classify_sip(
     out: *mut lc_decision,
 ) -> lc_result {
     boundary(|| {
-        if worker.is_null() || msg.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let worker = unsafe { &mut *worker };
-        // SAFETY: non-null, `len` readable bytes by contract.
-        let bytes = unsafe { std::slice::from_raw_parts(msg, len) };
-        let scanned = match sip::scan(bytes) {
-            Ok(s) => s,
-            Err(e) => return sip_error(e),
-        };
-        let request = Request::from_sip(&scanned, transport.into(), None);
-        // SAFETY: checked non-null, writable by contract.
-        let out = unsafe { &mut *out };
-        decide(worker, &request, out);
-        lc_result::Ok
+        let worker = try_mut!(worker);
+        let bytes = try_slice!(msg, len);
+        let out = try_out!(out);
+        let transport = try_value!(transport);
+        classify_raw(worker, bytes, transport, None, None, out)
     })
 }
 
@@ -458,42 +463,22 @@ pub unsafe extern "C" fn lc_classify_sip_opts(
     out: *mut lc_decision,
 ) -> lc_result {
     boundary(|| {
-        if worker.is_null() || msg.is_null() || options.is_null() || out.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; readable by contract.
-        let o = unsafe { *options };
-        if o.flags & !SIP_FLAGS_KNOWN != 0 {
-            return lc_result::InvalidArgument;
-        }
-        let Some(transport) = transport_from_c(o.transport) else {
-            return lc_result::InvalidArgument;
-        };
+        let worker = try_mut!(worker);
+        let bytes = try_slice!(msg, len);
+        let o = *try_ref!(options);
+        let out = try_out!(out);
+        let flags = try_flags!(o.flags, SIP_FLAGS_KNOWN);
+        let transport = try_value!(o.transport);
         // SAFETY: `target` is NULL or readable for the call by contract.
-        let target = match unsafe { o.target.bytes() } {
-            None => None,
-            Some(t) => match text(t) {
-                Some(t) => Some(t),
-                None => return lc_result::InvalidUtf8,
-            },
-        };
-        let time = (o.flags & LC_SIP_HAS_TIME != 0).then_some(Time {
+        let target = try_!(
+            unsafe { o.target.bytes() }
+                .map_or(Ok(None), |t| { text(t).map(Some).ok_or(Code::InvalidUtf8) })
+        );
+        let time = (flags & LC_SIP_HAS_TIME != 0).then_some(Time {
             monotonic_ns: o.monotonic_ns,
             unix_ns: i128::from(o.unix_ns),
         });
-        // SAFETY: checked non-null; exclusive use by contract.
-        let worker = unsafe { &mut *worker };
-        // SAFETY: non-null, `len` readable bytes by contract.
-        let bytes = unsafe { std::slice::from_raw_parts(msg, len) };
-        let scanned = match sip::scan(bytes) {
-            Ok(s) => s,
-            Err(e) => return sip_error(e),
-        };
-        let request = Request::from_sip(&scanned, transport, time).with_target(target);
-        // SAFETY: checked non-null, writable by contract.
-        let out = unsafe { &mut *out };
-        decide(worker, &request, out);
-        lc_result::Ok
+        classify_raw(worker, bytes, transport, time, target, out)
     })
 }
 
@@ -508,14 +493,9 @@ pub unsafe extern "C" fn lc_complete(
     ticket: *const lc_ticket,
 ) -> lc_result {
     boundary(|| {
-        if worker.is_null() || ticket.is_null() {
-            return lc_result::NullParameter;
-        }
-        // SAFETY: checked non-null; exclusive use by contract.
-        let worker = unsafe { &mut *worker };
-        // SAFETY: checked non-null, readable by contract.
-        let t = unsafe { *ticket };
+        let worker = try_mut!(worker);
+        let t = *try_ref!(ticket);
         worker.shard.complete(Ticket::from_parts(t.key, t.hint));
-        lc_result::Ok
+        Code::Ok
     })
 }

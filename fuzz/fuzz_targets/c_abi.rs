@@ -8,10 +8,20 @@
 //! a small shared cell table (`lc_engine_new_shared`, four cells: a fuzzed policy may not fit),
 //! which must have no cell in use once the engine is freed.
 //!
+//! Every enum-like value a C caller passes is an integer, so the target also draws four from
+//! the whole `u32` range (the input's last 16 bytes, little-endian: they overlap the message, so
+//! the fuzzer moves them by mutating its tail) and passes them where C code could: as a result
+//! code to `lc_result_text` (total: "unknown result code" for an undeclared one), a transport to
+//! `lc_classify_sip` / `lc_classify_sip_opts` (with fuzzed flags), a class to
+//! `lc_scheduler_push`, a discipline to `lc_scheduler_new`, a method in an `lc_sip_message`, and
+//! exemption flags in an `lc_engine_config`. A declared value behaves as usual; an undeclared
+//! one is `LC_RESULT_INVALID_ARGUMENT` and leaves every output untouched.
+//!
 //! Calling `extern "C"` functions is `unsafe` in Rust: that is the point of this target, and
 //! each call states why its pointers are valid.
 #![no_main]
 
+use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::ptr;
 
@@ -20,20 +30,84 @@ use loadctl_ffi::cells::{
     lc_cell_table_bytes, lc_cell_table_format, lc_cell_table_in_use, lc_engine_new_shared,
 };
 use loadctl_ffi::engine::{
-    lc_engine, lc_engine_free, lc_engine_new, lc_engine_publish, lc_policy_check,
+    LC_EXEMPT_EMERGENCY, lc_engine, lc_engine_config, lc_engine_config_default, lc_engine_free,
+    lc_engine_new, lc_engine_publish, lc_policy_check,
 };
-use loadctl_ffi::lc_result;
-use loadctl_ffi::lc_str;
+use loadctl_ffi::event::{
+    LC_METHOD_NOTIFY, LC_METHOD_SUBSCRIBE, lc_notifier, lc_notifier_config, lc_notifier_free,
+    lc_notifier_handle_subscribe, lc_notifier_new, lc_sip_message,
+};
 use loadctl_ffi::prsm::{
-    LC_CLASS_ORIGINAL, LC_CLASS_RETRANSMISSION, LC_DISCIPLINE_PRIORITY, lc_detector,
-    lc_detector_config, lc_detector_forget_sip, lc_detector_free, lc_detector_new,
-    lc_detector_observe_sip, lc_scheduler, lc_scheduler_config, lc_scheduler_free,
-    lc_scheduler_new, lc_scheduler_pop, lc_scheduler_push,
+    LC_CLASS_ORIGINAL, LC_CLASS_RETRANSMISSION, LC_DISCIPLINE_FIFO, LC_DISCIPLINE_PRIORITY,
+    lc_detector, lc_detector_config, lc_detector_forget_sip, lc_detector_free, lc_detector_new,
+    lc_detector_observe_sip, lc_scheduler, lc_scheduler_config, lc_scheduler_counters,
+    lc_scheduler_free, lc_scheduler_new, lc_scheduler_pop, lc_scheduler_push, lc_scheduler_stats,
 };
 use loadctl_ffi::worker::{
-    lc_classify_sip, lc_complete, lc_decision, lc_transport, lc_worker, lc_worker_attach,
-    lc_worker_free,
+    LC_SIP_HAS_TIME, LC_TRANSPORT_UDP, LC_TRANSPORT_WSS, lc_classify_sip, lc_classify_sip_opts,
+    lc_complete, lc_decision, lc_sip_options, lc_worker, lc_worker_attach, lc_worker_free,
 };
+use loadctl_ffi::*;
+
+/// Every declared result code.
+const RESULTS: [lc_result; 28] = [
+    LC_RESULT_OK,
+    LC_RESULT_NULL_PARAMETER,
+    LC_RESULT_PANIC,
+    LC_RESULT_INVALID_UTF8,
+    LC_RESULT_BUFFER_TOO_SMALL,
+    LC_RESULT_INVALID_ARGUMENT,
+    LC_RESULT_EMPTY,
+    LC_RESULT_INVALID_POLICY,
+    LC_RESULT_NOT_FULL,
+    LC_RESULT_VERSION_GAP,
+    LC_RESULT_NO_BASE,
+    LC_RESULT_UNKNOWN_RULE,
+    LC_RESULT_TOO_MANY_RULES,
+    LC_RESULT_UNKNOWN_SOURCE,
+    LC_RESULT_PIN_FAILED,
+    LC_RESULT_SIP_TRUNCATED,
+    LC_RESULT_SIP_BAD_REQUEST_LINE,
+    LC_RESULT_SIP_NOT_A_REQUEST,
+    LC_RESULT_SIP_BAD_HEADER,
+    LC_RESULT_SIP_MISSING_HEADER,
+    LC_RESULT_SIP_BAD_CSEQ,
+    LC_RESULT_SIP_MISSING_VIA,
+    LC_RESULT_SIP_BAD_VIA,
+    LC_RESULT_SIP_OTHER_MESSAGE,
+    LC_RESULT_QUEUE_FULL,
+    LC_RESULT_CELL_TABLE_INVALID,
+    LC_RESULT_CELL_TABLE_FULL,
+    LC_RESULT_CELL_TABLE_BUSY,
+];
+
+/// Four values from the whole `u32` range: the input's last 16 bytes, little-endian (zeros
+/// where the input is shorter).
+fn values(data: &[u8]) -> [u32; 4] {
+    let mut tail = [0u8; 16];
+    let n = data.len().min(16);
+    tail[16 - n..].copy_from_slice(&data[data.len() - n..]);
+    std::array::from_fn(|i| u32::from_le_bytes(tail[i * 4..i * 4 + 4].try_into().unwrap()))
+}
+
+/// A `T` filled with a byte pattern no call writes, to tell an untouched output.
+fn poisoned<T>() -> MaybeUninit<T> {
+    let mut v = MaybeUninit::<T>::uninit();
+    // SAFETY: writes `size_of::<T>()` bytes into the place `v` owns.
+    unsafe {
+        v.as_mut_ptr()
+            .cast::<u8>()
+            .write_bytes(0xA5, size_of::<T>())
+    };
+    v
+}
+
+/// Whether `v` still holds the pattern of [`poisoned`].
+fn untouched<T>(v: &MaybeUninit<T>) -> bool {
+    // SAFETY: `v` came from `poisoned`, so every byte is initialised.
+    let bytes = unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), size_of::<T>()) };
+    bytes.iter().all(|&b| b == 0xA5)
+}
 
 fuzz_target!(|data: &[u8]| {
     // Input: policy bytes, a NUL, then the raw SIP message; the first byte sizes the buffer.
@@ -55,7 +129,7 @@ fuzz_target!(|data: &[u8]| {
             &mut written,
         )
     };
-    assert_ne!(r, lc_result::Panic);
+    assert_ne!(r, LC_RESULT_PANIC);
 
     /// One 64-byte aligned slot of a cell table's region.
     #[repr(C, align(64))]
@@ -70,17 +144,17 @@ fuzz_target!(|data: &[u8]| {
         // SAFETY: `mem` is 64-byte aligned and writable for `table_len` bytes, and outlives
         // the engine (freed below, before `region`); `engine` is a valid out-pointer.
         unsafe {
-            assert_eq!(lc_cell_table_format(mem, table_len), lc_result::Ok);
+            assert_eq!(lc_cell_table_format(mem, table_len), LC_RESULT_OK);
             assert_eq!(
                 lc_engine_new_shared(ptr::null(), mem, table_len, &mut engine),
-                lc_result::Ok
+                LC_RESULT_OK
             );
         }
     } else {
         // SAFETY: a NULL config means the defaults; `engine` is a valid out-pointer.
         assert_eq!(
             unsafe { lc_engine_new(ptr::null(), &mut engine) },
-            lc_result::Ok
+            LC_RESULT_OK
         );
     }
     let source = b"fuzz";
@@ -103,13 +177,13 @@ fuzz_target!(|data: &[u8]| {
             &mut generation,
         )
     };
-    assert_ne!(r, lc_result::Panic);
+    assert_ne!(r, LC_RESULT_PANIC);
 
     let mut worker: *mut lc_worker = ptr::null_mut();
     // SAFETY: `engine` is live; `worker` is a valid out-pointer.
     assert_eq!(
         unsafe { lc_worker_attach(engine, -1, &mut worker) },
-        lc_result::Ok
+        LC_RESULT_OK
     );
     let mut decision = MaybeUninit::<lc_decision>::uninit();
     // SAFETY: `worker` is live and used by this thread only; `message` is readable for its
@@ -119,19 +193,21 @@ fuzz_target!(|data: &[u8]| {
             worker,
             message.as_ptr(),
             message.len(),
-            lc_transport::Udp,
+            LC_TRANSPORT_UDP,
             decision.as_mut_ptr(),
         )
     };
-    assert_ne!(r, lc_result::Panic);
-    if r == lc_result::Ok {
+    assert_ne!(r, LC_RESULT_PANIC);
+    let [v0, v1, v2, v3] = values(data);
+    transports(worker, message, r, v0, v1);
+    if r == LC_RESULT_OK {
         let d = decision.as_ptr();
         // SAFETY: on success `has_ticket` and `ticket` are written (only the targets beyond
         // `target_count` are left alone, and they are not read).
         let (has_ticket, ticket) = unsafe { ((*d).has_ticket, (*d).ticket) };
         if has_ticket {
             // SAFETY: `worker` is live; `ticket` is a valid value from this engine.
-            assert_eq!(unsafe { lc_complete(worker, &ticket) }, lc_result::Ok);
+            assert_eq!(unsafe { lc_complete(worker, &ticket) }, LC_RESULT_OK);
         }
     }
     // SAFETY: both came from their constructors and are freed once.
@@ -145,16 +221,149 @@ fuzz_target!(|data: &[u8]| {
         let r = unsafe { lc_cell_table_in_use(mem, table_len, &mut in_use) };
         assert_eq!(
             (r, in_use),
-            (lc_result::Ok, 0),
+            (LC_RESULT_OK, 0),
             "a freed engine left cells claimed"
         );
     }
     drop(region);
-    prsm(message);
+    prsm(message, v1, v2);
+    for v in [v0, v1, v2, v3] {
+        result_text(v);
+    }
+    method(v2);
+    exempt_flags(v3);
 });
 
-/// The message through the detector and the scheduler.
-fn prsm(message: &[u8]) {
+/// `lc_result_text` is total: a declared code has its own text, any other value the fixed one.
+fn result_text(v: u32) {
+    let text = lc_result_text(v);
+    assert!(!text.is_null());
+    // SAFETY: a static NUL-terminated string.
+    let text = unsafe { CStr::from_ptr(text) }.to_bytes();
+    assert_eq!(text == b"unknown result code", !RESULTS.contains(&v), "{v}");
+}
+
+/// The message classified with the drawn transport, and through `lc_classify_sip_opts` with
+/// the drawn flags: an undeclared one is refused before the message is read, with the decision
+/// untouched; a declared one gets the code UDP got (`udp`).
+fn transports(worker: *mut lc_worker, message: &[u8], udp: lc_result, transport: u32, flags: u32) {
+    let declared = transport <= LC_TRANSPORT_WSS;
+    let mut d = poisoned::<lc_decision>();
+    // SAFETY: `worker` is live and used by this thread only; `message` is readable; `d` is
+    // writable.
+    let r = unsafe {
+        lc_classify_sip(
+            worker,
+            message.as_ptr(),
+            message.len(),
+            transport,
+            d.as_mut_ptr(),
+        )
+    };
+    if declared {
+        assert_eq!(r, udp);
+    } else {
+        assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
+        assert!(untouched(&d), "an output written on a refused call");
+    }
+    let options = lc_sip_options {
+        transport,
+        flags,
+        monotonic_ns: 1,
+        unix_ns: 1,
+        target: lc_str {
+            ptr: ptr::null(),
+            len: 0,
+        },
+    };
+    let mut d = poisoned::<lc_decision>();
+    // SAFETY: as above; `options` is readable.
+    let r = unsafe {
+        lc_classify_sip_opts(
+            worker,
+            message.as_ptr(),
+            message.len(),
+            &options,
+            d.as_mut_ptr(),
+        )
+    };
+    if declared && flags & !LC_SIP_HAS_TIME == 0 {
+        assert_eq!(r, udp);
+    } else {
+        assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
+        assert!(untouched(&d), "an output written on a refused call");
+    }
+}
+
+/// A drawn method in an otherwise empty `lc_sip_message`: an undeclared one is refused as an
+/// argument out of range, a declared one for the missing Request-URI; no response is written.
+fn method(v: u32) {
+    let config = lc_notifier_config {
+        uri: lc_str {
+            ptr: b"sip:n.example".as_ptr(),
+            len: 13,
+        },
+        tag: lc_str {
+            ptr: b"t".as_ptr(),
+            len: 1,
+        },
+        authorized: lc_str {
+            ptr: ptr::null(),
+            len: 0,
+        },
+        min_expires: 0,
+        max_expires: 0,
+        default_expires: 0,
+        pacing_ms: 0,
+    };
+    let mut n: *mut lc_notifier = ptr::null_mut();
+    // SAFETY: valid places.
+    assert_eq!(unsafe { lc_notifier_new(&config, &mut n) }, LC_RESULT_OK);
+    // SAFETY: all-zero is a valid lc_sip_message (NULL strings, zero numbers).
+    let mut msg: lc_sip_message = unsafe { MaybeUninit::zeroed().assume_init() };
+    msg.method = v;
+    let mut response = poisoned::<lc_sip_message>();
+    // SAFETY: `n` is live; `msg` is valid with absent strings; `response` is writable.
+    let r = unsafe { lc_notifier_handle_subscribe(n, 0, &msg, response.as_mut_ptr()) };
+    let expected = if v == LC_METHOD_SUBSCRIBE || v == LC_METHOD_NOTIFY {
+        LC_RESULT_NULL_PARAMETER
+    } else {
+        LC_RESULT_INVALID_ARGUMENT
+    };
+    assert_eq!(r, expected);
+    assert!(untouched(&response), "an output written on a refused call");
+    // SAFETY: from lc_notifier_new, freed once.
+    unsafe { lc_notifier_free(n) };
+}
+
+/// Drawn exemption flags in an engine configuration: an undeclared bit is refused with no
+/// engine written.
+fn exempt_flags(v: u32) {
+    let mut config = MaybeUninit::<lc_engine_config>::uninit();
+    // SAFETY: a writable place.
+    assert_eq!(
+        unsafe { lc_engine_config_default(config.as_mut_ptr()) },
+        LC_RESULT_OK
+    );
+    // SAFETY: written by lc_engine_config_default.
+    let mut config = unsafe { config.assume_init() };
+    config.exempt_flags = v;
+    let mut engine = poisoned::<*mut lc_engine>();
+    // SAFETY: `config` is valid (its strings static); `engine` is writable.
+    let r = unsafe { lc_engine_new(&config, engine.as_mut_ptr()) };
+    if v & !LC_EXEMPT_EMERGENCY == 0 {
+        assert_eq!(r, LC_RESULT_OK);
+        // SAFETY: written on success; freed once.
+        unsafe { lc_engine_free(engine.assume_init()) };
+    } else {
+        assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
+        assert!(untouched(&engine), "an output written on a refused call");
+    }
+}
+
+/// The message through the detector and the scheduler; a drawn class pushed and a drawn
+/// discipline configured on the side.
+fn prsm(message: &[u8], class: u32, discipline: u32) {
     let config = lc_detector_config {
         capacity: 64,
         t1_ns: 500_000_000,
@@ -164,7 +373,7 @@ fn prsm(message: &[u8]) {
     // SAFETY: `config` and `detector` are valid places.
     assert_eq!(
         unsafe { lc_detector_new(&config, &mut detector) },
-        lc_result::Ok
+        LC_RESULT_OK
     );
     let config = lc_scheduler_config {
         discipline: LC_DISCIPLINE_PRIORITY,
@@ -175,8 +384,39 @@ fn prsm(message: &[u8]) {
     // SAFETY: `config` and `scheduler` are valid places.
     assert_eq!(
         unsafe { lc_scheduler_new(&config, &mut scheduler) },
-        lc_result::Ok
+        LC_RESULT_OK
     );
+    let drawn = lc_scheduler_config {
+        discipline,
+        ..config
+    };
+    let mut other = poisoned::<*mut lc_scheduler>();
+    // SAFETY: `drawn` and `other` are valid places.
+    let r = unsafe { lc_scheduler_new(&drawn, other.as_mut_ptr()) };
+    if discipline == LC_DISCIPLINE_PRIORITY || discipline == LC_DISCIPLINE_FIFO {
+        assert_eq!(r, LC_RESULT_OK);
+        // SAFETY: written on success; freed once.
+        unsafe { lc_scheduler_free(other.assume_init()) };
+    } else {
+        assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
+        assert!(untouched(&other), "an output written on a refused call");
+    }
+    if class != LC_CLASS_ORIGINAL && class != LC_CLASS_RETRANSMISSION {
+        // SAFETY: `scheduler` is live.
+        let r = unsafe { lc_scheduler_push(scheduler, usize::MAX, class) };
+        assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
+        let mut st = MaybeUninit::<lc_scheduler_counters>::uninit();
+        // SAFETY: `scheduler` is live; `st` is writable and written on success.
+        let st = unsafe {
+            assert_eq!(lc_scheduler_stats(scheduler, st.as_mut_ptr()), LC_RESULT_OK);
+            st.assume_init()
+        };
+        assert_eq!(
+            (st.primary.len, st.secondary.len),
+            (0, 0),
+            "a refused push queued"
+        );
+    }
     // The first copy, and the client's retransmission 500 ms later (the detector's clock is
     // the caller's).
     let mut classes = [u32::MAX; 2];
@@ -192,15 +432,15 @@ fn prsm(message: &[u8]) {
                 &mut classes[copy],
             )
         };
-        assert_ne!(r, lc_result::Panic);
-        if r != lc_result::Ok {
+        assert_ne!(r, LC_RESULT_PANIC);
+        if r != LC_RESULT_OK {
             // Malformed: refused the same way both times, nothing written.
             assert_eq!(classes[copy], u32::MAX);
             continue;
         }
         // SAFETY: `scheduler` is live.
         let pushed = unsafe { lc_scheduler_push(scheduler, copy, classes[copy]) };
-        assert_eq!(pushed, lc_result::Ok, "each queue has room for one");
+        assert_eq!(pushed, LC_RESULT_OK, "each queue has room for one");
     }
     if classes[0] != u32::MAX {
         assert_eq!(classes, [LC_CLASS_ORIGINAL, LC_CLASS_RETRANSMISSION]);
@@ -208,14 +448,14 @@ fn prsm(message: &[u8]) {
         for expected in [(0, LC_CLASS_ORIGINAL), (1, LC_CLASS_RETRANSMISSION)] {
             // SAFETY: `scheduler` is live; the outputs are valid places.
             let r = unsafe { lc_scheduler_pop(scheduler, &mut item, &mut class) };
-            assert_eq!((r, (item, class)), (lc_result::Ok, expected));
+            assert_eq!((r, (item, class)), (LC_RESULT_OK, expected));
         }
         let mut forgotten = false;
         // SAFETY: `detector` is live; `message` is readable; `forgotten` is a valid place.
         let r = unsafe {
             lc_detector_forget_sip(detector, message.as_ptr(), message.len(), &mut forgotten)
         };
-        assert_eq!((r, forgotten), (lc_result::Ok, true));
+        assert_eq!((r, forgotten), (LC_RESULT_OK, true));
     } else {
         assert_eq!(classes, [u32::MAX; 2]);
     }
