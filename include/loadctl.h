@@ -457,7 +457,12 @@ typedef struct lc_ticket {
   uint64_t hint;
 } lc_ticket;
 
-// The decision for one request (see the module documentation for how long the strings live).
+// The decision for one request. **Lifetime of its strings:** `rule_id`, `source` and
+// `targets` point into the policy snapshot the worker holds; they stay valid until the next
+// `lc_classify`, `lc_classify_sip`, `lc_classify_sip_opts` or `lc_complete` on the same
+// worker (any of which may switch it to a newly published snapshot), or `lc_worker_free`.
+// Publishing from another thread never invalidates them by itself. Copy what you keep longer.
+// The caller owns the struct itself (it may be uninitialised before the call).
 typedef struct lc_decision {
   // What to do: an `LC_VERDICT_*` value.
   lc_verdict verdict;

@@ -2,8 +2,9 @@
 //!
 //! # Lifetime of the strings in an `lc_decision`
 //! `rule_id`, `source` and `targets` point into the policy snapshot the worker holds. They stay
-//! valid until the next `lc_classify`, `lc_classify_sip` or `lc_complete` on the **same
-//! worker** (any of which may switch it to a newly published snapshot), or `lc_worker_free`.
+//! valid until the next `lc_classify`, `lc_classify_sip`, `lc_classify_sip_opts` or
+//! `lc_complete` on the **same worker** (any of which may switch it to a newly published
+//! snapshot), or `lc_worker_free`.
 //! Publishing from another thread never invalidates them by itself. Copy what you keep longer.
 
 use loadctl::compile::Identities;
@@ -159,7 +160,12 @@ pub struct lc_ticket {
 /// Most redirect targets a decision reports.
 pub const LC_MAX_TARGETS: usize = 16;
 
-/// The decision for one request (see the module documentation for how long the strings live).
+/// The decision for one request. **Lifetime of its strings:** `rule_id`, `source` and
+/// `targets` point into the policy snapshot the worker holds; they stay valid until the next
+/// `lc_classify`, `lc_classify_sip`, `lc_classify_sip_opts` or `lc_complete` on the same
+/// worker (any of which may switch it to a newly published snapshot), or `lc_worker_free`.
+/// Publishing from another thread never invalidates them by itself. Copy what you keep longer.
+/// The caller owns the struct itself (it may be uninitialised before the call).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lc_decision {
