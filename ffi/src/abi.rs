@@ -10,9 +10,12 @@
 //! | `try_buf!(buf, cap, written)` | an [`OutBuf`]: a caller's buffer and its length output | `LC_RESULT_NULL_PARAMETER` (`written` NULL) |
 //! | `try_slice!(p, len)` | `&[u8]` | `LC_RESULT_NULL_PARAMETER` |
 //! | `try_str!(s)` | `&str` from a required [`lc_str`] | `LC_RESULT_NULL_PARAMETER`, `LC_RESULT_INVALID_UTF8` |
-//! | `try_value!(v)` | the Rust value ([`FromC`]) an integer names | `LC_RESULT_INVALID_ARGUMENT` |
-//! | `try_flags!(v, known)` | `v` when it sets no undeclared bit | `LC_RESULT_INVALID_ARGUMENT` |
+//! | `try_value!(v, "what")` | the Rust value ([`FromC`]) an integer names | `LC_RESULT_INVALID_ARGUMENT` |
+//! | `try_flags!(v, known, "what")` | `v` when it sets no undeclared bit | `LC_RESULT_INVALID_ARGUMENT` |
 //! | `try_!(r)` | `v` of `Ok(v)` | the `Err` code |
+//!
+//! `what` names the argument or field for the thread's last error (`lc_last_error`), as the C
+//! caller knows it: `"lc_request.transport"`, `"lc_classify_sip: transport"`.
 //!
 //! The pointer helpers dereference what the caller passed: they may only be used in an
 //! exported `unsafe extern "C"` function whose `# Safety` section makes every non-NULL pointer
@@ -31,6 +34,9 @@ use crate::{Code, lc_str};
 
 /// A Rust value that a C integer of the ABI may name.
 pub(crate) trait FromC: Sized {
+    /// The C constants, for messages: `"LC_TRANSPORT_*"`.
+    const C_NAMES: &'static str;
+
     /// The value `value` names, or `None` when it is not a declared constant.
     fn from_c(value: u32) -> Option<Self>;
 }
@@ -126,18 +132,33 @@ impl lc_str {
     }
 }
 
-/// `flags` when it sets no bit outside `known`, else `InvalidArgument`.
-pub(crate) fn checked_flags(flags: u32, known: u32) -> Result<u32, Code> {
+/// `flags` when it sets no bit outside `known`, else `InvalidArgument` (with `what`, the
+/// argument or field, and the value as the call's error detail).
+pub(crate) fn checked_flags(flags: u32, known: u32, what: &str) -> Result<u32, Code> {
     if flags & !known == 0 {
         Ok(flags)
     } else {
-        Err(Code::InvalidArgument)
+        Err(crate::error::fail(
+            Code::InvalidArgument,
+            format_args!("{what}: {flags:#x} sets undeclared bits {:#x}", flags & !known),
+        ))
     }
 }
 
-/// The value a C integer names, else `InvalidArgument`.
-pub(crate) fn checked<T: FromC>(value: u32) -> Result<T, Code> {
-    T::from_c(value).ok_or(Code::InvalidArgument)
+/// The value a C integer names, else `InvalidArgument` (with `what`, the argument or field,
+/// and the value as the call's error detail).
+pub(crate) fn checked<T: FromC>(value: u32, what: &str) -> Result<T, Code> {
+    T::from_c(value).ok_or_else(|| {
+        crate::error::fail(
+            Code::InvalidArgument,
+            format_args!("{what}: {value} is not an {} value", T::C_NAMES),
+        )
+    })
+}
+
+/// `InvalidArgument`, with `what` and why as the call's error detail.
+pub(crate) fn invalid(what: &str, why: impl std::fmt::Display) -> Code {
+    crate::error::fail(Code::InvalidArgument, format_args!("{what}: {why}"))
 }
 
 /// A private Rust enum mirroring a set of `#define`d C constants: `#[repr(u32)]`, each variant
@@ -164,6 +185,8 @@ macro_rules! c_enum {
         }
 
         impl $crate::abi::FromC for $name {
+            const C_NAMES: &'static str = stringify!($ty);
+
             fn from_c(value: u32) -> Option<Self> {
                 match value {
                     $($c => Some(Self::$var),)*
@@ -259,17 +282,18 @@ macro_rules! try_str {
 }
 
 /// The Rust value ([`FromC`]) a C integer names; an undeclared value returns
-/// `InvalidArgument` from the body.
+/// `InvalidArgument` from the body, naming `what` (the argument or field) and the value in
+/// the thread's last error.
 macro_rules! try_value {
-    ($v:expr) => {
-        try_!($crate::abi::checked($v))
+    ($v:expr, $what:expr) => {
+        try_!($crate::abi::checked($v, $what))
     };
 }
 
 /// A flags word that sets no bit outside `known`; otherwise returns `InvalidArgument` from
-/// the body.
+/// the body, naming `what` (the argument or field) and the value in the thread's last error.
 macro_rules! try_flags {
-    ($v:expr, $known:expr) => {
-        try_!($crate::abi::checked_flags($v, $known))
+    ($v:expr, $known:expr, $what:expr) => {
+        try_!($crate::abi::checked_flags($v, $known, $what))
     };
 }

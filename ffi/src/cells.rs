@@ -16,7 +16,9 @@ use loadctl::engine::{CellTable, CellTableError, Engine, RuleCell};
 use crate::engine::{lc_engine, lc_engine_config, new_engine};
 use crate::{Code, boundary, lc_result};
 
+/// The result code of a cell-table error, with its message as the call's error detail.
 pub(crate) fn table_error(e: CellTableError) -> Code {
+    crate::error::detail(e);
     match e {
         CellTableError::TooSmall { .. } | CellTableError::NotFormatted => Code::CellTableInvalid,
         CellTableError::Full { .. } => Code::CellTableFull,
@@ -27,7 +29,13 @@ pub(crate) fn table_error(e: CellTableError) -> Code {
 /// `mem` may hold a table: non-NULL and 64-byte aligned.
 fn usable(mem: *mut c_void) -> Result<(), Code> {
     if mem.is_null() || !(mem as usize).is_multiple_of(CellTable::SLOT_BYTES) {
-        Err(Code::CellTableInvalid)
+        Err(crate::error::fail(
+            Code::CellTableInvalid,
+            format_args!(
+                "cell table region {mem:p}: NULL or not aligned to {} bytes",
+                CellTable::SLOT_BYTES
+            ),
+        ))
     } else {
         Ok(())
     }
@@ -43,7 +51,7 @@ unsafe fn slots(mem: *mut c_void, len: usize) -> Result<&'static [RuleCell], Cod
     usable(mem)?;
     let n = len / CellTable::SLOT_BYTES;
     if n < 2 {
-        return Err(Code::CellTableInvalid);
+        return Err(table_error(CellTableError::TooSmall { slots: n }));
     }
     // SAFETY: non-null and aligned to 64 (RuleCell's size; its alignment is 8); the caller
     // promises `len` bytes that stay valid and initialised for the rest of the program. A

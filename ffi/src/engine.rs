@@ -84,7 +84,10 @@ fn namespaces(list: &[u8]) -> Result<Vec<String>, Code> {
             if is_token_nodot(n) {
                 Ok(n.to_ascii_lowercase())
             } else {
-                Err(Code::InvalidArgument)
+                Err(crate::abi::invalid(
+                    "lc_engine_config.priority_namespaces",
+                    format_args!("{n:?} is not a namespace (RFC 4412 token-nodot)"),
+                ))
             }
         })
         .collect()
@@ -159,9 +162,18 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
     let mut c = EngineConfig::default();
     // SAFETY: the caller promises NULL or a valid struct.
     if let Some(&cfg) = unsafe { config.as_ref() } {
-        let exempt_flags = crate::abi::checked_flags(cfg.exempt_flags, EXEMPT_KNOWN)?;
-        if cfg.shards == 0 || cfg.max_rules == 0 || cfg.max_body_bytes == 0 {
-            return Err(Code::InvalidArgument);
+        let exempt_flags = crate::abi::checked_flags(cfg.exempt_flags, EXEMPT_KNOWN, "lc_engine_config.exempt_flags")?;
+        for (field, zero) in [
+            ("shards", cfg.shards == 0),
+            ("max_rules", cfg.max_rules == 0),
+            ("max_body_bytes", cfg.max_body_bytes == 0),
+        ] {
+            if zero {
+                return Err(crate::abi::invalid(
+                    &format!("lc_engine_config.{field}"),
+                    "0 (must be at least 1)",
+                ));
+            }
         }
         c.shards = cfg.shards as usize;
         c.burst_tolerance = Duration::from_millis(u64::from(cfg.burst_tolerance_ms));
@@ -195,7 +207,9 @@ pub unsafe extern "C" fn lc_engine_free(engine: *mut lc_engine) {
     let _ = boundary(|| unsafe { crate::free_box(engine) });
 }
 
+/// The result code of a refused policy change, with its message as the call's error detail.
 fn publish_error(e: &PublishError) -> Code {
+    crate::error::detail(e);
     match e {
         PublishError::NotFull => Code::NotFull,
         PublishError::Merge(MergeError::VersionGap { .. }) => Code::VersionGap,
@@ -216,7 +230,8 @@ unsafe fn source_of(name: lc_str, notifier: lc_str) -> Result<Source, Code> {
     match notifier {
         None => Ok(Source::local(name)),
         Some(uri) => {
-            let uri = Uri::new(uri).map_err(|_| Code::InvalidArgument)?;
+            let uri = Uri::new(uri)
+                .map_err(|e| crate::abi::invalid("notifier", format_args!("{uri:?}: {e}")))?;
             // The notifier is the policy's origin (its redirect targets are checked against
             // its own domain); its rules are not scoped to it (RFC 7200 §5.3.3 MAY, off).
             Ok(Source {
@@ -255,8 +270,9 @@ unsafe fn apply(
         let generation = try_out!(generation);
         // SAFETY: the caller promises readable strings.
         let source = try_!(unsafe { source_of(source, notifier) });
-        let Ok(doc) = policy::read(body, &engine.config().limits) else {
-            return Code::InvalidPolicy;
+        let doc = match policy::read(body, &engine.config().limits) {
+            Ok(doc) => doc,
+            Err(e) => return crate::error::fail(Code::InvalidPolicy, e),
         };
         let result = if full_only {
             engine.publish(&source, doc.ruleset)
@@ -352,6 +368,7 @@ pub unsafe extern "C" fn lc_policy_check(
             Err(e) => (e.to_string(), Code::InvalidPolicy),
         };
         match out.deliver(message.as_bytes()) {
+            Code::Ok if result != Code::Ok => crate::error::fail(result, &message),
             Code::Ok => result,
             other => other,
         }

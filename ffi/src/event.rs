@@ -32,6 +32,8 @@ pub const LC_METHOD_SUBSCRIBE: lc_method = 0;
 pub const LC_METHOD_NOTIFY: lc_method = 1;
 
 impl FromC for Method {
+    const C_NAMES: &'static str = "LC_METHOD_*";
+
     fn from_c(value: u32) -> Option<Self> {
         match value {
             LC_METHOD_SUBSCRIBE => Some(Method::Subscribe),
@@ -181,7 +183,8 @@ unsafe fn text(s: lc_str) -> Result<Option<String>, Code> {
 /// As for [`text`].
 unsafe fn uri(s: lc_str) -> Result<Uri, Code> {
     // SAFETY: by the caller's contract.
-    Uri::new(unsafe { s.to_str() }?).map_err(|_| Code::InvalidArgument)
+    let s = unsafe { s.to_str() }?;
+    Uri::new(s).map_err(|e| crate::abi::invalid("URI", format_args!("{s:?}: {e}")))
 }
 
 /// # Safety
@@ -190,7 +193,9 @@ unsafe fn opt_uri(s: lc_str) -> Result<Option<Uri>, Code> {
     // SAFETY: by the caller's contract.
     match unsafe { s.to_opt_str() }? {
         None => Ok(None),
-        Some(t) => Uri::new(t).map(Some).map_err(|_| Code::InvalidArgument),
+        Some(t) => Uri::new(t)
+            .map(Some)
+            .map_err(|e| crate::abi::invalid("URI", format_args!("{t:?}: {e}"))),
     }
 }
 
@@ -201,7 +206,8 @@ unsafe fn uri_list(s: lc_str) -> Result<Vec<Uri>, Code> {
     match unsafe { s.to_opt_str() }? {
         None => Ok(Vec::new()),
         Some(t) => {
-            loadctl::event::wire::route_list(t.as_bytes()).map_err(|_| Code::InvalidArgument)
+            loadctl::event::wire::route_list(t.as_bytes())
+                .map_err(|e| crate::abi::invalid("route list", format_args!("{t:?}: {e}")))
         }
     }
 }
@@ -209,7 +215,7 @@ unsafe fn uri_list(s: lc_str) -> Result<Vec<Uri>, Code> {
 /// # Safety
 /// Every string of `m` readable or absent.
 unsafe fn request_from_c(m: &lc_sip_message) -> Result<Request, Code> {
-    let method = crate::abi::checked(m.method)?;
+    let method = crate::abi::checked(m.method, "lc_sip_message.method")?;
     // SAFETY: the caller promises readable strings.
     unsafe {
         Ok(Request {
@@ -261,9 +267,12 @@ unsafe fn answer(
 /// As for [`request_from_c`].
 unsafe fn response_from_c(m: &lc_sip_message) -> Result<Response, Code> {
     if m.status < 100 {
-        return Err(Code::InvalidArgument);
+        return Err(crate::abi::invalid(
+            "lc_sip_message.status",
+            format_args!("{} is not a SIP status code (100 or above)", m.status),
+        ));
     }
-    let method = crate::abi::checked(m.method)?;
+    let method = crate::abi::checked(m.method, "lc_sip_message.method")?;
     // SAFETY: the caller promises readable strings.
     unsafe {
         Ok(Response {
@@ -929,8 +938,14 @@ unsafe fn policy_of(body: *const u8, len: usize) -> Result<Option<Vec<Arc<policy
     }
     // SAFETY: non-null and readable by contract.
     let bytes = unsafe { std::slice::from_raw_parts(body, len) };
-    let doc = policy::read(bytes, &policy::Limits::default()).map_err(|_| Code::InvalidPolicy)?;
-    let rules = doc.ruleset.rules().ok_or(Code::NotFull)?;
+    let doc = policy::read(bytes, &policy::Limits::default())
+        .map_err(|e| crate::error::fail(Code::InvalidPolicy, e))?;
+    let Some(rules) = doc.ruleset.rules() else {
+        return Err(crate::error::fail(
+            Code::NotFull,
+            "the default policy must be a full document",
+        ));
+    };
     Ok(Some(rules.to_vec()))
 }
 

@@ -17,7 +17,8 @@
 //!   The helpers that do the checking are in one place (`abi.rs`, after rustls-ffi's cast and
 //!   try macros).
 //! - Every exported function runs inside a panic boundary: no unwinding crosses into C; a panic
-//!   is reported as `LC_RESULT_PANIC`.
+//!   is reported as `LC_RESULT_PANIC`. The boundary also records every failing call's message
+//!   as the calling thread's last error (`lc_last_error`).
 //! - Strings are pointer + length ([`lc_str`]); SIP bytes need not be UTF-8. A `const` handle
 //!   argument means the call does not change it.
 //! - An `lc_engine` may be used from any thread. An `lc_worker` is used by one thread at a time
@@ -26,7 +27,8 @@
 //!
 //! Modules: [`engine`] (configuration, policies, stats), [`worker`] (classification),
 //! [`event`] (the load-control event package: subscriber and notifier handles), [`prsm`]
-//! (overload-safe scheduling: the two-queue scheduler and the retransmission detector).
+//! (overload-safe scheduling: the two-queue scheduler and the retransmission detector),
+//! [`error`] (`lc_last_error`: the calling thread's message for its last failing call).
 
 #![warn(missing_docs)]
 #![allow(non_camel_case_types)]
@@ -35,6 +37,7 @@
 mod abi;
 pub mod cells;
 pub mod engine;
+pub mod error;
 pub mod event;
 pub mod prsm;
 pub mod wire;
@@ -181,11 +184,17 @@ impl lc_str {
 }
 
 /// Runs `body` inside a panic boundary, turning a panic into `LC_RESULT_PANIC`: every exported
-/// function's body runs in one. Bodies return a [`Code`], converted here to the C integer.
+/// function's body runs in one (`lc_last_error` in its own, which does not record). Bodies
+/// return a [`Code`], converted here to the C integer. A code other than `Ok` becomes the
+/// thread's last error ([`error`]): the body's detail, else the code's text, else (a panic)
+/// the panic's message when it is a string.
 fn boundary(body: impl FnOnce() -> Code) -> lc_result {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
-        .unwrap_or(Code::Panic)
-        .to_c()
+    let (code, panic_text) = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(code) => (code, None),
+        Err(payload) => (Code::Panic, error::panic_text(payload.as_ref())),
+    };
+    error::finish(code, panic_text);
+    code.to_c()
 }
 
 impl Code {

@@ -32,7 +32,7 @@ use loadctl::prsm::{
 use loadctl::sip;
 
 use crate::abi::FromC;
-use crate::worker::sip_error;
+use crate::worker::sip_error_detail;
 use crate::{Code, boundary, lc_result, lc_str};
 
 /// A scheduler item: an integer as wide as a pointer (`uintptr_t` in the header), opaque to the
@@ -57,6 +57,8 @@ pub const LC_DISCIPLINE_PRIORITY: lc_discipline = 0;
 pub const LC_DISCIPLINE_FIFO: lc_discipline = 1;
 
 impl FromC for Class {
+    const C_NAMES: &'static str = "LC_CLASS_*";
+
     fn from_c(value: u32) -> Option<Self> {
         match value {
             LC_CLASS_ORIGINAL => Some(Class::Original),
@@ -67,6 +69,8 @@ impl FromC for Class {
 }
 
 impl FromC for Discipline {
+    const C_NAMES: &'static str = "LC_DISCIPLINE_*";
+
     fn from_c(value: u32) -> Option<Self> {
         match value {
             LC_DISCIPLINE_PRIORITY => Some(Discipline::Priority),
@@ -85,11 +89,13 @@ fn class_to_c(class: Class) -> lc_class {
 
 /// Every refused configuration is an argument out of range (zero or too large a capacity, a
 /// zero T1, more stripes than capacity).
-fn config_error(_: ConfigError) -> Code {
-    Code::InvalidArgument
+fn config_error(e: ConfigError) -> Code {
+    crate::error::fail(Code::InvalidArgument, e)
 }
 
+/// The result code of a refused top Via, with its message as the call's error detail.
 fn key_error(e: KeyError) -> Code {
+    crate::error::detail(format_args!("SIP: {e}"));
     match e {
         KeyError::MissingVia => Code::SipMissingVia,
         KeyError::BadVia => Code::SipBadVia,
@@ -180,7 +186,7 @@ pub unsafe extern "C" fn lc_scheduler_new(
         let out = try_out!(out);
         let scheduler = try_!(
             Scheduler::new(SchedulerConfig {
-                discipline: try_value!(c.discipline),
+                discipline: try_value!(c.discipline, "lc_scheduler_config.discipline"),
                 primary_capacity: c.primary_capacity,
                 secondary_capacity: c.secondary_capacity,
             })
@@ -221,7 +227,7 @@ pub unsafe extern "C" fn lc_scheduler_push(
     boundary(|| {
         // Shared use is fine: the scheduler is Sync.
         let s = &try_ref!(scheduler).scheduler;
-        let class = try_value!(item_class);
+        let class = try_value!(item_class, "lc_scheduler_push: item_class");
         match s.push(item, class) {
             Ok(()) => Code::Ok,
             Err(_) => Code::QueueFull,
@@ -410,7 +416,7 @@ pub unsafe extern "C" fn lc_detector_free(detector: *mut lc_detector) {
 /// The transaction key of a raw request: scan errors get their `LC_RESULT_SIP_*` code, a
 /// request without a usable top Via `LC_RESULT_SIP_MISSING_VIA` / `LC_RESULT_SIP_BAD_VIA`.
 fn key_of_sip(d: &RetransmissionDetector, msg: &[u8]) -> Result<TransactionKey, Code> {
-    let request = sip::scan(msg).map_err(sip_error)?;
+    let request = sip::scan(msg).map_err(sip_error_detail)?;
     d.key(&request).map_err(key_error)
 }
 

@@ -48,7 +48,9 @@ unsafe fn wire_of<'a>(w: &lc_sip_wire) -> Result<Wire<'a>, Code> {
     }
 }
 
+/// The result code of a wire error, with its message as the call's error detail.
 fn wire_error(e: &WireError) -> Code {
+    crate::error::detail(format_args!("SIP: {e}"));
     match e {
         WireError::Sip(s) => crate::worker::sip_error(*s),
         WireError::OtherMethod(_) => Code::SipOtherMessage,
@@ -83,7 +85,10 @@ unsafe fn transmit(
         // SAFETY: readable strings by the caller's contract.
         let (wire, branch) = try_!(unsafe { wire_of(w).and_then(|w| Ok((w, branch.to_str()?))) });
         if !branch.starts_with("z9hG4bK") {
-            return Code::InvalidArgument;
+            return crate::abi::invalid(
+                "branch",
+                format_args!("{branch:?} does not start with the RFC 3261 magic cookie z9hG4bK"),
+            );
         }
         let Some(req) = next() else {
             return Code::Empty;

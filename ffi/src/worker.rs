@@ -37,6 +37,8 @@ pub const LC_TRANSPORT_WS: lc_transport = 4;
 pub const LC_TRANSPORT_WSS: lc_transport = 5;
 
 impl FromC for Transport {
+    const C_NAMES: &'static str = "LC_TRANSPORT_*";
+
     fn from_c(value: u32) -> Option<Self> {
         Some(match value {
             LC_TRANSPORT_UDP => Transport::Udp,
@@ -210,7 +212,7 @@ pub unsafe extern "C" fn lc_worker_attach(
         let shard = if core_hint >= 0 {
             match engine.attach_pinned(core_hint as usize) {
                 Ok(s) => s,
-                Err(_) => return Code::PinFailed,
+                Err(e) => return crate::error::fail(Code::PinFailed, e),
             }
         } else {
             engine.attach()
@@ -353,7 +355,7 @@ pub unsafe extern "C" fn lc_classify(
         let worker = try_mut!(worker);
         let r = try_ref!(req);
         let out = try_out!(out);
-        let transport = try_value!(r.transport);
+        let transport = try_value!(r.transport, "lc_request.transport");
         // SAFETY: the strings are readable for the duration of the call by contract.
         let (method, from, to, ruri, pai, target, event, rp) = unsafe {
             (
@@ -409,6 +411,11 @@ pub(crate) fn sip_error(e: SipError) -> Code {
     }
 }
 
+/// [`sip_error`], with the scanner's message as the call's error detail.
+pub(crate) fn sip_error_detail(e: SipError) -> Code {
+    crate::error::fail(sip_error(e), format_args!("SIP: {e}"))
+}
+
 /// Scans `msg` and classifies it as `request_of` builds it from the scan: the shared body of
 /// `lc_classify_sip` and `lc_classify_sip_opts`, after their checks.
 fn classify_raw(
@@ -419,7 +426,7 @@ fn classify_raw(
     target: Option<&str>,
     out: Out<'_, lc_decision>,
 ) -> Code {
-    let scanned = try_!(sip::scan(msg).map_err(sip_error));
+    let scanned = try_!(sip::scan(msg).map_err(sip_error_detail));
     let request = Request::from_sip(&scanned, transport, time).with_target(target);
     decide(worker, &request, out);
     Code::Ok
@@ -446,7 +453,7 @@ pub unsafe extern "C" fn lc_classify_sip(
         let worker = try_mut!(worker);
         let bytes = try_slice!(msg, len);
         let out = try_out!(out);
-        let transport = try_value!(transport);
+        let transport = try_value!(transport, "lc_classify_sip: transport");
         classify_raw(worker, bytes, transport, None, None, out)
     })
 }
@@ -473,8 +480,8 @@ pub unsafe extern "C" fn lc_classify_sip_opts(
         let bytes = try_slice!(msg, len);
         let o = *try_ref!(options);
         let out = try_out!(out);
-        let flags = try_flags!(o.flags, SIP_FLAGS_KNOWN);
-        let transport = try_value!(o.transport);
+        let flags = try_flags!(o.flags, SIP_FLAGS_KNOWN, "lc_sip_options.flags");
+        let transport = try_value!(o.transport, "lc_sip_options.transport");
         // SAFETY: `target` is NULL or readable for the call by contract.
         let target = try_!(
             unsafe { o.target.bytes() }
