@@ -905,6 +905,41 @@ lc_result lc_engine_source_policy(const struct lc_engine *engine,
                                   size_t cap,
                                   size_t *written);
 
+// Copies the message of this thread's last failing call into `buf` (`cap` bytes) and writes
+// its length into `*written` — the full length even when `buf` is too small, then
+// `LC_RESULT_BUFFER_TOO_SMALL` and `buf` untouched (call again with a larger buffer). The
+// message is UTF-8 and **not** NUL-terminated: use `*written` (`printf("%.*s", (int)n, buf)`).
+// `LC_RESULT_EMPTY` (and `*written` 0) when no call on this thread has failed yet.
+//
+// - **Thread-local**: each thread has its own last error; another thread's failures never
+//   change it.
+// - **When it is set**: by every `lc_` call that returns a result other than `LC_RESULT_OK`
+//   (errno-like: a successful call leaves the previous message in place, so read it right
+//   after the failing call). `lc_last_error` itself never changes it, whatever it returns;
+//   neither do `lc_result_text`, `lc_version` and `lc_version_number` (which cannot fail).
+// - **Content**: detail where the library has it — a refused policy document gives the
+//   reader's `LINE:COLUMN: …` message (with the rule id when there is one), a version gap
+//   the expected and received versions, `LC_RESULT_INVALID_ARGUMENT` the argument or field
+//   and its value, a raw SIP error what is malformed; otherwise `lc_result_text` of the code.
+//   The wording is for people (logs), not for parsing: switch on the `lc_result`.
+// - **Lifetime**: the message is kept until the thread's next failing call or the thread's
+//   exit; the bytes copied into `buf` are the caller's.
+//
+// ```c
+// uint64_t gen;
+// lc_result r = lc_engine_publish(engine, src, no_notifier, doc, doc_len, &gen);
+// if (r != LC_RESULT_OK) {
+//     uint8_t msg[256];
+//     size_t n;
+//     if (lc_last_error(msg, sizeof msg, &n) == LC_RESULT_OK)
+//         fprintf(stderr, "publish: %s: %.*s\n", lc_result_text(r), (int)n, (const char *)msg);
+// }
+// ```
+//
+// # Safety
+// `buf` writable for `cap` bytes (or NULL with `cap` 0); `written` writable.
+lc_result lc_last_error(uint8_t *buf, size_t cap, size_t *written);
+
 // Creates a subscriber feeding `engine`; its first SUBSCRIBE is ready in `poll_transmit`.
 //
 // # Safety
