@@ -140,7 +140,10 @@ pub(crate) fn checked_flags(flags: u32, known: u32, what: &str) -> Result<u32, C
     } else {
         Err(crate::error::fail(
             Code::InvalidArgument,
-            format_args!("{what}: {flags:#x} sets undeclared bits {:#x}", flags & !known),
+            format_args!(
+                "{what}: {flags:#x} sets undeclared bits {:#x}",
+                flags & !known
+            ),
         ))
     }
 }

@@ -162,7 +162,11 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
     let mut c = EngineConfig::default();
     // SAFETY: the caller promises NULL or a valid struct.
     if let Some(&cfg) = unsafe { config.as_ref() } {
-        let exempt_flags = crate::abi::checked_flags(cfg.exempt_flags, EXEMPT_KNOWN, "lc_engine_config.exempt_flags")?;
+        let exempt_flags = crate::abi::checked_flags(
+            cfg.exempt_flags,
+            EXEMPT_KNOWN,
+            "lc_engine_config.exempt_flags",
+        )?;
         for (field, zero) in [
             ("shards", cfg.shards == 0),
             ("max_rules", cfg.max_rules == 0),

@@ -125,7 +125,10 @@ mod tests {
         let mut n = 0usize;
         // SAFETY: a writable buffer of `buf.len()` bytes and a writable length.
         let r = unsafe { lc_last_error(buf.as_mut_ptr(), buf.len(), &mut n) };
-        (r, String::from_utf8_lossy(&buf[..n.min(buf.len())]).into_owned())
+        (
+            r,
+            String::from_utf8_lossy(&buf[..n.min(buf.len())]).into_owned(),
+        )
     }
 
     #[test]
@@ -151,6 +154,6 @@ mod tests {
             assert_eq!(last().1, "panic: boom 7");
         })
         .join()
-        .unwrap();
+        .expect("the test thread passed");
     }
 }

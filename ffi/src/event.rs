@@ -205,10 +205,8 @@ unsafe fn uri_list(s: lc_str) -> Result<Vec<Uri>, Code> {
     // SAFETY: by the caller's contract.
     match unsafe { s.to_opt_str() }? {
         None => Ok(Vec::new()),
-        Some(t) => {
-            loadctl::event::wire::route_list(t.as_bytes())
-                .map_err(|e| crate::abi::invalid("route list", format_args!("{t:?}: {e}")))
-        }
+        Some(t) => loadctl::event::wire::route_list(t.as_bytes())
+            .map_err(|e| crate::abi::invalid("route list", format_args!("{t:?}: {e}"))),
     }
 }
 
