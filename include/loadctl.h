@@ -16,9 +16,9 @@
 //
 // and check the library it runs with (the same major version, by its SONAME, but possibly
 // older than the header it was built with): `lc_version_number() >= LC_VERSION_NUMBER`.
-#define LC_VERSION "0.1.0"
+#define LC_VERSION "0.2.0"
 #define LC_VERSION_MAJOR 0
-#define LC_VERSION_MINOR 1
+#define LC_VERSION_MINOR 2
 #define LC_VERSION_PATCH 0
 // MAJOR × 10000 + MINOR × 100 + PATCH (MINOR and PATCH stay below 100): 0.1.0 is 100.
 #define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH)
