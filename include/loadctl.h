@@ -16,9 +16,9 @@
 //
 // and check the library it runs with (the same major version, by its SONAME, but possibly
 // older than the header it was built with): `lc_version_number() >= LC_VERSION_NUMBER`.
-#define LC_VERSION "0.2.0"
+#define LC_VERSION "0.3.0"
 #define LC_VERSION_MAJOR 0
-#define LC_VERSION_MINOR 2
+#define LC_VERSION_MINOR 3
 #define LC_VERSION_PATCH 0
 // MAJOR × 10000 + MINOR × 100 + PATCH (MINOR and PATCH stay below 100): 0.1.0 is 100.
 #define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH)
@@ -168,8 +168,9 @@ typedef struct lc_subscriber_config {
   // Scope rules without target-sip-entity to the notifier's URI (RFC 7200 §5.3.3 MAY): they
   // then match only requests classified with that target (`lc_request.target`,
   // `lc_sip_options.target`), never requests without one. Default (zero) false: they apply
-  // whatever the target.
-  bool scope_to_notifier;
+  // whatever the target. A C boolean as a byte: 0 or 1, anything else
+  // `LC_RESULT_INVALID_ARGUMENT`.
+  uint8_t scope_to_notifier;
 } lc_subscriber_config;
 
 // SUBSCRIBE or NOTIFY: an `LC_METHOD_*` value (anything else passed in is
@@ -429,10 +430,12 @@ typedef struct lc_request {
   struct lc_str event;
   // Transport: an `LC_TRANSPORT_*` value (anything else: `LC_RESULT_INVALID_ARGUMENT`).
   lc_transport transport;
-  // True outside a dialog (To without tag). Only initial requests are filtered.
-  bool initial;
-  // True when `monotonic_ns` / `unix_ns` are set; false reads the engine's clock.
-  bool has_time;
+  // 1 outside a dialog (To without tag), else 0. Only initial requests are filtered.
+  // A C boolean as a byte: any value but 0 or 1 is `LC_RESULT_INVALID_ARGUMENT`.
+  uint8_t initial;
+  // 1 when `monotonic_ns` / `unix_ns` are set; 0 reads the engine's clock. Any other value:
+  // `LC_RESULT_INVALID_ARGUMENT`.
+  uint8_t has_time;
   // Monotonic nanoseconds.
   uint64_t monotonic_ns;
   // Wall-clock nanoseconds since the Unix epoch.
@@ -1032,7 +1035,8 @@ lc_result lc_notifier_set_policy(struct lc_notifier *n,
                                  size_t len);
 
 // Sets one subscriber's own policy (full document, or NULL for "no policy"); with `clear`
-// true instead reverts it to the common policy.
+// 1 instead reverts it to the common policy (`body` is then ignored). `clear` is a C boolean
+// as a byte: 0 or 1, anything else `LC_RESULT_INVALID_ARGUMENT`.
 //
 // # Safety
 // `n` from `lc_notifier_new`; `subscriber` readable; `body` NULL or readable for `len` bytes.
@@ -1041,7 +1045,7 @@ lc_result lc_notifier_set_subscriber_policy(struct lc_notifier *n,
                                             struct lc_str subscriber,
                                             const uint8_t *body,
                                             size_t len,
-                                            bool clear);
+                                            uint8_t clear);
 
 // Feeds a SUBSCRIBE; writes the response to send into `*response` (a NOTIFY follows in
 // `lc_notifier_poll_transmit` when accepted).

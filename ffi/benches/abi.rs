@@ -46,8 +46,8 @@ fn c_request(r: &OwnedRequest, time: Time) -> lc_request {
         } else {
             LC_TRANSPORT_UDP
         },
-        initial: r.initial,
-        has_time: true,
+        initial: u8::from(r.initial),
+        has_time: 1,
         monotonic_ns: time.monotonic_ns,
         unix_ns: time.unix_ns as i64,
         resource_priority: opt(None),

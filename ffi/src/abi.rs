@@ -107,27 +107,38 @@ pub(crate) unsafe fn out<'a, T>(p: *mut T) -> Option<Out<'a, T>> {
 }
 
 impl lc_str {
-    /// A required UTF-8 string: NULL is `NullParameter`, invalid UTF-8 `InvalidUtf8`.
+    /// A required UTF-8 string: NULL is `NullParameter`, invalid UTF-8 `InvalidUtf8`, each
+    /// naming `what` (the argument or field, as C knows it) in the thread's last error.
     ///
     /// # Safety
     /// As for [`lc_str::bytes`].
-    pub(crate) unsafe fn to_str<'a>(self) -> Result<&'a str, Code> {
+    pub(crate) unsafe fn to_str<'a>(self, what: &str) -> Result<&'a str, Code> {
         // SAFETY: by the caller's contract.
-        let bytes = unsafe { self.bytes() }.ok_or(Code::NullParameter)?;
-        std::str::from_utf8(bytes).map_err(|_| Code::InvalidUtf8)
+        match unsafe { self.to_opt_str(what) }? {
+            Some(s) => Ok(s),
+            None => Err(null(what)),
+        }
     }
 
-    /// An optional UTF-8 string: NULL is `None`, invalid UTF-8 `InvalidUtf8`.
+    /// An optional UTF-8 string: NULL is `None`, invalid UTF-8 `InvalidUtf8` (naming `what`
+    /// and the offset of the first bad byte in the thread's last error).
     ///
     /// # Safety
     /// As for [`lc_str::bytes`].
-    pub(crate) unsafe fn to_opt_str<'a>(self) -> Result<Option<&'a str>, Code> {
+    pub(crate) unsafe fn to_opt_str<'a>(self, what: &str) -> Result<Option<&'a str>, Code> {
         // SAFETY: by the caller's contract.
         match unsafe { self.bytes() } {
             None => Ok(None),
-            Some(b) => std::str::from_utf8(b)
-                .map(Some)
-                .map_err(|_| Code::InvalidUtf8),
+            Some(b) => std::str::from_utf8(b).map(Some).map_err(|e| {
+                crate::error::fail(
+                    Code::InvalidUtf8,
+                    format_args!(
+                        "{what}: not UTF-8 (invalid byte at offset {} of {})",
+                        e.valid_up_to(),
+                        b.len()
+                    ),
+                )
+            }),
         }
     }
 }
@@ -157,6 +168,24 @@ pub(crate) fn checked<T: FromC>(value: u32, what: &str) -> Result<T, Code> {
             format_args!("{what}: {value} is not an {} value", T::C_NAMES),
         )
     })
+}
+
+/// `NullParameter`, naming `what` (the argument or field) as the call's error detail.
+pub(crate) fn null(what: &str) -> Code {
+    crate::error::fail(
+        Code::NullParameter,
+        format_args!("{what}: NULL where a pointer is required"),
+    )
+}
+
+/// A C boolean (`uint8_t`): 0 is false, 1 true; anything else `InvalidArgument` naming `what`.
+/// (A Rust `bool` holding another value is undefined behaviour, so C booleans cross as bytes.)
+pub(crate) fn checked_bool(value: u8, what: &str) -> Result<bool, Code> {
+    match value {
+        0 => Ok(false),
+        1 => Ok(true),
+        v => Err(invalid(what, format_args!("{v} is not a boolean (0 or 1)"))),
+    }
 }
 
 /// `InvalidArgument`, with `what` and why as the call's error detail.
@@ -218,7 +247,7 @@ macro_rules! try_ref {
         // valid for reads during the call (see the `abi` module).
         match unsafe { p.as_ref() } {
             Some(r) => r,
-            None => return $crate::Code::NullParameter,
+            None => return $crate::abi::null(stringify!($p)),
         }
     }};
 }
@@ -231,7 +260,7 @@ macro_rules! try_mut {
         // valid and exclusively the callee's during the call (see the `abi` module).
         match unsafe { p.as_mut() } {
             Some(r) => r,
-            None => return $crate::Code::NullParameter,
+            None => return $crate::abi::null(stringify!($p)),
         }
     }};
 }
@@ -244,7 +273,7 @@ macro_rules! try_out {
         // pointer writable during the call (see the `abi` module).
         match unsafe { $crate::abi::out(p) } {
             Some(o) => o,
-            None => return $crate::Code::NullParameter,
+            None => return $crate::abi::null(stringify!($p)),
         }
     }};
 }
@@ -265,7 +294,7 @@ macro_rules! try_slice {
     ($p:expr, $len:expr) => {{
         let (p, len): (*const u8, usize) = ($p, $len);
         if p.is_null() {
-            return $crate::Code::NullParameter;
+            return $crate::abi::null(stringify!($p));
         }
         // SAFETY: non-NULL; used only in exported functions whose contract makes it readable
         // for `len` bytes during the call (see the `abi` module).
@@ -280,7 +309,7 @@ macro_rules! try_str {
         let s: $crate::lc_str = $s;
         // SAFETY: used only in exported functions whose contract makes the string NULL or
         // readable during the call (see the `abi` module).
-        try_!(unsafe { s.to_str() })
+        try_!(unsafe { s.to_str(stringify!($s)) })
     }};
 }
 

@@ -77,7 +77,15 @@ fn is_token_nodot(s: &str) -> bool {
 
 /// The namespaces of a `priority_namespaces` list (commas and/or spaces between names).
 fn namespaces(list: &[u8]) -> Result<Vec<String>, Code> {
-    let list = std::str::from_utf8(list).map_err(|_| Code::InvalidUtf8)?;
+    let list = std::str::from_utf8(list).map_err(|e| {
+        crate::error::fail(
+            Code::InvalidUtf8,
+            format_args!(
+                "lc_engine_config.priority_namespaces: not UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            ),
+        )
+    })?;
     list.split(|c: char| c == ',' || c.is_ascii_whitespace())
         .filter(|n| !n.is_empty())
         .map(|n| {
@@ -185,7 +193,10 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
         c.limits.max_rules = cfg.max_rules as usize;
         c.limits.max_body_bytes = usize::try_from(cfg.max_body_bytes).unwrap_or(usize::MAX);
         // SAFETY: the caller promises `redirect_allow` is NULL or readable.
-        if let Some(list) = unsafe { cfg.redirect_allow.to_opt_str() }? {
+        if let Some(list) = unsafe {
+            cfg.redirect_allow
+                .to_opt_str("lc_engine_config.redirect_allow")
+        }? {
             c.compile.redirect_allow =
                 Some(list.split_ascii_whitespace().map(str::to_owned).collect());
         }
@@ -230,7 +241,7 @@ fn publish_error(e: &PublishError) -> Code {
 /// As for the exported functions that call it.
 unsafe fn source_of(name: lc_str, notifier: lc_str) -> Result<Source, Code> {
     // SAFETY: the caller promises readable strings.
-    let (name, notifier) = unsafe { (name.to_str()?, notifier.to_opt_str()?) };
+    let (name, notifier) = unsafe { (name.to_str("source")?, notifier.to_opt_str("notifier")?) };
     match notifier {
         None => Ok(Source::local(name)),
         Some(uri) => {
@@ -488,7 +499,7 @@ pub unsafe extern "C" fn lc_engine_stats_each(
     boundary(|| {
         let engine = &try_ref!(engine).engine;
         let Some(callback) = callback else {
-            return Code::NullParameter;
+            return crate::abi::null("callback");
         };
         let stats = engine.stats();
         for (index, r) in stats.rules.iter().enumerate() {

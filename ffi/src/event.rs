@@ -174,39 +174,39 @@ fn response_to_c(r: &Response) -> lc_sip_message {
 
 /// # Safety
 /// `s` must be NULL-pointered or readable.
-unsafe fn text(s: lc_str) -> Result<Option<String>, Code> {
+unsafe fn text(s: lc_str, what: &str) -> Result<Option<String>, Code> {
     // SAFETY: by the caller's contract.
-    Ok(unsafe { s.to_opt_str() }?.map(str::to_owned))
+    Ok(unsafe { s.to_opt_str(what) }?.map(str::to_owned))
 }
 
 /// # Safety
 /// As for [`text`].
-unsafe fn uri(s: lc_str) -> Result<Uri, Code> {
+unsafe fn uri(s: lc_str, what: &str) -> Result<Uri, Code> {
     // SAFETY: by the caller's contract.
-    let s = unsafe { s.to_str() }?;
-    Uri::new(s).map_err(|e| crate::abi::invalid("URI", format_args!("{s:?}: {e}")))
+    let s = unsafe { s.to_str(what) }?;
+    Uri::new(s).map_err(|e| crate::abi::invalid(what, format_args!("{s:?}: {e}")))
 }
 
 /// # Safety
 /// As for [`text`].
-unsafe fn opt_uri(s: lc_str) -> Result<Option<Uri>, Code> {
+unsafe fn opt_uri(s: lc_str, what: &str) -> Result<Option<Uri>, Code> {
     // SAFETY: by the caller's contract.
-    match unsafe { s.to_opt_str() }? {
+    match unsafe { s.to_opt_str(what) }? {
         None => Ok(None),
         Some(t) => Uri::new(t)
             .map(Some)
-            .map_err(|e| crate::abi::invalid("URI", format_args!("{t:?}: {e}"))),
+            .map_err(|e| crate::abi::invalid(what, format_args!("{t:?}: {e}"))),
     }
 }
 
 /// # Safety
 /// As for [`text`].
-unsafe fn uri_list(s: lc_str) -> Result<Vec<Uri>, Code> {
+unsafe fn uri_list(s: lc_str, what: &str) -> Result<Vec<Uri>, Code> {
     // SAFETY: by the caller's contract.
-    match unsafe { s.to_opt_str() }? {
+    match unsafe { s.to_opt_str(what) }? {
         None => Ok(Vec::new()),
         Some(t) => loadctl::event::wire::route_list(t.as_bytes())
-            .map_err(|e| crate::abi::invalid("route list", format_args!("{t:?}: {e}"))),
+            .map_err(|e| crate::abi::invalid(what, format_args!("{t:?}: {e}"))),
     }
 }
 
@@ -218,25 +218,25 @@ unsafe fn request_from_c(m: &lc_sip_message) -> Result<Request, Code> {
     unsafe {
         Ok(Request {
             method,
-            request_uri: uri(m.request_uri)?,
-            call_id: m.call_id.to_str()?.to_owned(),
+            request_uri: uri(m.request_uri, "lc_sip_message.request_uri")?,
+            call_id: m.call_id.to_str("lc_sip_message.call_id")?.to_owned(),
             from: NameAddr {
-                uri: uri(m.from_uri)?,
-                tag: text(m.from_tag)?,
+                uri: uri(m.from_uri, "lc_sip_message.from_uri")?,
+                tag: text(m.from_tag, "lc_sip_message.from_tag")?,
             },
             to: NameAddr {
-                uri: uri(m.to_uri)?,
-                tag: text(m.to_tag)?,
+                uri: uri(m.to_uri, "lc_sip_message.to_uri")?,
+                tag: text(m.to_tag, "lc_sip_message.to_tag")?,
             },
             cseq: m.cseq,
-            event: text(m.event)?,
+            event: text(m.event, "lc_sip_message.event")?,
             expires: from_num(m.expires),
-            accept: text(m.accept)?,
-            subscription_state: text(m.subscription_state)?,
-            content_type: text(m.content_type)?,
+            accept: text(m.accept, "lc_sip_message.accept")?,
+            subscription_state: text(m.subscription_state, "lc_sip_message.subscription_state")?,
+            content_type: text(m.content_type, "lc_sip_message.content_type")?,
             body: m.body.bytes().map(<[u8]>::to_vec).unwrap_or_default(),
-            contact: opt_uri(m.contact)?,
-            record_route: uri_list(m.record_route)?,
+            contact: opt_uri(m.contact, "lc_sip_message.contact")?,
+            record_route: uri_list(m.record_route, "lc_sip_message.record_route")?,
             route: Vec::new(),
         })
     }
@@ -277,21 +277,21 @@ unsafe fn response_from_c(m: &lc_sip_message) -> Result<Response, Code> {
             status: m.status,
             reason: loadctl::event::reason_phrase(m.status).to_owned(),
             method,
-            call_id: m.call_id.to_str()?.to_owned(),
+            call_id: m.call_id.to_str("lc_sip_message.call_id")?.to_owned(),
             cseq: m.cseq,
             from: NameAddr {
-                uri: uri(m.from_uri)?,
-                tag: text(m.from_tag)?,
+                uri: uri(m.from_uri, "lc_sip_message.from_uri")?,
+                tag: text(m.from_tag, "lc_sip_message.from_tag")?,
             },
             to: NameAddr {
-                uri: uri(m.to_uri)?,
-                tag: text(m.to_tag)?,
+                uri: uri(m.to_uri, "lc_sip_message.to_uri")?,
+                tag: text(m.to_tag, "lc_sip_message.to_tag")?,
             },
             expires: from_num(m.expires),
             min_expires: from_num(m.min_expires),
             retry_after: from_num(m.retry_after),
-            contact: opt_uri(m.contact)?,
-            record_route: uri_list(m.record_route)?,
+            contact: opt_uri(m.contact, "lc_sip_message.contact")?,
+            record_route: uri_list(m.record_route, "lc_sip_message.record_route")?,
         })
     }
 }
@@ -379,8 +379,9 @@ pub struct lc_subscriber_config {
     /// Scope rules without target-sip-entity to the notifier's URI (RFC 7200 §5.3.3 MAY): they
     /// then match only requests classified with that target (`lc_request.target`,
     /// `lc_sip_options.target`), never requests without one. Default (zero) false: they apply
-    /// whatever the target.
-    pub scope_to_notifier: bool,
+    /// whatever the target. A C boolean as a byte: 0 or 1, anything else
+    /// `LC_RESULT_INVALID_ARGUMENT`.
+    pub scope_to_notifier: u8,
 }
 
 /// What a subscriber reports: an `LC_SUBSCRIBER_EVENT_KIND_*` value (`lc_subscriber_event.kind`;
@@ -471,14 +472,26 @@ pub struct lc_subscriber_counters {
 unsafe fn subscriber_config(c: &lc_subscriber_config) -> Result<SubscriberConfig, Code> {
     // SAFETY: by this function's contract.
     unsafe {
-        let (call_id, tag) = (c.call_id.to_str()?, c.tag.to_str()?);
-        let mut sc = SubscriberConfig::new(uri(c.notifier)?, uri(c.subscriber)?, call_id, tag);
+        let (call_id, tag) = (
+            c.call_id.to_str("lc_subscriber_config.call_id")?,
+            c.tag.to_str("lc_subscriber_config.tag")?,
+        );
+        let mut sc = SubscriberConfig::new(
+            uri(c.notifier, "lc_subscriber_config.notifier")?,
+            uri(c.subscriber, "lc_subscriber_config.subscriber")?,
+            call_id,
+            tag,
+        );
         if c.expires > 0 {
             sc.expires = c.expires;
         }
-        sc.trust = words(text(c.trust)?);
-        sc.redirect_allow = text(c.redirect_allow)?.map(|v| words(Some(v)));
-        sc.scope_to_notifier = c.scope_to_notifier;
+        sc.trust = words(text(c.trust, "lc_subscriber_config.trust")?);
+        sc.redirect_allow =
+            text(c.redirect_allow, "lc_subscriber_config.redirect_allow")?.map(|v| words(Some(v)));
+        sc.scope_to_notifier = crate::abi::checked_bool(
+            c.scope_to_notifier,
+            "lc_subscriber_config.scope_to_notifier",
+        )?;
         Ok(sc)
     }
 }
@@ -870,7 +883,13 @@ pub struct lc_notifier_event {
 /// Every string of `c` readable or absent.
 unsafe fn notifier_config(c: &lc_notifier_config) -> Result<NotifierConfig, Code> {
     // SAFETY: by this function's contract.
-    let (tag, authorized, uri) = unsafe { (c.tag.to_str()?, text(c.authorized)?, uri(c.uri)?) };
+    let (tag, authorized, uri) = unsafe {
+        (
+            c.tag.to_str("lc_notifier_config.tag")?,
+            text(c.authorized, "lc_notifier_config.authorized")?,
+            uri(c.uri, "lc_notifier_config.uri")?,
+        )
+    };
     let auth = match authorized {
         None => Authorization::Any,
         Some(list) => Authorization::Domains(words(Some(list))),
@@ -969,7 +988,8 @@ pub unsafe extern "C" fn lc_notifier_set_policy(
 }
 
 /// Sets one subscriber's own policy (full document, or NULL for "no policy"); with `clear`
-/// true instead reverts it to the common policy.
+/// 1 instead reverts it to the common policy (`body` is then ignored). `clear` is a C boolean
+/// as a byte: 0 or 1, anything else `LC_RESULT_INVALID_ARGUMENT`.
 ///
 /// # Safety
 /// `n` from `lc_notifier_new`; `subscriber` readable; `body` NULL or readable for `len` bytes.
@@ -980,12 +1000,13 @@ pub unsafe extern "C" fn lc_notifier_set_subscriber_policy(
     subscriber: lc_str,
     body: *const u8,
     len: usize,
-    clear: bool,
+    clear: u8,
 ) -> lc_result {
     boundary(|| {
         let h = try_mut!(n);
+        let clear = try_!(crate::abi::checked_bool(clear, "clear"));
         // SAFETY: readable by contract.
-        let who = try_!(unsafe { uri(subscriber) });
+        let who = try_!(unsafe { uri(subscriber, "subscriber") });
         let policy = if clear {
             None
         } else {

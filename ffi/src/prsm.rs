@@ -440,10 +440,11 @@ unsafe fn key_of_parts(
         )
     };
     let parts = TransactionParts {
-        method: method.ok_or(Code::NullParameter)?,
-        request_uri: request_uri.ok_or(Code::NullParameter)?,
-        top_via: top_via.ok_or(Code::NullParameter)?,
-        call_id: call_id.ok_or(Code::NullParameter)?,
+        method: method.ok_or_else(|| crate::abi::null("lc_transaction_parts.method"))?,
+        request_uri: request_uri
+            .ok_or_else(|| crate::abi::null("lc_transaction_parts.request_uri"))?,
+        top_via: top_via.ok_or_else(|| crate::abi::null("lc_transaction_parts.top_via"))?,
+        call_id: call_id.ok_or_else(|| crate::abi::null("lc_transaction_parts.call_id"))?,
         cseq: p.cseq,
         from_tag,
         to_tag,

@@ -41,9 +41,9 @@ unsafe fn wire_of<'a>(w: &lc_sip_wire) -> Result<Wire<'a>, Code> {
     // SAFETY: readable strings by this function's contract.
     unsafe {
         Ok(Wire {
-            transport: w.transport.to_str()?,
-            sent_by: w.sent_by.to_str()?,
-            contact: w.contact.to_str()?,
+            transport: w.transport.to_str("lc_sip_wire.transport")?,
+            sent_by: w.sent_by.to_str("lc_sip_wire.sent_by")?,
+            contact: w.contact.to_str("lc_sip_wire.contact")?,
         })
     }
 }
@@ -83,7 +83,8 @@ unsafe fn transmit(
 ) -> Code {
     if r.pending.is_empty() {
         // SAFETY: readable strings by the caller's contract.
-        let (wire, branch) = try_!(unsafe { wire_of(w).and_then(|w| Ok((w, branch.to_str()?))) });
+        let (wire, branch) =
+            try_!(unsafe { wire_of(w).and_then(|w| Ok((w, branch.to_str("branch")?))) });
         if !branch.starts_with("z9hG4bK") {
             return crate::abi::invalid(
                 "branch",

@@ -73,10 +73,12 @@ pub struct lc_request {
     pub event: lc_str,
     /// Transport: an `LC_TRANSPORT_*` value (anything else: `LC_RESULT_INVALID_ARGUMENT`).
     pub transport: lc_transport,
-    /// True outside a dialog (To without tag). Only initial requests are filtered.
-    pub initial: bool,
-    /// True when `monotonic_ns` / `unix_ns` are set; false reads the engine's clock.
-    pub has_time: bool,
+    /// 1 outside a dialog (To without tag), else 0. Only initial requests are filtered.
+    /// A C boolean as a byte: any value but 0 or 1 is `LC_RESULT_INVALID_ARGUMENT`.
+    pub initial: u8,
+    /// 1 when `monotonic_ns` / `unix_ns` are set; 0 reads the engine's clock. Any other value:
+    /// `LC_RESULT_INVALID_ARGUMENT`.
+    pub has_time: u8,
     /// Monotonic nanoseconds.
     pub monotonic_ns: u64,
     /// Wall-clock nanoseconds since the Unix epoch.
@@ -356,6 +358,8 @@ pub unsafe extern "C" fn lc_classify(
         let r = try_ref!(req);
         let out = try_out!(out);
         let transport = try_value!(r.transport, "lc_request.transport");
+        let initial = try_!(crate::abi::checked_bool(r.initial, "lc_request.initial"));
+        let has_time = try_!(crate::abi::checked_bool(r.has_time, "lc_request.has_time"));
         // SAFETY: the strings are readable for the duration of the call by contract.
         let (method, from, to, ruri, pai, target, event, rp) = unsafe {
             (
@@ -370,10 +374,10 @@ pub unsafe extern "C" fn lc_classify(
             )
         };
         let Some(method) = method else {
-            return Code::NullParameter;
+            return crate::abi::null("lc_request.method");
         };
         let Some(method) = text(method) else {
-            return Code::InvalidUtf8;
+            return crate::error::fail(Code::InvalidUtf8, "lc_request.method: not UTF-8");
         };
         let request = Request {
             method,
@@ -385,9 +389,9 @@ pub unsafe extern "C" fn lc_classify(
                 target: target.and_then(text),
             },
             transport,
-            initial: r.initial,
+            initial,
             event: event.and_then(text),
-            time: r.has_time.then_some(Time {
+            time: has_time.then_some(Time {
                 monotonic_ns: r.monotonic_ns,
                 unix_ns: i128::from(r.unix_ns),
             }),
@@ -483,10 +487,7 @@ pub unsafe extern "C" fn lc_classify_sip_opts(
         let flags = try_flags!(o.flags, SIP_FLAGS_KNOWN, "lc_sip_options.flags");
         let transport = try_value!(o.transport, "lc_sip_options.transport");
         // SAFETY: `target` is NULL or readable for the call by contract.
-        let target = try_!(
-            unsafe { o.target.bytes() }
-                .map_or(Ok(None), |t| { text(t).map(Some).ok_or(Code::InvalidUtf8) })
-        );
+        let target = try_!(unsafe { o.target.to_opt_str("lc_sip_options.target") });
         let time = (flags & LC_SIP_HAS_TIME != 0).then_some(Time {
             monotonic_ns: o.monotonic_ns,
             unix_ns: i128::from(o.unix_ns),

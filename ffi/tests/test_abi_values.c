@@ -1,6 +1,7 @@
 /* The integer-and-check rule at the C boundary: every enum-like value a C caller passes in —
  * a parameter or a struct field (result codes, transports, methods, classes, disciplines,
- * flags) — is a uint32_t, and any value is defined behaviour. An undeclared one is
+ * flags) — is a uint32_t, every boolean input a uint8_t (0 or 1), and any value is defined
+ * behaviour. An undeclared one is
  * LC_RESULT_INVALID_ARGUMENT with nothing changed and no output written; lc_result_text takes
  * any integer. (Before the rule, lc_result_text(7) died with SIGILL, (309) with SIGSEGV, (107)
  * returned another code's text, and a transport of 42 classified as OK.) */
@@ -117,7 +118,7 @@ static void test_transports(void) {
         r.method = str("INVITE");
         r.to = str("<tel:+1-212-555-1234>");
         r.transport = t;
-        r.initial = true;
+        r.initial = 1;
         CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_INVALID_ARGUMENT);
         CHECK(UNTOUCHED(d));
 
@@ -263,8 +264,129 @@ static void test_methods(void) {
     lc_engine_free(e);
 }
 
+/* Boolean inputs are bytes: 0 and 1 are false and true, anything else is refused with nothing
+ * changed (a Rust bool holding 2 would be undefined behaviour, and a memset or a bad cast in C
+ * can put any byte there). */
+static void test_booleans(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK);
+    CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+    lc_decision d;
+    for (unsigned v = 2; v <= 255; v++) {
+        lc_request r;
+        memset(&r, 0, sizeof r);
+        r.method = str("INVITE");
+        r.to = str("<tel:+1-212-555-1234>");
+        r.initial = (uint8_t)v;
+        POISON(d);
+        CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_INVALID_ARGUMENT);
+        CHECK(UNTOUCHED(d));
+        r.initial = 1;
+        r.has_time = (uint8_t)v;
+        CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_INVALID_ARGUMENT);
+        CHECK(UNTOUCHED(d));
+    }
+    CHECK(classified(e) == 0);
+    lc_request r;
+    memset(&r, 0, sizeof r);
+    r.method = str("INVITE");
+    r.initial = 1;
+    r.has_time = 1;
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    r.initial = 0;
+    r.has_time = 0;
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(classified(e) == 2);
+
+    lc_subscriber_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.notifier = str("sip:sbc.example.com");
+    sc.subscriber = str("sip:proxy.example.net");
+    sc.call_id = str("abi-bool");
+    sc.tag = str("s1");
+    lc_subscriber *s;
+    for (unsigned v = 2; v <= 255; v++) {
+        sc.scope_to_notifier = (uint8_t)v;
+        POISON(s);
+        CHECK_RESULT(lc_subscriber_new(e, &sc, 0, &s), LC_RESULT_INVALID_ARGUMENT);
+        CHECK(UNTOUCHED(s));
+    }
+    sc.scope_to_notifier = 1;
+    CHECK_RESULT(lc_subscriber_new(e, &sc, 0, &s), LC_RESULT_OK);
+    lc_subscriber_free(s);
+
+    /* `clear` of lc_notifier_set_subscriber_policy: a refused call queues no NOTIFY. */
+    lc_notifier_config nc;
+    memset(&nc, 0, sizeof nc);
+    nc.uri = str("sip:sbc.example.com");
+    nc.tag = str("n7");
+    lc_notifier *n = NULL;
+    CHECK_RESULT(lc_notifier_new(&nc, &n), LC_RESULT_OK);
+    for (unsigned v = 2; v <= 255; v++) {
+        CHECK_RESULT(lc_notifier_set_subscriber_policy(n, 0, str("sip:p@example.net"), NULL, 0, (uint8_t)v),
+                     LC_RESULT_INVALID_ARGUMENT);
+    }
+    lc_sip_message m;
+    CHECK_RESULT(lc_notifier_poll_transmit(n, &m), LC_RESULT_EMPTY);
+    CHECK_RESULT(lc_notifier_set_subscriber_policy(n, 0, str("sip:p@example.net"), NULL, 0, 1), LC_RESULT_OK);
+    lc_notifier_free(n);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
+/* A ticket is two integers a C caller stores and gives back; any pair is safe to pass. One the
+ * engine did not issue releases nothing: a window of 2, full, stays full whatever garbage is
+ * completed, and the real tickets still release their slots. */
+static void test_tickets(void) {
+    const char *win = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"0\" state=\"full\">"
+                      "<rule id=\"trunk\"><conditions><method>INVITE</method></conditions>"
+                      "<actions><accept><win>2</win></accept></actions></rule></ruleset>";
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    uint64_t g;
+    CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK);
+    CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+    CHECK_RESULT(lc_engine_publish(e, str("op"), NONE, (const uint8_t *)win, strlen(win), &g), LC_RESULT_OK);
+    lc_request r;
+    memset(&r, 0, sizeof r);
+    r.method = str("INVITE");
+    r.initial = 1;
+    lc_decision d;
+    lc_ticket held[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+        CHECK(d.verdict == LC_VERDICT_ACCEPT && d.has_ticket);
+        held[i] = d.ticket;
+    }
+    /* Garbage: zero, all ones, the real hint with other keys, the real key with other hints
+     * is still the real ticket (the key names the rule), so it is left out. */
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 1000; i++) {
+        lc_ticket t;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        t.key = i == 0 ? 0 : i == 1 ? UINT64_MAX : x;
+        t.hint = (i % 2) ? held[0].hint : x * 31;
+        if (t.key == held[0].key) {
+            continue;
+        }
+        CHECK_RESULT(lc_complete(w, &t), LC_RESULT_OK);
+    }
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_REJECT && !d.has_ticket);
+    CHECK_RESULT(lc_complete(w, &held[0]), LC_RESULT_OK);
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+    CHECK(d.verdict == LC_VERDICT_ACCEPT && d.has_ticket);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
 int main(void) {
     test_result_text_is_total();
+    test_booleans();
+    test_tickets();
     test_transports();
     test_engine_flags();
     test_scheduler_values();

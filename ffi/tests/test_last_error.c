@@ -106,10 +106,43 @@ int main(void) {
     CHECK_RESULT(lc_classify_sip(w, (const uint8_t *)sip, strlen(sip), LC_TRANSPORT_UDP, &d), LC_RESULT_SIP_NOT_A_REQUEST);
     CHECK_RESULT(last_error(buf, sizeof buf), LC_RESULT_OK);
     CHECK(strncmp(buf, "SIP: ", 5) == 0);
-    /* A failure without detail: the code's text. */
+    /* A NULL pointer: the parameter or field, as the header names it. */
     CHECK_RESULT(lc_classify(w, NULL, &d), LC_RESULT_NULL_PARAMETER);
     CHECK_RESULT(last_error(buf, sizeof buf), LC_RESULT_OK);
-    CHECK(strcmp(buf, lc_result_text(LC_RESULT_NULL_PARAMETER)) == 0);
+    CHECK(strcmp(buf, "req: NULL where a pointer is required") == 0);
+    lc_subscriber_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.notifier = str("sip:sbc.example.com");
+    sc.call_id = str("c");
+    sc.tag = str("t");
+    lc_subscriber *s = NULL;
+    CHECK_RESULT(lc_subscriber_new(e, &sc, 0, &s), LC_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(last_error(buf, sizeof buf), LC_RESULT_OK);
+    CHECK(strcmp(buf, "lc_subscriber_config.subscriber: NULL where a pointer is required") == 0);
+    /* Not UTF-8: the field and where the first bad byte is. */
+    sc.subscriber = str("sip:pro\xffxy.example.net");
+    CHECK_RESULT(lc_subscriber_new(e, &sc, 0, &s), LC_RESULT_INVALID_UTF8);
+    CHECK_RESULT(last_error(buf, sizeof buf), LC_RESULT_OK);
+    CHECK(strcmp(buf, "lc_subscriber_config.subscriber: not UTF-8 (invalid byte at offset 7 of 22)") == 0);
+    printf("not UTF-8: %s\n", buf);
+    /* A boolean byte that is neither 0 nor 1. */
+    r.transport = LC_TRANSPORT_UDP;
+    r.initial = 2;
+    CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_INVALID_ARGUMENT);
+    CHECK_RESULT(last_error(buf, sizeof buf), LC_RESULT_OK);
+    CHECK(strcmp(buf, "lc_request.initial: 2 is not a boolean (0 or 1)") == 0);
+    r.initial = 0;
+    /* A failure without detail: the code's text. */
+    lc_scheduler_config qc = {LC_DISCIPLINE_PRIORITY, 4, 4};
+    lc_scheduler *q = NULL;
+    CHECK_RESULT(lc_scheduler_new(&qc, &q), LC_RESULT_OK);
+    uintptr_t item;
+    lc_class cls;
+    CHECK_RESULT(lc_scheduler_pop(q, &item, &cls), LC_RESULT_EMPTY);
+    CHECK_RESULT(last_error(buf, sizeof buf), LC_RESULT_OK);
+    CHECK(strcmp(buf, lc_result_text(LC_RESULT_EMPTY)) == 0);
+    lc_scheduler_free(q);
+    r.transport = 42;
     CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_INVALID_ARGUMENT);
 
     /* Buffer too small: the full length, the buffer untouched, the message kept. */

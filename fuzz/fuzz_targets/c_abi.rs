@@ -11,7 +11,9 @@
 //! Every enum-like value a C caller passes is an integer, so the target also draws four from
 //! the whole `u32` range (the input's last 16 bytes, little-endian: they overlap the message, so
 //! the fuzzer moves them by mutating its tail) and passes them where C code could: as a result
-//! code to `lc_result_text` (total: "unknown result code" for an undeclared one), a transport to
+//! code to `lc_result_text` (total: "unknown result code" for an undeclared one), boolean bytes
+//! (`lc_request.initial` / `has_time`: 0 or 1, anything else refused), a window ticket that the
+//! engine never issued (`lc_complete` ignores it), a transport to
 //! `lc_classify_sip` / `lc_classify_sip_opts` (with fuzzed flags), a class to
 //! `lc_scheduler_push`, a discipline to `lc_scheduler_new`, a method in an `lc_sip_message`, and
 //! exemption flags in an `lc_engine_config`. A declared value behaves as usual; an undeclared
@@ -45,7 +47,8 @@ use loadctl_ffi::prsm::{
 };
 use loadctl_ffi::worker::{
     LC_SIP_HAS_TIME, LC_TRANSPORT_UDP, LC_TRANSPORT_WSS, lc_classify_sip, lc_classify_sip_opts,
-    lc_complete, lc_decision, lc_sip_options, lc_worker, lc_worker_attach, lc_worker_free,
+    lc_classify, lc_complete, lc_decision, lc_request, lc_sip_options, lc_ticket, lc_worker,
+    lc_worker_attach, lc_worker_free,
 };
 use loadctl_ffi::*;
 
@@ -200,6 +203,14 @@ fuzz_target!(|data: &[u8]| {
     assert_ne!(r, LC_RESULT_PANIC);
     let [v0, v1, v2, v3] = values(data);
     transports(worker, message, r, v0, v1);
+    booleans(worker, v2);
+    let forged = lc_ticket {
+        key: u64::from(v0) << 32 | u64::from(v3),
+        hint: u64::from(v1) << 32 | u64::from(v2),
+    };
+    // SAFETY: `worker` is live; `forged` is readable. Any pair of integers is a valid ticket
+    // to pass: one the engine did not issue releases nothing.
+    assert_eq!(unsafe { lc_complete(worker, &forged) }, LC_RESULT_OK);
     if r == LC_RESULT_OK {
         let d = decision.as_ptr();
         // SAFETY: on success `has_ticket` and `ticket` are written (only the targets beyond
@@ -289,6 +300,51 @@ fn transports(worker: *mut lc_worker, message: &[u8], udp: lc_result, transport:
     };
     if declared && flags & !LC_SIP_HAS_TIME == 0 {
         assert_eq!(r, udp);
+    } else {
+        assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
+        assert!(untouched(&d), "an output written on a refused call");
+    }
+}
+
+/// `lc_request.initial` and `has_time` from the drawn value's two low bytes: booleans cross as
+/// bytes, 0 or 1; any other byte is refused with the decision untouched.
+fn booleans(worker: *mut lc_worker, v: u32) {
+    let [initial, has_time, ..] = v.to_le_bytes();
+    let method = b"INVITE";
+    let none = lc_str {
+        ptr: ptr::null(),
+        len: 0,
+    };
+    let req = lc_request {
+        method: lc_str {
+            ptr: method.as_ptr(),
+            len: method.len(),
+        },
+        from: none,
+        to: none,
+        request_uri: none,
+        p_asserted_identity: none,
+        target: none,
+        event: none,
+        transport: LC_TRANSPORT_UDP,
+        initial,
+        has_time,
+        monotonic_ns: 1,
+        unix_ns: 1,
+        resource_priority: none,
+    };
+    let mut d = poisoned::<lc_decision>();
+    // SAFETY: `worker` is live and used by this thread only; `req` and its strings are
+    // readable; `d` is writable.
+    let r = unsafe { lc_classify(worker, &req, d.as_mut_ptr()) };
+    if initial <= 1 && has_time <= 1 {
+        assert_eq!(r, LC_RESULT_OK);
+        // SAFETY: written on success.
+        let (has_ticket, ticket) = unsafe { ((*d.as_ptr()).has_ticket, (*d.as_ptr()).ticket) };
+        if has_ticket {
+            // SAFETY: `worker` is live; `ticket` came from this engine.
+            assert_eq!(unsafe { lc_complete(worker, &ticket) }, LC_RESULT_OK);
+        }
     } else {
         assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
         assert!(untouched(&d), "an output written on a refused call");
