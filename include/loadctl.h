@@ -23,6 +23,55 @@
 // MAJOR × 10000 + MINOR × 100 + PATCH (MINOR and PATCH stay below 100): 0.1.0 is 100.
 #define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH)
 
+// ---------------------------------------------------------------------------------------------
+// Conventions of every function below (each function's comment adds what is particular to it)
+//
+// Results. Every function that can fail returns an `lc_result`: `LC_RESULT_OK` (0) or an error
+// code. Codes are never reused; switch on them, with a `default` (later versions add codes).
+// Besides the errors a function lists, any function may return
+//   - `LC_RESULT_NULL_PARAMETER`: a pointer the function requires (a handle, an input struct,
+//     an output place, a required `lc_str`) is NULL;
+//   - `LC_RESULT_INVALID_ARGUMENT`: an enum-like value (`lc_transport`, `lc_method`, …) that is
+//     no declared constant, a flags word with an undeclared bit, or a boolean byte (`uint8_t`
+//     inputs documented as 0 or 1) that is neither;
+//   - `LC_RESULT_INVALID_UTF8`: a string documented as UTF-8 is not;
+//   - `LC_RESULT_PANIC`: a bug in the library (nothing unwinds into C; please report it).
+// A failing call changes nothing and writes no output, unless its comment says otherwise (the
+// `*_BUFFER_TOO_SMALL` cases write the length needed). Every failing call leaves a message for
+// people in the calling thread's `lc_last_error` (which argument, the document's line:column,
+// the versions of a gap, …).
+//
+// Ownership of what the caller passes in. Input pointers and `lc_str` strings are borrowed
+// for the duration of the call only: the library copies what it keeps, and the caller may
+// free or reuse them as soon as the call returns. The exceptions say so: the memory of a
+// shared cell table (`lc_cell_table_format`, `lc_engine_new_shared`) stays the caller's but
+// must stay mapped for as long as the engines using it live.
+//
+// Ownership of what the library hands out.
+//   - Handles (`lc_engine`, `lc_worker`, `lc_subscriber`, `lc_notifier`, `lc_scheduler`,
+//     `lc_detector`) are created by their `*_new` / `lc_worker_attach` function, owned by the
+//     caller and freed exactly once with their `*_free` function (NULL is a no-op there).
+//     Free workers, subscribers and notifiers before the engine they use or not: they keep the
+//     engine's shared state alive themselves.
+//   - Output structs and numbers written through an output pointer are the caller's; the
+//     caller allocates them (on the stack is fine) and they may be uninitialised before the
+//     call.
+//   - An `lc_str` inside an output points into memory the library owns; it is valid until
+//     the time the function's comment gives (for a handle's outputs: the next call on the
+//     same handle, or its `*_free`). Copy what you keep longer. Never free it.
+//   - Bytes copied into a caller's buffer (`buf`, `cap`) are the caller's; they are not
+//     NUL-terminated unless stated: use the length written.
+//   - The strings of `lc_result_text` and `lc_version` are static.
+//
+// Threads. `lc_engine`, `lc_scheduler` and `lc_detector` may be used from any number of
+// threads at once. An `lc_worker`, `lc_subscriber` or `lc_notifier` is used by one thread at a
+// time (it may move between threads). `lc_last_error` is per thread.
+//
+// Time. Functions that take `now_ns` want monotonic nanoseconds from one clock the caller
+// chooses and keeps (e.g. `CLOCK_MONOTONIC`); the library never reads the wall clock on
+// those paths, so they run in simulated time as well.
+// ---------------------------------------------------------------------------------------------
+
 
 // `lc_subscriber_event.number` of an INVALID_DOCUMENT whose version could not be read.
 #define LC_VERSION_UNKNOWN UINT64_MAX
@@ -146,7 +195,8 @@ typedef struct lc_rule_stats {
   uint64_t redirect_refused;
 } lc_rule_stats;
 
-// Subscriber settings (see `loadctl::event::subscriber::SubscriberConfig`).
+// Subscriber settings for `lc_subscriber_new` (zero-initialise, then set the required
+// strings). Read during `lc_subscriber_new` only: the subscriber keeps copies.
 typedef struct lc_subscriber_config {
   // The notifier's URI (required).
   struct lc_str notifier;
@@ -158,7 +208,11 @@ typedef struct lc_subscriber_config {
   struct lc_str tag;
   // Requested duration, seconds; 0 means the default 3600.
   uint32_t expires;
-  // Space-separated hosts/domains notifiers may be at; absent: the notifier's host only.
+  // Who may send NOTIFYs besides the notifier's own host: space-separated hosts or domains
+  // (`example.net` takes `example.net` and `p1.example.net`; a leading `*.` is ignored),
+  // compared case-insensitively with the host of the NOTIFY's From URI (a `sip:`/`sips:`
+  // URI; any other scheme is never trusted). Absent: the notifier's host only. A NOTIFY from
+  // outside is answered 481 and reported (`LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED`).
   struct lc_str trust;
   // Not used: which redirect targets the notifier may use is the engine's
   // `lc_engine_config.redirect_allow` (plus the notifier's own domain, RFC 7200 §7); the
@@ -249,7 +303,7 @@ typedef struct lc_subscriber_event {
   struct lc_str notifier;
 } lc_subscriber_event;
 
-// What a subscriber has counted (see `loadctl::event::subscriber::SubscriberStats`).
+// What a subscriber has counted since it was created (`lc_subscriber_stats`).
 typedef struct lc_subscriber_counters {
   // NOTIFYs handled.
   uint64_t notifies;
@@ -269,7 +323,7 @@ typedef struct lc_subscriber_counters {
   uint64_t rejected;
 } lc_subscriber_counters;
 
-// Notifier settings (see `loadctl::event::notifier::NotifierConfig`); zero numbers mean the
+// Notifier settings for `lc_notifier_new`, read during that call only; zero numbers mean the
 // defaults (60 s / 3600 s / 3600 s / 1000 ms).
 typedef struct lc_notifier_config {
   // This server's URI (required).
@@ -436,7 +490,10 @@ typedef struct lc_request {
   // 1 when `monotonic_ns` / `unix_ns` are set; 0 reads the engine's clock. Any other value:
   // `LC_RESULT_INVALID_ARGUMENT`.
   uint8_t has_time;
-  // Monotonic nanoseconds.
+  // The request's monotonic time, nanoseconds (read when `has_time` is 1). Use one clock
+  // for every call on an engine: the engine's own (read when `has_time` is 0, and by
+  // `lc_classify_sip`) is `CLOCK_MONOTONIC_COARSE` in nanoseconds since boot, so
+  // `CLOCK_MONOTONIC` values mix with it; with any other clock pass the time on every call.
   uint64_t monotonic_ns;
   // Wall-clock nanoseconds since the Unix epoch.
   int64_t unix_ns;
@@ -498,7 +555,8 @@ typedef struct lc_sip_options {
   lc_transport transport;
   // A bitwise OR of `LC_SIP_*` flags. An undeclared bit: `LC_RESULT_INVALID_ARGUMENT`.
   uint32_t flags;
-  // Monotonic nanoseconds; read only with `LC_SIP_HAS_TIME`.
+  // Monotonic nanoseconds; read only with `LC_SIP_HAS_TIME`. One clock for every call on an
+  // engine, as for `lc_request.monotonic_ns`.
   uint64_t monotonic_ns;
   // Wall-clock nanoseconds since the Unix epoch; read only with `LC_SIP_HAS_TIME`.
   int64_t unix_ns;
@@ -770,6 +828,9 @@ lc_result lc_cell_table_format(void *mem, size_t len);
 // Writes to `*out` how many cells of the table at `mem`/`len` some engine is using (a racy
 // count, for statistics).
 //
+// Errors: `LC_RESULT_CELL_TABLE_INVALID` when the region is NULL, misaligned, or not a table
+// formatted with this `len`.
+//
 // # Safety
 // `mem`/`len` must be a region formatted by `lc_cell_table_format` (or NULL); `out` writable.
 lc_result lc_cell_table_in_use(void *mem, size_t len, uint32_t *out);
@@ -791,35 +852,56 @@ lc_result lc_engine_new_shared(const struct lc_engine_config *config,
                                size_t len,
                                struct lc_engine **out);
 
-// Writes the default configuration into `*out`.
+// Writes the default configuration into `*out`. Its `priority_namespaces` points at a static
+// string of the library (valid forever); the other strings are absent.
 //
 // # Safety
 // `out` must be NULL or point to writable memory for one `lc_engine_config`.
 lc_result lc_engine_config_default(struct lc_engine_config *out);
 
-// Creates an engine with no policy (every request accepted) and writes it to `*out`.
-// `config` NULL means the defaults.
+// Creates an engine with no policy (every request accepted) and writes it to `*out` (the
+// caller's, freed with `lc_engine_free`). `config` NULL means the defaults; the engine copies
+// what it needs from `config` and its strings during the call.
+//
+// Errors: `LC_RESULT_INVALID_ARGUMENT` when `shards`, `max_rules` or `max_body_bytes` is 0,
+// `exempt_flags` sets an undeclared bit, or `priority_namespaces` holds a name that is not an
+// RFC 4412 `token-nodot`; `LC_RESULT_INVALID_UTF8` when `redirect_allow` or
+// `priority_namespaces` is not UTF-8.
 //
 // # Safety
 // `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
 // `out` must be writable.
 lc_result lc_engine_new(const struct lc_engine_config *config, struct lc_engine **out);
 
-// Frees an engine. Workers attached to it keep working with the policy they have; free them
-// too. `NULL` is a no-op.
+// Frees an engine. Workers and subscribers attached to it keep working with the policy they
+// have (they hold the engine's shared state themselves); free them too. `NULL` is a no-op.
 //
 // # Safety
 // `engine` must be NULL or come from `lc_engine_new` / `lc_engine_new_shared` and not be used
 // afterwards.
 void lc_engine_free(struct lc_engine *engine);
 
-// Replaces `source`'s policy with a full document (`body`, `len` bytes). `notifier` (may be
-// absent) is the URI of the notifier the policy came from: its redirect targets must lie in
-// the notifier's own domain or `lc_engine_config.redirect_allow`, else the rule rejects
-// instead (RFC 7200 §7). Absent: the operator's own policy (a file, an RPC), trusted. Either
-// way, rules without `target-sip-entity` apply whatever the request's target (they are not
-// scoped to the notifier). On success writes the new snapshot generation. On any error
+// Replaces `source`'s policy with a full document (`body`, `len` bytes) and publishes the new
+// snapshot to every worker. On success writes the new snapshot generation. On any error
 // nothing changes.
+//
+// - `source` (UTF-8, required) names the publisher: its rules replace the previous rules of the
+//   same name and no other's; `lc_engine_withdraw` removes them; statistics and
+//   `lc_decision.source` report it. A subscriber (`lc_subscriber_new`) publishes under its
+//   notifier's URI exactly as `lc_subscriber_config.notifier` spells it.
+// - `notifier` (absent or a URI) is the notifier the policy came from: its redirect targets must
+//   lie in the notifier's own domain or `lc_engine_config.redirect_allow`, else the rule rejects
+//   instead (RFC 7200 §7). Absent: the operator's own policy (a file, an RPC), trusted. Either
+//   way, rules without `target-sip-entity` apply whatever the request's target (they are not
+//   scoped to the notifier).
+// - `body` is read during the call only.
+//
+// Errors: `LC_RESULT_INVALID_POLICY` when the document does not validate (or is larger than
+// `max_body_bytes`; `lc_last_error` gives the reader's `LINE:COLUMN: …` message);
+// `LC_RESULT_NOT_FULL` for a partial document (use `lc_engine_apply`);
+// `LC_RESULT_TOO_MANY_RULES` when all sources together would exceed `max_rules`;
+// `LC_RESULT_INVALID_ARGUMENT` when `notifier` is not a URI; on an engine made with
+// `lc_engine_new_shared`, `LC_RESULT_CELL_TABLE_FULL` / `LC_RESULT_CELL_TABLE_BUSY`.
 //
 // # Safety
 // `engine` from `lc_engine_new`; `source`/`notifier` readable or absent; `body` readable for
@@ -832,8 +914,14 @@ lc_result lc_engine_publish(const struct lc_engine *engine,
                             uint64_t *generation);
 
 // Applies a document from `source` as a NOTIFY body is applied: a full one replaces the
-// source's policy, a partial one merges into it (and must carry the next version, else
-// `LC_RESULT_VERSION_GAP`). On any error nothing changes.
+// source's policy (as `lc_engine_publish`), a partial one (RFC 7200 §4.2) adds or replaces the
+// rules it carries in the source's current policy and must carry the current version + 1. On
+// success writes the new snapshot generation; on any error nothing changes.
+//
+// Errors: those of `lc_engine_publish` but `LC_RESULT_NOT_FULL`, and for a partial document
+// `LC_RESULT_VERSION_GAP` (not the next version: re-SUBSCRIBE; `lc_last_error` gives the
+// expected and received versions), `LC_RESULT_NO_BASE` (the source has no full policy yet),
+// `LC_RESULT_UNKNOWN_RULE` (it deletes a rule the source does not have).
 //
 // # Safety
 // As for `lc_engine_publish`.
@@ -844,7 +932,12 @@ lc_result lc_engine_apply(const struct lc_engine *engine,
                           size_t len,
                           uint64_t *generation);
 
-// Removes every rule `source` published.
+// Removes every rule `source` published (the name given to `lc_engine_publish` /
+// `lc_engine_apply`; for a subscriber's rules, its `lc_subscriber_config.notifier` string) and
+// writes the new snapshot generation.
+//
+// Errors: `LC_RESULT_UNKNOWN_SOURCE` when no policy has that name (nothing changes);
+// `LC_RESULT_CELL_TABLE_BUSY` on a shared-table engine whose table lock stays held.
 //
 // # Safety
 // `engine` from `lc_engine_new`; `source` readable; `generation` writable.
@@ -852,10 +945,11 @@ lc_result lc_engine_withdraw(const struct lc_engine *engine,
                              struct lc_str source,
                              uint64_t *generation);
 
-// Validates a policy document without applying it. Returns `LC_RESULT_OK` or
-// `LC_RESULT_INVALID_POLICY`; in both cases writes the reader's message
-// (`LINE:COLUMN: …`, empty when valid) into `buf` and its length into `*written` (the full
-// length even when `buf` is too small, then `LC_RESULT_BUFFER_TOO_SMALL`).
+// Validates a policy document without applying it (no engine needed). Returns `LC_RESULT_OK`
+// or `LC_RESULT_INVALID_POLICY`; in both cases writes the reader's message (`LINE:COLUMN: …`,
+// empty when valid) into `buf` and its length into `*written` (the full length even when `buf`
+// is too small, then `LC_RESULT_BUFFER_TOO_SMALL` whether the document is valid or not, and
+// `buf` untouched). The message is UTF-8, not NUL-terminated.
 //
 // # Safety
 // `body` readable for `len` bytes; `buf` writable for `cap` bytes (or NULL with `cap` 0);
@@ -866,23 +960,42 @@ lc_result lc_policy_check(const uint8_t *body,
                           size_t cap,
                           size_t *written);
 
-// Writes the totals over every worker into `*out`.
+// Writes the totals over every worker (attached or freed) into `*out`. Counters are read
+// without stopping the workers: each is exact, their sum is a snapshot in motion.
 //
 // # Safety
 // `engine` from `lc_engine_new`; `out` writable.
 lc_result lc_engine_stats(const struct lc_engine *engine, struct lc_stats *out);
 
-// Calls `callback(userdata, &row)` for each rule of the published policy, in order.
+// Calls `callback(userdata, &row)` once for each rule of the published policy, in the order
+// rules are tried, on the calling thread, before returning. The rows are a copy taken when the
+// call starts: the callback may call any `lc_` function, publishing to this engine included,
+// without changing what the remaining rows report. `row` and its strings (`source`, `rule`)
+// are valid during that callback only. The callback must not unwind (no C++ exceptions, no
+// `longjmp` out of it). `callback` NULL: `LC_RESULT_NULL_PARAMETER`.
 //
 // # Safety
-// `engine` from `lc_engine_new`; `callback` a valid function that does not unwind.
+// `engine` from `lc_engine_new`; `callback` a valid function that does not unwind; `userdata`
+// is passed through untouched.
 lc_result lc_engine_stats_each(const struct lc_engine *engine,
                                void (*callback)(void *userdata, const struct lc_rule_stats *row),
                                void *userdata);
 
-// Writes the counters in the Prometheus text format into `buf` and the length into
-// `*written`. When `cap` is too small returns `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set
-// to the size needed (call again with a bigger buffer).
+// Writes the counters in the Prometheus text exposition format (version 0.0.4) into `buf` and
+// the length into `*written` (not NUL-terminated). When `cap` is too small returns
+// `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size needed (call again with a bigger
+// buffer; rules may have been added in between, so allow some slack or loop).
+//
+// The metrics (every counter is `_total`, monotonic over the engine's life):
+// - `loadctl_rule_{matched,accepted,rejected,redirected,dropped,redirect_refused}_total`
+//   with labels `source` and `rule`: per rule of the published policy;
+// - `loadctl_source_{matched,accepted,rejected,redirected,dropped,redirect_refused}_total`
+//   with label `source`: per source, rules removed since included;
+// - `loadctl_exempt_total`: requests let through without trying any rule;
+// - `loadctl_exempt_reason_total` with label `reason` = `not-filtered` (RFC 7200 §5.1),
+//   `emergency` (sos URN), `resource-priority` (an exempt namespace);
+// - `loadctl_unmatched_total`: requests no rule matched;
+// - gauges `loadctl_policy_generation` (the published snapshot) and `loadctl_policy_rules`.
 //
 // # Safety
 // `engine` from `lc_engine_new`; `buf` writable for `cap` bytes (or NULL with `cap` 0);
@@ -894,10 +1007,12 @@ lc_result lc_engine_prometheus(const struct lc_engine *engine,
 
 // Writes the current policy of `source` — every full and partial document applied so far,
 // merged — as one full `application/load-control+xml` document into `buf` and its length into
-// `*written`; it reads back (`lc_engine_publish`) as the same policy. For copying a source's
-// policy to other engines (the processes of a forking server) or showing it to an operator.
-// When `cap` is too small returns `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size
-// needed; `LC_RESULT_UNKNOWN_SOURCE` when the source has no policy.
+// `*written` (not NUL-terminated); it reads back (`lc_engine_publish`) as the same policy. For
+// copying a source's policy to other engines (the processes of a forking server) or showing it
+// to an operator.
+//
+// Errors: `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size needed (`buf`
+// untouched); `LC_RESULT_UNKNOWN_SOURCE` when the source has no policy.
 //
 // # Safety
 // `engine` from `lc_engine_new`; `source` readable; `buf` writable for `cap` bytes (or NULL
@@ -943,7 +1058,25 @@ lc_result lc_engine_source_policy(const struct lc_engine *engine,
 // `buf` writable for `cap` bytes (or NULL with `cap` 0); `written` writable.
 lc_result lc_last_error(uint8_t *buf, size_t cap, size_t *written);
 
-// Creates a subscriber feeding `engine`; its first SUBSCRIBE is ready in `poll_transmit`.
+// Creates a subscriber feeding `engine` (which it keeps alive: the engine may be freed first)
+// and writes it to `*out` (the caller's, freed with `lc_subscriber_free`). Its first SUBSCRIBE
+// is ready in `lc_subscriber_poll_transmit` (or `lc_subscriber_transmit_wire`). The subscriber
+// copies `config` and its strings during the call.
+//
+// - The notifier's documents are published to `engine` under the source name
+//   `config->notifier`, exactly as spelled there (so `lc_engine_withdraw(engine,
+//   config->notifier, …)` removes them), with the notifier as their origin (its redirect targets
+//   are checked against its own domain and `lc_engine_config.redirect_allow`, RFC 7200 §7).
+// - A NOTIFY is taken only from the trust domain: its From URI must be a `sip:`/`sips:` URI
+//   whose host equals `config->notifier`'s host, or equals or lies under (`p1.example.net` under
+//   `example.net`) one of the space-separated entries of `trust` (compared case-insensitively;
+//   a leading `*.` is allowed and ignored). Others are answered 481 and reported
+//   (`LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED`).
+//
+// Errors: `LC_RESULT_NULL_PARAMETER` for a NULL `notifier`, `subscriber`, `call_id` or `tag`;
+// `LC_RESULT_INVALID_ARGUMENT` when `notifier` or `subscriber` is not a URI or
+// `scope_to_notifier` is neither 0 nor 1; `LC_RESULT_INVALID_UTF8` for a string that is not
+// UTF-8 (`lc_last_error` names the field).
 //
 // # Safety
 // `engine` from `lc_engine_new`; `config` valid with readable strings; `out` writable.
@@ -952,20 +1085,32 @@ lc_result lc_subscriber_new(const struct lc_engine *engine,
                             uint64_t now_ns,
                             struct lc_subscriber **out);
 
-// Frees a subscriber (its rules stay in the engine; withdraw them with `lc_engine_withdraw`
-// if wanted). `NULL` is a no-op.
+// Frees a subscriber. Nothing is sent (call `lc_subscriber_unsubscribe` and send its SUBSCRIBE
+// first to end the subscription politely) and its rules stay in the engine (withdraw them with
+// `lc_engine_withdraw(engine, config->notifier, …)` if wanted). Strings it handed out become
+// invalid. `NULL` is a no-op.
 //
 // # Safety
 // `sub` NULL or from `lc_subscriber_new`, not used afterwards.
 void lc_subscriber_free(struct lc_subscriber *sub);
 
-// Takes the next SUBSCRIBE to send (`LC_RESULT_EMPTY` when none).
+// Takes the next SUBSCRIBE to send (`LC_RESULT_EMPTY` when none) as fields, for a SIP stack
+// that builds its own messages: send it to the first URI of `route` when present, else to its
+// Request-URI. The strings written into `*out` point into the handle: valid until the next call on the
+// same handle, or its free.
 //
 // # Safety
 // `sub` from `lc_subscriber_new`; `out` writable.
-lc_result lc_subscriber_poll_transmit(struct lc_subscriber *sub, struct lc_sip_message *out);
+lc_result lc_subscriber_poll_transmit(struct lc_subscriber *sub,
+                                      struct lc_sip_message *out);
 
-// Feeds a final response to a SUBSCRIBE.
+// Feeds a final response to a SUBSCRIBE (a provisional one, or one that answers no SUBSCRIBE of
+// this subscriber's current transaction, is ignored). Results show in the events
+// (`LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED`, `RETRYING`, `STOPPED`, …) and timers.
+//
+// Errors: `LC_RESULT_INVALID_ARGUMENT` when `msg->status` is below 100, `msg->method` is no
+// `LC_METHOD_*` value, or a URI field is not a URI; `LC_RESULT_NULL_PARAMETER` for a NULL
+// `call_id`, `from_uri` or `to_uri`.
 //
 // # Safety
 // `sub` from `lc_subscriber_new`; `msg` valid with readable strings.
@@ -973,7 +1118,16 @@ lc_result lc_subscriber_handle_response(struct lc_subscriber *sub,
                                         uint64_t now_ns,
                                         const struct lc_sip_message *msg);
 
-// Feeds a NOTIFY; writes the response to send into `*response`.
+// Feeds a NOTIFY: when it is this subscription's and from the trust domain, applies its body to
+// the engine (a full document replaces the notifier's rules, a partial one merges, a bodyless
+// one keeps them, `terminated` withdraws them) and writes the response to send into
+// `*response` — 200, or an error status (400, 481, 489, …) for a NOTIFY refused; either way the
+// call returns `LC_RESULT_OK` and the events say what happened. The strings written into `*response` point into the handle: valid until the next call on the
+// same handle, or its free.
+//
+// Errors: `LC_RESULT_INVALID_ARGUMENT` when `msg->method` is no `LC_METHOD_*` value or a URI
+// field is not a URI; `LC_RESULT_NULL_PARAMETER` for a NULL `request_uri`, `call_id`,
+// `from_uri` or `to_uri` (nothing is counted, no response is written).
 //
 // # Safety
 // `sub` from `lc_subscriber_new`; `msg` valid with readable strings; `response` writable.
@@ -982,25 +1136,30 @@ lc_result lc_subscriber_handle_notify(struct lc_subscriber *sub,
                                       const struct lc_sip_message *msg,
                                       struct lc_sip_message *response);
 
-// Writes when `lc_subscriber_handle_timeout` is due (`LC_RESULT_EMPTY`: no timer).
+// Writes when `lc_subscriber_handle_timeout` is next due, in the `now_ns` clock
+// (`LC_RESULT_EMPTY`: no timer). Ask again after every call that feeds the subscriber.
 //
 // # Safety
 // `sub` from `lc_subscriber_new`; `out` writable.
 lc_result lc_subscriber_poll_timeout(const struct lc_subscriber *sub, uint64_t *out);
 
-// Advances the subscriber's timers to `now_ns`.
+// Advances the subscriber's timers to `now_ns` (refreshes, retries, expiry); then poll for
+// messages and events. Calling it early or often is harmless.
 //
 // # Safety
 // `sub` from `lc_subscriber_new`.
 lc_result lc_subscriber_handle_timeout(struct lc_subscriber *sub, uint64_t now_ns);
 
-// Ends the subscription (SUBSCRIBE with Expires: 0 queued).
+// Ends the subscription: a SUBSCRIBE with `Expires: 0` is queued (poll it and send it). The
+// notifier's rules stay until its final NOTIFY (`terminated`) arrives, or are withdrawn by the
+// caller.
 //
 // # Safety
 // `sub` from `lc_subscriber_new`.
 lc_result lc_subscriber_unsubscribe(struct lc_subscriber *sub, uint64_t now_ns);
 
-// Takes the next event (`LC_RESULT_EMPTY` when none).
+// Takes the next event (`LC_RESULT_EMPTY` when none). Its `text` and `notifier` point into the
+// handle: valid until the next call on the same handle, or its free.
 //
 // # Safety
 // `sub` from `lc_subscriber_new`; `out` writable.
@@ -1012,20 +1171,32 @@ lc_result lc_subscriber_poll_event(struct lc_subscriber *sub, struct lc_subscrib
 // `sub` from `lc_subscriber_new`; `out` writable.
 lc_result lc_subscriber_stats(const struct lc_subscriber *sub, struct lc_subscriber_counters *out);
 
-// Creates a notifier.
+// Creates a notifier and writes it to `*out` (the caller's, freed with `lc_notifier_free`). It
+// starts with no policy (subscribers get bodyless NOTIFYs until `lc_notifier_set_policy`). The
+// notifier copies `config` and its strings during the call.
+//
+// Errors: `LC_RESULT_NULL_PARAMETER` for a NULL `uri` or `tag`; `LC_RESULT_INVALID_ARGUMENT`
+// when `uri` is not a URI, `authorized` holds an entry that is neither a URI nor a host, or the
+// durations contradict each other (`min_expires` above `max_expires`, …);
+// `LC_RESULT_INVALID_UTF8`.
 //
 // # Safety
 // `config` valid with readable strings; `out` writable.
 lc_result lc_notifier_new(const struct lc_notifier_config *config, struct lc_notifier **out);
 
-// Frees a notifier. `NULL` is a no-op.
+// Frees a notifier. Nothing is sent (call `lc_notifier_shutdown` and send its NOTIFYs first
+// to end the subscriptions politely). Strings it handed out become invalid. `NULL` is a no-op.
 //
 // # Safety
 // `n` NULL or from `lc_notifier_new`, not used afterwards.
 void lc_notifier_free(struct lc_notifier *n);
 
 // Sets the policy every subscriber without one of its own gets: a full document (`body`,
-// `len`), or NULL for "no policy".
+// `len`; read during the call), or NULL for "no policy" (subscribers then get an empty full
+// document). NOTIFYs carrying the change are queued, paced per subscription.
+//
+// Errors: `LC_RESULT_INVALID_POLICY` when the document does not validate (`lc_last_error`
+// gives `LINE:COLUMN`); `LC_RESULT_NOT_FULL` for a partial document. Nothing changes then.
 //
 // # Safety
 // `n` from `lc_notifier_new`; `body` NULL or readable for `len` bytes.
@@ -1034,9 +1205,15 @@ lc_result lc_notifier_set_policy(struct lc_notifier *n,
                                  const uint8_t *body,
                                  size_t len);
 
-// Sets one subscriber's own policy (full document, or NULL for "no policy"); with `clear`
-// 1 instead reverts it to the common policy (`body` is then ignored). `clear` is a C boolean
-// as a byte: 0 or 1, anything else `LC_RESULT_INVALID_ARGUMENT`.
+// Sets one subscriber's own policy (a full document, read during the call, or NULL for "no
+// policy"); with `clear` 1 instead reverts the subscriber to the common policy (`body` is then
+// ignored). `clear` is a C boolean as a byte: 0 or 1. `subscriber` is compared with the From
+// URI of the subscriber's SUBSCRIBE in canonical form (RFC 3261 §19.1.4: scheme and host
+// case-insensitive, escapes of unreserved characters equal to the characters); it may name a
+// subscriber that has not subscribed yet.
+//
+// Errors: `LC_RESULT_INVALID_ARGUMENT` when `subscriber` is not a URI or `clear` is neither 0
+// nor 1; those of `lc_notifier_set_policy`.
 //
 // # Safety
 // `n` from `lc_notifier_new`; `subscriber` readable; `body` NULL or readable for `len` bytes.
@@ -1047,8 +1224,15 @@ lc_result lc_notifier_set_subscriber_policy(struct lc_notifier *n,
                                             size_t len,
                                             uint8_t clear);
 
-// Feeds a SUBSCRIBE; writes the response to send into `*response` (a NOTIFY follows in
-// `lc_notifier_poll_transmit` when accepted).
+// Feeds a SUBSCRIBE; writes the response to send into `*response` — 200 (a NOTIFY follows in
+// `lc_notifier_poll_transmit`), or a refusal (403 for a subscriber that is not `authorized`,
+// 423, 489, …); either way the call returns `LC_RESULT_OK` and the events say what happened.
+// The strings of `*response` point into the handle: valid until the next call on the same
+// handle, or its free.
+//
+// Errors: `LC_RESULT_INVALID_ARGUMENT` when `msg->method` is no `LC_METHOD_*` value or a URI
+// field is not a URI; `LC_RESULT_NULL_PARAMETER` for a NULL `request_uri`, `call_id`,
+// `from_uri` or `to_uri`.
 //
 // # Safety
 // `n` from `lc_notifier_new`; `msg` valid with readable strings; `response` writable.
@@ -1057,7 +1241,10 @@ lc_result lc_notifier_handle_subscribe(struct lc_notifier *n,
                                        const struct lc_sip_message *msg,
                                        struct lc_sip_message *response);
 
-// Feeds a final response to a NOTIFY.
+// Feeds a final response to a NOTIFY (one that answers no outstanding NOTIFY is ignored). An
+// error response ends that subscription (RFC 6665 §4.2.2), reported as an event.
+//
+// Errors: as for `lc_subscriber_handle_response`.
 //
 // # Safety
 // `n` from `lc_notifier_new`; `msg` valid with readable strings.
@@ -1065,31 +1252,38 @@ lc_result lc_notifier_handle_response(struct lc_notifier *n,
                                       uint64_t now_ns,
                                       const struct lc_sip_message *msg);
 
-// Takes the next NOTIFY to send (`LC_RESULT_EMPTY` when none).
+// Takes the next NOTIFY to send (`LC_RESULT_EMPTY` when none) as fields: send it to the first
+// URI of `route` when present, else to its Request-URI (the subscriber's Contact). The strings written into `*out` point into the handle: valid until the next call on the
+// same handle, or its free.
 //
 // # Safety
 // `n` from `lc_notifier_new`; `out` writable.
-lc_result lc_notifier_poll_transmit(struct lc_notifier *n, struct lc_sip_message *out);
+lc_result lc_notifier_poll_transmit(struct lc_notifier *n,
+                                    struct lc_sip_message *out);
 
-// Writes when `lc_notifier_handle_timeout` is due (`LC_RESULT_EMPTY`: no timer).
+// Writes when `lc_notifier_handle_timeout` is next due, in the `now_ns` clock
+// (`LC_RESULT_EMPTY`: no timer). Ask again after every call that feeds the notifier.
 //
 // # Safety
 // `n` from `lc_notifier_new`; `out` writable.
 lc_result lc_notifier_poll_timeout(const struct lc_notifier *n, uint64_t *out);
 
-// Advances the notifier's timers (paced NOTIFYs, expiries, unanswered NOTIFYs).
+// Advances the notifier's timers to `now_ns` (paced NOTIFYs, expiries, unanswered NOTIFYs);
+// then poll for messages and events. Calling it early or often is harmless.
 //
 // # Safety
 // `n` from `lc_notifier_new`.
 lc_result lc_notifier_handle_timeout(struct lc_notifier *n, uint64_t now_ns);
 
-// Ends every subscription (`terminated;reason=noresource` NOTIFYs queued).
+// Ends every subscription: `terminated;reason=noresource` NOTIFYs are queued (poll and send
+// them before `lc_notifier_free`).
 //
 // # Safety
 // `n` from `lc_notifier_new`.
 lc_result lc_notifier_shutdown(struct lc_notifier *n, uint64_t now_ns);
 
-// Takes the next event (`LC_RESULT_EMPTY` when none).
+// Takes the next event (`LC_RESULT_EMPTY` when none). Its `text` points into the handle: valid
+// until the next call on the same handle, or its free.
 //
 // # Safety
 // `n` from `lc_notifier_new`; `out` writable.
@@ -1219,11 +1413,16 @@ lc_result lc_detector_forget(const struct lc_detector *detector,
 // `detector` from `lc_detector_new`, alive during the call; `out` writable.
 lc_result lc_detector_stats(const struct lc_detector *detector, struct lc_detector_counters *out);
 
-// Renders the subscriber's next SUBSCRIBE as SIP bytes into `buf` and its length into
-// `*len`. `branch` is the Via branch for this transaction (must start with `z9hG4bK`; keep it
-// to match the response and to retransmit the same bytes over UDP). `LC_RESULT_EMPTY`: nothing
-// to send. `LC_RESULT_BUFFER_TOO_SMALL`: `*len` is the size needed; the request is kept and the
-// next call (with a bigger buffer) delivers it, ignoring `branch`.
+// Renders the subscriber's next SUBSCRIBE as SIP bytes into `buf` (not NUL-terminated) and its
+// length into `*len`, with a Via from `wire` and `branch` and this end's Contact. `branch` is
+// the Via branch for this transaction (must start with `z9hG4bK`; keep it to match the
+// response and to retransmit the same bytes over UDP). Send the bytes to
+// `lc_subscriber_wire_next_hop`. `wire` and `branch` are read during the call only.
+//
+// Errors: `LC_RESULT_EMPTY`: nothing to send. `LC_RESULT_BUFFER_TOO_SMALL`: `*len` is the size
+// needed; the request is kept and the next call (with a bigger buffer) delivers it, ignoring
+// `branch`. `LC_RESULT_INVALID_ARGUMENT` for a `branch` without the `z9hG4bK` cookie;
+// `LC_RESULT_NULL_PARAMETER` for a NULL `wire` string or `branch`.
 //
 // # Safety
 // `sub` from `lc_subscriber_new`; `wire` valid with readable strings; `branch` readable;
@@ -1235,13 +1434,16 @@ lc_result lc_subscriber_transmit_wire(struct lc_subscriber *sub,
                                       size_t cap,
                                       size_t *len);
 
-// Takes one received message of the package: a NOTIFY (applied to the engine as
-// `lc_subscriber_handle_notify` does; the response to send back is written to `buf`, `*len`
-// bytes, with the NOTIFY's Via headers copied) or a response to this subscriber's SUBSCRIBE
-// (`*len` = 0). A message of another method, or a SUBSCRIBE, is `LC_RESULT_SIP_OTHER_MESSAGE`
-// (for the caller's own handling); malformed bytes get a `LC_RESULT_SIP_*` code and change
-// nothing. With a buffer too small for the response the NOTIFY still counts (its repeat gets
-// the same answer).
+// Takes one received message of the package (`msg_len` bytes, read during the call only): a
+// NOTIFY (applied to the engine as `lc_subscriber_handle_notify` does; the response to send
+// back is written to `buf`, `*len` bytes, not NUL-terminated, with the NOTIFY's Via headers
+// copied: send it where the NOTIFY came from) or a response to this subscriber's SUBSCRIBE
+// (`*len` = 0).
+//
+// Errors: a message of another method, or a SUBSCRIBE, is `LC_RESULT_SIP_OTHER_MESSAGE` (for
+// the caller's own handling); malformed bytes get an `LC_RESULT_SIP_*` code (`lc_last_error`
+// says what) and change nothing. `LC_RESULT_BUFFER_TOO_SMALL` (`*len`: the size needed): the
+// NOTIFY still counts; its retransmission gets the same answer.
 //
 // # Safety
 // `sub` from `lc_subscriber_new`; `msg` readable for `msg_len` bytes; `wire` valid; `buf`
@@ -1255,8 +1457,8 @@ lc_result lc_subscriber_receive_wire(struct lc_subscriber *sub,
                                      size_t cap,
                                      size_t *len);
 
-// Renders the notifier's next NOTIFY as SIP bytes (see `lc_subscriber_transmit_wire`). Send
-// it to the subscriber its Request-URI names.
+// Renders the notifier's next NOTIFY as SIP bytes (as `lc_subscriber_transmit_wire`, with the
+// same errors). Send it to `lc_notifier_wire_next_hop`.
 //
 // # Safety
 // As for `lc_subscriber_transmit_wire`, with `n` from `lc_notifier_new`.
@@ -1269,8 +1471,8 @@ lc_result lc_notifier_transmit_wire(struct lc_notifier *n,
 
 // Takes one received message of the package: a SUBSCRIBE (answered as
 // `lc_notifier_handle_subscribe` does; the response, with this end's Contact on a 2xx, is
-// written to `buf`) or a response to one of this notifier's NOTIFYs (`*len` = 0). Other
-// messages: `LC_RESULT_SIP_OTHER_MESSAGE`.
+// written to `buf`) or a response to one of this notifier's NOTIFYs (`*len` = 0). Errors as for
+// `lc_subscriber_receive_wire` (other messages: `LC_RESULT_SIP_OTHER_MESSAGE`).
 //
 // # Safety
 // As for `lc_subscriber_receive_wire`, with `n` from `lc_notifier_new`.
@@ -1303,8 +1505,13 @@ lc_result lc_subscriber_wire_next_hop(const struct lc_subscriber *sub, struct lc
 // `n` from `lc_notifier_new`; `out` writable.
 lc_result lc_notifier_wire_next_hop(const struct lc_notifier *n, struct lc_str *out);
 
-// Attaches a worker to `engine`. With `core_hint` ≥ 0 the calling thread is also pinned to
-// that core (`LC_RESULT_PIN_FAILED`, and no worker, when it cannot be).
+// Attaches a worker (a shard of `engine`'s limiter state) and writes it to `*out` (the
+// caller's, freed with `lc_worker_free`). Attach one per thread that classifies, and use it
+// from that thread (it may move between threads, never be used by two at once). With
+// `core_hint` ≥ 0 the calling thread is also pinned to that core; -1 leaves the thread alone.
+//
+// Errors: `LC_RESULT_PIN_FAILED` (and no worker) when the thread cannot be pinned to
+// `core_hint`; `LC_RESULT_INVALID_ARGUMENT` for a `core_hint` below -1.
 //
 // # Safety
 // `engine` from `lc_engine_new`; `out` writable.
@@ -1313,14 +1520,22 @@ lc_result lc_worker_attach(const struct lc_engine *engine,
                            struct lc_worker **out);
 
 // Frees a worker. Its counters stay in the engine's totals; window tickets it issued can still
-// be completed on another worker. `NULL` is a no-op.
+// be completed on another worker of the same engine. Strings of decisions it wrote become
+// invalid. `NULL` is a no-op.
 //
 // # Safety
 // `worker` NULL or from `lc_worker_attach`, not used afterwards.
 void lc_worker_free(struct lc_worker *worker);
 
-// Classifies one request; writes the decision into `*out`. `LC_RESULT_INVALID_ARGUMENT` (and
-// no decision) when `req->transport` is no `LC_TRANSPORT_*` value.
+// Classifies one request whose headers the caller has parsed; writes the decision into `*out`
+// (see `lc_decision` for how long its strings stay valid). Never allocates, locks or makes a
+// system call (unless it reads the engine's clock: `has_time` 0). The request's strings are
+// read during the call only. A string field that is not UTF-8 counts as absent (it matches no
+// rule), except `method`.
+//
+// Errors: `LC_RESULT_NULL_PARAMETER` for a NULL `method`; `LC_RESULT_INVALID_UTF8` when
+// `method` is not UTF-8; `LC_RESULT_INVALID_ARGUMENT` when `transport` is no `LC_TRANSPORT_*`
+// value or `initial` / `has_time` is neither 0 nor 1. No decision is written then.
 //
 // # Safety
 // `worker` from `lc_worker_attach` (used by this thread only); `req` valid with readable
@@ -1330,10 +1545,14 @@ lc_result lc_classify(struct lc_worker *worker,
                       struct lc_decision *out);
 
 // Scans a raw SIP request (`len` bytes: request line and headers; a body is ignored) and
-// classifies it like `lc_classify`, without allocating. Malformed messages get a
-// `LC_RESULT_SIP_*` code and no decision; a `transport` that is no `LC_TRANSPORT_*` value
-// `LC_RESULT_INVALID_ARGUMENT`. It has no target entity, so rules with a `target-sip-entity`
-// never match: `lc_classify_sip_opts` takes the next hop.
+// classifies it like `lc_classify`, without allocating, at the engine's clock. It has no
+// target entity, so rules with a `target-sip-entity` never match: `lc_classify_sip_opts` takes
+// the next hop (and the request's time). `msg` is read during the call only; the decision's
+// strings point into the policy (see `lc_decision`), never into `msg`.
+//
+// Errors: a malformed message gets an `LC_RESULT_SIP_*` code (`lc_last_error` says what is
+// malformed); a `transport` that is no `LC_TRANSPORT_*` value `LC_RESULT_INVALID_ARGUMENT`
+// (checked before the message is scanned). No decision is written then.
 //
 // # Safety
 // `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes; `out`
@@ -1345,10 +1564,12 @@ lc_result lc_classify_sip(struct lc_worker *worker,
                           struct lc_decision *out);
 
 // Like `lc_classify_sip`, with options: the target entity (the next hop the request will be
-// routed to, so that rules with a `target-sip-entity` can match), the request's time, and
-// the transport (see `lc_sip_options`). The options are checked before the message is
-// scanned: an undeclared flag bit or transport value gives `LC_RESULT_INVALID_ARGUMENT`, a
-// target that is not UTF-8 `LC_RESULT_INVALID_UTF8`, and no decision.
+// routed to, so that rules with a `target-sip-entity` can match), the request's time, and the
+// transport (see `lc_sip_options`). `options` and its `target` are read during the call only.
+//
+// Errors: those of `lc_classify_sip`. The options are checked before the message is scanned: an
+// undeclared flag bit or transport value gives `LC_RESULT_INVALID_ARGUMENT`, a target that is
+// not UTF-8 `LC_RESULT_INVALID_UTF8`. No decision is written then.
 //
 // # Safety
 // `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes;
@@ -1359,8 +1580,16 @@ lc_result lc_classify_sip_opts(struct lc_worker *worker,
                                const struct lc_sip_options *options,
                                struct lc_decision *out);
 
-// Gives back the window slot of a completed transaction. Any worker of the same engine may
-// complete any ticket; completing one twice frees a slot that was not taken (don't).
+// Gives back the window slot of a completed transaction (`lc_decision.ticket` of a decision
+// with `has_ticket`): call it once per ticket when the transaction ends (final response,
+// timeout, or the request is abandoned). Any worker of the same engine, or of another engine on
+// the same shared cell table, may complete any ticket, also after the rule changed or was
+// removed. `ticket` is read during the call only.
+//
+// Any 16 bytes are safe to pass: a ticket that names no window rule the worker can find (the
+// rule is gone, or the ticket is forged) releases nothing and returns `LC_RESULT_OK`, and no
+// window ever goes below zero. Completing a real ticket twice frees a slot that is still in
+// use, so the window admits one more than its size until that transaction ends: don't.
 //
 // # Safety
 // `worker` from `lc_worker_attach` (this thread only); `ticket` readable.

@@ -109,6 +109,9 @@ pub unsafe extern "C" fn lc_cell_table_format(mem: *mut c_void, len: usize) -> l
 /// Writes to `*out` how many cells of the table at `mem`/`len` some engine is using (a racy
 /// count, for statistics).
 ///
+/// Errors: `LC_RESULT_CELL_TABLE_INVALID` when the region is NULL, misaligned, or not a table
+/// formatted with this `len`.
+///
 /// # Safety
 /// `mem`/`len` must be a region formatted by `lc_cell_table_format` (or NULL); `out` writable.
 #[unsafe(no_mangle)]

@@ -101,7 +101,8 @@ fn namespaces(list: &[u8]) -> Result<Vec<String>, Code> {
         .collect()
 }
 
-/// Writes the default configuration into `*out`.
+/// Writes the default configuration into `*out`. Its `priority_namespaces` points at a static
+/// string of the library (valid forever); the other strings are absent.
 ///
 /// # Safety
 /// `out` must be NULL or point to writable memory for one `lc_engine_config`.
@@ -129,8 +130,14 @@ pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) ->
     })
 }
 
-/// Creates an engine with no policy (every request accepted) and writes it to `*out`.
-/// `config` NULL means the defaults.
+/// Creates an engine with no policy (every request accepted) and writes it to `*out` (the
+/// caller's, freed with `lc_engine_free`). `config` NULL means the defaults; the engine copies
+/// what it needs from `config` and its strings during the call.
+///
+/// Errors: `LC_RESULT_INVALID_ARGUMENT` when `shards`, `max_rules` or `max_body_bytes` is 0,
+/// `exempt_flags` sets an undeclared bit, or `priority_namespaces` holds a name that is not an
+/// RFC 4412 `token-nodot`; `LC_RESULT_INVALID_UTF8` when `redirect_allow` or
+/// `priority_namespaces` is not UTF-8.
 ///
 /// # Safety
 /// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
@@ -210,8 +217,8 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
     Ok(c)
 }
 
-/// Frees an engine. Workers attached to it keep working with the policy they have; free them
-/// too. `NULL` is a no-op.
+/// Frees an engine. Workers and subscribers attached to it keep working with the policy they
+/// have (they hold the engine's shared state themselves); free them too. `NULL` is a no-op.
 ///
 /// # Safety
 /// `engine` must be NULL or come from `lc_engine_new` / `lc_engine_new_shared` and not be used
@@ -298,13 +305,27 @@ unsafe fn apply(
     })
 }
 
-/// Replaces `source`'s policy with a full document (`body`, `len` bytes). `notifier` (may be
-/// absent) is the URI of the notifier the policy came from: its redirect targets must lie in
-/// the notifier's own domain or `lc_engine_config.redirect_allow`, else the rule rejects
-/// instead (RFC 7200 §7). Absent: the operator's own policy (a file, an RPC), trusted. Either
-/// way, rules without `target-sip-entity` apply whatever the request's target (they are not
-/// scoped to the notifier). On success writes the new snapshot generation. On any error
+/// Replaces `source`'s policy with a full document (`body`, `len` bytes) and publishes the new
+/// snapshot to every worker. On success writes the new snapshot generation. On any error
 /// nothing changes.
+///
+/// - `source` (UTF-8, required) names the publisher: its rules replace the previous rules of the
+///   same name and no other's; `lc_engine_withdraw` removes them; statistics and
+///   `lc_decision.source` report it. A subscriber (`lc_subscriber_new`) publishes under its
+///   notifier's URI exactly as `lc_subscriber_config.notifier` spells it.
+/// - `notifier` (absent or a URI) is the notifier the policy came from: its redirect targets must
+///   lie in the notifier's own domain or `lc_engine_config.redirect_allow`, else the rule rejects
+///   instead (RFC 7200 §7). Absent: the operator's own policy (a file, an RPC), trusted. Either
+///   way, rules without `target-sip-entity` apply whatever the request's target (they are not
+///   scoped to the notifier).
+/// - `body` is read during the call only.
+///
+/// Errors: `LC_RESULT_INVALID_POLICY` when the document does not validate (or is larger than
+/// `max_body_bytes`; `lc_last_error` gives the reader's `LINE:COLUMN: …` message);
+/// `LC_RESULT_NOT_FULL` for a partial document (use `lc_engine_apply`);
+/// `LC_RESULT_TOO_MANY_RULES` when all sources together would exceed `max_rules`;
+/// `LC_RESULT_INVALID_ARGUMENT` when `notifier` is not a URI; on an engine made with
+/// `lc_engine_new_shared`, `LC_RESULT_CELL_TABLE_FULL` / `LC_RESULT_CELL_TABLE_BUSY`.
 ///
 /// # Safety
 /// `engine` from `lc_engine_new`; `source`/`notifier` readable or absent; `body` readable for
@@ -323,8 +344,14 @@ pub unsafe extern "C" fn lc_engine_publish(
 }
 
 /// Applies a document from `source` as a NOTIFY body is applied: a full one replaces the
-/// source's policy, a partial one merges into it (and must carry the next version, else
-/// `LC_RESULT_VERSION_GAP`). On any error nothing changes.
+/// source's policy (as `lc_engine_publish`), a partial one (RFC 7200 §4.2) adds or replaces the
+/// rules it carries in the source's current policy and must carry the current version + 1. On
+/// success writes the new snapshot generation; on any error nothing changes.
+///
+/// Errors: those of `lc_engine_publish` but `LC_RESULT_NOT_FULL`, and for a partial document
+/// `LC_RESULT_VERSION_GAP` (not the next version: re-SUBSCRIBE; `lc_last_error` gives the
+/// expected and received versions), `LC_RESULT_NO_BASE` (the source has no full policy yet),
+/// `LC_RESULT_UNKNOWN_RULE` (it deletes a rule the source does not have).
 ///
 /// # Safety
 /// As for `lc_engine_publish`.
@@ -341,7 +368,12 @@ pub unsafe extern "C" fn lc_engine_apply(
     unsafe { apply(engine, source, notifier, body, len, false, generation) }
 }
 
-/// Removes every rule `source` published.
+/// Removes every rule `source` published (the name given to `lc_engine_publish` /
+/// `lc_engine_apply`; for a subscriber's rules, its `lc_subscriber_config.notifier` string) and
+/// writes the new snapshot generation.
+///
+/// Errors: `LC_RESULT_UNKNOWN_SOURCE` when no policy has that name (nothing changes);
+/// `LC_RESULT_CELL_TABLE_BUSY` on a shared-table engine whose table lock stays held.
 ///
 /// # Safety
 /// `engine` from `lc_engine_new`; `source` readable; `generation` writable.
@@ -359,10 +391,11 @@ pub unsafe extern "C" fn lc_engine_withdraw(
     })
 }
 
-/// Validates a policy document without applying it. Returns `LC_RESULT_OK` or
-/// `LC_RESULT_INVALID_POLICY`; in both cases writes the reader's message
-/// (`LINE:COLUMN: …`, empty when valid) into `buf` and its length into `*written` (the full
-/// length even when `buf` is too small, then `LC_RESULT_BUFFER_TOO_SMALL`).
+/// Validates a policy document without applying it (no engine needed). Returns `LC_RESULT_OK`
+/// or `LC_RESULT_INVALID_POLICY`; in both cases writes the reader's message (`LINE:COLUMN: …`,
+/// empty when valid) into `buf` and its length into `*written` (the full length even when `buf`
+/// is too small, then `LC_RESULT_BUFFER_TOO_SMALL` whether the document is valid or not, and
+/// `buf` untouched). The message is UTF-8, not NUL-terminated.
 ///
 /// # Safety
 /// `body` readable for `len` bytes; `buf` writable for `cap` bytes (or NULL with `cap` 0);
@@ -469,7 +502,8 @@ fn totals(s: &EngineStats) -> lc_stats {
     t
 }
 
-/// Writes the totals over every worker into `*out`.
+/// Writes the totals over every worker (attached or freed) into `*out`. Counters are read
+/// without stopping the workers: each is exact, their sum is a snapshot in motion.
 ///
 /// # Safety
 /// `engine` from `lc_engine_new`; `out` writable.
@@ -486,10 +520,16 @@ pub unsafe extern "C" fn lc_engine_stats(
     })
 }
 
-/// Calls `callback(userdata, &row)` for each rule of the published policy, in order.
+/// Calls `callback(userdata, &row)` once for each rule of the published policy, in the order
+/// rules are tried, on the calling thread, before returning. The rows are a copy taken when the
+/// call starts: the callback may call any `lc_` function, publishing to this engine included,
+/// without changing what the remaining rows report. `row` and its strings (`source`, `rule`)
+/// are valid during that callback only. The callback must not unwind (no C++ exceptions, no
+/// `longjmp` out of it). `callback` NULL: `LC_RESULT_NULL_PARAMETER`.
 ///
 /// # Safety
-/// `engine` from `lc_engine_new`; `callback` a valid function that does not unwind.
+/// `engine` from `lc_engine_new`; `callback` a valid function that does not unwind; `userdata`
+/// is passed through untouched.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_engine_stats_each(
     engine: *const lc_engine,
@@ -521,9 +561,21 @@ pub unsafe extern "C" fn lc_engine_stats_each(
     })
 }
 
-/// Writes the counters in the Prometheus text format into `buf` and the length into
-/// `*written`. When `cap` is too small returns `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set
-/// to the size needed (call again with a bigger buffer).
+/// Writes the counters in the Prometheus text exposition format (version 0.0.4) into `buf` and
+/// the length into `*written` (not NUL-terminated). When `cap` is too small returns
+/// `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size needed (call again with a bigger
+/// buffer; rules may have been added in between, so allow some slack or loop).
+///
+/// The metrics (every counter is `_total`, monotonic over the engine's life):
+/// - `loadctl_rule_{matched,accepted,rejected,redirected,dropped,redirect_refused}_total`
+///   with labels `source` and `rule`: per rule of the published policy;
+/// - `loadctl_source_{matched,accepted,rejected,redirected,dropped,redirect_refused}_total`
+///   with label `source`: per source, rules removed since included;
+/// - `loadctl_exempt_total`: requests let through without trying any rule;
+/// - `loadctl_exempt_reason_total` with label `reason` = `not-filtered` (RFC 7200 §5.1),
+///   `emergency` (sos URN), `resource-priority` (an exempt namespace);
+/// - `loadctl_unmatched_total`: requests no rule matched;
+/// - gauges `loadctl_policy_generation` (the published snapshot) and `loadctl_policy_rules`.
 ///
 /// # Safety
 /// `engine` from `lc_engine_new`; `buf` writable for `cap` bytes (or NULL with `cap` 0);
@@ -544,10 +596,12 @@ pub unsafe extern "C" fn lc_engine_prometheus(
 
 /// Writes the current policy of `source` — every full and partial document applied so far,
 /// merged — as one full `application/load-control+xml` document into `buf` and its length into
-/// `*written`; it reads back (`lc_engine_publish`) as the same policy. For copying a source's
-/// policy to other engines (the processes of a forking server) or showing it to an operator.
-/// When `cap` is too small returns `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size
-/// needed; `LC_RESULT_UNKNOWN_SOURCE` when the source has no policy.
+/// `*written` (not NUL-terminated); it reads back (`lc_engine_publish`) as the same policy. For
+/// copying a source's policy to other engines (the processes of a forking server) or showing it
+/// to an operator.
+///
+/// Errors: `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size needed (`buf`
+/// untouched); `LC_RESULT_UNKNOWN_SOURCE` when the source has no policy.
 ///
 /// # Safety
 /// `engine` from `lc_engine_new`; `source` readable; `buf` writable for `cap` bytes (or NULL

@@ -355,7 +355,8 @@ pub struct lc_subscriber {
     pub(crate) wire: crate::wire::Rendered,
 }
 
-/// Subscriber settings (see `loadctl::event::subscriber::SubscriberConfig`).
+/// Subscriber settings for `lc_subscriber_new` (zero-initialise, then set the required
+/// strings). Read during `lc_subscriber_new` only: the subscriber keeps copies.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lc_subscriber_config {
@@ -369,7 +370,11 @@ pub struct lc_subscriber_config {
     pub tag: lc_str,
     /// Requested duration, seconds; 0 means the default 3600.
     pub expires: u32,
-    /// Space-separated hosts/domains notifiers may be at; absent: the notifier's host only.
+    /// Who may send NOTIFYs besides the notifier's own host: space-separated hosts or domains
+    /// (`example.net` takes `example.net` and `p1.example.net`; a leading `*.` is ignored),
+    /// compared case-insensitively with the host of the NOTIFY's From URI (a `sip:`/`sips:`
+    /// URI; any other scheme is never trusted). Absent: the notifier's host only. A NOTIFY from
+    /// outside is answered 481 and reported (`LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED`).
     pub trust: lc_str,
     /// Not used: which redirect targets the notifier may use is the engine's
     /// `lc_engine_config.redirect_allow` (plus the notifier's own domain, RFC 7200 §7); the
@@ -443,7 +448,7 @@ pub struct lc_subscriber_event {
     pub notifier: lc_str,
 }
 
-/// What a subscriber has counted (see `loadctl::event::subscriber::SubscriberStats`).
+/// What a subscriber has counted since it was created (`lc_subscriber_stats`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct lc_subscriber_counters {
@@ -496,7 +501,25 @@ unsafe fn subscriber_config(c: &lc_subscriber_config) -> Result<SubscriberConfig
     }
 }
 
-/// Creates a subscriber feeding `engine`; its first SUBSCRIBE is ready in `poll_transmit`.
+/// Creates a subscriber feeding `engine` (which it keeps alive: the engine may be freed first)
+/// and writes it to `*out` (the caller's, freed with `lc_subscriber_free`). Its first SUBSCRIBE
+/// is ready in `lc_subscriber_poll_transmit` (or `lc_subscriber_transmit_wire`). The subscriber
+/// copies `config` and its strings during the call.
+///
+/// - The notifier's documents are published to `engine` under the source name
+///   `config->notifier`, exactly as spelled there (so `lc_engine_withdraw(engine,
+///   config->notifier, …)` removes them), with the notifier as their origin (its redirect targets
+///   are checked against its own domain and `lc_engine_config.redirect_allow`, RFC 7200 §7).
+/// - A NOTIFY is taken only from the trust domain: its From URI must be a `sip:`/`sips:` URI
+///   whose host equals `config->notifier`'s host, or equals or lies under (`p1.example.net` under
+///   `example.net`) one of the space-separated entries of `trust` (compared case-insensitively;
+///   a leading `*.` is allowed and ignored). Others are answered 481 and reported
+///   (`LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED`).
+///
+/// Errors: `LC_RESULT_NULL_PARAMETER` for a NULL `notifier`, `subscriber`, `call_id` or `tag`;
+/// `LC_RESULT_INVALID_ARGUMENT` when `notifier` or `subscriber` is not a URI or
+/// `scope_to_notifier` is neither 0 nor 1; `LC_RESULT_INVALID_UTF8` for a string that is not
+/// UTF-8 (`lc_last_error` names the field).
 ///
 /// # Safety
 /// `engine` from `lc_engine_new`; `config` valid with readable strings; `out` writable.
@@ -527,8 +550,10 @@ pub unsafe extern "C" fn lc_subscriber_new(
     })
 }
 
-/// Frees a subscriber (its rules stay in the engine; withdraw them with `lc_engine_withdraw`
-/// if wanted). `NULL` is a no-op.
+/// Frees a subscriber. Nothing is sent (call `lc_subscriber_unsubscribe` and send its SUBSCRIBE
+/// first to end the subscription politely) and its rules stay in the engine (withdraw them with
+/// `lc_engine_withdraw(engine, config->notifier, …)` if wanted). Strings it handed out become
+/// invalid. `NULL` is a no-op.
 ///
 /// # Safety
 /// `sub` NULL or from `lc_subscriber_new`, not used afterwards.
@@ -538,7 +563,10 @@ pub unsafe extern "C" fn lc_subscriber_free(sub: *mut lc_subscriber) {
     let _ = boundary(|| unsafe { crate::free_box(sub) });
 }
 
-/// Takes the next SUBSCRIBE to send (`LC_RESULT_EMPTY` when none).
+/// Takes the next SUBSCRIBE to send (`LC_RESULT_EMPTY` when none) as fields, for a SIP stack
+/// that builds its own messages: send it to the first URI of `route` when present, else to its
+/// Request-URI. The strings written into `*out` point into the handle: valid until the next call on the
+/// same handle, or its free.
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`; `out` writable.
@@ -555,7 +583,13 @@ pub unsafe extern "C" fn lc_subscriber_poll_transmit(
     })
 }
 
-/// Feeds a final response to a SUBSCRIBE.
+/// Feeds a final response to a SUBSCRIBE (a provisional one, or one that answers no SUBSCRIBE of
+/// this subscriber's current transaction, is ignored). Results show in the events
+/// (`LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED`, `RETRYING`, `STOPPED`, …) and timers.
+///
+/// Errors: `LC_RESULT_INVALID_ARGUMENT` when `msg->status` is below 100, `msg->method` is no
+/// `LC_METHOD_*` value, or a URI field is not a URI; `LC_RESULT_NULL_PARAMETER` for a NULL
+/// `call_id`, `from_uri` or `to_uri`.
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`; `msg` valid with readable strings.
@@ -572,7 +606,16 @@ pub unsafe extern "C" fn lc_subscriber_handle_response(
     })
 }
 
-/// Feeds a NOTIFY; writes the response to send into `*response`.
+/// Feeds a NOTIFY: when it is this subscription's and from the trust domain, applies its body to
+/// the engine (a full document replaces the notifier's rules, a partial one merges, a bodyless
+/// one keeps them, `terminated` withdraws them) and writes the response to send into
+/// `*response` — 200, or an error status (400, 481, 489, …) for a NOTIFY refused; either way the
+/// call returns `LC_RESULT_OK` and the events say what happened. The strings written into `*response` point into the handle: valid until the next call on the
+/// same handle, or its free.
+///
+/// Errors: `LC_RESULT_INVALID_ARGUMENT` when `msg->method` is no `LC_METHOD_*` value or a URI
+/// field is not a URI; `LC_RESULT_NULL_PARAMETER` for a NULL `request_uri`, `call_id`,
+/// `from_uri` or `to_uri` (nothing is counted, no response is written).
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`; `msg` valid with readable strings; `response` writable.
@@ -594,7 +637,8 @@ pub unsafe extern "C" fn lc_subscriber_handle_notify(
     })
 }
 
-/// Writes when `lc_subscriber_handle_timeout` is due (`LC_RESULT_EMPTY`: no timer).
+/// Writes when `lc_subscriber_handle_timeout` is next due, in the `now_ns` clock
+/// (`LC_RESULT_EMPTY`: no timer). Ask again after every call that feeds the subscriber.
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`; `out` writable.
@@ -609,7 +653,8 @@ pub unsafe extern "C" fn lc_subscriber_poll_timeout(
     })
 }
 
-/// Advances the subscriber's timers to `now_ns`.
+/// Advances the subscriber's timers to `now_ns` (refreshes, retries, expiry); then poll for
+/// messages and events. Calling it early or often is harmless.
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`.
@@ -624,7 +669,9 @@ pub unsafe extern "C" fn lc_subscriber_handle_timeout(
     })
 }
 
-/// Ends the subscription (SUBSCRIBE with Expires: 0 queued).
+/// Ends the subscription: a SUBSCRIBE with `Expires: 0` is queued (poll it and send it). The
+/// notifier's rules stay until its final NOTIFY (`terminated`) arrives, or are withdrawn by the
+/// caller.
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`.
@@ -639,7 +686,8 @@ pub unsafe extern "C" fn lc_subscriber_unsubscribe(
     })
 }
 
-/// Takes the next event (`LC_RESULT_EMPTY` when none).
+/// Takes the next event (`LC_RESULT_EMPTY` when none). Its `text` and `notifier` point into the
+/// handle: valid until the next call on the same handle, or its free.
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`; `out` writable.
@@ -829,7 +877,7 @@ pub struct lc_notifier {
     pub(crate) wire: crate::wire::Rendered,
 }
 
-/// Notifier settings (see `loadctl::event::notifier::NotifierConfig`); zero numbers mean the
+/// Notifier settings for `lc_notifier_new`, read during that call only; zero numbers mean the
 /// defaults (60 s / 3600 s / 3600 s / 1000 ms).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -892,7 +940,16 @@ unsafe fn notifier_config(c: &lc_notifier_config) -> Result<NotifierConfig, Code
     };
     let auth = match authorized {
         None => Authorization::Any,
-        Some(list) => Authorization::Domains(words(Some(list))),
+        Some(list) => {
+            let entries = words(Some(list));
+            if let Some(bad) = entries.iter().find(|e| !authorized_entry(e)) {
+                return Err(crate::abi::invalid(
+                    "lc_notifier_config.authorized",
+                    format_args!("{bad:?} is neither a SIP URI nor a host or domain"),
+                ));
+            }
+            Authorization::Domains(entries)
+        }
     };
     let mut nc = NotifierConfig::new(uri, tag, auth);
     if c.min_expires > 0 {
@@ -907,10 +964,46 @@ unsafe fn notifier_config(c: &lc_notifier_config) -> Result<NotifierConfig, Code
     if c.pacing_ms > 0 {
         nc.pacing_ns = u64::from(c.pacing_ms) * 1_000_000;
     }
+    if !(nc.min_expires <= nc.default_expires && nc.default_expires <= nc.max_expires) {
+        return Err(crate::abi::invalid(
+            "lc_notifier_config",
+            format_args!(
+                "min_expires {} ≤ default_expires {} ≤ max_expires {} does not hold (0 means the \
+                 default 60 / 3600 / 3600)",
+                nc.min_expires, nc.default_expires, nc.max_expires
+            ),
+        ));
+    }
     Ok(nc)
 }
 
-/// Creates a notifier.
+/// Whether `entry` of `lc_notifier_config.authorized` is usable: a `sip:`/`sips:` URI, or a
+/// host or domain (`p1.example.net`, `*.example.net`, `192.0.2.7`, `[2001:db8::1]`).
+fn authorized_entry(entry: &str) -> bool {
+    let lower = entry.to_ascii_lowercase();
+    if lower.starts_with("sip:") || lower.starts_with("sips:") {
+        return Uri::new(entry).is_ok_and(|u| matches!(u.parsed(), loadctl::uri::UriRef::Sip(_)));
+    }
+    let host = entry.strip_prefix("*.").unwrap_or(entry);
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return v6.parse::<std::net::Ipv6Addr>().is_ok();
+    }
+    !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && !host.starts_with('.')
+        && !host.contains("..")
+}
+
+/// Creates a notifier and writes it to `*out` (the caller's, freed with `lc_notifier_free`). It
+/// starts with no policy (subscribers get bodyless NOTIFYs until `lc_notifier_set_policy`). The
+/// notifier copies `config` and its strings during the call.
+///
+/// Errors: `LC_RESULT_NULL_PARAMETER` for a NULL `uri` or `tag`; `LC_RESULT_INVALID_ARGUMENT`
+/// when `uri` is not a URI, `authorized` holds an entry that is neither a URI nor a host, or the
+/// durations contradict each other (`min_expires` above `max_expires`, …);
+/// `LC_RESULT_INVALID_UTF8`.
 ///
 /// # Safety
 /// `config` valid with readable strings; `out` writable.
@@ -937,7 +1030,8 @@ pub unsafe extern "C" fn lc_notifier_new(
     })
 }
 
-/// Frees a notifier. `NULL` is a no-op.
+/// Frees a notifier. Nothing is sent (call `lc_notifier_shutdown` and send its NOTIFYs first
+/// to end the subscriptions politely). Strings it handed out become invalid. `NULL` is a no-op.
 ///
 /// # Safety
 /// `n` NULL or from `lc_notifier_new`, not used afterwards.
@@ -967,7 +1061,11 @@ unsafe fn policy_of(body: *const u8, len: usize) -> Result<Option<Vec<Arc<policy
 }
 
 /// Sets the policy every subscriber without one of its own gets: a full document (`body`,
-/// `len`), or NULL for "no policy".
+/// `len`; read during the call), or NULL for "no policy" (subscribers then get an empty full
+/// document). NOTIFYs carrying the change are queued, paced per subscription.
+///
+/// Errors: `LC_RESULT_INVALID_POLICY` when the document does not validate (`lc_last_error`
+/// gives `LINE:COLUMN`); `LC_RESULT_NOT_FULL` for a partial document. Nothing changes then.
 ///
 /// # Safety
 /// `n` from `lc_notifier_new`; `body` NULL or readable for `len` bytes.
@@ -987,9 +1085,15 @@ pub unsafe extern "C" fn lc_notifier_set_policy(
     })
 }
 
-/// Sets one subscriber's own policy (full document, or NULL for "no policy"); with `clear`
-/// 1 instead reverts it to the common policy (`body` is then ignored). `clear` is a C boolean
-/// as a byte: 0 or 1, anything else `LC_RESULT_INVALID_ARGUMENT`.
+/// Sets one subscriber's own policy (a full document, read during the call, or NULL for "no
+/// policy"); with `clear` 1 instead reverts the subscriber to the common policy (`body` is then
+/// ignored). `clear` is a C boolean as a byte: 0 or 1. `subscriber` is compared with the From
+/// URI of the subscriber's SUBSCRIBE in canonical form (RFC 3261 §19.1.4: scheme and host
+/// case-insensitive, escapes of unreserved characters equal to the characters); it may name a
+/// subscriber that has not subscribed yet.
+///
+/// Errors: `LC_RESULT_INVALID_ARGUMENT` when `subscriber` is not a URI or `clear` is neither 0
+/// nor 1; those of `lc_notifier_set_policy`.
 ///
 /// # Safety
 /// `n` from `lc_notifier_new`; `subscriber` readable; `body` NULL or readable for `len` bytes.
@@ -1018,8 +1122,15 @@ pub unsafe extern "C" fn lc_notifier_set_subscriber_policy(
     })
 }
 
-/// Feeds a SUBSCRIBE; writes the response to send into `*response` (a NOTIFY follows in
-/// `lc_notifier_poll_transmit` when accepted).
+/// Feeds a SUBSCRIBE; writes the response to send into `*response` — 200 (a NOTIFY follows in
+/// `lc_notifier_poll_transmit`), or a refusal (403 for a subscriber that is not `authorized`,
+/// 423, 489, …); either way the call returns `LC_RESULT_OK` and the events say what happened.
+/// The strings of `*response` point into the handle: valid until the next call on the same
+/// handle, or its free.
+///
+/// Errors: `LC_RESULT_INVALID_ARGUMENT` when `msg->method` is no `LC_METHOD_*` value or a URI
+/// field is not a URI; `LC_RESULT_NULL_PARAMETER` for a NULL `request_uri`, `call_id`,
+/// `from_uri` or `to_uri`.
 ///
 /// # Safety
 /// `n` from `lc_notifier_new`; `msg` valid with readable strings; `response` writable.
@@ -1041,7 +1152,10 @@ pub unsafe extern "C" fn lc_notifier_handle_subscribe(
     })
 }
 
-/// Feeds a final response to a NOTIFY.
+/// Feeds a final response to a NOTIFY (one that answers no outstanding NOTIFY is ignored). An
+/// error response ends that subscription (RFC 6665 §4.2.2), reported as an event.
+///
+/// Errors: as for `lc_subscriber_handle_response`.
 ///
 /// # Safety
 /// `n` from `lc_notifier_new`; `msg` valid with readable strings.
@@ -1058,7 +1172,9 @@ pub unsafe extern "C" fn lc_notifier_handle_response(
     })
 }
 
-/// Takes the next NOTIFY to send (`LC_RESULT_EMPTY` when none).
+/// Takes the next NOTIFY to send (`LC_RESULT_EMPTY` when none) as fields: send it to the first
+/// URI of `route` when present, else to its Request-URI (the subscriber's Contact). The strings written into `*out` point into the handle: valid until the next call on the
+/// same handle, or its free.
 ///
 /// # Safety
 /// `n` from `lc_notifier_new`; `out` writable.
@@ -1075,7 +1191,8 @@ pub unsafe extern "C" fn lc_notifier_poll_transmit(
     })
 }
 
-/// Writes when `lc_notifier_handle_timeout` is due (`LC_RESULT_EMPTY`: no timer).
+/// Writes when `lc_notifier_handle_timeout` is next due, in the `now_ns` clock
+/// (`LC_RESULT_EMPTY`: no timer). Ask again after every call that feeds the notifier.
 ///
 /// # Safety
 /// `n` from `lc_notifier_new`; `out` writable.
@@ -1090,7 +1207,8 @@ pub unsafe extern "C" fn lc_notifier_poll_timeout(
     })
 }
 
-/// Advances the notifier's timers (paced NOTIFYs, expiries, unanswered NOTIFYs).
+/// Advances the notifier's timers to `now_ns` (paced NOTIFYs, expiries, unanswered NOTIFYs);
+/// then poll for messages and events. Calling it early or often is harmless.
 ///
 /// # Safety
 /// `n` from `lc_notifier_new`.
@@ -1102,7 +1220,8 @@ pub unsafe extern "C" fn lc_notifier_handle_timeout(n: *mut lc_notifier, now_ns:
     })
 }
 
-/// Ends every subscription (`terminated;reason=noresource` NOTIFYs queued).
+/// Ends every subscription: `terminated;reason=noresource` NOTIFYs are queued (poll and send
+/// them before `lc_notifier_free`).
 ///
 /// # Safety
 /// `n` from `lc_notifier_new`.
@@ -1114,7 +1233,8 @@ pub unsafe extern "C" fn lc_notifier_shutdown(n: *mut lc_notifier, now_ns: u64) 
     })
 }
 
-/// Takes the next event (`LC_RESULT_EMPTY` when none).
+/// Takes the next event (`LC_RESULT_EMPTY` when none). Its `text` points into the handle: valid
+/// until the next call on the same handle, or its free.
 ///
 /// # Safety
 /// `n` from `lc_notifier_new`; `out` writable.

@@ -109,11 +109,16 @@ unsafe fn transmit(
     code
 }
 
-/// Renders the subscriber's next SUBSCRIBE as SIP bytes into `buf` and its length into
-/// `*len`. `branch` is the Via branch for this transaction (must start with `z9hG4bK`; keep it
-/// to match the response and to retransmit the same bytes over UDP). `LC_RESULT_EMPTY`: nothing
-/// to send. `LC_RESULT_BUFFER_TOO_SMALL`: `*len` is the size needed; the request is kept and the
-/// next call (with a bigger buffer) delivers it, ignoring `branch`.
+/// Renders the subscriber's next SUBSCRIBE as SIP bytes into `buf` (not NUL-terminated) and its
+/// length into `*len`, with a Via from `wire` and `branch` and this end's Contact. `branch` is
+/// the Via branch for this transaction (must start with `z9hG4bK`; keep it to match the
+/// response and to retransmit the same bytes over UDP). Send the bytes to
+/// `lc_subscriber_wire_next_hop`. `wire` and `branch` are read during the call only.
+///
+/// Errors: `LC_RESULT_EMPTY`: nothing to send. `LC_RESULT_BUFFER_TOO_SMALL`: `*len` is the size
+/// needed; the request is kept and the next call (with a bigger buffer) delivers it, ignoring
+/// `branch`. `LC_RESULT_INVALID_ARGUMENT` for a `branch` without the `z9hG4bK` cookie;
+/// `LC_RESULT_NULL_PARAMETER` for a NULL `wire` string or `branch`.
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`; `wire` valid with readable strings; `branch` readable;
@@ -135,13 +140,16 @@ pub unsafe extern "C" fn lc_subscriber_transmit_wire(
     })
 }
 
-/// Takes one received message of the package: a NOTIFY (applied to the engine as
-/// `lc_subscriber_handle_notify` does; the response to send back is written to `buf`, `*len`
-/// bytes, with the NOTIFY's Via headers copied) or a response to this subscriber's SUBSCRIBE
-/// (`*len` = 0). A message of another method, or a SUBSCRIBE, is `LC_RESULT_SIP_OTHER_MESSAGE`
-/// (for the caller's own handling); malformed bytes get a `LC_RESULT_SIP_*` code and change
-/// nothing. With a buffer too small for the response the NOTIFY still counts (its repeat gets
-/// the same answer).
+/// Takes one received message of the package (`msg_len` bytes, read during the call only): a
+/// NOTIFY (applied to the engine as `lc_subscriber_handle_notify` does; the response to send
+/// back is written to `buf`, `*len` bytes, not NUL-terminated, with the NOTIFY's Via headers
+/// copied: send it where the NOTIFY came from) or a response to this subscriber's SUBSCRIBE
+/// (`*len` = 0).
+///
+/// Errors: a message of another method, or a SUBSCRIBE, is `LC_RESULT_SIP_OTHER_MESSAGE` (for
+/// the caller's own handling); malformed bytes get an `LC_RESULT_SIP_*` code (`lc_last_error`
+/// says what) and change nothing. `LC_RESULT_BUFFER_TOO_SMALL` (`*len`: the size needed): the
+/// NOTIFY still counts; its retransmission gets the same answer.
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`; `msg` readable for `msg_len` bytes; `wire` valid; `buf`
@@ -237,8 +245,8 @@ unsafe fn receive(
     }
 }
 
-/// Renders the notifier's next NOTIFY as SIP bytes (see `lc_subscriber_transmit_wire`). Send
-/// it to the subscriber its Request-URI names.
+/// Renders the notifier's next NOTIFY as SIP bytes (as `lc_subscriber_transmit_wire`, with the
+/// same errors). Send it to `lc_notifier_wire_next_hop`.
 ///
 /// # Safety
 /// As for `lc_subscriber_transmit_wire`, with `n` from `lc_notifier_new`.
@@ -261,8 +269,8 @@ pub unsafe extern "C" fn lc_notifier_transmit_wire(
 
 /// Takes one received message of the package: a SUBSCRIBE (answered as
 /// `lc_notifier_handle_subscribe` does; the response, with this end's Contact on a 2xx, is
-/// written to `buf`) or a response to one of this notifier's NOTIFYs (`*len` = 0). Other
-/// messages: `LC_RESULT_SIP_OTHER_MESSAGE`.
+/// written to `buf`) or a response to one of this notifier's NOTIFYs (`*len` = 0). Errors as for
+/// `lc_subscriber_receive_wire` (other messages: `LC_RESULT_SIP_OTHER_MESSAGE`).
 ///
 /// # Safety
 /// As for `lc_subscriber_receive_wire`, with `n` from `lc_notifier_new`.

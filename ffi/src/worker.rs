@@ -79,7 +79,10 @@ pub struct lc_request {
     /// 1 when `monotonic_ns` / `unix_ns` are set; 0 reads the engine's clock. Any other value:
     /// `LC_RESULT_INVALID_ARGUMENT`.
     pub has_time: u8,
-    /// Monotonic nanoseconds.
+    /// The request's monotonic time, nanoseconds (read when `has_time` is 1). Use one clock
+    /// for every call on an engine: the engine's own (read when `has_time` is 0, and by
+    /// `lc_classify_sip`) is `CLOCK_MONOTONIC_COARSE` in nanoseconds since boot, so
+    /// `CLOCK_MONOTONIC` values mix with it; with any other clock pass the time on every call.
     pub monotonic_ns: u64,
     /// Wall-clock nanoseconds since the Unix epoch.
     pub unix_ns: i64,
@@ -98,7 +101,8 @@ pub struct lc_sip_options {
     pub transport: lc_transport,
     /// A bitwise OR of `LC_SIP_*` flags. An undeclared bit: `LC_RESULT_INVALID_ARGUMENT`.
     pub flags: u32,
-    /// Monotonic nanoseconds; read only with `LC_SIP_HAS_TIME`.
+    /// Monotonic nanoseconds; read only with `LC_SIP_HAS_TIME`. One clock for every call on an
+    /// engine, as for `lc_request.monotonic_ns`.
     pub monotonic_ns: u64,
     /// Wall-clock nanoseconds since the Unix epoch; read only with `LC_SIP_HAS_TIME`.
     pub unix_ns: i64,
@@ -197,8 +201,13 @@ pub struct lc_decision {
     pub ticket: lc_ticket,
 }
 
-/// Attaches a worker to `engine`. With `core_hint` ≥ 0 the calling thread is also pinned to
-/// that core (`LC_RESULT_PIN_FAILED`, and no worker, when it cannot be).
+/// Attaches a worker (a shard of `engine`'s limiter state) and writes it to `*out` (the
+/// caller's, freed with `lc_worker_free`). Attach one per thread that classifies, and use it
+/// from that thread (it may move between threads, never be used by two at once). With
+/// `core_hint` ≥ 0 the calling thread is also pinned to that core; -1 leaves the thread alone.
+///
+/// Errors: `LC_RESULT_PIN_FAILED` (and no worker) when the thread cannot be pinned to
+/// `core_hint`; `LC_RESULT_INVALID_ARGUMENT` for a `core_hint` below -1.
 ///
 /// # Safety
 /// `engine` from `lc_engine_new`; `out` writable.
@@ -211,6 +220,12 @@ pub unsafe extern "C" fn lc_worker_attach(
     boundary(|| {
         let engine = &try_ref!(engine).engine;
         let out = try_out!(out);
+        if core_hint < -1 {
+            return crate::abi::invalid(
+                "core_hint",
+                format_args!("{core_hint} (a core number ≥ 0, or -1 for none)"),
+            );
+        }
         let shard = if core_hint >= 0 {
             match engine.attach_pinned(core_hint as usize) {
                 Ok(s) => s,
@@ -225,7 +240,8 @@ pub unsafe extern "C" fn lc_worker_attach(
 }
 
 /// Frees a worker. Its counters stay in the engine's totals; window tickets it issued can still
-/// be completed on another worker. `NULL` is a no-op.
+/// be completed on another worker of the same engine. Strings of decisions it wrote become
+/// invalid. `NULL` is a no-op.
 ///
 /// # Safety
 /// `worker` NULL or from `lc_worker_attach`, not used afterwards.
@@ -341,8 +357,15 @@ fn decide(worker: &mut lc_worker, req: &Request<'_>, mut out: Out<'_, lc_decisio
     }
 }
 
-/// Classifies one request; writes the decision into `*out`. `LC_RESULT_INVALID_ARGUMENT` (and
-/// no decision) when `req->transport` is no `LC_TRANSPORT_*` value.
+/// Classifies one request whose headers the caller has parsed; writes the decision into `*out`
+/// (see `lc_decision` for how long its strings stay valid). Never allocates, locks or makes a
+/// system call (unless it reads the engine's clock: `has_time` 0). The request's strings are
+/// read during the call only. A string field that is not UTF-8 counts as absent (it matches no
+/// rule), except `method`.
+///
+/// Errors: `LC_RESULT_NULL_PARAMETER` for a NULL `method`; `LC_RESULT_INVALID_UTF8` when
+/// `method` is not UTF-8; `LC_RESULT_INVALID_ARGUMENT` when `transport` is no `LC_TRANSPORT_*`
+/// value or `initial` / `has_time` is neither 0 nor 1. No decision is written then.
 ///
 /// # Safety
 /// `worker` from `lc_worker_attach` (used by this thread only); `req` valid with readable
@@ -437,10 +460,14 @@ fn classify_raw(
 }
 
 /// Scans a raw SIP request (`len` bytes: request line and headers; a body is ignored) and
-/// classifies it like `lc_classify`, without allocating. Malformed messages get a
-/// `LC_RESULT_SIP_*` code and no decision; a `transport` that is no `LC_TRANSPORT_*` value
-/// `LC_RESULT_INVALID_ARGUMENT`. It has no target entity, so rules with a `target-sip-entity`
-/// never match: `lc_classify_sip_opts` takes the next hop.
+/// classifies it like `lc_classify`, without allocating, at the engine's clock. It has no
+/// target entity, so rules with a `target-sip-entity` never match: `lc_classify_sip_opts` takes
+/// the next hop (and the request's time). `msg` is read during the call only; the decision's
+/// strings point into the policy (see `lc_decision`), never into `msg`.
+///
+/// Errors: a malformed message gets an `LC_RESULT_SIP_*` code (`lc_last_error` says what is
+/// malformed); a `transport` that is no `LC_TRANSPORT_*` value `LC_RESULT_INVALID_ARGUMENT`
+/// (checked before the message is scanned). No decision is written then.
 ///
 /// # Safety
 /// `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes; `out`
@@ -463,10 +490,12 @@ pub unsafe extern "C" fn lc_classify_sip(
 }
 
 /// Like `lc_classify_sip`, with options: the target entity (the next hop the request will be
-/// routed to, so that rules with a `target-sip-entity` can match), the request's time, and
-/// the transport (see `lc_sip_options`). The options are checked before the message is
-/// scanned: an undeclared flag bit or transport value gives `LC_RESULT_INVALID_ARGUMENT`, a
-/// target that is not UTF-8 `LC_RESULT_INVALID_UTF8`, and no decision.
+/// routed to, so that rules with a `target-sip-entity` can match), the request's time, and the
+/// transport (see `lc_sip_options`). `options` and its `target` are read during the call only.
+///
+/// Errors: those of `lc_classify_sip`. The options are checked before the message is scanned: an
+/// undeclared flag bit or transport value gives `LC_RESULT_INVALID_ARGUMENT`, a target that is
+/// not UTF-8 `LC_RESULT_INVALID_UTF8`. No decision is written then.
 ///
 /// # Safety
 /// `worker` from `lc_worker_attach` (this thread only); `msg` readable for `len` bytes;
@@ -496,8 +525,16 @@ pub unsafe extern "C" fn lc_classify_sip_opts(
     })
 }
 
-/// Gives back the window slot of a completed transaction. Any worker of the same engine may
-/// complete any ticket; completing one twice frees a slot that was not taken (don't).
+/// Gives back the window slot of a completed transaction (`lc_decision.ticket` of a decision
+/// with `has_ticket`): call it once per ticket when the transaction ends (final response,
+/// timeout, or the request is abandoned). Any worker of the same engine, or of another engine on
+/// the same shared cell table, may complete any ticket, also after the rule changed or was
+/// removed. `ticket` is read during the call only.
+///
+/// Any 16 bytes are safe to pass: a ticket that names no window rule the worker can find (the
+/// rule is gone, or the ticket is forged) releases nothing and returns `LC_RESULT_OK`, and no
+/// window ever goes below zero. Completing a real ticket twice frees a slot that is still in
+/// use, so the window admits one more than its size until that transaction ends: don't.
 ///
 /// # Safety
 /// `worker` from `lc_worker_attach` (this thread only); `ticket` readable.

@@ -332,6 +332,14 @@ static void test_booleans(void) {
     CHECK_RESULT(lc_notifier_set_subscriber_policy(n, 0, str("sip:p@example.net"), NULL, 0, 1), LC_RESULT_OK);
     lc_notifier_free(n);
     lc_worker_free(w);
+
+    /* A core number is ≥ 0, or -1 for none: anything below is refused, no worker made. */
+    const int32_t bad_cores[] = {-2, -42, INT32_MIN};
+    for (size_t i = 0; i < sizeof bad_cores / sizeof bad_cores[0]; i++) {
+        POISON(w);
+        CHECK_RESULT(lc_worker_attach(e, bad_cores[i], &w), LC_RESULT_INVALID_ARGUMENT);
+        CHECK(UNTOUCHED(w));
+    }
     lc_engine_free(e);
 }
 

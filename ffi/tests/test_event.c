@@ -167,6 +167,31 @@ static void test_refusals_and_nulls(void) {
     CHECK(lc_notifier_set_subscriber_policy(n, 0, str("sip:p@example.net"), NULL, 0, true) == LC_RESULT_OK);
     lc_notifier_event ev;
     CHECK(lc_notifier_poll_event(n, &ev) == LC_RESULT_OK && ev.kind == LC_NOTIFIER_EVENT_KIND_REFUSED && ev.number == 403);
+    /* A configuration that cannot work is refused, with nothing created: an authorized entry
+     * that is neither a SIP URI nor a host, and durations out of order (RFC 6665 §4.2.1.1:
+     * the notifier shortens, never lengthens, so min ≤ default ≤ max). */
+    const char *bad_entries[] = {"user@example.net", "sip:", "example..net", "[::zz]", "a/b", "tel:+1"};
+    for (size_t i = 0; i < sizeof bad_entries / sizeof bad_entries[0]; i++) {
+        lc_notifier *m2 = (lc_notifier *)&nc;
+        nc.authorized = str(bad_entries[i]);
+        CHECK(lc_notifier_new(&nc, &m2) == LC_RESULT_INVALID_ARGUMENT);
+        CHECK(m2 == (lc_notifier *)&nc);
+    }
+    const char *good_entries = "sip:proxy@192.0.2.7:5060 p1.example.net *.example.org 192.0.2.9 [2001:db8::1]";
+    nc.authorized = str(good_entries);
+    lc_notifier *n2 = NULL;
+    CHECK(lc_notifier_new(&nc, &n2) == LC_RESULT_OK);
+    lc_notifier_free(n2);
+    nc.authorized = NONE;
+    nc.min_expires = 600;
+    nc.max_expires = 300;
+    CHECK(lc_notifier_new(&nc, &n2) == LC_RESULT_INVALID_ARGUMENT);
+    nc.max_expires = 0; /* the default 3600 */
+    nc.default_expires = 60;
+    CHECK(lc_notifier_new(&nc, &n2) == LC_RESULT_INVALID_ARGUMENT);
+    nc.default_expires = 600;
+    CHECK(lc_notifier_new(&nc, &n2) == LC_RESULT_OK);
+    lc_notifier_free(n2);
     /* NULL paths. */
     uint64_t t;
     CHECK(lc_notifier_new(NULL, &n) == LC_RESULT_NULL_PARAMETER);
