@@ -92,7 +92,7 @@ fuzz_target!(|steps: Vec<Step>| {
         "cid",
         "up",
     );
-    config.scope_to_notifier = 0;
+    config.scope_to_notifier = false;
     let mut s = Subscriber::new(config, engine.clone(), 0);
     let mut now = 0u64;
     let mut last_sent: Option<Request> = None;
