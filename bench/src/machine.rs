@@ -1,6 +1,7 @@
 //! The machine a harness run is on: CPU model, online CPUs, cache sizes and the kernel's
 //! transparent huge page mode, read from procfs and sysfs so that figures taken on different
-//! machines are never compared blind.
+//! machines are never compared blind; and how busy the other processes kept the CPUs while a
+//! figure was measured ([`CpuTimes`]), so a noisy neighbour is named, not guessed.
 //!
 //! Every field is optional: a file that is missing or says something unexpected gives `None`
 //! (shown as "unknown"), never a panic. The parsers take the files' text so they can be tested
@@ -135,6 +136,91 @@ impl Cache {
     }
 }
 
+/// The machine's CPU time counters and this process's own, at one moment (`/proc/stat`'s
+/// `cpu` line, `/proc/self/stat`), all in the kernel's clock ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// All CPUs, busy (user, nice, system, irq, softirq).
+    busy: u64,
+    /// All CPUs, time the hypervisor ran something else (steal).
+    steal: u64,
+    /// All CPUs, every state (busy, idle, iowait, steal).
+    total: u64,
+    /// This process, user and system (all its threads, finished ones included).
+    own: u64,
+}
+
+/// How the machine's CPU time was spent between two [`CpuTimes`], as shares of all CPUs' time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Load {
+    /// Busy with other processes (and the kernel on their behalf).
+    pub others: f64,
+    /// Taken by the hypervisor (steal).
+    pub steal: f64,
+}
+
+impl CpuTimes {
+    /// This machine's counters now, `None` where procfs is missing or unreadable.
+    pub fn now() -> Option<Self> {
+        Self::parse(
+            &std::fs::read_to_string("/proc/stat").ok()?,
+            &std::fs::read_to_string("/proc/self/stat").ok()?,
+        )
+    }
+
+    /// From the texts of `/proc/stat` and `/proc/self/stat`.
+    pub fn parse(proc_stat: &str, self_stat: &str) -> Option<Self> {
+        let line = proc_stat.lines().find(|l| l.starts_with("cpu "))?;
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        // user nice system idle iowait irq softirq steal [guest guest_nice: already in user]
+        let field = |i: usize| f.get(i).copied().unwrap_or(0);
+        if f.len() < 4 {
+            return None;
+        }
+        let busy = field(0) + field(1) + field(2) + field(5) + field(6);
+        let steal = field(7);
+        // The command name (field 2) may hold spaces and parentheses: fields are counted from
+        // after its last `)`; utime and stime are fields 14 and 15.
+        let (_, rest) = self_stat.rsplit_once(')')?;
+        let mut own = rest.split_whitespace().skip(11);
+        let utime: u64 = own.next()?.parse().ok()?;
+        let stime: u64 = own.next()?.parse().ok()?;
+        Some(Self {
+            busy,
+            steal,
+            total: busy + field(3) + field(4) + steal,
+            own: utime + stime,
+        })
+    }
+
+    /// The load between `earlier` and `self`; `None` if no time passed.
+    pub fn since(&self, earlier: &Self) -> Option<Load> {
+        let total = self.total.checked_sub(earlier.total).filter(|&t| t > 0)? as f64;
+        let busy = self.busy.saturating_sub(earlier.busy);
+        let own = self.own.saturating_sub(earlier.own);
+        Some(Load {
+            others: busy.saturating_sub(own) as f64 / total,
+            steal: self.steal.saturating_sub(earlier.steal) as f64 / total,
+        })
+    }
+}
+
+impl fmt::Display for Load {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "other processes {:.0} % of CPU time, steal {:.0} %",
+            self.others * 100.0,
+            self.steal * 100.0
+        )
+    }
+}
+
 /// The first `model name` of a `/proc/cpuinfo` text (x86 kernels write one per CPU; others may
 /// write none).
 pub fn parse_cpu_model(cpuinfo: &str) -> Option<String> {
@@ -261,6 +347,52 @@ mod tests {
         let l2 = Cache::parse("2\n", "Unified\n", "1024K\n").expect("parses");
         assert_eq!((l2.level, l2.holds_data, l2.bytes), (2, true, 1 << 20));
         assert_eq!(Cache::parse("x", "Data", "32K"), None);
+    }
+
+    const PROC_STAT_0: &str = "cpu  1000 10 200 5000 40 0 30 5 0 0\n\
+        cpu0 500 5 100 2500 20 0 15 2 0 0\nintr 1 2 3\n";
+    const PROC_STAT_1: &str = "cpu  1300 10 250 5300 40 0 50 15 0 0\n\
+        cpu0 650 5 125 2650 20 0 25 7 0 0\nintr 1 2 3\n";
+    // A command name with a space and a parenthesis; utime 100, stime 20.
+    const SELF_STAT_0: &str = "4242 (loadctl (b) x) R 1 1 1 0 -1 4194304 10 0 0 0 100 20 0 0 \
+        20 0 3 0 100 3133440 394\n";
+    const SELF_STAT_1: &str = "4242 (loadctl (b) x) R 1 1 1 0 -1 4194304 10 0 0 0 260 40 0 0 \
+        20 0 3 0 100 3133440 394\n";
+
+    #[test]
+    fn cpu_times_and_the_load_between_them() {
+        let a = CpuTimes::parse(PROC_STAT_0, SELF_STAT_0).expect("parses");
+        assert_eq!(
+            a,
+            CpuTimes {
+                busy: 1000 + 10 + 200 + 30,
+                steal: 5,
+                total: 1240 + 5000 + 40 + 5,
+                own: 120,
+            }
+        );
+        let b = CpuTimes::parse(PROC_STAT_1, SELF_STAT_1).expect("parses");
+        // 680 ticks passed on all CPUs: 370 busy, of which 180 ours; 10 stolen; 300 idle.
+        let load = b.since(&a).expect("time passed");
+        assert!((load.others - 190.0 / 680.0).abs() < 1e-12, "{load:?}");
+        assert!((load.steal - 10.0 / 680.0).abs() < 1e-12, "{load:?}");
+        assert_eq!(a.since(&a), None);
+        assert_eq!(
+            load.to_string(),
+            "other processes 28 % of CPU time, steal 1 %"
+        );
+    }
+
+    #[test]
+    fn cpu_times_refuse_what_they_cannot_read() {
+        assert_eq!(CpuTimes::parse("", SELF_STAT_0), None);
+        assert_eq!(CpuTimes::parse("cpu  1 2 x 4\n", SELF_STAT_0), None);
+        assert_eq!(CpuTimes::parse("cpu  1 2\n", SELF_STAT_0), None);
+        assert_eq!(CpuTimes::parse(PROC_STAT_0, "4242 (x) R 1 2"), None);
+        assert_eq!(CpuTimes::parse(PROC_STAT_0, "no parenthesis"), None);
+        // Older kernels without steal still parse (steal 0).
+        let old = CpuTimes::parse("cpu  10 0 5 100\n", SELF_STAT_0).expect("parses");
+        assert_eq!((old.busy, old.steal, old.total), (15, 0, 115));
     }
 
     /// A unique scratch directory under the system temp dir, removed on drop.

@@ -13,6 +13,8 @@
 //! A figure is the median over its rounds; a ratio is the median of the per-round ratios, shown
 //! with its spread (min – max), so a neighbour's burst that slows one window moves one round,
 //! not the figure. Latency percentiles are taken per round and reported as medians the same way.
+//! Each group's line names the share of CPU time other processes (and the hypervisor, as steal)
+//! took while it ran (JSON key `load`), so a run on a busy machine says so.
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
@@ -26,7 +28,7 @@ use loadctl::clock::{Clock, SystemClock};
 use loadctl::engine::{Engine, EngineConfig, Source, Time};
 use loadctl::limit::RateGate;
 use loadctl::policy::{self, Change, Limits, Ruleset};
-use loadctl_bench::machine::Machine;
+use loadctl_bench::machine::{CpuTimes, Machine};
 use loadctl_bench::naive::NaiveEvaluator;
 use loadctl_bench::peers::{LockedLimiter, floor};
 use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests, small_policy};
@@ -678,18 +680,26 @@ fn main() {
     );
 
     let mut per_round: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    // What the rest of the machine did meanwhile, per group and over all of them.
+    let mut group_loads = Vec::new();
+    let throughput_start = CpuTimes::now();
     for group in &groups {
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), CpuTimes::now());
         let runs = interleave(group, o.rounds, window);
+        let load = cpu.zip(CpuTimes::now()).and_then(|(a, b)| b.since(&a));
+        let names: Vec<&str> = group.iter().map(|f| f.key.as_str()).collect();
+        let seconds = t.elapsed().as_secs_f64();
         eprintln!(
-            "measured {} in {:.1} s",
-            group
-                .iter()
-                .map(|f| f.key.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            t.elapsed().as_secs_f64()
+            "measured {} in {seconds:.1} s; {}",
+            names.join(", "),
+            load.map_or_else(|| "load unknown".to_owned(), |l| l.to_string())
         );
+        group_loads.push(serde_json::json!({
+            "figures": names,
+            "seconds": seconds,
+            "others_cpu_share": load.map(|l| l.others),
+            "steal_share": load.map(|l| l.steal),
+        }));
         for (figure, runs) in group.iter().zip(runs) {
             let mut latency = |key: &str, p: f64, runs: &mut [Run]| {
                 per_round.insert(
@@ -713,6 +723,9 @@ fn main() {
         }
     }
     drop(groups);
+    let throughput_load = throughput_start
+        .zip(CpuTimes::now())
+        .and_then(|(a, b)| b.since(&a));
     for (k, v) in &per_round {
         out.insert(k.clone(), median(v));
     }
@@ -843,6 +856,9 @@ fn main() {
     }
     eprintln!("(latency samples include two Instant::now() reads: {clock_pair:.1} ns per read)");
     eprintln!("machine: {machine}");
+    if let Some(load) = throughput_load {
+        eprintln!("while the throughput figures ran: {load}");
+    }
     eprintln!("run took {run_seconds:.1} s");
     if o.json {
         let mut obj: serde_json::Map<String, serde_json::Value> = out
@@ -854,6 +870,14 @@ fn main() {
         obj.insert("round_seconds".into(), serde_json::json!(window));
         obj.insert("run_seconds".into(), serde_json::json!(run_seconds));
         obj.insert("per_round".into(), serde_json::json!(per_round));
+        obj.insert(
+            "load".into(),
+            serde_json::json!({
+                "others_cpu_share": throughput_load.map(|l| l.others),
+                "steal_share": throughput_load.map(|l| l.steal),
+                "groups": group_loads,
+            }),
+        );
         obj.insert(
             "targets".into(),
             serde_json::Value::Object(checks.iter().map(|c| (c.name.clone(), c.json())).collect()),
