@@ -35,6 +35,10 @@ use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests, small_poli
 
 const WALL: i128 = 1_705_000_000_000_000_000;
 
+/// The share of all CPUs' time taken by other processes (and steal) above which a group's
+/// figures are flagged as measured on a busy machine.
+const BUSY: f64 = 0.10;
+
 struct Options {
     json: bool,
     seconds: f64,
@@ -682,6 +686,7 @@ fn main() {
     let mut per_round: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     // What the rest of the machine did meanwhile, per group and over all of them.
     let mut group_loads = Vec::new();
+    let mut busy_groups = Vec::new();
     let throughput_start = CpuTimes::now();
     for group in &groups {
         let (t, cpu) = (Instant::now(), CpuTimes::now());
@@ -694,6 +699,13 @@ fn main() {
             names.join(", "),
             load.map_or_else(|| "load unknown".to_owned(), |l| l.to_string())
         );
+        if let Some(l) = load.filter(|l| l.others + l.steal >= BUSY) {
+            busy_groups.push(format!(
+                "{} ({:.0} %)",
+                names.join(", "),
+                (l.others + l.steal) * 100.0
+            ));
+        }
         group_loads.push(serde_json::json!({
             "figures": names,
             "seconds": seconds,
@@ -855,6 +867,14 @@ fn main() {
         );
     }
     eprintln!("(latency samples include two Instant::now() reads: {clock_pair:.1} ns per read)");
+    if !busy_groups.is_empty() {
+        eprintln!(
+            "busy machine: other processes or the hypervisor took ≥ {:.0} % of CPU time while \
+             these ran, so their multi-thread figures (and tails) measure what was left: {}",
+            BUSY * 100.0,
+            busy_groups.join("; ")
+        );
+    }
     eprintln!("machine: {machine}");
     if let Some(load) = throughput_load {
         eprintln!("while the throughput figures ran: {load}");
