@@ -112,7 +112,8 @@ typedef struct lc_str {
 
 // Engine settings. Get the defaults with `lc_engine_config_default` and change what you need.
 typedef struct lc_engine_config {
-  // Expected number of workers. Default: the number of cores.
+  // Expected number of workers. Default: the number of cores. Advisory today (must not be
+  // 0): any number of workers may attach.
   uint32_t shards;
   // GCRA burst tolerance of rate rules, milliseconds. Default 100.
   uint32_t burst_tolerance_ms;
@@ -323,7 +324,9 @@ typedef struct lc_subscriber_counters {
   uint64_t rejected;
 } lc_subscriber_counters;
 
-// Notifier settings for `lc_notifier_new`, read during that call only; zero numbers mean the
+// Notifier settings for `lc_notifier_new`, read during that call only (they must end up as
+// min ≤ default ≤ max expires, defaults included: a `max_expires` below 3600 needs a
+// `default_expires` too); zero numbers mean the
 // defaults (60 s / 3600 s / 3600 s / 1000 ms).
 typedef struct lc_notifier_config {
   // This server's URI (required).
@@ -873,8 +876,10 @@ lc_result lc_engine_config_default(struct lc_engine_config *out);
 // `out` must be writable.
 lc_result lc_engine_new(const struct lc_engine_config *config, struct lc_engine **out);
 
-// Frees an engine. Workers and subscribers attached to it keep working with the policy they
-// have (they hold the engine's shared state themselves); free them too. `NULL` is a no-op.
+// Frees the caller's handle to an engine. Workers and subscribers made from it hold the
+// engine's shared state themselves and keep working (subscribers keep applying NOTIFYs,
+// workers keep following them); the policy lives until the last of them is freed. Without
+// the handle nothing can be published or withdrawn any more: free them too. `NULL` is a no-op.
 //
 // # Safety
 // `engine` must be NULL or come from `lc_engine_new` / `lc_engine_new_shared` and not be used
@@ -899,7 +904,8 @@ void lc_engine_free(struct lc_engine *engine);
 // Errors: `LC_RESULT_INVALID_POLICY` when the document does not validate (or is larger than
 // `max_body_bytes`; `lc_last_error` gives the reader's `LINE:COLUMN: …` message);
 // `LC_RESULT_NOT_FULL` for a partial document (use `lc_engine_apply`);
-// `LC_RESULT_TOO_MANY_RULES` when all sources together would exceed `max_rules`;
+// `LC_RESULT_TOO_MANY_RULES` when all sources together would exceed `max_rules` (one
+// document over `max_rules` on its own is `LC_RESULT_INVALID_POLICY`);
 // `LC_RESULT_INVALID_ARGUMENT` when `notifier` is not a URI; on an engine made with
 // `lc_engine_new_shared`, `LC_RESULT_CELL_TABLE_FULL` / `LC_RESULT_CELL_TABLE_BUSY`.
 //
@@ -936,8 +942,7 @@ lc_result lc_engine_apply(const struct lc_engine *engine,
 // `lc_engine_apply`; for a subscriber's rules, its `lc_subscriber_config.notifier` string) and
 // writes the new snapshot generation.
 //
-// Errors: `LC_RESULT_UNKNOWN_SOURCE` when no policy has that name (nothing changes);
-// `LC_RESULT_CELL_TABLE_BUSY` on a shared-table engine whose table lock stays held.
+// Errors: `LC_RESULT_UNKNOWN_SOURCE` when no policy has that name (nothing changes).
 //
 // # Safety
 // `engine` from `lc_engine_new`; `source` readable; `generation` writable.
@@ -945,7 +950,9 @@ lc_result lc_engine_withdraw(const struct lc_engine *engine,
                              struct lc_str source,
                              uint64_t *generation);
 
-// Validates a policy document without applying it (no engine needed). Returns `LC_RESULT_OK`
+// Validates a policy document without applying it (no engine needed), against the default
+// limits (`lc_engine_config_default`): an engine configured with a smaller `max_rules` or
+// `max_body_bytes` may still refuse a document this accepts. Returns `LC_RESULT_OK`
 // or `LC_RESULT_INVALID_POLICY`; in both cases writes the reader's message (`LINE:COLUMN: …`,
 // empty when valid) into `buf` and its length into `*written` (the full length even when `buf`
 // is too small, then `LC_RESULT_BUFFER_TOO_SMALL` whether the document is valid or not, and
@@ -986,11 +993,14 @@ lc_result lc_engine_stats_each(const struct lc_engine *engine,
 // `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size needed (call again with a bigger
 // buffer; rules may have been added in between, so allow some slack or loop).
 //
-// The metrics (every counter is `_total`, monotonic over the engine's life):
+// The metrics (every counter is `_total`):
 // - `loadctl_rule_{matched,accepted,rejected,redirected,dropped,redirect_refused}_total`
-//   with labels `source` and `rule`: per rule of the published policy;
+//   with labels `source` and `rule`: per rule of the published policy. A rule whose limit
+//   or conditions change (a NOTIFY retuning a rate) is another rule to the engine: its row
+//   starts again at 0 (Prometheus treats that as a counter reset) while its counts move
+//   into the source's totals below;
 // - `loadctl_source_{matched,accepted,rejected,redirected,dropped,redirect_refused}_total`
-//   with label `source`: per source, rules removed since included;
+//   with label `source`: per source, rules removed or changed since included (monotonic);
 // - `loadctl_exempt_total`: requests let through without trying any rule;
 // - `loadctl_exempt_reason_total` with label `reason` = `not-filtered` (RFC 7200 §5.1),
 //   `emergency` (sos URN), `resource-priority` (an exempt namespace);
@@ -1150,9 +1160,11 @@ lc_result lc_subscriber_poll_timeout(const struct lc_subscriber *sub, uint64_t *
 // `sub` from `lc_subscriber_new`.
 lc_result lc_subscriber_handle_timeout(struct lc_subscriber *sub, uint64_t now_ns);
 
-// Ends the subscription: a SUBSCRIBE with `Expires: 0` is queued (poll it and send it). The
-// notifier's rules stay until its final NOTIFY (`terminated`) arrives, or are withdrawn by the
-// caller.
+// Ends the subscription: with a dialog, a SUBSCRIBE with `Expires: 0` is queued (poll it and
+// send it), and the notifier's rules stay until its final NOTIFY (`terminated`) arrives.
+// Without one (never subscribed, or waiting to retry) it stops at once
+// (`LC_SUBSCRIBER_EVENT_KIND_STOPPED`). Either way the rules stay in the engine until a
+// `terminated` NOTIFY or `lc_engine_withdraw`.
 //
 // # Safety
 // `sub` from `lc_subscriber_new`.
@@ -1192,8 +1204,9 @@ lc_result lc_notifier_new(const struct lc_notifier_config *config, struct lc_not
 void lc_notifier_free(struct lc_notifier *n);
 
 // Sets the policy every subscriber without one of its own gets: a full document (`body`,
-// `len`; read during the call), or NULL for "no policy" (subscribers then get an empty full
-// document). NOTIFYs carrying the change are queued, paced per subscription.
+// `len`; read during the call), or NULL for "no policy" (subscribers that hold a document
+// get an empty full one; the others, and new subscribers, get bodyless NOTIFYs). NOTIFYs
+// carrying the change are queued, paced per subscription.
 //
 // Errors: `LC_RESULT_INVALID_POLICY` when the document does not validate (`lc_last_error`
 // gives `LINE:COLUMN`); `LC_RESULT_NOT_FULL` for a partial document. Nothing changes then.
@@ -1443,7 +1456,9 @@ lc_result lc_subscriber_transmit_wire(struct lc_subscriber *sub,
 // Errors: a message of another method, or a SUBSCRIBE, is `LC_RESULT_SIP_OTHER_MESSAGE` (for
 // the caller's own handling); malformed bytes get an `LC_RESULT_SIP_*` code (`lc_last_error`
 // says what) and change nothing. `LC_RESULT_BUFFER_TOO_SMALL` (`*len`: the size needed): the
-// NOTIFY still counts; its retransmission gets the same answer.
+// message was taken all the same, and its response is lost; a retransmission is taken as a
+// new message (a `terminated` NOTIFY then gets 481). Give a buffer of at least 4 KiB plus the
+// size of the received Via headers so that this never happens.
 //
 // # Safety
 // `sub` from `lc_subscriber_new`; `msg` readable for `msg_len` bytes; `wire` valid; `buf`
@@ -1472,7 +1487,11 @@ lc_result lc_notifier_transmit_wire(struct lc_notifier *n,
 // Takes one received message of the package: a SUBSCRIBE (answered as
 // `lc_notifier_handle_subscribe` does; the response, with this end's Contact on a 2xx, is
 // written to `buf`) or a response to one of this notifier's NOTIFYs (`*len` = 0). Errors as for
-// `lc_subscriber_receive_wire` (other messages: `LC_RESULT_SIP_OTHER_MESSAGE`).
+// `lc_subscriber_receive_wire` (other messages: `LC_RESULT_SIP_OTHER_MESSAGE`); a SUBSCRIBE
+// whose response did not fit is taken all the same, and its retransmission (no To tag yet)
+// starts a second subscription: give a buffer of at least 4 KiB plus the Via headers. The
+// notifier does not absorb SUBSCRIBE retransmissions: a transaction layer in front of it
+// should (RFC 3261 §17.2).
 //
 // # Safety
 // As for `lc_subscriber_receive_wire`, with `n` from `lc_notifier_new`.
@@ -1508,7 +1527,9 @@ lc_result lc_notifier_wire_next_hop(const struct lc_notifier *n, struct lc_str *
 // Attaches a worker (a shard of `engine`'s limiter state) and writes it to `*out` (the
 // caller's, freed with `lc_worker_free`). Attach one per thread that classifies, and use it
 // from that thread (it may move between threads, never be used by two at once). With
-// `core_hint` ≥ 0 the calling thread is also pinned to that core; -1 leaves the thread alone.
+// `core_hint` ≥ 0 the calling thread is also pinned to a core: the `core_hint`-th CPU of the
+// thread's current affinity mask (counting from 0; on an unrestricted thread that is CPU
+// `core_hint`, under `taskset -c 4-7` hint 0 is CPU 4); -1 leaves the thread alone.
 //
 // Errors: `LC_RESULT_PIN_FAILED` (and no worker) when the thread cannot be pinned to
 // `core_hint`; `LC_RESULT_INVALID_ARGUMENT` for a `core_hint` below -1.
@@ -1528,10 +1549,13 @@ lc_result lc_worker_attach(const struct lc_engine *engine,
 void lc_worker_free(struct lc_worker *worker);
 
 // Classifies one request whose headers the caller has parsed; writes the decision into `*out`
-// (see `lc_decision` for how long its strings stay valid). Never allocates, locks or makes a
-// system call (unless it reads the engine's clock: `has_time` 0). The request's strings are
-// read during the call only. A string field that is not UTF-8 counts as absent (it matches no
-// rule), except `method`.
+// (see `lc_decision` for how long its strings stay valid). Once the worker is warm it never
+// allocates, locks or makes a system call (reading the engine's clock, `has_time` 0, is a
+// vDSO call); the first call after a publish moves the worker to the new snapshot, which
+// allocates its per-rule state and takes a statistics lock once. The request's strings are
+// read during the call only. In `from`, `to` and `p_asserted_identity` only the URIs must be
+// UTF-8 (a display name that is not is skipped); another field that is not UTF-8 counts as
+// absent (it matches no rule), except `method`.
 //
 // Errors: `LC_RESULT_NULL_PARAMETER` for a NULL `method`; `LC_RESULT_INVALID_UTF8` when
 // `method` is not UTF-8; `LC_RESULT_INVALID_ARGUMENT` when `transport` is no `LC_TRANSPORT_*`
@@ -1584,12 +1608,15 @@ lc_result lc_classify_sip_opts(struct lc_worker *worker,
 // with `has_ticket`): call it once per ticket when the transaction ends (final response,
 // timeout, or the request is abandoned). Any worker of the same engine, or of another engine on
 // the same shared cell table, may complete any ticket, also after the rule changed or was
-// removed. `ticket` is read during the call only.
+// removed (the engine keeps a removed window rule's cell until its slots are back; completing
+// such a ticket takes a short lock, other completions none). `ticket` is read during the call
+// only.
 //
-// Any 16 bytes are safe to pass: a ticket that names no window rule the worker can find (the
-// rule is gone, or the ticket is forged) releases nothing and returns `LC_RESULT_OK`, and no
-// window ever goes below zero. Completing a real ticket twice frees a slot that is still in
-// use, so the window admits one more than its size until that transaction ends: don't.
+// Any 16 bytes are safe to pass: a ticket whose key names no window rule the engine knows
+// releases nothing and returns `LC_RESULT_OK`; a window never holds more free slots than its
+// size. A ticket completed twice (or forged with a real rule's key) frees a slot that another
+// transaction still holds, so the window may admit one more than its size until that
+// transaction completes: don't.
 //
 // # Safety
 // `worker` from `lc_worker_attach` (this thread only); `ticket` readable.

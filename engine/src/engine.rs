@@ -423,6 +423,12 @@ pub(crate) struct Inner {
     /// Where rate and window rules get their cells when several engines share them.
     cell_table: Option<CellTable>,
     pub(crate) registry: Mutex<stats::Registry>,
+    /// Cells of window rules that left the published snapshot, by rule key, with the window
+    /// size: tickets still out release into them on any shard (a shard that finds a ticket's
+    /// key in no snapshot looks here). Filled and pruned by the writer in `commit`: an entry
+    /// goes once no slot is taken and no snapshot a shard may hold still has the cell; a rule
+    /// published again with the same key takes its cell back.
+    pub(crate) retired_windows: Mutex<FxHashMap<u64, (Arc<CellRef>, u32)>>,
 }
 
 /// The engine: owns the published policy and hands out [`Shard`]s. Cheap to clone; `Send` and
@@ -479,6 +485,7 @@ impl Engine {
                 unused_cell: Arc::new(CellRef::Own(RuleCell::unused())),
                 cell_table,
                 registry: Mutex::new(stats::Registry::default()),
+                retired_windows: Mutex::new(FxHashMap::default()),
             }),
         }
     }
@@ -611,6 +618,7 @@ impl Engine {
             });
         }
         let generation = self.inner.generation.load(Ordering::Acquire) + 1;
+        let mut retired = lock(&self.inner.retired_windows);
         let mut rules = Vec::with_capacity(total);
         let mut meta = Vec::with_capacity(total);
         let mut previous = Vec::with_capacity(total);
@@ -626,6 +634,10 @@ impl Engine {
                 // On an error the cells claimed so far drop with `next_cells`: nothing changed.
                 let (cell, before) = match cells.get(&key) {
                     Some((cell, i)) => (Arc::clone(cell), *i),
+                    // A window rule that comes back takes back the cell its tickets release into.
+                    None if retired.contains_key(&key) => {
+                        (Arc::clone(&retired[&key].0), NOT_CARRIED)
+                    }
                     None => (
                         limit
                             .new_cell(key, &self.inner.unused_cell, self.inner.cell_table)
@@ -657,12 +669,19 @@ impl Engine {
                 .collect(),
         };
         let old_cells = std::mem::replace(cells, next_cells);
-        released.extend(
-            old_cells
-                .into_iter()
-                .filter(|(key, (cell, _))| cell.is_shared() && !cells.contains_key(key))
-                .map(|(_, (cell, _))| cell),
-        );
+        retired.retain(|key, _| !cells.contains_key(key));
+        for (key, (cell, i)) in old_cells {
+            if cells.contains_key(&key) {
+                continue;
+            }
+            match old.rules.get(i as usize).map(|r| r.limit) {
+                Some(LimitParams::Window { size }) => {
+                    retired.insert(key, (cell, size));
+                }
+                _ if cell.is_shared() => released.push(cell),
+                _ => {}
+            }
+        }
         self.inner.snapshot.store(Arc::new(snapshot));
         // Deliberately broken for the loom can-fail check (loom-tests/tests/mutants.rs): the
         // new generation is never announced, so shards keep the snapshot they have.
@@ -671,6 +690,10 @@ impl Engine {
         graveyard.retain(|s| Arc::strong_count(s) > 1);
         released.retain(|c| Arc::strong_count(c) > 1);
         graveyard.push(old);
+        // Dropped here, by the writer (a shared cell's release takes the table's lock): no
+        // slot taken, and no snapshot other than the retired entry holds the cell any more.
+        retired
+            .retain(|_, (cell, size)| cell.slots_in_use(*size) > 0 || Arc::strong_count(cell) > 1);
         Ok(generation)
     }
 

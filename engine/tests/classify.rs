@@ -1058,3 +1058,63 @@ Call-ID: p@x\r\nCSeq: 1 INVITE\r\n{pai}\r\n"
         );
     }
 }
+
+#[test]
+fn a_ticket_completed_twice_or_forged_never_enlarges_a_window_for_good() {
+    let mut s = shard(&rule("w", "", "<lc:accept><lc:win>1</lc:win></lc:accept>"));
+    let r = invite("<sip:a@b>", "<sip:c@d>");
+    let t = s.classify(&r).ticket.expect("admitted");
+    let (key, hint) = t.to_parts();
+    assert!(s.complete(t));
+    // The same ticket again, and the rule's key with made-up hints: the free slots stay at
+    // the window's size (1), so at most one request is in at a time afterwards.
+    assert!(s.complete(Ticket::from_parts(key, hint)));
+    for h in 0..10 {
+        assert!(s.complete(Ticket::from_parts(key, hint ^ (h << 7))));
+    }
+    let admitted = (0..5)
+        .filter(|_| s.classify(&r).verdict == Verdict::Accept)
+        .count();
+    assert_eq!(
+        admitted, 1,
+        "a window of 1 admitted {admitted} without completions"
+    );
+    // A ticket with a key no rule has releases nothing and says so.
+    assert!(!s.complete(Ticket::from_parts(key ^ 1, hint)));
+}
+
+#[test]
+fn tickets_of_a_changed_window_complete_on_another_shard() {
+    // Shard a takes both slots of a window of 2; the window is changed to 3 (another rule key)
+    // and back to 2 (the first key again); shard b completes a's two tickets in between. The
+    // slots come back to the first rule's cell: after the change back, 2 are free again.
+    let engine = Engine::new(EngineConfig::default());
+    let win = |n: u32| {
+        ruleset(&rule(
+            "w",
+            "",
+            &format!("<lc:accept><lc:win>{n}</lc:win></lc:accept>"),
+        ))
+    };
+    let src = Source::local("op");
+    engine.publish(&src, win(2)).expect("publishes");
+    let mut a = engine.attach();
+    let mut b = engine.attach();
+    let r = invite("<sip:a@b>", "<sip:c@d>");
+    let tickets: Vec<Ticket> = (0..2)
+        .map(|_| a.classify(&r).ticket.expect("admitted"))
+        .collect();
+    assert_eq!(a.classify(&r).verdict, Verdict::Reject);
+    engine.publish(&src, win(3)).expect("publishes");
+    for t in tickets {
+        assert!(
+            b.complete(t),
+            "the ticket's rule left the snapshot but its cell did not"
+        );
+    }
+    engine.publish(&src, win(2)).expect("publishes");
+    let admitted = (0..4)
+        .filter(|_| a.classify(&r).verdict == Verdict::Accept)
+        .count();
+    assert_eq!(admitted, 2);
+}

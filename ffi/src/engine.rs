@@ -24,7 +24,8 @@ impl lc_engine {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lc_engine_config {
-    /// Expected number of workers. Default: the number of cores.
+    /// Expected number of workers. Default: the number of cores. Advisory today (must not be
+    /// 0): any number of workers may attach.
     pub shards: u32,
     /// GCRA burst tolerance of rate rules, milliseconds. Default 100.
     pub burst_tolerance_ms: u32,
@@ -217,8 +218,10 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
     Ok(c)
 }
 
-/// Frees an engine. Workers and subscribers attached to it keep working with the policy they
-/// have (they hold the engine's shared state themselves); free them too. `NULL` is a no-op.
+/// Frees the caller's handle to an engine. Workers and subscribers made from it hold the
+/// engine's shared state themselves and keep working (subscribers keep applying NOTIFYs,
+/// workers keep following them); the policy lives until the last of them is freed. Without
+/// the handle nothing can be published or withdrawn any more: free them too. `NULL` is a no-op.
 ///
 /// # Safety
 /// `engine` must be NULL or come from `lc_engine_new` / `lc_engine_new_shared` and not be used
@@ -323,7 +326,8 @@ unsafe fn apply(
 /// Errors: `LC_RESULT_INVALID_POLICY` when the document does not validate (or is larger than
 /// `max_body_bytes`; `lc_last_error` gives the reader's `LINE:COLUMN: …` message);
 /// `LC_RESULT_NOT_FULL` for a partial document (use `lc_engine_apply`);
-/// `LC_RESULT_TOO_MANY_RULES` when all sources together would exceed `max_rules`;
+/// `LC_RESULT_TOO_MANY_RULES` when all sources together would exceed `max_rules` (one
+/// document over `max_rules` on its own is `LC_RESULT_INVALID_POLICY`);
 /// `LC_RESULT_INVALID_ARGUMENT` when `notifier` is not a URI; on an engine made with
 /// `lc_engine_new_shared`, `LC_RESULT_CELL_TABLE_FULL` / `LC_RESULT_CELL_TABLE_BUSY`.
 ///
@@ -372,8 +376,7 @@ pub unsafe extern "C" fn lc_engine_apply(
 /// `lc_engine_apply`; for a subscriber's rules, its `lc_subscriber_config.notifier` string) and
 /// writes the new snapshot generation.
 ///
-/// Errors: `LC_RESULT_UNKNOWN_SOURCE` when no policy has that name (nothing changes);
-/// `LC_RESULT_CELL_TABLE_BUSY` on a shared-table engine whose table lock stays held.
+/// Errors: `LC_RESULT_UNKNOWN_SOURCE` when no policy has that name (nothing changes).
 ///
 /// # Safety
 /// `engine` from `lc_engine_new`; `source` readable; `generation` writable.
@@ -391,7 +394,9 @@ pub unsafe extern "C" fn lc_engine_withdraw(
     })
 }
 
-/// Validates a policy document without applying it (no engine needed). Returns `LC_RESULT_OK`
+/// Validates a policy document without applying it (no engine needed), against the default
+/// limits (`lc_engine_config_default`): an engine configured with a smaller `max_rules` or
+/// `max_body_bytes` may still refuse a document this accepts. Returns `LC_RESULT_OK`
 /// or `LC_RESULT_INVALID_POLICY`; in both cases writes the reader's message (`LINE:COLUMN: …`,
 /// empty when valid) into `buf` and its length into `*written` (the full length even when `buf`
 /// is too small, then `LC_RESULT_BUFFER_TOO_SMALL` whether the document is valid or not, and
@@ -566,11 +571,14 @@ pub unsafe extern "C" fn lc_engine_stats_each(
 /// `LC_RESULT_BUFFER_TOO_SMALL` with `*written` set to the size needed (call again with a bigger
 /// buffer; rules may have been added in between, so allow some slack or loop).
 ///
-/// The metrics (every counter is `_total`, monotonic over the engine's life):
+/// The metrics (every counter is `_total`):
 /// - `loadctl_rule_{matched,accepted,rejected,redirected,dropped,redirect_refused}_total`
-///   with labels `source` and `rule`: per rule of the published policy;
+///   with labels `source` and `rule`: per rule of the published policy. A rule whose limit
+///   or conditions change (a NOTIFY retuning a rate) is another rule to the engine: its row
+///   starts again at 0 (Prometheus treats that as a counter reset) while its counts move
+///   into the source's totals below;
 /// - `loadctl_source_{matched,accepted,rejected,redirected,dropped,redirect_refused}_total`
-///   with label `source`: per source, rules removed since included;
+///   with label `source`: per source, rules removed or changed since included (monotonic);
 /// - `loadctl_exempt_total`: requests let through without trying any rule;
 /// - `loadctl_exempt_reason_total` with label `reason` = `not-filtered` (RFC 7200 §5.1),
 ///   `emergency` (sos URN), `resource-priority` (an exempt namespace);

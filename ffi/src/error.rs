@@ -28,6 +28,11 @@ pub(crate) fn detail(message: impl Display) {
     let _ = PENDING.try_with(|p| *p.borrow_mut() = Some(message));
 }
 
+/// Forgets a detail no call has taken (a call starts without one).
+pub(crate) fn clear_pending() {
+    let _ = PENDING.try_with(|p| p.borrow_mut().take());
+}
+
 /// [`detail`], then `code`: `return fail(Code::X, format_args!(…))` in a body.
 pub(crate) fn fail(code: Code, message: impl Display) -> Code {
     detail(message);
@@ -102,7 +107,13 @@ impl Code {
 pub unsafe extern "C" fn lc_last_error(buf: *mut u8, cap: usize, written: *mut usize) -> lc_result {
     // Its own panic boundary, which does not record: reading the last error must not replace it.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Code {
-        let out = try_buf!(buf, cap, written);
+        // Not `try_buf!`: its NULL detail would wait for (and mislabel) a later failing call.
+        // SAFETY: `written` is NULL or writable by contract.
+        let out = match unsafe { crate::abi::out(written) } {
+            // SAFETY: `buf` is NULL or writable for `cap` bytes by contract.
+            Some(w) => unsafe { crate::abi::OutBuf::new(buf, cap, w) },
+            None => return Code::NullParameter,
+        };
         let last = LAST.try_with(|l| l.borrow().clone()).ok().flatten();
         match last {
             Some(message) => out.deliver(message.as_bytes()),

@@ -133,7 +133,11 @@ fn request_to_c(r: &Request, route: &str) -> lc_sip_message {
         accept: opt_str(&r.accept),
         subscription_state: opt_str(&r.subscription_state),
         content_type: opt_str(&r.content_type),
-        body: lc_str::from_bytes(&r.body),
+        body: if r.body.is_empty() {
+            lc_str::NONE
+        } else {
+            lc_str::from_bytes(&r.body)
+        },
         expires: num(r.expires),
         min_expires: -1,
         retry_after: -1,
@@ -669,9 +673,11 @@ pub unsafe extern "C" fn lc_subscriber_handle_timeout(
     })
 }
 
-/// Ends the subscription: a SUBSCRIBE with `Expires: 0` is queued (poll it and send it). The
-/// notifier's rules stay until its final NOTIFY (`terminated`) arrives, or are withdrawn by the
-/// caller.
+/// Ends the subscription: with a dialog, a SUBSCRIBE with `Expires: 0` is queued (poll it and
+/// send it), and the notifier's rules stay until its final NOTIFY (`terminated`) arrives.
+/// Without one (never subscribed, or waiting to retry) it stops at once
+/// (`LC_SUBSCRIBER_EVENT_KIND_STOPPED`). Either way the rules stay in the engine until a
+/// `terminated` NOTIFY or `lc_engine_withdraw`.
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`.
@@ -877,7 +883,9 @@ pub struct lc_notifier {
     pub(crate) wire: crate::wire::Rendered,
 }
 
-/// Notifier settings for `lc_notifier_new`, read during that call only; zero numbers mean the
+/// Notifier settings for `lc_notifier_new`, read during that call only (they must end up as
+/// min ≤ default ≤ max expires, defaults included: a `max_expires` below 3600 needs a
+/// `default_expires` too); zero numbers mean the
 /// defaults (60 s / 3600 s / 3600 s / 1000 ms).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -942,6 +950,12 @@ unsafe fn notifier_config(c: &lc_notifier_config) -> Result<NotifierConfig, Code
         None => Authorization::Any,
         Some(list) => {
             let entries = words(Some(list));
+            if entries.is_empty() {
+                return Err(crate::abi::invalid(
+                    "lc_notifier_config.authorized",
+                    "empty: it would refuse every subscriber; leave it absent (NULL) for anyone",
+                ));
+            }
             if let Some(bad) = entries.iter().find(|e| !authorized_entry(e)) {
                 return Err(crate::abi::invalid(
                     "lc_notifier_config.authorized",
@@ -1061,8 +1075,9 @@ unsafe fn policy_of(body: *const u8, len: usize) -> Result<Option<Vec<Arc<policy
 }
 
 /// Sets the policy every subscriber without one of its own gets: a full document (`body`,
-/// `len`; read during the call), or NULL for "no policy" (subscribers then get an empty full
-/// document). NOTIFYs carrying the change are queued, paced per subscription.
+/// `len`; read during the call), or NULL for "no policy" (subscribers that hold a document
+/// get an empty full one; the others, and new subscribers, get bodyless NOTIFYs). NOTIFYs
+/// carrying the change are queued, paced per subscription.
 ///
 /// Errors: `LC_RESULT_INVALID_POLICY` when the document does not validate (`lc_last_error`
 /// gives `LINE:COLUMN`); `LC_RESULT_NOT_FULL` for a partial document. Nothing changes then.

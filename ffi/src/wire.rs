@@ -149,7 +149,9 @@ pub unsafe extern "C" fn lc_subscriber_transmit_wire(
 /// Errors: a message of another method, or a SUBSCRIBE, is `LC_RESULT_SIP_OTHER_MESSAGE` (for
 /// the caller's own handling); malformed bytes get an `LC_RESULT_SIP_*` code (`lc_last_error`
 /// says what) and change nothing. `LC_RESULT_BUFFER_TOO_SMALL` (`*len`: the size needed): the
-/// NOTIFY still counts; its retransmission gets the same answer.
+/// message was taken all the same, and its response is lost; a retransmission is taken as a
+/// new message (a `terminated` NOTIFY then gets 481). Give a buffer of at least 4 KiB plus the
+/// size of the received Via headers so that this never happens.
 ///
 /// # Safety
 /// `sub` from `lc_subscriber_new`; `msg` readable for `msg_len` bytes; `wire` valid; `buf`
@@ -270,7 +272,11 @@ pub unsafe extern "C" fn lc_notifier_transmit_wire(
 /// Takes one received message of the package: a SUBSCRIBE (answered as
 /// `lc_notifier_handle_subscribe` does; the response, with this end's Contact on a 2xx, is
 /// written to `buf`) or a response to one of this notifier's NOTIFYs (`*len` = 0). Errors as for
-/// `lc_subscriber_receive_wire` (other messages: `LC_RESULT_SIP_OTHER_MESSAGE`).
+/// `lc_subscriber_receive_wire` (other messages: `LC_RESULT_SIP_OTHER_MESSAGE`); a SUBSCRIBE
+/// whose response did not fit is taken all the same, and its retransmission (no To tag yet)
+/// starts a second subscription: give a buffer of at least 4 KiB plus the Via headers. The
+/// notifier does not absorb SUBSCRIBE retransmissions: a transaction layer in front of it
+/// should (RFC 3261 §17.2).
 ///
 /// # Safety
 /// As for `lc_subscriber_receive_wire`, with `n` from `lc_notifier_new`.

@@ -204,7 +204,9 @@ pub struct lc_decision {
 /// Attaches a worker (a shard of `engine`'s limiter state) and writes it to `*out` (the
 /// caller's, freed with `lc_worker_free`). Attach one per thread that classifies, and use it
 /// from that thread (it may move between threads, never be used by two at once). With
-/// `core_hint` ≥ 0 the calling thread is also pinned to that core; -1 leaves the thread alone.
+/// `core_hint` ≥ 0 the calling thread is also pinned to a core: the `core_hint`-th CPU of the
+/// thread's current affinity mask (counting from 0; on an unrestricted thread that is CPU
+/// `core_hint`, under `taskset -c 4-7` hint 0 is CPU 4); -1 leaves the thread alone.
 ///
 /// Errors: `LC_RESULT_PIN_FAILED` (and no worker) when the thread cannot be pinned to
 /// `core_hint`; `LC_RESULT_INVALID_ARGUMENT` for a `core_hint` below -1.
@@ -358,10 +360,13 @@ fn decide(worker: &mut lc_worker, req: &Request<'_>, mut out: Out<'_, lc_decisio
 }
 
 /// Classifies one request whose headers the caller has parsed; writes the decision into `*out`
-/// (see `lc_decision` for how long its strings stay valid). Never allocates, locks or makes a
-/// system call (unless it reads the engine's clock: `has_time` 0). The request's strings are
-/// read during the call only. A string field that is not UTF-8 counts as absent (it matches no
-/// rule), except `method`.
+/// (see `lc_decision` for how long its strings stay valid). Once the worker is warm it never
+/// allocates, locks or makes a system call (reading the engine's clock, `has_time` 0, is a
+/// vDSO call); the first call after a publish moves the worker to the new snapshot, which
+/// allocates its per-rule state and takes a statistics lock once. The request's strings are
+/// read during the call only. In `from`, `to` and `p_asserted_identity` only the URIs must be
+/// UTF-8 (a display name that is not is skipped); another field that is not UTF-8 counts as
+/// absent (it matches no rule), except `method`.
 ///
 /// Errors: `LC_RESULT_NULL_PARAMETER` for a NULL `method`; `LC_RESULT_INVALID_UTF8` when
 /// `method` is not UTF-8; `LC_RESULT_INVALID_ARGUMENT` when `transport` is no `LC_TRANSPORT_*`
@@ -529,12 +534,15 @@ pub unsafe extern "C" fn lc_classify_sip_opts(
 /// with `has_ticket`): call it once per ticket when the transaction ends (final response,
 /// timeout, or the request is abandoned). Any worker of the same engine, or of another engine on
 /// the same shared cell table, may complete any ticket, also after the rule changed or was
-/// removed. `ticket` is read during the call only.
+/// removed (the engine keeps a removed window rule's cell until its slots are back; completing
+/// such a ticket takes a short lock, other completions none). `ticket` is read during the call
+/// only.
 ///
-/// Any 16 bytes are safe to pass: a ticket that names no window rule the worker can find (the
-/// rule is gone, or the ticket is forged) releases nothing and returns `LC_RESULT_OK`, and no
-/// window ever goes below zero. Completing a real ticket twice frees a slot that is still in
-/// use, so the window admits one more than its size until that transaction ends: don't.
+/// Any 16 bytes are safe to pass: a ticket whose key names no window rule the engine knows
+/// releases nothing and returns `LC_RESULT_OK`; a window never holds more free slots than its
+/// size. A ticket completed twice (or forged with a real rule's key) frees a slot that another
+/// transaction still holds, so the window may admit one more than its size until that
+/// transaction completes: don't.
 ///
 /// # Safety
 /// `worker` from `lc_worker_attach` (this thread only); `ticket` readable.

@@ -170,7 +170,7 @@ static void test_refusals_and_nulls(void) {
     /* A configuration that cannot work is refused, with nothing created: an authorized entry
      * that is neither a SIP URI nor a host, and durations out of order (RFC 6665 §4.2.1.1:
      * the notifier shortens, never lengthens, so min ≤ default ≤ max). */
-    const char *bad_entries[] = {"user@example.net", "sip:", "example..net", "[::zz]", "a/b", "tel:+1"};
+    const char *bad_entries[] = {"", "   ", "user@example.net", "sip:", "example..net", "[::zz]", "a/b", "tel:+1"};
     for (size_t i = 0; i < sizeof bad_entries / sizeof bad_entries[0]; i++) {
         lc_notifier *m2 = (lc_notifier *)&nc;
         nc.authorized = str(bad_entries[i]);
@@ -336,6 +336,8 @@ static void test_bodyless_warnings_and_refusals(void) {
     CHECK(lc_subscriber_new(e, &sc, 0, &s) == LC_RESULT_OK);
     lc_sip_message sub;
     CHECK(lc_subscriber_poll_transmit(s, &sub) == LC_RESULT_OK);
+    /* A SUBSCRIBE has no body: absent, as the header says absent strings are (NULL). */
+    CHECK(sub.body.ptr == NULL && sub.body.len == 0);
     char call_id[64];
     snprintf(call_id, sizeof call_id, "%.*s", (int)sub.call_id.len, (const char *)sub.call_id.ptr);
     char from_tag[64];

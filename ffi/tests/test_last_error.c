@@ -63,6 +63,19 @@ int main(void) {
     CHECK_RESULT(lc_last_error(NULL, 0, NULL), LC_RESULT_NULL_PARAMETER);
     /* lc_last_error never sets the last error, even when it fails: still empty. */
     CHECK_RESULT(last_error(buf, sizeof buf), LC_RESULT_EMPTY);
+    /* ... nor leaves anything behind for a later failing call to report as its own. */
+    {
+        lc_scheduler_config qc0 = {LC_DISCIPLINE_PRIORITY, 1, 1};
+        lc_scheduler *q0 = NULL;
+        CHECK_RESULT(lc_scheduler_new(&qc0, &q0), LC_RESULT_OK);
+        uintptr_t it;
+        lc_class cl;
+        CHECK_RESULT(lc_last_error((uint8_t *)buf, sizeof buf, NULL), LC_RESULT_NULL_PARAMETER);
+        CHECK_RESULT(lc_scheduler_pop(q0, &it, &cl), LC_RESULT_EMPTY);
+        CHECK_RESULT(last_error(buf, sizeof buf), LC_RESULT_OK);
+        CHECK(strcmp(buf, lc_result_text(LC_RESULT_EMPTY)) == 0);
+        lc_scheduler_free(q0);
+    }
 
     lc_engine *e = NULL;
     uint64_t g = 0;

@@ -130,12 +130,27 @@ impl RuleCell {
         Ok(current)
     }
 
-    /// Gives `n` window slots back.
+    /// Gives `n` window slots back, never above the window's `size`: a ticket completed twice
+    /// (or forged) cannot make the window larger than its size for good.
     #[inline]
-    pub fn return_slots(&self, n: u32) {
-        if n > 0 {
-            self.state.fetch_add(u64::from(n), Ordering::AcqRel);
+    pub fn return_slots(&self, n: u32, size: u32) {
+        let mut free = self.state.load(Ordering::Acquire);
+        loop {
+            let next = (free + u64::from(n)).min(u64::from(size));
+            if next == free {
+                return;
+            }
+            match self.replace(free, next) {
+                Ok(_) => return,
+                Err(current) => free = current,
+            }
         }
+    }
+
+    /// Slots of a window cell of `size` that are taken now (a snapshot).
+    pub fn slots_in_use(&self, size: u32) -> u32 {
+        let free = self.state.load(Ordering::Acquire);
+        u32::try_from(u64::from(size).saturating_sub(free)).unwrap_or(0)
     }
 
     /// The raw state (TAT or free slots), for tests and diagnostics.
@@ -252,7 +267,11 @@ mod tests {
         assert_eq!(c.lease_slots(3), 3);
         assert_eq!(c.lease_slots(3), 2);
         assert_eq!(c.lease_slots(3), 0);
-        c.return_slots(4);
+        c.return_slots(4, 5);
         assert_eq!(c.lease_slots(10), 4);
+        // Never more free slots than the window's size, however many come back.
+        c.return_slots(9, 5);
+        assert_eq!(c.slots_in_use(5), 0);
+        assert_eq!(c.lease_slots(10), 5);
     }
 }

@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 
-use super::cell::CellRef;
 use super::stats::{CounterTable, ShardCounters};
 use super::{Decision, ExemptReason, Request, RuleStats, Ticket, Time, Verdict};
 use super::{Inner, LimitParams, NOT_CARRIED, Snapshot};
@@ -29,9 +28,9 @@ enum Local {
     Rate { tokens: u32, next_slot: u64 },
     /// The percent gate (exact per shard).
     Percent(PercentGate),
-    /// Requests this shard admitted and that have not completed (only to keep the cell of a
-    /// removed rule alive until they do; the slots themselves live in the shared cell).
-    Window { outstanding: u32 },
+    /// A window: its slots live in the shared cell (tickets of a removed rule find the cell in
+    /// the engine's retired windows).
+    Window,
 }
 
 impl Local {
@@ -42,18 +41,9 @@ impl Local {
                 next_slot: 0,
             },
             LimitParams::Percent(p) => Local::Percent(PercentGate::new(p)),
-            LimitParams::Window { .. } => Local::Window { outstanding: 0 },
+            LimitParams::Window { .. } => Local::Window,
         }
     }
-}
-
-/// The cell of a window rule that left the snapshot while requests it admitted were
-/// outstanding: their tickets still release into it.
-#[derive(Debug)]
-struct Retired {
-    key: u64,
-    cell: Arc<CellRef>,
-    outstanding: u32,
 }
 
 /// Wall-clock time derived from the monotonic clock, re-synchronised about once a second.
@@ -73,7 +63,6 @@ pub struct Shard {
     local: Vec<Local>,
     /// Rule key → index, built only when a ticket from an older snapshot comes back.
     by_key: Option<HashMap<u64, u32>>,
-    retired: Vec<Retired>,
     counters: Arc<ShardCounters>,
     table: Arc<CounterTable>,
     scratch: Scratch,
@@ -106,7 +95,6 @@ impl Shard {
             snapshot,
             local,
             by_key,
-            retired: Vec::new(),
             counters,
             table,
             scratch: Scratch::default(),
@@ -184,19 +172,6 @@ impl Shard {
                     .unwrap_or_else(|| Local::new(&rule.limit))
             })
             .collect();
-        // Window rules that are gone keep their cell while requests they admitted are out.
-        for (i, state) in old_local.into_iter().enumerate() {
-            if let Some(Local::Window { outstanding }) = state
-                && outstanding > 0
-            {
-                let old = &self.snapshot.rules[i];
-                self.retired.push(Retired {
-                    key: old.key,
-                    cell: Arc::clone(&old.cell),
-                    outstanding,
-                });
-            }
-        }
         let table = Arc::new(CounterTable::for_snapshot(
             &next,
             Some((&self.table, &mapping, &self.counters)),
@@ -298,8 +273,11 @@ impl Shard {
 
     /// Releases the window slot a request took, when its transaction completes — also after
     /// the rule changed or disappeared in a later publish, and also on another shard of the
-    /// same engine than the one that admitted it.
-    pub fn complete(&mut self, ticket: Ticket) {
+    /// same engine than the one that admitted it. Returns whether a window rule was found for
+    /// the ticket (its slot returned; a window never holds more free slots than its size, so a
+    /// ticket completed twice or forged cannot enlarge it for good). A ticket of a rule that
+    /// left the snapshot takes a short lock (the engine's retired windows); others take none.
+    pub fn complete(&mut self, ticket: Ticket) -> bool {
         self.refresh();
         let index = if ticket.generation == self.snapshot.generation()
             && self
@@ -312,24 +290,23 @@ impl Shard {
         } else {
             self.index_of(ticket.key)
         };
-        if let Some(i) = index
-            && let LimitParams::Window { .. } = self.snapshot.rules[i].limit
-        {
-            self.snapshot.rules[i].cell.return_slots(1);
-            self.shared_writes += 1;
-            if let Local::Window { outstanding } = &mut self.local[i] {
-                *outstanding = outstanding.saturating_sub(1);
+        if let Some(i) = index {
+            let rule = &self.snapshot.rules[i];
+            if let LimitParams::Window { size } = rule.limit {
+                rule.cell.return_slots(1, size);
+                self.shared_writes += 1;
+                return true;
             }
-            return;
+            return false;
         }
-        if let Some(pos) = self.retired.iter().position(|r| r.key == ticket.key) {
-            let r = &mut self.retired[pos];
-            r.cell.return_slots(1);
-            self.shared_writes += 1;
-            r.outstanding -= 1;
-            if r.outstanding == 0 {
-                self.retired.swap_remove(pos);
+        let retired = lock(&self.inner.retired_windows);
+        match retired.get(&ticket.key) {
+            Some((cell, size)) => {
+                cell.return_slots(1, *size);
+                self.shared_writes += 1;
+                true
             }
+            None => false,
         }
     }
 
@@ -398,13 +375,12 @@ fn acquire(local: &mut Local, shared: &super::SnapshotRule, now: u64) -> (bool, 
             }
             (false, wrote)
         }
-        (Local::Window { outstanding }, LimitParams::Window { .. }) => {
+        (Local::Window, LimitParams::Window { .. }) => {
             // One slot per admission, straight from the shared cell: a window is exact across
             // shards and a ticket can be completed on any shard.
             if shared.cell.lease_slots(1) == 0 {
                 return (false, false);
             }
-            *outstanding += 1;
             (true, true)
         }
         // Local state always matches the snapshot rule's kind (both come from the same key).

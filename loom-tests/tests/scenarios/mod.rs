@@ -75,7 +75,7 @@ pub fn window_slots_are_never_oversold_or_leaked() {
                 let now = held.fetch_add(1, Ordering::AcqRel) + 1;
                 assert!(now <= 1, "{now} holders of a one-slot window");
                 held.fetch_sub(1, Ordering::AcqRel);
-                cell.return_slots(1);
+                cell.return_slots(1, 1);
             }
         };
         let others: Vec<_> = (0..2)
