@@ -1,10 +1,13 @@
-//! A fixed-work driver for instruction counts: classifies the harness's small-10 or carrier-10k
-//! workload `N` times on one shard, with synthetic time (1 µs apart), inside one
-//! non-inlined function so callgrind can count just that part.
+//! A fixed-work driver for instruction counts: classifies the harness's small-10, carrier-10k
+//! or carrier-100k workload `N` times on one shard, with synthetic time (1 µs apart), inside
+//! one non-inlined function so callgrind can count just that part.
 //!
 //! `valgrind --tool=callgrind --toggle-collect='*classify_loop*' \
 //!   target/release/examples/classify_count small 200000`
-//! (`small`, `carrier` or `floor`; instructions per classification = Ir / N).
+//! (`small`, `carrier`, `carrier100k` or `floor`; instructions per classification = Ir / N).
+//! Under cachegrind the same toggle counts cache misses per classification
+//! (`--tool=cachegrind --cache-sim=yes --D1=65536,8,64 --LL=33554432,16,64`, then
+//! `cg_annotate` on the functions `classify_loop` calls).
 
 use std::hint::black_box;
 
@@ -41,6 +44,7 @@ fn main() {
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(200_000);
     let policy = match which.as_str() {
         "carrier" | "floor" => carrier_policy(10_000, 42),
+        "carrier100k" => carrier_policy(100_000, 42),
         _ => small_policy(42),
     };
     let mix = requests(&policy, 20_000, 7);
