@@ -171,6 +171,8 @@ fn split_byte(s: &str, b: u8) -> Option<(&str, &str)> {
 }
 
 const PLAIN: u8 = 0;
+// The scan ORs classes together: only PLAIN may be 0.
+const _: () = assert!(PLAIN == 0);
 const BAD: u8 = 1;
 const PERCENT: u8 = 2;
 const COLON: u8 = 3;
@@ -254,7 +256,18 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
     let mut i = 0;
     loop {
         // Plain bytes in a tight loop of their own, so the dispatch below (which the compiler
-        // makes a jump table) runs only at delimiters.
+        // makes a jump table) runs only at delimiters: eight at a time while eight remain (one
+        // bounds check and one branch per eight; PLAIN is 0, so the classes OR to 0 only when
+        // all eight are plain), then byte by byte up to the delimiter.
+        while let Some(chunk) = b.get(i..i + 8).and_then(|c| <&[u8; 8]>::try_from(c).ok()) {
+            let any = chunk
+                .iter()
+                .fold(PLAIN, |any, &c| any | BYTE_CLASS[usize::from(c)]);
+            if any != PLAIN {
+                break;
+            }
+            i += 8;
+        }
         while i < b.len() && BYTE_CLASS[usize::from(b[i])] == PLAIN {
             i += 1;
         }
