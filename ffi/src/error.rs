@@ -28,11 +28,6 @@ pub(crate) fn detail(message: impl Display) {
     let _ = PENDING.try_with(|p| *p.borrow_mut() = Some(message));
 }
 
-/// Forgets a detail no call has taken (a call starts without one).
-pub(crate) fn clear_pending() {
-    let _ = PENDING.try_with(|p| p.borrow_mut().take());
-}
-
 /// [`detail`], then `code`: `return fail(Code::X, format_args!(…))` in a body.
 pub(crate) fn fail(code: Code, message: impl Display) -> Code {
     detail(message);

@@ -189,7 +189,6 @@ impl lc_str {
 /// thread's last error ([`error`]): the body's detail, else the code's text, else (a panic)
 /// the panic's message when it is a string.
 fn boundary(body: impl FnOnce() -> Code) -> lc_result {
-    error::clear_pending();
     let (code, panic_text) = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(code) => (code, None),
         Err(payload) => (Code::Panic, error::panic_text(payload.as_ref())),
