@@ -632,12 +632,13 @@ impl Engine {
                 #[cfg(loadctl_loom_mutant)]
                 let cells = &FxHashMap::<u64, (Arc<CellRef>, u32)>::default();
                 // On an error the cells claimed so far drop with `next_cells`: nothing changed.
-                let (cell, before) = match cells.get(&key) {
-                    Some((cell, i)) => (Arc::clone(cell), *i),
-                    // A window rule that comes back takes back the cell its tickets release into.
-                    None if retired.contains_key(&key) => {
-                        (Arc::clone(&retired[&key].0), NOT_CARRIED)
-                    }
+                // A window rule that comes back takes back the cell its tickets release into.
+                let kept = cells
+                    .get(&key)
+                    .map(|(cell, i)| (cell, *i))
+                    .or_else(|| retired.get(&key).map(|(cell, _)| (cell, NOT_CARRIED)));
+                let (cell, before) = match kept {
+                    Some((cell, i)) => (Arc::clone(cell), i),
                     None => (
                         limit
                             .new_cell(key, &self.inner.unused_cell, self.inner.cell_table)
