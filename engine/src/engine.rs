@@ -210,10 +210,9 @@ pub(crate) enum LimitParams {
         interval_ns: Option<u64>,
         /// (b − 1)·T, less the look-ahead (so leased tokens never widen the burst).
         tolerance_ns: u64,
-        /// Tokens per lease.
+        /// Tokens per lease. A lease of more than one token may reach the engine's lease
+        /// period ahead of now (stale leases expire after as long); one of one token, not.
         lease: u32,
-        /// How far ahead of now a lease may reach; stale leases expire after as long.
-        ahead_ns: u64,
     },
     /// A per-shard deterministic gate.
     Percent(f64),
@@ -234,7 +233,6 @@ impl LimitParams {
                         interval_ns: None,
                         tolerance_ns: 0,
                         lease: 1,
-                        ahead_ns: 0,
                     };
                 }
                 let interval = (1e9 / r).round() as u64;
@@ -251,7 +249,6 @@ impl LimitParams {
                     interval_ns: Some(interval),
                     tolerance_ns: interval.saturating_mul(burst - 1).saturating_sub(ahead),
                     lease,
-                    ahead_ns: ahead,
                 }
             }
             Limit::Percent(p) => LimitParams::Percent(p.value()),

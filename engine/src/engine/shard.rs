@@ -12,39 +12,12 @@
 
 use std::collections::HashMap;
 
-use super::stats::{CounterTable, ShardCounters};
+use super::stats::{Alt, CounterTable, HotRow, RowLimit, ShardCounters};
 use super::{Decision, ExemptReason, Request, RuleStats, Ticket, Time, Verdict};
 use super::{Inner, LimitParams, NOT_CARRIED, Snapshot};
 use crate::compile::Scratch;
 use crate::limit::PercentGate;
-use crate::policy::AltAction;
 use crate::sync::{Arc, Ordering, lock};
-
-/// This shard's part of a rule's limit.
-#[derive(Debug)]
-enum Local {
-    /// Tokens leased from the cell and not yet spent; the next one's GCRA slot is
-    /// `next_slot` (the rest follow one interval apart).
-    Rate { tokens: u32, next_slot: u64 },
-    /// The percent gate (exact per shard).
-    Percent(PercentGate),
-    /// A window: its slots live in the shared cell (tickets of a removed rule find the cell in
-    /// the engine's retired windows).
-    Window,
-}
-
-impl Local {
-    fn new(limit: &LimitParams) -> Self {
-        match *limit {
-            LimitParams::Rate { .. } => Local::Rate {
-                tokens: 0,
-                next_slot: 0,
-            },
-            LimitParams::Percent(p) => Local::Percent(PercentGate::new(p)),
-            LimitParams::Window { .. } => Local::Window,
-        }
-    }
-}
 
 /// Wall-clock time derived from the monotonic clock, re-synchronised about once a second.
 #[derive(Debug, Default)]
@@ -60,7 +33,6 @@ const WALL_RESYNC_NS: u64 = 1_000_000_000;
 pub struct Shard {
     inner: Arc<Inner>,
     snapshot: Arc<Snapshot>,
-    local: Vec<Local>,
     /// Rule key → index, built only when a ticket from an older snapshot comes back.
     by_key: Option<HashMap<u64, u32>>,
     counters: Arc<ShardCounters>,
@@ -68,6 +40,9 @@ pub struct Shard {
     scratch: Scratch,
     wall: WallSync,
     shared_writes: u64,
+    /// The engine's lease period: how far ahead of now a lease of more than one token reaches
+    /// (the `ahead_ns` of [`LimitParams::Rate`]).
+    lease_period_ns: u64,
 }
 
 impl std::fmt::Debug for Shard {
@@ -84,16 +59,13 @@ impl Shard {
         let table = Arc::new(CounterTable::for_snapshot(&snapshot, None));
         let counters = Arc::new(ShardCounters::new(Arc::clone(&table)));
         lock(&inner.registry).shards.push(Arc::clone(&counters));
-        let local = snapshot
-            .rules
-            .iter()
-            .map(|r| Local::new(&r.limit))
-            .collect();
         let by_key = None;
+        let lease_period_ns =
+            u64::try_from(inner.config.lease_period.as_nanos()).unwrap_or(u64::MAX);
         Self {
+            lease_period_ns,
             inner,
             snapshot,
-            local,
             by_key,
             counters,
             table,
@@ -157,21 +129,6 @@ impl Shard {
                 .map(|r| old.get(&r.key).copied().unwrap_or(NOT_CARRIED))
                 .collect()
         };
-        let mut old_local: Vec<Option<Local>> = std::mem::take(&mut self.local)
-            .into_iter()
-            .map(Some)
-            .collect();
-        let local = next
-            .rules
-            .iter()
-            .zip(&mapping)
-            .map(|(rule, &old)| {
-                old_local
-                    .get_mut(old as usize)
-                    .and_then(Option::take)
-                    .unwrap_or_else(|| Local::new(&rule.limit))
-            })
-            .collect();
         let table = Arc::new(CounterTable::for_snapshot(
             &next,
             Some((&self.table, &mapping, &self.counters)),
@@ -179,7 +136,6 @@ impl Shard {
         self.counters.table.store(Arc::clone(&table));
         self.table = table;
         self.by_key = None;
-        self.local = local;
         self.snapshot = next;
     }
 
@@ -227,45 +183,59 @@ impl Shard {
                 ticket: None,
             };
         };
-        let rule = &snapshot.policy.rules()[i];
-        let shared = &snapshot.rules[i];
-        let counters = &self.table.counters[i];
-        ShardCounters::bump(&counters.matched);
-        let (admitted, wrote) = acquire(&mut self.local[i], shared, time.monotonic_ns);
-        self.shared_writes += u64::from(wrote);
-        if admitted {
-            ShardCounters::bump(&counters.accepted);
-            let ticket = matches!(shared.limit, LimitParams::Window { .. }).then_some(Ticket {
-                key: shared.key,
-                index: i as u32,
-                generation: snapshot.generation(),
-            });
+        // Everything deciding needs is in the rule's row of this shard's table: one line.
+        let Some(row) = self.table.rows.get(i) else {
+            // Not reached: the table has a row per rule of the snapshot it was built for.
+            ShardCounters::bump(&self.counters.unmatched);
             return Decision {
                 verdict: Verdict::Accept,
-                rule: Some(rule),
+                rule: None,
+                exempt: None,
+                ticket: None,
+            };
+        };
+        let rule = snapshot.policy.rules().get(i);
+        let (admitted, wrote) = acquire(row, time.monotonic_ns, self.lease_period_ns);
+        self.shared_writes += u64::from(wrote);
+        if admitted {
+            ShardCounters::bump(&row.accepted);
+            let ticket = match row.limit {
+                RowLimit::Window { key } => Some(Ticket {
+                    key,
+                    index: i as u32,
+                    generation: snapshot.generation(),
+                }),
+                _ => None,
+            };
+            return Decision {
+                verdict: Verdict::Accept,
+                rule,
                 exempt: None,
                 ticket,
             };
         }
-        let verdict = match rule.alt_action() {
-            AltAction::Reject => Verdict::Reject,
-            AltAction::Drop if req.transport.is_reliable() => Verdict::Drop,
-            AltAction::Drop => Verdict::Reject,
-            AltAction::Redirect(_) if rule.redirect_refused() => {
-                ShardCounters::bump(&counters.redirect_refused);
+        let cold = self.table.cold.get(i);
+        let verdict = match row.alt {
+            Alt::Reject => Verdict::Reject,
+            Alt::Drop if req.transport.is_reliable() => Verdict::Drop,
+            Alt::Drop => Verdict::Reject,
+            Alt::RedirectRefused => {
+                if let Some(c) = cold {
+                    ShardCounters::bump(&c.redirect_refused);
+                }
                 Verdict::Reject
             }
-            AltAction::Redirect(_) => Verdict::Redirect,
+            Alt::Redirect => Verdict::Redirect,
         };
-        match verdict {
-            Verdict::Reject => ShardCounters::bump(&counters.rejected),
-            Verdict::Redirect => ShardCounters::bump(&counters.redirected),
-            Verdict::Drop => ShardCounters::bump(&counters.dropped),
-            Verdict::Accept => {}
+        match (verdict, cold) {
+            (Verdict::Reject, _) => ShardCounters::bump(&row.rejected),
+            (Verdict::Redirect, Some(c)) => ShardCounters::bump(&c.redirected),
+            (Verdict::Drop, Some(c)) => ShardCounters::bump(&c.dropped),
+            _ => {}
         }
         Decision {
             verdict,
-            rule: Some(rule),
+            rule,
             exempt: None,
             ticket: None,
         }
@@ -312,7 +282,7 @@ impl Shard {
 
     /// This shard's counters for rule `i` of its snapshot.
     pub fn rule_stats(&self, i: usize) -> Option<RuleStats> {
-        self.table.counters.get(i).map(|c| c.read())
+        (i < self.table.rows.len()).then(|| self.table.read(i))
     }
 
     /// Requests this shard let through as exempt, for every reason.
@@ -335,56 +305,58 @@ impl Shard {
     }
 }
 
-/// Asks a rule's limiter; returns (admitted, wrote the shared cell).
+/// Asks a rule's limiter (its row on this shard); returns (admitted, wrote the shared cell).
 #[inline]
-fn acquire(local: &mut Local, shared: &super::SnapshotRule, now: u64) -> (bool, bool) {
-    match (local, shared.limit) {
-        (Local::Percent(g), _) => (g.try_acquire(), false),
-        (
-            Local::Rate { tokens, next_slot },
-            LimitParams::Rate {
-                interval_ns,
-                tolerance_ns,
-                lease,
-                ahead_ns,
-            },
-        ) => {
-            let Some(interval) = interval_ns else {
-                return (false, false);
-            };
+fn acquire(row: &HotRow, now: u64, lease_period_ns: u64) -> (bool, bool) {
+    match row.limit {
+        RowLimit::Percent { step } => {
+            let acc = u32::try_from(row.state.load(Ordering::Relaxed)).unwrap_or(0);
+            let (admit, next) = PercentGate::advance(step, acc);
+            row.state.store(u64::from(next), Ordering::Relaxed);
+            (admit, false)
+        }
+        RowLimit::Closed => (false, false),
+        RowLimit::Rate {
+            interval_ns: interval,
+            tolerance_ns,
+            lease,
+        } => {
+            // With one token per lease there is nothing to look ahead for.
+            let ahead_ns = if lease > 1 { lease_period_ns } else { 0 };
+            let mut tokens = row.tokens.load(Ordering::Relaxed);
+            let mut next_slot = row.state.load(Ordering::Relaxed);
             let mut wrote = false;
-            if *tokens == 0 || next_slot.saturating_add(ahead_ns) < now {
+            if tokens == 0 || next_slot.saturating_add(ahead_ns) < now {
                 // None left, or the ones left are stale: lease afresh.
                 let (k, first) =
-                    shared
-                        .cell
+                    row.cell
                         .lease_tokens(now, interval, tolerance_ns, ahead_ns, lease);
                 if k == 0 {
-                    *tokens = 0;
+                    row.tokens.store(0, Ordering::Relaxed);
                     return (false, false);
                 }
-                *tokens = k;
-                *next_slot = first;
+                tokens = k;
+                next_slot = first;
                 wrote = true;
             }
             // A token may be spent from its slot minus the tolerance on (GCRA conformance).
-            if *next_slot <= now.saturating_add(tolerance_ns) {
-                *tokens -= 1;
-                *next_slot = next_slot.saturating_add(interval);
-                return (true, wrote);
+            let admit = next_slot <= now.saturating_add(tolerance_ns);
+            if admit {
+                tokens -= 1;
+                next_slot = next_slot.saturating_add(interval);
             }
-            (false, wrote)
+            row.tokens.store(tokens, Ordering::Relaxed);
+            row.state.store(next_slot, Ordering::Relaxed);
+            (admit, wrote)
         }
-        (Local::Window, LimitParams::Window { .. }) => {
+        RowLimit::Window { .. } => {
             // One slot per admission, straight from the shared cell: a window is exact across
             // shards and a ticket can be completed on any shard.
-            if shared.cell.lease_slots(1) == 0 {
+            if row.cell.lease_slots(1) == 0 {
                 return (false, false);
             }
             (true, true)
         }
-        // Local state always matches the snapshot rule's kind (both come from the same key).
-        _ => (false, false),
     }
 }
 

@@ -1,8 +1,9 @@
 //! Counters: kept per shard without shared writes, summed when read.
 //!
-//! Each shard owns a [`CounterTable`] (one row of counters per rule of its snapshot). Only that
-//! shard writes it, with plain relaxed loads and stores (no read-modify-write, no lock);
-//! readers sum all shards' tables. When a shard re-maps to a new snapshot it copies the rows of
+//! Each shard owns a [`CounterTable`] (one row per rule of its snapshot: a [`HotRow`] line with
+//! the rule's common counters, the shard's limiter state and what deciding needs, plus rarer
+//! counters apart). Only that shard writes it, with plain relaxed loads and stores (no
+//! read-modify-write, no lock); readers sum all shards' tables. When a shard re-maps to a new snapshot it copies the rows of
 //! kept rules into a new table and folds the rows of removed rules into per-source totals, so
 //! nothing counted is ever lost: at any time, exempt + unmatched + Σ matched equals the
 //! requests classified (up to the few in flight on busy shards).
@@ -10,38 +11,134 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::{ExemptReason, Inner, RuleStats, Snapshot};
-use crate::policy::Limit;
-use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Name, Ordering, lock};
+use super::cell::CellRef;
+use super::{ExemptReason, Inner, LimitParams, RuleStats, Snapshot, SnapshotRule};
+use crate::limit::PercentGate;
+use crate::policy::{AltAction, Limit};
+use crate::sync::{Arc, ArcSwap, AtomicU32, AtomicU64, Mutex, Name, Ordering, lock};
 
-/// One rule's counters on one shard.
-#[derive(Debug, Default)]
-pub(crate) struct AtomicCounters {
-    pub(crate) matched: AtomicU64,
+/// What a shard does with a request its rule does not admit (the rule's alt-action, with the
+/// notifier's redirect targets already vetted at compile time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Alt {
+    /// 503.
+    Reject,
+    /// Drop (a 503 on unreliable transports, where a silent drop would only cause
+    /// retransmissions).
+    Drop,
+    /// 3xx to the rule's targets.
+    Redirect,
+    /// A redirect the configuration refuses: 503, counted as refused.
+    RedirectRefused,
+}
+
+/// How a shard enforces one rule's limit: the snapshot's [`LimitParams`], copied into the
+/// rule's [`HotRow`] so that deciding never reads the snapshot's rule list.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RowLimit {
+    /// GCRA with leases (see [`LimitParams::Rate`]); the look-ahead is the engine's lease
+    /// period when `lease > 1`, else 0.
+    Rate {
+        interval_ns: u64,
+        tolerance_ns: u64,
+        lease: u32,
+    },
+    /// Rate 0: nothing is admitted.
+    Closed,
+    /// The percent gate's step ([`PercentGate::step`]); its accumulator is the row's `state`.
+    Percent { step: u32 },
+    /// A window; `key` goes into the tickets it issues.
+    Window { key: u64 },
+}
+
+/// One rule on one shard: everything `classify` reads and writes for a matched request, in one
+/// cache line — the counters of the two common outcomes (readers sum them), this shard's
+/// limiter state, the limit and the alt-action, and the rule's shared cell. Only the owning
+/// shard writes it, with relaxed loads and stores (no read-modify-write).
+#[derive(Debug)]
+#[repr(align(64))]
+pub(crate) struct HotRow {
     pub(crate) accepted: AtomicU64,
     pub(crate) rejected: AtomicU64,
+    /// Rate: the GCRA slot of the next leased token. Percent: the gate's accumulator.
+    pub(crate) state: AtomicU64,
+    /// Rate: tokens left of the current lease.
+    pub(crate) tokens: AtomicU32,
+    pub(crate) alt: Alt,
+    pub(crate) limit: RowLimit,
+    pub(crate) cell: Arc<CellRef>,
+}
+
+// A matched request touches one line of the table (loom's atomics are larger).
+#[cfg(not(loadctl_loom))]
+const _: () = assert!(std::mem::size_of::<HotRow>() == 64);
+
+impl HotRow {
+    /// A fresh row for `rule` (limiter state empty, counters from `stats`).
+    fn new(rule: &SnapshotRule, alt: Alt, stats: &RuleStats) -> Self {
+        let (limit, state) = match rule.limit {
+            LimitParams::Rate {
+                interval_ns: Some(interval_ns),
+                tolerance_ns,
+                lease,
+                ..
+            } => (
+                RowLimit::Rate {
+                    interval_ns,
+                    tolerance_ns,
+                    lease,
+                },
+                0,
+            ),
+            LimitParams::Rate {
+                interval_ns: None, ..
+            } => (RowLimit::Closed, 0),
+            LimitParams::Percent(p) => (
+                RowLimit::Percent {
+                    step: PercentGate::new(p).step(),
+                },
+                0,
+            ),
+            LimitParams::Window { .. } => (RowLimit::Window { key: rule.key }, 0),
+        };
+        Self {
+            accepted: AtomicU64::new(stats.accepted),
+            rejected: AtomicU64::new(stats.rejected),
+            state: AtomicU64::new(state),
+            tokens: AtomicU32::new(0),
+            alt,
+            limit,
+            cell: Arc::clone(&rule.cell),
+        }
+    }
+
+    /// Takes over `old`'s limiter state (the same rule in the previous snapshot).
+    fn carry_state(&self, old: &HotRow) {
+        let same_kind = matches!(
+            (self.limit, old.limit),
+            (RowLimit::Rate { .. }, RowLimit::Rate { .. })
+                | (RowLimit::Percent { .. }, RowLimit::Percent { .. })
+        );
+        if same_kind {
+            self.state
+                .store(old.state.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.tokens
+                .store(old.tokens.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+}
+
+/// One rule's rarer counters on one shard (outside the hot row).
+#[derive(Debug, Default)]
+pub(crate) struct ColdCounters {
     pub(crate) redirected: AtomicU64,
     pub(crate) dropped: AtomicU64,
     pub(crate) redirect_refused: AtomicU64,
 }
 
-impl AtomicCounters {
-    pub(crate) fn read(&self) -> RuleStats {
-        RuleStats {
-            matched: self.matched.load(Ordering::Relaxed),
-            accepted: self.accepted.load(Ordering::Relaxed),
-            rejected: self.rejected.load(Ordering::Relaxed),
-            redirected: self.redirected.load(Ordering::Relaxed),
-            dropped: self.dropped.load(Ordering::Relaxed),
-            redirect_refused: self.redirect_refused.load(Ordering::Relaxed),
-        }
-    }
-
-    fn from_stats(s: RuleStats) -> Self {
+impl ColdCounters {
+    fn from_stats(s: &RuleStats) -> Self {
         Self {
-            matched: AtomicU64::new(s.matched),
-            accepted: AtomicU64::new(s.accepted),
-            rejected: AtomicU64::new(s.rejected),
             redirected: AtomicU64::new(s.redirected),
             dropped: AtomicU64::new(s.dropped),
             redirect_refused: AtomicU64::new(s.redirect_refused),
@@ -61,60 +158,109 @@ impl RuleStats {
     }
 }
 
-/// A shard's counters for the rules of one snapshot.
+/// A shard's rows for the rules of one snapshot.
 #[derive(Debug)]
 pub(crate) struct CounterTable {
     /// The snapshot the rows belong to (rule keys and source names come from it).
     snapshot: Arc<Snapshot>,
-    pub(crate) counters: Vec<AtomicCounters>,
+    pub(crate) rows: Vec<HotRow>,
+    pub(crate) cold: Vec<ColdCounters>,
 }
 
 impl CounterTable {
     /// A table for `next`; with `prev` (the old table, where each new rule was in it, and the
-    /// shard), rows of kept rules carry over and rows of removed rules are folded into the
-    /// shard's per-source totals.
+    /// shard), rows of kept rules carry their counters and limiter state over and rows of
+    /// removed rules are folded into the shard's per-source totals.
     pub(crate) fn for_snapshot(
         next: &Arc<Snapshot>,
         prev: Option<(&Arc<CounterTable>, &[u32], &Arc<ShardCounters>)>,
     ) -> Self {
         let snapshot = Arc::clone(next);
-        let Some((old, mapping, shard)) = prev else {
-            let counters = next
-                .rules
-                .iter()
-                .map(|_| AtomicCounters::default())
-                .collect();
-            return Self { snapshot, counters };
-        };
-        let mut kept = vec![false; old.counters.len()];
-        let counters = mapping
-            .iter()
-            .map(|&o| match old.counters.get(o as usize) {
-                Some(c) => {
-                    kept[o as usize] = true;
-                    AtomicCounters::from_stats(c.read())
+        let policy = next.policy().rules();
+        let fresh = |i: usize, stats: &RuleStats| {
+            let alt = match (policy.get(i).map(|r| r.alt_action()), policy.get(i)) {
+                (Some(AltAction::Drop), _) => Alt::Drop,
+                (Some(AltAction::Redirect(_)), Some(r)) if r.redirect_refused() => {
+                    Alt::RedirectRefused
                 }
-                None => AtomicCounters::default(),
-            })
-            .collect();
+                (Some(AltAction::Redirect(_)), _) => Alt::Redirect,
+                _ => Alt::Reject,
+            };
+            HotRow::new(&next.rules[i], alt, stats)
+        };
+        let Some((old, mapping, shard)) = prev else {
+            let zero = RuleStats::default();
+            let rows = (0..next.rules.len()).map(|i| fresh(i, &zero)).collect();
+            let cold = next.rules.iter().map(|_| ColdCounters::default()).collect();
+            return Self {
+                snapshot,
+                rows,
+                cold,
+            };
+        };
+        let mut kept = vec![false; old.rows.len()];
+        let mut rows = Vec::with_capacity(mapping.len());
+        let mut cold = Vec::with_capacity(mapping.len());
+        for (i, &o) in mapping.iter().enumerate() {
+            let o = o as usize;
+            let stats = if o < old.rows.len() {
+                kept[o] = true;
+                old.read(o)
+            } else {
+                RuleStats::default()
+            };
+            let row = fresh(i, &stats);
+            if let Some(prev_row) = old.rows.get(o) {
+                row.carry_state(prev_row);
+            }
+            rows.push(row);
+            cold.push(ColdCounters::from_stats(&stats));
+        }
         let mut retired = lock(&shard.retired);
         for (i, keep) in kept.iter().enumerate() {
             if !keep {
                 retired
                     .entry(old.snapshot.source_name(i))
                     .or_default()
-                    .add(&old.counters[i].read());
+                    .add(&old.read(i));
             }
         }
-        Self { snapshot, counters }
+        Self {
+            snapshot,
+            rows,
+            cold,
+        }
+    }
+
+    /// The counters of row `i` (zero past the end). `matched` is the sum of the outcomes:
+    /// every matched request ends in exactly one of accepted, rejected, redirected, dropped.
+    pub(crate) fn read(&self, i: usize) -> RuleStats {
+        let (Some(h), Some(c)) = (self.rows.get(i), self.cold.get(i)) else {
+            return RuleStats::default();
+        };
+        let s = RuleStats {
+            matched: 0,
+            accepted: h.accepted.load(Ordering::Relaxed),
+            rejected: h.rejected.load(Ordering::Relaxed),
+            redirected: c.redirected.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
+            redirect_refused: c.redirect_refused.load(Ordering::Relaxed),
+        };
+        RuleStats {
+            matched: s.accepted + s.rejected + s.redirected + s.dropped,
+            ..s
+        }
     }
 
     /// (rule key, source name, counters) of each row.
-    fn rows(&self) -> impl Iterator<Item = (u64, Name, &AtomicCounters)> {
-        self.counters
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (self.snapshot.key(i), self.snapshot.source_name(i), c))
+    fn stats_rows(&self) -> impl Iterator<Item = (u64, Name, RuleStats)> + '_ {
+        (0..self.rows.len()).map(|i| {
+            (
+                self.snapshot.key(i),
+                self.snapshot.source_name(i),
+                self.read(i),
+            )
+        })
     }
 }
 
@@ -172,12 +318,12 @@ pub(crate) fn detach(inner: &Inner, counters: &Arc<ShardCounters>, _snapshot: &S
         lock(&inner.registry)
     };
     let table = counters.table.load_full();
-    for (k, src, c) in table.rows() {
+    for (k, src, c) in table.stats_rows() {
         reg.detached_rules
             .entry(k)
             .or_insert_with(|| (Name::clone(&src), RuleStats::default()))
             .1
-            .add(&c.read());
+            .add(&c);
     }
     for (src, stats) in lock(&counters.retired).iter() {
         reg.detached_sources
@@ -248,8 +394,8 @@ pub(crate) fn collect(inner: &Inner) -> EngineStats {
     };
     for shard in &reg.shards {
         let table = shard.table.load_full();
-        for (k, src, c) in table.rows() {
-            add(k, &src, &c.read());
+        for (k, src, c) in table.stats_rows() {
+            add(k, &src, &c);
         }
         exempt.add_counters(&shard.exempt);
         unmatched += shard.unmatched.load(Ordering::Relaxed);

@@ -98,12 +98,25 @@ impl PercentGate {
     /// Decides the next request.
     #[inline]
     pub fn try_acquire(&mut self) -> bool {
-        self.accumulator += self.step;
-        if self.accumulator >= PERCENT_SCALE {
-            self.accumulator -= PERCENT_SCALE;
-            true
+        let (admit, next) = Self::advance(self.step, self.accumulator);
+        self.accumulator = next;
+        admit
+    }
+
+    /// The share accepted per request, in units of 10⁻⁴ % (1,000,000 is 100 %).
+    pub fn step(&self) -> u32 {
+        self.step
+    }
+
+    /// One decision of a gate with `step` whose accumulator holds `accumulator`: whether the
+    /// request is accepted, and the accumulator after it (for a gate kept outside this type).
+    #[inline]
+    pub fn advance(step: u32, accumulator: u32) -> (bool, u32) {
+        let acc = accumulator.saturating_add(step.min(PERCENT_SCALE));
+        if acc >= PERCENT_SCALE {
+            (true, acc - PERCENT_SCALE)
         } else {
-            false
+            (false, acc)
         }
     }
 }
