@@ -436,9 +436,11 @@ fn lower(s: &str) -> Box<[u8]> {
     s.to_ascii_lowercase().into_bytes().into()
 }
 
-/// Where the anchors of one header field are indexed. Entries are `rule << 1 | sufficient`:
-/// `sufficient` says a hit alone proves the rule's call-identity matches (the hit identity has
-/// no excepts or parameters to compare, and its `<sip>` block tests no other field).
+/// Where the anchors of one header field are indexed. Entries are
+/// `rule << ENTRY_RULE_SHIFT | method << 1 | sufficient` (see [`entry`]): `sufficient` says a hit
+/// alone proves the rule's call-identity matches (the hit identity has no excepts or parameters
+/// to compare, and its `<sip>` block tests no other field); `method` lets the common rule be
+/// checked from the entry alone, without reading the rule.
 ///
 /// A numeric prefix is found through the tries both ways it can match: by the number's digits
 /// (a walk) and by a local number's phone-context naming exactly the prefix (an exact lookup
@@ -571,6 +573,44 @@ fn method_code(method: &str) -> Option<u8> {
 
 /// The default set (INVITE … PUBLISH) as method bits.
 const DEFAULT_METHOD_BITS: u16 = 0b11_1111;
+
+/// Where the rule index starts in an index entry.
+const ENTRY_RULE_SHIFT: u32 = 5;
+/// Rules past this index are not indexed (they are checked for every request instead): their
+/// index does not fit an entry. No real policy comes near (134 million rules).
+const ENTRY_MAX_RULE: u32 = u32::MAX >> ENTRY_RULE_SHIFT;
+/// Entry method code: the rule applies to the default methods and nothing else is to check.
+const ENTRY_DEFAULT_METHODS: u32 = 14;
+/// Entry method code: check the rule's conditions in full (an extension method, validity, a
+/// target, or a rule that never matches).
+const ENTRY_CHECK: u32 = 15;
+// Codes 0..=13 are one well-known method (`method_code`): they must stay below the two above.
+const _: () = assert!(13 < ENTRY_DEFAULT_METHODS && ENTRY_CHECK < 1 << (ENTRY_RULE_SHIFT - 1));
+
+/// The index entry of rule `rule` (at most [`ENTRY_MAX_RULE`]) with `meta`: what a candidate
+/// check needs when the rule is plain (a well-known method or the default ones, no validity,
+/// no target), so that checking it reads no per-rule data.
+fn entry(rule: u32, meta: &RuleMeta, sufficient: bool) -> u32 {
+    let plain = !meta.never && !meta.other_method && !meta.slow;
+    let code = match meta.methods {
+        _ if !plain => ENTRY_CHECK,
+        DEFAULT_METHOD_BITS => ENTRY_DEFAULT_METHODS,
+        m if m.count_ones() == 1 => m.trailing_zeros(),
+        _ => ENTRY_CHECK,
+    };
+    rule << ENTRY_RULE_SHIFT | code << 1 | u32::from(sufficient)
+}
+
+/// Whether a request with method code `request` passes the method test of an entry with
+/// `code`; `None` when the entry says to check the rule in full.
+#[inline]
+fn entry_method_ok(code: u32, request: Option<u8>) -> Option<bool> {
+    match code {
+        ENTRY_CHECK => None,
+        ENTRY_DEFAULT_METHODS => Some(request.is_some_and(|c| DEFAULT_METHOD_BITS & (1 << c) != 0)),
+        one => Some(request.is_some_and(|c| u32::from(c) == one)),
+    }
+}
 
 fn field_slot(f: Field) -> usize {
     match f {
@@ -706,8 +746,22 @@ impl Matcher {
             }
             sips.end = m.sips.len() as u32;
             let never = c.never_matches();
+            let (methods, other_method) = match &c.method {
+                None => (DEFAULT_METHOD_BITS, false),
+                Some(name) => match method_code(name.as_str()) {
+                    Some(code) => (1 << code, false),
+                    None => (0, true),
+                },
+            };
+            let meta = RuleMeta {
+                methods,
+                other_method,
+                never,
+                slow: c.validity.is_some() || target.is_some(),
+            };
+            m.meta.push(meta);
             if !never {
-                if sips.start == sips.end {
+                if sips.start == sips.end || i > ENTRY_MAX_RULE {
                     m.always.push(i);
                 }
                 for &block in &m.sips[sips.range()] {
@@ -723,11 +777,11 @@ impl Matcher {
                         .min_by_key(|(_, ids)| ids.len());
                     let single_field = fields.len() == 1;
                     match anchor {
-                        Some((f, ids)) => ids.iter().for_each(|id| {
+                        Some((f, ids)) if i <= ENTRY_MAX_RULE => ids.iter().for_each(|id| {
                             let sufficient = single_field && id.hit_suffices();
-                            index[field_slot(f)].insert(id, i << 1 | u32::from(sufficient))
+                            index[field_slot(f)].insert(id, entry(i, &meta, sufficient))
                         }),
-                        None => {
+                        _ => {
                             if m.always.last() != Some(&i) {
                                 m.always.push(i);
                             }
@@ -736,19 +790,6 @@ impl Matcher {
                 }
                 m.uses_target |= target.is_some();
             }
-            let (methods, other_method) = match &c.method {
-                None => (DEFAULT_METHOD_BITS, false),
-                Some(name) => match method_code(name.as_str()) {
-                    Some(code) => (1 << code, false),
-                    None => (0, true),
-                },
-            };
-            m.meta.push(RuleMeta {
-                methods,
-                other_method,
-                never,
-                slow: c.validity.is_some() || target.is_some(),
-            });
             let extra =
                 if scope.is_some() || other_method || c.validity.is_some() || target.is_some() {
                     m.extras.push(RuleExtra {
@@ -1158,11 +1199,12 @@ impl CompiledPolicy {
                 self.matcher.index[slot].lookup(c, candidates);
             }
         }
-        // Entries are `rule << 1 | sufficient`: sorting orders by rule; `dedup_by` folds hits
-        // on one rule into the first, keeping `sufficient` if any of them had it.
+        // Entries are `rule << ENTRY_RULE_SHIFT | method << 1 | sufficient` ([`entry`]):
+        // sorting orders by rule; `dedup_by` folds hits on one rule into the first, keeping
+        // `sufficient` if any of them had it (the method code is the rule's, the same in all).
         candidates.sort_unstable();
         candidates.dedup_by(|later, earlier| {
-            let same = *later >> 1 == *earlier >> 1;
+            let same = *later >> ENTRY_RULE_SHIFT == *earlier >> ENTRY_RULE_SHIFT;
             if same {
                 *earlier |= *later & 1;
             }
@@ -1173,8 +1215,9 @@ impl CompiledPolicy {
         let (mut a, mut b) = (0, 0);
         let (cands, always) = (&candidates[..], &self.matcher.always[..]);
         loop {
-            let (rule, sufficient) =
-                match (cands.get(a).map(|&e| (e >> 1, e & 1 == 1)), always.get(b)) {
+            let split = |e: u32| (e >> ENTRY_RULE_SHIFT, (e >> 1) & 0xf, e & 1 == 1);
+            let (rule, method_code, sufficient) =
+                match (cands.get(a).map(|&e| split(e)), always.get(b)) {
                     (None, None) => return None,
                     (Some(x), None) => {
                         a += 1;
@@ -1182,7 +1225,7 @@ impl CompiledPolicy {
                     }
                     (None, Some(&y)) => {
                         b += 1;
-                        (y, false)
+                        (y, ENTRY_CHECK, false)
                     }
                     (Some(x), Some(&y)) => {
                         if x.0 <= y {
@@ -1193,16 +1236,19 @@ impl CompiledPolicy {
                             x
                         } else {
                             b += 1;
-                            (y, false)
+                            (y, ENTRY_CHECK, false)
                         }
                     }
                 };
             let i = rule as usize;
-            if self
-                .check_conditions(i, method, code, unix_nanos, target)
-                .is_ok()
-                && (sufficient || self.identity_matches(i, view))
-            {
+            // A plain rule's method test is in its entry; others read the rule.
+            let conditions_ok = match entry_method_ok(method_code, code) {
+                Some(ok) => ok,
+                None => self
+                    .check_conditions(i, method, code, unix_nanos, target)
+                    .is_ok(),
+            };
+            if conditions_ok && (sufficient || self.identity_matches(i, view)) {
                 return Some(i);
             }
         }
