@@ -1066,6 +1066,10 @@ pub fn params_and_headers_match_with(
 }
 
 #[cfg(test)]
+#[path = "uri_reference.rs"]
+pub(crate) mod reference;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

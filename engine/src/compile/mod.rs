@@ -944,7 +944,7 @@ pub struct Identities<'r> {
 }
 
 /// The first URI of a header value that parses, canonicalised into `buf`.
-fn header_canonical<'b, 'r>(
+pub(crate) fn header_canonical<'b, 'r>(
     value: &'r str,
     n: usize,
     buf: &'b mut Vec<u8>,
@@ -959,7 +959,10 @@ fn element_canonical<'b, 'r>(value: &'r [u8], buf: &'b mut Vec<u8>) -> Option<Ca
     uri_canonical(crate::sip::uri_part(value)?, buf)
 }
 
-fn uri_canonical<'b, 'r>(value: &'r str, buf: &'b mut Vec<u8>) -> Option<Canonical<'b, 'r>> {
+pub(crate) fn uri_canonical<'b, 'r>(
+    value: &'r str,
+    buf: &'b mut Vec<u8>,
+) -> Option<Canonical<'b, 'r>> {
     let v = value.trim();
     let text = match v.strip_prefix('<') {
         Some(inner) => inner
