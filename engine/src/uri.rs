@@ -649,7 +649,7 @@ pub fn eq_decoded_ci(raw: &str, canonical: &[u8]) -> bool {
 pub fn decode_lower_into(raw: &str, out: &mut Vec<u8>) {
     let b = raw.as_bytes();
     if !has_escape(b) {
-        out.extend(b.iter().map(u8::to_ascii_lowercase));
+        extend_lower(b, out);
         return;
     }
     extend_canonical_lower(raw, out);
@@ -816,6 +816,44 @@ fn tel_params_into(params: Params<'_>, buf: &mut Vec<u8>) -> Option<std::ops::Ra
     context
 }
 
+/// Appends `b` lower-cased: a copy, then lower-casing the copy in place (a loop the compiler
+/// vectorises, where mapping byte by byte into `extend` pushes one at a time).
+#[inline]
+fn extend_lower(b: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(b);
+    out[start..].make_ascii_lowercase();
+}
+
+/// The first parameter named `user` (any case) has the value `phone` (any case): RFC 3261
+/// §19.1.1's telephone-subscriber marker, as `params.get("user")` compares it, in one pass
+/// that looks at the first bytes of each parameter and skips to the next `;`.
+#[inline]
+fn user_is_phone(params: Params<'_>) -> bool {
+    let mut rest = params.0.as_bytes();
+    loop {
+        if let Some((name, after)) = rest.split_first_chunk::<4>()
+            && name.eq_ignore_ascii_case(b"user")
+        {
+            match after.first() {
+                // A bare `user` is the first one: no value, not a number.
+                None | Some(b';') => return false,
+                Some(b'=') => {
+                    let value = &after[1..];
+                    let end = value.iter().position(|&c| c == b';').unwrap_or(value.len());
+                    return value[..end].eq_ignore_ascii_case(b"phone");
+                }
+                // `userx…`: another parameter.
+                _ => {}
+            }
+        }
+        match rest.iter().position(|&c| c == b';') {
+            Some(i) => rest = &rest[i + 1..],
+            None => return false,
+        }
+    }
+}
+
 /// Writes the canonical form of `uri` into `buf` (cleared first) and returns views into it.
 /// `buf` keeps its capacity between calls, so a reused buffer does not allocate.
 pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<'b, 'a> {
@@ -837,21 +875,14 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
     };
     let append_lower = |raw: &str, buf: &mut Vec<u8>| match escaped {
         true => decode_lower_into(raw, buf),
-        false => buf.extend(raw.bytes().map(|b| b.to_ascii_lowercase())),
+        false => extend_lower(raw.as_bytes(), buf),
     };
     let tel_parts: Option<(&str, Params<'_>)> = match uri {
         UriRef::Tel(t) => Some((t.number, t.params)),
-        UriRef::Sip(s)
-            if s.params
-                .get("user")
-                .flatten()
-                .is_some_and(|v| v.eq_ignore_ascii_case("phone")) =>
-        {
-            s.user.map(|u| {
-                let (n, p) = split_byte(u, b';').unwrap_or((u, ""));
-                (n, Params(p))
-            })
-        }
+        UriRef::Sip(s) if user_is_phone(s.params) => s.user.map(|u| {
+            let (n, p) = split_byte(u, b';').unwrap_or((u, ""));
+            (n, Params(p))
+        }),
         _ => None,
     };
     if let Some((raw_number, params)) = tel_parts {
@@ -892,7 +923,7 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
                 key = 0..buf.len();
             }
             UriRef::Other { scheme, rest } => {
-                buf.extend(scheme.bytes().map(|b| b.to_ascii_lowercase()));
+                extend_lower(scheme.as_bytes(), buf);
                 buf.push(b':');
                 buf.extend_from_slice(rest.as_bytes());
                 key = 0..buf.len();

@@ -942,6 +942,21 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 20_000, ..ProptestConfig::default() })]
 
+        /// `user=phone` detection agrees with `params.get("user")` on parameter lists made of
+        /// near misses.
+        #[test]
+        fn user_is_phone_agrees_with_get(
+            p in proptest::collection::vec(proptest::sample::select(&[
+                ";", "=", "user", "USER", "uSeR", "users", "use", "phone", "PHONE", "phon",
+                "phones", "x", "user=phone", "user=phone=x", "%75ser=phone", "",
+            ][..]), 0..8).prop_map(|v| v.concat()),
+        ) {
+            let slow = super::params_get(super::Params(&p), "user")
+                .flatten()
+                .is_some_and(|v| v.eq_ignore_ascii_case("phone"));
+            prop_assert_eq!(crate::uri::user_is_phone(super::Params(&p)), slow, "{:?}", p);
+        }
+
         /// Every fast path agrees with the code it replaced: header splitting, parsing,
         /// canonical forms and the compiler's entry points, results and errors alike.
         #[test]
