@@ -212,6 +212,32 @@ static HOST_BYTE: [bool; 256] = {
     t
 };
 
+/// Every byte of `h` is a [`HOST_BYTE`]: eight at a time without a branch per byte (hosts are
+/// a few dozen bytes; the table ORs to 0 only when all are host bytes), then the rest.
+#[inline]
+fn is_host_name(h: &[u8]) -> bool {
+    let mut chunks = h.chunks_exact(8);
+    let mut bad = 0u8;
+    for c in &mut chunks {
+        bad |= c.iter().fold(0, |a, &x| a | NOT_HOST_BYTE[usize::from(x)]);
+    }
+    for &x in chunks.remainder() {
+        bad |= NOT_HOST_BYTE[usize::from(x)];
+    }
+    bad == 0
+}
+
+/// 1 for the bytes [`HOST_BYTE`] refuses, 0 for the others.
+static NOT_HOST_BYTE: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = !HOST_BYTE[c] as u8;
+        c += 1;
+    }
+    t
+};
+
 /// Where the delimiters of a URI are, found in [`parse`]'s one pass. Positions are byte
 /// offsets into the trimmed URI; `usize::MAX` means absent.
 struct Delimiters {
@@ -233,6 +259,32 @@ struct Delimiters {
 
 const ABSENT: usize = usize::MAX;
 
+/// The schemes [`parse`] tells apart.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Sip,
+    Sips,
+    Tel,
+    Other,
+}
+
+/// `sip:`, `sips:` or `tel:` at the start of `b`, any case: the scheme's colon and which.
+/// (`| 0x20` folds exactly the upper-case letter onto the lower-case one for letters.)
+#[inline]
+fn known_scheme(b: &[u8]) -> Option<(usize, Scheme)> {
+    match *b {
+        [x, y, z, b':', ..] => match [x | 0x20, y | 0x20, z | 0x20] {
+            [b's', b'i', b'p'] => Some((3, Scheme::Sip)),
+            [b't', b'e', b'l'] => Some((3, Scheme::Tel)),
+            _ => None,
+        },
+        [x, y, z, w, b':', ..] if [x | 0x20, y | 0x20, z | 0x20, w | 0x20] == *b"sips" => {
+            Some((4, Scheme::Sips))
+        }
+        _ => None,
+    }
+}
+
 /// Parses a URI (no surrounding `<>`, no header parameters).
 pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
     let s = s.trim_ascii();
@@ -253,7 +305,13 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
         quest: ABSENT,
         escaped: false,
     };
-    let mut i = 0;
+    // `sip:`, `sips:` and `tel:` in any case (nearly every URI): the scheme is known without
+    // scanning or checking it (its letters are plain bytes, which the scan passes over).
+    let known = known_scheme(b);
+    if let Some((colon, _)) = known {
+        d.scheme = colon;
+    }
+    let mut i = known.map_or(0, |(colon, _)| colon + 1);
     loop {
         // Plain bytes in a tight loop of their own, so the dispatch below (which the compiler
         // makes a jump table) runs only at delimiters: eight at a time while eight remain (one
@@ -320,19 +378,36 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
         return Err(UriError::NoScheme);
     }
     let (scheme, rest) = (&s[..d.scheme], &s[d.scheme + 1..]);
-    let scheme_ok = scheme
-        .bytes()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic())
-        && scheme
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
-    if !scheme_ok || rest.is_empty() {
+    let kind = match known {
+        Some((_, kind)) => kind,
+        None => {
+            let scheme_ok = scheme
+                .bytes()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic())
+                && scheme
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
+            if !scheme_ok {
+                return Err(UriError::NoScheme);
+            }
+            if scheme.eq_ignore_ascii_case("sip") {
+                Scheme::Sip
+            } else if scheme.eq_ignore_ascii_case("sips") {
+                Scheme::Sips
+            } else if scheme.eq_ignore_ascii_case("tel") {
+                Scheme::Tel
+            } else {
+                Scheme::Other
+            }
+        }
+    };
+    if rest.is_empty() {
         return Err(UriError::NoScheme);
     }
-    if scheme.eq_ignore_ascii_case("sip") || scheme.eq_ignore_ascii_case("sips") {
-        sip_from_delimiters(s, scheme.len() == 4, &d).map(UriRef::Sip)
-    } else if scheme.eq_ignore_ascii_case("tel") {
+    if let Scheme::Sip | Scheme::Sips = kind {
+        sip_from_delimiters(s, kind == Scheme::Sips, &d).map(UriRef::Sip)
+    } else if kind == Scheme::Tel {
         let (number, params) = match d.first_semi {
             ABSENT => (rest, ""),
             semi => (&s[d.scheme + 1..semi], &s[semi + 1..]),
@@ -389,7 +464,7 @@ fn sip_from_delimiters<'a>(
     if host.is_empty() {
         return Err(UriError::NoHost);
     }
-    if !host.bytes().all(|b| HOST_BYTE[usize::from(b)]) {
+    if !is_host_name(host.as_bytes()) {
         return Err(UriError::BadHost);
     }
     Ok(SipUri {

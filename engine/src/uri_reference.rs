@@ -957,6 +957,17 @@ mod tests {
             prop_assert_eq!(crate::uri::user_is_phone(super::Params(&p)), slow, "{:?}", p);
         }
 
+        /// The scheme shortcut: near misses of `sip:`, `sips:` and `tel:` (other case, bytes
+        /// that equal a letter once 0x20 is set, missing or extra letters) parse as before.
+        #[test]
+        fn known_schemes_parse_as_before(
+            scheme in "[sSiIpPtTeElL3\\x13\\x09\\x10\\x0c\\x1a:]{0,6}",
+            rest in "(a@b|a@b;user=phone|\\+1-2|:|)",
+        ) {
+            let uri = format!("{scheme}{rest}");
+            prop_assert_eq!(crate::uri::parse(&uri), super::parse(&uri), "{:?}", uri);
+        }
+
         /// Every fast path agrees with the code it replaced: header splitting, parsing,
         /// canonical forms and the compiler's entry points, results and errors alike.
         #[test]
