@@ -212,6 +212,32 @@ static HOST_BYTE: [bool; 256] = {
     t
 };
 
+/// Every byte of `h` is a [`HOST_BYTE`]: eight at a time without a branch per byte (hosts are
+/// a few dozen bytes; the table ORs to 0 only when all are host bytes), then the rest.
+#[inline]
+fn is_host_name(h: &[u8]) -> bool {
+    let mut chunks = h.chunks_exact(8);
+    let mut bad = 0u8;
+    for c in &mut chunks {
+        bad |= c.iter().fold(0, |a, &x| a | NOT_HOST_BYTE[usize::from(x)]);
+    }
+    for &x in chunks.remainder() {
+        bad |= NOT_HOST_BYTE[usize::from(x)];
+    }
+    bad == 0
+}
+
+/// 1 for the bytes [`HOST_BYTE`] refuses, 0 for the others.
+static NOT_HOST_BYTE: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = !HOST_BYTE[c] as u8;
+        c += 1;
+    }
+    t
+};
+
 /// Where the delimiters of a URI are, found in [`parse`]'s one pass. Positions are byte
 /// offsets into the trimmed URI; `usize::MAX` means absent.
 struct Delimiters {
@@ -233,6 +259,32 @@ struct Delimiters {
 
 const ABSENT: usize = usize::MAX;
 
+/// The schemes [`parse`] tells apart.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Sip,
+    Sips,
+    Tel,
+    Other,
+}
+
+/// `sip:`, `sips:` or `tel:` at the start of `b`, any case: the scheme's colon and which.
+/// (`| 0x20` folds exactly the upper-case letter onto the lower-case one for letters.)
+#[inline]
+fn known_scheme(b: &[u8]) -> Option<(usize, Scheme)> {
+    match *b {
+        [x, y, z, b':', ..] => match [x | 0x20, y | 0x20, z | 0x20] {
+            [b's', b'i', b'p'] => Some((3, Scheme::Sip)),
+            [b't', b'e', b'l'] => Some((3, Scheme::Tel)),
+            _ => None,
+        },
+        [x, y, z, w, b':', ..] if [x | 0x20, y | 0x20, z | 0x20, w | 0x20] == *b"sips" => {
+            Some((4, Scheme::Sips))
+        }
+        _ => None,
+    }
+}
+
 /// Parses a URI (no surrounding `<>`, no header parameters).
 pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
     let s = s.trim_ascii();
@@ -253,7 +305,13 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
         quest: ABSENT,
         escaped: false,
     };
-    let mut i = 0;
+    // `sip:`, `sips:` and `tel:` in any case (nearly every URI): the scheme is known without
+    // scanning or checking it (its letters are plain bytes, which the scan passes over).
+    let known = known_scheme(b);
+    if let Some((colon, _)) = known {
+        d.scheme = colon;
+    }
+    let mut i = known.map_or(0, |(colon, _)| colon + 1);
     loop {
         // Plain bytes in a tight loop of their own, so the dispatch below (which the compiler
         // makes a jump table) runs only at delimiters: eight at a time while eight remain (one
@@ -320,19 +378,36 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
         return Err(UriError::NoScheme);
     }
     let (scheme, rest) = (&s[..d.scheme], &s[d.scheme + 1..]);
-    let scheme_ok = scheme
-        .bytes()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic())
-        && scheme
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
-    if !scheme_ok || rest.is_empty() {
+    let kind = match known {
+        Some((_, kind)) => kind,
+        None => {
+            let scheme_ok = scheme
+                .bytes()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic())
+                && scheme
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
+            if !scheme_ok {
+                return Err(UriError::NoScheme);
+            }
+            if scheme.eq_ignore_ascii_case("sip") {
+                Scheme::Sip
+            } else if scheme.eq_ignore_ascii_case("sips") {
+                Scheme::Sips
+            } else if scheme.eq_ignore_ascii_case("tel") {
+                Scheme::Tel
+            } else {
+                Scheme::Other
+            }
+        }
+    };
+    if rest.is_empty() {
         return Err(UriError::NoScheme);
     }
-    if scheme.eq_ignore_ascii_case("sip") || scheme.eq_ignore_ascii_case("sips") {
-        sip_from_delimiters(s, scheme.len() == 4, &d).map(UriRef::Sip)
-    } else if scheme.eq_ignore_ascii_case("tel") {
+    if let Scheme::Sip | Scheme::Sips = kind {
+        sip_from_delimiters(s, kind == Scheme::Sips, &d).map(UriRef::Sip)
+    } else if kind == Scheme::Tel {
         let (number, params) = match d.first_semi {
             ABSENT => (rest, ""),
             semi => (&s[d.scheme + 1..semi], &s[semi + 1..]),
@@ -389,7 +464,7 @@ fn sip_from_delimiters<'a>(
     if host.is_empty() {
         return Err(UriError::NoHost);
     }
-    if !host.bytes().all(|b| HOST_BYTE[usize::from(b)]) {
+    if !is_host_name(host.as_bytes()) {
         return Err(UriError::BadHost);
     }
     Ok(SipUri {
@@ -496,7 +571,8 @@ impl<'a> Iterator for HeaderUris<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         if std::mem::take(&mut self.in_params) {
             // Skip header parameters up to the next top-level comma.
-            self.rest = split_byte(self.rest, b',').map_or("", |(_, tail)| tail);
+            self.rest =
+                memchr::memchr(b',', self.rest.as_bytes()).map_or("", |e| &self.rest[e + 1..]);
         }
         let skip = self
             .rest
@@ -511,16 +587,19 @@ impl<'a> Iterator for HeaderUris<'a> {
         let b = s.as_bytes();
         let mut i = 0;
         let mut in_quotes = false;
-        // Find a '<' outside a quoted display name, or the end of this value.
+        // Find a '<' outside a quoted display name, or the end of this value: a plain loop,
+        // display names being a few bytes (memchr3 costs more on them, measured). The URI
+        // after the '<' is longer: memchr finds its '>'.
         while i < b.len() {
             match b[i] {
                 b'\\' if in_quotes => i += 1,
                 b'"' => in_quotes = !in_quotes,
                 b'<' if !in_quotes => {
-                    let Some((uri, after)) = split_byte(&s[i + 1..], b'>') else {
+                    let Some(gt) = memchr::memchr(b'>', &b[i + 1..]) else {
                         self.rest = "";
                         return Some(Err(UriError::Unclosed));
                     };
+                    let (uri, after) = (&s[i + 1..i + 1 + gt], &s[i + 2 + gt..]);
                     self.rest = after;
                     self.in_params = true;
                     return Some(Ok(uri.trim_ascii()));
@@ -649,7 +728,7 @@ pub fn eq_decoded_ci(raw: &str, canonical: &[u8]) -> bool {
 pub fn decode_lower_into(raw: &str, out: &mut Vec<u8>) {
     let b = raw.as_bytes();
     if !has_escape(b) {
-        out.extend(b.iter().map(u8::to_ascii_lowercase));
+        extend_lower(b, out);
         return;
     }
     extend_canonical_lower(raw, out);
@@ -816,6 +895,44 @@ fn tel_params_into(params: Params<'_>, buf: &mut Vec<u8>) -> Option<std::ops::Ra
     context
 }
 
+/// Appends `b` lower-cased: a copy, then lower-casing the copy in place (a loop the compiler
+/// vectorises, where mapping byte by byte into `extend` pushes one at a time).
+#[inline]
+fn extend_lower(b: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(b);
+    out[start..].make_ascii_lowercase();
+}
+
+/// The first parameter named `user` (any case) has the value `phone` (any case): RFC 3261
+/// §19.1.1's telephone-subscriber marker, as `params.get("user")` compares it, in one pass
+/// that looks at the first bytes of each parameter and skips to the next `;`.
+#[inline]
+fn user_is_phone(params: Params<'_>) -> bool {
+    let mut rest = params.0.as_bytes();
+    loop {
+        if let Some((name, after)) = rest.split_first_chunk::<4>()
+            && name.eq_ignore_ascii_case(b"user")
+        {
+            match after.first() {
+                // A bare `user` is the first one: no value, not a number.
+                None | Some(b';') => return false,
+                Some(b'=') => {
+                    let value = &after[1..];
+                    let end = value.iter().position(|&c| c == b';').unwrap_or(value.len());
+                    return value[..end].eq_ignore_ascii_case(b"phone");
+                }
+                // `userx…`: another parameter.
+                _ => {}
+            }
+        }
+        match rest.iter().position(|&c| c == b';') {
+            Some(i) => rest = &rest[i + 1..],
+            None => return false,
+        }
+    }
+}
+
 /// Writes the canonical form of `uri` into `buf` (cleared first) and returns views into it.
 /// `buf` keeps its capacity between calls, so a reused buffer does not allocate.
 pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<'b, 'a> {
@@ -837,21 +954,14 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
     };
     let append_lower = |raw: &str, buf: &mut Vec<u8>| match escaped {
         true => decode_lower_into(raw, buf),
-        false => buf.extend(raw.bytes().map(|b| b.to_ascii_lowercase())),
+        false => extend_lower(raw.as_bytes(), buf),
     };
     let tel_parts: Option<(&str, Params<'_>)> = match uri {
         UriRef::Tel(t) => Some((t.number, t.params)),
-        UriRef::Sip(s)
-            if s.params
-                .get("user")
-                .flatten()
-                .is_some_and(|v| v.eq_ignore_ascii_case("phone")) =>
-        {
-            s.user.map(|u| {
-                let (n, p) = split_byte(u, b';').unwrap_or((u, ""));
-                (n, Params(p))
-            })
-        }
+        UriRef::Sip(s) if user_is_phone(s.params) => s.user.map(|u| {
+            let (n, p) = split_byte(u, b';').unwrap_or((u, ""));
+            (n, Params(p))
+        }),
         _ => None,
     };
     if let Some((raw_number, params)) = tel_parts {
@@ -892,7 +1002,7 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
                 key = 0..buf.len();
             }
             UriRef::Other { scheme, rest } => {
-                buf.extend(scheme.bytes().map(|b| b.to_ascii_lowercase()));
+                extend_lower(scheme.as_bytes(), buf);
                 buf.push(b':');
                 buf.extend_from_slice(rest.as_bytes());
                 key = 0..buf.len();
@@ -1064,6 +1174,10 @@ pub fn params_and_headers_match_with(
             .any(|p| eq_decoded_ci(n, &p.name) && value_eq(v, &p.value))
     })
 }
+
+#[cfg(test)]
+#[path = "uri_reference.rs"]
+pub(crate) mod reference;
 
 #[cfg(test)]
 mod tests {

@@ -985,7 +985,7 @@ pub struct Identities<'r> {
 }
 
 /// The first URI of a header value that parses, canonicalised into `buf`.
-fn header_canonical<'b, 'r>(
+pub(crate) fn header_canonical<'b, 'r>(
     value: &'r str,
     n: usize,
     buf: &'b mut Vec<u8>,
@@ -997,16 +997,39 @@ fn header_canonical<'b, 'r>(
 
 /// One element of a list header (`"name" <uri>;params` or `uri;params`), canonicalised.
 fn element_canonical<'b, 'r>(value: &'r [u8], buf: &'b mut Vec<u8>) -> Option<Canonical<'b, 'r>> {
-    uri_canonical(crate::sip::uri_part(value)?, buf)
+    let part = crate::sip::uri_part(value)?;
+    // A name-addr's part runs from its '<' to the first '>' after it: the URI is what lies
+    // between, without searching for the '>' again.
+    let text = match part.strip_prefix('<') {
+        Some(inner) => inner.strip_suffix('>').unwrap_or(inner),
+        None => return uri_canonical(part, buf),
+    };
+    let parsed = uri::parse(text).ok()?;
+    Some(uri::canonicalize(parsed, buf))
 }
 
-fn uri_canonical<'b, 'r>(value: &'r str, buf: &'b mut Vec<u8>) -> Option<Canonical<'b, 'r>> {
-    let v = value.trim();
+/// `s.trim()` (Unicode white space), without decoding characters when both ends are ASCII
+/// and not white space, as a URI's ends nearly always are.
+#[inline]
+fn trim_unicode(s: &str) -> &str {
+    // `char::is_whitespace` of an ASCII byte: '\t' '\n' VT FF '\r' and ' ' (VT is not
+    // `is_ascii_whitespace`); a byte from 0x80 may end a Unicode space.
+    let plain_end = |b: u8| b < 0x80 && !matches!(b, b'\t'..=b'\r' | b' ');
+    match s.as_bytes() {
+        [first, .., last] if plain_end(*first) && plain_end(*last) => s,
+        [only] if plain_end(*only) => s,
+        _ => s.trim(),
+    }
+}
+
+/// A URI, or a `<URI>` (anything after its `>` ignored), canonicalised.
+pub(crate) fn uri_canonical<'b, 'r>(
+    value: &'r str,
+    buf: &'b mut Vec<u8>,
+) -> Option<Canonical<'b, 'r>> {
+    let v = trim_unicode(value);
     let text = match v.strip_prefix('<') {
-        Some(inner) => inner
-            .bytes()
-            .position(|b| b == b'>')
-            .map_or(inner, |e| &inner[..e]),
+        Some(inner) => memchr::memchr(b'>', inner.as_bytes()).map_or(inner, |e| &inner[..e]),
         None => v,
     };
     let parsed = uri::parse(text).ok()?;
@@ -1316,4 +1339,25 @@ pub fn describe_canonical(c: &Canonical<'_, '_>) -> String {
         s.push_str(&format!(" host {}", String::from_utf8_lossy(h)));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
+
+        /// The ASCII shortcut of `trim_unicode` is `str::trim`: ends made of ASCII and
+        /// Unicode white space (VT and NBSP included), letters and multi-byte characters.
+        #[test]
+        fn trim_unicode_is_trim(
+            s in proptest::collection::vec(proptest::sample::select(&[
+                " ", "\t", "\n", "\x0b", "\x0c", "\r", "\u{a0}", "\u{2003}", "\u{3000}", "a",
+                "<", ">", "é", "\u{1f600}", "\x00", "\x1f",
+            ][..]), 0..6).prop_map(|v| v.concat()),
+        ) {
+            prop_assert_eq!(super::trim_unicode(&s), s.trim());
+        }
+    }
 }
