@@ -150,6 +150,8 @@ pub fn run(opts: &Options<'_>) -> u8 {
         total as f64 / elapsed / 1e6 / threads as f64,
         pinned.iter().filter(|p| **p).count()
     );
+    // Throughput depends on the machine: say which one, as the benchmark harness does.
+    println!("machine: {}", loadctl_bench::machine::Machine::probe());
     0
 }
 

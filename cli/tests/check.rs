@@ -175,6 +175,15 @@ fn demo_runs_the_embedded_policy_on_several_threads() {
     // The percent gate is exact on each shard, so the aggregate shows 40 %.
     assert!(stdout.contains("40.0%"), "{stdout}");
     assert!(stdout.contains("throughput:"), "{stdout}");
+    // The figures come with the machine they were taken on (the harness's machine line).
+    let machine = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("machine: "))
+        .unwrap_or_else(|| panic!("no machine line: {stdout}"));
+    assert!(
+        machine.contains("CPUs online") && machine.contains("THP"),
+        "{machine}"
+    );
     // Bad options are usage errors.
     assert_eq!(
         loadctl(&["demo", "--duration", "-1"], None).status.code(),
