@@ -240,11 +240,7 @@ impl LimitParams {
                 let lease = ((r * config.lease_period.as_secs_f64()).floor() as u64)
                     .clamp(1, 1 << 16) as u32;
                 // With one token per lease there is nothing to look ahead for.
-                let ahead = if lease > 1 {
-                    config.lease_period.as_nanos() as u64
-                } else {
-                    0
-                };
+                let ahead = if lease > 1 { lease_ahead_ns(config) } else { 0 };
                 LimitParams::Rate {
                     interval_ns: Some(interval),
                     tolerance_ns: interval.saturating_mul(burst - 1).saturating_sub(ahead),
@@ -277,6 +273,14 @@ impl LimitParams {
             }),
         }))
     }
+}
+
+/// How far ahead of now a lease of more than one token may reach: the engine's lease period
+/// in nanoseconds. [`LimitParams::Rate`]'s tolerance is reduced by exactly this, and shards
+/// look ahead by exactly this (the one definition for both; a period past `u64` nanoseconds,
+/// 584 years, keeps the low 64 bits, as it always has).
+pub(crate) fn lease_ahead_ns(config: &EngineConfig) -> u64 {
+    config.lease_period.as_nanos() as u64
 }
 
 /// [`Snapshot::previous`] entry of a rule that was not in the previous snapshot.

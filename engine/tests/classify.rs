@@ -165,6 +165,47 @@ fn rule_without_method_covers_the_default_set_only() {
     );
 }
 
+/// The same for rules found through the index (a call-identity to anchor on): their entries
+/// carry the method test (issue 18), and must give the default set for a rule without
+/// `<method>`, exactly one method for a well-known one, and the full check for an extension.
+#[test]
+fn indexed_rules_test_methods_like_scanned_ones() {
+    let to = ci("<lc:to><many domain=\"y.example\"/></lc:to>");
+    let mut s = shard(&format!(
+        "{}{}{}",
+        rule("default", &to, REJECT_ALL),
+        rule(
+            "notify",
+            &format!("{to}<method>NOTIFY</method>"),
+            REJECT_ALL
+        ),
+        rule("foo", &format!("{to}<method>FOO</method>"), REJECT_ALL),
+    ));
+    let base = invite("<sip:a@x.example>", "<sip:b@y.example>");
+    for (method, want) in [
+        ("INVITE", "default"),
+        ("MESSAGE", "default"),
+        ("REGISTER", "default"),
+        ("SUBSCRIBE", "default"),
+        ("OPTIONS", "default"),
+        ("PUBLISH", "default"),
+        ("NOTIFY", "notify"),
+        ("FOO", "foo"),
+        ("INFO", "-"),
+        ("REFER", "-"),
+        ("UPDATE", "-"),
+        ("PRACK", "-"),
+        ("invite", "-"),
+        ("foo", "-"),
+    ] {
+        assert_eq!(
+            matched(&mut s, &Request { method, ..base }),
+            want,
+            "{method}"
+        );
+    }
+}
+
 // ------------------------------------------------------------------ combining conditions
 
 #[test]

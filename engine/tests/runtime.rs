@@ -267,6 +267,46 @@ fn republishing_the_same_rules_keeps_limiter_state() {
     assert_eq!(stats.rules[0].stats.accepted, admitted);
 }
 
+/// A rate rule's tolerance is (b − 1)·T less the look-ahead a lease may reach, and the shard
+/// must look ahead by that same amount. A lease period past `u64` nanoseconds (584 years) is
+/// read as `LimitParams` reads it (`as_nanos() as u64`, here 1 ms): a shard that used another
+/// look-ahead leased 65,536 tokens for one burst, moved the shared TAT 65 s ahead, and left
+/// the other shards nothing a second later (issue 18 review: the hot row re-derived the
+/// look-ahead from the lease period with a saturating conversion).
+#[test]
+fn a_shards_look_ahead_is_the_one_the_tolerance_was_reduced_by() {
+    let lease_period =
+        std::time::Duration::from_nanos(u64::MAX) + std::time::Duration::from_nanos(1_000_001);
+    let e = Engine::new(EngineConfig {
+        shards: 2,
+        lease_period,
+        ..EngineConfig::default()
+    });
+    e.publish(
+        &Source::local("n"),
+        doc(
+            0,
+            "full",
+            &rule("r", "+1", "<lc:accept><lc:rate>1000</lc:rate></lc:accept>"),
+        ),
+    )
+    .expect("publish");
+    let (mut a, mut b) = (e.attach(), e.attach());
+    let burst = |s: &mut Shard, t: u64| {
+        (0..200)
+            .filter(|_| s.classify(&call("<tel:+1555>", t)).verdict == Verdict::Accept)
+            .count()
+    };
+    let first = burst(&mut a, SECOND);
+    let second = burst(&mut b, 2 * SECOND);
+    // τ = 100 ms at 1000/s: a burst of 100, less the one token the look-ahead keeps leased.
+    assert_eq!(first, 99);
+    assert_eq!(
+        second, first,
+        "a second later the other shard gets the full burst"
+    );
+}
+
 #[test]
 fn a_changed_action_starts_fresh() {
     let e = engine(EngineConfig::default());

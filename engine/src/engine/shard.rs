@@ -40,8 +40,8 @@ pub struct Shard {
     scratch: Scratch,
     wall: WallSync,
     shared_writes: u64,
-    /// The engine's lease period: how far ahead of now a lease of more than one token reaches
-    /// (the `ahead_ns` of [`LimitParams::Rate`]).
+    /// How far ahead of now a lease of more than one token reaches ([`super::lease_ahead_ns`]:
+    /// the look-ahead [`LimitParams::Rate`]'s tolerance was reduced by).
     lease_period_ns: u64,
 }
 
@@ -60,8 +60,7 @@ impl Shard {
         let counters = Arc::new(ShardCounters::new(Arc::clone(&table)));
         lock(&inner.registry).shards.push(Arc::clone(&counters));
         let by_key = None;
-        let lease_period_ns =
-            u64::try_from(inner.config.lease_period.as_nanos()).unwrap_or(u64::MAX);
+        let lease_period_ns = super::lease_ahead_ns(&inner.config);
         Self {
             lease_period_ns,
             inner,
