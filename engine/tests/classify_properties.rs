@@ -196,6 +196,25 @@ fn field_xml() -> impl Strategy<Value = String> {
     })
 }
 
+/// The `<call-identity>` of a rule with these `<sip>` blocks (none: no element). Duplicate
+/// field names within a block are invalid: the first of each is kept.
+fn call_identity_xml(sips: Vec<Vec<String>>) -> String {
+    let mut c = String::new();
+    if !sips.is_empty() {
+        c.push_str("<lc:call-identity>");
+        for fields in sips {
+            let mut seen = std::collections::HashSet::new();
+            let fields: String = fields
+                .into_iter()
+                .filter(|f| seen.insert(f.split('>').next().unwrap_or("").to_owned()))
+                .collect();
+            c.push_str(&format!("<lc:sip>{fields}</lc:sip>"));
+        }
+        c.push_str("</lc:call-identity>");
+    }
+    c
+}
+
 fn rule_xml(i: usize) -> impl Strategy<Value = String> {
     (
         proptest::collection::vec(proptest::collection::vec(field_xml(), 1..3), 0..3),
@@ -203,20 +222,7 @@ fn rule_xml(i: usize) -> impl Strategy<Value = String> {
         proptest::option::of(0..TARGETS.len()),
     )
         .prop_map(move |(sips, method, target)| {
-            let mut c = String::new();
-            if !sips.is_empty() {
-                c.push_str("<lc:call-identity>");
-                for fields in sips {
-                    // Duplicate field names within a block are invalid: keep the first of each.
-                    let mut seen = std::collections::HashSet::new();
-                    let fields: String = fields
-                        .into_iter()
-                        .filter(|f| seen.insert(f.split('>').next().unwrap_or("").to_owned()))
-                        .collect();
-                    c.push_str(&format!("<lc:sip>{fields}</lc:sip>"));
-                }
-                c.push_str("</lc:call-identity>");
-            }
+            let mut c = call_identity_xml(sips);
             if let Some(m) = method {
                 c.push_str(&format!("<method>{m}</method>"));
             }
@@ -314,19 +320,7 @@ fn any_rule_xml(i: usize) -> impl Strategy<Value = String> {
         0..8u8,
     )
         .prop_map(move |(sips, method, target, validity, never)| {
-            let mut c = String::new();
-            if !sips.is_empty() {
-                c.push_str("<lc:call-identity>");
-                for fields in sips {
-                    let mut seen = std::collections::HashSet::new();
-                    let fields: String = fields
-                        .into_iter()
-                        .filter(|f| seen.insert(f.split('>').next().unwrap_or("").to_owned()))
-                        .collect();
-                    c.push_str(&format!("<lc:sip>{fields}</lc:sip>"));
-                }
-                c.push_str("</lc:call-identity>");
-            }
+            let mut c = call_identity_xml(sips);
             if let Some(m) = method {
                 c.push_str(&format!("<method>{}</method>", METHODS[m]));
             }

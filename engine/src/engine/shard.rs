@@ -169,22 +169,14 @@ impl Shard {
             };
         }
         let snapshot = &self.snapshot;
-        let Some(i) =
-            snapshot
-                .policy
-                .find_with(req.method, time.unix_ns, &req.identities, &mut self.scratch)
-        else {
-            ShardCounters::bump(&self.counters.unmatched);
-            return Decision {
-                verdict: Verdict::Accept,
-                rule: None,
-                exempt: None,
-                ticket: None,
-            };
-        };
-        // Everything deciding needs is in the rule's row of this shard's table: one line.
-        let Some(row) = self.table.rows.get(i) else {
-            // Not reached: the table has a row per rule of the snapshot it was built for.
+        // Everything deciding needs is in the matched rule's row of this shard's table: one
+        // line. (The table has a row per rule of the snapshot it was built for, so a match
+        // always has one.)
+        let matched = snapshot
+            .policy
+            .find_with(req.method, time.unix_ns, &req.identities, &mut self.scratch)
+            .and_then(|i| Some((i, self.table.rows.get(i)?)));
+        let Some((i, row)) = matched else {
             ShardCounters::bump(&self.counters.unmatched);
             return Decision {
                 verdict: Verdict::Accept,
