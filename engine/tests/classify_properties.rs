@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use loadctl::compile::{CompileConfig, Identities, Scratch, compile};
+use loadctl::compile::{CompileConfig, CompiledPolicy, Identities, Scratch, compile};
 use loadctl::engine::*;
 use loadctl::policy::Ruleset;
 use loadctl::policy::{Limits, read};
@@ -32,7 +32,7 @@ fn shard_of(rules: &str) -> Shard {
     .attach()
 }
 
-fn compiled(rules: &str) -> Arc<loadctl::compile::CompiledPolicy> {
+fn compiled(rules: &str) -> Arc<CompiledPolicy> {
     let doc = format!("<ruleset {NS} version=\"0\" state=\"full\">{rules}</ruleset>");
     let rs = read(doc.as_bytes(), &Limits::default())
         .unwrap_or_else(|e| panic!("{e}\n{doc}"))
@@ -267,22 +267,60 @@ proptest! {
         let policy = compiled(&rules);
         let mut scratch = Scratch::default();
         for (from, to, ruri, pai, message, target) in &values {
-            let ruri_uri = loadctl::uri::header_uris(ruri).next().and_then(Result::ok).unwrap_or("");
-            let ids = Identities {
-                from: Some(from),
-                to: Some(to),
-                request_uri: Some(ruri_uri),
-                p_asserted_identity: pai.as_deref().into(),
-                target: target.map(|t| TARGETS[t]),
-            };
             let method = if *message { "MESSAGE" } else { "INVITE" };
-            let found = policy.find_with(method, 0, &ids, &mut scratch);
-            let mut scan_scratch = Scratch::default();
-            let view = policy.view(&ids, &mut scan_scratch);
-            let scanned = (0..policy.len()).find(|&i| policy.check(i, method, 0, &view).is_ok());
-            prop_assert_eq!(found, scanned, "{} {} {} {:?} {:?}\n{}", from, to, ruri, pai, target, rules);
+            let request = (method, 0, from.as_str(), to.as_str(), ruri.as_str(), pai.as_deref(), *target);
+            index_agrees_with_scan(&policy, &mut scratch, &rules, request)?;
         }
     }
+}
+
+/// A request for [`index_agrees_with_scan`]: method, wall-clock time (ns), From, To, the
+/// Request-URI header value, P-Asserted-Identity and the target (an index into `TARGETS`).
+type ProbeRequest<'a> = (
+    &'a str,
+    i128,
+    &'a str,
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    Option<usize>,
+);
+
+/// The rule the indexes find for `request` is the first rule a plain scan of every rule finds.
+fn index_agrees_with_scan(
+    policy: &CompiledPolicy,
+    scratch: &mut Scratch,
+    rules: &str,
+    (method, now, from, to, ruri, pai, target): ProbeRequest<'_>,
+) -> Result<(), TestCaseError> {
+    let ruri_uri = loadctl::uri::header_uris(ruri)
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or("");
+    let ids = Identities {
+        from: Some(from),
+        to: Some(to),
+        request_uri: Some(ruri_uri),
+        p_asserted_identity: pai.into(),
+        target: target.map(|t| TARGETS[t]),
+    };
+    let found = policy.find_with(method, now, &ids, scratch);
+    let mut scan_scratch = Scratch::default();
+    let view = policy.view(&ids, &mut scan_scratch);
+    let scanned = (0..policy.len()).find(|&i| policy.check(i, method, now, &view).is_ok());
+    prop_assert_eq!(
+        found,
+        scanned,
+        "{} {} {} {} {:?} {:?}\n{}",
+        method,
+        from,
+        to,
+        ruri,
+        pai,
+        target,
+        rules
+    );
+    Ok(())
 }
 
 /// Methods a rule may name and a request may carry: the default set (RFC 7200 §5.2), the other
@@ -358,21 +396,9 @@ proptest! {
         let policy = compiled(&rules);
         let mut scratch = Scratch::default();
         for (from, to, ruri, pai, method, inside, target) in &values {
-            let ruri_uri = loadctl::uri::header_uris(ruri).next().and_then(Result::ok).unwrap_or("");
-            let ids = Identities {
-                from: Some(from),
-                to: Some(to),
-                request_uri: Some(ruri_uri),
-                p_asserted_identity: pai.as_deref().into(),
-                target: target.map(|t| TARGETS[t]),
-            };
-            let method = METHODS[*method];
             let now = if *inside { INSIDE_NS } else { OUTSIDE_NS };
-            let found = policy.find_with(method, now, &ids, &mut scratch);
-            let mut scan_scratch = Scratch::default();
-            let view = policy.view(&ids, &mut scan_scratch);
-            let scanned = (0..policy.len()).find(|&i| policy.check(i, method, now, &view).is_ok());
-            prop_assert_eq!(found, scanned, "{} {} {} {} {:?} {:?}\n{}", method, from, to, ruri, pai, target, rules);
+            let request = (METHODS[*method], now, from.as_str(), to.as_str(), ruri.as_str(), pai.as_deref(), *target);
+            index_agrees_with_scan(&policy, &mut scratch, &rules, request)?;
         }
     }
 }
