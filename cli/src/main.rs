@@ -139,6 +139,12 @@ enum Command {
         /// Least spacing of NOTIFYs on one subscription, milliseconds.
         #[arg(long, default_value_t = 1000)]
         pacing_ms: u64,
+        /// Where to receive demand reports (UDP, IP:PORT): datagrams of lines
+        /// `SUBSCRIBER-URI COUNT`, the requests of the template's class that arrived from that
+        /// subscriber since its last report. Without it the capacity is split without
+        /// knowing demand (equal shares).
+        #[arg(long, value_name = "IP:PORT", requires = "capacity")]
+        observe: Option<String>,
         /// A subscriber that may subscribe (others get 403, RFC 7200 §4.6): a SIP URI
         /// compared with the SUBSCRIBE's From, a host, or a domain (`example.net`,
         /// `*.example.net`). Repeatable.
@@ -254,6 +260,7 @@ fn main() -> ExitCode {
             template,
             duration,
             pacing_ms,
+            observe,
             allow,
             allow_file,
             allow_any,
@@ -265,6 +272,7 @@ fn main() -> ExitCode {
             template: template.as_deref(),
             duration,
             pacing_ms,
+            observe: observe.as_deref(),
             allow: &allow,
             allow_files: &allow_file,
             allow_any,

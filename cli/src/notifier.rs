@@ -3,11 +3,15 @@
 //!
 //! It answers SUBSCRIBEs for the `load-control` package and pushes a policy to every
 //! subscriber through the engine's [`Notifier`] and its wire codec: one policy for all
-//! (`--policy FILE`), or with `--capacity R --template FILE` the capacity allocator's share of
-//! R requests/s for each subscriber (the template's first rule with the share as its rate), so
-//! that all subscribers together admit R. Subscribers are weighted by their demand when
-//! known; with no demand reports every subscriber gets an equal share, re-split whenever one
-//! comes or goes. NOTIFYs are retransmitted over UDP until answered (T1 doubling up to T2, for
+//! (`--policy FILE`), or with `--capacity R --template FILE` the allocator's share of R
+//! requests/s for each subscriber (the template's first rule with the share as its rate), so
+//! that all subscribers together admit R. Shares follow demand (see
+//! `loadctl::event::allocator`) when something in the traffic path reports it: with
+//! `--observe IP:PORT` the notifier reads UDP datagrams of lines `SUBSCRIBER-URI COUNT` (the
+//! requests of the class that arrived from that subscriber since its previous report; the
+//! protected server, a tap or a script reading the server's counters sends them). Without
+//! reports the split is blind: every subscriber counts as wanting more than it has, so all get
+//! equal shares, re-split whenever one comes or goes. NOTIFYs are retransmitted over UDP until answered (T1 doubling up to T2, for
 //! 64·T1). After `--duration` seconds it ends every subscription (`terminated`) and exits.
 //!
 //! Who may subscribe (RFC 7200 §4.6: "If the identity of the subscriber sending the SUBSCRIBE
@@ -25,8 +29,8 @@ use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loadctl::event::allocator::Allocator;
-use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig, NotifierEvent};
+use loadctl::event::allocator::AllocatorConfig;
+use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig};
 use loadctl::event::wire::{self, Via};
 use loadctl::policy::{Limits, Rule, Uri};
 
@@ -50,6 +54,8 @@ pub struct Options<'a> {
     pub duration: f64,
     /// Least spacing of NOTIFYs on one subscription, milliseconds.
     pub pacing_ms: u64,
+    /// Where demand reports arrive (`IP:PORT`, UDP).
+    pub observe: Option<&'a str>,
     /// Subscribers allowed (`--allow`): SIP URIs, hosts or domains.
     pub allow: &'a [String],
     /// Files of allowed subscribers, one entry per line (`--allow-file`).
@@ -197,7 +203,10 @@ struct Server {
     sent_by: String,
     contact: String,
     notifier: Notifier,
-    allocator: Option<Allocator>,
+    /// Demand reports (`--observe`), non-blocking.
+    observe: Option<UdpSocket>,
+    /// The targets last printed.
+    shown: Vec<(String, f64)>,
     outstanding: HashMap<String, Outstanding>,
     branches: u64,
     start: Instant,
@@ -249,43 +258,54 @@ impl Server {
         }
     }
 
-    /// Gives each subscriber its share again (after one came or went).
-    fn reallocate(&mut self) {
-        let Some(allocator) = &self.allocator else {
-            return;
-        };
-        let now = self.now();
-        for (subscriber, rules) in allocator.policies() {
-            if let Ok(uri) = Uri::new(&subscriber) {
-                let rate = rules
-                    .first()
-                    .map(|r| r.accept.limit.to_string())
-                    .unwrap_or_default();
-                eprintln!("loadctl notifier: {subscriber} gets {rate}");
-                self.notifier
-                    .set_subscriber_policy(now, &uri, Some(Some(rules)));
+    /// Logs what the notifier reports, and each subscriber's target share when one changed.
+    fn events(&mut self) {
+        while let Some(event) = self.notifier.poll_event() {
+            eprintln!("loadctl notifier: {event:?}");
+        }
+        let shares: Vec<(String, f64)> = self
+            .notifier
+            .shares()
+            .into_iter()
+            .map(|r| (r.subscriber, r.target))
+            .collect();
+        if shares != self.shown {
+            for r in self.notifier.shares() {
+                let usage = r
+                    .usage
+                    .map_or_else(|| "unmeasured".to_owned(), |u| format!("{u:.1}/s"));
+                eprintln!(
+                    "loadctl notifier: {} share {:.3}/s (demand {usage}{})",
+                    r.subscriber,
+                    r.target,
+                    if r.constrained { ", constrained" } else { "" }
+                );
             }
+            self.shown = shares;
         }
     }
 
-    fn events(&mut self) {
-        let mut changed = false;
-        while let Some(event) = self.notifier.poll_event() {
-            eprintln!("loadctl notifier: {event:?}");
-            match (&mut self.allocator, event) {
-                (Some(a), NotifierEvent::Subscribed { subscriber, .. }) => {
-                    a.observe(&subscriber, 0.0);
-                    changed = true;
+    /// Reads the demand reports waiting on the `--observe` socket.
+    fn observations(&mut self) {
+        let Some(sock) = &self.observe else {
+            return;
+        };
+        let mut buf = [0u8; 4096];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let now = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            for line in String::from_utf8_lossy(&buf[..n]).lines() {
+                match parse_report(line) {
+                    Ok(None) => {}
+                    Ok(Some((uri, count))) => {
+                        if !self.notifier.observe(now, &uri, count) {
+                            eprintln!(
+                                "loadctl notifier: report from {from}: no subscription of {uri}"
+                            );
+                        }
+                    }
+                    Err(e) => eprintln!("loadctl notifier: report from {from}: {e}"),
                 }
-                (Some(a), NotifierEvent::Ended { subscriber, .. }) => {
-                    a.remove(&subscriber);
-                    changed = true;
-                }
-                _ => {}
             }
-        }
-        if changed {
-            self.reallocate();
         }
     }
 
@@ -353,9 +373,9 @@ impl Server {
             self.notifier.handle_timeout(now);
         }
         self.retransmit();
+        self.observations();
         self.transmit();
         self.events();
-        self.transmit();
         let mut next = until.min(now + 50_000_000);
         if let Some(due) = self.notifier.poll_timeout() {
             next = next.min(due);
@@ -405,30 +425,43 @@ pub fn run(o: &Options<'_>) -> u8 {
     let mut config = NotifierConfig::new(uri, "lcn", authorization);
     config.pacing_ns = o.pacing_ms.saturating_mul(1_000_000);
     let mut notifier = Notifier::new(config);
-    let allocator = match (o.policy, o.capacity, o.template) {
-        (Some(path), None, None) => {
-            match read_rules(path) {
-                Ok(rules) => notifier.set_policy(0, Some(rules)),
+    match (o.policy, o.capacity, o.template) {
+        (Some(path), None, None) => match read_rules(path) {
+            Ok(rules) => notifier.set_policy(0, Some(rules)),
+            Err(code) => return code,
+        },
+        (None, Some(capacity), Some(path)) => {
+            let rules = match read_rules(path) {
+                Ok(rules) => rules,
                 Err(code) => return code,
-            }
-            None
-        }
-        (None, Some(capacity), Some(path)) if capacity.is_finite() && capacity >= 0.0 => {
-            match read_rules(path) {
-                Ok(rules) => match rules.first() {
-                    Some(rule) => Some(Allocator::new(capacity, (**rule).clone(), 0.5)),
-                    None => {
-                        eprintln!("loadctl notifier: {path}: the template has no rule");
-                        return 1;
-                    }
-                },
-                Err(code) => return code,
+            };
+            let Some(rule) = rules.first() else {
+                eprintln!("loadctl notifier: {path}: the template has no rule");
+                return 1;
+            };
+            if let Err(e) =
+                notifier.set_capacity(0, capacity, (**rule).clone(), AllocatorConfig::default())
+            {
+                eprintln!("loadctl notifier: --capacity: {e}");
+                return 2;
             }
         }
         _ => {
             eprintln!(
                 "loadctl notifier: give --policy FILE, or --capacity R (≥ 0) with --template FILE"
             );
+            return 2;
+        }
+    }
+    let observe = match o.observe.map(|a| (a, UdpSocket::bind(a))) {
+        None => None,
+        Some((_, Ok(s))) if s.set_nonblocking(true).is_ok() => Some(s),
+        Some((a, Err(e))) => {
+            eprintln!("loadctl notifier: cannot listen for reports on {a}: {e}");
+            return 2;
+        }
+        Some((a, Ok(_))) => {
+            eprintln!("loadctl notifier: cannot listen for reports on {a}");
             return 2;
         }
     };
@@ -438,7 +471,8 @@ pub fn run(o: &Options<'_>) -> u8 {
         contact: uri_text,
         sent_by,
         notifier,
-        allocator,
+        observe,
+        shown: Vec::new(),
         outstanding: HashMap::new(),
         branches: 0,
         start: Instant::now(),
@@ -465,9 +499,48 @@ pub fn run(o: &Options<'_>) -> u8 {
     0
 }
 
+/// One line of a demand report: `SUBSCRIBER-URI COUNT`; `None` for a blank line or a `#`
+/// comment.
+fn parse_report(line: &str) -> Result<Option<(Uri, u64)>, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let mut words = line.split_ascii_whitespace();
+    let (Some(uri), Some(count), None) = (words.next(), words.next(), words.next()) else {
+        return Err(format!("{line:?}: expected `SUBSCRIBER-URI COUNT`"));
+    };
+    let uri = Uri::new(uri).map_err(|e| format!("{line:?}: {uri:?} is not a URI: {e}"))?;
+    let count = count
+        .parse::<u64>()
+        .map_err(|_| format!("{line:?}: {count:?} is not a count (0 to 2^64-1)"))?;
+    Ok(Some((uri, count)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn demand_reports() {
+        let (u, n) = parse_report("  sip:edge1@192.0.2.7:5060 42 ")
+            .expect("valid")
+            .expect("a report");
+        assert_eq!((u.as_str(), n), ("sip:edge1@192.0.2.7:5060", 42));
+        assert_eq!(parse_report(""), Ok(None));
+        assert_eq!(parse_report("# comment"), Ok(None));
+        for bad in [
+            "sip:edge1.example.net",
+            "sip:edge1.example.net 4 2",
+            "sip:edge1.example.net -1",
+            "sip:edge1.example.net 1.5",
+            "sip:edge1.example.net 18446744073709551616",
+            "not-a-uri 3",
+        ] {
+            let e = parse_report(bad).expect_err(bad);
+            assert!(e.contains(bad.trim()), "{e}");
+        }
+    }
 
     #[test]
     fn allow_entries_and_files() {

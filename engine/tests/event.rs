@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use loadctl::compile::Identities;
-use loadctl::engine::{Engine, EngineConfig, Request as SipRequest, Time, Transport, Verdict};
+use loadctl::engine::{Engine, EngineConfig, Request as SipRequest, Time, Transport};
 use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig, NotifierEvent};
 use loadctl::event::subscriber::{
     IgnoreReason, StopReason, Subscriber, SubscriberConfig, SubscriberEvent,
@@ -964,122 +964,6 @@ fn a_late_notify_from_an_ended_subscription_cannot_roll_the_policy_back() {
     w.run_until(700 * S);
     assert_eq!(w.late_answers, [481]);
     assert!(in_sync(&w, &latest));
-}
-
-#[test]
-fn allocator_shares_a_global_rate_among_subscribers() {
-    use loadctl::event::allocator::Allocator;
-    let template = rules(&rule_xml("hotline", "+1-212", 1))[0].as_ref().clone();
-    let mut alloc = Allocator::new(300.0, template, 0.5);
-    let mut n = Notifier::new(NotifierConfig::new(
-        uri("sip:sbc.example.com"),
-        "n",
-        Authorization::Any,
-    ));
-    let upstreams = [
-        "sip:p1.upstream.example",
-        "sip:p2.upstream.example",
-        "sip:p3.upstream.example",
-    ];
-    let mut engines = Vec::new();
-    let mut subs = Vec::new();
-    for (i, u) in upstreams.iter().enumerate() {
-        let e = engine();
-        let mut c = SubscriberConfig::new(
-            uri("sip:sbc.example.com"),
-            uri(u),
-            &format!("c{i}"),
-            &format!("t{i}"),
-        );
-        c.scope_to_notifier = false;
-        subs.push(Subscriber::new(c, e.clone(), 0));
-        engines.push(e);
-    }
-    let rate_of = |e: &Engine| -> f64 {
-        match e
-            .source_policy("sip:sbc.example.com")
-            .and_then(|r| r.rules().map(|r| r[0].accept.limit))
-        {
-            Some(loadctl::policy::Limit::Rate(r)) => r.per_second(),
-            _ => -1.0,
-        }
-    };
-    let mut demands = [50.0, 400.0, 400.0];
-    let mut now = 0;
-    for period in 0..12 {
-        if period == 6 {
-            // Demand moves: the first upstream now sends the most.
-            demands = [500.0, 40.0, 40.0];
-        }
-        for (u, d) in upstreams.iter().zip(demands) {
-            alloc.observe(u, d);
-        }
-        for (u, p) in alloc.policies() {
-            n.set_subscriber_policy(now, &uri(&u), Some(Some(p)));
-        }
-        for _ in 0..3 {
-            for s in &mut subs {
-                while let Some(req) = s.poll_transmit() {
-                    let r = n.handle_subscribe(now, &req);
-                    s.handle_response(now, &r);
-                }
-            }
-            n.handle_timeout(now);
-            while let Some(msg) = n.poll_transmit() {
-                let k = upstreams
-                    .iter()
-                    .position(|u| msg.to.uri.as_str() == *u)
-                    .expect("known");
-                let resp = subs[k].handle_notify(now, &msg);
-                n.handle_response(now, &resp);
-            }
-            now += S / 2;
-        }
-        let shares: Vec<f64> = engines.iter().map(&rate_of).collect();
-        let total: f64 = shares.iter().sum();
-        assert!((total - 300.0).abs() < 0.01, "period {period}: {shares:?}");
-        if period == 5 {
-            // The small sender keeps its demand (plus no headroom: capacity is short).
-            assert!(
-                (shares[0] - 50.0).abs() < 1.0 && (shares[1] - 125.0).abs() < 1.0,
-                "{shares:?}"
-            );
-        }
-        if period == 11 {
-            // Within a few periods after the shift, the big sender has the largest share.
-            assert!(
-                shares[0] > 190.0 && shares[1] < 60.0 && shares[2] < 60.0,
-                "{shares:?}"
-            );
-        }
-    }
-    // Each upstream enforces its own share locally; the cluster's sum is the capacity.
-    assert_eq!(
-        classify_to(&engines[0], "<tel:+1-212-555-0000>", 0).as_deref(),
-        Some("hotline")
-    );
-    let mut shard = engines[1].attach();
-    let admitted = (0..1000)
-        .filter(|_| {
-            let req = SipRequest {
-                method: "INVITE",
-                identities: Identities {
-                    to: Some("<tel:+1-212-555-0000>"),
-                    ..Identities::default()
-                },
-                transport: Transport::Tcp,
-                initial: true,
-                event: None,
-                time: Some(Time {
-                    monotonic_ns: 5 * S,
-                    unix_ns: 0,
-                }),
-                ..loadctl::engine::Request::default()
-            };
-            shard.classify(&req).verdict == Verdict::Accept
-        })
-        .count();
-    assert!(admitted as f64 <= (rate_of(&engines[1]) * 0.1).ceil() + 1.0);
 }
 
 #[test]

@@ -43,6 +43,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use super::allocator::{Allocation, AllocatorConfig, AllocatorError, ShareReport, round_share};
 use super::{
     EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, SubscriptionState,
     TRANSACTION_TIMEOUT_NS, is_load_control,
@@ -185,6 +186,10 @@ struct Subscription {
     outstanding: Option<(u32, u64)>,
     /// Remove once the final NOTIFY is out.
     ending: Option<&'static str>,
+    /// Under an allocation: the share in the outstanding NOTIFY.
+    outstanding_share: Option<f64>,
+    /// Under an allocation: the share of the last NOTIFY answered 2xx.
+    in_force_share: Option<f64>,
 }
 
 /// The notifier side of the package for any number of subscriptions.
@@ -197,6 +202,7 @@ pub struct Notifier {
     per_subscriber: HashMap<String, Policy>,
     outbox: VecDeque<Request>,
     events: VecDeque<NotifierEvent>,
+    allocation: Option<Allocation>,
 }
 
 /// The canonical key of a URI (per-subscriber policies are keyed by it).
@@ -232,6 +238,7 @@ impl Notifier {
             per_subscriber: HashMap::new(),
             outbox: VecDeque::new(),
             events: VecDeque::new(),
+            allocation: None,
         }
     }
 
@@ -324,7 +331,16 @@ impl Notifier {
                     last_notify_at: None,
                     outstanding: None,
                     ending: (granted == 0).then_some("unsubscribed"),
+                    outstanding_share: None,
+                    in_force_share: None,
                 };
+                // A new subscriber takes part in the allocation at once, so its first NOTIFY
+                // carries a share (the others' shrink to make room).
+                if sub.ending.is_none()
+                    && let Some(a) = &mut self.allocation
+                {
+                    a.join(&sub.key, req.from.uri.as_str(), now_ns);
+                }
                 self.events.push_back(NotifierEvent::Subscribed {
                     subscriber: req.from.uri.to_string(),
                     expires: granted,
@@ -337,7 +353,12 @@ impl Notifier {
         resp.expires = Some(granted);
         // The NOTIFY a (re-)SUBSCRIBE calls for is not paced (§4.7).
         self.send_if_due(now_ns, index, true);
-        self.subs.retain(|s| s.ending.is_none());
+        if self.allocation.is_some() {
+            // The others' shares shrank: send those that are due.
+            self.mark_allocated_dirty();
+            self.flush(now_ns);
+        }
+        self.retire();
         resp
     }
 
@@ -378,18 +399,143 @@ impl Notifier {
             self.subs[i].outstanding = None;
             self.send_if_due(now_ns, i, true);
         }
-        self.subs.retain(|s| s.ending.is_none());
+        self.retire();
     }
 
     fn policy_for(&self, key: &str) -> &Policy {
         self.per_subscriber.get(key).unwrap_or(&self.policy)
     }
 
+    /// Removes the subscriptions that ended; a subscriber left without one leaves the
+    /// allocation, and the others' shares grow (when their NOTIFYs are due).
+    fn retire(&mut self) {
+        self.subs.retain(|s| s.ending.is_none());
+        let Some(a) = &mut self.allocation else {
+            return;
+        };
+        let gone: Vec<String> = a
+            .keys()
+            .filter(|k| !self.subs.iter().any(|s| s.key == **k))
+            .cloned()
+            .collect();
+        for k in &gone {
+            a.leave(k);
+        }
+        if !gone.is_empty() {
+            self.mark_allocated_dirty();
+        }
+    }
+
+    /// Marks every subscription whose policy the allocation writes as having something to
+    /// send (a NOTIFY goes out only if its share actually changed).
+    fn mark_allocated_dirty(&mut self) {
+        let Some(a) = &self.allocation else {
+            return;
+        };
+        for s in &mut self.subs {
+            if a.contains(&s.key) && !self.per_subscriber.contains_key(&s.key) {
+                s.dirty = true;
+            }
+        }
+    }
+
+    /// The share subscription `i` is to be sent under the allocation, and its rules: the
+    /// target, but never more than the capacity minus what every other subscriber may be
+    /// enforcing (acknowledged or in flight). `None` when the allocation does not write its
+    /// policy.
+    fn allocated(&self, i: usize) -> Option<(f64, Vec<Arc<Rule>>)> {
+        let a = self.allocation.as_ref()?;
+        let key = &self.subs[i].key;
+        if self.per_subscriber.contains_key(key) {
+            return None;
+        }
+        let target = a.target(key)?;
+        let mut exposure: HashMap<&str, f64> = HashMap::new();
+        for s in &self.subs {
+            if s.key == *key {
+                continue;
+            }
+            let e = s
+                .in_force_share
+                .unwrap_or(0.0)
+                .max(s.outstanding_share.unwrap_or(0.0));
+            let x = exposure.entry(s.key.as_str()).or_insert(e);
+            *x = x.max(e);
+        }
+        let others: f64 = exposure.values().sum();
+        let share = round_share(target.min(a.capacity() - others).max(0.0));
+        Some((share, a.rules(share)))
+    }
+
+    /// Shares `capacity` requests/s of the requests `template` matches among the subscribers
+    /// by demand (see [`super::allocator`]): each gets `template` with its share as `<rate>`,
+    /// unless [`Notifier::set_subscriber_policy`] gave it a policy of its own (that one wins;
+    /// the allocation comes before [`Notifier::set_policy`]'s). Demand comes from
+    /// [`Notifier::observe`]. Calling it again with the same template and configuration only
+    /// changes the capacity (measurements kept). Nothing changes on an error.
+    pub fn set_capacity(
+        &mut self,
+        now_ns: u64,
+        capacity: f64,
+        template: Rule,
+        config: AllocatorConfig,
+    ) -> Result<(), AllocatorError> {
+        match &mut self.allocation {
+            Some(a) if a.template() == &template && *a.config() == config => {
+                a.set_capacity(capacity)?;
+            }
+            _ => {
+                let mut a = Allocation::new(capacity, template, config, now_ns)?;
+                for s in self.subs.iter().filter(|s| s.ending.is_none()) {
+                    a.join(&s.key, s.subscriber.uri.as_str(), now_ns);
+                }
+                self.allocation = Some(a);
+            }
+        }
+        self.mark_allocated_dirty();
+        self.flush(now_ns);
+        Ok(())
+    }
+
+    /// Stops sharing a capacity: subscribers get [`Notifier::set_policy`]'s policy again.
+    pub fn clear_capacity(&mut self, now_ns: u64) {
+        if self.allocation.take().is_none() {
+            return;
+        }
+        for s in &mut self.subs {
+            s.outstanding_share = None;
+            s.in_force_share = None;
+            if !self.per_subscriber.contains_key(&s.key) {
+                s.dirty = true;
+            }
+        }
+        self.flush(now_ns);
+    }
+
+    /// Counts `count` requests of the allocated class that arrived from `subscriber` (what it
+    /// admitted) since its previous observation, the last at `now_ns` (see
+    /// [`Allocation::observe`]). False when no capacity is shared or the subscriber has no
+    /// subscription.
+    pub fn observe(&mut self, now_ns: u64, subscriber: &Uri, count: u64) -> bool {
+        let key = uri_key(subscriber);
+        self.allocation
+            .as_mut()
+            .is_some_and(|a| a.observe(&key, count, now_ns))
+    }
+
+    /// Each subscriber's measured demand and shares (empty when no capacity is shared).
+    pub fn shares(&self) -> Vec<ShareReport> {
+        self.allocation
+            .as_ref()
+            .map(Allocation::reports)
+            .unwrap_or_default()
+    }
+
     fn flush(&mut self, now_ns: u64) {
         for i in 0..self.subs.len() {
             self.send_if_due(now_ns, i, false);
         }
-        self.subs.retain(|s| s.ending.is_none());
+        self.retire();
     }
 
     /// When [`Notifier::handle_timeout`] must be called next.
@@ -403,11 +549,16 @@ impl Notifier {
                 [Some(s.expires_at), paced, txn]
             })
             .flatten()
+            .chain(self.allocation.as_ref().map(Allocation::next_tick))
             .min()
     }
 
-    /// Advances timers: paced NOTIFYs, expiries, NOTIFY transactions that got no answer.
+    /// Advances timers: paced NOTIFYs, expiries, NOTIFY transactions that got no answer, and
+    /// the allocation's measurement period.
     pub fn handle_timeout(&mut self, now_ns: u64) {
+        if self.allocation.as_mut().is_some_and(|a| a.tick(now_ns)) {
+            self.mark_allocated_dirty();
+        }
         let mut gone = Vec::new();
         for (i, s) in self.subs.iter_mut().enumerate() {
             if let Some((_, at)) = s.outstanding
@@ -432,7 +583,7 @@ impl Notifier {
             let force = self.subs[i].ending.is_some();
             self.send_if_due(now_ns, i, force);
         }
-        self.subs.retain(|s| s.ending.is_none());
+        self.retire();
     }
 
     /// Handles a response to a NOTIFY this notifier sent.
@@ -452,10 +603,23 @@ impl Notifier {
                 subscriber: s.subscriber.uri.to_string(),
                 reason: "notify-failed",
             });
+            self.retire();
+            return;
+        }
+        let s = &mut self.subs[i];
+        let before = s.in_force_share;
+        s.in_force_share = s.outstanding_share.take();
+        if let (Some(a), Some(share)) = (&mut self.allocation, s.in_force_share) {
+            a.acknowledged(&s.key, share);
+        }
+        if self.allocation.is_some() && s.in_force_share < before {
+            // The subscriber now enforces less: what it gave back may let others grow.
+            self.mark_allocated_dirty();
+            self.flush(now_ns);
             return;
         }
         self.send_if_due(now_ns, i, false);
-        self.subs.retain(|s| s.ending.is_none());
+        self.retire();
     }
 
     /// Sends subscription `i`'s pending NOTIFY if it is due (`immediate` skips the pacing).
@@ -472,7 +636,10 @@ impl Notifier {
         {
             return;
         }
-        let target = self.policy_for(&s.key).clone();
+        let (share, target) = match self.allocated(i) {
+            Some((share, rules)) => (Some(share), Some(rules)),
+            None => (None, self.policy_for(&s.key).clone()),
+        };
         let s = &mut self.subs[i];
         // A NOTIFY without a body means "nothing to update" (§4.8): a subscriber that holds a
         // document is cleared with a full document that has no rules.
@@ -535,6 +702,7 @@ impl Notifier {
             },
         };
         s.cseq += 1;
+        s.outstanding_share = share.filter(|_| s.ending.is_none() && !body.is_empty());
         let req = Request {
             method: Method::Notify,
             request_uri: s.remote_target.clone(),

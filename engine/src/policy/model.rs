@@ -739,6 +739,9 @@ impl Rate {
     /// Upper bound accepted by the reader (requests per second).
     pub const MAX: f64 = 1e12;
 
+    /// No request at all.
+    pub const ZERO: Rate = Rate(0.0);
+
     /// A rate; `None` unless 0 ≤ `per_second` ≤ [`Rate::MAX`].
     pub fn new(per_second: f64) -> Option<Self> {
         (per_second.is_finite() && (0.0..=Self::MAX).contains(&per_second))

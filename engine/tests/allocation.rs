@@ -1,0 +1,341 @@
+//! One capacity shared by demand among several subscribers, in simulated time: a notifier with
+//! an allocation, real subscribers each enforcing its share on its own engine, a network that
+//! delays every message, and traffic at each edge whose admitted part the notifier observes.
+//! Expected values come from max-min fairness (water-filling), not from the code's output.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use loadctl::compile::Identities;
+use loadctl::engine::{
+    Engine, EngineConfig, Request as SipRequest, Shard, Time, Transport, Verdict,
+};
+use loadctl::event::allocator::AllocatorConfig;
+use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig};
+use loadctl::event::subscriber::{Subscriber, SubscriberConfig};
+use loadctl::event::*;
+use loadctl::policy::{self, Limit, Limits, Rule, Uri};
+
+const S: u64 = 1_000_000_000;
+const MS: u64 = 1_000_000;
+const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
+const NOTIFIER: &str = "sip:sbc.example.com";
+
+fn uri(s: &str) -> Uri {
+    Uri::new(s).expect("uri")
+}
+
+/// The class shared: INVITEs to +1-212 (the rate is the allocator's to set).
+fn template() -> Rule {
+    let doc = format!(
+        "<ruleset {NS} version=\"0\" state=\"full\"><rule id=\"hotline\"><conditions><lc:call-identity><lc:sip><lc:to>\
+         <many-tel prefix=\"+1-212\"/></lc:to></lc:sip></lc:call-identity></conditions>\
+         <actions><lc:accept><lc:rate>1</lc:rate></lc:accept></actions></rule></ruleset>"
+    );
+    let rules: Vec<Arc<Rule>> = policy::read(doc.as_bytes(), &Limits::default())
+        .expect("valid")
+        .ruleset
+        .rules()
+        .expect("full")
+        .to_vec();
+    rules[0].as_ref().clone()
+}
+
+enum Msg {
+    Subscribe(usize, Request),
+    SubscribeAnswer(usize, Response),
+    Notify(usize, Request),
+    NotifyAnswer(Response),
+}
+
+struct Edge {
+    uri: String,
+    engine: Engine,
+    shard: Shard,
+    sub: Subscriber,
+    /// Offered requests/s.
+    demand: f64,
+    next_arrival: u64,
+    /// NOTIFY arrival times.
+    notifies: Vec<u64>,
+    first_notify_rate: Option<Option<f64>>,
+    admitted: u64,
+}
+
+struct World {
+    now: u64,
+    notifier: Notifier,
+    edges: Vec<Edge>,
+    net: VecDeque<(u64, Msg)>,
+    /// One-way delay of every message.
+    delay: u64,
+    capacity: f64,
+}
+
+fn enforced(e: &Engine) -> Option<f64> {
+    let p = e.source_policy(NOTIFIER)?;
+    match p.rules()?.first()?.accept.limit {
+        Limit::Rate(r) => Some(r.per_second()),
+        _ => None,
+    }
+}
+
+impl World {
+    fn new(capacity: f64, edges: usize, delay: u64) -> World {
+        let mut notifier =
+            Notifier::new(NotifierConfig::new(uri(NOTIFIER), "n", Authorization::Any));
+        notifier
+            .set_capacity(0, capacity, template(), AllocatorConfig::default())
+            .expect("capacity");
+        let edges = (0..edges)
+            .map(|i| {
+                let engine = Engine::new(EngineConfig {
+                    shards: 1,
+                    ..EngineConfig::default()
+                });
+                let u = format!("sip:edge{i}.example.net");
+                let mut c = SubscriberConfig::new(
+                    uri(NOTIFIER),
+                    uri(&u),
+                    &format!("c{i}"),
+                    &format!("t{i}"),
+                );
+                c.scope_to_notifier = false;
+                Edge {
+                    uri: u,
+                    shard: engine.attach(),
+                    sub: Subscriber::new(c, engine.clone(), 0),
+                    engine,
+                    demand: 0.0,
+                    next_arrival: 0,
+                    notifies: Vec::new(),
+                    first_notify_rate: None,
+                    admitted: 0,
+                }
+            })
+            .collect();
+        World {
+            now: 0,
+            notifier,
+            edges,
+            net: VecDeque::new(),
+            delay,
+            capacity,
+        }
+    }
+
+    fn send(&mut self, m: Msg) {
+        self.net.push_back((self.now + self.delay, m));
+    }
+
+    /// Advances to `until` in 1 ms steps, checking at every step that the shares the edges
+    /// enforce add up to at most the capacity.
+    fn run_until(&mut self, until: u64) {
+        while self.now < until {
+            self.now += MS;
+            self.step();
+            let total: f64 = self.edges.iter().filter_map(|e| enforced(&e.engine)).sum();
+            assert!(
+                total <= self.capacity + 1e-9,
+                "t={} ms: enforced shares add up to {total} > {}",
+                self.now / MS,
+                self.capacity
+            );
+        }
+    }
+
+    fn step(&mut self) {
+        let now = self.now;
+        // Messages due.
+        while self.net.front().is_some_and(|(at, _)| *at <= now) {
+            let (_, m) = self.net.pop_front().expect("due");
+            match m {
+                Msg::Subscribe(k, req) => {
+                    let r = self.notifier.handle_subscribe(now, &req);
+                    self.send(Msg::SubscribeAnswer(k, r));
+                }
+                Msg::SubscribeAnswer(k, r) => self.edges[k].sub.handle_response(now, &r),
+                Msg::Notify(k, req) => {
+                    let e = &mut self.edges[k];
+                    let r = e.sub.handle_notify(now, &req);
+                    e.notifies.push(now);
+                    if e.first_notify_rate.is_none() {
+                        e.first_notify_rate = Some(enforced(&e.engine));
+                    }
+                    self.send(Msg::NotifyAnswer(r));
+                }
+                Msg::NotifyAnswer(r) => self.notifier.handle_response(now, &r),
+            }
+        }
+        // Timers.
+        if self.notifier.poll_timeout().is_some_and(|t| t <= now) {
+            self.notifier.handle_timeout(now);
+        }
+        for k in 0..self.edges.len() {
+            let e = &mut self.edges[k];
+            if e.sub.poll_timeout().is_some_and(|t| t <= now) {
+                e.sub.handle_timeout(now);
+            }
+            while let Some(req) = self.edges[k].sub.poll_transmit() {
+                self.send(Msg::Subscribe(k, req));
+            }
+        }
+        while let Some(req) = self.notifier.poll_transmit() {
+            let k = self
+                .edges
+                .iter()
+                .position(|e| req.to.uri.as_str() == e.uri)
+                .expect("a known edge");
+            self.send(Msg::Notify(k, req));
+        }
+        // Traffic: evenly spaced arrivals; the notifier sees what each edge admits.
+        for k in 0..self.edges.len() {
+            let e = &mut self.edges[k];
+            if e.demand <= 0.0 {
+                e.next_arrival = now;
+                continue;
+            }
+            let gap = (S as f64 / e.demand) as u64;
+            while e.next_arrival <= now {
+                let t = e.next_arrival;
+                e.next_arrival += gap;
+                let req = SipRequest {
+                    method: "INVITE",
+                    identities: Identities {
+                        to: Some("<tel:+1-212-555-0100>"),
+                        ..Identities::default()
+                    },
+                    transport: Transport::Tcp,
+                    initial: true,
+                    event: None,
+                    time: Some(Time {
+                        monotonic_ns: t,
+                        unix_ns: 1_700_000_000_000_000_000,
+                    }),
+                    ..SipRequest::default()
+                };
+                if e.shard.classify(&req).verdict == Verdict::Accept {
+                    e.admitted += 1;
+                    // False only after the edge's subscription ended (its terminated NOTIFY may
+                    // still be on its way).
+                    self.notifier.observe(t, &uri(&e.uri), 1);
+                }
+            }
+        }
+    }
+
+    fn demands(&mut self, d: &[f64]) {
+        for (e, &d) in self.edges.iter_mut().zip(d) {
+            if e.demand <= 0.0 {
+                e.next_arrival = self.now;
+            }
+            e.demand = d;
+        }
+    }
+
+    fn shares(&self) -> Vec<f64> {
+        self.edges
+            .iter()
+            .map(|e| enforced(&e.engine).unwrap_or(-1.0))
+            .collect()
+    }
+}
+
+fn within(got: &[f64], want: &[f64], tolerance: f64) -> bool {
+    got.iter()
+        .zip(want)
+        .all(|(g, w)| (g - w).abs() <= tolerance * w)
+}
+
+#[test]
+fn shares_follow_demand_to_max_min_fairness() {
+    let mut w = World::new(120.0, 3, 20 * MS);
+    w.demands(&[40.0, 40.0, 40.0]);
+    w.run_until(5 * S);
+    // Each edge's first NOTIFY already carried a share (not a bodyless NOTIFY).
+    for e in &w.edges {
+        assert!(
+            matches!(e.first_notify_rate, Some(Some(_))),
+            "{}: {:?}",
+            e.uri,
+            e.first_notify_rate
+        );
+    }
+    // Equal demand above the equal split: the equal split.
+    assert!(
+        within(&w.shares(), &[40.0, 40.0, 40.0], 0.05),
+        "{:?}",
+        w.shares()
+    );
+
+    // Water-filling of 120 over demands (10, 60, 130): 10, then (120 − 10) / 2 = 55 each.
+    w.demands(&[10.0, 60.0, 130.0]);
+    w.run_until(8 * S);
+    let want = [10.0, 55.0, 55.0];
+    assert!(
+        within(&w.shares(), &want, 0.05),
+        "after 3 s: {:?}",
+        w.shares()
+    );
+    // And it stays there.
+    let notifies_before: usize = w.edges.iter().map(|e| e.notifies.len()).sum();
+    for t in 9..=14 {
+        w.run_until(t * S);
+        assert!(
+            within(&w.shares(), &want, 0.05),
+            "t={t} s: {:?}",
+            w.shares()
+        );
+    }
+    let notifies_after: usize = w.edges.iter().map(|e| e.notifies.len()).sum();
+    assert!(
+        notifies_after - notifies_before <= 3,
+        "steady demand, yet {} NOTIFYs in 6 s",
+        notifies_after - notifies_before
+    );
+
+    // The third edge goes idle while the second wants more than there is: within 3 s the
+    // idle share is reclaimed (down to the least share) and the second edge has what the
+    // first does not use.
+    w.demands(&[10.0, 130.0, 0.0]);
+    w.run_until(17 * S);
+    let s = w.shares();
+    let least = AllocatorConfig::default().min_share;
+    assert!(s[2] <= least * 1.05, "idle edge keeps {s:?}");
+    assert!(s[1] >= 0.95 * (120.0 - 10.0 - least), "busy edge has {s:?}");
+
+    // No subscriber got two NOTIFYs less than a second apart (RFC 7200 §4.10).
+    for e in &w.edges {
+        for pair in e.notifies.windows(2) {
+            assert!(pair[1] - pair[0] >= S, "{}: NOTIFYs at {pair:?}", e.uri);
+        }
+    }
+}
+
+#[test]
+fn enforced_shares_never_exceed_the_capacity_with_churn_and_slow_notifies() {
+    // Eight edges, demands that change every few seconds, subscriptions that end and start
+    // again, and 150 ms each way: `run_until` checks the sum at every millisecond.
+    let mut w = World::new(200.0, 8, 150 * MS);
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut rand = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    for round in 0..20u64 {
+        let d: Vec<f64> = (0..8)
+            .map(|_| [0.0, 5.0, 20.0, 60.0, 150.0][rand(5) as usize])
+            .collect();
+        w.demands(&d);
+        if round % 4 == 3 {
+            // One edge unsubscribes; its share goes to the others.
+            let k = rand(8) as usize;
+            w.edges[k].sub.unsubscribe(w.now);
+        }
+        w.run_until(w.now + (2 + rand(3)) * S);
+    }
+    let admitted: u64 = w.edges.iter().map(|e| e.admitted).sum();
+    assert!(admitted > 0);
+}
