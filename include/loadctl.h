@@ -16,9 +16,9 @@
 //
 // and check the library it runs with (the same major version, by its SONAME, but possibly
 // older than the header it was built with): `lc_version_number() >= LC_VERSION_NUMBER`.
-#define LC_VERSION "0.3.0"
+#define LC_VERSION "0.4.0"
 #define LC_VERSION_MAJOR 0
-#define LC_VERSION_MINOR 3
+#define LC_VERSION_MINOR 4
 #define LC_VERSION_PATCH 0
 // MAJOR × 10000 + MINOR × 100 + PATCH (MINOR and PATCH stay below 100): 0.1.0 is 100.
 #define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH)
@@ -347,6 +347,46 @@ typedef struct lc_notifier_config {
   // Least spacing of NOTIFYs on one subscription, milliseconds.
   uint32_t pacing_ms;
 } lc_notifier_config;
+
+// How a notifier shares a capacity (`lc_notifier_set_capacity`); fractions are in parts per
+// million, rates in thousandths of a request per second. `lc_allocator_config_default` writes
+// the defaults.
+typedef struct lc_allocator_config {
+  // How often demand is measured and shares recomputed, nanoseconds (> 0; default 1 s).
+  uint64_t period_ns;
+  // Weight of the newest period's rate in the smoothed demand, 1 to 1,000,000 (default
+  // 1,000,000: no smoothing).
+  uint32_t alpha_ppm;
+  // A subscriber admitting at least this fraction of its share is constrained, 1 to
+  // 1,000,000 (default 980,000).
+  uint32_t busy_ppm;
+  // A constrained subscriber's demand is estimated at its share times 1 + probe, 1 to
+  // 100,000,000 (default 500,000).
+  uint32_t probe_ppm;
+  // A donating subscriber keeps its rate times 1 + headroom; (1 + headroom) · busy must
+  // exceed 1, headroom at most 1,000,000 (default 30,000).
+  uint32_t headroom_ppm;
+  // A target moves only by more than this fraction, 0 to 999,999 (default 50,000).
+  uint32_t hysteresis_ppm;
+  // The least share of a subscriber, thousandths of a request per second (default 1,000).
+  uint64_t min_share_milli;
+} lc_allocator_config;
+
+// One subscriber of a shared capacity (`lc_notifier_share`); rates in thousandths of a
+// request per second.
+typedef struct lc_share {
+  // The subscriber's URI (its SUBSCRIBE's From); points into the handle, valid until the
+  // next call on it.
+  struct lc_str subscriber;
+  // Its measured (smoothed) rate; `UINT64_MAX` before its first measurement.
+  uint64_t usage_milli;
+  // The share the allocator wants it to have.
+  uint64_t target_milli;
+  // The share it acknowledged last; `UINT64_MAX` before any.
+  uint64_t in_force_milli;
+  // Its last measurement reached its share (its real demand is unknown).
+  bool constrained;
+} lc_share;
 
 // What a notifier reports: an `LC_NOTIFIER_EVENT_KIND_*` value (`lc_notifier_event.kind`;
 // later versions may add kinds: switch with a `default`).
@@ -1236,6 +1276,67 @@ lc_result lc_notifier_set_subscriber_policy(struct lc_notifier *n,
                                             const uint8_t *body,
                                             size_t len,
                                             uint8_t clear);
+
+// Writes the default allocator settings into `*out`.
+//
+// # Safety
+// `out` writable.
+lc_result lc_allocator_config_default(struct lc_allocator_config *out);
+
+// Shares a capacity among the subscribers by their demand: `template` (`len` bytes, read
+// during the call) is a full document whose first rule names the class of requests (its
+// conditions and alt-action) and whose `<rate>` is the capacity R; each subscriber gets that
+// rule with its share as `<rate>`. Demand comes from `lc_notifier_observe`. A subscriber's
+// own policy (`lc_notifier_set_subscriber_policy`) wins over its share; the share wins over
+// `lc_notifier_set_policy`'s policy. The shares that subscribers have acknowledged or have in
+// flight never add up to more than R: a share grows only out of capacity nobody else holds,
+// so a new subscriber's first NOTIFY carries what is free (possibly 0). Shares are recomputed
+// once per `period_ns` in `lc_notifier_handle_timeout`. Calling it again with the same rule
+// and settings changes only R (measurements kept). `config` NULL means the defaults. NOTIFYs
+// are queued, paced per subscription.
+//
+// Errors: `LC_RESULT_INVALID_POLICY` (`lc_last_error` gives `LINE:COLUMN`) and
+// `LC_RESULT_NOT_FULL` as for `lc_notifier_set_policy`; `LC_RESULT_INVALID_ARGUMENT` when the
+// document has no rule, its first rule has no `<rate>`, or a `config` field is out of range
+// (`lc_last_error` names it). Nothing changes then.
+//
+// # Safety
+// `n` from `lc_notifier_new`; `template` readable for `len` bytes; `config` NULL or readable.
+lc_result lc_notifier_set_capacity(struct lc_notifier *n,
+                                   uint64_t now_ns,
+                                   const uint8_t *template_,
+                                   size_t len,
+                                   const struct lc_allocator_config *config);
+
+// Stops sharing a capacity: subscribers get `lc_notifier_set_policy`'s policy again (NOTIFYs
+// queued). Without a shared capacity, nothing happens.
+//
+// # Safety
+// `n` from `lc_notifier_new`.
+lc_result lc_notifier_clear_capacity(struct lc_notifier *n, uint64_t now_ns);
+
+// Counts `count` requests of the shared class that arrived from `subscriber` (what it
+// admitted) since its previous observation, the last of them at `now_ns`: one call per
+// request with `count` 1, or one per report. `subscriber` is compared with the From URI of
+// the subscriber's SUBSCRIBE as in `lc_notifier_set_subscriber_policy`.
+//
+// Errors: `LC_RESULT_UNKNOWN_SOURCE` when no capacity is shared or `subscriber` has no
+// subscription (nothing counted); `LC_RESULT_INVALID_ARGUMENT` when `subscriber` is not a
+// URI.
+//
+// # Safety
+// `n` from `lc_notifier_new`; `subscriber` readable.
+lc_result lc_notifier_observe(struct lc_notifier *n,
+                              uint64_t now_ns,
+                              struct lc_str subscriber,
+                              uint64_t count);
+
+// Writes subscriber number `index` (0, 1, …, in a stable order) of the shared capacity into
+// `*out`; `LC_RESULT_EMPTY` past the last one, or when no capacity is shared.
+//
+// # Safety
+// `n` from `lc_notifier_new`; `out` writable.
+lc_result lc_notifier_share(struct lc_notifier *n, size_t index, struct lc_share *out);
 
 // Feeds a SUBSCRIBE; writes the response to send into `*response` — 200 (a NOTIFY follows in
 // `lc_notifier_poll_transmit`), or a refusal (403 for a subscriber that is not `authorized`,

@@ -495,12 +495,162 @@ static void test_wire_remote_target(void) {
     lc_engine_free(e);
 }
 
+/* Moves messages between a notifier and several subscribers (NOTIFYs routed by To URI) until
+ * all are quiet; returns the NOTIFYs delivered. */
+static int pump_many(lc_subscriber **subs, const char **uris, int count, lc_notifier *n, uint64_t now) {
+    int moved = 0;
+    for (int round = 0; round < 20; round++) {
+        int any = 0;
+        lc_sip_message m;
+        lc_sip_message resp;
+        for (int k = 0; k < count; k++) {
+            while (lc_subscriber_poll_transmit(subs[k], &m) == LC_RESULT_OK) {
+                any = 1;
+                CHECK(lc_notifier_handle_subscribe(n, now, &m, &resp) == LC_RESULT_OK);
+                CHECK(lc_subscriber_handle_response(subs[k], now, &resp) == LC_RESULT_OK);
+            }
+        }
+        while (lc_notifier_poll_transmit(n, &m) == LC_RESULT_OK) {
+            any = 1;
+            moved++;
+            int k = 0;
+            while (k < count && !str_is(m.to_uri, uris[k])) {
+                k++;
+            }
+            CHECK(k < count);
+            if (k == count) {
+                return moved;
+            }
+            CHECK(lc_subscriber_handle_notify(subs[k], now, &m, &resp) == LC_RESULT_OK);
+            CHECK(lc_notifier_handle_response(n, now, &resp) == LC_RESULT_OK);
+        }
+        if (!any) {
+            break;
+        }
+    }
+    return moved;
+}
+
+static int near(uint64_t got, uint64_t want) {
+    return got + 2 >= want && got <= want + 2;
+}
+
+/* Sum of the shares the subscribers acknowledged (thousandths of a request per second). */
+static uint64_t acknowledged(lc_notifier *n) {
+    uint64_t sum = 0;
+    lc_share sh;
+    for (size_t i = 0; lc_notifier_share(n, i, &sh) == LC_RESULT_OK; i++) {
+        if (sh.in_force_milli != UINT64_MAX) {
+            sum += sh.in_force_milli;
+        }
+    }
+    return sum;
+}
+
+static void test_shared_capacity(void) {
+    lc_notifier *n = NULL;
+    lc_notifier_config nc;
+    memset(&nc, 0, sizeof nc);
+    nc.uri = str("sip:sbc.example.com");
+    nc.tag = str("n9");
+    nc.authorized = str("example.net");
+    CHECK(lc_notifier_new(&nc, &n) == LC_RESULT_OK);
+    /* Refusals change nothing. */
+    const char *t = policy(120);
+    lc_allocator_config ac;
+    CHECK(lc_allocator_config_default(&ac) == LC_RESULT_OK);
+    CHECK(ac.period_ns == SECOND && ac.alpha_ppm == 1000000 && ac.busy_ppm == 980000 && ac.min_share_milli == 1000);
+    lc_allocator_config bad = ac;
+    bad.busy_ppm = 0;
+    CHECK(lc_notifier_set_capacity(n, 0, (const uint8_t *)t, strlen(t), &bad) == LC_RESULT_INVALID_ARGUMENT);
+    bad = ac;
+    bad.headroom_ppm = 10000; /* (1 + 0.01) * 0.98 < 1: a donor would look constrained */
+    CHECK(lc_notifier_set_capacity(n, 0, (const uint8_t *)t, strlen(t), &bad) == LC_RESULT_INVALID_ARGUMENT);
+    bad = ac;
+    bad.period_ns = 0;
+    CHECK(lc_notifier_set_capacity(n, 0, (const uint8_t *)t, strlen(t), &bad) == LC_RESULT_INVALID_ARGUMENT);
+    const char *percent =
+        "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"0\" state=\"full\">"
+        "<rule id=\"p\"><actions><accept><percent>50</percent></accept></actions></rule></ruleset>";
+    CHECK(lc_notifier_set_capacity(n, 0, (const uint8_t *)percent, strlen(percent), NULL) == LC_RESULT_INVALID_ARGUMENT);
+    const char *empty = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"0\" state=\"full\"/>";
+    CHECK(lc_notifier_set_capacity(n, 0, (const uint8_t *)empty, strlen(empty), NULL) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(lc_notifier_set_capacity(n, 0, (const uint8_t *)"<x", 2, NULL) == LC_RESULT_INVALID_POLICY);
+    CHECK(lc_notifier_set_capacity(n, 0, NULL, 0, NULL) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_set_capacity(NULL, 0, (const uint8_t *)t, strlen(t), NULL) == LC_RESULT_NULL_PARAMETER);
+    lc_share sh;
+    CHECK(lc_notifier_share(n, 0, &sh) == LC_RESULT_EMPTY);
+    CHECK(lc_notifier_observe(n, 0, str("sip:p1.example.net"), 1) == LC_RESULT_UNKNOWN_SOURCE);
+
+    CHECK(lc_notifier_set_capacity(n, 0, (const uint8_t *)t, strlen(t), &ac) == LC_RESULT_OK);
+    const char *uris[2] = {"sip:p1.example.net", "sip:p2.example.net"};
+    lc_engine *e[2];
+    lc_subscriber *s[2];
+    for (int k = 0; k < 2; k++) {
+        CHECK(lc_engine_new(NULL, &e[k]) == LC_RESULT_OK);
+        lc_subscriber_config sc;
+        memset(&sc, 0, sizeof sc);
+        sc.notifier = str("sip:sbc.example.com");
+        sc.subscriber = str(uris[k]);
+        sc.call_id = str(k == 0 ? "cid-1" : "cid-2");
+        sc.tag = str(k == 0 ? "t1" : "t2");
+        CHECK(lc_subscriber_new(e[k], &sc, 0, &s[k]) == LC_RESULT_OK);
+    }
+    /* Alone, the first subscriber's first NOTIFY carries all of R. */
+    CHECK(pump_many(s, uris, 1, n, 0) == 1);
+    CHECK(lc_notifier_share(n, 0, &sh) == LC_RESULT_OK);
+    CHECK(str_is(sh.subscriber, "sip:p1.example.net") && sh.target_milli == 120000 && sh.in_force_milli == 120000);
+    CHECK(sh.usage_milli == UINT64_MAX && sh.constrained);
+    /* The second one's first NOTIFY carries what is free (nothing yet): never more than R. */
+    CHECK(pump_many(s, uris, 2, n, 0) == 1);
+    CHECK(lc_notifier_share(n, 1, &sh) == LC_RESULT_OK);
+    CHECK(str_is(sh.subscriber, "sip:p2.example.net") && sh.target_milli == 60000 && sh.in_force_milli == 0);
+    CHECK(acknowledged(n) <= 120000);
+    CHECK(lc_notifier_share(n, 2, &sh) == LC_RESULT_EMPTY);
+    /* A second later (pacing) the first shrinks to 60, then the second grows to 60. */
+    CHECK(lc_notifier_handle_timeout(n, SECOND) == LC_RESULT_OK);
+    CHECK(pump_many(s, uris, 2, n, SECOND) == 2);
+    CHECK(acknowledged(n) == 120000);
+    CHECK(lc_notifier_share(n, 1, &sh) == LC_RESULT_OK && sh.in_force_milli == 60000);
+    /* Observations: p1 sends 20/s, p2 sends at its share of 60. */
+    for (uint64_t i = 1; i <= 40; i++) {
+        CHECK(lc_notifier_observe(n, SECOND + i * SECOND / 20, str("sip:p1.example.net"), 1) == LC_RESULT_OK);
+    }
+    for (uint64_t i = 1; i <= 120; i++) {
+        CHECK(lc_notifier_observe(n, SECOND + i * SECOND / 60, str("SIP:p2.EXAMPLE.net"), 1) == LC_RESULT_OK);
+    }
+    CHECK(lc_notifier_observe(n, SECOND, str("not a uri"), 1) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(lc_notifier_observe(n, SECOND, str("sip:p3.example.net"), 1) == LC_RESULT_UNKNOWN_SOURCE);
+    /* Water-filling over demands (20 × 1.03, 60 × 1.5): 20.6 for p1, the rest (99.4) for p2. */
+    CHECK(lc_notifier_handle_timeout(n, 3 * SECOND) == LC_RESULT_OK);
+    pump_many(s, uris, 2, n, 3 * SECOND);
+    CHECK(lc_notifier_share(n, 0, &sh) == LC_RESULT_OK);
+    /* (Shares are rounded down to a thousandth: allow 2 for the float arithmetic.) */
+    CHECK(!sh.constrained && sh.usage_milli == 20000 && near(sh.target_milli, 20600) && sh.in_force_milli == sh.target_milli);
+    CHECK(lc_notifier_share(n, 1, &sh) == LC_RESULT_OK);
+    CHECK(sh.constrained && sh.usage_milli == 60000 && near(sh.target_milli, 99400) && sh.in_force_milli == sh.target_milli);
+    CHECK(acknowledged(n) <= 120000 && acknowledged(n) >= 119996);
+    /* Back to the common policy (none): the subscribers are cleared. */
+    CHECK(lc_notifier_clear_capacity(n, 4 * SECOND) == LC_RESULT_OK);
+    CHECK(lc_notifier_share(n, 0, &sh) == LC_RESULT_EMPTY);
+    CHECK(lc_notifier_clear_capacity(NULL, 0) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_observe(NULL, 0, str("sip:p1.example.net"), 1) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_share(n, 0, NULL) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_allocator_config_default(NULL) == LC_RESULT_NULL_PARAMETER);
+    for (int k = 0; k < 2; k++) {
+        lc_subscriber_free(s[k]);
+        lc_engine_free(e[k]);
+    }
+    lc_notifier_free(n);
+}
+
 int main(void) {
     test_back_to_back();
     test_refusals_and_nulls();
     test_over_the_wire();
     test_bodyless_warnings_and_refusals();
     test_wire_remote_target();
+    test_shared_capacity();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -216,6 +216,9 @@ pub struct Allocation {
     config: AllocatorConfig,
     members: BTreeMap<String, Member>,
     next_tick: u64,
+    /// Some observation has arrived: until then nobody is measured (a notifier that gets no
+    /// reports splits blindly, equally, instead of taking everyone for idle).
+    observed: bool,
 }
 
 /// `x` rounded down to a thousandth (what a `<rate>` carries here), so rounded shares never
@@ -244,6 +247,7 @@ impl Allocation {
             config,
             members: BTreeMap::new(),
             next_tick: now_ns.saturating_add(config.period_ns),
+            observed: false,
         })
     }
 
@@ -329,6 +333,7 @@ impl Allocation {
         if count > 0 {
             m.count = m.count.saturating_add(count);
             m.last = m.last.max(now_ns);
+            self.observed = true;
         }
         true
     }
@@ -350,13 +355,20 @@ impl Allocation {
     /// that stopped is not credited with its old pace). A period with none is a rate of 0. Its
     /// smoothed rate is compared with the least share it enforced during the period: reaching
     /// [`AllocatorConfig::busy`] of it makes it constrained. A subscriber measured over less
-    /// than half a period waits for the next one.
+    /// than half a period waits for the next one. Until the first observation arrives nobody is
+    /// measured: without reports every subscriber counts as constrained with unknown demand,
+    /// and the split is equal.
     pub fn tick(&mut self, now_ns: u64) -> bool {
         if now_ns < self.next_tick {
             return false;
         }
         let c = self.config;
         for m in self.members.values_mut() {
+            if !self.observed {
+                // Nothing arrived up to now, from anyone.
+                m.anchor = now_ns;
+                continue;
+            }
             let window = now_ns.saturating_sub(m.anchor);
             if window < c.period_ns / 2 {
                 continue;
@@ -385,7 +397,8 @@ impl Allocation {
             };
             m.constrained = usage >= c.busy * reference;
             m.usage = Some(usage);
-            m.anchor = if m.count > 0 { m.last } else { m.anchor };
+            // Nothing arrived up to now: the next requests come after it.
+            m.anchor = if m.count > 0 { m.last } else { now_ns };
             m.count = 0;
             m.least_in_force = m.in_force;
         }
