@@ -933,9 +933,46 @@ fn user_is_phone(params: Params<'_>) -> bool {
     }
 }
 
+/// Which parts of a [`Canonical`] a caller reads: [`canonicalize_parts`] builds only those.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Parts {
+    /// [`Canonical::key`] and [`Canonical::sip`] (what comparing whole URIs reads).
+    pub key: bool,
+    /// [`Canonical::host`].
+    pub host: bool,
+    /// [`Canonical::number`].
+    pub number: bool,
+}
+
+impl Parts {
+    /// Every part: the full canonical form.
+    pub const ALL: Parts = Parts {
+        key: true,
+        host: true,
+        number: true,
+    };
+}
+
 /// Writes the canonical form of `uri` into `buf` (cleared first) and returns views into it.
 /// `buf` keeps its capacity between calls, so a reused buffer does not allocate.
 pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<'b, 'a> {
+    canonicalize_parts(uri, buf, Parts::ALL)
+}
+
+/// [`canonicalize`], building only the parts `parts` asks for: each part asked for is exactly
+/// what [`canonicalize`] gives; the others are left empty (`key` `b""`, `host`, `number` and
+/// `sip` `None`) and must not be read, since "empty" then does not mean "the URI has none".
+/// A part may come for free with another (a number's key, a SIP URI's host inside its key)
+/// and is then filled in too, with the same value.
+///
+/// What is skipped: without `key` and `number`, whether the URI is a number is not even
+/// looked at and only the host is written; without `host`, a `user=phone` SIP URI's host is
+/// not written; without `key`, a SIP URI that is not a number writes no key.
+pub fn canonicalize_parts<'b, 'a>(
+    uri: UriRef<'a>,
+    buf: &'b mut Vec<u8>,
+    parts: Parts,
+) -> Canonical<'b, 'a> {
     buf.clear();
     type R = std::ops::Range<usize>;
     let mut host: Option<R> = None;
@@ -957,6 +994,7 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
         false => extend_lower(raw.as_bytes(), buf),
     };
     let tel_parts: Option<(&str, Params<'_>)> = match uri {
+        _ if !parts.key && !parts.number => None,
         UriRef::Tel(t) => Some((t.number, t.params)),
         UriRef::Sip(s) if user_is_phone(s.params) => s.user.map(|u| {
             let (n, p) = split_byte(u, b';').unwrap_or((u, ""));
@@ -975,11 +1013,22 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
         let context = tel_params_into(params, buf).filter(|_| !global);
         key = 0..buf.len();
         number = Some((digits, global, context));
-        if let UriRef::Sip(s) = uri {
+        if let UriRef::Sip(s) = uri
+            && parts.host
+        {
             let s0 = buf.len();
             append_lower(s.host, buf);
             host = Some(s0..buf.len());
         }
+    } else if !parts.key {
+        // Not a number (or not asked whether it is one), and no key: at most the host.
+        if let UriRef::Sip(s) = uri
+            && parts.host
+        {
+            append_lower(s.host, buf);
+            host = Some(0..buf.len());
+        }
+        key = 0..0;
     } else {
         match uri {
             UriRef::Sip(s) => {
@@ -1017,7 +1066,7 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
         }
     }
     let sip = match uri {
-        UriRef::Sip(s) if number.is_none() => Some(SipRest {
+        UriRef::Sip(s) if number.is_none() && parts.key => Some(SipRest {
             params: s.params,
             headers: s.headers,
         }),

@@ -987,6 +987,27 @@ mod tests {
                         super::canonicalize(p, &mut b),
                         "{:?}", t
                     );
+                    // Every part asked of `canonicalize_parts` is the reference's, whatever
+                    // else is asked with it.
+                    let full = super::canonicalize(p, &mut b);
+                    for bits in 0..8u8 {
+                        let parts = crate::uri::Parts {
+                            key: bits & 1 != 0,
+                            host: bits & 2 != 0,
+                            number: bits & 4 != 0,
+                        };
+                        let got = crate::uri::canonicalize_parts(p, &mut a, parts);
+                        if parts.key {
+                            prop_assert_eq!(got.key, full.key, "{:?} {:?}", t, parts);
+                            prop_assert_eq!(got.sip, full.sip, "{:?} {:?}", t, parts);
+                        }
+                        if parts.host {
+                            prop_assert_eq!(got.host, full.host, "{:?} {:?}", t, parts);
+                        }
+                        if parts.number {
+                            prop_assert_eq!(got.number, full.number, "{:?} {:?}", t, parts);
+                        }
+                    }
                     if let crate::uri::UriRef::Sip(u) = p {
                         prop_assert_eq!(
                             u.params.iter().collect::<Vec<_>>(),

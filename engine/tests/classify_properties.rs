@@ -403,6 +403,177 @@ proptest! {
     }
 }
 
+// ------------------------------------------------------------------ lazy ≡ eager
+
+/// Identities that read different parts of one field: exact ids (the key and the
+/// parameters), `many` with and without a domain and with except ids and except domains (the
+/// host, the key on demand), `many-tel` with and without a prefix and with except prefixes
+/// and except ids (the number, the key on demand).
+fn mixed_identity_xml() -> impl Strategy<Value = String> {
+    let sip_id = (0..3usize, 0..3usize, any::<bool>()).prop_map(|(u, d, transport)| {
+        let p = if transport { ";transport=tcp" } else { "" };
+        format!("sip:{}@{}{p}", USERS[u], DOMAINS[d])
+    });
+    let any_id = prop_oneof![
+        sip_id.clone(),
+        (0..NUMBERS.len()).prop_map(|n| NUMBERS[n].to_string()),
+    ];
+    let except = prop_oneof![
+        any_id
+            .clone()
+            .prop_map(|id| format!("<except id=\"{id}\"/>")),
+        (0..3usize).prop_map(|d| format!("<except domain=\"{}\"/>", DOMAINS[d])),
+    ];
+    let except_tel = prop_oneof![
+        any_id
+            .clone()
+            .prop_map(|id| format!("<except-tel id=\"{id}\"/>")),
+        (0..PREFIXES.len()).prop_map(|p| format!("<except-tel prefix=\"{}\"/>", PREFIXES[p])),
+    ];
+    prop_oneof![
+        any_id.prop_map(|id| format!("<one id=\"{id}\"/>")),
+        (
+            proptest::option::of(0..3usize),
+            proptest::collection::vec(except, 0..3)
+        )
+            .prop_map(|(d, ex)| {
+                let domain = d.map_or(String::new(), |d| format!(" domain=\"{}\"", DOMAINS[d]));
+                format!("<many{domain}>{}</many>", ex.concat())
+            }),
+        (
+            proptest::option::of(0..PREFIXES.len()),
+            proptest::collection::vec(except_tel, 0..3)
+        )
+            .prop_map(|(p, ex)| {
+                let prefix = p.map_or(String::new(), |p| format!(" prefix=\"{}\"", PREFIXES[p]));
+                format!("<many-tel{prefix}>{}</many-tel>", ex.concat())
+            }),
+    ]
+}
+
+/// Rules whose `<sip>` blocks test From and P-Asserted-Identity (and sometimes the
+/// Request-URI) with several mixed identities each, so one field is indexed by its key, its
+/// host and its number at once and candidates compare keys built on demand.
+fn mixed_policy_xml() -> impl Strategy<Value = String> {
+    let field = (
+        prop_oneof![3 => Just("from"), 3 => Just("p-asserted-identity"), 1 => Just("request-uri")],
+        proptest::collection::vec(mixed_identity_xml(), 1..4),
+    )
+        .prop_map(|(name, ids)| format!("<lc:{name}>{}</lc:{name}>", ids.concat()));
+    let rule = proptest::collection::vec(proptest::collection::vec(field, 1..3), 1..3);
+    proptest::collection::vec(rule, 1..10).prop_map(|rules| {
+        rules
+            .into_iter()
+            .enumerate()
+            .map(|(i, sips)| {
+                format!(
+                    "<rule id=\"r{i}\"><conditions>{}</conditions><actions><lc:accept><lc:rate>1</lc:rate></lc:accept></actions></rule>",
+                    call_identity_xml(sips)
+                )
+            })
+            .collect()
+    })
+}
+
+/// Request URIs of every kind a field may hold, valid or not: SIP URIs in any case, with
+/// escapes, ports and parameters; `user=phone` SIP URIs whose host is a policy domain; tel
+/// URIs; and URIs `uri::parse` refuses (the field then counts as absent, lazily or not).
+fn mixed_uri() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (
+            0..3usize,
+            0..3usize,
+            any::<bool>(),
+            proptest::sample::select(
+                &["", ";transport=tcp", ";TRANSPORT=TCP", ";user=ip", ";lr"][..]
+            ),
+            proptest::sample::select(&["", ":5060"][..]),
+        )
+            .prop_map(|(u, d, upper, param, port)| {
+                let host = if upper {
+                    DOMAINS[d].to_uppercase()
+                } else {
+                    DOMAINS[d].to_string()
+                };
+                format!("sip:{}@{host}{port}{param}", USERS[u])
+            }),
+        (0..NUMBERS.len()).prop_map(|n| NUMBERS[n].to_string()),
+        (0..3usize, any::<bool>()).prop_map(|(d, upper)| {
+            let host = if upper {
+                DOMAINS[d].to_uppercase()
+            } else {
+                DOMAINS[d].to_string()
+            };
+            format!("sip:+1-212-555-1234@{host};user=phone")
+        }),
+        proptest::sample::select(
+            &[
+                "sip:%61lice@a.example",
+                "sip:alice@%61.example",
+                "sip:alice:pw@a.example",
+                "sips:alice@a.example",
+                "sip:a.example",
+                "sip:alice@[2001:db8::1]",
+                "tel:+1-212-555-1234;isub=1",
+                "urn:service:sos",
+                // Refused by `uri::parse`.
+                "sip:al ice@a.example",
+                "sip:alice@a!.example",
+                "sip:alice@a.example:99999",
+                "sip:alice@",
+                "sip:%6@a.example",
+                "tel:",
+                "nonsense",
+                "",
+            ][..]
+        )
+        .prop_map(str::to_string),
+    ]
+}
+
+/// A header value holding [`mixed_uri`]s: a name-addr with a tag, a bare URI, or two
+/// comma-separated values (for P-Asserted-Identity).
+fn mixed_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        mixed_uri().prop_map(|u| format!("\"X\" <{u}>;tag=1")),
+        mixed_uri().prop_map(|u| format!("<{u}>")),
+        (mixed_uri(), mixed_uri()).prop_map(|(a, b)| format!("<{a}>, <{b}>")),
+        Just("\"X\" <sip:alice@a.example".to_string()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1_000, ..ProptestConfig::default() })]
+
+    /// `find_with` builds only the parts of each field the policy reads on every request and
+    /// a candidate's keys on demand; `find` on a complete view builds everything up front. They
+    /// find the same rule, and it is the first rule a scan finds, on policies that read the key,
+    /// the host and the number of the same field and on URIs `uri::parse` refuses.
+    #[test]
+    fn lazy_view_finds_the_same_rule_as_an_eager_one(
+        rules in mixed_policy_xml(),
+        requests in proptest::collection::vec((mixed_value(), mixed_uri(), mixed_value()), 1..20),
+    ) {
+        let policy = compiled(&rules);
+        let mut lazy = Scratch::default();
+        for (from, ruri, pai) in &requests {
+            let ids = Identities {
+                from: Some(from),
+                request_uri: Some(ruri),
+                p_asserted_identity: Some(pai.as_str()).into(),
+                ..Identities::default()
+            };
+            let found = policy.find_with("INVITE", 0, &ids, &mut lazy);
+            let mut eager = Scratch::default();
+            let view = policy.view(&ids, &mut eager);
+            let eagerly = policy.find("INVITE", 0, &view, &mut Vec::new());
+            let scanned = (0..policy.len()).find(|&i| policy.check(i, "INVITE", 0, &view).is_ok());
+            prop_assert_eq!(found, eagerly, "{} | {} | {}\n{}", from, ruri, pai, rules);
+            prop_assert_eq!(found, scanned, "{} | {} | {}\n{}", from, ruri, pai, rules);
+        }
+    }
+}
+
 // ------------------------------------------------------------------ no allocation
 
 #[test]

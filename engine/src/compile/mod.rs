@@ -14,6 +14,12 @@
 //! holds wins (RFC 7200 Appendix D.1), so the index changes the cost, never the answer. Lookup
 //! cost grows with the length of the request's URIs, not with the number of rules.
 //!
+//! Each used field is parsed (validated) in full, but only the parts of its canonical form the
+//! policy reads on every request are written ([`crate::uri::Parts`]: the key when the field has
+//! exact ids in its index, the host when a `many` looks at it, the number when a `many-tel`
+//! does); the key a candidate's `one` or `except id` compares is built when first compared.
+//! [`CompiledPolicy::view`] (for `explain` and [`CompiledPolicy::check`]) builds everything.
+//!
 //! P-Asserted-Identity is a list that may span several header lines (RFC 3261 §7.3.1; RFC
 //! 3325 §9.1 allows one sip/sips and one tel identity): the view takes its first two values
 //! across all lines ([`Identities::p_asserted_identity`]) and a field test holds when either
@@ -31,7 +37,7 @@ use crate::policy::{
     Uri,
 };
 use crate::sip::HeaderValues;
-use crate::uri::{self, Canonical, CanonicalParam, Number, UriRef};
+use crate::uri::{self, Canonical, CanonicalParam, Number, Parts, UriRef};
 pub use hash::FxHashMap;
 use trie::{DigitTrie, TrieBuilder};
 
@@ -135,6 +141,11 @@ struct Matcher {
     always: Vec<u32>,
     /// Which request fields some rule looks at (others are not canonicalised).
     uses: [bool; 4],
+    /// Per field, the parts of its canonical form read on every request: the key when the
+    /// exact index has entries, the host when a `many` (or its `except domain`) looks at the
+    /// field, the number when a `many-tel` does. Other parts are not built; the key that a
+    /// candidate's `one` or `except id` compares is built when first compared.
+    parts: [Parts; 4],
     uses_target: bool,
 }
 
@@ -380,10 +391,15 @@ impl CompiledIdentity {
         }
     }
 
+    /// Whether the identity matches a request URI: `v.parts` holds the parts the policy reads
+    /// on every request for this field ([`Matcher::parts`]: the host where a `many` or
+    /// `except domain` may look, the number where a `many-tel` may); `v.key()` gives the key
+    /// (and parameters) that `one` and `except id` compare, built on first use.
     #[inline]
-    fn matches(&self, c: &Canonical<'_, '_>) -> bool {
+    fn matches(&self, v: &mut Value<'_, '_, '_>) -> bool {
+        let c = v.parts;
         match self {
-            CompiledIdentity::One(u) => u.matches(c),
+            CompiledIdentity::One(u) => v.key().is_some_and(|k| u.matches(k)),
             CompiledIdentity::Many { domain, except } => {
                 // `<many>` groups identities by their domain part (RFC 7200 §5.3.1: "The
                 // 'domain' attribute works well for SIP URIs"; 'tel' URIs are grouped by
@@ -397,7 +413,7 @@ impl CompiledIdentity {
                 in_domain
                     && !except.iter().any(|e| match e {
                         CompiledExcept::Domain(d) => c.host == Some(&d[..]),
-                        CompiledExcept::Id(u) => u.matches(c),
+                        CompiledExcept::Id(u) => v.key().is_some_and(|k| u.matches(k)),
                     })
             }
             CompiledIdentity::ManyTel { prefix, except } => {
@@ -405,7 +421,7 @@ impl CompiledIdentity {
                     .is_some_and(|n| prefix.as_ref().is_none_or(|p| p.matches(&n)))
                     && !except.iter().any(|e| match e {
                         CompiledExceptTel::Prefix(p) => c.number.is_some_and(|n| p.matches(&n)),
-                        CompiledExceptTel::Id(u) => u.matches(c),
+                        CompiledExceptTel::Id(u) => v.key().is_some_and(|k| u.matches(k)),
                     })
             }
         }
@@ -420,6 +436,22 @@ impl CompiledIdentity {
             CompiledIdentity::ManyTel { except, prefix } => {
                 except.is_empty() && prefix.as_ref().is_some_and(|p| p.context.len() <= 255)
             }
+        }
+    }
+
+    /// The parts of a request URI [`CompiledIdentity::matches`] reads in `c` (the key it
+    /// reads through [`Value::key`], on demand).
+    fn parts(&self) -> Parts {
+        match self {
+            CompiledIdentity::One(_) => Parts::default(),
+            CompiledIdentity::Many { .. } => Parts {
+                host: true,
+                ..Parts::default()
+            },
+            CompiledIdentity::ManyTel { .. } => Parts {
+                number: true,
+                ..Parts::default()
+            },
         }
     }
 
@@ -725,6 +757,7 @@ impl Matcher {
             index: Default::default(),
             always: Vec::new(),
             uses: [false; 4],
+            parts: [Parts::default(); 4],
             uses_target: false,
         };
         for (i, SourcedRule { rule, scope, .. }) in rules.iter().enumerate() {
@@ -814,6 +847,17 @@ impl Matcher {
             });
         }
         m.index = index.map(FieldIndexBuilder::build);
+        for &(f, ids) in &m.fields {
+            let p = &mut m.parts[field_slot(f)];
+            for id in &m.identities[ids.range()] {
+                let q = id.parts();
+                p.host |= q.host;
+                p.number |= q.number;
+            }
+        }
+        for (p, index) in m.parts.iter_mut().zip(&m.index) {
+            p.key = !index.exact.is_empty();
+        }
         m.sips.shrink_to_fit();
         m.fields.shrink_to_fit();
         m.identities.shrink_to_fit();
@@ -961,10 +1005,64 @@ impl<'b, 'r> LazyTarget<'b, 'r> {
     }
 }
 
+/// How to get the key (and parameters) of one request URI, for `one` and `except id`.
+enum LazyKey<'b, 'r> {
+    /// The view's canonical form holds it.
+    InView,
+    /// Not built yet: the URI's text (it parsed when the view was built) and where to build
+    /// its canonical form, which then replaces the view's.
+    Pending { text: &'r str, buf: &'b mut Vec<u8> },
+}
+
+/// One value of a request field as an identity test reads it.
+struct Value<'v, 'b, 'r> {
+    /// The parts of its canonical form built when the view was (`Matcher::parts`).
+    parts: Canonical<'b, 'r>,
+    /// The view's entry for it: where a canonical form built on demand goes.
+    entry: &'v mut Option<Canonical<'b, 'r>>,
+    key: &'v mut LazyKey<'b, 'r>,
+}
+
+impl<'b, 'r> Value<'_, 'b, 'r> {
+    /// The canonical form holding the key, built on first use.
+    #[inline]
+    fn key(&mut self) -> Option<&Canonical<'b, 'r>> {
+        if let LazyKey::Pending { text, buf } = std::mem::replace(self.key, LazyKey::InView) {
+            *self.entry = build_full(text, buf);
+        }
+        self.entry.as_ref()
+    }
+}
+
+/// The full canonical form of the URI `text` in `buf`. Out of line: a candidate rarely needs
+/// it.
+#[inline(never)]
+fn build_full<'b, 'r>(text: &'r str, buf: &'b mut Vec<u8>) -> Option<Canonical<'b, 'r>> {
+    uri::parse(text).ok().map(|u| uri::canonicalize(u, buf))
+}
+
+/// Per request URI (From, To, Request-URI, two P-Asserted-Identity: `Keys[slot + n]` for
+/// the `n`th value of field `slot`), how to get its key.
+type Keys<'b, 'r> = [LazyKey<'b, 'r>; 5];
+
+/// Keys when the view holds them all (built by [`CompiledPolicy::view`]).
+const IN_VIEW: Keys<'static, 'static> = [
+    LazyKey::InView,
+    LazyKey::InView,
+    LazyKey::InView,
+    LazyKey::InView,
+    LazyKey::InView,
+];
+
+/// The header fields of a view.
+type Fields<'b, 'r> = [[Option<Canonical<'b, 'r>>; 2]; 4];
+
 /// Reused buffers for [`RequestView`]s: after warm-up, building a view does not allocate.
 #[derive(Debug, Default)]
 pub struct Scratch {
     bufs: [Vec<u8>; 6],
+    /// Where keys built on demand go (From, To, Request-URI, two P-Asserted-Identity).
+    keys: [Vec<u8>; 5],
     candidates: Vec<u32>,
 }
 
@@ -984,28 +1082,35 @@ pub struct Identities<'r> {
     pub target: Option<&'r str>,
 }
 
-/// The first URI of a header value that parses, canonicalised into `buf`.
+/// The text of the `n`th URI of a header value.
+#[inline]
+fn header_text(value: &str, n: usize) -> Option<&str> {
+    uri::header_uris(value).nth(n)?.ok()
+}
+
+/// The first URI of a header value that parses, canonicalised into `buf` (what the view
+/// builds for From and To; tested against the reference copy).
+#[cfg(test)]
 pub(crate) fn header_canonical<'b, 'r>(
     value: &'r str,
     n: usize,
     buf: &'b mut Vec<u8>,
 ) -> Option<Canonical<'b, 'r>> {
-    let text = uri::header_uris(value).nth(n)?.ok()?;
-    let parsed = uri::parse(text).ok()?;
+    let parsed = uri::parse(header_text(value, n)?).ok()?;
     Some(uri::canonicalize(parsed, buf))
 }
 
-/// One element of a list header (`"name" <uri>;params` or `uri;params`), canonicalised.
-fn element_canonical<'b, 'r>(value: &'r [u8], buf: &'b mut Vec<u8>) -> Option<Canonical<'b, 'r>> {
+/// The text of the URI of one element of a list header (`"name" <uri>;params` or
+/// `uri;params`).
+#[inline]
+fn element_text(value: &[u8]) -> Option<&str> {
     let part = crate::sip::uri_part(value)?;
     // A name-addr's part runs from its '<' to the first '>' after it: the URI is what lies
     // between, without searching for the '>' again.
-    let text = match part.strip_prefix('<') {
+    Some(match part.strip_prefix('<') {
         Some(inner) => inner.strip_suffix('>').unwrap_or(inner),
-        None => return uri_canonical(part, buf),
-    };
-    let parsed = uri::parse(text).ok()?;
-    Some(uri::canonicalize(parsed, buf))
+        None => bare_text(part),
+    })
 }
 
 /// `s.trim()` (Unicode white space), without decoding characters when both ends are ASCII
@@ -1022,18 +1127,44 @@ fn trim_unicode(s: &str) -> &str {
     }
 }
 
+/// The text of a URI, or of a `<URI>` (anything after its `>` ignored).
+#[inline]
+fn bare_text(value: &str) -> &str {
+    let v = trim_unicode(value);
+    match v.strip_prefix('<') {
+        Some(inner) => memchr::memchr(b'>', inner.as_bytes()).map_or(inner, |e| &inner[..e]),
+        None => v,
+    }
+}
+
 /// A URI, or a `<URI>` (anything after its `>` ignored), canonicalised.
 pub(crate) fn uri_canonical<'b, 'r>(
     value: &'r str,
     buf: &'b mut Vec<u8>,
 ) -> Option<Canonical<'b, 'r>> {
-    let v = trim_unicode(value);
-    let text = match v.strip_prefix('<') {
-        Some(inner) => memchr::memchr(b'>', inner.as_bytes()).map_or(inner, |e| &inner[..e]),
-        None => v,
-    };
-    let parsed = uri::parse(text).ok()?;
+    let parsed = uri::parse(bare_text(value)).ok()?;
     Some(uri::canonicalize(parsed, buf))
+}
+
+/// The URI `text`, when it parses: `parts` of its canonical form built into `buf`, and its
+/// key left to build into `key_buf` on first use (`key` says how) when `parts` does not hold
+/// it and there is a `key_buf`.
+#[inline]
+fn field<'b, 'r>(
+    text: Option<&'r str>,
+    parts: Parts,
+    buf: &'b mut Vec<u8>,
+    key_buf: Option<&'b mut Vec<u8>>,
+    key: &mut LazyKey<'b, 'r>,
+) -> Option<Canonical<'b, 'r>> {
+    let text = text?;
+    let parsed = uri::parse(text).ok()?;
+    if !parts.key
+        && let Some(buf) = key_buf
+    {
+        *key = LazyKey::Pending { text, buf };
+    }
+    Some(uri::canonicalize_parts(parsed, buf, parts))
 }
 
 impl CompiledPolicy {
@@ -1062,40 +1193,57 @@ impl CompiledPolicy {
         self.rules.is_empty()
     }
 
-    /// Canonicalises the fields some rule uses into `scratch`.
+    /// Canonicalises the fields some rule uses into `scratch`, every part of them (for
+    /// [`CompiledPolicy::check`], [`CompiledPolicy::find`] and `explain`).
     pub fn view<'b, 'r>(
         &self,
         ids: &Identities<'r>,
         scratch: &'b mut Scratch,
     ) -> RequestView<'b, 'r> {
         let [f0, t0, r0, p0, p1, tg] = &mut scratch.bufs;
-        let mut view = self.fields_view(ids, [f0, t0, r0, p0, p1]);
+        let mut view = self.fields_view(ids, [f0, t0, r0, p0, p1], None);
         if self.matcher.uses_target {
             view.target = ids.target.and_then(|v| uri_canonical(v, tg));
         }
         view
     }
 
-    /// The header fields of a view (no target), canonicalised into `bufs`.
+    /// Canonicalises the header fields some rule uses into `bufs` (a view without target).
+    /// With `lazy` (where keys built on demand go, and how to get each), only the parts the
+    /// policy reads on every request are built ([`Matcher::parts`]); without, all of them.
+    #[inline]
     fn fields_view<'b, 'r>(
         &self,
         ids: &Identities<'r>,
         [f0, t0, r0, p0, p1]: [&'b mut Vec<u8>; 5],
+        lazy: Option<(&'b mut [Vec<u8>; 5], &mut Keys<'b, 'r>)>,
     ) -> RequestView<'b, 'r> {
+        let m = &self.matcher;
         let mut view = RequestView::default();
-        if self.matcher.uses[0] {
-            view.fields[0][0] = ids.from.and_then(|v| header_canonical(v, 0, f0));
+        let mut unused: Keys<'b, 'r> = IN_VIEW;
+        let (parts, [kf, kt, kr, kp0, kp1], keys) = match lazy {
+            Some((bufs, keys)) => (m.parts, bufs.each_mut().map(Some), keys),
+            None => ([Parts::ALL; 4], [None, None, None, None, None], &mut unused),
+        };
+        let [lf, lt, lr, lp0, lp1] = keys;
+        if m.uses[0] {
+            let text = ids.from.and_then(|v| header_text(v, 0));
+            view.fields[0][0] = field(text, parts[0], f0, kf, lf);
         }
-        if self.matcher.uses[1] {
-            view.fields[1][0] = ids.to.and_then(|v| header_canonical(v, 0, t0));
+        if m.uses[1] {
+            let text = ids.to.and_then(|v| header_text(v, 0));
+            view.fields[1][0] = field(text, parts[1], t0, kt, lt);
         }
-        if self.matcher.uses[2] {
-            view.fields[2][0] = ids.request_uri.and_then(|v| uri_canonical(v, r0));
+        if m.uses[2] {
+            let text = ids.request_uri.map(bare_text);
+            view.fields[2][0] = field(text, parts[2], r0, kr, lr);
         }
-        if self.matcher.uses[3] {
+        if m.uses[3] {
             let mut values = ids.p_asserted_identity.values();
-            view.fields[3][0] = values.next().and_then(|v| element_canonical(v, p0));
-            view.fields[3][1] = values.next().and_then(|v| element_canonical(v, p1));
+            let text = values.next().and_then(element_text);
+            view.fields[3][0] = field(text, parts[3], p0, kp0, lp0);
+            let text = values.next().and_then(element_text);
+            view.fields[3][1] = field(text, parts[3], p1, kp1, lp1);
         }
         view
     }
@@ -1111,7 +1259,7 @@ impl CompiledPolicy {
     ) -> Result<(), Miss> {
         let mut target = LazyTarget::Ready(view.target);
         self.check_conditions(i, method, method_code(method), unix_nanos, &mut target)?;
-        if self.identity_matches(i, view) {
+        if self.identity_matches(i, &mut { view.fields }, &mut { IN_VIEW }) {
             Ok(())
         } else {
             Err(Miss::CallIdentity)
@@ -1168,26 +1316,54 @@ impl CompiledPolicy {
     }
 
     #[inline]
-    fn identity_matches(&self, i: usize, view: &RequestView<'_, '_>) -> bool {
+    fn identity_matches<'b, 'r>(
+        &self,
+        i: usize,
+        fields: &mut Fields<'b, 'r>,
+        keys: &mut Keys<'b, 'r>,
+    ) -> bool {
         let m = &self.matcher;
         let sips = &m.sips[m.conditions[i].sips.range()];
-        sips.is_empty() || sips.iter().any(|&sip| self.sip_matches(sip, view))
+        sips.is_empty() || sips.iter().any(|&sip| self.sip_matches(sip, fields, keys))
     }
 
     #[inline]
-    fn sip_matches(&self, sip: Span, view: &RequestView<'_, '_>) -> bool {
+    fn sip_matches<'b, 'r>(
+        &self,
+        sip: Span,
+        fields: &mut Fields<'b, 'r>,
+        keys: &mut Keys<'b, 'r>,
+    ) -> bool {
         let m = &self.matcher;
         m.fields[sip.range()].iter().all(|&(f, ids)| {
-            Self::field_matches(&m.identities[ids.range()], &view.fields[field_slot(f)])
+            Self::field_matches(&m.identities[ids.range()], fields, keys, field_slot(f))
         })
     }
 
+    /// Some value of field `slot` matches some identity of `ids`.
     #[inline]
-    fn field_matches(ids: &[CompiledIdentity], values: &[Option<Canonical<'_, '_>>; 2]) -> bool {
-        values
-            .iter()
-            .flatten()
-            .any(|c| ids.iter().any(|id| id.matches(c)))
+    fn field_matches<'b, 'r>(
+        ids: &[CompiledIdentity],
+        fields: &mut Fields<'b, 'r>,
+        keys: &mut Keys<'b, 'r>,
+        slot: usize,
+    ) -> bool {
+        // Only P-Asserted-Identity has a second value.
+        let mut spare = LazyKey::InView;
+        let [from, to, ruri, pai0, pai1] = keys;
+        let keys = match slot {
+            0 => [from, &mut spare],
+            1 => [to, &mut spare],
+            2 => [ruri, &mut spare],
+            _ => [pai0, pai1],
+        };
+        fields[slot].iter_mut().zip(keys).any(|(entry, key)| {
+            let Some(parts) = *entry else {
+                return false;
+            };
+            let mut v = Value { parts, entry, key };
+            ids.iter().any(|id| id.matches(&mut v))
+        })
     }
 
     /// The first rule (document order) whose conditions all hold, found through the indexes.
@@ -1201,20 +1377,30 @@ impl CompiledPolicy {
         candidates: &mut Vec<u32>,
     ) -> Option<usize> {
         let mut target = LazyTarget::Ready(view.target);
-        self.find_in(method, unix_nanos, view, &mut target, candidates)
+        let mut keys = IN_VIEW;
+        let mut fields = view.fields;
+        self.find_in(
+            method,
+            unix_nanos,
+            &mut fields,
+            &mut keys,
+            &mut target,
+            candidates,
+        )
     }
 
     #[inline]
-    fn find_in(
+    fn find_in<'b, 'r>(
         &self,
         method: &str,
         unix_nanos: i128,
-        view: &RequestView<'_, '_>,
+        fields: &mut Fields<'b, 'r>,
+        keys: &mut Keys<'b, 'r>,
         target: &mut LazyTarget<'_, '_>,
         candidates: &mut Vec<u32>,
     ) -> Option<usize> {
         candidates.clear();
-        for (slot, values) in view.fields.iter().enumerate() {
+        for (slot, values) in fields.iter().enumerate() {
             if !self.matcher.uses[slot] {
                 continue;
             }
@@ -1271,7 +1457,7 @@ impl CompiledPolicy {
                     .check_conditions(i, method, code, unix_nanos, target)
                     .is_ok(),
             };
-            if conditions_ok && (sufficient || self.identity_matches(i, view)) {
+            if conditions_ok && (sufficient || self.identity_matches(i, fields, keys)) {
                 return Some(i);
             }
         }
@@ -1285,9 +1471,14 @@ impl CompiledPolicy {
         ids: &Identities<'_>,
         scratch: &mut Scratch,
     ) -> Option<usize> {
-        let Scratch { bufs, candidates } = scratch;
+        let Scratch {
+            bufs,
+            keys,
+            candidates,
+        } = scratch;
         let [f0, t0, r0, p0, p1, tg] = bufs;
-        let view = self.fields_view(ids, [f0, t0, r0, p0, p1]);
+        let mut lazy_keys: Keys<'_, '_> = IN_VIEW;
+        let mut view = self.fields_view(ids, [f0, t0, r0, p0, p1], Some((keys, &mut lazy_keys)));
         // The target is canonicalised only if a candidate rule names one.
         let mut target = match self.matcher.uses_target {
             true => LazyTarget::Pending {
@@ -1296,12 +1487,20 @@ impl CompiledPolicy {
             },
             false => LazyTarget::Ready(None),
         };
-        self.find_in(method, unix_nanos, &view, &mut target, candidates)
+        self.find_in(
+            method,
+            unix_nanos,
+            &mut view.fields,
+            &mut lazy_keys,
+            &mut target,
+            candidates,
+        )
     }
 
     /// For `explain`: per `<sip>` block of rule `i`, per field, whether it matched.
     pub fn explain_rule(&self, i: usize, view: &RequestView<'_, '_>) -> Vec<Vec<(Field, bool)>> {
         let m = &self.matcher;
+
         m.sips[m.conditions[i].sips.range()]
             .iter()
             .map(|sip| {
@@ -1309,7 +1508,11 @@ impl CompiledPolicy {
                     .iter()
                     .map(|&(f, ids)| {
                         let ids = &m.identities[ids.range()];
-                        (f, Self::field_matches(ids, &view.fields[field_slot(f)]))
+                        let (mut fields, mut keys) = (view.fields, IN_VIEW);
+                        (
+                            f,
+                            Self::field_matches(ids, &mut fields, &mut keys, field_slot(f)),
+                        )
                     })
                     .collect()
             })
