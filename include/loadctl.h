@@ -355,18 +355,19 @@ typedef struct lc_allocator_config {
   // How often demand is measured and shares recomputed, nanoseconds (> 0; default 1 s).
   uint64_t period_ns;
   // Weight of the newest period's rate in the smoothed demand, 1 to 1,000,000 (default
-  // 1,000,000: no smoothing).
+  // 1,000,000: no smoothing beyond measuring over two periods).
   uint32_t alpha_ppm;
   // A subscriber admitting at least this fraction of its share is constrained, 1 to
-  // 1,000,000 (default 980,000).
+  // 1,000,000 (default 970,000).
   uint32_t busy_ppm;
   // A constrained subscriber's demand is estimated at its share times 1 + probe, 1 to
   // 100,000,000 (default 500,000).
   uint32_t probe_ppm;
   // A donating subscriber keeps its rate times 1 + headroom; (1 + headroom) · busy must
-  // exceed 1, headroom at most 1,000,000 (default 30,000).
+  // exceed 1, headroom at most 1,000,000 (default 150,000).
   uint32_t headroom_ppm;
-  // A target moves only by more than this fraction, 0 to 999,999 (default 50,000).
+  // A target moves only by more than this fraction, 0 to 999,999 (default 100,000; a
+  // constrained subscriber's rises by more than a tenth of it).
   uint32_t hysteresis_ppm;
   // The least share of a subscriber, thousandths of a request per second (default 1,000).
   uint64_t min_share_milli;

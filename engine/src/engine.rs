@@ -58,7 +58,8 @@ pub struct EngineConfig {
     pub exemptions: Exemptions,
     /// Input limits for documents and merged policies.
     pub limits: Limits,
-    /// GCRA burst tolerance τ of rate rules: at most max(1, ⌈r·τ⌉) requests at once.
+    /// GCRA burst tolerance τ of rate rules: a request may come up to τ ahead of its slot, at
+    /// most max(1, ⌈r·τ⌉) pass at the same instant (see [`crate::limit`]).
     pub burst_tolerance: Duration,
     /// How far ahead a shard may lease rate tokens, which sizes leases (⌊r·period⌋ tokens, at
     /// least 1): one shared write buys that many admissions. Tokens a shard leased and then
@@ -208,7 +209,8 @@ pub(crate) enum LimitParams {
     Rate {
         /// Emission interval T; `None` for rate 0.
         interval_ns: Option<u64>,
-        /// (b − 1)·T, less the look-ahead (so leased tokens never widen the burst).
+        /// min(τ, b·T − 1) ([`crate::limit::RateGate::tolerance_for`]), less the look-ahead
+        /// (so leased tokens never widen the burst).
         tolerance_ns: u64,
         /// Tokens per lease. A lease of more than one token may reach the engine's lease
         /// period ahead of now (stale leases expire after as long); one of one token, not.
@@ -236,14 +238,15 @@ impl LimitParams {
                     };
                 }
                 let interval = (1e9 / r).round() as u64;
-                let burst = crate::limit::RateGate::burst_for(r, config.burst_tolerance);
+                let tolerance =
+                    crate::limit::RateGate::tolerance_for(interval, r, config.burst_tolerance);
                 let lease = ((r * config.lease_period.as_secs_f64()).floor() as u64)
                     .clamp(1, 1 << 16) as u32;
                 // With one token per lease there is nothing to look ahead for.
                 let ahead = if lease > 1 { lease_ahead_ns(config) } else { 0 };
                 LimitParams::Rate {
                     interval_ns: Some(interval),
-                    tolerance_ns: interval.saturating_mul(burst - 1).saturating_sub(ahead),
+                    tolerance_ns: tolerance.saturating_sub(ahead),
                     lease,
                 }
             }

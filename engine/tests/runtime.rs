@@ -267,7 +267,7 @@ fn republishing_the_same_rules_keeps_limiter_state() {
     assert_eq!(stats.rules[0].stats.accepted, admitted);
 }
 
-/// A rate rule's tolerance is (b − 1)·T less the look-ahead a lease may reach, and the shard
+/// A rate rule's tolerance is min(τ, b·T − 1) less the look-ahead a lease may reach, and the shard
 /// must look ahead by that same amount. A lease period past `u64` nanoseconds (584 years) is
 /// read as `LimitParams` reads it (`as_nanos() as u64`, here 1 ms): a shard that used another
 /// look-ahead leased 65,536 tokens for one burst, moved the shared TAT 65 s ahead, and left

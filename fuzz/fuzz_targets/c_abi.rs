@@ -17,7 +17,9 @@
 //! `lc_classify_sip` / `lc_classify_sip_opts` (with fuzzed flags), a class to
 //! `lc_scheduler_push`, a discipline to `lc_scheduler_new`, a method in an `lc_sip_message`, and
 //! exemption flags in an `lc_engine_config`. A declared value behaves as usual; an undeclared
-//! one is `LC_RESULT_INVALID_ARGUMENT` and leaves every output untouched.
+//! one is `LC_RESULT_INVALID_ARGUMENT` and leaves every output untouched. The policy bytes are
+//! also a notifier's capacity template (`lc_notifier_set_capacity`) with drawn allocator
+//! settings.
 //!
 //! Calling `extern "C"` functions is `unsafe` in Rust: that is the point of this target, and
 //! each call states why its pointers are valid.
@@ -36,8 +38,10 @@ use loadctl_ffi::engine::{
     lc_engine_new, lc_engine_publish, lc_policy_check,
 };
 use loadctl_ffi::event::{
-    LC_METHOD_NOTIFY, LC_METHOD_SUBSCRIBE, lc_notifier, lc_notifier_config, lc_notifier_free,
-    lc_notifier_handle_subscribe, lc_notifier_new, lc_sip_message,
+    LC_METHOD_NOTIFY, LC_METHOD_SUBSCRIBE, lc_allocator_config, lc_allocator_config_default,
+    lc_notifier, lc_notifier_config, lc_notifier_free, lc_notifier_handle_subscribe,
+    lc_notifier_new, lc_notifier_observe, lc_notifier_set_capacity, lc_notifier_share,
+    lc_sip_message, lc_share,
 };
 use loadctl_ffi::prsm::{
     LC_CLASS_ORIGINAL, LC_CLASS_RETRANSMISSION, LC_DISCIPLINE_FIFO, LC_DISCIPLINE_PRIORITY,
@@ -243,6 +247,7 @@ fuzz_target!(|data: &[u8]| {
     }
     method(v2);
     exempt_flags(v3);
+    capacity(policy, [v0, v1, v2, v3]);
 });
 
 /// `lc_result_text` is total: a declared code has its own text, any other value the fixed one.
@@ -388,6 +393,75 @@ fn method(v: u32) {
     };
     assert_eq!(r, expected);
     assert!(untouched(&response), "an output written on a refused call");
+    // SAFETY: from lc_notifier_new, freed once.
+    unsafe { lc_notifier_free(n) };
+}
+
+/// The policy bytes as a capacity template, with drawn allocator settings: refused with a
+/// clear code (never a panic), and once accepted the notifier answers for its (absent)
+/// subscribers without writing a share.
+fn capacity(template: &[u8], v: [u32; 4]) {
+    let config = lc_notifier_config {
+        uri: lc_str {
+            ptr: b"sip:n.example".as_ptr(),
+            len: 13,
+        },
+        tag: lc_str {
+            ptr: b"t".as_ptr(),
+            len: 1,
+        },
+        authorized: lc_str {
+            ptr: ptr::null(),
+            len: 0,
+        },
+        min_expires: 0,
+        max_expires: 0,
+        default_expires: 0,
+        pacing_ms: 0,
+    };
+    let mut n: *mut lc_notifier = ptr::null_mut();
+    // SAFETY: valid places.
+    assert_eq!(unsafe { lc_notifier_new(&config, &mut n) }, LC_RESULT_OK);
+    let mut ac = MaybeUninit::<lc_allocator_config>::uninit();
+    // SAFETY: a writable place.
+    assert_eq!(
+        unsafe { lc_allocator_config_default(ac.as_mut_ptr()) },
+        LC_RESULT_OK
+    );
+    // SAFETY: written just above.
+    let mut ac = unsafe { ac.assume_init() };
+    ac.period_ns = u64::from(v[0]) << 8;
+    ac.alpha_ppm = v[1];
+    ac.busy_ppm = v[2];
+    ac.headroom_ppm = v[3] >> 8;
+    // SAFETY: `n` is live; `template` is readable for its length; `ac` is a valid place.
+    let r = unsafe { lc_notifier_set_capacity(n, 0, template.as_ptr(), template.len(), &ac) };
+    assert!(
+        [
+            LC_RESULT_OK,
+            LC_RESULT_INVALID_POLICY,
+            LC_RESULT_NOT_FULL,
+            LC_RESULT_INVALID_ARGUMENT
+        ]
+        .contains(&r),
+        "lc_notifier_set_capacity: {r}"
+    );
+    let mut share = poisoned::<lc_share>();
+    // SAFETY: `n` is live; `share` is writable.
+    assert_eq!(
+        unsafe { lc_notifier_share(n, 0, share.as_mut_ptr()) },
+        LC_RESULT_EMPTY
+    );
+    assert!(untouched(&share), "a share written with no subscriber");
+    let who = lc_str {
+        ptr: b"sip:edge.example".as_ptr(),
+        len: 16,
+    };
+    // SAFETY: `n` is live; `who` is readable.
+    assert_eq!(
+        unsafe { lc_notifier_observe(n, 1, who, 1) },
+        LC_RESULT_UNKNOWN_SOURCE
+    );
     // SAFETY: from lc_notifier_new, freed once.
     unsafe { lc_notifier_free(n) };
 }

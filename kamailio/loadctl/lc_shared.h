@@ -125,6 +125,9 @@ void lc_shared_destroy(void);
 
 /* A private engine (never on the shared cells): the subscriber process's. */
 lc_engine *lc_private_engine_new(void);
+/* Reads a whole file (at most 16 MiB) into pkg memory, NUL-terminated; NULL
+ * (logged) when it cannot. */
+char *lc_read_file(const char *path, size_t *len);
 
 /* Validates `body` as a full document for `source` (checked against the other
  * sources, as an engine would apply it) and stores it; workers pick it up on

@@ -40,6 +40,7 @@
 #include "../../core/rpc.h"
 #include "../../core/rpc_lookup.h"
 #include "../../core/kemi.h"
+#include "../../core/mod_fix.h"
 #include "../../core/script_cb.h"
 #include "../../core/data_lump_rpl.h"
 #include "../../core/ip_addr.h"
@@ -51,6 +52,7 @@
 
 #include "lc_shared.h"
 #include "lc_subscribe.h"
+#include "lc_notify.h"
 
 MODULE_VERSION
 
@@ -67,6 +69,9 @@ static void mod_destroy(void);
 static int w_lc_classify(sip_msg_t *msg, char *p1, char *p2);
 static int w_lc_reply(sip_msg_t *msg, char *p1, char *p2);
 static int w_lc_handle_notify(sip_msg_t *msg, char *p1, char *p2);
+static int w_lc_handle_subscribe(sip_msg_t *msg, char *p1, char *p2);
+static int w_lc_observe0(sip_msg_t *msg, char *p1, char *p2);
+static int w_lc_observe1(sip_msg_t *msg, char *p1, char *p2);
 static int pv_parse_lc_name(pv_spec_t *sp, str *in);
 static int pv_get_lc(sip_msg_t *msg, pv_param_t *param, pv_value_t *res);
 
@@ -116,6 +121,12 @@ static cmd_export_t cmds[] = {
 	{"lc_reply", (cmd_function)w_lc_reply, 0, 0, 0, REQUEST_ROUTE},
 	{"lc_handle_notify", (cmd_function)w_lc_handle_notify, 0, 0, 0,
 		REQUEST_ROUTE},
+	{"lc_handle_subscribe", (cmd_function)w_lc_handle_subscribe, 0, 0, 0,
+		REQUEST_ROUTE},
+	{"lc_observe", (cmd_function)w_lc_observe0, 0, 0, 0,
+		REQUEST_ROUTE | FAILURE_ROUTE | BRANCH_ROUTE},
+	{"lc_observe", (cmd_function)w_lc_observe1, 1, fixup_spve_null,
+		fixup_free_spve_null, REQUEST_ROUTE | FAILURE_ROUTE | BRANCH_ROUTE},
 	{0, 0, 0, 0, 0, 0}
 };
 
@@ -134,6 +145,11 @@ static param_export_t params[] = {
 	{"subscribe_expires", INT_PARAM, &lc_sub_expires},
 	{"subscribe_contact", PARAM_STRING, &lc_sub_contact},
 	{"subscribe_from", PARAM_STRING, &lc_sub_from},
+	{"notifier_uri", PARAM_STRING, &lc_ntf_uri},
+	{"notifier_allow", PARAM_STRING, &lc_ntf_allow},
+	{"notifier_policy_file", PARAM_STRING, &lc_ntf_policy_file},
+	{"notifier_capacity_file", PARAM_STRING, &lc_ntf_capacity_file},
+	{"notifier_max_expires", INT_PARAM, &lc_ntf_max_expires},
 	{0, 0, 0}
 };
 
@@ -172,7 +188,7 @@ static lc_str lc_s(const char *s, int len)
 }
 
 /* Reads a whole file into pkg memory (NUL-terminated). */
-static char *lc_read_file(const char *path, size_t *len)
+char *lc_read_file(const char *path, size_t *len)
 {
 	FILE *f;
 	char *buf;
@@ -615,6 +631,43 @@ static int w_lc_handle_notify(sip_msg_t *msg, char *p1, char *p2)
 	return ki_lc_handle_notify(msg);
 }
 
+/* ---- lc_handle_subscribe, lc_observe ---- */
+
+static int ki_lc_handle_subscribe(sip_msg_t *msg)
+{
+	return lc_ntf_handle_subscribe(msg);
+}
+
+static int w_lc_handle_subscribe(sip_msg_t *msg, char *p1, char *p2)
+{
+	return ki_lc_handle_subscribe(msg);
+}
+
+static int ki_lc_observe(sip_msg_t *msg)
+{
+	return lc_ntf_observe(msg, NULL);
+}
+
+static int ki_lc_observe_uri(sip_msg_t *msg, str *subscriber)
+{
+	return lc_ntf_observe(msg, subscriber);
+}
+
+static int w_lc_observe0(sip_msg_t *msg, char *p1, char *p2)
+{
+	return ki_lc_observe(msg);
+}
+
+static int w_lc_observe1(sip_msg_t *msg, char *p1, char *p2)
+{
+	str s;
+	if(fixup_get_svalue(msg, (gparam_t *)p1, &s) < 0) {
+		LM_ERR("lc_observe(): cannot evaluate the subscriber\n");
+		return -1;
+	}
+	return ki_lc_observe_uri(msg, &s);
+}
+
 /* ---- $lc(name) ---- */
 
 enum
@@ -1018,6 +1071,22 @@ static const char *lc_rpc_subscriptions_doc[] = {
 		"event, version applied, counters.",
 		0};
 
+static const char *lc_rpc_notifier_doc[] = {
+		"The RFC 7200 notifier (notifier_uri): mode, counters, and per "
+		"subscriber its address, requests observed, demand, target and "
+		"share.",
+		0};
+
+static const char *lc_rpc_notifier_policy_doc[] = {
+		"Replaces what the notifier pushes by the full policy document in "
+		"the file named (every subscriber gets it).",
+		0};
+
+static const char *lc_rpc_notifier_capacity_doc[] = {
+		"Shares the <rate> of the first rule of the document in the file "
+		"named among the subscribers by demand.",
+		0};
+
 /* clang-format off */
 static rpc_export_t lc_rpc_cmds[] = {
 	{"loadctl.publish", lc_rpc_publish, lc_rpc_publish_doc, 0},
@@ -1025,6 +1094,11 @@ static rpc_export_t lc_rpc_cmds[] = {
 	{"loadctl.stats", lc_rpc_stats, lc_rpc_stats_doc, 0},
 	{"loadctl.rules", lc_rpc_rules, lc_rpc_rules_doc, 0},
 	{"loadctl.subscriptions", lc_sub_rpc_list, lc_rpc_subscriptions_doc, 0},
+	{"loadctl.notifier", lc_ntf_rpc_list, lc_rpc_notifier_doc, 0},
+	{"loadctl.notifier_policy", lc_ntf_rpc_policy, lc_rpc_notifier_policy_doc,
+		0},
+	{"loadctl.notifier_capacity", lc_ntf_rpc_capacity,
+		lc_rpc_notifier_capacity_doc, 0},
 	{0, 0, 0, 0}
 };
 /* clang-format on */
@@ -1111,6 +1185,8 @@ static int mod_init(void)
 	}
 	if(lc_sub_mod_init(&lc_tmb, lc_tm_loaded) < 0)
 		return -1;
+	if(lc_ntf_mod_init(&lc_tmb, lc_tm_loaded) < 0)
+		return -1;
 	memset(&lc_last, 0, sizeof(lc_last));
 	return 0;
 }
@@ -1120,7 +1196,8 @@ static int child_init(int rank)
 	if(rank == PROC_INIT)
 		return lc_shared_init_procs();
 	if(rank == PROC_MAIN)
-		return lc_sub_child_init(rank);
+		return lc_sub_child_init(rank) < 0 || lc_ntf_child_init(rank) < 0 ? -1
+																		   : 0;
 	lc_rank = rank;
 	/* SIP workers (UDP, TCP, SCTP receivers, and rank-127 RPC/SIP workers)
 	 * get their engine now; any other process that runs lc_classify() (timer
@@ -1152,6 +1229,21 @@ static sr_kemi_t sr_kemi_loadctl_exports[] = {
 	{ str_init("loadctl"), str_init("lc_handle_notify"),
 		SR_KEMIP_INT, ki_lc_handle_notify,
 		{ SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE,
+			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
+	},
+	{ str_init("loadctl"), str_init("lc_handle_subscribe"),
+		SR_KEMIP_INT, ki_lc_handle_subscribe,
+		{ SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE,
+			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
+	},
+	{ str_init("loadctl"), str_init("lc_observe"),
+		SR_KEMIP_INT, ki_lc_observe,
+		{ SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE,
+			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
+	},
+	{ str_init("loadctl"), str_init("lc_observe_uri"),
+		SR_KEMIP_INT, ki_lc_observe_uri,
+		{ SR_KEMIP_STR, SR_KEMIP_NONE, SR_KEMIP_NONE,
 			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
 	},
 	{ {0, 0}, {0, 0}, 0, NULL, { 0, 0, 0, 0, 0, 0 } }

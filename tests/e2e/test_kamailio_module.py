@@ -69,7 +69,7 @@ sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
 from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wait_udp_port  # noqa: E402
-from test_edge import MATCH, OTHER, Checks, document, moved_notifier_scenarios, notifier_scenario, rate_rule, rule, run_tests, split  # noqa: E402
+from test_edge import MATCH, OTHER, Checks, document, moved_notifier_scenarios, notifier_scenario, rate_rule, rule, run_tests, split, start_edge, wait_event  # noqa: E402
 
 ROOT = HERE.parents[1]
 MODULE = ROOT / "target" / "kamailio" / "loadctl.so"
@@ -85,9 +85,9 @@ TOLERANCE = 0.03
 
 class Kamailio:
     def __init__(self, run: Run, name: str, policy: str, children: int, next_hop: int, stateful=False, annotate=False, kemi=False,
-                 per_process=False, tcp_port=None, subscribe=(), defines=()):
+                 per_process=False, tcp_port=None, subscribe=(), defines=(), port=None):
         self.run = run
-        self.port = free_udp_port()
+        self.port = port or free_udp_port()
         self.rpc_port = free_udp_port()
         rundir = run.path(name, "run")
         rundir.mkdir(parents=True, exist_ok=True)
@@ -981,6 +981,150 @@ def redirect_agreement(run: Run) -> Checks:
     return c
 
 
+# ---------------------------------------------------------------------------------------------
+# the module as RFC 7200 notifier: one capacity over three edges
+
+
+def notifier_edges(run: Run, name: str, capacity: float, demands, seconds: float, observe: bool, kill_at=None):
+    """Kamailio (children=2) as notifier sharing `capacity` INVITEs/s to +1555 among three C
+    edges, each fed by its own SIPp UAC at `demands[k]` calls/s, forwarding to one SIPp UAS.
+    With `observe`, Kamailio counts each +1555 INVITE for the edge it came from (lc_observe());
+    without, the notifier splits blindly. `kill_at` (s after the traffic starts): the third edge
+    and its UAC are killed then. Returns (UAS arrival times, per-second samples of
+    loadctl.notifier: (t, {subscriber: (observed, share, target, active)}), traffic start, kam)."""
+    uas_ports = SippPorts.pick()
+    uas = run.start(f"{name}-uas", sipp_command("uas.xml", uas_ports, timeout_s=int(seconds) + 60))
+    wait_udp_port(uas_ports.sip, proc=uas)
+    template = run.path(f"{name}-capacity.xml")
+    template.write_text(document(0, "full", rate_rule(capacity)))
+    port = free_udp_port()
+    uri = f"sip:lc@127.0.0.1:{port}"
+    defines = [f'NOTIFIER_URI="{uri}"', 'NOTIFIER_ALLOW="127.0.0.1"', f'NOTIFIER_CAPACITY="{template}"', "FR_TIMER=2000"]
+    if observe:
+        defines.append('OBSERVE_RE="^\\+1555"')
+    kam = Kamailio(run, f"{name}-kam", None, 2, uas_ports.sip, defines=defines, port=port)
+    edges = []
+    for k in range(len(demands)):
+        eport = free_udp_port(tcp=True)
+        edges.append((eport, start_edge(run, f"{name}-edge{k}", eport, kam.port, "--subscribe", uri, "--uri", f"sip:edge{k}@127.0.0.1:{eport}")))
+    for _, e in edges:
+        wait_event(e, "policy applied (version)", 0)
+    inf = harness.write_injection(run.path(f"{name}-callees.csv"), [MATCH])
+    uacs = []
+    for k, ((eport, _), d) in enumerate(zip(edges, demands)):
+        ports = SippPorts.pick()
+        uacs.append(run.start(f"{name}-uac{k}", sipp_command("uac_invite.xml", ports, remote=f"127.0.0.1:{eport}", inf=inf, rate=d,
+                                                              calls=int(d * seconds), timeout_s=int(seconds) + 60)))
+    start = time.time()
+    samples = []
+    killed = False
+    while time.time() - start < seconds + 1.0:
+        time.sleep(1.0 - ((time.time() - start) % 1.0))
+        r = kam.rpc("loadctl.notifier").get("result", {})
+        samples.append((time.time(), {s["subscriber"]: (s["observed"], s["share"], s["target"], s["active"]) for s in r.get("subscribers", [])}))
+        if kill_at is not None and not killed and time.time() - start >= kill_at:
+            run.stop(uacs[-1], sig=signal.SIGKILL)
+            run.stop(edges[-1][1], sig=signal.SIGKILL)
+            killed = True
+    for u in uacs[: len(uacs) - (1 if killed else 0)]:
+        u.wait(timeout=60)
+    run.stop(uas)
+    matching, _ = split(SippOutputs(uas.cwd).arrivals())
+    return matching, samples, start, kam
+
+
+def edge_rates(samples, k: int):
+    """(t, admitted calls/s) of edge k between consecutive samples, from the notifier's count."""
+    key = None
+    out = []
+    prev = None
+    for t, subs in samples:
+        key = key or next((s for s in subs if s.startswith(f"sip:edge{k}@")), None)
+        if key is None or key not in subs:
+            continue
+        if prev is not None:
+            out.append((t, (subs[key][0] - prev[1]) / (t - prev[0])))
+        prev = (t, subs[key][0])
+    return out
+
+
+def shares_of(samples, k: int):
+    for t, subs in samples:
+        for s, v in subs.items():
+            if s.startswith(f"sip:edge{k}@"):
+                yield t, v
+
+
+def write_shares_plot(run: Run, samples, start: float, kill: float) -> None:
+    """target/e2e/notifier-shares.svg and .csv: each edge's admitted rate and share over time."""
+    out = ROOT / "target" / "e2e"
+    out.mkdir(parents=True, exist_ok=True)
+    series = {}
+    rows = ["t_s,edge,admitted_per_s,share_per_s"]
+    for k in range(3):
+        shares = dict((round(t - start, 3), v[1]) for t, v in shares_of(samples, k) if v[1] >= 0)
+        pts = [(t - start, r) for t, r in edge_rates(samples, k)]
+        series[f"edge {k} admitted"] = pts
+        series[f"edge {k} share"] = sorted(shares.items())
+        rows += [f"{t:.3f},{k},{r:.2f},{shares.get(round(t, 3), -1):g}" for t, r in pts]
+    harness.svg_lines(out / "notifier-shares.svg", "Kamailio notifier, R = 120/s, demands 10 / 60 / 130 per s",
+                      series, "seconds of traffic", "calls/s", marks=[(kill - start, "edge 2 killed")])
+    (out / "notifier-shares.csv").write_text("\n".join(rows) + "\n")
+
+
+def notifier_shares_by_demand(run: Run) -> Checks:
+    c = Checks("notifier_shares_by_demand: the module as notifier shares R by demand over three edges")
+    capacity, demands, seconds, kill_after = 120.0, (10.0, 60.0, 130.0), 22.0, 12.0
+    # Water-filling of 120 over demands (10, 60, 130): 10, then (120 - 10) / 2 = 55 each
+    # (the quiet edge's share carries 15 % headroom, taken from the other two: 54.25 each).
+    want = (10.0, 55.0, 55.0)
+    matching, samples, start, kam = notifier_edges(run, "demand", capacity, demands, seconds, observe=True, kill_at=kill_after)
+    kill = start + kill_after
+    # Converged: the first second from which every edge stays within 10 % of its fair rate
+    # until the kill.
+    series = [edge_rates(samples, k) for k in range(3)]
+    converged = None
+    for i in range(len(series[0])):
+        t = series[0][i][0]
+        if t > kill:
+            break
+        ok = all(all(abs(r / w - 1.0) <= 0.10 for tt, r in s if t <= tt <= kill) for s, w in zip(series, want))
+        if ok:
+            converged = t - start
+            break
+    c.that(converged is not None and converged <= 5.0, f"every edge within 10 % of (10, 55, 55)/s after {converged if converged is None else round(converged, 1)} s of traffic (≤ 5 s)")
+    for k in range(3):
+        c.that(True, f"edge {k} admitted per second: {[round(r, 1) for _, r in series[k]]}")
+        c.that(True, f"edge {k} share per second: {[v[1] for _, v in shares_of(samples, k)]}")
+    if matching:
+        c.rate("all edges together at the server, converged until the kill", matching, start + 5.0, kill, capacity)
+    else:
+        c.that(False, "no call reached the UAS")
+    for k in range(3):
+        rates = [r for t, r in series[k] if start + 5.0 <= t <= kill]
+        mean = sum(rates) / len(rates) if rates else 0.0
+        c.that(rates and abs(mean / want[k] - 1.0) <= 0.05, f"edge {k} (demand {demands[k]:g}/s) admitted {mean:.1f}/s, fair {want[k]:g}/s ± 5 %")
+        last = [v for _, v in shares_of(samples, k) if _ <= kill]
+        if last:
+            c.that(True, f"edge {k}: share {last[-1][1]:g}/s, target {last[-1][2]:g}/s before the kill")
+    # The killed edge's NOTIFY gets no answer (fr_timer 2 s): its subscription ends and edge 1
+    # gets what it wants (60/s).
+    after = [v for t, v in shares_of(samples, 2) if t >= kill]
+    ended = next((t - kill for t, v in shares_of(samples, 2) if t >= kill and v[3] == 0), None)
+    c.that(ended is not None and ended <= 6.0, f"the killed edge's subscription ended {ended if ended is None else round(ended, 1)} s after the kill (≤ 6 s)")
+    late = [r for t, r in series[1] if kill + 7.0 <= t <= start + seconds - 0.5]
+    c.that(bool(late) and min(late) >= 57.0, f"edge 1 then admits its whole demand: {[round(r, 1) for r in late]} (≥ 57/s of 60)")
+    stats = kam.rpc("loadctl.notifier").get("result", {})
+    c.that(stats.get("refused") == 0 and stats.get("send_errors") == 0, f"no SUBSCRIBE refused, no NOTIFY unsent: {stats.get('refused')}, {stats.get('send_errors')}")
+    write_shares_plot(run, samples, start, kill)
+    # The same without demand reports: equal thirds, so the busy edges are held at 40/s and the
+    # quiet one's unused 30/s are lost (10 + 40 + 40 = 90/s at the server).
+    matching, samples, start, _ = notifier_edges(run, "blind", capacity, demands, 8.0, observe=False)
+    if matching:
+        c.rate("the blind equal split for comparison (10 + 40 + 40)", matching, start + 3.0, start + 8.0, 90.0)
+    return c
+
+
 TESTS = {
     "bad_policy_file": bad_policy_file,
     "rate_accuracy": rate_accuracy,
@@ -994,6 +1138,7 @@ TESTS = {
     "targets_and_exemptions": targets_and_exemptions,
     "redirect_agreement": redirect_agreement,
     "subscriber_remote_target": subscriber_remote_target,
+    "notifier_shares_by_demand": notifier_shares_by_demand,
 }
 
 

@@ -77,17 +77,23 @@ pub struct AllocatorConfig {
     /// period without any request sets the demand to 0 at once.)
     pub alpha: f64,
     /// An edge admitting at least this fraction of its share is constrained, 0 < b ≤ 1.
-    /// Default 0.98: a rate-limited edge admits its share, measured to within a request's
-    /// spacing.
+    /// Default 0.97. A rate-limited edge admits its share, but measured over two periods at
+    /// a few requests a second (the limiter's spacing, the arrivals' jitter) it may look a few
+    /// percent short of it; it then counts as a donor, whose share (its rate × 1 + headroom)
+    /// still grows, only more slowly than a probe.
     pub busy: f64,
     /// A constrained edge's demand is estimated at its share times 1 + probe, > 0. Default 0.5
     /// (a starved edge's share grows by half each period while capacity is free).
     pub probe: f64,
     /// A donating edge keeps its rate times 1 + headroom, above 1 / busy − 1 (or it would
-    /// count as constrained at its own demand) and at most 1. Default 0.03.
+    /// count as constrained at its own demand) and at most 1. Default 0.15: a donor at 10/s
+    /// keeps 11.5/s, room to grow, and its rate is 87 % of its share, far enough below `busy`
+    /// that measurement noise does not make it look constrained.
     pub headroom: f64,
-    /// A target moves only by more than this fraction of the larger of old and new, 0 ≤ h < 1.
-    /// Default 0.05.
+    /// A target moves only by more than this fraction of the larger of old and new, 0 ≤ h < 1
+    /// (a constrained subscriber's target rises by more than a tenth of it: capacity left to
+    /// nobody would be lost). Default 0.1: a donor at 10 jittered requests a second measures
+    /// within ±5 % from one period to the next.
     pub hysteresis: f64,
     /// The least share of an edge, requests/s, ≥ 0 (at most R / n is given). Default 1.
     pub min_share: f64,
@@ -98,10 +104,10 @@ impl Default for AllocatorConfig {
         Self {
             period_ns: 1_000_000_000,
             alpha: 1.0,
-            busy: 0.98,
+            busy: 0.97,
             probe: 0.5,
-            headroom: 0.03,
-            hysteresis: 0.05,
+            headroom: 0.15,
+            hysteresis: 0.1,
             min_share: 1.0,
         }
     }
@@ -194,9 +200,15 @@ struct Member {
     /// Requests observed in this period, and when the last of them was reported.
     count: u64,
     last: u64,
+    /// This period's first observation: when, and how many it counted (they arrived before
+    /// it).
+    first: Option<(u64, u64)>,
     /// When the last observation before this period was made (or the subscriber joined):
     /// this period's requests arrived after it.
     anchor: u64,
+    /// The period before this one, when requests came in it: their count, the anchor it
+    /// started from, the least share enforced in it.
+    previous: Option<(u64, u64, Option<f64>)>,
     usage: Option<f64>,
     constrained: bool,
     target: f64,
@@ -298,7 +310,9 @@ impl Allocation {
                 display: display.to_owned(),
                 count: 0,
                 last: now_ns,
+                first: None,
                 anchor: now_ns,
+                previous: None,
                 usage: None,
                 constrained: true,
                 target: 0.0,
@@ -331,6 +345,7 @@ impl Allocation {
             return false;
         };
         if count > 0 {
+            m.first.get_or_insert((now_ns, count));
             m.count = m.count.saturating_add(count);
             m.last = m.last.max(now_ns);
             self.observed = true;
@@ -349,10 +364,11 @@ impl Allocation {
     /// Ends a measurement period when one is due and recomputes the targets (with
     /// hysteresis); returns whether a target changed.
     ///
-    /// A subscriber's rate over the period is its count over the time its requests span: from
-    /// the observation before the period to the last one in it, or to now less one mean gap
-    /// when it went quiet since (so evenly spaced requests measure exactly, and a subscriber
-    /// that stopped is not credited with its old pace). A period with none is a rate of 0. Its
+    /// A subscriber's rate is its count over this period and the one before over the time
+    /// those requests span: from the observation before them to the last one, or to now less
+    /// one mean gap when it went quiet since (so evenly spaced requests measure exactly, and a
+    /// subscriber that stopped is not credited with its old pace). A period with none is a
+    /// rate of 0 (idle is unambiguous: its share is reclaimed at once). Its
     /// smoothed rate is compared with the least share it enforced during the period: reaching
     /// [`AllocatorConfig::busy`] of it makes it constrained. A subscriber measured over less
     /// than half a period waits for the next one. Until the first observation arrives nobody is
@@ -376,13 +392,22 @@ impl Allocation {
             let rate = if m.count == 0 {
                 0.0
             } else {
-                let span = m.last.saturating_sub(m.anchor) as f64;
-                let gap = span / m.count as f64;
-                let effective = span.max(window as f64 - gap);
+                // Over this period and the one before it (half the noise of one, and a change
+                // of demand shows in full one period later).
+                // After a period without requests (or the first one), from this period's first
+                // observation on: the time before it was not all busy.
+                let (count, start) = match (m.previous, m.first) {
+                    (Some((n, anchor, _)), _) => (m.count + n, anchor),
+                    (None, Some((at, n))) if m.count > n && at > m.anchor => (m.count - n, at),
+                    (None, _) => (m.count, m.anchor),
+                };
+                let span = m.last.saturating_sub(start) as f64;
+                let gap = span / count as f64;
+                let effective = span.max(now_ns.saturating_sub(start) as f64 - gap);
                 if effective <= 0.0 {
                     continue;
                 }
-                m.count as f64 * 1e9 / effective
+                count as f64 * 1e9 / effective
             };
             let usage = match m.usage {
                 // Idle is unambiguous: its share is reclaimed at once.
@@ -395,11 +420,18 @@ impl Allocation {
                 (None, Some(f)) => f,
                 (None, None) => m.target,
             };
+            // The least share it enforced over the periods measured.
+            let reference = match m.previous {
+                Some((_, _, Some(p))) if m.count > 0 => reference.min(p),
+                _ => reference,
+            };
             m.constrained = usage >= c.busy * reference;
             m.usage = Some(usage);
+            m.previous = (m.count > 0).then_some((m.count, m.anchor, m.least_in_force));
             // Nothing arrived up to now: the next requests come after it.
             m.anchor = if m.count > 0 { m.last } else { now_ns };
             m.count = 0;
+            m.first = None;
             m.least_in_force = m.in_force;
         }
         // Periods are counted from the last tick, not from when it was due: a late tick
@@ -450,11 +482,43 @@ impl Allocation {
             0.0
         };
         let old: Vec<f64> = self.members.values().map(|m| m.target).collect();
-        let mut next: Vec<f64> = old
-            .iter()
-            .zip(&fresh)
-            .map(|(&o, &f)| if (f - o).abs() > h * o.max(f) { f } else { o })
-            .collect();
+        let keep = |o: f64, f: f64| if (f - o).abs() > h * o.max(f) { f } else { o };
+        let mut next: Vec<f64> = old.iter().zip(&fresh).map(|(&o, &f)| keep(o, f)).collect();
+        if constrained > 0 {
+            // The constrained split what the others' targets (as kept) leave, so a change too
+            // small to send to a donor never leaves capacity to nobody.
+            let others: f64 = self
+                .members
+                .values()
+                .zip(&next)
+                .filter(|(m, _)| !m.constrained)
+                .map(|(_, t)| t)
+                .sum();
+            let wants: Vec<f64> = self
+                .members
+                .values()
+                .zip(&demands)
+                .filter(|(m, _)| m.constrained)
+                .map(|(_, &d)| d)
+                .collect();
+            let (mut split, left) = water_fill(self.capacity - others, &wants);
+            for x in &mut split {
+                *x = round_share(*x + left / constrained as f64);
+            }
+            let mut split = split.into_iter();
+            for ((m, t), &o) in self.members.values().zip(&mut next).zip(&old) {
+                if m.constrained {
+                    let f = split.next().unwrap_or(o);
+                    // An increase of a tenth of the hysteresis (capacity is waiting), a
+                    // decrease only materially.
+                    *t = if f > o * (1.0 + h / 10.0) {
+                        f
+                    } else {
+                        keep(o, f)
+                    };
+                }
+            }
+        }
         // Kept targets may add up to more than R: take the small decreases too, largest
         // first, until they do not (all of them give Σ fresh ≤ R).
         let mut total: f64 = next.iter().sum();
@@ -567,7 +631,7 @@ mod tests {
                 probe: -1.0,
                 ..Default::default()
             },
-            // (1 + 0.01) · 0.98 ≤ 1: a donor at its own demand would look constrained.
+            // (1 + 0.01) · 0.97 ≤ 1: a donor at its own demand would look constrained.
             AllocatorConfig {
                 headroom: 0.01,
                 ..Default::default()

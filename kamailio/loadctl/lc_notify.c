@@ -1,0 +1,1055 @@
+/*
+ * loadctl module - the RFC 7200 notifier
+ *
+ * Copyright (C) 2026 the loadctl authors
+ *
+ * This file is part of the loadctl Kamailio module, distributed under the
+ * same terms as Kamailio (GPL-2.0-or-later).
+ */
+
+/*!
+ * \file
+ * \brief loadctl :: RFC 7200 notifier (see lc_notify.h for the design)
+ *
+ * Who does what:
+ * - SIP worker, lc_handle_subscribe(): copies the SUBSCRIBE (bytes, where it
+ *   came from, Call-ID + CSeq + branch) into shm and hands the pointer to the
+ *   owner through the channel.
+ * - SIP worker, lc_observe(): adds one to the subscriber's slot (an atomic
+ *   add; slots are created by the owner only, so workers only read the table).
+ * - any process, tm's TMCB_LOCAL_COMPLETED callback: copies the final
+ *   response to a NOTIFY into shm and hands it over.
+ * - the owner: the only caller of lc_notifier_*. It answers each SUBSCRIBE
+ *   (lc_notifier_receive_wire) with msg_send to where it came from and keeps
+ *   the answer 32 s, so a retransmission (same Call-ID, CSeq and branch) gets
+ *   it again instead of starting a second subscription; sends the NOTIFYs the
+ *   notifier queues through tm; every 100 ms feeds the slots' new counts to
+ *   lc_notifier_observe; writes a status copy for loadctl.notifier.
+ * - the main process, on shutdown: asks the owner to end every subscription
+ *   (its terminated NOTIFYs go out through tm) and waits up to 1 s.
+ */
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "../../core/sr_module.h"
+#include "../../core/dprint.h"
+#include "../../core/locking.h"
+#include "../../core/mem/mem.h"
+#include "../../core/mem/shm_mem.h"
+#include "../../core/pt.h"
+#include "../../core/ut.h"
+#include "../../core/ip_addr.h"
+#include "../../core/forward.h"
+#include "../../core/socket_info.h"
+#include "../../core/events.h"
+#include "../../core/cfg/cfg_struct.h"
+#include "../../core/parser/msg_parser.h"
+#include "../../core/parser/parse_cseq.h"
+#include "../../core/parser/parse_rr.h"
+#include "../../modules/sl/sl.h"
+
+#include "lc_shared.h"
+#include "lc_notify.h"
+
+#define LC_NTF_URI_MAX 256
+#define LC_NTF_OUT_MAX 16384
+#define LC_NTF_KEY_MAX 320
+#define LC_NTF_CACHE 64
+/* How long a SUBSCRIBE's answer is kept for its retransmissions: 64·T1. */
+#define LC_NTF_CACHE_NS (32ull * 1000000000ull)
+/* How often the owner reads the observation slots. */
+#define LC_NTF_SWEEP_NS 100000000ull
+
+char *lc_ntf_uri = NULL;
+char *lc_ntf_allow = NULL;
+char *lc_ntf_policy_file = NULL;
+char *lc_ntf_capacity_file = NULL;
+int lc_ntf_max_expires = 3600;
+
+enum
+{
+	LC_NTF_SUBSCRIBE = 1,
+	LC_NTF_REPLY = 2,
+	LC_NTF_POLICY = 3,
+	LC_NTF_CAPACITY = 4,
+	LC_NTF_SHUTDOWN = 5,
+	LC_NTF_TIMEOUT = 6
+};
+
+/* NOTIFY transactions in flight, by the index tm hands back to its callback
+ * (written by the owner before t_uac; at most one per subscription is
+ * outstanding, so the ring never catches up with a live entry). */
+#define LC_NTF_TXNS 256
+
+typedef struct lc_ntf_txn
+{
+	unsigned int cseq;
+	char callid[128];
+	char from[LC_NTF_URI_MAX];
+	char to[LC_NTF_URI_MAX];
+} lc_ntf_txn_t;
+
+/* One message for the owner (shm; the owner frees it). */
+typedef struct lc_ntf_rec
+{
+	int kind;
+	struct dest_info dst;		/* SUBSCRIBE: where to answer */
+	char key[LC_NTF_KEY_MAX]; /* SUBSCRIBE: Call-ID, CSeq, branch */
+	int txn;					/* TIMEOUT: the NOTIFY's lc_ntf_txn_t */
+	unsigned int len;
+	char buf[1];
+} lc_ntf_rec_t;
+
+/* One subscriber: written by the owner (uri and address before nslots
+ * grows; the status under the lock), counted by the workers. */
+typedef struct lc_ntf_slot
+{
+	char uri[LC_NTF_URI_MAX];
+	struct ip_addr ip;
+	unsigned short port;
+	int has_addr;
+	volatile unsigned long long count;
+	/* when the last one was counted (CLOCK_MONOTONIC), so the owner measures
+	 * rates over the requests' own span, not its 100 ms sweeps */
+	volatile unsigned long long last_ns;
+	int active;
+	long long usage_milli, target_milli, in_force_milli; /* -1: none */
+	int constrained;
+} lc_ntf_slot_t;
+
+typedef struct lc_ntf_shared
+{
+	gen_lock_t lock;
+	int owner_pid;
+	volatile int shutdown_done;
+	volatile int nslots;
+	lc_ntf_slot_t slot[LC_MAX_NOTIFY_SLOTS];
+	char mode[16];
+	lc_ntf_txn_t txn[LC_NTF_TXNS];
+	unsigned long long subscribes, retransmissions, refused, notifies,
+			responses, send_errors, channel_full, unknown_observations;
+} lc_ntf_shared_t;
+
+static lc_ntf_shared_t *_lc_ntf_sh = NULL;
+static int _lc_ntf_chan[2] = {-1, -1};
+static struct tm_binds *_lc_ntf_tmb = NULL;
+static sl_api_t _lc_ntf_slb;
+static sr_corecb_void_f _lc_ntf_prev_shutdown = NULL;
+/* Read in mod_init (pkg memory, inherited by the owner). */
+static char *_lc_ntf_policy = NULL;
+static size_t _lc_ntf_policy_len = 0;
+static char *_lc_ntf_capacity = NULL;
+static size_t _lc_ntf_capacity_len = 0;
+
+/* The owner's private state. */
+typedef struct lc_ntf_cached
+{
+	char key[LC_NTF_KEY_MAX];
+	uint64_t at;
+	struct dest_info dst;
+	char *out; /* pkg */
+	size_t len;
+} lc_ntf_cached_t;
+
+static lc_notifier *_lc_n = NULL;
+static lc_sip_wire _lc_ntf_wire;
+static char _lc_ntf_sent_by[128];
+static lc_ntf_cached_t _lc_ntf_cache[LC_NTF_CACHE];
+static int _lc_ntf_cache_next = 0;
+static unsigned long long _lc_ntf_seen[LC_MAX_NOTIFY_SLOTS];
+static int _lc_ntf_txn_next = 0;
+
+static lc_str lc_ntf_cs(const char *s)
+{
+	lc_str r;
+	r.ptr = (const uint8_t *)s;
+	r.len = s ? strlen(s) : 0;
+	return r;
+}
+
+static uint64_t lc_ntf_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int lc_ntf_enabled(void)
+{
+	return lc_ntf_uri != NULL && *lc_ntf_uri != '\0';
+}
+
+/* A notifier with this module's settings (for the owner, and to validate
+ * documents in mod_init and RPC). */
+static lc_notifier *lc_ntf_new(void)
+{
+	lc_notifier_config c;
+	lc_notifier *n = NULL;
+	lc_result r;
+
+	memset(&c, 0, sizeof(c));
+	c.uri = lc_ntf_cs(lc_ntf_uri);
+	c.tag = lc_ntf_cs("lcn");
+	if(strcmp(lc_ntf_allow, "*") != 0)
+		c.authorized = lc_ntf_cs(lc_ntf_allow);
+	c.max_expires = (uint32_t)lc_ntf_max_expires;
+	if(lc_ntf_max_expires < 3600)
+		c.default_expires = (uint32_t)lc_ntf_max_expires;
+	r = lc_notifier_new(&c, &n);
+	if(r != LC_RESULT_OK) {
+		char detail[512];
+		size_t w = 0;
+		detail[0] = '\0';
+		if(lc_last_error((uint8_t *)detail, sizeof(detail) - 1, &w)
+				== LC_RESULT_OK)
+			detail[w] = '\0';
+		LM_ERR("notifier_uri %s / notifier_allow \"%s\" / "
+			   "notifier_max_expires %d refused: %s: %s\n",
+				lc_ntf_uri, lc_ntf_allow, lc_ntf_max_expires, lc_result_text(r),
+				detail);
+		return NULL;
+	}
+	return n;
+}
+
+/* Applies a policy (`capacity` 0) or a capacity template to `n`; the
+ * library's detail in `err`. */
+static lc_result lc_ntf_apply(lc_notifier *n, int capacity, const char *body,
+		size_t len, char *err, size_t errlen)
+{
+	lc_result r;
+	size_t w = 0;
+
+	if(capacity)
+		r = lc_notifier_set_capacity(
+				n, lc_ntf_now(), (const uint8_t *)body, len, NULL);
+	else
+		r = lc_notifier_set_policy(n, lc_ntf_now(), (const uint8_t *)body, len);
+	err[0] = '\0';
+	if(r != LC_RESULT_OK
+			&& lc_last_error((uint8_t *)err, errlen - 1, &w) == LC_RESULT_OK)
+		err[w] = '\0';
+	return r;
+}
+
+/* ---- any process: to the owner ---- */
+
+static lc_ntf_rec_t *lc_ntf_rec_new(int kind, const char *buf, unsigned int len)
+{
+	lc_ntf_rec_t *rec = (lc_ntf_rec_t *)shm_malloc(sizeof(lc_ntf_rec_t) + len);
+	if(rec == NULL) {
+		SHM_MEM_ERROR;
+		return NULL;
+	}
+	memset(rec, 0, sizeof(lc_ntf_rec_t));
+	rec->kind = kind;
+	rec->len = len;
+	if(len > 0)
+		memcpy(rec->buf, buf, len);
+	rec->buf[len] = '\0';
+	return rec;
+}
+
+static int lc_ntf_hand(lc_ntf_rec_t *rec)
+{
+	if(_lc_ntf_chan[1] < 0
+			|| send(_lc_ntf_chan[1], &rec, sizeof(rec), MSG_DONTWAIT)
+					   != (ssize_t)sizeof(rec)) {
+		if(_lc_ntf_sh)
+			__sync_fetch_and_add(&_lc_ntf_sh->channel_full, 1);
+		shm_free(rec);
+		return -1;
+	}
+	return 0;
+}
+
+/* tm: the final response to a NOTIFY, or tm's own (a timeout: the NOTIFY
+ * got no answer within fr_timer), which ends the subscription. */
+static void lc_ntf_tm_cb(struct cell *t, int type, struct tmcb_params *ps)
+{
+	lc_ntf_rec_t *rec;
+
+	if(ps == NULL)
+		return;
+	if(ps->rpl && ps->rpl != FAKED_REPLY) {
+		rec = lc_ntf_rec_new(LC_NTF_REPLY, ps->rpl->buf, ps->rpl->len);
+	} else {
+		rec = lc_ntf_rec_new(LC_NTF_TIMEOUT, NULL, 0);
+		if(rec)
+			rec->txn = ps->param ? (int)(uintptr_t)*ps->param : 0;
+	}
+	if(rec && lc_ntf_hand(rec) < 0)
+		LM_ERR("cannot hand a NOTIFY response to the notifier process\n");
+}
+
+int lc_ntf_handle_subscribe(sip_msg_t *msg)
+{
+	lc_ntf_rec_t *rec;
+	str reason;
+	struct cseq_body *cseq;
+	int n;
+
+	if(msg->first_line.type != SIP_REQUEST
+			|| msg->first_line.u.request.method_value != METHOD_SUBSCRIBE) {
+		LM_ERR("lc_handle_subscribe() on something else than a SUBSCRIBE\n");
+		return -1;
+	}
+	if(!lc_ntf_enabled() || _lc_ntf_chan[1] < 0) {
+		LM_ERR("lc_handle_subscribe(): the notifier role is off (set "
+			   "notifier_uri)\n");
+		return -1;
+	}
+	if(parse_headers(msg, HDR_CALLID_F | HDR_CSEQ_F | HDR_VIA1_F, 0) < 0
+			|| msg->callid == NULL || msg->cseq == NULL || msg->via1 == NULL) {
+		reason.s = "Bad Request";
+		reason.len = strlen(reason.s);
+		_lc_ntf_slb.freply(msg, 400, &reason);
+		return -1;
+	}
+	rec = lc_ntf_rec_new(LC_NTF_SUBSCRIBE, msg->buf, msg->len);
+	if(rec == NULL)
+		goto busy;
+	init_dst_from_rcv(&rec->dst, &msg->rcv);
+	cseq = get_cseq(msg);
+	n = snprintf(rec->key, sizeof(rec->key), "%.*s %.*s %.*s",
+			msg->callid->body.len, msg->callid->body.s, cseq->number.len,
+			cseq->number.s, msg->via1->branch ? msg->via1->branch->value.len : 0,
+			msg->via1->branch ? msg->via1->branch->value.s : "");
+	if(n < 0 || n >= (int)sizeof(rec->key))
+		rec->key[0] = '\0'; /* too long to recognise: never absorbed */
+	if(lc_ntf_hand(rec) < 0)
+		goto busy;
+	return 1;
+busy:
+	/* the owner is behind (or gone): the subscriber retries */
+	reason.s = "Service Unavailable";
+	reason.len = strlen(reason.s);
+	_lc_ntf_slb.freply(msg, 503, &reason);
+	return -1;
+}
+
+int lc_ntf_observe(sip_msg_t *msg, str *subscriber)
+{
+	int i, n;
+
+	if(_lc_ntf_sh == NULL)
+		return -1;
+	n = _lc_ntf_sh->nslots;
+	__sync_synchronize();
+	for(i = 0; i < n; i++) {
+		lc_ntf_slot_t *s = &_lc_ntf_sh->slot[i];
+		int hit;
+		if(subscriber)
+			hit = (int)strlen(s->uri) == subscriber->len
+				  && strncasecmp(s->uri, subscriber->s, subscriber->len) == 0;
+		else
+			hit = s->has_addr && s->port == msg->rcv.src_port
+				  && ip_addr_cmp(&s->ip, &msg->rcv.src_ip);
+		if(hit) {
+			s->last_ns = lc_ntf_now();
+			__sync_fetch_and_add(&s->count, 1ull);
+			return 1;
+		}
+	}
+	__sync_fetch_and_add(&_lc_ntf_sh->unknown_observations, 1ull);
+	return -1;
+}
+
+/* ---- the owner ---- */
+
+/* The slot of `uri`, created (with `dst` as its address, when given) if
+ * new; -1 when the table is full. */
+static int lc_ntf_slot(const char *uri, size_t len, struct dest_info *dst)
+{
+	int i, n = _lc_ntf_sh->nslots;
+	lc_ntf_slot_t *s;
+
+	for(i = 0; i < n; i++) {
+		s = &_lc_ntf_sh->slot[i];
+		if(strlen(s->uri) == len && strncasecmp(s->uri, uri, len) == 0)
+			break;
+	}
+	if(i == n) {
+		if(n >= LC_MAX_NOTIFY_SLOTS || len >= LC_NTF_URI_MAX) {
+			LM_ERR("no slot for subscriber %.*s (at most %d)\n", (int)len, uri,
+					LC_MAX_NOTIFY_SLOTS);
+			return -1;
+		}
+		s = &_lc_ntf_sh->slot[n];
+		memset(s, 0, sizeof(*s));
+		memcpy(s->uri, uri, len);
+		s->uri[len] = '\0';
+		s->usage_milli = s->target_milli = s->in_force_milli = -1;
+		_lc_ntf_seen[n] = 0;
+		__sync_synchronize();
+		_lc_ntf_sh->nslots = n + 1;
+	}
+	s = &_lc_ntf_sh->slot[i];
+	if(dst) {
+		/* the address a re-SUBSCRIBE came from replaces the old one; the
+		 * workers may read it meanwhile (at worst one count is missed) */
+		su2ip_addr(&s->ip, &dst->to);
+		s->port = su_getport(&dst->to);
+		__sync_synchronize();
+		s->has_addr = 1;
+	}
+	return i;
+}
+
+/* Copies the allocation's view of each subscriber into its slot. */
+static void lc_ntf_status(void)
+{
+	lc_share sh;
+	size_t i;
+	int k;
+
+	lock_get(&_lc_ntf_sh->lock);
+	for(k = 0; k < _lc_ntf_sh->nslots; k++)
+		_lc_ntf_sh->slot[k].target_milli = _lc_ntf_sh->slot[k].in_force_milli =
+				_lc_ntf_sh->slot[k].usage_milli = -1;
+	lock_release(&_lc_ntf_sh->lock);
+	for(i = 0; lc_notifier_share(_lc_n, i, &sh) == LC_RESULT_OK; i++) {
+		k = lc_ntf_slot((const char *)sh.subscriber.ptr, sh.subscriber.len, NULL);
+		if(k < 0)
+			continue;
+		lock_get(&_lc_ntf_sh->lock);
+		_lc_ntf_sh->slot[k].usage_milli = sh.usage_milli == UINT64_MAX
+													  ? -1
+													  : (long long)sh.usage_milli;
+		_lc_ntf_sh->slot[k].target_milli = (long long)sh.target_milli;
+		_lc_ntf_sh->slot[k].in_force_milli =
+				sh.in_force_milli == UINT64_MAX ? -1
+												: (long long)sh.in_force_milli;
+		_lc_ntf_sh->slot[k].constrained = sh.constrained;
+		lock_release(&_lc_ntf_sh->lock);
+	}
+}
+
+/* A final response to a NOTIFY that never left: the notifier ends that
+ * subscription (as RFC 6665 §4.2.2 says of an error response). */
+static void lc_ntf_failed(const lc_sip_message *m)
+{
+	lc_sip_message resp;
+	memset(&resp, 0, sizeof(resp));
+	resp.status = 408;
+	resp.method = LC_METHOD_NOTIFY;
+	resp.call_id = m->call_id;
+	resp.from_uri = m->from_uri;
+	resp.from_tag = m->from_tag;
+	resp.to_uri = m->to_uri;
+	resp.to_tag = m->to_tag;
+	resp.cseq = m->cseq;
+	resp.expires = resp.min_expires = resp.retry_after = -1;
+	lc_notifier_handle_response(_lc_n, lc_ntf_now(), &resp);
+}
+
+/* Sends one NOTIFY of the notifier through tm, inside its dialog. */
+static int lc_ntf_send(const lc_sip_message *m)
+{
+	str method = str_init("NOTIFY");
+	str callid, ftag, furi, turi, ruri, totag, hdrs, body;
+	char hbuf[1024];
+	dlg_t *dlg = NULL;
+	uac_req_t uac_r;
+	int ret;
+
+	callid.s = (char *)m->call_id.ptr;
+	callid.len = (int)m->call_id.len;
+	ftag.s = (char *)m->from_tag.ptr;
+	ftag.len = (int)m->from_tag.len;
+	furi.s = (char *)m->from_uri.ptr;
+	furi.len = (int)m->from_uri.len;
+	turi.s = (char *)m->to_uri.ptr;
+	turi.len = (int)m->to_uri.len;
+	ruri.s = (char *)m->request_uri.ptr;
+	ruri.len = (int)m->request_uri.len;
+	body.s = (char *)m->body.ptr;
+	body.len = (int)m->body.len;
+
+	if(_lc_ntf_tmb->new_dlg_uac(&callid, &ftag, m->cseq, &furi, &turi, &dlg) < 0
+			|| dlg == NULL)
+		goto failed;
+	if(m->to_tag.ptr && m->to_tag.len > 0) {
+		totag.s = (char *)m->to_tag.ptr;
+		totag.len = (int)m->to_tag.len;
+		if(shm_str_dup(&dlg->id.rem_tag, &totag) < 0)
+			goto failed;
+	}
+	dlg->state = DLG_CONFIRMED;
+	if(m->route.ptr && m->route.len > 0) {
+		/* the subscription's route set (the SUBSCRIBE's Record-Route) */
+		rr_t *rs = NULL;
+		int bad;
+		bad = parse_rr_body((char *)m->route.ptr, (int)m->route.len, &rs) < 0
+			  || shm_duplicate_rr(&dlg->route_set, rs) < 0;
+		if(rs)
+			free_rr(&rs);
+		if(bad)
+			goto failed;
+	}
+	/* the remote target: the Contact of the SUBSCRIBE or its last refresh */
+	if(shm_str_dup(&dlg->rem_target, &ruri) < 0
+			|| _lc_ntf_tmb->calculate_hooks(dlg) < 0)
+		goto failed;
+	hdrs.len = snprintf(hbuf, sizeof(hbuf),
+			"Event: %.*s\r\nSubscription-State: %.*s\r\nContact: <%s>\r\n"
+			"%s%.*s%s",
+			(int)m->event.len, m->event.ptr ? (char *)m->event.ptr : "",
+			(int)m->subscription_state.len,
+			m->subscription_state.ptr ? (char *)m->subscription_state.ptr : "",
+			lc_ntf_uri, m->content_type.ptr ? "Content-Type: " : "",
+			(int)m->content_type.len,
+			m->content_type.ptr ? (char *)m->content_type.ptr : "",
+			m->content_type.ptr ? "\r\n" : "");
+	if(hdrs.len <= 0 || hdrs.len >= (int)sizeof(hbuf))
+		goto failed;
+	hdrs.s = hbuf;
+	{
+		/* what a timeout needs to be reported as the NOTIFY's answer */
+		lc_ntf_txn_t *x = &_lc_ntf_sh->txn[_lc_ntf_txn_next];
+		x->cseq = m->cseq;
+		snprintf(x->callid, sizeof(x->callid), "%.*s", callid.len, callid.s);
+		snprintf(x->from, sizeof(x->from), "%.*s", furi.len, furi.s);
+		snprintf(x->to, sizeof(x->to), "%.*s", turi.len, turi.s);
+	}
+	set_uac_req(&uac_r, &method, &hdrs, body.len > 0 ? &body : NULL, dlg,
+			TMCB_LOCAL_COMPLETED, lc_ntf_tm_cb,
+			(void *)(uintptr_t)(_lc_ntf_txn_next + 1));
+	_lc_ntf_txn_next = (_lc_ntf_txn_next + 1) % LC_NTF_TXNS;
+	ret = _lc_ntf_tmb->t_uac(&uac_r);
+	_lc_ntf_tmb->free_dlg(dlg);
+	dlg = NULL;
+	if(ret < 0)
+		goto failed;
+	__sync_fetch_and_add(&_lc_ntf_sh->notifies, 1ull);
+	return 0;
+failed:
+	if(dlg)
+		_lc_ntf_tmb->free_dlg(dlg);
+	__sync_fetch_and_add(&_lc_ntf_sh->send_errors, 1ull);
+	LM_ERR("cannot send the NOTIFY to %.*s (Call-ID %.*s)\n", turi.len, turi.s,
+			callid.len, callid.s);
+	return -1;
+}
+
+/* Sends what the notifier queued and takes its events; `dst`: where the
+ * SUBSCRIBE being handled came from (the subscriber's address). */
+static void lc_ntf_pump(struct dest_info *dst)
+{
+	lc_sip_message m;
+	lc_notifier_event ev;
+	int round, k;
+	const char *sp;
+
+	for(round = 0; round < 8; round++) {
+		int any = 0;
+		while(lc_notifier_poll_transmit(_lc_n, &m) == LC_RESULT_OK) {
+			any = 1;
+			if(lc_ntf_send(&m) < 0)
+				lc_ntf_failed(&m); /* may queue more */
+		}
+		if(!any)
+			break;
+	}
+	while(lc_notifier_poll_event(_lc_n, &ev) == LC_RESULT_OK) {
+		const char *t = (const char *)ev.text.ptr;
+		int tl = (int)ev.text.len;
+		switch(ev.kind) {
+			case LC_NOTIFIER_EVENT_KIND_SUBSCRIBED:
+				LM_INFO("notifier: %.*s subscribed for %llu s\n", tl, t,
+						(unsigned long long)ev.number);
+				k = lc_ntf_slot(t, (size_t)tl, dst);
+				if(k >= 0) {
+					lock_get(&_lc_ntf_sh->lock);
+					_lc_ntf_sh->slot[k].active = 1;
+					lock_release(&_lc_ntf_sh->lock);
+				}
+				break;
+			case LC_NOTIFIER_EVENT_KIND_REFRESHED:
+				lc_ntf_slot(t, (size_t)tl, dst);
+				break;
+			case LC_NOTIFIER_EVENT_KIND_REFUSED:
+				__sync_fetch_and_add(&_lc_ntf_sh->refused, 1ull);
+				LM_NOTICE("notifier: SUBSCRIBE refused with %llu: %.*s\n",
+						(unsigned long long)ev.number, tl, t);
+				break;
+			case LC_NOTIFIER_EVENT_KIND_ENDED:
+				/* "URI reason" */
+				LM_INFO("notifier: subscription ended: %.*s\n", tl, t);
+				sp = memchr(t, ' ', (size_t)tl);
+				k = lc_ntf_slot(t, sp ? (size_t)(sp - t) : (size_t)tl, NULL);
+				if(k >= 0) {
+					lock_get(&_lc_ntf_sh->lock);
+					_lc_ntf_sh->slot[k].active = 0;
+					lock_release(&_lc_ntf_sh->lock);
+				}
+				break;
+			default:
+				break;
+		}
+	}
+	lc_ntf_status();
+}
+
+static void lc_ntf_take_subscribe(lc_ntf_rec_t *rec, uint64_t now)
+{
+	static char out[LC_NTF_OUT_MAX];
+	size_t olen = 0;
+	lc_result r;
+	int i;
+	lc_ntf_cached_t *c;
+
+	if(rec->key[0]) {
+		for(i = 0; i < LC_NTF_CACHE; i++) {
+			c = &_lc_ntf_cache[i];
+			if(c->out && now - c->at < LC_NTF_CACHE_NS
+					&& strcmp(c->key, rec->key) == 0) {
+				__sync_fetch_and_add(&_lc_ntf_sh->retransmissions, 1ull);
+				if(msg_send(&rec->dst, c->out, (int)c->len) < 0)
+					LM_ERR("notifier: cannot answer a retransmitted "
+						   "SUBSCRIBE\n");
+				return;
+			}
+		}
+	}
+	__sync_fetch_and_add(&_lc_ntf_sh->subscribes, 1ull);
+	r = lc_notifier_receive_wire(_lc_n, now, (const uint8_t *)rec->buf,
+			rec->len, &_lc_ntf_wire, (uint8_t *)out, sizeof(out), &olen);
+	if(r != LC_RESULT_OK) {
+		LM_WARN("notifier: SUBSCRIBE not taken: %s\n", lc_result_text(r));
+		return;
+	}
+	if(olen > 0) {
+		if(msg_send(&rec->dst, out, (int)olen) < 0)
+			LM_ERR("notifier: cannot answer the SUBSCRIBE\n");
+		if(rec->key[0]) {
+			c = &_lc_ntf_cache[_lc_ntf_cache_next];
+			_lc_ntf_cache_next = (_lc_ntf_cache_next + 1) % LC_NTF_CACHE;
+			if(c->out)
+				pkg_free(c->out);
+			c->out = (char *)pkg_malloc(olen);
+			if(c->out) {
+				memcpy(c->out, out, olen);
+				c->len = olen;
+				c->at = now;
+				c->dst = rec->dst;
+				snprintf(c->key, sizeof(c->key), "%s", rec->key);
+			}
+		}
+	}
+	lc_ntf_pump(&rec->dst);
+}
+
+static void lc_ntf_mode(int capacity)
+{
+	lock_get(&_lc_ntf_sh->lock);
+	snprintf(_lc_ntf_sh->mode, sizeof(_lc_ntf_sh->mode), "%s",
+			capacity ? "capacity" : "policy");
+	lock_release(&_lc_ntf_sh->lock);
+}
+
+static void lc_ntf_take(lc_ntf_rec_t *rec)
+{
+	static char out[LC_NTF_OUT_MAX];
+	char err[512];
+	size_t olen = 0;
+	lc_result r;
+	uint64_t now = lc_ntf_now();
+
+	switch(rec->kind) {
+		case LC_NTF_SUBSCRIBE:
+			lc_ntf_take_subscribe(rec, now);
+			break;
+		case LC_NTF_REPLY:
+			__sync_fetch_and_add(&_lc_ntf_sh->responses, 1ull);
+			r = lc_notifier_receive_wire(_lc_n, now, (const uint8_t *)rec->buf,
+					rec->len, &_lc_ntf_wire, (uint8_t *)out, sizeof(out),
+					&olen);
+			if(r != LC_RESULT_OK)
+				LM_WARN("notifier: NOTIFY response not taken: %s\n",
+						lc_result_text(r));
+			lc_ntf_pump(NULL);
+			break;
+		case LC_NTF_POLICY:
+		case LC_NTF_CAPACITY:
+			if(rec->kind == LC_NTF_POLICY)
+				lc_notifier_clear_capacity(_lc_n, now);
+			r = lc_ntf_apply(_lc_n, rec->kind == LC_NTF_CAPACITY, rec->buf,
+					rec->len, err, sizeof(err));
+			if(r != LC_RESULT_OK)
+				LM_ERR("notifier: document refused: %s: %s\n",
+						lc_result_text(r), err);
+			else
+				lc_ntf_mode(rec->kind == LC_NTF_CAPACITY);
+			lc_ntf_pump(NULL);
+			break;
+		case LC_NTF_TIMEOUT:
+			if(rec->txn >= 1 && rec->txn <= LC_NTF_TXNS) {
+				lc_ntf_txn_t *x = &_lc_ntf_sh->txn[rec->txn - 1];
+				lc_sip_message resp;
+				memset(&resp, 0, sizeof(resp));
+				resp.status = 408;
+				resp.method = LC_METHOD_NOTIFY;
+				resp.call_id = lc_ntf_cs(x->callid);
+				resp.from_uri = lc_ntf_cs(x->from);
+				resp.to_uri = lc_ntf_cs(x->to);
+				resp.cseq = x->cseq;
+				resp.expires = resp.min_expires = resp.retry_after = -1;
+				__sync_fetch_and_add(&_lc_ntf_sh->responses, 1ull);
+				lc_notifier_handle_response(_lc_n, now, &resp);
+			}
+			lc_ntf_pump(NULL);
+			break;
+		case LC_NTF_SHUTDOWN:
+			lc_notifier_shutdown(_lc_n, now);
+			lc_ntf_pump(NULL);
+			_lc_ntf_sh->shutdown_done = 1;
+			break;
+	}
+}
+
+/* Feeds the counts the workers added since the last sweep. */
+static void lc_ntf_sweep(uint64_t now)
+{
+	int i, n = _lc_ntf_sh->nslots;
+
+	for(i = 0; i < n; i++) {
+		lc_ntf_slot_t *s = &_lc_ntf_sh->slot[i];
+		unsigned long long c = s->count;
+		unsigned long long at = s->last_ns;
+		if(c == _lc_ntf_seen[i])
+			continue;
+		if(at == 0 || at > now)
+			at = now;
+		if(lc_notifier_observe(_lc_n, at, lc_ntf_cs(s->uri), c - _lc_ntf_seen[i])
+				!= LC_RESULT_OK)
+			__sync_fetch_and_add(&_lc_ntf_sh->unknown_observations,
+					c - _lc_ntf_seen[i]);
+		_lc_ntf_seen[i] = c;
+	}
+}
+
+static int lc_ntf_owner_init(void)
+{
+	struct socket_info *si;
+	char err[512];
+
+	_lc_n = lc_ntf_new();
+	if(_lc_n == NULL)
+		return -1;
+	si = get_first_socket();
+	if(si == NULL) {
+		LM_ERR("no listening socket for the notifier\n");
+		return -1;
+	}
+	snprintf(_lc_ntf_sent_by, sizeof(_lc_ntf_sent_by), "%.*s:%d",
+			si->address_str.len, si->address_str.s, si->port_no);
+	_lc_ntf_wire.transport = lc_ntf_cs("UDP");
+	_lc_ntf_wire.sent_by = lc_ntf_cs(_lc_ntf_sent_by);
+	_lc_ntf_wire.contact = lc_ntf_cs(lc_ntf_uri);
+	if(_lc_ntf_capacity) {
+		if(lc_ntf_apply(_lc_n, 1, _lc_ntf_capacity, _lc_ntf_capacity_len, err,
+				   sizeof(err))
+				!= LC_RESULT_OK)
+			return -1;
+		lc_ntf_mode(1);
+	} else if(_lc_ntf_policy) {
+		if(lc_ntf_apply(_lc_n, 0, _lc_ntf_policy, _lc_ntf_policy_len, err,
+				   sizeof(err))
+				!= LC_RESULT_OK)
+			return -1;
+		lc_ntf_mode(0);
+	}
+	LM_INFO("notifier %s: answering SUBSCRIBEs (%s)\n", lc_ntf_uri,
+			_lc_ntf_sh->mode);
+	return 0;
+}
+
+static void lc_ntf_owner_loop(void)
+{
+	struct pollfd p;
+	lc_ntf_rec_t *rec;
+	uint64_t now, due, next, sweep;
+	int timeout_ms;
+	ssize_t n;
+
+	sweep = lc_ntf_now() + LC_NTF_SWEEP_NS;
+	for(;;) {
+		cfg_update();
+		now = lc_ntf_now();
+		if(now >= sweep) {
+			lc_ntf_sweep(now);
+			sweep = now + LC_NTF_SWEEP_NS;
+		}
+		if(lc_notifier_poll_timeout(_lc_n, &due) == LC_RESULT_OK
+				&& due <= now) {
+			lc_notifier_handle_timeout(_lc_n, now);
+			lc_ntf_pump(NULL);
+		}
+		next = sweep;
+		if(lc_notifier_poll_timeout(_lc_n, &due) == LC_RESULT_OK && due < next)
+			next = due;
+		timeout_ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
+		p.fd = _lc_ntf_chan[0];
+		p.events = POLLIN;
+		p.revents = 0;
+		if(poll(&p, 1, timeout_ms) <= 0)
+			continue;
+		for(;;) {
+			n = recv(_lc_ntf_chan[0], &rec, sizeof(rec), MSG_DONTWAIT);
+			if(n != (ssize_t)sizeof(rec))
+				break;
+			lc_ntf_take(rec);
+			shm_free(rec);
+		}
+	}
+}
+
+/* Main process, before the children are killed: end every subscription. */
+static void lc_ntf_app_shutdown(void)
+{
+	lc_ntf_rec_t *rec;
+	int i;
+
+	if(_lc_ntf_sh && _lc_ntf_sh->owner_pid > 0) {
+		rec = lc_ntf_rec_new(LC_NTF_SHUTDOWN, NULL, 0);
+		if(rec && lc_ntf_hand(rec) == 0) {
+			for(i = 0; i < 100 && !_lc_ntf_sh->shutdown_done; i++)
+				usleep(10000);
+			/* a moment for tm to put the NOTIFYs on the wire */
+			usleep(20000);
+		}
+	}
+	if(_lc_ntf_prev_shutdown)
+		_lc_ntf_prev_shutdown();
+}
+
+/* Reads and checks a document for the notifier (`capacity`: a template). */
+static char *lc_ntf_read(const char *param, const char *path, int capacity,
+		size_t *len)
+{
+	lc_notifier *probe;
+	char err[512];
+	char *body = lc_read_file(path, len);
+	lc_result r;
+
+	if(body == NULL)
+		return NULL;
+	probe = lc_ntf_new();
+	if(probe == NULL) {
+		pkg_free(body);
+		return NULL;
+	}
+	r = lc_ntf_apply(probe, capacity, body, *len, err, sizeof(err));
+	lc_notifier_free(probe);
+	if(r != LC_RESULT_OK) {
+		LM_ERR("%s %s refused: %s: %s\n", param, path, lc_result_text(r), err);
+		pkg_free(body);
+		return NULL;
+	}
+	return body;
+}
+
+int lc_ntf_mod_init(struct tm_binds *tmb, int tm_loaded)
+{
+	sr_corecb_t *cb;
+	lc_notifier *probe;
+
+	if(!lc_ntf_enabled())
+		return 0;
+	if(!tm_loaded) {
+		LM_ERR("notifier_uri needs the tm module (NOTIFYs are sent through "
+			   "it)\n");
+		return -1;
+	}
+	if(lc_ntf_allow == NULL || *lc_ntf_allow == '\0') {
+		LM_ERR("notifier_uri needs notifier_allow: who may subscribe (RFC "
+			   "7200 §4.6; \"*\" for everyone, only where the SIP layer "
+			   "authenticates)\n");
+		return -1;
+	}
+	if(lc_ntf_max_expires < 60) {
+		LM_ERR("notifier_max_expires must be >= 60\n");
+		return -1;
+	}
+	if(lc_ntf_policy_file && *lc_ntf_policy_file && lc_ntf_capacity_file
+			&& *lc_ntf_capacity_file) {
+		LM_ERR("notifier_policy_file and notifier_capacity_file exclude each "
+			   "other\n");
+		return -1;
+	}
+	if(sl_load_api(&_lc_ntf_slb) != 0) {
+		LM_ERR("cannot load the sl API\n");
+		return -1;
+	}
+	probe = lc_ntf_new();
+	if(probe == NULL)
+		return -1;
+	lc_notifier_free(probe);
+	if(lc_ntf_policy_file && *lc_ntf_policy_file) {
+		_lc_ntf_policy = lc_ntf_read("notifier_policy_file", lc_ntf_policy_file,
+				0, &_lc_ntf_policy_len);
+		if(_lc_ntf_policy == NULL)
+			return -1;
+	}
+	if(lc_ntf_capacity_file && *lc_ntf_capacity_file) {
+		_lc_ntf_capacity = lc_ntf_read("notifier_capacity_file",
+				lc_ntf_capacity_file, 1, &_lc_ntf_capacity_len);
+		if(_lc_ntf_capacity == NULL)
+			return -1;
+	}
+	_lc_ntf_tmb = tmb;
+	_lc_ntf_sh = (lc_ntf_shared_t *)shm_malloc(sizeof(lc_ntf_shared_t));
+	if(_lc_ntf_sh == NULL) {
+		SHM_MEM_ERROR;
+		return -1;
+	}
+	memset(_lc_ntf_sh, 0, sizeof(lc_ntf_shared_t));
+	if(lock_init(&_lc_ntf_sh->lock) == NULL)
+		return -1;
+	snprintf(_lc_ntf_sh->mode, sizeof(_lc_ntf_sh->mode), "none");
+	if(socketpair(AF_UNIX, SOCK_DGRAM, 0, _lc_ntf_chan) < 0) {
+		LM_ERR("socketpair: %s\n", strerror(errno));
+		return -1;
+	}
+	register_procs(1);
+	cfg_register_child(1);
+	cb = sr_corecb_get();
+	if(cb) {
+		_lc_ntf_prev_shutdown = cb->app_shutdown;
+		cb->app_shutdown = lc_ntf_app_shutdown;
+	}
+	return 0;
+}
+
+int lc_ntf_child_init(int rank)
+{
+	int pid;
+
+	if(!lc_ntf_enabled() || rank != PROC_MAIN)
+		return 0;
+	pid = fork_process(PROC_RPC, "loadctl notifier", 1);
+	if(pid < 0)
+		return -1;
+	if(pid == 0) {
+		if(cfg_child_init())
+			return -1;
+		_lc_ntf_sh->owner_pid = getpid();
+		if(lc_ntf_owner_init() < 0) {
+			LM_CRIT("the notifier process cannot start\n");
+			_lc_ntf_sh->owner_pid = 0;
+			return -1;
+		}
+		lc_ntf_owner_loop();
+		return -1; /* not reached */
+	}
+	return 0;
+}
+
+/* ---- RPC ---- */
+
+void lc_ntf_rpc_list(rpc_t *rpc, void *ctx)
+{
+	void *top, *arr, *st;
+	lc_ntf_slot_t copy;
+	char mode[16];
+	char addr[128];
+	int i, n;
+
+	if(_lc_ntf_sh == NULL) {
+		rpc->fault(ctx, 500, "the notifier role is off (notifier_uri)");
+		return;
+	}
+	if(rpc->add(ctx, "{", &top) < 0)
+		return;
+	lock_get(&_lc_ntf_sh->lock);
+	memcpy(mode, _lc_ntf_sh->mode, sizeof(mode));
+	lock_release(&_lc_ntf_sh->lock);
+	rpc->struct_add(top, "dss", "notifier_pid", _lc_ntf_sh->owner_pid, "uri",
+			lc_ntf_uri, "mode", mode);
+	rpc->struct_add(top, "JJJJJJJJ", "subscribes", _lc_ntf_sh->subscribes,
+			"retransmissions", _lc_ntf_sh->retransmissions, "refused",
+			_lc_ntf_sh->refused, "notifies", _lc_ntf_sh->notifies, "responses",
+			_lc_ntf_sh->responses, "send_errors", _lc_ntf_sh->send_errors,
+			"channel_full", _lc_ntf_sh->channel_full, "unknown_observations",
+			_lc_ntf_sh->unknown_observations);
+	if(rpc->struct_add(top, "[", "subscribers", &arr) < 0)
+		return;
+	n = _lc_ntf_sh->nslots;
+	for(i = 0; i < n; i++) {
+		lock_get(&_lc_ntf_sh->lock);
+		copy = _lc_ntf_sh->slot[i];
+		lock_release(&_lc_ntf_sh->lock);
+		addr[0] = '\0';
+		if(copy.has_addr)
+			snprintf(addr, sizeof(addr), "%s:%u", ip_addr2a(&copy.ip),
+					(unsigned)copy.port);
+		if(rpc->array_add(arr, "{", &st) < 0)
+			return;
+		rpc->struct_add(st, "ssdJ", "subscriber", copy.uri, "address", addr,
+				"active", copy.active, "observed", copy.count);
+		rpc->struct_add(st, "fffd", "demand",
+				copy.usage_milli < 0 ? -1.0 : (double)copy.usage_milli / 1000.0,
+				"target",
+				copy.target_milli < 0 ? -1.0 : (double)copy.target_milli / 1000.0,
+				"share",
+				copy.in_force_milli < 0 ? -1.0
+										: (double)copy.in_force_milli / 1000.0,
+				"constrained", copy.constrained);
+	}
+}
+
+static void lc_ntf_rpc_doc(rpc_t *rpc, void *ctx, int capacity)
+{
+	str path;
+	char cpath[1024];
+	size_t len = 0;
+	char *body;
+	lc_ntf_rec_t *rec;
+
+	if(_lc_ntf_sh == NULL || _lc_ntf_sh->owner_pid <= 0) {
+		rpc->fault(ctx, 500, "the notifier role is off (notifier_uri)");
+		return;
+	}
+	if(rpc->scan(ctx, "S", &path) < 1) {
+		rpc->fault(ctx, 400, "a file path is required");
+		return;
+	}
+	if(path.len <= 0 || path.len >= (int)sizeof(cpath)) {
+		rpc->fault(ctx, 400, "bad path");
+		return;
+	}
+	memcpy(cpath, path.s, path.len);
+	cpath[path.len] = '\0';
+	body = lc_ntf_read(capacity ? "capacity template" : "policy", cpath,
+			capacity, &len);
+	if(body == NULL) {
+		rpc->fault(ctx, 400, "document refused (see the log)");
+		return;
+	}
+	rec = lc_ntf_rec_new(
+			capacity ? LC_NTF_CAPACITY : LC_NTF_POLICY, body, (unsigned)len);
+	pkg_free(body);
+	if(rec == NULL || lc_ntf_hand(rec) < 0) {
+		rpc->fault(ctx, 500, "the notifier process is busy");
+		return;
+	}
+	rpc->rpl_printf(ctx, "ok");
+}
+
+void lc_ntf_rpc_policy(rpc_t *rpc, void *ctx)
+{
+	lc_ntf_rpc_doc(rpc, ctx, 0);
+}
+
+void lc_ntf_rpc_capacity(rpc_t *rpc, void *ctx)
+{
+	lc_ntf_rpc_doc(rpc, ctx, 1);
+}
