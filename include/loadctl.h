@@ -1293,7 +1293,8 @@ lc_result lc_allocator_config_default(struct lc_allocator_config *out);
 // flight never add up to more than R: a share grows only out of capacity nobody else holds,
 // so a new subscriber's first NOTIFY carries what is free (possibly 0). Shares are recomputed
 // once per `period_ns` in `lc_notifier_handle_timeout`. Calling it again with the same rule
-// and settings changes only R (measurements kept). `config` NULL means the defaults. NOTIFYs
+// (id, conditions, alt-action: its `<rate>` may differ) and settings changes only R
+// (measurements kept). `config` NULL means the defaults. NOTIFYs
 // are queued, paced per subscription.
 //
 // Errors: `LC_RESULT_INVALID_POLICY` (`lc_last_error` gives `LINE:COLUMN`) and

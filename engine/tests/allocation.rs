@@ -3,7 +3,6 @@
 //! delays every message, and traffic at each edge whose admitted part the notifier observes.
 //! Expected values come from max-min fairness (water-filling), not from the code's output.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use loadctl::compile::Identities;
@@ -66,10 +65,19 @@ struct World {
     now: u64,
     notifier: Notifier,
     edges: Vec<Edge>,
-    net: VecDeque<(u64, Msg)>,
-    /// One-way delay of every message.
+    net: Vec<(u64, Msg)>,
+    /// One-way delay of a message: `delay` plus up to `spread` more (uniform, per message, so
+    /// messages to different subscribers overtake each other).
     delay: u64,
+    spread: u64,
+    /// One NOTIFY answer in this many is lost (0: none).
+    lose_answers: u64,
+    sent_answers: u64,
+    /// The bound the enforced shares are checked against (the capacity; after a decrease, the
+    /// old one until `bound_until`).
     capacity: f64,
+    bound: f64,
+    bound_until: u64,
     /// Each gap between two requests of an edge is its mean times 1 ± this (uniform), as
     /// SIPp's pacing and the network make it.
     jitter: f64,
@@ -122,16 +130,53 @@ impl World {
             now: 0,
             notifier,
             edges,
-            net: VecDeque::new(),
+            net: Vec::new(),
             delay,
+            spread: 0,
+            lose_answers: 0,
+            sent_answers: 0,
             capacity,
+            bound: capacity,
+            bound_until: 0,
             jitter: 0.3,
             rng: 0x9e37_79b9_7f4a_7c15,
         }
     }
 
+    fn rand(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+
     fn send(&mut self, m: Msg) {
-        self.net.push_back((self.now + self.delay, m));
+        if let Msg::NotifyAnswer(_) = m {
+            self.sent_answers += 1;
+            if self.lose_answers > 0 && self.sent_answers.is_multiple_of(self.lose_answers) {
+                return;
+            }
+        }
+        let spread = if self.spread > 0 {
+            self.rand() % self.spread
+        } else {
+            0
+        };
+        self.net.push((self.now + self.delay + spread, m));
+    }
+
+    /// Changes the capacity; the enforced shares may exceed the new one only until the
+    /// decreases are delivered: the pacing (1 s) and the round trips, and when the previous
+    /// NOTIFY's answer was lost, that NOTIFY's transaction timeout first (one NOTIFY is
+    /// outstanding per subscription; 32 s, after which the subscription ends).
+    fn set_capacity(&mut self, capacity: f64) {
+        self.bound = self.capacity.max(capacity);
+        let lost = if self.lose_answers > 0 { 32 * S } else { 0 };
+        self.bound_until = self.now + lost + 2 * S + 2 * (self.delay + self.spread);
+        self.capacity = capacity;
+        self.notifier
+            .set_capacity(self.now, capacity, template(), AllocatorConfig::default())
+            .expect("capacity");
     }
 
     /// Advances to `until` in 1 ms steps, checking at every step that the shares the edges
@@ -141,20 +186,33 @@ impl World {
             self.now += MS;
             self.step();
             let total: f64 = self.edges.iter().filter_map(|e| enforced(&e.engine)).sum();
-            assert!(
-                total <= self.capacity + 1e-9,
-                "t={} ms: enforced shares add up to {total} > {}",
-                self.now / MS,
+            let bound = if self.now < self.bound_until {
+                self.bound
+            } else {
                 self.capacity
+            };
+            assert!(
+                total <= bound + 1e-9,
+                "t={} ms: enforced shares add up to {total} > {bound}",
+                self.now / MS,
             );
         }
     }
 
     fn step(&mut self) {
         let now = self.now;
-        // Messages due.
-        while self.net.front().is_some_and(|(at, _)| *at <= now) {
-            let (_, m) = self.net.pop_front().expect("due");
+        // Messages due, in the order they arrive.
+        let mut due = Vec::new();
+        let mut i = 0;
+        while i < self.net.len() {
+            if self.net[i].0 <= now {
+                due.push(self.net.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        due.sort_by_key(|d| d.0);
+        for (_, m) in due {
             match m {
                 Msg::Subscribe(k, req) => {
                     let r = self.notifier.handle_subscribe(now, &req);
@@ -232,6 +290,19 @@ impl World {
                 }
             }
         }
+    }
+
+    /// Edge `k` subscribes again: a new dialog on the same engine.
+    fn resubscribe(&mut self, k: usize, n: u64) {
+        let e = &mut self.edges[k];
+        let mut c = SubscriberConfig::new(
+            uri(NOTIFIER),
+            uri(&e.uri),
+            &format!("c{k}-{n}"),
+            &format!("t{k}-{n}"),
+        );
+        c.scope_to_notifier = false;
+        e.sub = Subscriber::new(c, e.engine.clone(), self.now);
     }
 
     fn demands(&mut self, d: &[f64]) {
@@ -342,8 +413,12 @@ fn follow_demand(seed: u64) {
 #[test]
 fn enforced_shares_never_exceed_the_capacity_with_churn_and_slow_notifies() {
     // Eight edges, demands that change every few seconds, subscriptions that end and start
-    // again, and 150 ms each way: `run_until` checks the sum at every millisecond.
-    let mut w = World::new(200.0, 8, 150 * MS);
+    // again, the capacity lowered and raised, messages taking 50–400 ms each way (overtaking
+    // each other), and one NOTIFY answer in seven lost: `run_until` checks the sum of what the
+    // edges enforce at every millisecond.
+    let mut w = World::new(200.0, 8, 50 * MS);
+    w.spread = 350 * MS;
+    w.lose_answers = 7;
     let mut state = 0x2545_f491_4f6c_dd1d_u64;
     let mut rand = move |n: u64| {
         state ^= state << 13;
@@ -351,18 +426,55 @@ fn enforced_shares_never_exceed_the_capacity_with_churn_and_slow_notifies() {
         state ^= state << 17;
         state % n
     };
-    for round in 0..20u64 {
+    let mut gone: Option<usize> = None;
+    for round in 0..24u64 {
         let d: Vec<f64> = (0..8)
             .map(|_| [0.0, 5.0, 20.0, 60.0, 150.0][rand(5) as usize])
             .collect();
         w.demands(&d);
-        if round % 4 == 3 {
+        if let Some(k) = gone.take() {
+            // It subscribes again (a new dialog).
+            w.resubscribe(k, round);
+        } else if round % 4 == 3 {
             // One edge unsubscribes; its share goes to the others.
             let k = rand(8) as usize;
             w.edges[k].sub.unsubscribe(w.now);
+            gone = Some(k);
+        }
+        if round == 8 {
+            w.set_capacity(120.0);
+        }
+        if round == 16 {
+            w.set_capacity(300.0);
         }
         w.run_until(w.now + (2 + rand(3)) * S);
     }
     let admitted: u64 = w.edges.iter().map(|e| e.admitted).sum();
     assert!(admitted > 0);
+}
+
+#[test]
+fn lowering_the_capacity_cuts_every_share_to_its_new_target_not_to_zero() {
+    // Three busy edges at 40 of 120; R drops to 60: each goes to 20 as soon as its pacing
+    // allows — never lower, never 0 (a decrease adds nothing to what may be enforced).
+    let mut w = World::new(120.0, 3, 20 * MS);
+    w.demands(&[100.0, 100.0, 100.0]);
+    w.run_until(5 * S);
+    assert!(
+        within(&w.shares(), &[40.0, 40.0, 40.0], 0.01),
+        "{:?}",
+        w.shares()
+    );
+    w.set_capacity(60.0);
+    for _ in 0..3000 {
+        w.run_until(w.now + MS);
+        for s in w.shares() {
+            assert!(s >= 20.0 * 0.99, "t={} ms: a share of {s}", w.now / MS);
+        }
+    }
+    assert!(
+        within(&w.shares(), &[20.0, 20.0, 20.0], 0.01),
+        "{:?}",
+        w.shares()
+    );
 }

@@ -56,6 +56,7 @@
 #include "../../modules/sl/sl.h"
 
 #include "lc_shared.h"
+#include "lc_owner.h"
 #include "lc_notify.h"
 
 #define LC_NTF_URI_MAX 256
@@ -72,6 +73,7 @@ char *lc_ntf_allow = NULL;
 char *lc_ntf_policy_file = NULL;
 char *lc_ntf_capacity_file = NULL;
 int lc_ntf_max_expires = 3600;
+int lc_ntf_min_expires = 60;
 
 enum
 {
@@ -90,6 +92,7 @@ enum
 
 typedef struct lc_ntf_txn
 {
+	unsigned int seq; /* which use of the entry (checked on a timeout) */
 	unsigned int cseq;
 	char callid[128];
 	char from[LC_NTF_URI_MAX];
@@ -102,7 +105,7 @@ typedef struct lc_ntf_rec
 	int kind;
 	struct dest_info dst;		/* SUBSCRIBE: where to answer */
 	char key[LC_NTF_KEY_MAX]; /* SUBSCRIBE: Call-ID, CSeq, branch */
-	int txn;					/* TIMEOUT: the NOTIFY's lc_ntf_txn_t */
+	uintptr_t txn;				/* TIMEOUT: the NOTIFY's lc_ntf_txn_t (index, use) */
 	unsigned int len;
 	char buf[1];
 } lc_ntf_rec_t;
@@ -119,7 +122,7 @@ typedef struct lc_ntf_slot
 	/* when the last one was counted (CLOCK_MONOTONIC), so the owner measures
 	 * rates over the requests' own span, not its 100 ms sweeps */
 	volatile unsigned long long last_ns;
-	int active;
+	int active; /* its live subscriptions (several while an edge re-subscribes) */
 	long long usage_milli, target_milli, in_force_milli; /* -1: none */
 	int constrained;
 } lc_ntf_slot_t;
@@ -165,21 +168,7 @@ static lc_ntf_cached_t _lc_ntf_cache[LC_NTF_CACHE];
 static int _lc_ntf_cache_next = 0;
 static unsigned long long _lc_ntf_seen[LC_MAX_NOTIFY_SLOTS];
 static int _lc_ntf_txn_next = 0;
-
-static lc_str lc_ntf_cs(const char *s)
-{
-	lc_str r;
-	r.ptr = (const uint8_t *)s;
-	r.len = s ? strlen(s) : 0;
-	return r;
-}
-
-static uint64_t lc_ntf_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+static unsigned int _lc_ntf_txn_seq = 0;
 
 int lc_ntf_enabled(void)
 {
@@ -195,11 +184,12 @@ static lc_notifier *lc_ntf_new(void)
 	lc_result r;
 
 	memset(&c, 0, sizeof(c));
-	c.uri = lc_ntf_cs(lc_ntf_uri);
-	c.tag = lc_ntf_cs("lcn");
+	c.uri = lc_cs(lc_ntf_uri);
+	c.tag = lc_cs("lcn");
 	if(strcmp(lc_ntf_allow, "*") != 0)
-		c.authorized = lc_ntf_cs(lc_ntf_allow);
+		c.authorized = lc_cs(lc_ntf_allow);
 	c.max_expires = (uint32_t)lc_ntf_max_expires;
+	c.min_expires = (uint32_t)lc_ntf_min_expires;
 	if(lc_ntf_max_expires < 3600)
 		c.default_expires = (uint32_t)lc_ntf_max_expires;
 	r = lc_notifier_new(&c, &n);
@@ -211,9 +201,10 @@ static lc_notifier *lc_ntf_new(void)
 				== LC_RESULT_OK)
 			detail[w] = '\0';
 		LM_ERR("notifier_uri %s / notifier_allow \"%s\" / "
-			   "notifier_max_expires %d refused: %s: %s\n",
-				lc_ntf_uri, lc_ntf_allow, lc_ntf_max_expires, lc_result_text(r),
-				detail);
+			   "notifier_min_expires %d / notifier_max_expires %d refused: %s: "
+			   "%s\n",
+				lc_ntf_uri, lc_ntf_allow, lc_ntf_min_expires, lc_ntf_max_expires,
+				lc_result_text(r), detail);
 		return NULL;
 	}
 	return n;
@@ -229,9 +220,9 @@ static lc_result lc_ntf_apply(lc_notifier *n, int capacity, const char *body,
 
 	if(capacity)
 		r = lc_notifier_set_capacity(
-				n, lc_ntf_now(), (const uint8_t *)body, len, NULL);
+				n, lc_now_ns(), (const uint8_t *)body, len, NULL);
 	else
-		r = lc_notifier_set_policy(n, lc_ntf_now(), (const uint8_t *)body, len);
+		r = lc_notifier_set_policy(n, lc_now_ns(), (const uint8_t *)body, len);
 	err[0] = '\0';
 	if(r != LC_RESULT_OK
 			&& lc_last_error((uint8_t *)err, errlen - 1, &w) == LC_RESULT_OK)
@@ -259,9 +250,7 @@ static lc_ntf_rec_t *lc_ntf_rec_new(int kind, const char *buf, unsigned int len)
 
 static int lc_ntf_hand(lc_ntf_rec_t *rec)
 {
-	if(_lc_ntf_chan[1] < 0
-			|| send(_lc_ntf_chan[1], &rec, sizeof(rec), MSG_DONTWAIT)
-					   != (ssize_t)sizeof(rec)) {
+	if(lc_chan_send(_lc_ntf_chan[1], rec) < 0) {
 		if(_lc_ntf_sh)
 			__sync_fetch_and_add(&_lc_ntf_sh->channel_full, 1);
 		shm_free(rec);
@@ -283,7 +272,7 @@ static void lc_ntf_tm_cb(struct cell *t, int type, struct tmcb_params *ps)
 	} else {
 		rec = lc_ntf_rec_new(LC_NTF_TIMEOUT, NULL, 0);
 		if(rec)
-			rec->txn = ps->param ? (int)(uintptr_t)*ps->param : 0;
+			rec->txn = ps->param ? (uintptr_t)*ps->param : 0;
 	}
 	if(rec && lc_ntf_hand(rec) < 0)
 		LM_ERR("cannot hand a NOTIFY response to the notifier process\n");
@@ -350,10 +339,10 @@ int lc_ntf_observe(sip_msg_t *msg, str *subscriber)
 			hit = (int)strlen(s->uri) == subscriber->len
 				  && strncasecmp(s->uri, subscriber->s, subscriber->len) == 0;
 		else
-			hit = s->has_addr && s->port == msg->rcv.src_port
+			hit = s->active && s->has_addr && s->port == msg->rcv.src_port
 				  && ip_addr_cmp(&s->ip, &msg->rcv.src_ip);
 		if(hit) {
-			s->last_ns = lc_ntf_now();
+			s->last_ns = lc_now_ns();
 			__sync_fetch_and_add(&s->count, 1ull);
 			return 1;
 		}
@@ -363,6 +352,19 @@ int lc_ntf_observe(sip_msg_t *msg, str *subscriber)
 }
 
 /* ---- the owner ---- */
+
+/* The slot of `uri`, -1 when it has none. */
+static int lc_ntf_find(const char *uri, size_t len)
+{
+	int i, n = _lc_ntf_sh->nslots;
+
+	for(i = 0; i < n; i++) {
+		lc_ntf_slot_t *s = &_lc_ntf_sh->slot[i];
+		if(strlen(s->uri) == len && strncasecmp(s->uri, uri, len) == 0)
+			return i;
+	}
+	return -1;
+}
 
 /* The slot of `uri`, created (with `dst` as its address, when given) if
  * new; -1 when the table is full. */
@@ -416,7 +418,7 @@ static void lc_ntf_status(void)
 				_lc_ntf_sh->slot[k].usage_milli = -1;
 	lock_release(&_lc_ntf_sh->lock);
 	for(i = 0; lc_notifier_share(_lc_n, i, &sh) == LC_RESULT_OK; i++) {
-		k = lc_ntf_slot((const char *)sh.subscriber.ptr, sh.subscriber.len, NULL);
+		k = lc_ntf_find((const char *)sh.subscriber.ptr, sh.subscriber.len);
 		if(k < 0)
 			continue;
 		lock_get(&_lc_ntf_sh->lock);
@@ -447,7 +449,7 @@ static void lc_ntf_failed(const lc_sip_message *m)
 	resp.to_tag = m->to_tag;
 	resp.cseq = m->cseq;
 	resp.expires = resp.min_expires = resp.retry_after = -1;
-	lc_notifier_handle_response(_lc_n, lc_ntf_now(), &resp);
+	lc_notifier_handle_response(_lc_n, lc_now_ns(), &resp);
 }
 
 /* Sends one NOTIFY of the notifier through tm, inside its dialog. */
@@ -514,14 +516,17 @@ static int lc_ntf_send(const lc_sip_message *m)
 	{
 		/* what a timeout needs to be reported as the NOTIFY's answer */
 		lc_ntf_txn_t *x = &_lc_ntf_sh->txn[_lc_ntf_txn_next];
+		x->seq = ++_lc_ntf_txn_seq;
 		x->cseq = m->cseq;
 		snprintf(x->callid, sizeof(x->callid), "%.*s", callid.len, callid.s);
 		snprintf(x->from, sizeof(x->from), "%.*s", furi.len, furi.s);
 		snprintf(x->to, sizeof(x->to), "%.*s", turi.len, turi.s);
 	}
+	/* the parameter: the entry's index (8 bits) and its use (the rest) */
 	set_uac_req(&uac_r, &method, &hdrs, body.len > 0 ? &body : NULL, dlg,
 			TMCB_LOCAL_COMPLETED, lc_ntf_tm_cb,
-			(void *)(uintptr_t)(_lc_ntf_txn_next + 1));
+			(void *)(((uintptr_t)_lc_ntf_txn_seq << 8)
+					 | (uintptr_t)_lc_ntf_txn_next));
 	_lc_ntf_txn_next = (_lc_ntf_txn_next + 1) % LC_NTF_TXNS;
 	ret = _lc_ntf_tmb->t_uac(&uac_r);
 	_lc_ntf_tmb->free_dlg(dlg);
@@ -568,7 +573,7 @@ static void lc_ntf_pump(struct dest_info *dst)
 				k = lc_ntf_slot(t, (size_t)tl, dst);
 				if(k >= 0) {
 					lock_get(&_lc_ntf_sh->lock);
-					_lc_ntf_sh->slot[k].active = 1;
+					_lc_ntf_sh->slot[k].active++;
 					lock_release(&_lc_ntf_sh->lock);
 				}
 				break;
@@ -584,10 +589,11 @@ static void lc_ntf_pump(struct dest_info *dst)
 				/* "URI reason" */
 				LM_INFO("notifier: subscription ended: %.*s\n", tl, t);
 				sp = memchr(t, ' ', (size_t)tl);
-				k = lc_ntf_slot(t, sp ? (size_t)(sp - t) : (size_t)tl, NULL);
+				k = lc_ntf_find(t, sp ? (size_t)(sp - t) : (size_t)tl);
 				if(k >= 0) {
 					lock_get(&_lc_ntf_sh->lock);
-					_lc_ntf_sh->slot[k].active = 0;
+					if(_lc_ntf_sh->slot[k].active > 0)
+						_lc_ntf_sh->slot[k].active--;
 					lock_release(&_lc_ntf_sh->lock);
 				}
 				break;
@@ -661,7 +667,7 @@ static void lc_ntf_take(lc_ntf_rec_t *rec)
 	char err[512];
 	size_t olen = 0;
 	lc_result r;
-	uint64_t now = lc_ntf_now();
+	uint64_t now = lc_now_ns();
 
 	switch(rec->kind) {
 		case LC_NTF_SUBSCRIBE:
@@ -679,27 +685,32 @@ static void lc_ntf_take(lc_ntf_rec_t *rec)
 			break;
 		case LC_NTF_POLICY:
 		case LC_NTF_CAPACITY:
-			if(rec->kind == LC_NTF_POLICY)
-				lc_notifier_clear_capacity(_lc_n, now);
+			/* a policy is set before the capacity is cleared, so no subscriber
+			 * is ever sent "no rules" in between */
 			r = lc_ntf_apply(_lc_n, rec->kind == LC_NTF_CAPACITY, rec->buf,
 					rec->len, err, sizeof(err));
-			if(r != LC_RESULT_OK)
+			if(r != LC_RESULT_OK) {
 				LM_ERR("notifier: document refused: %s: %s\n",
 						lc_result_text(r), err);
-			else
+			} else {
+				if(rec->kind == LC_NTF_POLICY)
+					lc_notifier_clear_capacity(_lc_n, now);
 				lc_ntf_mode(rec->kind == LC_NTF_CAPACITY);
+			}
 			lc_ntf_pump(NULL);
 			break;
 		case LC_NTF_TIMEOUT:
-			if(rec->txn >= 1 && rec->txn <= LC_NTF_TXNS) {
-				lc_ntf_txn_t *x = &_lc_ntf_sh->txn[rec->txn - 1];
+			if(_lc_ntf_sh->txn[rec->txn & 0xff].seq
+					== (unsigned int)(rec->txn >> 8)) {
+				/* (an entry reused since: that NOTIFY's own timer ends it) */
+				lc_ntf_txn_t *x = &_lc_ntf_sh->txn[rec->txn & 0xff];
 				lc_sip_message resp;
 				memset(&resp, 0, sizeof(resp));
 				resp.status = 408;
 				resp.method = LC_METHOD_NOTIFY;
-				resp.call_id = lc_ntf_cs(x->callid);
-				resp.from_uri = lc_ntf_cs(x->from);
-				resp.to_uri = lc_ntf_cs(x->to);
+				resp.call_id = lc_cs(x->callid);
+				resp.from_uri = lc_cs(x->from);
+				resp.to_uri = lc_cs(x->to);
 				resp.cseq = x->cseq;
 				resp.expires = resp.min_expires = resp.retry_after = -1;
 				__sync_fetch_and_add(&_lc_ntf_sh->responses, 1ull);
@@ -728,7 +739,7 @@ static void lc_ntf_sweep(uint64_t now)
 			continue;
 		if(at == 0 || at > now)
 			at = now;
-		if(lc_notifier_observe(_lc_n, at, lc_ntf_cs(s->uri), c - _lc_ntf_seen[i])
+		if(lc_notifier_observe(_lc_n, at, lc_cs(s->uri), c - _lc_ntf_seen[i])
 				!= LC_RESULT_OK)
 			__sync_fetch_and_add(&_lc_ntf_sh->unknown_observations,
 					c - _lc_ntf_seen[i]);
@@ -751,9 +762,9 @@ static int lc_ntf_owner_init(void)
 	}
 	snprintf(_lc_ntf_sent_by, sizeof(_lc_ntf_sent_by), "%.*s:%d",
 			si->address_str.len, si->address_str.s, si->port_no);
-	_lc_ntf_wire.transport = lc_ntf_cs("UDP");
-	_lc_ntf_wire.sent_by = lc_ntf_cs(_lc_ntf_sent_by);
-	_lc_ntf_wire.contact = lc_ntf_cs(lc_ntf_uri);
+	_lc_ntf_wire.transport = lc_cs("UDP");
+	_lc_ntf_wire.sent_by = lc_cs(_lc_ntf_sent_by);
+	_lc_ntf_wire.contact = lc_cs(lc_ntf_uri);
 	if(_lc_ntf_capacity) {
 		if(lc_ntf_apply(_lc_n, 1, _lc_ntf_capacity, _lc_ntf_capacity_len, err,
 				   sizeof(err))
@@ -772,43 +783,35 @@ static int lc_ntf_owner_init(void)
 	return 0;
 }
 
+/* lc_chan_serve's callback. */
+static void lc_ntf_take_any(void *rec)
+{
+	lc_ntf_take((lc_ntf_rec_t *)rec);
+}
+
 static void lc_ntf_owner_loop(void)
 {
-	struct pollfd p;
-	lc_ntf_rec_t *rec;
 	uint64_t now, due, next, sweep;
-	int timeout_ms;
-	ssize_t n;
 
-	sweep = lc_ntf_now() + LC_NTF_SWEEP_NS;
+	sweep = lc_now_ns() + LC_NTF_SWEEP_NS;
 	for(;;) {
 		cfg_update();
-		now = lc_ntf_now();
+		now = lc_now_ns();
 		if(now >= sweep) {
 			lc_ntf_sweep(now);
 			sweep = now + LC_NTF_SWEEP_NS;
 		}
 		if(lc_notifier_poll_timeout(_lc_n, &due) == LC_RESULT_OK
 				&& due <= now) {
+			/* the counts so far belong to the period that ends now */
+			lc_ntf_sweep(now);
 			lc_notifier_handle_timeout(_lc_n, now);
 			lc_ntf_pump(NULL);
 		}
 		next = sweep;
 		if(lc_notifier_poll_timeout(_lc_n, &due) == LC_RESULT_OK && due < next)
 			next = due;
-		timeout_ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
-		p.fd = _lc_ntf_chan[0];
-		p.events = POLLIN;
-		p.revents = 0;
-		if(poll(&p, 1, timeout_ms) <= 0)
-			continue;
-		for(;;) {
-			n = recv(_lc_ntf_chan[0], &rec, sizeof(rec), MSG_DONTWAIT);
-			if(n != (ssize_t)sizeof(rec))
-				break;
-			lc_ntf_take(rec);
-			shm_free(rec);
-		}
+		lc_chan_serve(_lc_ntf_chan[0], next, lc_ntf_take_any);
 	}
 }
 
@@ -816,16 +819,11 @@ static void lc_ntf_owner_loop(void)
 static void lc_ntf_app_shutdown(void)
 {
 	lc_ntf_rec_t *rec;
-	int i;
 
 	if(_lc_ntf_sh && _lc_ntf_sh->owner_pid > 0) {
 		rec = lc_ntf_rec_new(LC_NTF_SHUTDOWN, NULL, 0);
-		if(rec && lc_ntf_hand(rec) == 0) {
-			for(i = 0; i < 100 && !_lc_ntf_sh->shutdown_done; i++)
-				usleep(10000);
-			/* a moment for tm to put the NOTIFYs on the wire */
-			usleep(20000);
-		}
+		if(rec && lc_ntf_hand(rec) == 0)
+			lc_wait_done(&_lc_ntf_sh->shutdown_done);
 	}
 	if(_lc_ntf_prev_shutdown)
 		_lc_ntf_prev_shutdown();
@@ -875,8 +873,9 @@ int lc_ntf_mod_init(struct tm_binds *tmb, int tm_loaded)
 			   "authenticates)\n");
 		return -1;
 	}
-	if(lc_ntf_max_expires < 60) {
-		LM_ERR("notifier_max_expires must be >= 60\n");
+	if(lc_ntf_min_expires < 1 || lc_ntf_max_expires < lc_ntf_min_expires) {
+		LM_ERR("notifier_min_expires must be >= 1 and notifier_max_expires >= "
+			   "it\n");
 		return -1;
 	}
 	if(lc_ntf_policy_file && *lc_ntf_policy_file && lc_ntf_capacity_file
@@ -915,10 +914,8 @@ int lc_ntf_mod_init(struct tm_binds *tmb, int tm_loaded)
 	if(lock_init(&_lc_ntf_sh->lock) == NULL)
 		return -1;
 	snprintf(_lc_ntf_sh->mode, sizeof(_lc_ntf_sh->mode), "none");
-	if(socketpair(AF_UNIX, SOCK_DGRAM, 0, _lc_ntf_chan) < 0) {
-		LM_ERR("socketpair: %s\n", strerror(errno));
+	if(lc_chan_open(_lc_ntf_chan) < 0)
 		return -1;
-	}
 	register_procs(1);
 	cfg_register_child(1);
 	cb = sr_corecb_get();

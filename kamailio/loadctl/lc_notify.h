@@ -47,6 +47,7 @@ extern char *lc_ntf_allow;
 extern char *lc_ntf_policy_file;
 extern char *lc_ntf_capacity_file;
 extern int lc_ntf_max_expires;
+extern int lc_ntf_min_expires;
 
 /* The notifier role is configured (notifier_uri). */
 int lc_ntf_enabled(void);

@@ -61,6 +61,7 @@
 #include "../../modules/sl/sl.h"
 
 #include "lc_shared.h"
+#include "lc_owner.h"
 #include "lc_subscribe.h"
 
 #define LC_URI_MAX 256
@@ -146,21 +147,6 @@ static char _lc_contact[LC_URI_MAX];
 static char _lc_from[LC_URI_MAX];
 static char _lc_sent_by[128];
 
-static lc_str lc_cs(const char *s)
-{
-	lc_str r;
-	r.ptr = (const uint8_t *)s;
-	r.len = s ? strlen(s) : 0;
-	return r;
-}
-
-static uint64_t lc_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int lc_sub_add_param(modparam_t type, void *val)
 {
 	char *s = (char *)val;
@@ -189,9 +175,7 @@ int lc_sub_count(void)
 
 static int lc_sub_hand(lc_sub_rec_t *rec)
 {
-	if(_lc_chan[1] < 0
-			|| send(_lc_chan[1], &rec, sizeof(rec), MSG_DONTWAIT)
-					   != (ssize_t)sizeof(rec)) {
+	if(lc_chan_send(_lc_chan[1], rec) < 0) {
 		if(_lc_sub_sh)
 			__sync_fetch_and_add(&_lc_sub_sh->channel_full, 1);
 		shm_free(rec);
@@ -749,13 +733,16 @@ static int lc_sub_owner_init(void)
 	return 0;
 }
 
+/* lc_chan_serve's callback. */
+static void lc_sub_take_any(void *rec)
+{
+	lc_sub_take((lc_sub_rec_t *)rec);
+}
+
 static void lc_sub_owner_loop(void)
 {
-	struct pollfd p;
-	lc_sub_rec_t *rec;
 	uint64_t now, due, next;
-	int i, timeout_ms;
-	ssize_t n;
+	int i;
 
 	for(i = 0; i < _lc_sub_n; i++)
 		lc_sub_pump(i);
@@ -777,19 +764,7 @@ static void lc_sub_owner_loop(void)
 			if(due < next)
 				next = due;
 		}
-		timeout_ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
-		p.fd = _lc_chan[0];
-		p.events = POLLIN;
-		p.revents = 0;
-		if(poll(&p, 1, timeout_ms) <= 0)
-			continue;
-		for(;;) {
-			n = recv(_lc_chan[0], &rec, sizeof(rec), MSG_DONTWAIT);
-			if(n != (ssize_t)sizeof(rec))
-				break;
-			lc_sub_take(rec);
-			shm_free(rec);
-		}
+		lc_chan_serve(_lc_chan[0], next, lc_sub_take_any);
 	}
 }
 
@@ -797,16 +772,11 @@ static void lc_sub_owner_loop(void)
 static void lc_sub_app_shutdown(void)
 {
 	lc_sub_rec_t *rec;
-	int i;
 
 	if(_lc_sub_sh && _lc_sub_sh->owner_pid > 0) {
 		rec = lc_sub_rec_new(LC_REC_SHUTDOWN, NULL, 0);
-		if(rec && lc_sub_hand(rec) == 0) {
-			for(i = 0; i < 100 && !_lc_sub_sh->shutdown_done; i++)
-				usleep(10000);
-			/* a moment for tm to put the SUBSCRIBEs on the wire */
-			usleep(20000);
-		}
+		if(rec && lc_sub_hand(rec) == 0)
+			lc_wait_done(&_lc_sub_sh->shutdown_done);
 	}
 	if(_lc_prev_shutdown)
 		_lc_prev_shutdown();
@@ -845,10 +815,8 @@ int lc_sub_mod_init(struct tm_binds *tmb, int tm_loaded)
 		snprintf(_lc_sub_sh->st[i].state, 32, "starting");
 		_lc_sub_sh->st[i].version = -1;
 	}
-	if(socketpair(AF_UNIX, SOCK_DGRAM, 0, _lc_chan) < 0) {
-		LM_ERR("socketpair: %s\n", strerror(errno));
+	if(lc_chan_open(_lc_chan) < 0)
 		return -1;
-	}
 	register_procs(1);
 	cfg_register_child(1);
 	cb = sr_corecb_get();

@@ -150,6 +150,7 @@ static param_export_t params[] = {
 	{"notifier_policy_file", PARAM_STRING, &lc_ntf_policy_file},
 	{"notifier_capacity_file", PARAM_STRING, &lc_ntf_capacity_file},
 	{"notifier_max_expires", INT_PARAM, &lc_ntf_max_expires},
+	{"notifier_min_expires", INT_PARAM, &lc_ntf_min_expires},
 	{0, 0, 0}
 };
 

@@ -38,6 +38,8 @@
 - redirect_agreement: `loadctl notifier` pushes redirects into its own domain and to
   bank.example: 302 and 503 (logged once) without an allow-list, 302 for both with
   --redirect-allow bank.example (RFC 7200 §7); the same file as --policy is trusted.
+- notifier_observe_reports: `loadctl notifier --capacity 60 --observe`: UDP demand reports of
+  10/s and 100/s for two subscribed edges give 11.5/s (a donor's rate + 15 %) and the rest.
 
 Tolerances: rates within 3 % of the limit over each measured interval (the GCRA admits at most
 r·τ + 1 = a few calls more at an interval's start); every non-matching call passes; every admitted
@@ -989,6 +991,52 @@ def run_tests(tests: dict, names: list, keep: bool, label: str, prefix: str = ""
     return 1 if failed else 0
 
 
+SHARE = re.compile(r"^loadctl notifier: (\S+) share ([0-9.]+)/s")
+
+
+def notifier_observe_reports(run: Run) -> Checks:
+    """`loadctl notifier --observe`: demand reports over UDP (lines `SUBSCRIBER-URI COUNT`) steer
+    the shares. Two edges subscribe; the reports say 10/s from the first and 100/s from the
+    second: the first is a donor (its rate × 1.15 = 11.5/s), the second gets the rest of 60."""
+    c = Checks("notifier_observe_reports: loadctl notifier shares by reported demand")
+    template = run.path("template.xml")
+    template.write_text(document(0, "full", rate_rule(1)))
+    nport, oport = free_udp_port(tcp=True), free_udp_port()
+    notifier = run.start(
+        "notifier",
+        [LOADCTL, "notifier", "--listen", f"127.0.0.1:{nport}", "--capacity", 60, "--template", template, "--observe", f"127.0.0.1:{oport}",
+         "--duration", 30, "--allow", "127.0.0.1"],
+    )
+    wait_udp_port(nport, proc=notifier)
+    wait_udp_port(oport, proc=notifier)
+    uris = []
+    edges = []
+    for k in range(2):
+        port = free_udp_port(tcp=True)
+        uris.append(f"sip:edge{k}@127.0.0.1:{port}")
+        edges.append(start_edge(run, f"edge{k}", port, free_udp_port(), "--subscribe", f"sip:loadctl@127.0.0.1:{nport}", "--uri", uris[-1]))
+    for e in edges:
+        wait_event(e, "policy applied (version)", 0)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"not a report\n", ("127.0.0.1", oport))
+    start = time.time()
+    while time.time() - start < 6.0:
+        s.sendto(f"{uris[0]} 1\n# ten a second from edge 0, a hundred from edge 1\n{uris[1]} 10\n".encode(), ("127.0.0.1", oport))
+        time.sleep(0.1)
+    s.close()
+    last = {}
+    for line in notifier.stderr_path.read_text(errors="replace").splitlines():
+        m = SHARE.match(line)
+        if m:
+            last[m.group(1)] = float(m.group(2))
+    got = [last.get(u, -1.0) for u in uris]
+    c.that(abs(got[0] / 11.5 - 1.0) <= 0.05, f"edge 0 (10/s reported) has {got[0]}/s: its rate + 15 % headroom = 11.5/s ± 5 %")
+    c.that(got[1] >= 0.95 * (60.0 - 11.5) and sum(got) <= 60.0 + 1e-9, f"edge 1 (100/s reported) has {got[1]}/s: the rest of 60 (48.5) ± 5 %, total {sum(got):.3f} ≤ 60")
+    log = notifier.stderr_path.read_text(errors="replace")
+    c.that("expected `SUBSCRIBER-URI COUNT`" in log, "a malformed report is logged and ignored")
+    return c
+
+
 TESTS = {
     "rule_actions": rule_actions,
     "notifier_lifecycle": notifier_lifecycle,
@@ -1000,6 +1048,7 @@ TESTS = {
     "tcp_connection_per_call": tcp_connection_per_call,
     "targets_and_exemptions": targets_and_exemptions,
     "redirect_agreement": redirect_agreement,
+    "notifier_observe_reports": notifier_observe_reports,
 }
 
 

@@ -389,6 +389,9 @@ impl Allocation {
             if window < c.period_ns / 2 {
                 continue;
             }
+            // The requests the rate was measured over, and from when (kept for the next
+            // period's two-period measurement).
+            let mut used = (m.count, m.anchor);
             let rate = if m.count == 0 {
                 0.0
             } else {
@@ -397,10 +400,11 @@ impl Allocation {
                 // After a period without requests (or the first one), from this period's first
                 // observation on: the time before it was not all busy.
                 let (count, start) = match (m.previous, m.first) {
-                    (Some((n, anchor, _)), _) => (m.count + n, anchor),
+                    (Some((n, anchor, _)), _) => (m.count.saturating_add(n), anchor),
                     (None, Some((at, n))) if m.count > n && at > m.anchor => (m.count - n, at),
                     (None, _) => (m.count, m.anchor),
                 };
+                used = (count, start);
                 let span = m.last.saturating_sub(start) as f64;
                 let gap = span / count as f64;
                 let effective = span.max(now_ns.saturating_sub(start) as f64 - gap);
@@ -427,7 +431,13 @@ impl Allocation {
             };
             m.constrained = usage >= c.busy * reference;
             m.usage = Some(usage);
-            m.previous = (m.count > 0).then_some((m.count, m.anchor, m.least_in_force));
+            // This period's part of the measurement, for the next one: after an idle period
+            // it starts at the first observation, not at the idle anchor.
+            let (this_count, this_start) = match m.previous {
+                Some((n, _, _)) => (used.0.saturating_sub(n), m.anchor),
+                None => used,
+            };
+            m.previous = (m.count > 0).then_some((this_count, this_start, m.least_in_force));
             // Nothing arrived up to now: the next requests come after it.
             m.anchor = if m.count > 0 { m.last } else { now_ns };
             m.count = 0;

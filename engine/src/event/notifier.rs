@@ -203,6 +203,25 @@ pub struct Notifier {
     outbox: VecDeque<Request>,
     events: VecDeque<NotifierEvent>,
     allocation: Option<Allocation>,
+    /// Shares still counted after their subscription ended, until the subscriber is known to
+    /// have dropped them. See [`Orphan`].
+    orphans: Vec<Orphan>,
+}
+
+/// The share of a subscription that ended, still counted: its subscriber may still enforce
+/// it (a lapsed subscription keeps its rules; a partitioned edge cannot be told from a dead
+/// one). Released when the subscription's `terminated` NOTIFY is answered 2xx, else at
+/// `until`: when it would have expired (a NOTIFY failed), or, for a `terminated` NOTIFY that
+/// got no answer, 32 s after it was sent if later. Not even an acknowledgement from the same
+/// subscriber key on another dialog releases it: that may be another process (a restarted
+/// edge) while the old one still runs.
+#[derive(Clone, Debug)]
+struct Orphan {
+    key: String,
+    share: f64,
+    until: u64,
+    /// The `terminated` NOTIFY (Call-ID, CSeq) whose 2xx releases it.
+    notify: Option<(String, u32)>,
 }
 
 /// The canonical key of a URI (per-subscriber policies are keyed by it).
@@ -239,6 +258,7 @@ impl Notifier {
             outbox: VecDeque::new(),
             events: VecDeque::new(),
             allocation: None,
+            orphans: Vec::new(),
         }
     }
 
@@ -409,6 +429,25 @@ impl Notifier {
     /// Removes the subscriptions that ended; a subscriber left without one leaves the
     /// allocation, and the others' shares grow (when their NOTIFYs are due).
     fn retire(&mut self) {
+        // An ending subscription's share counts until its `terminated` NOTIFY is answered.
+        if self.allocation.is_some() {
+            let ending: Vec<Orphan> = self
+                .subs
+                .iter()
+                .filter(|s| s.ending.is_some())
+                .filter_map(|s| {
+                    let share = exposure_of(s);
+                    let (cseq, at) = s.outstanding?;
+                    (share > 0.0).then(|| Orphan {
+                        key: s.key.clone(),
+                        share,
+                        until: s.expires_at.max(at.saturating_add(TRANSACTION_TIMEOUT_NS)),
+                        notify: Some((s.call_id.clone(), cseq)),
+                    })
+                })
+                .collect();
+            self.orphans.extend(ending);
+        }
         self.subs.retain(|s| s.ending.is_none());
         let Some(a) = &mut self.allocation else {
             return;
@@ -426,6 +465,20 @@ impl Notifier {
         }
     }
 
+    /// Keeps counting the share of a subscription that ends without a `terminated` NOTIFY
+    /// reaching the subscriber, until it would have expired.
+    fn orphan(&mut self, s: &Subscription) {
+        let share = exposure_of(s);
+        if self.allocation.is_some() && share > 0.0 {
+            self.orphans.push(Orphan {
+                key: s.key.clone(),
+                share,
+                until: s.expires_at,
+                notify: None,
+            });
+        }
+    }
+
     /// Marks every subscription whose policy the allocation writes as having something to
     /// send (a NOTIFY goes out only if its share actually changed).
     fn mark_allocated_dirty(&mut self) {
@@ -439,10 +492,24 @@ impl Notifier {
         }
     }
 
+    /// What each subscriber (key) may be enforcing under the allocation: the largest share
+    /// any of its subscriptions acknowledged or has in flight, or an orphaned one.
+    fn exposures(&self) -> HashMap<&str, f64> {
+        let mut exposure: HashMap<&str, f64> = HashMap::new();
+        let subs = self.subs.iter().map(|s| (s.key.as_str(), exposure_of(s)));
+        let orphans = self.orphans.iter().map(|o| (o.key.as_str(), o.share));
+        for (k, e) in subs.chain(orphans) {
+            let x = exposure.entry(k).or_insert(e);
+            *x = x.max(e);
+        }
+        exposure
+    }
+
     /// The share subscription `i` is to be sent under the allocation, and its rules: the
-    /// target, but never more than the capacity minus what every other subscriber may be
-    /// enforcing (acknowledged or in flight). `None` when the allocation does not write its
-    /// policy.
+    /// target when it is no more than what the subscriber may already be enforcing (a
+    /// decrease never adds exposure); above that, no more than the capacity minus what every
+    /// other subscriber may be enforcing (acknowledged, in flight or orphaned), and never less
+    /// than what it already has. `None` when the allocation does not write its policy.
     fn allocated(&self, i: usize) -> Option<(f64, Vec<Arc<Rule>>)> {
         let a = self.allocation.as_ref()?;
         let key = &self.subs[i].key;
@@ -450,20 +517,19 @@ impl Notifier {
             return None;
         }
         let target = a.target(key)?;
-        let mut exposure: HashMap<&str, f64> = HashMap::new();
-        for s in &self.subs {
-            if s.key == *key {
-                continue;
-            }
-            let e = s
-                .in_force_share
-                .unwrap_or(0.0)
-                .max(s.outstanding_share.unwrap_or(0.0));
-            let x = exposure.entry(s.key.as_str()).or_insert(e);
-            *x = x.max(e);
-        }
-        let others: f64 = exposure.values().sum();
-        let share = round_share(target.min(a.capacity() - others).max(0.0));
+        let exposure = self.exposures();
+        let own = exposure.get(key.as_str()).copied().unwrap_or(0.0);
+        let others: f64 = exposure
+            .iter()
+            .filter(|(k, _)| **k != key.as_str())
+            .map(|(_, e)| e)
+            .sum();
+        let share = if target <= own {
+            target
+        } else {
+            target.min(own.max(a.capacity() - others))
+        };
+        let share = round_share(share.max(0.0));
         Some((share, a.rules(share)))
     }
 
@@ -471,8 +537,9 @@ impl Notifier {
     /// by demand (see [`super::allocator`]): each gets `template` with its share as `<rate>`,
     /// unless [`Notifier::set_subscriber_policy`] gave it a policy of its own (that one wins;
     /// the allocation comes before [`Notifier::set_policy`]'s). Demand comes from
-    /// [`Notifier::observe`]. Calling it again with the same template and configuration only
-    /// changes the capacity (measurements kept). Nothing changes on an error.
+    /// [`Notifier::observe`]. Calling it again with a template of the same class (id,
+    /// conditions, alt-action; its limit is ignored) and the same configuration only changes
+    /// the capacity (measurements kept). Nothing changes on an error.
     pub fn set_capacity(
         &mut self,
         now_ns: u64,
@@ -481,7 +548,7 @@ impl Notifier {
         config: AllocatorConfig,
     ) -> Result<(), AllocatorError> {
         match &mut self.allocation {
-            Some(a) if a.template() == &template && *a.config() == config => {
+            Some(a) if same_class(a.template(), &template) && *a.config() == config => {
                 a.set_capacity(capacity)?;
             }
             _ => {
@@ -502,9 +569,8 @@ impl Notifier {
         if self.allocation.take().is_none() {
             return;
         }
+        // What subscribers may still enforce stays counted (if a capacity comes back).
         for s in &mut self.subs {
-            s.outstanding_share = None;
-            s.in_force_share = None;
             if !self.per_subscriber.contains_key(&s.key) {
                 s.dirty = true;
             }
@@ -550,6 +616,7 @@ impl Notifier {
             })
             .flatten()
             .chain(self.allocation.as_ref().map(Allocation::next_tick))
+            .chain(self.orphans.iter().map(|o| o.until))
             .min()
     }
 
@@ -557,6 +624,12 @@ impl Notifier {
     /// the allocation's measurement period.
     pub fn handle_timeout(&mut self, now_ns: u64) {
         if self.allocation.as_mut().is_some_and(|a| a.tick(now_ns)) {
+            self.mark_allocated_dirty();
+        }
+        let orphans = self.orphans.len();
+        self.orphans.retain(|o| o.until > now_ns);
+        if self.orphans.len() < orphans {
+            // Capacity an ended subscription held is free again.
             self.mark_allocated_dirty();
         }
         let mut gone = Vec::new();
@@ -574,6 +647,7 @@ impl Notifier {
         }
         for (i, reason) in gone.into_iter().rev() {
             let s = self.subs.remove(i);
+            self.orphan(&s);
             self.events.push_back(NotifierEvent::Ended {
                 subscriber: s.subscriber.uri.to_string(),
                 reason,
@@ -594,11 +668,25 @@ impl Notifier {
         let Some(i) = self.subs.iter().position(|s| {
             s.call_id == resp.call_id && s.outstanding.is_some_and(|(c, _)| c == resp.cseq)
         }) else {
+            // The answer to an ended subscription's `terminated` NOTIFY: with a 2xx its
+            // subscriber dropped the share.
+            let before = self.orphans.len();
+            self.orphans.retain(|o| {
+                !(resp.is_success()
+                    && o.notify
+                        .as_ref()
+                        .is_some_and(|(c, n)| *c == resp.call_id && *n == resp.cseq))
+            });
+            if self.orphans.len() < before {
+                self.mark_allocated_dirty();
+                self.flush(now_ns);
+            }
             return;
         };
         self.subs[i].outstanding = None;
         if !resp.is_success() {
             let s = self.subs.remove(i);
+            self.orphan(&s);
             self.events.push_back(NotifierEvent::Ended {
                 subscriber: s.subscriber.uri.to_string(),
                 reason: "notify-failed",
@@ -608,11 +696,16 @@ impl Notifier {
         }
         let s = &mut self.subs[i];
         let before = s.in_force_share;
-        s.in_force_share = s.outstanding_share.take();
-        if let (Some(a), Some(share)) = (&mut self.allocation, s.in_force_share) {
-            a.acknowledged(&s.key, share);
+        // A NOTIFY that carried no share (a bodyless one) leaves the share in force as it was.
+        if let Some(share) = s.outstanding_share.take() {
+            s.in_force_share = Some(share);
+            if let Some(a) = &mut self.allocation {
+                a.acknowledged(&s.key, share);
+            }
         }
-        if self.allocation.is_some() && s.in_force_share < before {
+        let s = &self.subs[i];
+        let less = s.in_force_share < before;
+        if self.allocation.is_some() && less {
             // The subscriber now enforces less: what it gave back may let others grow.
             self.mark_allocated_dirty();
             self.flush(now_ns);
@@ -735,6 +828,20 @@ impl Notifier {
                 .push_back(NotifierEvent::Ended { subscriber, reason });
         }
     }
+}
+
+/// What a subscription's subscriber may be enforcing under an allocation: the larger of the
+/// share it acknowledged and the one in flight.
+fn exposure_of(s: &Subscription) -> f64 {
+    s.in_force_share
+        .unwrap_or(0.0)
+        .max(s.outstanding_share.unwrap_or(0.0))
+}
+
+/// True when two template rules name the same class of requests (the same id, conditions and
+/// alt-action; their limits may differ: the capacity is given separately).
+fn same_class(a: &Rule, b: &Rule) -> bool {
+    a.id == b.id && a.conditions == b.conditions && a.accept.alt_action == b.accept.alt_action
 }
 
 /// True when two policies hold the same rules in the same order.
