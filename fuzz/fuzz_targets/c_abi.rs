@@ -40,8 +40,8 @@ use loadctl_ffi::engine::{
 use loadctl_ffi::event::{
     LC_METHOD_NOTIFY, LC_METHOD_SUBSCRIBE, lc_allocator_config, lc_allocator_config_default,
     lc_notifier, lc_notifier_config, lc_notifier_free, lc_notifier_handle_subscribe,
-    lc_notifier_new, lc_notifier_observe, lc_notifier_set_capacity, lc_notifier_share,
-    lc_sip_message, lc_share,
+    lc_notifier_new, lc_notifier_observe, lc_notifier_set_capacity, lc_notifier_share, lc_share,
+    lc_sip_message,
 };
 use loadctl_ffi::prsm::{
     LC_CLASS_ORIGINAL, LC_CLASS_RETRANSMISSION, LC_DISCIPLINE_FIFO, LC_DISCIPLINE_PRIORITY,
@@ -50,9 +50,9 @@ use loadctl_ffi::prsm::{
     lc_scheduler_free, lc_scheduler_new, lc_scheduler_pop, lc_scheduler_push, lc_scheduler_stats,
 };
 use loadctl_ffi::worker::{
-    LC_SIP_HAS_TIME, LC_TRANSPORT_UDP, LC_TRANSPORT_WSS, lc_classify_sip, lc_classify_sip_opts,
-    lc_classify, lc_complete, lc_decision, lc_request, lc_sip_options, lc_ticket, lc_worker,
-    lc_worker_attach, lc_worker_free,
+    LC_SIP_HAS_TIME, LC_TRANSPORT_UDP, LC_TRANSPORT_WSS, lc_classify, lc_classify_sip,
+    lc_classify_sip_opts, lc_complete, lc_decision, lc_request, lc_sip_options, lc_ticket,
+    lc_worker, lc_worker_attach, lc_worker_free,
 };
 use loadctl_ffi::*;
 
@@ -356,9 +356,8 @@ fn booleans(worker: *mut lc_worker, v: u32) {
     }
 }
 
-/// A drawn method in an otherwise empty `lc_sip_message`: an undeclared one is refused as an
-/// argument out of range, a declared one for the missing Request-URI; no response is written.
-fn method(v: u32) {
+/// A notifier with the defaults (`sip:n.example`, anyone may subscribe); freed by the caller.
+fn notifier() -> *mut lc_notifier {
     let config = lc_notifier_config {
         uri: lc_str {
             ptr: b"sip:n.example".as_ptr(),
@@ -380,6 +379,13 @@ fn method(v: u32) {
     let mut n: *mut lc_notifier = ptr::null_mut();
     // SAFETY: valid places.
     assert_eq!(unsafe { lc_notifier_new(&config, &mut n) }, LC_RESULT_OK);
+    n
+}
+
+/// A drawn method in an otherwise empty `lc_sip_message`: an undeclared one is refused as an
+/// argument out of range, a declared one for the missing Request-URI; no response is written.
+fn method(v: u32) {
+    let n = notifier();
     // SAFETY: all-zero is a valid lc_sip_message (NULL strings, zero numbers).
     let mut msg: lc_sip_message = unsafe { MaybeUninit::zeroed().assume_init() };
     msg.method = v;
@@ -401,27 +407,7 @@ fn method(v: u32) {
 /// clear code (never a panic), and once accepted the notifier answers for its (absent)
 /// subscribers without writing a share.
 fn capacity(template: &[u8], v: [u32; 4]) {
-    let config = lc_notifier_config {
-        uri: lc_str {
-            ptr: b"sip:n.example".as_ptr(),
-            len: 13,
-        },
-        tag: lc_str {
-            ptr: b"t".as_ptr(),
-            len: 1,
-        },
-        authorized: lc_str {
-            ptr: ptr::null(),
-            len: 0,
-        },
-        min_expires: 0,
-        max_expires: 0,
-        default_expires: 0,
-        pacing_ms: 0,
-    };
-    let mut n: *mut lc_notifier = ptr::null_mut();
-    // SAFETY: valid places.
-    assert_eq!(unsafe { lc_notifier_new(&config, &mut n) }, LC_RESULT_OK);
+    let n = notifier();
     let mut ac = MaybeUninit::<lc_allocator_config>::uninit();
     // SAFETY: a writable place.
     assert_eq!(
