@@ -12,6 +12,7 @@
 //! - [`engine`]: the multi-core runtime — [`engine::Engine`] publishes snapshots (RCU), each
 //!   worker's [`engine::Shard`] classifies with its own limiter state; requests, decisions, stats.
 //! - [`sip`]: zero-copy scanner for the fields of a raw SIP request.
+//! - [`overload`]: feedback overload control, RFC 7339 (loss) and RFC 7415 (rate), client and server.
 //! - [`prsm`]: the two-queue priority request scheduler and the retransmission detector.
 //! - [`event`]: the sans-I/O `load-control` event package (subscriber, notifier, allocator).
 //! - [`clock`]: injected time sources.
@@ -24,6 +25,7 @@ pub mod compile;
 pub mod engine;
 pub mod event;
 pub mod limit;
+pub mod overload;
 pub mod policy;
 pub mod prsm;
 pub mod sip;

@@ -1,0 +1,1206 @@
+//! The client side of RFC 7339 / RFC 7415: per next hop, what the server last asked for, and
+//! the decision to forward or shed each request.
+//!
+//! # State and who writes it
+//! A [`Client`] is a table of [`HopCell`]s, one per next hop (RFC 7339 §5.4: "The scope of
+//! overload control applies to unique combinations of IP and port values"), found by a 64-bit
+//! key of the hop's address ([`hop_key`]). A cell holds, in atomics:
+//! - the feedback in force — algorithm, `oc` value and the time it expires — packed in one
+//!   word, so a worker reads all three with one load;
+//! - the `oc-seq` it came with;
+//! - the rate bucket's theoretical arrival time (RFC 7415 §3.5.1's leaky bucket, written in
+//!   its equivalent virtual-scheduling form: `TAT = LCT + X`);
+//! - consecutive timeouts, and when the next liveness probe may go (RFC 7339 §5.9).
+//!
+//! Responses update the feedback under a try-lock in the cell: a response that finds another
+//! writer at work is dropped (not waited for), which is safe because a server repeats its
+//! current values in every response until it changes them — the next one applies them. Readers
+//! never take the lock. A rate-controlled hop costs one compare-and-swap on the shared bucket
+//! per *admitted* request, so shared writes are bounded by the rate the server asked for;
+//! shed requests and loss-based decisions write nothing shared.
+//!
+//! Each worker thread keeps a [`ClientShard`]: its random numbers, the category mix it has
+//! seen per hop (RFC 7339 §7.2), and its counters.
+//!
+//! # The decisions
+//! - **Loss** (RFC 7339 §7.2's default algorithm): the `oc` percentage is converted onto the
+//!   reducible category using the mix the shard saw over the last sampling period ("if
+//!   "oc=10" and 40% of the requests should be included in the first category, then:
+//!   `10 / 40 * 100 = 25`"), and requests are discarded at random; above the reducible share, every
+//!   reducible request and the rest out of the priority category.
+//! - **Rate** (RFC 7415 §3.5.2, priority case): a request is admitted when the bucket's
+//!   content `X' = TAT − now` is at most `TAU1` (reducible) or `TAU2` (priority); admitting
+//!   adds `T = 1/oc`. With [`ClientConfig::resonance`] (§3.5.3) an admission into an empty
+//!   bucket adds `T + u·T`, `u` uniform in [−½, ½], and activation starts the bucket at
+//!   `TAU0 + u·T`. `oc=0` with a non-zero validity rejects everything (§3.5.1: "the client
+//!   should reject 100% of SIP requests").
+//! - **Expiry**: after `oc-validity` the hop is uncontrolled (§4.3: "overload control is not
+//!   in effect"); `oc-validity=0` stops control at once (§5.7).
+//! - **Self-limiting** (§5.9: "In the event of repeated timeouts or fatal transport errors,
+//!   the SIP client MUST stop sending requests to this server. The SIP client SHOULD
+//!   periodically probe"): after [`ClientConfig::suspend_after`] consecutive timeouts every
+//!   request is shed except one probe per back-off interval (doubling from
+//!   [`ClientConfig::probe_min_ns`] to [`ClientConfig::probe_max_ns`]); any response ends it.
+//!
+//! A shed request is the caller's to place: another next hop that is not overloaded, else a
+//! 503 *without* `Retry-After` (§5.10: "it will need to reject these requests with a "503
+//! (Service Unavailable)" response without the Retry-After header").
+
+use super::via::Feedback;
+use super::{Algorithm, Algorithms, Category, MAX_RATE, OcError, Seq};
+use crate::sync::{AtomicU64, Ordering};
+
+/// Client settings. [`ClientConfig::default`] is RFC 7415's suggested values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClientConfig {
+    /// The algorithms offered in requests (must contain loss: RFC 7339 §4.2 "MUST insert at
+    /// least the token "loss""). Default `loss,rate`.
+    pub algorithms: Algorithms,
+    /// `TAU1`, the rate bucket's tolerance for reducible requests, in units of `T = 1/oc`.
+    /// Default 5 (RFC 7415 §3.5.2: "TAU1 = 1/2 * TAU2").
+    pub tau_reducible: f64,
+    /// `TAU2`, the tolerance for priority requests, in units of `T`. Default 10 (§3.5.2:
+    /// "TAU2 = 10 * T"). Must be ≥ `tau_reducible`.
+    pub tau_priority: f64,
+    /// `TAU0`, the bucket's content at activation, in units of `T`. Default 0 (§3.5.2).
+    pub tau0: f64,
+    /// Randomise the bucket at activation and whenever it empties (RFC 7415 §3.5.3). Default
+    /// on.
+    pub resonance: bool,
+    /// How long each worker samples its category mix before using it (RFC 7339 §7.2:
+    /// "Periodically (every 5-10 seconds)"). Default 5 s.
+    pub mix_period_ns: u64,
+    /// The reducible share assumed before a mix is sampled (§7.2's `cat1 := 80.0`). Default 0.8.
+    pub reducible_share: f64,
+    /// Consecutive timeouts that suspend a hop (RFC 7339 §5.9). Default 3.
+    pub suspend_after: u32,
+    /// The first probe interval of a suspended hop. Default 1 s.
+    pub probe_min_ns: u64,
+    /// The longest probe interval (the back-off doubles up to it). Default 64 s.
+    pub probe_max_ns: u64,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            algorithms: Algorithms::BOTH,
+            tau_reducible: 5.0,
+            tau_priority: 10.0,
+            tau0: 0.0,
+            resonance: true,
+            mix_period_ns: 5_000_000_000,
+            reducible_share: 0.8,
+            suspend_after: 3,
+            probe_min_ns: 1_000_000_000,
+            probe_max_ns: 64_000_000_000,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Checks every field; the error names the first one out of range.
+    pub fn check(&self) -> Result<(), OcError> {
+        let bad = |field, expected| Err(OcError::Config { field, expected });
+        if !self.algorithms.loss {
+            return bad("algorithms", "a list containing loss (RFC 7339 §4.2)");
+        }
+        let tau_ok = |t: f64| t.is_finite() && (0.0..=1e6).contains(&t);
+        if !tau_ok(self.tau_reducible) {
+            return bad("tau_reducible", "between 0 and 1e6 (units of T)");
+        }
+        if !tau_ok(self.tau_priority) || self.tau_priority < self.tau_reducible {
+            return bad("tau_priority", "between tau_reducible and 1e6 (units of T)");
+        }
+        if !tau_ok(self.tau0) || self.tau0 > self.tau_reducible {
+            return bad("tau0", "between 0 and tau_reducible (RFC 7415 §3.5.1)");
+        }
+        if self.mix_period_ns == 0 {
+            return bad("mix_period_ns", "positive");
+        }
+        if !(self.reducible_share.is_finite() && (0.0..=1.0).contains(&self.reducible_share)) {
+            return bad("reducible_share", "between 0 and 1");
+        }
+        if self.suspend_after == 0 {
+            return bad("suspend_after", "at least 1");
+        }
+        if self.probe_min_ns == 0 || self.probe_max_ns < self.probe_min_ns {
+            return bad(
+                "probe_min_ns / probe_max_ns",
+                "0 < probe_min_ns ≤ probe_max_ns",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The key of a next hop's address (for example `"192.0.2.7:5060"`, or the bytes of a socket
+/// address): FNV-1a, the same in every process, never 0.
+pub fn hop_key(address: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in address {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    if h == 0 { 1 } else { h }
+}
+
+/// One next hop's shared state: 64 bytes of atomics, no pointers.
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+pub struct HopCell {
+    /// The hop's key ([`hop_key`]); 0 = free.
+    key: AtomicU64,
+    /// The writers' try-lock (0 free, 1 held).
+    lock: AtomicU64,
+    /// The feedback in force (see [`State`]).
+    state: AtomicU64,
+    /// The `oc-seq` stored with it, plus one (0 = none).
+    seq: AtomicU64,
+    /// The rate bucket: theoretical arrival time, ns.
+    tat: AtomicU64,
+    /// Consecutive timeouts (low 32 bits) and the probe back-off exponent (high 32 bits).
+    fails: AtomicU64,
+    /// When a suspended hop may send its next probe, ns.
+    probe_at: AtomicU64,
+    /// Feedback updates applied (statistics).
+    updates: AtomicU64,
+}
+
+/// The packed feedback word: algorithm (2 bits: 0 none, 1 loss, 2 rate), `oc` (20 bits),
+/// expiry in ms of the caller's clock (42 bits: 139 years).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct State(u64);
+
+const OC_BITS: u32 = 20;
+const EXPIRY_BITS: u32 = 42;
+const EXPIRY_MASK: u64 = (1 << EXPIRY_BITS) - 1;
+const OC_MASK: u64 = (1 << OC_BITS) - 1;
+
+impl State {
+    fn new(algorithm: Algorithm, oc: u64, expiry_ms: u64) -> State {
+        let a = match algorithm {
+            Algorithm::Loss => 1,
+            Algorithm::Rate => 2,
+        };
+        State(a << 62 | (oc.min(OC_MASK)) << EXPIRY_BITS | expiry_ms.min(EXPIRY_MASK))
+    }
+
+    fn algorithm(self) -> Option<Algorithm> {
+        match self.0 >> 62 {
+            1 => Some(Algorithm::Loss),
+            2 => Some(Algorithm::Rate),
+            _ => None,
+        }
+    }
+
+    fn oc(self) -> u64 {
+        (self.0 >> EXPIRY_BITS) & OC_MASK
+    }
+
+    fn expiry_ms(self) -> u64 {
+        self.0 & EXPIRY_MASK
+    }
+
+    /// The algorithm and value in force at `now_ms`, if any.
+    fn active(self, now_ms: u64) -> Option<(Algorithm, u64)> {
+        let a = self.algorithm()?;
+        (now_ms < self.expiry_ms()).then_some((a, self.oc()))
+    }
+}
+
+const _: () = assert!(MAX_RATE == OC_MASK);
+
+/// A next hop in a [`Client`]'s table (its cell's index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Hop(usize);
+
+impl Hop {
+    /// The cell index.
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// What a response did to a hop's feedback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The response carried no feedback (no `oc` value): nothing changed but liveness.
+    NoFeedback,
+    /// New values are in force (or control stopped, for `oc-validity=0`).
+    Updated,
+    /// The same `oc-seq` as the values in force: nothing changed (RFC 7339 §5.4: "If these
+    /// values match, the response does not update the overload control parameters").
+    Same,
+    /// An older `oc-seq` than the values in force: ignored (a tardy response).
+    Stale,
+    /// Another response was being applied at that moment; this one was dropped (the server
+    /// repeats its values, so the next response applies them).
+    Busy,
+}
+
+/// What the client does with one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send it to the hop.
+    Forward,
+    /// Send it: it is the suspended hop's liveness probe (RFC 7339 §5.9).
+    Probe,
+    /// Do not send it to this hop: try another, else answer 503 without Retry-After.
+    Shed(ShedReason),
+}
+
+/// Why a request was shed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShedReason {
+    /// The loss-based algorithm discarded it.
+    Loss,
+    /// The rate-based bucket was full.
+    Rate,
+    /// The hop is suspended after repeated timeouts (RFC 7339 §5.9).
+    Unreachable,
+}
+
+/// A hop's state as read now (for statistics and RPCs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HopStatus {
+    /// The algorithm and `oc` value in force, if control is active.
+    pub active: Option<(Algorithm, u64)>,
+    /// The last algorithm the server selected (also when control is not active).
+    pub algorithm: Option<Algorithm>,
+    /// Milliseconds until the values in force expire (0 when not active).
+    pub remaining_ms: u64,
+    /// The `oc-seq` stored.
+    pub seq: Option<Seq>,
+    /// Consecutive timeouts.
+    pub timeouts: u32,
+    /// Whether the hop is suspended (probing only).
+    pub suspended: bool,
+    /// Feedback updates applied since the hop was added.
+    pub updates: u64,
+}
+
+/// The client's table of next hops (see the module documentation). `Sync`: every worker uses
+/// the same one, through its own [`ClientShard`].
+#[derive(Debug)]
+pub struct Client {
+    config: ClientConfig,
+    cells: Box<[HopCell]>,
+}
+
+impl Client {
+    /// A table for up to `capacity` next hops.
+    pub fn new(config: ClientConfig, capacity: usize) -> Result<Client, OcError> {
+        config.check()?;
+        if capacity == 0 || capacity > 1 << 20 {
+            return Err(OcError::Config {
+                field: "capacity",
+                expected: "between 1 and 1,048,576 next hops",
+            });
+        }
+        Ok(Client {
+            config,
+            cells: (0..capacity).map(|_| HopCell::default()).collect(),
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// The parameters to add to the Via this client inserts into every request to a hop
+    /// ([`super::via::request_params`] of the configured algorithms).
+    pub fn request_params(&self) -> &'static str {
+        super::via::request_params(self.config.algorithms)
+    }
+
+    /// The hop with `key` ([`hop_key`] of its address), added if new. Lock-free: two threads
+    /// adding the same key together get the same cell.
+    pub fn hop(&self, key: u64) -> Result<Hop, OcError> {
+        let key = key.max(1);
+        let n = self.cells.len();
+        let start = (key as usize) % n;
+        for i in 0..n {
+            let at = (start + i) % n;
+            let cell = &self.cells[at];
+            let k = cell.key.load(Ordering::Acquire);
+            if k == key {
+                return Ok(Hop(at));
+            }
+            if k == 0 {
+                match cell
+                    .key
+                    .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => return Ok(Hop(at)),
+                    Err(other) if other == key => return Ok(Hop(at)),
+                    Err(_) => continue,
+                }
+            }
+        }
+        Err(OcError::TableFull { capacity: n })
+    }
+
+    /// The hop with `key`, if it is in the table (never adds).
+    pub fn find(&self, key: u64) -> Option<Hop> {
+        let key = key.max(1);
+        let n = self.cells.len();
+        let start = (key as usize) % n;
+        (0..n)
+            .map(|i| (start + i) % n)
+            .take_while(|&at| self.cells[at].key.load(Ordering::Acquire) != 0)
+            .find(|&at| self.cells[at].key.load(Ordering::Acquire) == key)
+            .map(Hop)
+    }
+
+    fn cell(&self, hop: Hop) -> &HopCell {
+        &self.cells[hop.0 % self.cells.len()]
+    }
+
+    /// A response from `hop` arrived at `now_ns`; `via` is its top Via value. Records that the
+    /// hop is alive (ending a suspension, RFC 7339 §5.9: "Once a SIP client has successfully
+    /// received a normal response ... the SIP client can resume sending") and applies its
+    /// feedback. A bad feedback value is an error and leaves the feedback in force as it was
+    /// (the liveness is still recorded: the hop did answer).
+    pub fn on_response(&self, hop: Hop, now_ns: u64, via: &str) -> Result<Applied, OcError> {
+        let cell = self.cell(hop);
+        cell.fails.store(0, Ordering::Release);
+        let feedback = Feedback::parse(via)?;
+        if let Some(f) = &feedback
+            && !self.config.algorithms.contains(f.algorithm)
+        {
+            return Err(OcError::UnknownAlgorithm(f.algorithm.as_str().to_string()));
+        }
+        Ok(self.apply(hop, now_ns, feedback))
+    }
+
+    /// Applies parsed feedback from `hop` (see [`Client::on_response`], which parses and also
+    /// records liveness).
+    ///
+    /// RFC 7339 §5.4: a larger `oc-seq` than the stored one replaces the values and restarts
+    /// the validity period; the same one changes nothing; a smaller one is a tardy response,
+    /// ignored — unless it is less than half the stored value (an overflow or a restarted
+    /// server: §4.4 "If an overflow is detected, then the client should use the overload
+    /// parameters in the new message"), or the stored values have expired ("Stored overload
+    /// control parameters MUST be reset to default values once the validity period has
+    /// expired"). Feedback without `oc-seq` always applies.
+    pub fn apply(&self, hop: Hop, now_ns: u64, feedback: Option<Feedback>) -> Applied {
+        let Some(f) = feedback else {
+            return Applied::NoFeedback;
+        };
+        let cell = self.cell(hop);
+        if cell
+            .lock
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Applied::Busy;
+        }
+        let outcome = self.apply_locked(cell, now_ns, &f);
+        cell.lock.store(0, Ordering::Release);
+        outcome
+    }
+
+    fn apply_locked(&self, cell: &HopCell, now_ns: u64, f: &Feedback) -> Applied {
+        let now_ms = now_ns / 1_000_000;
+        let old = State(cell.state.load(Ordering::Acquire));
+        let was = old.active(now_ms);
+        let stored = cell.seq.load(Ordering::Acquire).checked_sub(1).map(Seq);
+        if let (Some(new), Some(stored), Some(_)) = (f.seq, stored, was) {
+            if new == stored {
+                return Applied::Same;
+            }
+            if new < stored && new.0.saturating_mul(2) >= stored.0 {
+                return Applied::Stale;
+            }
+        }
+        let state = if f.validity_ms == 0 {
+            // §5.7: "the client SHOULD disregard the value in the "oc" parameter".
+            State::new(f.algorithm, 0, 0)
+        } else {
+            State::new(f.algorithm, f.oc, now_ms + f.validity_ms)
+        };
+        if f.algorithm == Algorithm::Rate
+            && f.validity_ms > 0
+            && was.is_none_or(|(a, _)| a != Algorithm::Rate)
+        {
+            // RFC 7415 §3.5.1: "When the first response from the server has been received
+            // indicating control activation (oc-validity>0), LCT is set to the time of
+            // activation, and the leaky bucket counter is initialized to the parameter TAU0";
+            // §3.5.3: "initialize it to TAU0 + uT".
+            let t = interval_ns(f.oc);
+            let mut x = self.config.tau0 * t;
+            if self.config.resonance {
+                x += uniform_half(splitmix(now_ns ^ f.oc)) * t;
+            }
+            cell.tat
+                .store(now_ns.saturating_add(x.max(0.0) as u64), Ordering::Release);
+        }
+        cell.state.store(state.0, Ordering::Release);
+        cell.seq
+            .store(f.seq.map_or(0, |s| s.0 + 1), Ordering::Release);
+        cell.updates.fetch_add(1, Ordering::Relaxed);
+        Applied::Updated
+    }
+
+    /// A request sent to `hop` timed out or met a fatal transport error (RFC 7339 §5.9, RFC
+    /// 3261 §8.1.3.1: treated as a 408 / 503 generated locally). Enough of these in a row
+    /// suspend the hop; a suspended hop's probe that times out doubles the back-off.
+    pub fn on_timeout(&self, hop: Hop, now_ns: u64) {
+        let cell = self.cell(hop);
+        let c = &self.config;
+        let mut f = cell.fails.load(Ordering::Acquire);
+        loop {
+            let timeouts = (f as u32).saturating_add(1);
+            let mut exponent = (f >> 32) as u32;
+            if timeouts > c.suspend_after {
+                exponent = exponent.saturating_add(1).min(40);
+            }
+            let next = u64::from(exponent) << 32 | u64::from(timeouts);
+            match cell
+                .fails
+                .compare_exchange_weak(f, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    if timeouts >= c.suspend_after {
+                        let backoff = c
+                            .probe_min_ns
+                            .saturating_mul(1u64 << exponent.min(40))
+                            .min(c.probe_max_ns);
+                        cell.probe_at
+                            .store(now_ns.saturating_add(backoff), Ordering::Release);
+                    }
+                    return;
+                }
+                Err(now) => f = now,
+            }
+        }
+    }
+
+    /// The hop's state at `now_ns`.
+    pub fn status(&self, hop: Hop, now_ns: u64) -> HopStatus {
+        let cell = self.cell(hop);
+        let now_ms = now_ns / 1_000_000;
+        let s = State(cell.state.load(Ordering::Acquire));
+        let fails = cell.fails.load(Ordering::Acquire);
+        let active = s.active(now_ms);
+        HopStatus {
+            active,
+            algorithm: s.algorithm(),
+            remaining_ms: if active.is_some() {
+                s.expiry_ms() - now_ms
+            } else {
+                0
+            },
+            seq: cell.seq.load(Ordering::Acquire).checked_sub(1).map(Seq),
+            timeouts: fails as u32,
+            suspended: fails as u32 >= self.config.suspend_after,
+            updates: cell.updates.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// `T = 1/oc` in ns (oc = 0: no admission at all, handled by the caller).
+fn interval_ns(oc: u64) -> f64 {
+    1e9 / oc.max(1) as f64
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A uniform value in [−½, ½) from 64 random bits.
+fn uniform_half(bits: u64) -> f64 {
+    unit(bits) - 0.5
+}
+
+/// A uniform value in [0, 1) from 64 random bits.
+fn unit(bits: u64) -> f64 {
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// One worker's per-hop counters and category mix.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ShardHopStats {
+    /// Requests forwarded (probes included).
+    pub forwarded: u64,
+    /// Liveness probes sent to a suspended hop.
+    pub probes: u64,
+    /// Shed by the loss-based algorithm.
+    pub shed_loss: u64,
+    /// Shed by the rate-based bucket.
+    pub shed_rate: u64,
+    /// Shed because the hop is suspended.
+    pub shed_unreachable: u64,
+    /// Reducible requests seen.
+    pub reducible: u64,
+    /// Priority requests seen.
+    pub priority: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Mix {
+    reducible: u32,
+    priority: u32,
+    /// The reducible share in use (< 0: none sampled yet).
+    share: f64,
+    since_ns: u64,
+    started: bool,
+}
+
+/// One worker's side of a [`Client`]: random numbers, the category mix per hop, counters.
+/// Owned by one thread; allocates only when created.
+#[derive(Debug)]
+pub struct ClientShard {
+    rng: u64,
+    mix: Box<[Mix]>,
+    stats: Box<[ShardHopStats]>,
+}
+
+impl ClientShard {
+    /// A worker's shard for `client`; `seed` seeds its random numbers (give each worker its
+    /// own, e.g. its index, so runs can be repeated).
+    pub fn new(client: &Client, seed: u64) -> ClientShard {
+        let n = client.cells.len();
+        ClientShard {
+            rng: splitmix(seed ^ 0x6f63_2d63_6c69_656e),
+            mix: vec![
+                Mix {
+                    share: -1.0,
+                    ..Mix::default()
+                };
+                n
+            ]
+            .into_boxed_slice(),
+            stats: vec![ShardHopStats::default(); n].into_boxed_slice(),
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        splitmix(self.rng)
+    }
+
+    /// This worker's counters for `hop`.
+    pub fn stats(&self, hop: Hop) -> ShardHopStats {
+        self.stats[hop.0 % self.stats.len()]
+    }
+
+    /// The reducible share this worker uses for `hop` now (the last sampled period's, or
+    /// [`ClientConfig::reducible_share`] before one is complete).
+    pub fn reducible_share(&self, client: &Client, hop: Hop) -> f64 {
+        let m = &self.mix[hop.0 % self.mix.len()];
+        if m.share < 0.0 {
+            client.config.reducible_share
+        } else {
+            m.share
+        }
+    }
+
+    /// Whether to send a request of `category` to `hop` at `now_ns` (see the module
+    /// documentation). No allocation, no lock; a shared write only when a rate-controlled
+    /// request is admitted, or a suspended hop's probe is taken.
+    pub fn decide(
+        &mut self,
+        client: &Client,
+        hop: Hop,
+        now_ns: u64,
+        category: Category,
+    ) -> Verdict {
+        let i = hop.0 % self.mix.len();
+        let verdict = self.verdict(client, i, now_ns, category);
+        let s = &mut self.stats[i];
+        match category {
+            Category::Reducible => s.reducible += 1,
+            Category::Priority => s.priority += 1,
+        }
+        match verdict {
+            Verdict::Forward => s.forwarded += 1,
+            Verdict::Probe => {
+                s.forwarded += 1;
+                s.probes += 1;
+            }
+            Verdict::Shed(ShedReason::Loss) => s.shed_loss += 1,
+            Verdict::Shed(ShedReason::Rate) => s.shed_rate += 1,
+            Verdict::Shed(ShedReason::Unreachable) => s.shed_unreachable += 1,
+        }
+        verdict
+    }
+
+    fn verdict(&mut self, client: &Client, i: usize, now_ns: u64, category: Category) -> Verdict {
+        let c = &client.config;
+        let cell = &client.cells[i];
+        self.count_mix(c, i, now_ns, category);
+
+        // RFC 7339 §5.9: a suspended hop gets only its probes.
+        let fails = cell.fails.load(Ordering::Acquire);
+        if fails as u32 >= c.suspend_after {
+            let at = cell.probe_at.load(Ordering::Acquire);
+            if now_ns >= at {
+                let exponent = (fails >> 32).min(40) as u32;
+                let backoff = c
+                    .probe_min_ns
+                    .saturating_mul(1u64 << exponent)
+                    .min(c.probe_max_ns);
+                if cell
+                    .probe_at
+                    .compare_exchange(
+                        at,
+                        now_ns.saturating_add(backoff),
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    return Verdict::Probe;
+                }
+            }
+            return Verdict::Shed(ShedReason::Unreachable);
+        }
+
+        let state = State(cell.state.load(Ordering::Acquire));
+        match state.active(now_ns / 1_000_000) {
+            None => Verdict::Forward,
+            Some((Algorithm::Loss, oc)) => self.loss(c, i, oc, category),
+            Some((Algorithm::Rate, oc)) => self.rate(c, cell, oc, now_ns, category),
+        }
+    }
+
+    fn count_mix(&mut self, c: &ClientConfig, i: usize, now_ns: u64, category: Category) {
+        let m = &mut self.mix[i];
+        if !m.started {
+            m.started = true;
+            m.since_ns = now_ns;
+        } else if now_ns.saturating_sub(m.since_ns) >= c.mix_period_ns {
+            let total = u64::from(m.reducible) + u64::from(m.priority);
+            if total > 0 {
+                m.share = f64::from(m.reducible) / total as f64;
+            }
+            m.reducible = 0;
+            m.priority = 0;
+            m.since_ns = now_ns;
+        }
+        match category {
+            Category::Reducible => m.reducible = m.reducible.saturating_add(1),
+            Category::Priority => m.priority = m.priority.saturating_add(1),
+        }
+    }
+
+    /// RFC 7339 §7.2's reference algorithm, with the draw in [0, 1) instead of 1..100.
+    fn loss(&mut self, c: &ClientConfig, i: usize, oc: u64, category: Category) -> Verdict {
+        let p = oc.min(100) as f64 / 100.0;
+        if p <= 0.0 {
+            return Verdict::Forward;
+        }
+        let m = &self.mix[i];
+        let cat1 = if m.share < 0.0 {
+            c.reducible_share
+        } else {
+            m.share
+        };
+        let r = unit(self.next());
+        let drop = if p <= cat1 {
+            category == Category::Reducible && r < p / cat1
+        } else {
+            match category {
+                Category::Reducible => true,
+                Category::Priority => r < (p - cat1) / (1.0 - cat1),
+            }
+        };
+        if drop {
+            Verdict::Shed(ShedReason::Loss)
+        } else {
+            Verdict::Forward
+        }
+    }
+
+    /// RFC 7415 §3.5.2's priority leaky bucket on the shared TAT.
+    fn rate(
+        &mut self,
+        c: &ClientConfig,
+        cell: &HopCell,
+        oc: u64,
+        now_ns: u64,
+        category: Category,
+    ) -> Verdict {
+        if oc == 0 {
+            return Verdict::Shed(ShedReason::Rate);
+        }
+        let t = interval_ns(oc);
+        let tau = (match category {
+            Category::Reducible => c.tau_reducible,
+            Category::Priority => c.tau_priority,
+        } * t) as u64;
+        let t = t as u64;
+        // With resonance avoidance, an admission into an empty bucket adds T + u·T.
+        let jitter = if c.resonance {
+            (uniform_half(self.next()) * t as f64) as i64
+        } else {
+            0
+        };
+        let mut tat = cell.tat.load(Ordering::Acquire);
+        loop {
+            // X' = X − (ta − LCT) = TAT − ta; admitted when X' ≤ TAU.
+            if tat > now_ns.saturating_add(tau) {
+                return Verdict::Shed(ShedReason::Rate);
+            }
+            // X = max(0, X') + T (+ u·T when the bucket had emptied, §3.5.3).
+            let next = if tat <= now_ns {
+                now_ns.saturating_add_signed(t as i64 + jitter)
+            } else {
+                tat.saturating_add(t)
+            };
+            match cell
+                .tat
+                .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Verdict::Forward,
+                Err(seen) => tat = seen,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const S: u64 = 1_000_000_000;
+
+    fn client(config: ClientConfig) -> (Client, Hop) {
+        let c = Client::new(config, 8).expect("test input");
+        let hop = c.hop(hop_key(b"192.0.2.7:5060")).expect("test input");
+        (c, hop)
+    }
+
+    #[test]
+    fn hops_are_found_again_and_the_table_fills() {
+        let c = Client::new(ClientConfig::default(), 2).expect("test input");
+        let a = c.hop(hop_key(b"a")).expect("test input");
+        assert_eq!(c.hop(hop_key(b"a")).expect("test input"), a);
+        assert_eq!(c.find(hop_key(b"a")), Some(a));
+        let b = c.hop(hop_key(b"b")).expect("test input");
+        assert_ne!(a, b);
+        assert_eq!(c.find(hop_key(b"zz")), None);
+        assert_eq!(
+            c.hop(hop_key(b"c")),
+            Err(OcError::TableFull { capacity: 2 })
+        );
+    }
+
+    #[test]
+    fn uncontrolled_hops_forward_everything() {
+        // RFC 7339 §5: "If overload controls are not currently active with this server ...
+        // the SIP client sends the SIP message to the server without invoking any overload
+        // control algorithm."
+        let (c, hop) = client(ClientConfig::default());
+        let mut shard = ClientShard::new(&c, 1);
+        for k in 0..1000 {
+            assert_eq!(
+                shard.decide(&c, hop, k * MS, Category::Reducible),
+                Verdict::Forward
+            );
+        }
+    }
+
+    #[test]
+    fn loss_sheds_the_percentage_converted_onto_the_reducible_category() {
+        // RFC 7339 §7.2: "if "oc=10" and 40% of the requests should be included in the first
+        // category, then: 10 / 40 * 100 = 25 ... 25% of the requests in the first category
+        // can be reduced to get an overall reduction of 10%."
+        let config = ClientConfig {
+            mix_period_ns: S,
+            ..ClientConfig::default()
+        };
+        let (c, hop) = client(config);
+        let mut shard = ClientShard::new(&c, 7);
+        // One second of 40 % reducible traffic samples the mix.
+        let cat = |k: u64| {
+            if k % 5 < 2 {
+                Category::Reducible
+            } else {
+                Category::Priority
+            }
+        };
+        for k in 0..1000 {
+            shard.decide(&c, hop, k * MS, cat(k));
+        }
+        let via =
+            "SIP/2.0/UDP p;branch=z9hG4bK1;oc=10;oc-algo=\"loss\";oc-validity=100000;oc-seq=1.0";
+        assert_eq!(c.on_response(hop, S, via), Ok(Applied::Updated));
+        let before = shard.stats(hop);
+        let n = 100_000u64;
+        for k in 0..n {
+            shard.decide(&c, hop, S + k * 10_000, cat(k));
+        }
+        assert!((shard.reducible_share(&c, hop) - 0.4).abs() < 1e-9);
+        let after = shard.stats(hop);
+        let shed = after.shed_loss - before.shed_loss;
+        // All shed requests are reducible: 25 % of 40 % of n = 10 % of n, within 4σ.
+        let expect = 0.10 * n as f64;
+        let sigma = (n as f64 * 0.4 * 0.25 * 0.75).sqrt();
+        assert!(
+            (shed as f64 - expect).abs() < 4.0 * sigma,
+            "shed {shed}, expected {expect}"
+        );
+    }
+
+    #[test]
+    fn loss_above_the_reducible_share_sheds_into_the_priority_category() {
+        // RFC 7339 §7.2: "oc_value > category 1. Reduce 100% of msgs from category 1 and
+        // remaining from category 2": oc=90 with the default 80/20 mix sheds every reducible
+        // request and (90−80)/20 = 50 % of the priority ones.
+        let (c, hop) = client(ClientConfig::default());
+        let mut shard = ClientShard::new(&c, 3);
+        let via = "SIP/2.0/UDP p;oc=90;oc-algo=\"loss\";oc-validity=10000;oc-seq=5.0";
+        c.on_response(hop, 0, via).expect("test input");
+        let n = 20_000;
+        let mut shed = [0u64; 2];
+        for k in 0..n {
+            let cat = if k % 2 == 0 {
+                Category::Reducible
+            } else {
+                Category::Priority
+            };
+            if let Verdict::Shed(ShedReason::Loss) = shard.decide(&c, hop, k * 100_000, cat) {
+                shed[(k % 2) as usize] += 1;
+            }
+        }
+        assert_eq!(shed[0], n / 2, "every reducible request");
+        let p = shed[1] as f64 / (n / 2) as f64;
+        assert!((p - 0.5).abs() < 0.03, "priority shed share {p}");
+    }
+
+    #[test]
+    fn validity_expires_and_zero_stops() {
+        // RFC 7339 §4.3: "After the value specified in the "oc-validity" parameter expires ...
+        // overload control is not in effect"; the default is 500 ms.
+        let (c, hop) = client(ClientConfig::default());
+        let mut shard = ClientShard::new(&c, 1);
+        c.on_response(hop, 0, "SIP/2.0/UDP p;oc=100;oc-algo=\"loss\";oc-seq=1.0")
+            .expect("test input");
+        assert_eq!(
+            shard.decide(&c, hop, 499 * MS, Category::Reducible),
+            Verdict::Shed(ShedReason::Loss)
+        );
+        assert_eq!(
+            shard.decide(&c, hop, 500 * MS, Category::Reducible),
+            Verdict::Forward
+        );
+        // §5.7: "If the value of the "oc-validity" parameter is 0, this indicates to the client
+        // that overload control ... is no longer necessary".
+        c.on_response(
+            hop,
+            S,
+            "SIP/2.0/UDP p;oc=100;oc-algo=\"loss\";oc-validity=5000;oc-seq=2.0",
+        )
+        .expect("test input");
+        assert!(matches!(
+            shard.decide(&c, hop, S + MS, Category::Reducible),
+            Verdict::Shed(_)
+        ));
+        c.on_response(
+            hop,
+            S + 2 * MS,
+            "SIP/2.0/UDP p;oc=100;oc-algo=\"loss\";oc-validity=0;oc-seq=3.0",
+        )
+        .expect("test input");
+        assert_eq!(
+            shard.decide(&c, hop, S + 3 * MS, Category::Reducible),
+            Verdict::Forward
+        );
+        assert_eq!(c.status(hop, S + 3 * MS).active, None);
+    }
+
+    #[test]
+    fn seq_orders_updates() {
+        // RFC 7339 §5.4.
+        let (c, hop) = client(ClientConfig::default());
+        let v = |oc: u32, seq: &str| {
+            format!("SIP/2.0/UDP p;oc={oc};oc-algo=\"loss\";oc-validity=10000;oc-seq={seq}")
+        };
+        assert_eq!(c.on_response(hop, 0, &v(20, "100.5")), Ok(Applied::Updated));
+        assert_eq!(c.on_response(hop, MS, &v(30, "100.5")), Ok(Applied::Same));
+        assert_eq!(c.on_response(hop, MS, &v(40, "100.4")), Ok(Applied::Stale));
+        assert_eq!(c.status(hop, 2 * MS).active, Some((Algorithm::Loss, 20)));
+        assert_eq!(
+            c.on_response(hop, 3 * MS, &v(50, "100.6")),
+            Ok(Applied::Updated)
+        );
+        assert_eq!(c.status(hop, 4 * MS).active, Some((Algorithm::Loss, 50)));
+        // §4.4: a value "significantly less than several previous values" is an overflow.
+        assert_eq!(
+            c.on_response(hop, 5 * MS, &v(60, "3.0")),
+            Ok(Applied::Updated)
+        );
+        assert_eq!(c.status(hop, 6 * MS).active, Some((Algorithm::Loss, 60)));
+        // Expired values are reset: any seq applies afterwards.
+        assert_eq!(
+            c.on_response(hop, 20 * S, &v(70, "2.0")),
+            Ok(Applied::Updated)
+        );
+    }
+
+    #[test]
+    fn bad_feedback_changes_nothing() {
+        let (c, hop) = client(ClientConfig::default());
+        c.on_response(
+            hop,
+            0,
+            "SIP/2.0/UDP p;oc=20;oc-algo=\"loss\";oc-validity=10000;oc-seq=1.0",
+        )
+        .expect("test input");
+        let before = c.status(hop, MS);
+        for bad in [
+            "SIP/2.0/UDP p;oc=200;oc-algo=\"loss\";oc-seq=2.0",
+            "SIP/2.0/UDP p;oc=x;oc-seq=2.0",
+            "SIP/2.0/UDP p;oc=5;oc-algo=\"loss,rate\";oc-seq=2.0",
+            "SIP/2.0/UDP p;oc=5;oc-validity=-1;oc-seq=2.0",
+        ] {
+            assert!(c.on_response(hop, MS, bad).is_err(), "{bad}");
+        }
+        assert_eq!(c.status(hop, MS), before);
+        // A client that offered only loss refuses a rate selection.
+        let config = ClientConfig {
+            algorithms: Algorithms::LOSS,
+            ..ClientConfig::default()
+        };
+        let (c, hop) = client(config);
+        assert!(matches!(
+            c.on_response(hop, 0, "SIP/2.0/UDP p;oc=5;oc-algo=\"rate\";oc-seq=1.0"),
+            Err(OcError::UnknownAlgorithm(_))
+        ));
+    }
+
+    /// RFC 7415 §3.5.1's reference algorithm, run as written (X, LCT), for comparison.
+    fn reference_bucket(arrivals: &[u64], oc: u64, tau_t: f64) -> Vec<bool> {
+        let t = 1e9 / oc as f64;
+        let tau = tau_t * t;
+        let mut x = 0.0; // TAU0 = 0
+        let mut lct = arrivals[0] as f64; // "initialized to the first arrival time"
+        arrivals
+            .iter()
+            .map(|&ta| {
+                let xp = x - (ta as f64 - lct);
+                if xp <= tau {
+                    x = f64::max(0.0, xp) + t;
+                    lct = ta as f64;
+                    true
+                } else {
+                    false
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rate_matches_rfc7415_reference_bucket() {
+        let config = ClientConfig {
+            resonance: false,
+            ..ClientConfig::default()
+        };
+        let (c, hop) = client(config);
+        let mut shard = ClientShard::new(&c, 1);
+        c.on_response(
+            hop,
+            0,
+            "SIP/2.0/UDP p;oc=100;oc-algo=\"rate\";oc-validity=100000;oc-seq=1.0",
+        )
+        .expect("test input");
+        // Irregular arrivals averaging 4 ms apart (250/s offered against 100/s).
+        let mut rng = 99u64;
+        let mut t = 0u64;
+        let arrivals: Vec<u64> = (0..5000)
+            .map(|_| {
+                rng = splitmix(rng);
+                t += rng % (8 * MS);
+                t
+            })
+            .collect();
+        let expect = reference_bucket(&arrivals, 100, 5.0);
+        let got: Vec<bool> = arrivals
+            .iter()
+            .map(|&ta| shard.decide(&c, hop, ta, Category::Reducible) == Verdict::Forward)
+            .collect();
+        let mismatch = expect.iter().zip(&got).filter(|(a, b)| a != b).count();
+        assert_eq!(mismatch, 0);
+        // The long-term rate stays at most 1/T (§3.5.1 "as long as the long-term rate remains
+        // below 1/T"), bursts aside: ≤ 100·span + TAU1/T + 1.
+        let span_s = (arrivals[4999] - arrivals[0]) as f64 / 1e9;
+        let admitted = got.iter().filter(|&&a| a).count() as f64;
+        assert!(admitted <= 100.0 * span_s + 6.0, "{admitted} in {span_s} s");
+        assert!(
+            admitted >= 100.0 * span_s * 0.97,
+            "{admitted} in {span_s} s"
+        );
+    }
+
+    #[test]
+    fn rate_gives_priority_requests_the_larger_tolerance() {
+        // RFC 7415 §3.5.2: "Only higher-priority requests would be admitted when the leaky
+        // bucket counter is between TAU1 and TAU2."
+        let config = ClientConfig {
+            resonance: false,
+            ..ClientConfig::default()
+        };
+        let (c, hop) = client(config);
+        let mut shard = ClientShard::new(&c, 1);
+        c.on_response(
+            hop,
+            0,
+            "SIP/2.0/UDP p;oc=10;oc-algo=\"rate\";oc-validity=100000;oc-seq=1.0",
+        )
+        .expect("test input");
+        // T = 100 ms. At one instant: X' ≤ TAU1 = 5T admits reducible requests while X ≤ 5T,
+        // i.e. 6 of them (X' = 0, T, …, 5T); then priority ones until X' > 10T: 5 more.
+        let t0 = S;
+        let mut reducible = 0;
+        while shard.decide(&c, hop, t0, Category::Reducible) == Verdict::Forward {
+            reducible += 1;
+        }
+        let mut priority = 0;
+        while shard.decide(&c, hop, t0, Category::Priority) == Verdict::Forward {
+            priority += 1;
+        }
+        assert_eq!((reducible, priority), (6, 5));
+        // oc=0 with a non-zero validity rejects everything (§3.5.1).
+        c.on_response(
+            hop,
+            t0,
+            "SIP/2.0/UDP p;oc=0;oc-algo=\"rate\";oc-validity=100000;oc-seq=2.0",
+        )
+        .expect("test input");
+        assert_eq!(
+            shard.decide(&c, hop, t0 + 10 * S, Category::Priority),
+            Verdict::Shed(ShedReason::Rate)
+        );
+    }
+
+    #[test]
+    fn resonance_randomises_an_empty_bucket_within_half_t() {
+        // RFC 7415 §3.5.3: "classic gapping where TAU=0 ... the minimum time between admissions
+        // is uniformly distributed over [T/2, 3T/2]".
+        let config = ClientConfig {
+            tau_reducible: 0.0,
+            tau_priority: 0.0,
+            ..ClientConfig::default()
+        };
+        let (c, hop) = client(config);
+        let mut shard = ClientShard::new(&c, 5);
+        c.on_response(
+            hop,
+            0,
+            "SIP/2.0/UDP p;oc=10;oc-algo=\"rate\";oc-validity=1000000;oc-seq=1.0",
+        )
+        .expect("test input");
+        let mut last: Option<u64> = None;
+        let mut gaps = Vec::new();
+        for k in 0..200_000u64 {
+            let now = k * MS;
+            if shard.decide(&c, hop, now, Category::Reducible) == Verdict::Forward {
+                if let Some(l) = last {
+                    gaps.push(now - l);
+                }
+                last = Some(now);
+            }
+        }
+        let (lo, hi) = (
+            gaps.iter().min().expect("test input"),
+            gaps.iter().max().expect("test input"),
+        );
+        assert!(*lo >= 50 * MS && *hi <= 151 * MS, "gaps {lo}..{hi}");
+        assert!(
+            *lo < 60 * MS && *hi > 140 * MS,
+            "gaps {lo}..{hi} not spread"
+        );
+    }
+
+    #[test]
+    fn repeated_timeouts_suspend_the_hop_until_a_response() {
+        // RFC 7339 §5.9.
+        let (c, hop) = client(ClientConfig::default());
+        let mut shard = ClientShard::new(&c, 1);
+        c.on_timeout(hop, 0);
+        c.on_timeout(hop, MS);
+        assert_eq!(
+            shard.decide(&c, hop, 2 * MS, Category::Reducible),
+            Verdict::Forward
+        );
+        c.on_timeout(hop, 3 * MS);
+        assert!(c.status(hop, 3 * MS).suspended);
+        // Everything is shed, emergency calls too, until the first probe at +1 s.
+        assert_eq!(
+            shard.decide(&c, hop, 4 * MS, Category::Priority),
+            Verdict::Shed(ShedReason::Unreachable)
+        );
+        assert_eq!(
+            shard.decide(&c, hop, 3 * MS + S, Category::Reducible),
+            Verdict::Probe
+        );
+        assert_eq!(
+            shard.decide(&c, hop, 3 * MS + S, Category::Reducible),
+            Verdict::Shed(ShedReason::Unreachable)
+        );
+        // The probe times out too: the back-off doubles (2 s).
+        c.on_timeout(hop, 5 * S);
+        assert_eq!(
+            shard.decide(&c, hop, 6 * S, Category::Reducible),
+            Verdict::Shed(ShedReason::Unreachable)
+        );
+        assert_eq!(
+            shard.decide(&c, hop, 7 * S, Category::Reducible),
+            Verdict::Probe
+        );
+        // A response ends the suspension.
+        assert_eq!(
+            c.on_response(hop, 8 * S, "SIP/2.0/UDP p;branch=z9hG4bK1"),
+            Ok(Applied::NoFeedback)
+        );
+        assert_eq!(
+            shard.decide(&c, hop, 8 * S, Category::Reducible),
+            Verdict::Forward
+        );
+        assert_eq!(shard.stats(hop).probes, 2);
+    }
+
+    #[test]
+    fn configuration_is_checked() {
+        let bad = [
+            ClientConfig {
+                algorithms: Algorithms {
+                    loss: false,
+                    rate: true,
+                    prefer_rate: true,
+                },
+                ..ClientConfig::default()
+            },
+            ClientConfig {
+                tau_priority: 1.0,
+                ..ClientConfig::default()
+            },
+            ClientConfig {
+                tau0: 7.0,
+                ..ClientConfig::default()
+            },
+            ClientConfig {
+                reducible_share: f64::NAN,
+                ..ClientConfig::default()
+            },
+            ClientConfig {
+                suspend_after: 0,
+                ..ClientConfig::default()
+            },
+        ];
+        for b in bad {
+            assert!(
+                matches!(Client::new(b, 4), Err(OcError::Config { .. })),
+                "{b:?}"
+            );
+        }
+        assert!(Client::new(ClientConfig::default(), 0).is_err());
+    }
+}

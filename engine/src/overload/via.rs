@@ -1,0 +1,488 @@
+//! The four overload-control Via parameters (RFC 7339 §4, ABNF in §9; RFC 7415 §5 adds
+//! `"rate"`): reading them from a Via header value, and writing them.
+//!
+//! ```text
+//! via-params  =/ oc / oc-validity / oc-seq / oc-algo
+//! oc          = "oc" [EQUAL oc-num]
+//! oc-num      = 1*DIGIT
+//! oc-validity = "oc-validity" [EQUAL delta-ms]
+//! oc-seq      = "oc-seq" EQUAL 1*12DIGIT "." 1*5DIGIT
+//! oc-algo     = "oc-algo" EQUAL DQUOTE algo-list *(COMMA algo-list) DQUOTE
+//! ```
+//!
+//! Everything here works on one `via-parm` (`SIP/2.0/UDP host:port;param;param=value`): the
+//! topmost one of a header line that holds several (a comma outside quotes ends it; the commas
+//! inside `oc-algo="loss,rate"` do not). Parameter names are case-insensitive (RFC 3261 §7.3.1:
+//! "field names [and] parameter names ... are case-insensitive"). Nothing allocates.
+
+use std::fmt::{self, Write as _};
+
+use super::{Algorithm, Algorithms, OcError, Seq};
+
+/// The parameters an overload-control client adds to the Via it inserts into every request
+/// (RFC 7339 §4.1: "A SIP client MUST add an "oc" parameter to the topmost Via header it
+/// inserts into every SIP request ... There MUST NOT be a value"; §4.2: "MUST insert at least
+/// the token "loss""). `algorithms` must contain [`Algorithm::Loss`]; the order is the
+/// client's preference.
+pub fn request_params(algorithms: Algorithms) -> &'static str {
+    if algorithms.rate {
+        if algorithms.prefer_rate {
+            ";oc;oc-algo=\"rate,loss\""
+        } else {
+            ";oc;oc-algo=\"loss,rate\""
+        }
+    } else {
+        ";oc;oc-algo=\"loss\""
+    }
+}
+
+/// One `;name[=value]` parameter of a via-parm, as written (value without surrounding
+/// quotes, name as written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Param<'a> {
+    name: &'a str,
+    value: Option<&'a str>,
+    /// The parameter as written, with its leading `;`, for copying.
+    raw: &'a str,
+}
+
+/// The first via-parm of `value` (up to a comma outside quotes), and the parameters after its
+/// sent-by.
+fn params(value: &str) -> (usize, impl Iterator<Item = Param<'_>>) {
+    let bytes = value.as_bytes();
+    let mut end = bytes.len();
+    let mut quoted = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => quoted = !quoted,
+            b'\\' if quoted => i += 1,
+            b',' if !quoted => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let parm = &value[..end];
+    let first = first_semicolon(parm).unwrap_or(parm.len());
+    let mut rest = &parm[first..];
+    let iter = std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        // `rest` starts at a ';'.
+        let body = &rest[1..];
+        let len = first_semicolon(body).map_or(body.len(), |n| n);
+        let raw = &rest[..=len];
+        rest = &rest[1 + len..];
+        let text = &body[..len];
+        let (name, value) = match text.find('=') {
+            Some(eq) => {
+                let v = text[eq + 1..].trim();
+                let v = v
+                    .strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or(v);
+                (text[..eq].trim(), Some(v))
+            }
+            None => (text.trim(), None),
+        };
+        Some(Param { name, value, raw })
+    });
+    (end, iter)
+}
+
+/// The position of the first `;` outside quotes.
+fn first_semicolon(s: &str) -> Option<usize> {
+    let mut quoted = false;
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => quoted = !quoted,
+            b'\\' if quoted => i += 1,
+            b';' if !quoted => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+fn is_oc_param(name: &str) -> bool {
+    ["oc", "oc-algo", "oc-validity", "oc-seq"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// What a client offered in the Via of a request (RFC 7339 §5.1), as a server reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offer {
+    /// The algorithms the client listed that this implementation knows (`loss`, `rate`), in the
+    /// client's order of preference.
+    pub algorithms: Algorithms,
+}
+
+impl Offer {
+    /// The client's offer in the top via-parm of a request's Via value, or `None` when it has
+    /// no `oc` parameter (a client that does not support overload control, RFC 7339 §5.10.2)
+    /// or lists no algorithm this implementation knows. An `oc` without `oc-algo` offers
+    /// `loss` (§4.2: "with a default value of "loss""). A value on the request's `oc` (which
+    /// "MUST NOT" be there, §4.1) is ignored.
+    pub fn parse(via: &str) -> Option<Offer> {
+        let (_, params) = params(via);
+        let mut oc = false;
+        let mut algos: Option<&str> = None;
+        for p in params {
+            if p.name.eq_ignore_ascii_case("oc") {
+                oc = true;
+            } else if p.name.eq_ignore_ascii_case("oc-algo") {
+                algos = p.value;
+            }
+        }
+        if !oc {
+            return None;
+        }
+        let Some(list) = algos else {
+            return Some(Offer {
+                algorithms: Algorithms::LOSS,
+            });
+        };
+        let mut loss_at = None;
+        let mut rate_at = None;
+        for (i, token) in list.split(',').map(str::trim).enumerate() {
+            if token.eq_ignore_ascii_case("loss") && loss_at.is_none() {
+                loss_at = Some(i);
+            } else if token.eq_ignore_ascii_case("rate") && rate_at.is_none() {
+                rate_at = Some(i);
+            }
+        }
+        if loss_at.is_none() && rate_at.is_none() {
+            return None;
+        }
+        Some(Offer {
+            algorithms: Algorithms {
+                loss: loss_at.is_some(),
+                rate: rate_at.is_some(),
+                prefer_rate: match (loss_at, rate_at) {
+                    (Some(l), Some(r)) => r < l,
+                    (None, Some(_)) => true,
+                    _ => false,
+                },
+            },
+        })
+    }
+}
+
+/// The overload-control values a server put into the top Via of a response (RFC 7339 §5.2),
+/// as a client reads them, or as a server writes them ([`Feedback::write_via`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Feedback {
+    /// The `oc` value: a percentage to shed (loss, 0–100) or a rate in requests/s (rate).
+    pub oc: u64,
+    /// The algorithm the server selected (a single token).
+    pub algorithm: Algorithm,
+    /// `oc-validity` in milliseconds (default 500; 0 = no overload control in effect).
+    pub validity_ms: u64,
+    /// `oc-seq`, when present.
+    pub seq: Option<Seq>,
+}
+
+/// The largest `oc-validity` taken as given; longer ones are cut to this (a day).
+pub const MAX_VALIDITY_MS: u64 = 86_400_000;
+
+impl Feedback {
+    /// The default `oc-validity` (RFC 7339 §4.3: "The default value of the "oc-validity"
+    /// parameter is 500 (milliseconds)").
+    pub const DEFAULT_VALIDITY_MS: u64 = 500;
+
+    /// Reads the overload-control parameters of the top via-parm of a response's Via value.
+    ///
+    /// - `Ok(None)`: the server gave no feedback: no `oc` parameter, or one without a value
+    ///   (RFC 7339 §6: "Had P2 not supported overload control, it would have left the "oc" and
+    ///   "oc-algo" parameters unchanged"). A non-zero `oc-validity` without an `oc` value is
+    ///   discarded (§4.3: "A SIP client MUST discard a non-zero value of the "oc-validity"
+    ///   parameter if the client receives it in a response without the corresponding "oc"
+    ///   parameter").
+    /// - `Ok(Some(_))`: the values; a missing `oc-validity` is 500 (§4.3), a missing `oc-algo`
+    ///   is `loss` (§4.2's default), a missing `oc-seq` is `None` (the server broke §4.4's
+    ///   MUST; the values still apply, unordered).
+    /// - `Err`: a value that breaks the grammar or the ranges: an `oc` that is not `1*DIGIT`, a
+    ///   loss percentage above 100 (§7.1: "This value MUST be in the range of [0, 100]"), more
+    ///   than one algorithm (§4.2: the server "MUST return the single selected algorithm"), an
+    ///   algorithm this client does not support, a bad `oc-validity` or `oc-seq`, or a
+    ///   parameter given twice. Rate values above [`super::MAX_RATE`] are cut to it, validities
+    ///   above [`MAX_VALIDITY_MS`] to it.
+    pub fn parse(via: &str) -> Result<Option<Feedback>, OcError> {
+        let (_, params) = params(via);
+        let mut oc: Option<Option<&str>> = None;
+        let mut algo: Option<&str> = None;
+        let mut validity: Option<&str> = None;
+        let mut seq: Option<&str> = None;
+        for p in params {
+            let slot = if p.name.eq_ignore_ascii_case("oc") {
+                if oc.is_some() {
+                    return Err(OcError::Duplicate("oc"));
+                }
+                oc = Some(p.value);
+                continue;
+            } else if p.name.eq_ignore_ascii_case("oc-algo") {
+                (&mut algo, "oc-algo")
+            } else if p.name.eq_ignore_ascii_case("oc-validity") {
+                (&mut validity, "oc-validity")
+            } else if p.name.eq_ignore_ascii_case("oc-seq") {
+                (&mut seq, "oc-seq")
+            } else {
+                continue;
+            };
+            if slot.0.is_some() {
+                return Err(OcError::Duplicate(slot.1));
+            }
+            *slot.0 = Some(p.value.unwrap_or(""));
+        }
+        let Some(Some(oc_text)) = oc else {
+            return Ok(None);
+        };
+        let oc = digits(oc_text, 20).ok_or_else(|| OcError::BadValue {
+            param: "oc",
+            value: clip(oc_text),
+        })?;
+        let algorithm = match algo {
+            None => Algorithm::Loss,
+            Some(a) => {
+                let a = a.trim();
+                if a.contains(',') {
+                    return Err(OcError::SeveralAlgorithms);
+                }
+                Algorithm::parse(a).ok_or_else(|| OcError::UnknownAlgorithm(clip(a)))?
+            }
+        };
+        let validity_ms = match validity {
+            None | Some("") => Self::DEFAULT_VALIDITY_MS,
+            Some(v) => digits(v, 20)
+                .ok_or_else(|| OcError::BadValue {
+                    param: "oc-validity",
+                    value: clip(v),
+                })?
+                .min(MAX_VALIDITY_MS),
+        };
+        let seq = match seq {
+            None => None,
+            Some(s) => Some(Seq::parse(s).ok_or_else(|| OcError::BadValue {
+                param: "oc-seq",
+                value: clip(s),
+            })?),
+        };
+        let oc = match algorithm {
+            Algorithm::Loss if oc > 100 => return Err(OcError::LossAbove100(oc)),
+            Algorithm::Loss => oc,
+            Algorithm::Rate => oc.min(super::MAX_RATE),
+        };
+        Ok(Some(Feedback {
+            oc,
+            algorithm,
+            validity_ms,
+            seq,
+        }))
+    }
+
+    /// Writes `via` (a request's via-parm as the server received it) with this feedback in
+    /// place of the client's `oc` / `oc-algo` and any earlier `oc-validity` / `oc-seq`
+    /// (RFC 7339 §5.2: the server provides "a value for the "oc" parameter to the topmost Via
+    /// header field of a SIP response, that is, the Via header added by the client"). Other
+    /// parameters and any further via-parms of the same line are kept as they were.
+    pub fn write_via(&self, via: &str, out: &mut String) {
+        let (end, params) = params(via);
+        let head_end = first_semicolon(&via[..end]).unwrap_or(end);
+        out.push_str(via[..head_end].trim_end());
+        for p in params {
+            if !is_oc_param(p.name) {
+                out.push_str(p.raw.trim_end());
+            }
+        }
+        let _ = write!(out, "{self}");
+        out.push_str(&via[end..]);
+    }
+}
+
+impl fmt::Display for Feedback {
+    /// `;oc=N;oc-algo="loss";oc-validity=V[;oc-seq=S]`, as a server appends it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            ";oc={};oc-algo=\"{}\";oc-validity={}",
+            self.oc,
+            self.algorithm.as_str(),
+            self.validity_ms
+        )?;
+        if let Some(seq) = self.seq {
+            write!(f, ";oc-seq={seq}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `1*DIGIT` of at most `max` digits as a number, or `None`.
+pub(super) fn digits(s: &str, max: usize) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() || s.len() > max || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// At most 40 bytes of a bad value, for an error message.
+fn clip(s: &str) -> String {
+    let mut end = s.len().min(40);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc7339_section6_example_response_reads() {
+        // RFC 7339 §6: "It sends the following SIP message indicating that P1 should decrease
+        // the messages arriving to P2 by 20% for 0.5 seconds."
+        let via = "SIP/2.0/TLS p1.example.net;\r\n branch=z9hG4bK2d4790.3;received=192.0.2.111;\r\n oc=20;oc-algo=\"loss\";oc-validity=500;\r\n oc-seq=1282321615.782";
+        let f = Feedback::parse(via)
+            .expect("test input")
+            .expect("test input");
+        assert_eq!(f.oc, 20);
+        assert_eq!(f.algorithm, Algorithm::Loss);
+        assert_eq!(f.validity_ms, 500);
+        assert_eq!(f.seq, Seq::parse("1282321615.782"));
+    }
+
+    #[test]
+    fn unfilled_oc_is_no_feedback() {
+        // RFC 7339 §6: a server without support leaves "oc" and "oc-algo" unchanged.
+        let via = "SIP/2.0/UDP p1.example.net;branch=z9hG4bK1;oc;oc-algo=\"loss,rate\"";
+        assert_eq!(Feedback::parse(via), Ok(None));
+        assert_eq!(
+            Feedback::parse("SIP/2.0/UDP p1;branch=z9hG4bK1;oc-validity=500"),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn defaults_and_errors() {
+        let f = Feedback::parse("SIP/2.0/UDP h;OC=10")
+            .expect("test input")
+            .expect("test input");
+        assert_eq!(
+            (f.oc, f.algorithm, f.validity_ms, f.seq),
+            (10, Algorithm::Loss, 500, None)
+        );
+        assert_eq!(
+            Feedback::parse("SIP/2.0/UDP h;oc=101;oc-algo=\"loss\""),
+            Err(OcError::LossAbove100(101))
+        );
+        assert_eq!(
+            Feedback::parse("SIP/2.0/UDP h;oc=5;oc-algo=\"loss,rate\""),
+            Err(OcError::SeveralAlgorithms)
+        );
+        assert!(matches!(
+            Feedback::parse("SIP/2.0/UDP h;oc=5;oc-algo=\"A\""),
+            Err(OcError::UnknownAlgorithm(_))
+        ));
+        assert!(matches!(
+            Feedback::parse("SIP/2.0/UDP h;oc=-5"),
+            Err(OcError::BadValue { param: "oc", .. })
+        ));
+        assert!(matches!(
+            Feedback::parse("SIP/2.0/UDP h;oc=5;oc-seq=1.123456"),
+            Err(OcError::BadValue {
+                param: "oc-seq",
+                ..
+            })
+        ));
+        assert_eq!(
+            Feedback::parse("SIP/2.0/UDP h;oc=5;oc=6"),
+            Err(OcError::Duplicate("oc"))
+        );
+        let f = Feedback::parse("SIP/2.0/UDP h;oc=99999999;oc-algo=rate;oc-validity=0")
+            .expect("test input")
+            .expect("test input");
+        assert_eq!(
+            (f.oc, f.algorithm, f.validity_ms),
+            (super::super::MAX_RATE, Algorithm::Rate, 0)
+        );
+    }
+
+    #[test]
+    fn only_the_first_via_parm_counts() {
+        let via = "SIP/2.0/UDP a;branch=z9hG4bK1;oc-algo=\"loss,rate\";oc, SIP/2.0/UDP b;oc=50";
+        assert_eq!(Feedback::parse(via), Ok(None));
+        let offer = Offer::parse(via).expect("test input");
+        assert!(offer.algorithms.loss && offer.algorithms.rate && !offer.algorithms.prefer_rate);
+    }
+
+    #[test]
+    fn offers() {
+        assert_eq!(Offer::parse("SIP/2.0/UDP a;branch=z9hG4bK1"), None);
+        assert_eq!(
+            Offer::parse("SIP/2.0/UDP a;oc").map(|o| o.algorithms),
+            Some(Algorithms::LOSS)
+        );
+        // RFC 7339 §6's client offers "loss" and an algorithm "A" this implementation does not
+        // know: it is offering loss.
+        assert_eq!(
+            Offer::parse("SIP/2.0/TLS p1.example.net;branch=z9hG4bK2d4790.1;oc;oc-algo=\"loss,A\"")
+                .map(|o| o.algorithms),
+            Some(Algorithms::LOSS)
+        );
+        let o = Offer::parse("SIP/2.0/UDP a;oc;oc-algo=\"rate,loss\"").expect("test input");
+        assert!(o.algorithms.prefer_rate);
+        assert_eq!(Offer::parse("SIP/2.0/UDP a;oc;oc-algo=\"A\""), None);
+    }
+
+    #[test]
+    fn a_server_rewrites_the_clients_via() {
+        // RFC 7415 §4's exchange: the request's Via, then the response's.
+        let request = "SIP/2.0/TLS p1.example.net;branch=z9hG4bK2d4790.1;received=192.0.2.111;oc;oc-algo=\"loss,rate\"";
+        let f = Feedback {
+            oc: 150,
+            algorithm: Algorithm::Rate,
+            validity_ms: 1000,
+            seq: Seq::parse("1282321615.782"),
+        };
+        let mut out = String::new();
+        f.write_via(request, &mut out);
+        assert_eq!(
+            out,
+            "SIP/2.0/TLS p1.example.net;branch=z9hG4bK2d4790.1;received=192.0.2.111;oc=150;oc-algo=\"rate\";oc-validity=1000;oc-seq=1282321615.78200"
+        );
+        assert_eq!(Feedback::parse(&out), Ok(Some(f)));
+        // Further via-parms on the same line stay.
+        let mut out = String::new();
+        f.write_via("SIP/2.0/UDP a;oc, SIP/2.0/UDP b;branch=z9hG4bK2", &mut out);
+        assert!(
+            out.ends_with("oc-seq=1282321615.78200, SIP/2.0/UDP b;branch=z9hG4bK2"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn request_params_always_offer_loss() {
+        assert_eq!(request_params(Algorithms::LOSS), ";oc;oc-algo=\"loss\"");
+        assert_eq!(
+            request_params(Algorithms::BOTH),
+            ";oc;oc-algo=\"loss,rate\""
+        );
+        for p in [Algorithms::LOSS, Algorithms::BOTH] {
+            let offer = Offer::parse(&format!(
+                "SIP/2.0/UDP a;branch=z9hG4bK1{}",
+                request_params(p)
+            ))
+            .expect("test input");
+            assert_eq!(offer.algorithms, p);
+        }
+    }
+}
