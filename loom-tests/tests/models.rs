@@ -39,3 +39,8 @@ fn one_original_per_transaction_however_copies_race() {
 fn engines_publishing_together_share_one_counted_cell() {
     scenarios::engines_publishing_together_share_one_counted_cell();
 }
+
+#[test]
+fn overload_feedback_is_stored_whole_with_its_seq() {
+    scenarios::overload_feedback_is_stored_whole_with_its_seq();
+}

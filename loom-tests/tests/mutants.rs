@@ -12,6 +12,8 @@
 //!   two copies arriving together are both taken for the original.
 //! - A shared cell table claims cells without taking its lock: two engines publishing the
 //!   same rule together both count it once, and a cell still in use is given away.
+//! - Overload-control feedback is applied without the hop cell's writers' lock: one
+//!   response's values end up stored with the other's `oc-seq`.
 //! - A publish never announces its generation: shards keep their snapshot. (Reordering the
 //!   announcement before the snapshot store is *not* a bug here — a shard compares the engine's
 //!   generation with its snapshot's own and looks again — so that is not used as a mutant.)
@@ -82,5 +84,13 @@ fn cell_table_model_catches_an_unlocked_claim() {
     caught(
         scenarios::engines_publishing_together_share_one_counted_cell,
         "claims without the table lock",
+    );
+}
+
+#[test]
+fn overload_model_catches_an_unlocked_writer() {
+    caught(
+        scenarios::overload_feedback_is_stored_whole_with_its_seq,
+        "overload feedback applied without the writers' lock",
     );
 }

@@ -389,16 +389,30 @@ impl Client {
             return Applied::NoFeedback;
         };
         let cell = self.cell(hop);
-        if cell
-            .lock
-            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
+        #[cfg(loadctl_loom_mutant)]
         {
-            return Applied::Busy;
+            return self.apply_unlocked(cell, now_ns, &f);
         }
-        let outcome = self.apply_locked(cell, now_ns, &f);
-        cell.lock.store(0, Ordering::Release);
-        outcome
+        #[cfg(not(loadctl_loom_mutant))]
+        {
+            if cell
+                .lock
+                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                return Applied::Busy;
+            }
+            let outcome = self.apply_locked(cell, now_ns, &f);
+            cell.lock.store(0, Ordering::Release);
+            outcome
+        }
+    }
+
+    /// Deliberately broken (loom mutant): applies feedback without the writers' lock, so two
+    /// responses applied together can leave one's values stored with the other's `oc-seq`.
+    #[cfg(loadctl_loom_mutant)]
+    fn apply_unlocked(&self, cell: &HopCell, now_ns: u64, f: &Feedback) -> Applied {
+        self.apply_locked(cell, now_ns, f)
     }
 
     fn apply_locked(&self, cell: &HopCell, now_ns: u64, f: &Feedback) -> Applied {

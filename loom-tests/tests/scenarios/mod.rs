@@ -271,3 +271,46 @@ pub fn engines_publishing_together_share_one_counted_cell() {
         assert_eq!(table.in_use(), 0);
     });
 }
+
+/// Two responses with different `oc-seq` reach one next hop's cell together while a worker
+/// reads it: the values stored always belong to the `oc-seq` stored with them, the newer
+/// values win whenever both were applied, and the reader sees one response's values whole.
+pub fn overload_feedback_is_stored_whole_with_its_seq() {
+    use loadctl::overload::client::{Applied, Client, ClientConfig, hop_key};
+    use loadctl::overload::{Algorithm, Seq, via::Feedback};
+    model_bounded(3, || {
+        let client = Arc::new(Client::new(ClientConfig::default(), 1).expect("config"));
+        let hop = client.hop(hop_key(b"192.0.2.7:5060")).expect("a cell");
+        let feedback = |oc: u64, seq: u64| Feedback {
+            oc,
+            algorithm: Algorithm::Loss,
+            validity_ms: 10_000,
+            seq: Some(Seq(seq)),
+        };
+        let newer = {
+            let client = Arc::clone(&client);
+            thread::spawn(move || client.apply(hop, 1_000_000, Some(feedback(20, 2))))
+        };
+        let reader = {
+            let client = Arc::clone(&client);
+            thread::spawn(move || client.status(hop, 1_000_000).active)
+        };
+        let older = client.apply(hop, 1_000_000, Some(feedback(10, 1)));
+        let newer = newer.join().expect("no panic");
+        let seen = reader.join().expect("no panic");
+        assert!(
+            matches!(seen, None | Some((Algorithm::Loss, 10 | 20))),
+            "a reader saw {seen:?}"
+        );
+        let end = client.status(hop, 1_000_000);
+        let oc = end.active.map(|(_, oc)| oc);
+        match end.seq {
+            Some(Seq(2)) => assert_eq!(oc, Some(20), "seq 2 stored with {oc:?}"),
+            Some(Seq(1)) => assert_eq!(oc, Some(10), "seq 1 stored with {oc:?}"),
+            other => panic!("stored seq {other:?} after {older:?} / {newer:?}"),
+        }
+        if older == Applied::Updated && newer == Applied::Updated {
+            assert_eq!(end.seq, Some(Seq(2)), "both applied, the older one last");
+        }
+    });
+}
