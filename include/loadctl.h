@@ -16,9 +16,9 @@
 //
 // and check the library it runs with (the same major version, by its SONAME, but possibly
 // older than the header it was built with): `lc_version_number() >= LC_VERSION_NUMBER`.
-#define LC_VERSION "0.4.0"
+#define LC_VERSION "0.5.0"
 #define LC_VERSION_MAJOR 0
-#define LC_VERSION_MINOR 4
+#define LC_VERSION_MINOR 5
 #define LC_VERSION_PATCH 0
 // MAJOR × 10000 + MINOR × 100 + PATCH (MINOR and PATCH stay below 100): 0.1.0 is 100.
 #define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH)
@@ -87,6 +87,15 @@ typedef struct lc_engine lc_engine;
 
 // A notifier: pushes policies to its subscribers. One thread at a time.
 typedef struct lc_notifier lc_notifier;
+
+// The client's table of next hops. Thread-safe.
+typedef struct lc_oc_client lc_oc_client;
+
+// The server side. Thread-safe (calls serialise on its lock).
+typedef struct lc_oc_server lc_oc_server;
+
+// One worker's side of an `lc_oc_client`. Used by one thread at a time.
+typedef struct lc_oc_shard lc_oc_shard;
 
 // The two-queue scheduler. Thread-safe: any thread may push and pop concurrently.
 typedef struct lc_scheduler lc_scheduler;
@@ -403,6 +412,175 @@ typedef struct lc_notifier_event {
   struct lc_str text;
 } lc_notifier_event;
 
+// A set of algorithms a client offers (flags).
+typedef uint32_t lc_oc_algorithms;
+
+// Client settings. Get the defaults (RFC 7415's suggested values) with
+// `lc_oc_client_config_default` and change what you need.
+typedef struct lc_oc_client_config {
+  // `LC_OC_ALGORITHMS_*` flags offered in requests; must include `LC_OC_ALGORITHMS_LOSS`.
+  // Default loss and rate.
+  lc_oc_algorithms algorithms;
+  // `TAU1`, the rate bucket's tolerance for reducible requests, in thousandths of `T = 1/oc`
+  // (default 5,000: 5·T).
+  uint32_t tau_reducible_milli;
+  // `TAU2`, for priority requests, thousandths of `T`, at least `tau_reducible_milli`
+  // (default 10,000).
+  uint32_t tau_priority_milli;
+  // `TAU0`, the bucket at activation, thousandths of `T`, at most `tau_reducible_milli`
+  // (default 0).
+  uint32_t tau0_milli;
+  // 1: randomise the bucket (RFC 7415 §3.5.3, default), 0: do not.
+  uint8_t resonance;
+  // How long each shard samples its category mix, ns (default 5 s).
+  uint64_t mix_period_ns;
+  // The reducible share assumed before a mix is sampled, ppm (default 800,000).
+  uint32_t reducible_share_ppm;
+  // Consecutive timeouts that suspend a hop (default 3).
+  uint32_t suspend_after;
+  // First probe interval of a suspended hop, ns (default 1 s).
+  uint64_t probe_min_ns;
+  // Longest probe interval, ns (default 64 s).
+  uint64_t probe_max_ns;
+} lc_oc_client_config;
+
+// What a response did to a hop's state (`lc_oc_client_on_response`).
+typedef uint32_t lc_oc_applied;
+
+// An overload-control algorithm: `LC_OC_ALGORITHM_LOSS` or `LC_OC_ALGORITHM_RATE`
+// (`LC_OC_ALGORITHM_NONE` only in outputs).
+typedef uint32_t lc_oc_algorithm;
+
+// A hop's state, as `lc_oc_client_status` writes it.
+typedef struct lc_oc_hop_status {
+  // 1 when overload control is in effect for the hop now.
+  uint8_t active;
+  // The algorithm the hop selected last (`LC_OC_ALGORITHM_NONE` before any feedback).
+  lc_oc_algorithm algorithm;
+  // The `oc` value in force (0 when not active).
+  uint64_t oc;
+  // Milliseconds until the values in force expire (0 when not active).
+  uint64_t remaining_ms;
+  // The stored `oc-seq` in units of 10⁻⁵ (`1282321615.782` is 128,232,161,578,200), 0 if none.
+  uint64_t seq;
+  // 1 when a `seq` is stored.
+  uint8_t has_seq;
+  // Consecutive timeouts.
+  uint32_t timeouts;
+  // 1 when the hop is suspended (probing only, RFC 7339 §5.9).
+  uint8_t suspended;
+  // Feedback updates applied.
+  uint64_t updates;
+} lc_oc_hop_status;
+
+// RFC 7339 §7.2's two categories of requests.
+typedef uint32_t lc_oc_category;
+
+// What `lc_oc_decide` says about a request.
+typedef uint32_t lc_oc_verdict;
+
+// One shard's counters for a hop, as `lc_oc_shard_stats` writes them.
+typedef struct lc_oc_shard_counters {
+  // Requests forwarded (probes included).
+  uint64_t forwarded;
+  // Liveness probes.
+  uint64_t probes;
+  // Shed by the loss-based algorithm.
+  uint64_t shed_loss;
+  // Shed by the rate-based bucket.
+  uint64_t shed_rate;
+  // Shed because the hop is suspended.
+  uint64_t shed_unreachable;
+  // Reducible requests asked about.
+  uint64_t reducible;
+  // Priority requests asked about.
+  uint64_t priority;
+} lc_oc_shard_counters;
+
+// Overload-control values of a response's top Via (RFC 7339 §4).
+typedef struct lc_oc_feedback {
+  // `oc`: a loss percentage (0–100) or a rate in requests/s.
+  uint64_t oc;
+  // `LC_OC_ALGORITHM_LOSS` or `LC_OC_ALGORITHM_RATE`.
+  lc_oc_algorithm algorithm;
+  // `oc-validity`, ms (0: no overload control in effect).
+  uint64_t validity_ms;
+  // `oc-seq` in units of 10⁻⁵ (see `lc_oc_hop_status.seq`).
+  uint64_t seq;
+  // 1 when `seq` is present.
+  uint8_t has_seq;
+} lc_oc_feedback;
+
+// Server settings. Get the defaults with `lc_oc_server_config_default`.
+typedef struct lc_oc_server_config {
+  // The algorithm chosen when a client offers both (default `LC_OC_ALGORITHM_RATE`).
+  lc_oc_algorithm preference;
+  // `oc-validity` sent in overload, ms; longer than a period, at most a day (default 500).
+  uint64_t validity_ms;
+  // How often the law runs, ns, 1 ms to 10 s (default 100 ms).
+  uint64_t period_ns;
+  // Target queueing delay of new requests, ns (default 50 ms).
+  uint64_t target_delay_ns;
+  // Horizon over which excess backlog is drained, ns, at least a period (default 500 ms).
+  uint64_t drain_ns;
+  // Retransmissions' share of arrivals that means overload, ppm (default 50,000).
+  uint32_t retransmission_alarm_ppm;
+  // A rate client that used this share of its rate is constrained, ppm (default 950,000).
+  uint32_t busy_ppm;
+  // A constrained rate client's demand is seen · (1 + probe), ppm, up to 10,000,000
+  // (default 250,000).
+  uint32_t probe_ppm;
+  // An unconstrained rate client's demand is seen · (1 + headroom), ppm (default 100,000).
+  uint32_t headroom_ppm;
+  // The least rate told to a client, requests/s (default 1).
+  uint64_t min_rate;
+  // Weight of the newest period in smoothed estimates, ppm, 1 to 1,000,000 (default 500,000).
+  uint32_t alpha_ppm;
+  // Periods without need before control stops (default 10).
+  uint32_t calm_periods;
+  // How long an algorithm selection stays, ns (default 3600 s, RFC 7339 §5.8).
+  uint64_t hold_algorithm_ns;
+  // Clients tracked (default 1,024).
+  uint32_t max_clients;
+} lc_oc_server_config;
+
+// Whether a request is the first copy of its transaction seen or a retransmission of it:
+// `LC_CLASS_ORIGINAL` or `LC_CLASS_RETRANSMISSION`.
+typedef uint32_t lc_class;
+
+// What the server does with a request (`lc_oc_server_on_request`).
+typedef uint32_t lc_oc_admission;
+
+// What the server's queue did over an interval (`lc_oc_server_report_queue`).
+typedef struct lc_oc_queue_load {
+  // How long the oldest new request now waiting has waited, ns (0 when none waits).
+  uint64_t delay_ns;
+  // Requests served in the interval, retransmissions included.
+  uint64_t served;
+  // Of those, retransmissions (at most `served`).
+  uint64_t served_retransmissions;
+  // Time spent serving in the interval, ns.
+  uint64_t busy_ns;
+} lc_oc_queue_load;
+
+// The server's state, as `lc_oc_server_status` writes it.
+typedef struct lc_oc_server_state {
+  // 1 while overload control is in effect.
+  uint8_t overloaded;
+  // The target rate of new requests, thousandths of a request per second.
+  uint64_t target_milli;
+  // The estimated service rate, thousandths per second (0 before one is measured).
+  uint64_t service_rate_milli;
+  // The last reported queueing delay, ns.
+  uint64_t delay_ns;
+  // Retransmissions' share of the last period's arrivals, ppm.
+  uint32_t retransmission_share_ppm;
+  // The current `oc-seq`, units of 10⁻⁵.
+  uint64_t seq;
+  // Clients tracked.
+  uint64_t clients;
+} lc_oc_server_state;
+
 // How a scheduler orders its work: `LC_DISCIPLINE_PRIORITY` or `LC_DISCIPLINE_FIFO`.
 typedef uint32_t lc_discipline;
 
@@ -416,10 +594,6 @@ typedef struct lc_scheduler_config {
   // FIFO.
   size_t secondary_capacity;
 } lc_scheduler_config;
-
-// Whether a request is the first copy of its transaction seen or a retransmission of it:
-// `LC_CLASS_ORIGINAL` or `LC_CLASS_RETRANSMISSION`.
-typedef uint32_t lc_class;
 
 // Counters and occupancy of one scheduler queue.
 typedef struct lc_queue_counters {
@@ -703,6 +877,13 @@ typedef uint32_t lc_sip_flags;
 // The shared cell table's lock stayed held for 2 s (a process died holding it?).
 #define LC_RESULT_CELL_TABLE_BUSY 502
 
+// Overload-control feedback in a Via breaks RFC 7339 (grammar, a loss above 100, several or
+// unoffered algorithms, a parameter twice): the values in force are unchanged.
+#define LC_RESULT_OC_BAD_FEEDBACK 600
+
+// The overload-control client's hop table has no room for another next hop.
+#define LC_RESULT_OC_TABLE_FULL 601
+
 // Let emergency requests through: Request-URI (or To, when the Request-URI is not a URN)
 // `urn:service:sos` or `urn:service:sos.*` (RFC 5031).
 #define LC_EXEMPT_EMERGENCY 1
@@ -772,6 +953,69 @@ typedef uint32_t lc_sip_flags;
 
 // A subscription ended (`text`: subscriber and reason).
 #define LC_NOTIFIER_EVENT_KIND_ENDED 3
+
+// No algorithm (outputs only: no feedback, or a client that does not take part).
+#define LC_OC_ALGORITHM_NONE 0
+
+// `loss`: `oc` is the percentage of requests to shed (RFC 7339 §7).
+#define LC_OC_ALGORITHM_LOSS 1
+
+// `rate`: `oc` is the most requests per second to send (RFC 7415).
+#define LC_OC_ALGORITHM_RATE 2
+
+// `loss` (required: RFC 7339 §4.2).
+#define LC_OC_ALGORITHMS_LOSS 1
+
+// `rate`.
+#define LC_OC_ALGORITHMS_RATE 2
+
+// List `rate` before `loss` (the client's preference).
+#define LC_OC_ALGORITHMS_PREFER_RATE 4
+
+// Candidates for reduction.
+#define LC_OC_CATEGORY_REDUCIBLE 0
+
+// Reduced only when nothing reducible is left (in-dialog, emergency, priority namespaces).
+#define LC_OC_CATEGORY_PRIORITY 1
+
+// Output of `lc_oc_category_sip` only: ACK or CANCEL, sent without asking `lc_oc_decide`.
+#define LC_OC_CATEGORY_NONE 2
+
+// Send it.
+#define LC_OC_VERDICT_FORWARD 0
+
+// Send it: it is a suspended hop's liveness probe (RFC 7339 §5.9).
+#define LC_OC_VERDICT_PROBE 1
+
+// Shed by the loss-based algorithm.
+#define LC_OC_VERDICT_SHED_LOSS 2
+
+// Shed by the rate-based bucket.
+#define LC_OC_VERDICT_SHED_RATE 3
+
+// Shed: the hop is suspended after repeated timeouts.
+#define LC_OC_VERDICT_SHED_UNREACHABLE 4
+
+// No feedback in the Via (the hop does not do overload control, or left `oc` unfilled).
+#define LC_OC_APPLIED_NO_FEEDBACK 0
+
+// New values are in force (or control stopped: `oc-validity=0`).
+#define LC_OC_APPLIED_UPDATED 1
+
+// The same `oc-seq` as the values in force: nothing changed.
+#define LC_OC_APPLIED_SAME 2
+
+// An older `oc-seq`: ignored.
+#define LC_OC_APPLIED_STALE 3
+
+// Another thread was applying a response to the hop: dropped (the next response applies).
+#define LC_OC_APPLIED_BUSY 4
+
+// Process it.
+#define LC_OC_ADMISSION_ADMIT 0
+
+// Answer 503 without Retry-After (a non-participating client, in overload: RFC 7339 §5.10.2).
+#define LC_OC_ADMISSION_REJECT 1
 
 // The first copy of a transaction: served from the primary queue.
 #define LC_CLASS_ORIGINAL 0
@@ -1404,6 +1648,253 @@ lc_result lc_notifier_shutdown(struct lc_notifier *n, uint64_t now_ns);
 // # Safety
 // `n` from `lc_notifier_new`; `out` writable.
 lc_result lc_notifier_poll_event(struct lc_notifier *n, struct lc_notifier_event *out);
+
+// Writes the default client configuration into `*out`.
+//
+// # Safety
+// `out` writable.
+lc_result lc_oc_client_config_default(struct lc_oc_client_config *out);
+
+// Creates a client with room for `capacity` next hops (1 to 1,048,576; all memory allocated
+// here) and writes it to `*out`. `config` NULL means the defaults. `LC_RESULT_INVALID_ARGUMENT`
+// names the first field out of range (algorithms without loss, unknown flags, tolerances out
+// of order, a share above 1,000,000 ppm, a zero period, zero `suspend_after`, probe intervals
+// out of order).
+//
+// # Safety
+// `config` NULL or readable; `out` writable.
+lc_result lc_oc_client_new(const struct lc_oc_client_config *config,
+                           uint32_t capacity,
+                           struct lc_oc_client **out);
+
+// Frees a client. Shards made from it keep what they need and stay usable until freed.
+// `NULL` is a no-op.
+//
+// # Safety
+// `client` NULL or from `lc_oc_client_new`, not used by another thread, not used afterwards.
+void lc_oc_client_free(struct lc_oc_client *client);
+
+// The parameters to append to the Via you insert into every request to a hop
+// (`;oc;oc-algo="loss,rate"`, RFC 7339 §4.1–4.2), written to `*out`: a static string (valid
+// for the life of the program, not NUL-terminated).
+//
+// # Safety
+// `client` from `lc_oc_client_new`; `out` writable.
+lc_result lc_oc_client_request_params(const struct lc_oc_client *client, struct lc_str *out);
+
+// The hop of a next hop's address (`address`: any bytes that identify it, e.g.
+// `"192.0.2.7:5060"` — RFC 7339 §5.4 scopes overload control to IP and port), added if new,
+// written to `*hop` (an index below the capacity). `LC_RESULT_OC_TABLE_FULL` when the table has
+// no room. Thread-safe; two threads adding the same address get the same hop.
+//
+// # Safety
+// `client` from `lc_oc_client_new`; `address` readable; `hop` writable.
+lc_result lc_oc_client_hop(const struct lc_oc_client *client, struct lc_str address, uint32_t *hop);
+
+// A response from `hop` arrived at `now_ns`; `top_via` is its topmost Via value. Records that
+// the hop is alive (ending a suspension) and applies the feedback, writing what happened to
+// `*applied`. A feedback value that breaks RFC 7339 (grammar, a loss above 100, several or
+// unoffered algorithms, a parameter twice) returns `LC_RESULT_OC_BAD_FEEDBACK` with the reason
+// in `lc_last_error` and leaves the values in force unchanged (the liveness is still
+// recorded). `LC_RESULT_INVALID_ARGUMENT` for an unknown hop. Thread-safe.
+//
+// # Safety
+// `client` from `lc_oc_client_new`; `top_via` readable; `applied` writable.
+lc_result lc_oc_client_on_response(const struct lc_oc_client *client,
+                                   uint32_t hop,
+                                   uint64_t now_ns,
+                                   struct lc_str top_via,
+                                   lc_oc_applied *applied);
+
+// A request sent to `hop` timed out, or met a fatal transport error (RFC 7339 §5.9).
+// `suspend_after` of these in a row suspend the hop: every request is shed except one probe
+// per back-off interval, until a response arrives. Thread-safe.
+//
+// # Safety
+// `client` from `lc_oc_client_new`.
+lc_result lc_oc_client_on_timeout(const struct lc_oc_client *client, uint32_t hop, uint64_t now_ns);
+
+// Writes `hop`'s state at `now_ns` into `*out`. Thread-safe.
+//
+// # Safety
+// `client` from `lc_oc_client_new`; `out` writable.
+lc_result lc_oc_client_status(const struct lc_oc_client *client,
+                              uint32_t hop,
+                              uint64_t now_ns,
+                              struct lc_oc_hop_status *out);
+
+// Creates a worker's shard of `client` (its memory allocated here) and writes it to `*out`.
+// `seed` seeds its random numbers (give each worker its own). The shard keeps the client
+// alive. Use it from one thread at a time.
+//
+// # Safety
+// `client` from `lc_oc_client_new`; `out` writable.
+lc_result lc_oc_shard_new(const struct lc_oc_client *client,
+                          uint64_t seed,
+                          struct lc_oc_shard **out);
+
+// Frees a shard. `NULL` is a no-op.
+//
+// # Safety
+// `shard` NULL or from `lc_oc_shard_new`, not used afterwards.
+void lc_oc_shard_free(struct lc_oc_shard *shard);
+
+// Whether to send a new request of `category` (`LC_OC_CATEGORY_REDUCIBLE` or
+// `LC_OC_CATEGORY_PRIORITY`) to `hop` at `now_ns`; writes an `LC_OC_VERDICT_*` to `*verdict`.
+// Ask for new requests only (not for retransmissions, ACK or CANCEL). No allocation, no lock.
+//
+// # Safety
+// `shard` from `lc_oc_shard_new`, used by this thread only during the call; `verdict`
+// writable.
+lc_result lc_oc_decide(struct lc_oc_shard *shard,
+                       uint32_t hop,
+                       uint64_t now_ns,
+                       lc_oc_category category,
+                       lc_oc_verdict *verdict);
+
+// Writes this shard's counters for `hop` into `*out`.
+//
+// # Safety
+// `shard` from `lc_oc_shard_new`; `out` writable.
+lc_result lc_oc_shard_stats(const struct lc_oc_shard *shard,
+                            uint32_t hop,
+                            struct lc_oc_shard_counters *out);
+
+// The category of a raw SIP request (`len` bytes) under `engine`'s exemptions, written to
+// `*category`: `LC_OC_CATEGORY_PRIORITY` for in-dialog requests, emergency calls and listed
+// Resource-Priority namespaces (RFC 7339 §5.10.1), `LC_OC_CATEGORY_NONE` for ACK and CANCEL
+// (send them without asking), else `LC_OC_CATEGORY_REDUCIBLE`. Malformed messages get an
+// `LC_RESULT_SIP_*` code.
+//
+// # Safety
+// `engine` from `lc_engine_new`; `msg` readable for `len` bytes; `category` writable.
+lc_result lc_oc_category_sip(const struct lc_engine *engine,
+                             const uint8_t *msg,
+                             size_t len,
+                             lc_oc_category *category);
+
+// Reads the overload-control values of a response's top Via (`top_via`, its first via-parm
+// counts) into `*out`. `LC_RESULT_EMPTY` when it carries none (no `oc`, or `oc` without a
+// value: the next hop does not do overload control); `LC_RESULT_OC_BAD_FEEDBACK` when a value
+// breaks RFC 7339 (the reason in `lc_last_error`). A missing `oc-validity` reads as 500, a
+// missing `oc-algo` as loss.
+//
+// # Safety
+// `top_via` readable; `out` writable.
+lc_result lc_oc_feedback_parse(struct lc_str top_via, struct lc_oc_feedback *out);
+
+// Writes `top_via` (a request's top Via as received) with `feedback` in place of the
+// client's `oc` / `oc-algo` (and any `oc-validity` / `oc-seq`) into `buf` (`cap` bytes, not
+// NUL-terminated), its length to `*written`; `LC_RESULT_BUFFER_TOO_SMALL` with the length
+// needed when it does not fit; `LC_RESULT_SIP_BAD_VIA` when the Via leaves a quoted string
+// open. For servers with their own law; `lc_oc_server_write_via` does this with the server's
+// values.
+//
+// # Safety
+// `feedback` readable; `top_via` readable; `buf` NULL or writable for `cap` bytes;
+// `written` writable.
+lc_result lc_oc_feedback_write_via(const struct lc_oc_feedback *feedback,
+                                   struct lc_str top_via,
+                                   uint8_t *buf,
+                                   size_t cap,
+                                   size_t *written);
+
+// Writes the default server configuration into `*out`.
+//
+// # Safety
+// `out` writable.
+lc_result lc_oc_server_config_default(struct lc_oc_server_config *out);
+
+// Creates a server and writes it to `*out`. `config` NULL means the defaults.
+// `LC_RESULT_INVALID_ARGUMENT` names the first field out of range.
+//
+// # Safety
+// `config` NULL or readable; `out` writable.
+lc_result lc_oc_server_new(const struct lc_oc_server_config *config, struct lc_oc_server **out);
+
+// Frees a server. `NULL` is a no-op.
+//
+// # Safety
+// `server` NULL or from `lc_oc_server_new`, not used by another thread, not used afterwards.
+void lc_oc_server_free(struct lc_oc_server *server);
+
+// A request arrived from `client` (its address as bytes, e.g. `"192.0.2.7:5060"`) at
+// `now_ns`, with `top_via` its topmost Via value (absent: read as no offer) and its class
+// (`LC_CLASS_ORIGINAL` / `LC_CLASS_RETRANSMISSION`, e.g. from `lc_detector_observe_sip`).
+// Writes `LC_OC_ADMISSION_REJECT` for a request the server should answer 503 without
+// Retry-After (a client without `oc` in its Via while the server is in overload, RFC 7339
+// §5.10.2), else `LC_OC_ADMISSION_ADMIT`. Call it for every request received.
+//
+// # Safety
+// `server` from `lc_oc_server_new`; the strings readable or absent; `admission` writable.
+lc_result lc_oc_server_on_request(const struct lc_oc_server *server,
+                                  uint64_t now_ns,
+                                  struct lc_str client,
+                                  struct lc_str top_via,
+                                  lc_class request_class,
+                                  lc_oc_admission *admission);
+
+// Writes the values a response to `client` carries now into `*out`; `LC_RESULT_EMPTY` when the
+// client does not take part (its requests carry no `oc`) or is unknown.
+//
+// # Safety
+// `server` from `lc_oc_server_new`; `client` readable; `out` writable.
+lc_result lc_oc_server_feedback(const struct lc_oc_server *server,
+                                uint64_t now_ns,
+                                struct lc_str client,
+                                struct lc_oc_feedback *out);
+
+// Writes the top Via of a response to `client` (`top_via`: the request's top Via as received)
+// with the server's current values for that client into `buf` (`cap` bytes, not
+// NUL-terminated), its length to `*written` (RFC 7339 §5.2). `LC_RESULT_EMPTY` (nothing
+// written, `*written` 0) when the client does not take part: send the Via as it was.
+// `LC_RESULT_BUFFER_TOO_SMALL` with the length needed when it does not fit;
+// `LC_RESULT_SIP_BAD_VIA` (`*written` 0) when the Via leaves a quoted string open.
+//
+// # Safety
+// `server` from `lc_oc_server_new`; the strings readable; `buf` NULL or writable for `cap`
+// bytes; `written` writable.
+lc_result lc_oc_server_write_via(const struct lc_oc_server *server,
+                                 uint64_t now_ns,
+                                 struct lc_str client,
+                                 struct lc_str top_via,
+                                 uint8_t *buf,
+                                 size_t cap,
+                                 size_t *written);
+
+// Reports what the server's queue did since the last report (for PRSM, the primary queue).
+// Reports within a period add up; the law runs once per period. `LC_RESULT_INVALID_ARGUMENT`
+// when `served_retransmissions` exceeds `served`.
+//
+// # Safety
+// `server` from `lc_oc_server_new`; `load` readable.
+lc_result lc_oc_server_report_queue(const struct lc_oc_server *server,
+                                    uint64_t now_ns,
+                                    const struct lc_oc_queue_load *load);
+
+// Reports an occupancy signal of the appliance's own (CPU, memory, …): `measured_ppm` against
+// `target_ppm` (> 0), parts per million of full occupancy. With such reports the law admits
+// `admitted · target / measured`. `LC_RESULT_INVALID_ARGUMENT` for a zero target.
+//
+// # Safety
+// `server` from `lc_oc_server_new`.
+lc_result lc_oc_server_report_occupancy(const struct lc_oc_server *server,
+                                        uint64_t now_ns,
+                                        uint32_t measured_ppm,
+                                        uint32_t target_ppm);
+
+// Runs the law for every period ended by `now_ns` (the other server calls do this too; call it
+// when no request arrives).
+//
+// # Safety
+// `server` from `lc_oc_server_new`.
+lc_result lc_oc_server_tick(const struct lc_oc_server *server, uint64_t now_ns);
+
+// Writes the server's state into `*out`.
+//
+// # Safety
+// `server` from `lc_oc_server_new`; `out` writable.
+lc_result lc_oc_server_status(const struct lc_oc_server *server, struct lc_oc_server_state *out);
 
 // Creates a scheduler with empty queues (all of its memory is allocated here) and writes it
 // to `*out`. `LC_RESULT_INVALID_ARGUMENT` for an unknown discipline or a capacity of 0 or

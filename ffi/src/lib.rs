@@ -22,12 +22,14 @@
 //! - Strings are pointer + length ([`lc_str`]); SIP bytes need not be UTF-8. A `const` handle
 //!   argument means the call does not change it.
 //! - An `lc_engine` may be used from any thread. An `lc_worker` is used by one thread at a time
-//!   (typically one per worker thread or process). `lc_scheduler` and `lc_detector` may be used
-//!   from any number of threads at once.
+//!   (typically one per worker thread or process). `lc_scheduler`, `lc_detector`,
+//!   `lc_oc_client` and `lc_oc_server` may be used from any number of threads at once; an
+//!   `lc_oc_shard` by one thread at a time.
 //!
 //! Modules: [`engine`] (configuration, policies, stats), [`worker`] (classification),
 //! [`event`] (the load-control event package: subscriber and notifier handles), [`prsm`]
 //! (overload-safe scheduling: the two-queue scheduler and the retransmission detector),
+//! [`overload`] (feedback overload control, RFC 7339 / RFC 7415: client and server),
 //! [`error`] (`lc_last_error`: the calling thread's message for its last failing call).
 
 #![warn(missing_docs)]
@@ -39,6 +41,7 @@ pub mod cells;
 pub mod engine;
 pub mod error;
 pub mod event;
+pub mod overload;
 pub mod prsm;
 pub mod wire;
 pub mod worker;
@@ -110,6 +113,11 @@ pub const LC_RESULT_CELL_TABLE_INVALID: lc_result = 500;
 pub const LC_RESULT_CELL_TABLE_FULL: lc_result = 501;
 /// The shared cell table's lock stayed held for 2 s (a process died holding it?).
 pub const LC_RESULT_CELL_TABLE_BUSY: lc_result = 502;
+/// Overload-control feedback in a Via breaks RFC 7339 (grammar, a loss above 100, several or
+/// unoffered algorithms, a parameter twice): the values in force are unchanged.
+pub const LC_RESULT_OC_BAD_FEEDBACK: lc_result = 600;
+/// The overload-control client's hop table has no room for another next hop.
+pub const LC_RESULT_OC_TABLE_FULL: lc_result = 601;
 
 c_enum! {
     /// The result codes inside the crate (`Code::X.to_c()` is `LC_RESULT_X`).
@@ -142,6 +150,8 @@ c_enum! {
         CellTableInvalid = LC_RESULT_CELL_TABLE_INVALID,
         CellTableFull = LC_RESULT_CELL_TABLE_FULL,
         CellTableBusy = LC_RESULT_CELL_TABLE_BUSY,
+        OcBadFeedback = LC_RESULT_OC_BAD_FEEDBACK,
+        OcTableFull = LC_RESULT_OC_TABLE_FULL,
     }
 }
 
@@ -161,6 +171,11 @@ impl lc_str {
         ptr: std::ptr::null(),
         len: 0,
     };
+
+    /// A static string.
+    pub(crate) fn from_static(s: &'static str) -> Self {
+        Self::from_bytes(s.as_bytes())
+    }
 
     fn from_bytes(b: &[u8]) -> Self {
         lc_str {
@@ -235,6 +250,8 @@ impl Code {
             Code::CellTableBusy => {
                 b"the shared cell table's lock stayed held (did a process die holding it?)\0"
             }
+            Code::OcBadFeedback => b"overload-control feedback breaks RFC 7339\0",
+            Code::OcTableFull => b"the overload-control hop table is full\0",
         }
     }
 }

@@ -19,7 +19,11 @@
 //! exemption flags in an `lc_engine_config`. A declared value behaves as usual; an undeclared
 //! one is `LC_RESULT_INVALID_ARGUMENT` and leaves every output untouched. The policy bytes are
 //! also a notifier's capacity template (`lc_notifier_set_capacity`) with drawn allocator
-//! settings.
+//! settings. The message is also a top Via value for overload control (RFC 7339): read by
+//! `lc_oc_feedback_parse` and `lc_oc_client_on_response` (values that break the RFC are
+//! `LC_RESULT_OC_BAD_FEEDBACK` with nothing written or changed), followed by `lc_oc_decide`
+//! with a drawn category, offered to `lc_oc_server_on_request` with a drawn class and rewritten
+//! by `lc_oc_server_write_via`; drawn feedback values go through `lc_oc_feedback_write_via`.
 //!
 //! Calling `extern "C"` functions is `unsafe` in Rust: that is the point of this target, and
 //! each call states why its pointers are valid.
@@ -43,6 +47,14 @@ use loadctl_ffi::event::{
     lc_notifier_new, lc_notifier_observe, lc_notifier_set_capacity, lc_notifier_share, lc_share,
     lc_sip_message,
 };
+use loadctl_ffi::overload::{
+    LC_OC_ALGORITHM_LOSS, LC_OC_ALGORITHM_RATE, LC_OC_CATEGORY_PRIORITY, LC_OC_CATEGORY_REDUCIBLE,
+    LC_OC_VERDICT_SHED_UNREACHABLE, lc_oc_admission, lc_oc_applied, lc_oc_client,
+    lc_oc_client_free, lc_oc_client_hop, lc_oc_client_new, lc_oc_client_on_response,
+    lc_oc_decide, lc_oc_feedback, lc_oc_feedback_parse, lc_oc_feedback_write_via,
+    lc_oc_server_free, lc_oc_server_new, lc_oc_server_on_request, lc_oc_server_write_via,
+    lc_oc_shard, lc_oc_shard_free, lc_oc_shard_new, lc_oc_verdict,
+};
 use loadctl_ffi::prsm::{
     LC_CLASS_ORIGINAL, LC_CLASS_RETRANSMISSION, LC_DISCIPLINE_FIFO, LC_DISCIPLINE_PRIORITY,
     lc_detector, lc_detector_config, lc_detector_forget_sip, lc_detector_free, lc_detector_new,
@@ -57,7 +69,7 @@ use loadctl_ffi::worker::{
 use loadctl_ffi::*;
 
 /// Every declared result code.
-const RESULTS: [lc_result; 28] = [
+const RESULTS: [lc_result; 30] = [
     LC_RESULT_OK,
     LC_RESULT_NULL_PARAMETER,
     LC_RESULT_PANIC,
@@ -86,6 +98,8 @@ const RESULTS: [lc_result; 28] = [
     LC_RESULT_CELL_TABLE_INVALID,
     LC_RESULT_CELL_TABLE_FULL,
     LC_RESULT_CELL_TABLE_BUSY,
+    LC_RESULT_OC_BAD_FEEDBACK,
+    LC_RESULT_OC_TABLE_FULL,
 ];
 
 /// Four values from the whole `u32` range: the input's last 16 bytes, little-endian (zeros
@@ -248,6 +262,7 @@ fuzz_target!(|data: &[u8]| {
     method(v2);
     exempt_flags(v3);
     capacity(policy, [v0, v1, v2, v3]);
+    overload(message, cap, [v0, v1, v2, v3]);
 });
 
 /// `lc_result_text` is total: a declared code has its own text, any other value the fixed one.
@@ -579,5 +594,145 @@ fn prsm(message: &[u8], class: u32, discipline: u32) {
     unsafe {
         lc_scheduler_free(scheduler);
         lc_detector_free(detector);
+    }
+}
+
+/// The message as a response's top Via at an overload-control client and as a request's top
+/// Via at a server, with drawn categories, classes and feedback values (see the target's
+/// documentation).
+fn overload(via_bytes: &[u8], cap: usize, v: [u32; 4]) {
+    let via = lc_str {
+        ptr: via_bytes.as_ptr(),
+        len: via_bytes.len(),
+    };
+    let mut parsed = poisoned::<lc_oc_feedback>();
+    // SAFETY: `via` is readable for its length; `parsed` is writable.
+    let r = unsafe { lc_oc_feedback_parse(via, parsed.as_mut_ptr()) };
+    assert!(
+        [
+            LC_RESULT_OK,
+            LC_RESULT_EMPTY,
+            LC_RESULT_OC_BAD_FEEDBACK,
+            LC_RESULT_INVALID_UTF8
+        ]
+        .contains(&r),
+        "lc_oc_feedback_parse: {r}"
+    );
+    assert_eq!(r == LC_RESULT_OK, !untouched(&parsed), "output written iff OK");
+
+    let mut client: *mut lc_oc_client = ptr::null_mut();
+    // SAFETY: defaults; `client` is writable.
+    assert_eq!(unsafe { lc_oc_client_new(ptr::null(), 2, &mut client) }, LC_RESULT_OK);
+    let mut hop = 0u32;
+    let address = lc_str {
+        ptr: b"192.0.2.7:5060".as_ptr(),
+        len: 14,
+    };
+    // SAFETY: `client` is live; `address` is readable; `hop` is writable.
+    assert_eq!(unsafe { lc_oc_client_hop(client, address, &mut hop) }, LC_RESULT_OK);
+    let mut applied = poisoned::<lc_oc_applied>();
+    // SAFETY: `client` is live; `via` is readable; `applied` is writable.
+    let a = unsafe { lc_oc_client_on_response(client, hop, 1, via, applied.as_mut_ptr()) };
+    // A Via reads the same at the client as in `lc_oc_feedback_parse` (the client offers both
+    // algorithms, so it refuses no selection), no feedback being `LC_OC_APPLIED_NO_FEEDBACK`.
+    let expect = if r == LC_RESULT_EMPTY { LC_RESULT_OK } else { r };
+    assert_eq!(a, expect, "lc_oc_client_on_response");
+    assert_eq!(a == LC_RESULT_OK, !untouched(&applied));
+    let mut shard: *mut lc_oc_shard = ptr::null_mut();
+    // SAFETY: `client` is live; `shard` is writable.
+    assert_eq!(unsafe { lc_oc_shard_new(client, u64::from(v[0]), &mut shard) }, LC_RESULT_OK);
+    let mut verdict = poisoned::<lc_oc_verdict>();
+    // SAFETY: `shard` is live, this thread's; `verdict` is writable.
+    let d = unsafe { lc_oc_decide(shard, hop, 2, v[1], verdict.as_mut_ptr()) };
+    if v[1] == LC_OC_CATEGORY_REDUCIBLE || v[1] == LC_OC_CATEGORY_PRIORITY {
+        assert_eq!(d, LC_RESULT_OK);
+        // SAFETY: written on success.
+        let verdict = unsafe { verdict.assume_init() };
+        assert!(verdict < LC_OC_VERDICT_SHED_UNREACHABLE, "no timeout was reported");
+    } else {
+        assert_eq!(d, LC_RESULT_INVALID_ARGUMENT);
+        assert!(untouched(&verdict));
+    }
+    // SAFETY: from lc_oc_shard_new / lc_oc_client_new, freed once.
+    unsafe {
+        lc_oc_shard_free(shard);
+        lc_oc_client_free(client);
+    }
+
+    let mut server = ptr::null_mut();
+    // SAFETY: defaults; `server` is writable.
+    assert_eq!(unsafe { lc_oc_server_new(ptr::null(), &mut server) }, LC_RESULT_OK);
+    let mut admission = poisoned::<lc_oc_admission>();
+    // SAFETY: `server` is live; the strings are readable; `admission` is writable.
+    let o = unsafe { lc_oc_server_on_request(server, 0, address, via, v[2], admission.as_mut_ptr()) };
+    let class_ok = v[2] == LC_CLASS_ORIGINAL || v[2] == LC_CLASS_RETRANSMISSION;
+    let utf8 = std::str::from_utf8(via_bytes).is_ok();
+    let expect = if !utf8 {
+        LC_RESULT_INVALID_UTF8
+    } else if !class_ok {
+        LC_RESULT_INVALID_ARGUMENT
+    } else {
+        LC_RESULT_OK
+    };
+    assert_eq!(o, expect, "lc_oc_server_on_request");
+    assert_eq!(o == LC_RESULT_OK, !untouched(&admission));
+    let mut buf = vec![0u8; cap];
+    let mut written = 0usize;
+    // SAFETY: `server` is live; the strings are readable; `buf` is writable for `cap` bytes.
+    let w = unsafe {
+        lc_oc_server_write_via(server, 0, address, via, buf.as_mut_ptr(), cap, &mut written)
+    };
+    assert!(
+        [
+            LC_RESULT_OK,
+            LC_RESULT_EMPTY,
+            LC_RESULT_BUFFER_TOO_SMALL,
+            LC_RESULT_INVALID_UTF8,
+            LC_RESULT_SIP_BAD_VIA
+        ]
+        .contains(&w),
+        "lc_oc_server_write_via: {w}"
+    );
+    if w == LC_RESULT_OK {
+        // What the server wrote is feedback a client reads back whole.
+        let back = lc_str {
+            ptr: buf.as_ptr(),
+            len: written,
+        };
+        let mut f = poisoned::<lc_oc_feedback>();
+        // SAFETY: `back` is readable; `f` is writable.
+        assert_eq!(unsafe { lc_oc_feedback_parse(back, f.as_mut_ptr()) }, LC_RESULT_OK);
+    }
+    // SAFETY: from lc_oc_server_new, freed once.
+    unsafe { lc_oc_server_free(server) };
+
+    let drawn = lc_oc_feedback {
+        oc: u64::from(v[0]),
+        algorithm: v[1],
+        validity_ms: u64::from(v[2]),
+        seq: u64::from(v[3]) << 20,
+        has_seq: (v[3] & 0xff) as u8,
+    };
+    let mut written = 0usize;
+    // SAFETY: `drawn` is readable; `via` is readable; `buf` is writable for `cap` bytes.
+    let fw = unsafe {
+        lc_oc_feedback_write_via(&drawn, via, buf.as_mut_ptr(), cap, &mut written)
+    };
+    let declared = (drawn.algorithm == LC_OC_ALGORITHM_RATE
+        || (drawn.algorithm == LC_OC_ALGORITHM_LOSS && drawn.oc <= 100))
+        && drawn.has_seq <= 1;
+    if !declared {
+        assert_eq!(fw, LC_RESULT_INVALID_ARGUMENT, "drawn feedback {drawn:?}");
+    } else {
+        assert!(
+            [
+                LC_RESULT_OK,
+                LC_RESULT_BUFFER_TOO_SMALL,
+                LC_RESULT_INVALID_UTF8,
+                LC_RESULT_SIP_BAD_VIA
+            ]
+            .contains(&fw),
+            "lc_oc_feedback_write_via: {fw}"
+        );
     }
 }

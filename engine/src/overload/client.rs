@@ -353,6 +353,18 @@ impl Client {
             .map(Hop)
     }
 
+    /// The hop in cell `index`, if that cell holds one (for callers that keep indexes, like
+    /// the C ABI).
+    pub fn hop_at(&self, index: usize) -> Option<Hop> {
+        let cell = self.cells.get(index)?;
+        (cell.key.load(Ordering::Acquire) != 0).then_some(Hop(index))
+    }
+
+    /// Cells in the table.
+    pub fn capacity(&self) -> usize {
+        self.cells.len()
+    }
+
     fn cell(&self, hop: Hop) -> &HopCell {
         &self.cells[hop.0 % self.cells.len()]
     }

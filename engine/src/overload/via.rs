@@ -46,6 +46,24 @@ struct Param<'a> {
     raw: &'a str,
 }
 
+/// Whether the first via-parm of `value` closes every quoted string it opens (a via-parm that
+/// does not is malformed: RFC 3261 §25.1 `quoted-string`).
+fn balanced(value: &str) -> bool {
+    let mut quoted = false;
+    let bytes = value.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => quoted = !quoted,
+            b'\\' if quoted => i += 1,
+            b',' if !quoted => return true,
+            _ => {}
+        }
+        i += 1;
+    }
+    !quoted
+}
+
 /// The first via-parm of `value` (up to a comma outside quotes), and the parameters after its
 /// sent-by.
 fn params(value: &str) -> (usize, impl Iterator<Item = Param<'_>>) {
@@ -128,10 +146,14 @@ pub struct Offer {
 impl Offer {
     /// The client's offer in the top via-parm of a request's Via value, or `None` when it has
     /// no `oc` parameter (a client that does not support overload control, RFC 7339 §5.10.2)
-    /// or lists no algorithm this implementation knows. An `oc` without `oc-algo` offers
+    /// or lists no algorithm this implementation knows, or its via-parm leaves a quoted string
+    /// open (malformed). An `oc` without `oc-algo` offers
     /// `loss` (§4.2: "with a default value of "loss""). A value on the request's `oc` (which
     /// "MUST NOT" be there, §4.1) is ignored.
     pub fn parse(via: &str) -> Option<Offer> {
+        if !balanced(via) {
+            return None;
+        }
         let (_, params) = params(via);
         let mut oc = false;
         let mut algos: Option<&str> = None;
@@ -292,8 +314,16 @@ impl Feedback {
     /// place of the client's `oc` / `oc-algo` and any earlier `oc-validity` / `oc-seq`
     /// (RFC 7339 §5.2: the server provides "a value for the "oc" parameter to the topmost Via
     /// header field of a SIP response, that is, the Via header added by the client"). Other
-    /// parameters and any further via-parms of the same line are kept as they were.
-    pub fn write_via(&self, via: &str, out: &mut String) {
+    /// parameters and any further via-parms of the same line are kept as they were. A via-parm
+    /// that leaves a quoted string open cannot carry parameters after it: refused, with
+    /// nothing written.
+    pub fn write_via(&self, via: &str, out: &mut String) -> Result<(), OcError> {
+        if !balanced(via) {
+            return Err(OcError::BadValue {
+                param: "Via",
+                value: clip(via),
+            });
+        }
         let (end, params) = params(via);
         let head_end = first_semicolon(&via[..end]).unwrap_or(end);
         out.push_str(via[..head_end].trim_end());
@@ -304,6 +334,7 @@ impl Feedback {
         }
         let _ = write!(out, "{self}");
         out.push_str(&via[end..]);
+        Ok(())
     }
 }
 
@@ -454,7 +485,7 @@ mod tests {
             seq: Seq::parse("1282321615.782"),
         };
         let mut out = String::new();
-        f.write_via(request, &mut out);
+        f.write_via(request, &mut out).expect("well-formed");
         assert_eq!(
             out,
             "SIP/2.0/TLS p1.example.net;branch=z9hG4bK2d4790.1;received=192.0.2.111;oc=150;oc-algo=\"rate\";oc-validity=1000;oc-seq=1282321615.78200"
@@ -462,7 +493,8 @@ mod tests {
         assert_eq!(Feedback::parse(&out), Ok(Some(f)));
         // Further via-parms on the same line stay.
         let mut out = String::new();
-        f.write_via("SIP/2.0/UDP a;oc, SIP/2.0/UDP b;branch=z9hG4bK2", &mut out);
+        f.write_via("SIP/2.0/UDP a;oc, SIP/2.0/UDP b;branch=z9hG4bK2", &mut out)
+            .expect("well-formed");
         assert!(
             out.ends_with("oc-seq=1282321615.78200, SIP/2.0/UDP b;branch=z9hG4bK2"),
             "{out}"
