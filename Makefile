@@ -87,10 +87,14 @@ e2e-tools:
 
 ## e2e: the edge with real SIP peers on loopback (tests/e2e/test_edge.py): a SIPp notifier
 ## (full, partial, invalid, gap, terminated), SIPp UAC and UAS, rule actions over UDP, two
-## edges sharing a global rate through `loadctl notifier`, and SIPp over TCP (-t t1, -t tn)
+## edges sharing a global rate through `loadctl notifier`, and SIPp over TCP (-t t1, -t tn);
+## then RFC 7339/7415 overload control (tests/e2e/test_overload.py): the edge against a SIPp
+## UAS answering oc=50 (loss), and SIPp at 3x the example server's capacity with and without
+## the loop closed
 e2e: e2e-tools edge
 	$(CARGO) build --release -p loadctl-cli
 	python3 tests/e2e/test_edge.py
+	python3 tests/e2e/test_overload.py
 
 ## kamailio-compare: Kamailio (pipelimit) and the edge measured side by side: accuracy against a
 ## limit, CPU per 1,000 messages, max rate on one core (tests/e2e/kamailio_compare.py; the short
@@ -193,9 +197,11 @@ example: tools
 	  $$(PKG_CONFIG_PATH=target/prefix/lib/pkgconfig pkg-config --cflags --libs --static loadctl)
 	LD_LIBRARY_PATH=target/prefix/lib ./target/minimal
 
-## edge: the example edge proxy (examples/edge/)
+## edge: the example edge proxy (examples/edge/) and the capacity-limited example server
+## (examples/server/) the overload-control tests put behind it
 edge: lib
 	$(CC) $(CFLAGS_C) -O2 examples/edge/edge.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge
+	$(CC) $(CFLAGS_C) -O2 examples/server/server.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/server
 
 ## edge-test: the stream framer's unit tests, then the edge driven over UDP and TCP on loopback,
 ## as built and built with ASan+UBSan (all under -Werror)
