@@ -21,9 +21,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod chain;
 pub mod des;
 pub mod filter;
 pub mod fluid;
+pub mod overload_sweep;
 pub mod rng;
 pub mod scenario;
 pub mod sweep;
