@@ -326,7 +326,9 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
                 1,
             )
             .map_err(oc_err)?;
-            let hop = client.hop(hop_key(b"server.example:5060")).map_err(oc_err)?;
+            let hop = client
+                .hop(hop_key(b"server.example:5060"))
+                .map_err(oc_err)?;
             let shard = ClientShard::new(&client, base.seed);
             let via = format!(
                 "SIP/2.0/UDP proxy.example:5060;branch=z9hG4bKproxy{}",
@@ -601,7 +603,11 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
     m.goodput = (in_window[0] + in_window[1]) / horizon;
     m.goodput_steady = in_window[1] / (horizon / 2.0);
     m.shed_per_s = m.shed / horizon;
-    m.failed_ratio = if m.calls > 0.0 { m.failed / m.calls } else { 0.0 };
+    m.failed_ratio = if m.calls > 0.0 {
+        m.failed / m.calls
+    } else {
+        0.0
+    };
     m.mean_delay_ms = ok.mean_ms();
     m.p95_delay_ms = ok.quantile_ms(0.95);
     m.dropped = station.dropped;
@@ -629,8 +635,14 @@ mod tests {
         // the M/D/1 wait at ρ = 0.5 (ρ/(2μ(1−ρ)) = 0.5 ms) and the link both ways (2 × 1.5 ms
         // on average).
         for control in Control::ALL {
-            let r = run(&ChainConfig::steady(0.5, 10.0, SchedulerKind::Prsm, 1000, control))
-                .expect("runs");
+            let r = run(&ChainConfig::steady(
+                0.5,
+                10.0,
+                SchedulerKind::Prsm,
+                1000,
+                control,
+            ))
+            .expect("runs");
             let m = &r.metrics;
             assert_eq!((m.failed, m.shed, m.server_503), (0.0, 0.0, 0.0), "{m:?}");
             assert_eq!(m.answered, m.calls, "{m:?}");

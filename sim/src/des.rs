@@ -164,7 +164,11 @@ pub(crate) struct Station {
 impl Station {
     /// A server with `config`'s queues; `detect` adds a detector sized for every call of
     /// `arrivals` alive at once (so nothing is forgotten before Timer B).
-    pub(crate) fn new(config: &SimConfig, arrivals: &[f64], detect: bool) -> Result<Self, SimError> {
+    pub(crate) fn new(
+        config: &SimConfig,
+        arrivals: &[f64],
+        detect: bool,
+    ) -> Result<Self, SimError> {
         let scheduler = Scheduler::new(config.queues()).map_err(|e| SimError(e.to_string()))?;
         let detector = if detect {
             Some(
@@ -278,7 +282,6 @@ impl Station {
     pub(crate) fn oldest_wait(&self, now: f64) -> f64 {
         self.primary_since.front().map_or(0.0, |&t| now - t)
     }
-
 }
 
 /// The events the model can take next.
@@ -295,11 +298,7 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
     let arrivals = workload.arrival_times(config.seed);
     let timer_b = crate::timer_b(config.t1);
     let mut timers = ClientTimers::new(config.t1);
-    let mut server = Station::new(
-        config,
-        &arrivals,
-        config.scheduler == SchedulerKind::Prsm,
-    )?;
+    let mut server = Station::new(config, &arrivals, config.scheduler == SchedulerKind::Prsm)?;
     let mut m = Metrics::default();
     let mut upstream = config
         .upstream_rate
