@@ -153,10 +153,15 @@ fn run_chain(a: &Args, control: &str) -> u8 {
         ("admitted rate per 100 ms, CoV", m.admitted_cov),
         ("feedback updates applied", m.feedback_updates),
     ];
+    print_rows(&rows);
+    0
+}
+
+/// Prints named figures, one a line.
+fn print_rows(rows: &[(&str, f64)]) {
     for (name, v) in rows {
         println!("  {name:<42} {v:>14.3}");
     }
-    0
 }
 
 /// Runs the command; returns the exit code.
@@ -241,9 +246,7 @@ pub fn run(a: &Args) -> u8 {
                 ("peak secondary queue", m.peak_secondary),
                 ("goodput (calls/s answered in time)", m.goodput),
             ];
-            for (name, v) in rows {
-                println!("  {name:<42} {v:>14.3}");
-            }
+            print_rows(&rows);
             0
         }
         Err(e) => {

@@ -46,8 +46,8 @@ use loadctl::overload::{Algorithms, Category};
 use loadctl::prsm::Class;
 use serde::Serialize;
 
-use crate::des::{ClientTimers, Station, Timed, call_copy};
-use crate::filter::UpstreamFilter;
+use crate::des::{ClientTimers, Station, Timed, call_copy, completes, sooner};
+use crate::filter::ScheduledFilter;
 use crate::{Delays, ScenarioKind, SchedulerKind, SimConfig, SimError};
 
 /// The overload control between the proxy and the server.
@@ -346,16 +346,13 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
         }
         Control::None | Control::Static => None,
     };
-    let static_rate = base.upstream_rate.unwrap_or(base.mu);
-    let (mut upstream, schedule) = if config.control == Control::Static {
-        (
-            Some(UpstreamFilter::new(static_rate).map_err(SimError)?),
-            crate::filter::rate_schedule(&workload, static_rate, base.notify_delay),
-        )
-    } else {
-        (None, Vec::new())
+    let mut upstream = match config.control {
+        Control::Static => {
+            let rate = base.upstream_rate.unwrap_or(base.mu);
+            Some(ScheduledFilter::new(&workload, rate, base.notify_delay).map_err(SimError)?)
+        }
+        _ => None,
     };
-    let mut next_change = 1;
 
     let mut m = ChainMetrics::default();
     let mut state = vec![State::Pending; arrivals.len()];
@@ -382,45 +379,19 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
     let mut next_arrival = 0;
     let mut now = 0.0;
     loop {
-        let mut t = f64::INFINITY;
         let mut next = None;
-        if let Some(&a) = arrivals.get(next_arrival) {
-            (t, next) = (a, Some(Next::Arrival));
-        }
-        if let Some((at, lane)) = timers.next(&arrivals)
-            && at < t
-        {
-            (t, next) = (at, Some(Next::Timer(lane)));
-        }
-        if let Some(&Timed { at, .. }) = to_server.peek()
-            && at < t
-        {
-            (t, next) = (at, Some(Next::ToServer));
-        }
-        if let Some(&Timed { at, .. }) = to_proxy.peek()
-            && at < t
-        {
-            (t, next) = (at, Some(Next::ToProxy));
-        }
-        if let Some(done) = station.done_at()
-            && done <= t
-        {
-            (t, next) = (done, Some(Next::Done));
-        }
+        let arrival = arrivals.get(next_arrival).copied();
+        sooner(&mut next, arrival, Next::Arrival);
+        timers.sooner(&mut next, &arrivals, Next::Timer);
+        sooner(&mut next, to_server.peek().map(|m| m.at), Next::ToServer);
+        sooner(&mut next, to_proxy.peek().map(|m| m.at), Next::ToProxy);
+        completes(&mut next, station.done_at(), Next::Done);
         // Reports go on while anything else is left to happen.
-        if next.is_some() && next_report < t {
-            (t, next) = (next_report, Some(Next::Report));
+        if next.is_some() {
+            sooner(&mut next, Some(next_report), Next::Report);
         }
-        let Some(next) = next else { break };
+        let Some((t, next)) = next else { break };
         now = t;
-        while let Some(&(at, rate)) = schedule.get(next_change)
-            && at <= now
-        {
-            if let Some(f) = &mut upstream {
-                f.set_rate(rate).map_err(SimError)?;
-            }
-            next_change += 1;
-        }
         // When a message sent now reaches the other end.
         let mut across = || now + config.link_delay + jitter.unit() * base.jitter;
         match next {
@@ -429,7 +400,7 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
                 next_arrival += 1;
                 m.calls += 1.0;
                 let forward = match (&mut upstream, &mut oc) {
-                    (Some(f), _) => f.admit(now),
+                    (Some(f), _) => f.admit(now).map_err(SimError)?,
                     (None, Some(o)) => matches!(
                         o.shard
                             .decide(&o.client, o.hop, ns(now), Category::Reducible),

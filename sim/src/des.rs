@@ -25,7 +25,7 @@ use loadctl::prsm::{
     Class, DetectorConfig, Discipline, RetransmissionDetector, Scheduler, TransactionParts,
 };
 
-use crate::filter::UpstreamFilter;
+use crate::filter::ScheduledFilter;
 use crate::{Delays, Metrics, RETRANSMISSIONS, SchedulerKind, SimConfig, SimError, Workload};
 
 /// Most calls arriving within any `window` seconds (sorted `times`).
@@ -134,6 +134,18 @@ impl ClientTimers {
             }
         }
         best
+    }
+
+    /// [`sooner`] for the earliest timer: `event(lane)`.
+    pub(crate) fn sooner<N>(
+        &self,
+        next: &mut Option<(f64, N)>,
+        starts: &[f64],
+        event: impl Fn(usize) -> N,
+    ) {
+        if let Some((at, lane)) = self.next(starts) {
+            sooner(next, Some(at), event(lane));
+        }
     }
 
     /// Takes the head of `lane`: the call whose timer fired (lane j < 6 sends copy j + 1).
@@ -284,6 +296,25 @@ impl Station {
     }
 }
 
+/// Takes `event`, due `at`, as the next one when it is due before the one chosen so far.
+pub(crate) fn sooner<N>(next: &mut Option<(f64, N)>, at: Option<f64>, event: N) {
+    if let Some(at) = at
+        && next.as_ref().is_none_or(|(t, _)| at < *t)
+    {
+        *next = Some((at, event));
+    }
+}
+
+/// [`sooner`] for a service completion, which wins ties (an answer at the instant Timer B
+/// fires is in time).
+pub(crate) fn completes<N>(next: &mut Option<(f64, N)>, at: Option<f64>, event: N) {
+    if let Some(at) = at
+        && next.as_ref().is_none_or(|(t, _)| at <= *t)
+    {
+        *next = Some((at, event));
+    }
+}
+
 /// The events the model can take next.
 #[derive(Clone, Copy)]
 enum Next {
@@ -302,58 +333,31 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
     let mut m = Metrics::default();
     let mut upstream = config
         .upstream_rate
-        .map(UpstreamFilter::new)
+        .map(|r| ScheduledFilter::new(workload, r, config.notify_delay))
         .transpose()
         .map_err(SimError)?;
     let mut answered = vec![f64::NAN; arrivals.len()];
     let (mut all, mut ok) = (Delays::default(), Delays::default());
-    let schedule = config.upstream_rate.map_or_else(Vec::new, |r| {
-        crate::filter::rate_schedule(workload, r, config.notify_delay)
-    });
-    // The first entry is the initial rate the filter starts with.
-    let mut next_change = 1;
-    let mut transit = BinaryHeap::new();
+    let mut transit: BinaryHeap<Timed<(usize, usize)>> = BinaryHeap::new();
     let mut jitter = crate::rng::Rng::new(config.seed ^ 0x6a69_7474);
     let mut next_arrival = 0;
     let mut now = 0.0;
     loop {
-        let mut t = f64::INFINITY;
         let mut next = None;
-        if let Some(&a) = arrivals.get(next_arrival) {
-            (t, next) = (a, Some(Next::Arrival));
-        }
-        if let Some((at, l)) = timers.next(&arrivals)
-            && at < t
-        {
-            (t, next) = (at, Some(Next::Lane(l)));
-        }
-        if let Some(&Timed { at, .. }) = transit.peek()
-            && at < t
-        {
-            (t, next) = (at, Some(Next::Transit));
-        }
-        if let Some(done) = server.done_at()
-            && done <= t
-        {
-            (t, next) = (done, Some(Next::Done));
-        }
-        let Some(next) = next else { break };
+        let arrival = arrivals.get(next_arrival).copied();
+        sooner(&mut next, arrival, Next::Arrival);
+        timers.sooner(&mut next, &arrivals, Next::Lane);
+        sooner(&mut next, transit.peek().map(|m| m.at), Next::Transit);
+        completes(&mut next, server.done_at(), Next::Done);
+        let Some((t, next)) = next else { break };
         now = t;
-        while let Some(&(at, rate)) = schedule.get(next_change)
-            && at <= now
-        {
-            if let Some(f) = &mut upstream {
-                f.set_rate(rate).map_err(SimError)?;
-            }
-            next_change += 1;
-        }
         match next {
             Next::Arrival => {
                 let c = next_arrival;
                 next_arrival += 1;
                 m.calls += 1.0;
                 if let Some(f) = &mut upstream
-                    && !f.admit(now)
+                    && !f.admit(now).map_err(SimError)?
                 {
                     m.rejected_upstream += 1.0;
                     continue;

@@ -18,7 +18,7 @@ use plotters::prelude::*;
 
 use crate::SchedulerKind;
 use crate::chain::{ChainConfig, ChainMetrics, ChainRun, Control, TracePoint};
-use crate::sweep::{Axes, Line, Look, csv_table, draw, parallel};
+use crate::sweep::{Axes, Line, Look, csv_table, draw, log_range, parallel};
 
 /// Offered loads of the full sweep, × μ.
 pub const OFFERED: [f64; 7] = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0];
@@ -301,19 +301,11 @@ fn plot(
         }
         Plot::Delay => {
             let path = out.join(format!("overload-delay-B{buffer}.svg"));
-            let ys = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
-            let lo = ys().fold(f64::INFINITY, f64::min);
-            let hi = ys().fold(0.0, f64::max);
-            let range = if lo.is_finite() && hi > 0.0 {
-                lo / 2.0..hi * 2.0
-            } else {
-                1.0..1000.0
-            };
             draw(
                 &path,
                 &title("mean delay"),
                 0.0..x_hi,
-                range.log_scale(),
+                log_range(&lines).log_scale(),
                 &Axes {
                     x_desc: "offered load (× μ)",
                     y_desc: "mean delay of calls answered in time (ms, log scale)",

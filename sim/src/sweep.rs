@@ -677,25 +677,30 @@ fn plot_delay(
     for l in &mut lines {
         l.points.retain(|p| p.1 > 0.0);
     }
-    let ys = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
-    let lo = ys().fold(f64::INFINITY, f64::min);
-    let hi = ys().fold(0.0, f64::max);
-    let range = if lo.is_finite() && hi > 0.0 {
-        lo / 2.0..hi * 2.0
-    } else {
-        1.0..1000.0
-    };
     draw(
         &path,
         &title(plan, scenario, "mean response delay vs buffer"),
         buffer_range(plan).log_scale(),
-        range.log_scale(),
+        log_range(&lines).log_scale(),
         &buffer_axes("mean response delay to 100 Trying (ms)", &|v| {
             format!("{v}")
         }),
         &lines,
     )?;
     Ok(path)
+}
+
+/// A log axis's range around every (positive) point of `lines`: a factor of 2 beyond the
+/// extremes.
+pub(crate) fn log_range(lines: &[Line]) -> Range<f64> {
+    let ys = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+    let lo = ys().fold(f64::INFINITY, f64::min);
+    let hi = ys().fold(0.0, f64::max);
+    if lo.is_finite() && hi > 0.0 {
+        lo / 2.0..hi * 2.0
+    } else {
+        1.0..1000.0
+    }
 }
 
 /// Draws `lines` into an SVG at `path`.
