@@ -13,17 +13,23 @@
 //! number, Timer B, the service completion), so picking the next one costs a few comparisons
 //! and no heap: copy j of every call leaves a fixed offset after the call's arrival, so each
 //! lane is already sorted.
+//!
+//! The pieces [`crate::chain`] reuses live here too: the server ([`Station`]: the engine's
+//! scheduler and detector, one service at a time), the INVITE client transactions' timers
+//! ([`ClientTimers`]) and the messages in flight ([`Timed`]).
 
-use std::collections::VecDeque;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::Write as _;
 
-use loadctl::prsm::{Class, DetectorConfig, RetransmissionDetector, Scheduler, TransactionParts};
+use loadctl::prsm::{
+    Class, DetectorConfig, Discipline, RetransmissionDetector, Scheduler, TransactionParts,
+};
 
-use crate::filter::UpstreamFilter;
+use crate::filter::ScheduledFilter;
 use crate::{Delays, Metrics, RETRANSMISSIONS, SchedulerKind, SimConfig, SimError, Workload};
 
 /// Most calls arriving within any `window` seconds (sorted `times`).
-fn most_within(times: &[f64], window: f64) -> usize {
+pub(crate) fn most_within(times: &[f64], window: f64) -> usize {
     let mut best = 0;
     let mut lo = 0;
     for hi in 0..times.len() {
@@ -35,58 +41,174 @@ fn most_within(times: &[f64], window: f64) -> usize {
     best
 }
 
-/// What the server knows of a call.
-#[derive(Clone, Copy, Default)]
-struct Call {
-    /// When its first 100 Trying left (NaN: not yet).
-    answered: f64,
+/// Something due at a time, in a [`BinaryHeap`] that pops the earliest first; ties go to the
+/// smaller `seq`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timed<T> {
+    /// When it is due (s).
+    pub at: f64,
+    /// The tie-breaker.
+    pub seq: u64,
+    /// What is due.
+    pub item: T,
 }
 
-/// The events the model can take next.
-#[derive(Clone, Copy)]
-enum Next {
-    Arrival,
-    Lane(usize),
-    Transit,
-    Done,
+impl<T> PartialEq for Timed<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
 }
 
-/// A copy on its way to the server: (arrival time, call, copy number), earliest first.
-#[derive(Clone, Copy, PartialEq)]
-struct InTransit(f64, u32, u8);
+impl<T> Eq for Timed<T> {}
 
-impl Eq for InTransit {}
-
-impl PartialOrd for InTransit {
+impl<T> PartialOrd for Timed<T> {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for InTransit {
+impl<T> Ord for Timed<T> {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         // Reversed: BinaryHeap is a max-heap.
         other
-            .0
-            .total_cmp(&self.0)
-            .then_with(|| other.1.cmp(&self.1))
-            .then_with(|| other.2.cmp(&self.2))
+            .at
+            .total_cmp(&self.at)
+            .then_with(|| other.seq.cmp(&self.seq))
     }
 }
 
-struct Server<'a> {
-    scheduler: Scheduler<u64>,
-    detector: Option<RetransmissionDetector>,
-    workload: &'a Workload,
-    arrivals: &'a [f64],
-    busy: Option<(f64, u64)>,
-    m: Metrics,
-    /// Classifications that disagreed with the copy number (must stay 0).
-    misclassified: u64,
+/// A copy of a call's INVITE as the queues hold it: the call and the copy number (0 = the
+/// original).
+pub(crate) fn item(call: usize, copy: usize) -> u64 {
+    ((call as u64) << 3) | copy as u64
 }
 
-impl Server<'_> {
-    fn classify(&self, call: usize, copy: usize, now: f64) -> Class {
+/// The call and copy number of an [`item`].
+pub(crate) fn call_copy(item: u64) -> (usize, usize) {
+    ((item >> 3) as usize, (item & 7) as usize)
+}
+
+/// The INVITE client transactions' timers of every call started (RFC 3261 §17.1.1.2): Timer A
+/// sends copy j at (2^j − 1)·T1 after the start, Timer B gives up at 64·T1. One lane per
+/// copy number and one for Timer B, each sorted by start time, so the next timer is the
+/// earliest lane head.
+#[derive(Debug)]
+pub(crate) struct ClientTimers {
+    /// Lanes 0..6: copies 1..=6; lane 6: Timer B.
+    lanes: [VecDeque<u32>; RETRANSMISSIONS + 1],
+    offsets: [f64; RETRANSMISSIONS + 1],
+}
+
+impl ClientTimers {
+    /// The lane of Timer B.
+    pub const TIMER_B: usize = RETRANSMISSIONS;
+
+    pub(crate) fn new(t1: f64) -> Self {
+        let mut offsets = [0.0; RETRANSMISSIONS + 1];
+        for (j, o) in offsets.iter_mut().enumerate().take(RETRANSMISSIONS) {
+            *o = crate::copy_offset(j + 1, t1);
+        }
+        offsets[RETRANSMISSIONS] = crate::timer_b(t1);
+        Self {
+            lanes: Default::default(),
+            offsets,
+        }
+    }
+
+    /// Starts the timers of `call` (calls must start in the order of `starts`).
+    pub(crate) fn start(&mut self, call: usize) {
+        for lane in &mut self.lanes {
+            lane.push_back(call as u32);
+        }
+    }
+
+    /// The earliest timer due, as (time, lane), given each call's start time.
+    pub(crate) fn next(&self, starts: &[f64]) -> Option<(f64, usize)> {
+        let mut best: Option<(f64, usize)> = None;
+        for (l, lane) in self.lanes.iter().enumerate() {
+            if let Some(&c) = lane.front() {
+                let at = starts[c as usize] + self.offsets[l];
+                if best.is_none_or(|(t, _)| at < t) {
+                    best = Some((at, l));
+                }
+            }
+        }
+        best
+    }
+
+    /// [`sooner`] for the earliest timer: `event(lane)`.
+    pub(crate) fn sooner<N>(
+        &self,
+        next: &mut Option<(f64, N)>,
+        starts: &[f64],
+        event: impl Fn(usize) -> N,
+    ) {
+        if let Some((at, lane)) = self.next(starts) {
+            sooner(next, Some(at), event(lane));
+        }
+    }
+
+    /// Takes the head of `lane`: the call whose timer fired (lane j < 6 sends copy j + 1).
+    pub(crate) fn pop(&mut self, lane: usize) -> usize {
+        self.lanes[lane].pop_front().map_or(0, |c| c as usize)
+    }
+}
+
+/// The server: the engine's [`Scheduler`] (FIFO or PRSM) with its buffer, one message in
+/// service at a time, and the engine's [`RetransmissionDetector`] when it classifies.
+pub(crate) struct Station {
+    scheduler: Scheduler<u64>,
+    detector: Option<RetransmissionDetector>,
+    /// The message in service: (done at, item, class, service time).
+    busy: Option<(f64, u64, Class, f64)>,
+    /// When each message in the primary queue (the only one under FIFO) arrived, oldest first.
+    primary_since: VecDeque<f64>,
+    /// Messages dropped at a full queue.
+    pub dropped: f64,
+    /// Most messages in the primary queue (the only queue under FIFO).
+    pub peak_primary: f64,
+    /// Most messages in the secondary queue.
+    pub peak_secondary: f64,
+    /// Classifications that disagreed with the copy number (must stay 0).
+    pub misclassified: u64,
+}
+
+impl Station {
+    /// A server with `config`'s queues; `detect` adds a detector sized for every call of
+    /// `arrivals` alive at once (so nothing is forgotten before Timer B).
+    pub(crate) fn new(
+        config: &SimConfig,
+        arrivals: &[f64],
+        detect: bool,
+    ) -> Result<Self, SimError> {
+        let scheduler = Scheduler::new(config.queues()).map_err(|e| SimError(e.to_string()))?;
+        let detector = if detect {
+            Some(
+                RetransmissionDetector::new(DetectorConfig {
+                    capacity: most_within(arrivals, crate::timer_b(config.t1)).max(1),
+                    t1_ns: (config.t1 * 1e9) as u64,
+                    stripes: 1,
+                })
+                .map_err(|e| SimError(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        Ok(Self {
+            scheduler,
+            detector,
+            busy: None,
+            primary_since: VecDeque::new(),
+            dropped: 0.0,
+            peak_primary: 0.0,
+            peak_secondary: 0.0,
+            misclassified: 0,
+        })
+    }
+
+    /// The class of copy `copy` of `call` arriving at `now`: the detector's verdict from the
+    /// transaction key, checked against the copy number; the copy number without a detector.
+    pub(crate) fn classify(&mut self, call: usize, copy: usize, now: f64) -> Class {
         let truth = if copy == 0 {
             Class::Original
         } else {
@@ -111,183 +233,187 @@ impl Server<'_> {
             from_tag: None,
             to_tag: None,
         };
-        match detector.key_from_parts(&parts) {
+        let class = match detector.key_from_parts(&parts) {
             Ok(key) => detector.observe(key, (now * 1e9) as u64),
             Err(_) => truth,
-        }
-    }
-
-    fn deliver(&mut self, call: usize, copy: usize, now: f64) {
-        let class = self.classify(call, copy, now);
-        if (class == Class::Original) != (copy == 0) {
+        };
+        if class != truth {
             self.misclassified += 1;
         }
-        match self
-            .scheduler
-            .push(((call as u64) << 3) | copy as u64, class)
-        {
+        class
+    }
+
+    /// Whether `class` goes to the primary queue (every message under FIFO).
+    fn primary(&self, class: Class) -> bool {
+        self.scheduler.discipline() == Discipline::Fifo || class == Class::Original
+    }
+
+    /// Queues copy `copy` of `call` (tail drop when its queue is full) and starts serving if
+    /// idle, at service rate `mu`.
+    pub(crate) fn deliver(&mut self, call: usize, copy: usize, class: Class, now: f64, mu: f64) {
+        match self.scheduler.push(item(call, copy), class) {
             Ok(()) => {
                 let len = self.scheduler.len_of(class) as f64;
-                let peak = match (self.scheduler.discipline(), class) {
-                    (loadctl::prsm::Discipline::Priority, Class::Retransmission) => {
-                        &mut self.m.peak_secondary
-                    }
-                    _ => &mut self.m.peak_primary,
+                let peak = if self.primary(class) {
+                    self.primary_since.push_back(now);
+                    &mut self.peak_primary
+                } else {
+                    &mut self.peak_secondary
                 };
                 *peak = peak.max(len);
             }
-            Err(_) => self.m.dropped += 1.0,
+            Err(_) => self.dropped += 1.0,
         }
         if self.busy.is_none() {
-            self.start(now);
+            self.start(now, mu);
         }
     }
 
-    fn start(&mut self, now: f64) {
-        self.busy = self
-            .scheduler
-            .pop()
-            .map(|(item, _)| (now + 1.0 / self.workload.mu_at(now), item));
+    /// Takes the next message into service at rate `mu`, if one waits.
+    pub(crate) fn start(&mut self, now: f64, mu: f64) {
+        self.busy = self.scheduler.pop().map(|(item, class)| {
+            if self.primary(class) {
+                self.primary_since.pop_front();
+            }
+            (now + 1.0 / mu, item, class, 1.0 / mu)
+        });
     }
+
+    /// When the message in service completes.
+    pub(crate) fn done_at(&self) -> Option<f64> {
+        self.busy.map(|(at, ..)| at)
+    }
+
+    /// Completes the message in service: (item, class, service time). Call [`Station::start`]
+    /// next.
+    pub(crate) fn finish(&mut self) -> Option<(u64, Class, f64)> {
+        self.busy.take().map(|(_, item, class, s)| (item, class, s))
+    }
+
+    /// How long the oldest message of the primary queue has waited at `now` (0 when empty).
+    pub(crate) fn oldest_wait(&self, now: f64) -> f64 {
+        self.primary_since.front().map_or(0.0, |&t| now - t)
+    }
+}
+
+/// Takes `event`, due `at`, as the next one when it is due before the one chosen so far.
+pub(crate) fn sooner<N>(next: &mut Option<(f64, N)>, at: Option<f64>, event: N) {
+    if let Some(at) = at
+        && next.as_ref().is_none_or(|(t, _)| at < *t)
+    {
+        *next = Some((at, event));
+    }
+}
+
+/// [`sooner`] for a service completion, which wins ties (an answer at the instant Timer B
+/// fires is in time).
+pub(crate) fn completes<N>(next: &mut Option<(f64, N)>, at: Option<f64>, event: N) {
+    if let Some(at) = at
+        && next.as_ref().is_none_or(|(t, _)| at <= *t)
+    {
+        *next = Some((at, event));
+    }
+}
+
+/// The events the model can take next.
+#[derive(Clone, Copy)]
+enum Next {
+    Arrival,
+    Lane(usize),
+    Transit,
+    Done,
 }
 
 /// Runs the discrete-event model.
 pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError> {
     let arrivals = workload.arrival_times(config.seed);
-    let t1 = config.t1;
-    let timer_b = crate::timer_b(t1);
-    // Lanes 0..6: copies 1..=6; lane 6: Timer B.
-    let mut offsets = [0.0; RETRANSMISSIONS + 1];
-    for (j, o) in offsets.iter_mut().enumerate().take(RETRANSMISSIONS) {
-        *o = crate::copy_offset(j + 1, t1);
-    }
-    offsets[RETRANSMISSIONS] = timer_b;
-    let scheduler = Scheduler::new(config.queues()).map_err(|e| SimError(e.to_string()))?;
-    let detector = match config.scheduler {
-        SchedulerKind::Fifo => None,
-        SchedulerKind::Prsm => Some(
-            RetransmissionDetector::new(DetectorConfig {
-                // Every call alive at once, so nothing is forgotten before Timer B.
-                capacity: most_within(&arrivals, timer_b).max(1),
-                t1_ns: (t1 * 1e9) as u64,
-                stripes: 1,
-            })
-            .map_err(|e| SimError(e.to_string()))?,
-        ),
-    };
+    let timer_b = crate::timer_b(config.t1);
+    let mut timers = ClientTimers::new(config.t1);
+    let mut server = Station::new(config, &arrivals, config.scheduler == SchedulerKind::Prsm)?;
+    let mut m = Metrics::default();
     let mut upstream = config
         .upstream_rate
-        .map(UpstreamFilter::new)
+        .map(|r| ScheduledFilter::new(workload, r, config.notify_delay))
         .transpose()
         .map_err(SimError)?;
-    let mut calls = vec![Call { answered: f64::NAN }; arrivals.len()];
-    let mut lanes: [VecDeque<u32>; RETRANSMISSIONS + 1] = Default::default();
-    let mut server = Server {
-        scheduler,
-        detector,
-        workload,
-        arrivals: &arrivals,
-        busy: None,
-        m: Metrics::default(),
-        misclassified: 0,
-    };
+    let mut answered = vec![f64::NAN; arrivals.len()];
     let (mut all, mut ok) = (Delays::default(), Delays::default());
-    let schedule = config.upstream_rate.map_or_else(Vec::new, |r| {
-        crate::filter::rate_schedule(workload, r, config.notify_delay)
-    });
-    // The first entry is the initial rate the filter starts with.
-    let mut next_change = 1;
-    let mut transit = std::collections::BinaryHeap::new();
+    let mut transit: BinaryHeap<Timed<(usize, usize)>> = BinaryHeap::new();
     let mut jitter = crate::rng::Rng::new(config.seed ^ 0x6a69_7474);
     let mut next_arrival = 0;
     let mut now = 0.0;
     loop {
-        let mut t = f64::INFINITY;
         let mut next = None;
-        if let Some(&a) = arrivals.get(next_arrival) {
-            (t, next) = (a, Some(Next::Arrival));
-        }
-        for (l, lane) in lanes.iter().enumerate() {
-            if let Some(&c) = lane.front() {
-                let at = arrivals[c as usize] + offsets[l];
-                if at < t {
-                    (t, next) = (at, Some(Next::Lane(l)));
-                }
-            }
-        }
-        if let Some(&InTransit(at, _, _)) = transit.peek()
-            && at < t
-        {
-            (t, next) = (at, Some(Next::Transit));
-        }
-        if let Some((done, _)) = server.busy
-            && done <= t
-        {
-            (t, next) = (done, Some(Next::Done));
-        }
-        let Some(next) = next else { break };
+        let arrival = arrivals.get(next_arrival).copied();
+        sooner(&mut next, arrival, Next::Arrival);
+        timers.sooner(&mut next, &arrivals, Next::Lane);
+        sooner(&mut next, transit.peek().map(|m| m.at), Next::Transit);
+        completes(&mut next, server.done_at(), Next::Done);
+        let Some((t, next)) = next else { break };
         now = t;
-        while let Some(&(at, rate)) = schedule.get(next_change)
-            && at <= now
-        {
-            if let Some(f) = &mut upstream {
-                f.set_rate(rate).map_err(SimError)?;
-            }
-            next_change += 1;
-        }
         match next {
             Next::Arrival => {
                 let c = next_arrival;
                 next_arrival += 1;
-                server.m.calls += 1.0;
+                m.calls += 1.0;
                 if let Some(f) = &mut upstream
-                    && !f.admit(now)
+                    && !f.admit(now).map_err(SimError)?
                 {
-                    server.m.rejected_upstream += 1.0;
+                    m.rejected_upstream += 1.0;
                     continue;
                 }
-                for lane in &mut lanes {
-                    lane.push_back(c as u32);
-                }
-                transit.push(InTransit(now + jitter.unit() * config.jitter, c as u32, 0));
+                timers.start(c);
+                let at = now + jitter.unit() * config.jitter;
+                transit.push(Timed {
+                    at,
+                    seq: item(c, 0),
+                    item: (c, 0),
+                });
             }
             Next::Lane(l) => {
-                let c = lanes[l].pop_front().map_or(0, |c| c as usize);
-                if !calls[c].answered.is_nan() {
+                let c = timers.pop(l);
+                if !answered[c].is_nan() {
                     continue;
                 }
-                if l == RETRANSMISSIONS {
-                    server.m.failed += 1.0;
+                if l == ClientTimers::TIMER_B {
+                    m.failed += 1.0;
                 } else {
-                    server.m.retransmissions += 1.0;
+                    m.retransmissions += 1.0;
                     let at = now + jitter.unit() * config.jitter;
-                    transit.push(InTransit(at, c as u32, (l + 1) as u8));
+                    transit.push(Timed {
+                        at,
+                        seq: item(c, l + 1),
+                        item: (c, l + 1),
+                    });
                 }
             }
             Next::Transit => {
-                if let Some(InTransit(_, c, copy)) = transit.pop() {
-                    server.deliver(c as usize, copy as usize, now);
+                if let Some(Timed {
+                    item: (c, copy), ..
+                }) = transit.pop()
+                {
+                    let class = server.classify(c, copy, now);
+                    server.deliver(c, copy, class, now, workload.mu_at(now));
                 }
             }
             Next::Done => {
-                let item = server.busy.map_or(0, |(_, item)| item);
-                let c = (item >> 3) as usize;
-                server.m.served += 1.0;
-                if calls[c].answered.is_nan() {
-                    calls[c].answered = now;
-                    let delay = now - server.arrivals[c];
+                let (c, _) = server.finish().map_or((0, 0), |(item, ..)| call_copy(item));
+                m.served += 1.0;
+                if answered[c].is_nan() {
+                    answered[c] = now;
+                    let delay = now - arrivals[c];
                     all.add(delay, 1.0);
                     // Timer B fires at exactly `timer_b`; an answer at that instant is served
                     // first (completions win ties), so it is in time.
                     if delay <= timer_b {
                         ok.add(delay, 1.0);
                     } else {
-                        server.m.answered_late += 1.0;
+                        m.answered_late += 1.0;
                     }
                 } else {
-                    server.m.redundant_served += 1.0;
+                    m.redundant_served += 1.0;
                 }
-                server.start(now);
+                server.start(now, workload.mu_at(now));
             }
         }
     }
@@ -297,7 +423,9 @@ pub fn run(config: &SimConfig, workload: &Workload) -> Result<Metrics, SimError>
             server.misclassified
         )));
     }
-    let mut m = server.m;
+    m.dropped = server.dropped;
+    m.peak_primary = server.peak_primary;
+    m.peak_secondary = server.peak_secondary;
     m.mean_delay_ms = all.mean_ms();
     m.p99_delay_ms = all.quantile_ms(0.99);
     m.mean_delay_ok_ms = ok.mean_ms();

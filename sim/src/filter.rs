@@ -62,6 +62,46 @@ pub fn rate_schedule(workload: &Workload, rate: f64, delay: f64) -> Vec<(f64, f6
     changes
 }
 
+/// An [`UpstreamFilter`] whose rate follows a [`rate_schedule`]: the server's NOTIFYs.
+pub struct ScheduledFilter {
+    filter: UpstreamFilter,
+    schedule: Vec<(f64, f64)>,
+    /// The next change to apply (the first entry is the rate the filter starts with).
+    next: usize,
+}
+
+impl std::fmt::Debug for ScheduledFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScheduledFilter")
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScheduledFilter {
+    /// An upstream enforcing `rate` at the nominal capacity of `workload`, following its
+    /// capacity changes `delay` seconds late ([`rate_schedule`]).
+    pub fn new(workload: &Workload, rate: f64, delay: f64) -> Result<Self, String> {
+        Ok(Self {
+            filter: UpstreamFilter::new(rate)?,
+            schedule: rate_schedule(workload, rate, delay),
+            next: 1,
+        })
+    }
+
+    /// Decides a new INVITE arriving at `t` (s), after applying every NOTIFY due by then:
+    /// true to forward it.
+    pub fn admit(&mut self, t: f64) -> Result<bool, String> {
+        while let Some(&(at, rate)) = self.schedule.get(self.next)
+            && at <= t
+        {
+            self.filter.set_rate(rate)?;
+            self.next += 1;
+        }
+        Ok(self.filter.admit(t))
+    }
+}
+
 impl UpstreamFilter {
     /// An upstream enforcing `rate` INVITEs per second, built from the pushed document.
     pub fn new(rate: f64) -> Result<Self, String> {

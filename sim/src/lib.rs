@@ -13,6 +13,11 @@
 //! one workload both models consume; [`filter`] is an upstream enforcing an RFC 7200 rate rule
 //! with the real engine; [`sweep`] runs the grid, writes CSV and draws the SVG plots.
 //!
+//! [`chain`] puts a transaction-stateful proxy between the clients and the server of [`des`],
+//! with RFC 7339 / RFC 7415 feedback overload control (the engine's `loadctl::overload`), an
+//! RFC 7200 rate rule, or nothing between them; [`overload_sweep`] sweeps it over the offered
+//! load.
+//!
 //! Metrics ([`Metrics`]) follow the papers: a call *fails* when no 100 Trying reaches it
 //! before Timer B; its *response delay* runs from its first INVITE to the first 100 Trying.
 //! The server answers every call it eventually serves, also after the client gave up, so
@@ -21,9 +26,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod chain;
 pub mod des;
 pub mod filter;
 pub mod fluid;
+pub mod overload_sweep;
 pub mod rng;
 pub mod scenario;
 pub mod sweep;

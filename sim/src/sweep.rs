@@ -332,44 +332,20 @@ pub fn execute(plan: &Plan, progress: bool) -> Result<Vec<Outcome>, String> {
     let costs: Vec<f64> = runs.iter().map(Run::cost).collect();
     order.sort_by(|&a, &b| costs[b].total_cmp(&costs[a]).then(a.cmp(&b)));
 
-    type Slot = Option<Result<(Metrics, f64), String>>;
-    let results: Mutex<Vec<Slot>> = Mutex::new(vec![None; runs.len()]);
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
     let reporter = Reporter::new(plan, runs.len(), progress);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(runs.len());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                while !stop.load(Ordering::Relaxed) {
-                    let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                        break;
-                    };
-                    let run = &runs[i];
-                    let started = Instant::now();
-                    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        crate::simulate(&run.config, run.series.model)
-                    }));
-                    let result = match result {
-                        Ok(Ok(m)) => Ok((m, started.elapsed().as_secs_f64())),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(_) => Err("the model panicked".to_owned()),
-                    };
-                    if result.is_err() {
-                        stop.store(true, Ordering::Relaxed);
-                    } else {
-                        reporter.finished(i / per_scenario, run);
-                    }
-                    results.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(result);
-                }
-            });
-        }
-    });
+    let results = parallel(
+        &order,
+        |i| {
+            let run = &runs[i];
+            let started = Instant::now();
+            crate::simulate(&run.config, run.series.model)
+                .map(|m| (m, started.elapsed().as_secs_f64()))
+                .map_err(|e| e.to_string())
+        },
+        |i| reporter.finished(i / per_scenario, &runs[i]),
+    );
     reporter.done();
 
-    let results = results.into_inner().unwrap_or_else(PoisonError::into_inner);
     let errors: Vec<String> = results
         .iter()
         .zip(&runs)
@@ -396,6 +372,44 @@ pub fn execute(plan: &Plan, progress: bool) -> Result<Vec<Outcome>, String> {
             _ => Err(format!("{}: did not run", run.name())),
         })
         .collect()
+}
+
+/// Runs `job(i)` for every `i` of `order` (indices below `order.len()`), in that order, on
+/// [`std::thread::available_parallelism`] threads; `done(i)` after each success. The first
+/// failure (an error, or a panic) stops the rest from starting. Returns the results by index,
+/// `None` for jobs not run.
+pub(crate) fn parallel<R: Send>(
+    order: &[usize],
+    job: impl Fn(usize) -> Result<R, String> + Sync,
+    done: impl Fn(usize) + Sync,
+) -> Vec<Option<Result<R, String>>> {
+    let results: Mutex<Vec<Option<Result<R, String>>>> =
+        Mutex::new((0..order.len()).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(order.len());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        break;
+                    };
+                    let result = std::panic::catch_unwind(AssertUnwindSafe(|| job(i)))
+                        .unwrap_or_else(|_| Err("the model panicked".to_owned()));
+                    if result.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    } else {
+                        done(i);
+                    }
+                    results.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(result);
+                }
+            });
+        }
+    });
+    results.into_inner().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Runs `plan` (see [`execute`]), writes its files into `out` (see [`write()`]) and returns a
@@ -477,7 +491,9 @@ impl<'de> serde::Deserialize<'de> for Fields {
 
 /// Every field of `m`, named, in declaration order (through its `Serialize`, so a field added
 /// to [`Metrics`] gets a column without touching this module).
-fn fields(m: &Metrics) -> Result<Vec<(String, serde_json::Value)>, String> {
+pub(crate) fn fields(
+    m: &impl serde::Serialize,
+) -> Result<Vec<(String, serde_json::Value)>, String> {
     let json = serde_json::to_string(m).map_err(|e| format!("metrics to CSV: {e}"))?;
     let Fields(members) =
         serde_json::from_str(&json).map_err(|e| format!("metrics to CSV: {e}"))?;
@@ -485,7 +501,7 @@ fn fields(m: &Metrics) -> Result<Vec<(String, serde_json::Value)>, String> {
 }
 
 /// One CSV cell (RFC 4180 quoting when needed).
-fn cell(s: &str) -> String {
+pub(crate) fn cell(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -494,23 +510,35 @@ fn cell(s: &str) -> String {
 }
 
 fn csv_text(outcomes: &[Outcome]) -> Result<String, String> {
-    let header = fields(&Metrics::default())?;
-    let mut text = String::from("series");
-    for (name, _) in &header {
-        text.push(',');
-        text.push_str(&cell(name));
-    }
+    csv_table(
+        Some("series"),
+        outcomes.iter().map(|o| (o.run.series.name(), &o.metrics)),
+    )
+}
+
+/// A CSV table: a header of `lead` (when given) and every field of `T` in declaration order,
+/// then a row per item: its lead cell (when `lead` is given), then its fields.
+pub(crate) fn csv_table<'a, T: serde::Serialize + Default + 'a>(
+    lead: Option<&str>,
+    rows: impl IntoIterator<Item = (String, &'a T)>,
+) -> Result<String, String> {
+    let header = fields(&T::default())?;
+    let mut text = String::new();
+    let names = lead
+        .into_iter()
+        .chain(header.iter().map(|(n, _)| n.as_str()));
+    text.push_str(&names.map(cell).collect::<Vec<_>>().join(","));
     text.push('\n');
-    for o in outcomes {
-        text.push_str(&cell(&o.run.series.name()));
-        for (_, value) in fields(&o.metrics)? {
-            text.push(',');
-            match value {
-                serde_json::Value::String(s) => text.push_str(&cell(&s)),
-                serde_json::Value::Null => {}
-                v => text.push_str(&cell(&v.to_string())),
-            }
+    for (first, row) in rows {
+        let mut cells: Vec<String> = lead.map(|_| cell(&first)).into_iter().collect();
+        for (_, value) in fields(row)? {
+            cells.push(match value {
+                serde_json::Value::String(s) => cell(&s),
+                serde_json::Value::Null => String::new(),
+                v => cell(&v.to_string()),
+            });
         }
+        text.push_str(&cells.join(","));
         text.push('\n');
     }
     Ok(text)
@@ -522,19 +550,49 @@ fn csv_text(outcomes: &[Outcome]) -> Result<String, String> {
 /// How a line is drawn: the fluid model's dashed with triangles, the DES's solid with circles,
 /// or with hollow squares behind an upstream (hollow markers let a line drawn under another show).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Look {
+pub(crate) enum Look {
+    /// Dashed, with triangles.
     Dashed,
+    /// Solid, with filled circles.
     Solid,
+    /// Solid, with hollow squares.
     SolidSquares,
+    /// Solid, no markers (a time series).
+    Plain,
 }
 
 /// One plotted line.
-struct Line {
-    label: String,
-    color: RGBColor,
+pub(crate) struct Line {
+    /// The legend label.
+    pub label: String,
+    /// The colour.
+    pub color: RGBColor,
     /// How the line and its markers are drawn.
-    look: Look,
-    points: Vec<(f64, f64)>,
+    pub look: Look,
+    /// The points, in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A plot's axis descriptions and label formats.
+pub(crate) struct Axes<'a> {
+    /// The x axis description.
+    pub x_desc: &'a str,
+    /// The y axis description.
+    pub y_desc: &'a str,
+    /// How x labels are written.
+    pub x_format: &'a dyn Fn(&f64) -> String,
+    /// How y labels are written.
+    pub y_format: &'a dyn Fn(&f64) -> String,
+}
+
+/// The x axis of the buffer sweeps.
+fn buffer_axes<'a>(y_desc: &'a str, y_format: &'a dyn Fn(&f64) -> String) -> Axes<'a> {
+    Axes {
+        x_desc: "buffer size B (messages, log scale)",
+        y_desc,
+        x_format: &|v| format!("{v:.0}"),
+        y_format,
+    }
 }
 
 fn color(series: &Series) -> RGBColor {
@@ -599,8 +657,9 @@ fn plot_failed(
         &title(plan, scenario, "failed calls vs buffer"),
         buffer_range(plan).log_scale(),
         0.0..1.0,
-        "failed call ratio (no 100 Trying before Timer B)",
-        &|v| format!("{v:.1}"),
+        &buffer_axes("failed call ratio (no 100 Trying before Timer B)", &|v| {
+            format!("{v:.1}")
+        }),
         &lines,
     )?;
     Ok(path)
@@ -618,34 +677,39 @@ fn plot_delay(
     for l in &mut lines {
         l.points.retain(|p| p.1 > 0.0);
     }
-    let ys = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
-    let lo = ys().fold(f64::INFINITY, f64::min);
-    let hi = ys().fold(0.0, f64::max);
-    let range = if lo.is_finite() && hi > 0.0 {
-        lo / 2.0..hi * 2.0
-    } else {
-        1.0..1000.0
-    };
     draw(
         &path,
         &title(plan, scenario, "mean response delay vs buffer"),
         buffer_range(plan).log_scale(),
-        range.log_scale(),
-        "mean response delay to 100 Trying (ms)",
-        &|v| format!("{v}"),
+        log_range(&lines).log_scale(),
+        &buffer_axes("mean response delay to 100 Trying (ms)", &|v| {
+            format!("{v}")
+        }),
         &lines,
     )?;
     Ok(path)
 }
 
-/// Draws `lines` over buffer size into an SVG at `path`.
-fn draw<X, Y>(
+/// A log axis's range around every (positive) point of `lines`: a factor of 2 beyond the
+/// extremes.
+pub(crate) fn log_range(lines: &[Line]) -> Range<f64> {
+    let ys = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+    let lo = ys().fold(f64::INFINITY, f64::min);
+    let hi = ys().fold(0.0, f64::max);
+    if lo.is_finite() && hi > 0.0 {
+        lo / 2.0..hi * 2.0
+    } else {
+        1.0..1000.0
+    }
+}
+
+/// Draws `lines` into an SVG at `path`.
+pub(crate) fn draw<X, Y>(
     path: &Path,
     title: &str,
     x: X,
     y: Y,
-    y_desc: &str,
-    y_format: &dyn Fn(&f64) -> String,
+    axes: &Axes<'_>,
     lines: &[Line],
 ) -> Result<(), String>
 where
@@ -666,10 +730,10 @@ where
         .map_err(|e| fail(&e))?;
     chart
         .configure_mesh()
-        .x_desc("buffer size B (messages, log scale)")
-        .y_desc(y_desc)
-        .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_label_formatter(y_format)
+        .x_desc(axes.x_desc)
+        .y_desc(axes.y_desc)
+        .x_label_formatter(axes.x_format)
+        .y_label_formatter(axes.y_format)
         .axis_desc_style(("sans-serif", 16))
         .label_style(("sans-serif", 13))
         .draw()
@@ -705,6 +769,13 @@ where
                 chart
                     .draw_series(points().map(|p| Circle::new(p, 3, color.filled())))
                     .map_err(|e| fail(&e))?;
+            }
+            Look::Plain => {
+                chart
+                    .draw_series(LineSeries::new(points(), color.stroke_width(1)))
+                    .map_err(|e| fail(&e))?
+                    .label(&line.label)
+                    .legend(sample);
             }
             Look::SolidSquares => {
                 let square = move || Rectangle::new([(-5, -5), (5, 5)], style);
