@@ -491,7 +491,9 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
                 if let Some(o) = &mut oc {
                     o.buf.clear();
                     match r.feedback {
-                        Some(f) => f.write_via(&o.via, &mut o.buf),
+                        Some(f) => f.write_via(&o.via, &mut o.buf).map_err(|e| {
+                            SimError(format!("the server could not write its feedback: {e}"))
+                        })?,
                         None => o.buf.push_str(&o.via),
                     }
                     let applied = o.client.on_response(o.hop, ns(now), &o.buf).map_err(|e| {
