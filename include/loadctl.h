@@ -1667,6 +1667,30 @@ lc_result lc_oc_client_new(const struct lc_oc_client_config *config,
                            uint32_t capacity,
                            struct lc_oc_client **out);
 
+// Bytes a shared hop table for `capacity` next hops takes (64 per hop; 0 when `capacity` is 0
+// or above 1,048,576), for `lc_oc_client_new_shared`.
+size_t lc_oc_table_bytes(uint32_t capacity);
+
+// Creates a client on a hop table in memory the caller owns — typically memory every process
+// of a forking host maps (Kamailio's `shm_malloc`, `mmap(MAP_SHARED)` before `fork`), so that
+// every process sees the same feedback, suspension and rate bucket per next hop — and writes
+// it to `*out`. `mem` must be 64-byte aligned and `len` bytes long (`lc_oc_table_bytes`;
+// whole 64-byte cells count); it must be zeroed once before any client uses it (in the parent,
+// before the fork) and never again while one does. Every process creates its own client on
+// the same memory, with the same configuration, and its own shards; times must come from
+// `CLOCK_MONOTONIC`. `config` NULL means the defaults. `LC_RESULT_INVALID_ARGUMENT` for a NULL
+// or misaligned `mem`, fewer than one or more than 1,048,576 cells, or a configuration out of
+// range.
+//
+// # Safety
+// `config` NULL or readable; `mem` NULL or `len` bytes readable and writable by atomic
+// operations, initialised (zeroed), for as long as any client or shard on it exists; `out`
+// writable.
+lc_result lc_oc_client_new_shared(const struct lc_oc_client_config *config,
+                                  void *mem,
+                                  size_t len,
+                                  struct lc_oc_client **out);
+
 // Frees a client. Shards made from it keep what they need and stay usable until freed.
 // `NULL` is a no-op.
 //

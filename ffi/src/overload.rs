@@ -29,8 +29,8 @@
 use std::sync::{Arc, Mutex};
 
 use loadctl::overload::client::{
-    Applied, Client, ClientConfig, ClientShard, Hop, HopStatus, ShardHopStats, ShedReason, Verdict,
-    hop_key,
+    Applied, Client, ClientConfig, ClientShard, Hop, HopCell, HopStatus, ShardHopStats, ShedReason,
+    Verdict, hop_key,
 };
 use loadctl::overload::server::{Admission, Load, QueueLoad, Server, ServerConfig};
 use loadctl::overload::via::{Feedback, Offer};
@@ -375,6 +375,68 @@ pub unsafe extern "C" fn lc_oc_client_new(
             Some(c) => try_!(c.to_rust()),
         };
         let client = try_!(Client::new(config, capacity as usize).map_err(oc_error));
+        out.write(Box::into_raw(Box::new(lc_oc_client {
+            client: Arc::new(client),
+        })));
+        Code::Ok
+    })
+}
+
+/// Bytes a shared hop table for `capacity` next hops takes (64 per hop; 0 when `capacity` is 0
+/// or above 1,048,576), for `lc_oc_client_new_shared`.
+#[unsafe(no_mangle)]
+pub extern "C" fn lc_oc_table_bytes(capacity: u32) -> usize {
+    if capacity == 0 || capacity > 1 << 20 {
+        0
+    } else {
+        capacity as usize * size_of::<HopCell>()
+    }
+}
+
+/// Creates a client on a hop table in memory the caller owns — typically memory every process
+/// of a forking host maps (Kamailio's `shm_malloc`, `mmap(MAP_SHARED)` before `fork`), so that
+/// every process sees the same feedback, suspension and rate bucket per next hop — and writes
+/// it to `*out`. `mem` must be 64-byte aligned and `len` bytes long (`lc_oc_table_bytes`;
+/// whole 64-byte cells count); it must be zeroed once before any client uses it (in the parent,
+/// before the fork) and never again while one does. Every process creates its own client on
+/// the same memory, with the same configuration, and its own shards; times must come from
+/// `CLOCK_MONOTONIC`. `config` NULL means the defaults. `LC_RESULT_INVALID_ARGUMENT` for a NULL
+/// or misaligned `mem`, fewer than one or more than 1,048,576 cells, or a configuration out of
+/// range.
+///
+/// # Safety
+/// `config` NULL or readable; `mem` NULL or `len` bytes readable and writable by atomic
+/// operations, initialised (zeroed), for as long as any client or shard on it exists; `out`
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_new_shared(
+    config: *const lc_oc_client_config,
+    mem: *mut std::ffi::c_void,
+    len: usize,
+    out: *mut *mut lc_oc_client,
+) -> lc_result {
+    boundary(|| {
+        let out = try_out!(out);
+        // SAFETY: the caller promises NULL or a valid struct.
+        let config = match unsafe { config.as_ref() } {
+            None => ClientConfig::default(),
+            Some(c) => try_!(c.to_rust()),
+        };
+        let cell = size_of::<HopCell>();
+        if mem.is_null() || !(mem as usize).is_multiple_of(cell) {
+            return crate::abi::invalid(
+                "mem",
+                format_args!("{mem:p} is NULL or not aligned to {cell} bytes"),
+            );
+        }
+        let n = len / cell;
+        // SAFETY: non-null and aligned to HopCell's alignment (64); the caller promises `len`
+        // initialised bytes that stay valid while any client uses them. A HopCell is
+        // #[repr(C)] atomics, valid for every bit pattern and only accessed atomically, so
+        // other processes writing it concurrently is fine.
+        let cells: &'static [HopCell] =
+            unsafe { std::slice::from_raw_parts(mem.cast::<HopCell>(), n) };
+        let client = try_!(Client::shared(config, cells).map_err(oc_error));
         out.write(Box::into_raw(Box::new(lc_oc_client {
             client: Arc::new(client),
         })));

@@ -5,6 +5,7 @@
  * refused argument leaves outputs unwritten. Expected values come from the RFC text (cited) or
  * from the physics of a queue. Built with -std=c11 -Wall -Wextra -Wpedantic -Werror and run
  * under ASan+UBSan and valgrind (the Makefile's c-test target). */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +243,43 @@ static void test_rate_is_one_bucket_across_threads(void) {
     lc_oc_client_free(client);
 }
 
+/* Two clients on one table (what two forked processes do): one applies feedback, the other
+ * enforces it, and they share one rate bucket. */
+static void test_shared_table(void) {
+    CHECK(lc_oc_table_bytes(0) == 0 && lc_oc_table_bytes(4) == 256);
+    void *mem = NULL;
+    CHECK(posix_memalign(&mem, 64, lc_oc_table_bytes(4)) == 0);
+    memset(mem, 0, lc_oc_table_bytes(4));
+    lc_oc_client_config c;
+    CHECK_RESULT(lc_oc_client_config_default(&c), LC_RESULT_OK);
+    c.resonance = 0;
+    lc_oc_client *a = NULL, *b = NULL, *bad = (lc_oc_client *)0x1;
+    CHECK_RESULT(lc_oc_client_new_shared(&c, (char *)mem + 8, 128, &bad), LC_RESULT_INVALID_ARGUMENT);
+    CHECK_RESULT(lc_oc_client_new_shared(&c, mem, 63, &bad), LC_RESULT_INVALID_ARGUMENT);
+    CHECK_RESULT(lc_oc_client_new_shared(&c, NULL, 256, &bad), LC_RESULT_INVALID_ARGUMENT);
+    CHECK(bad == (lc_oc_client *)0x1);
+    CHECK_RESULT(lc_oc_client_new_shared(&c, mem, lc_oc_table_bytes(4), &a), LC_RESULT_OK);
+    CHECK_RESULT(lc_oc_client_new_shared(&c, mem, lc_oc_table_bytes(4), &b), LC_RESULT_OK);
+    uint32_t ha = hop_of(a, "192.0.2.7:5060"), hb = hop_of(b, "192.0.2.7:5060");
+    CHECK(ha == hb);
+    CHECK(respond(a, ha, 0, "SIP/2.0/UDP p;oc=10;oc-algo=\"rate\";oc-validity=100000;oc-seq=1.0") == LC_OC_APPLIED_UPDATED);
+    lc_oc_shard *sa = NULL, *sb = NULL;
+    CHECK_RESULT(lc_oc_shard_new(a, 1, &sa), LC_RESULT_OK);
+    CHECK_RESULT(lc_oc_shard_new(b, 2, &sb), LC_RESULT_OK);
+    /* RFC 7415 §3.5.2 at one instant, alternating processes: 6 reducible in all (X' = 0 ... 5T). */
+    unsigned admitted = 0;
+    for (int k = 0; k < 10; k++) {
+        admitted += decide(sa, ha, SEC, LC_OC_CATEGORY_REDUCIBLE) == LC_OC_VERDICT_FORWARD;
+        admitted += decide(sb, hb, SEC, LC_OC_CATEGORY_REDUCIBLE) == LC_OC_VERDICT_FORWARD;
+    }
+    CHECK(admitted == 6);
+    lc_oc_shard_free(sa);
+    lc_oc_shard_free(sb);
+    lc_oc_client_free(a);
+    lc_oc_client_free(b);
+    free(mem);
+}
+
 static void test_category(void) {
     lc_engine *e = NULL;
     CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK);
@@ -419,6 +457,7 @@ int main(void) {
     test_loss_feedback();
     test_rate_and_suspension();
     test_rate_is_one_bucket_across_threads();
+    test_shared_table();
     test_category();
     test_feedback_text();
     test_server();

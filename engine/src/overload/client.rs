@@ -279,28 +279,66 @@ pub struct HopStatus {
     pub updates: u64,
 }
 
+/// Where a [`Client`]'s cells live.
+#[derive(Debug)]
+enum Cells {
+    Owned(Box<[HopCell]>),
+    /// A table in memory the host owns, possibly shared by several processes.
+    Shared(&'static [HopCell]),
+}
+
+impl std::ops::Deref for Cells {
+    type Target = [HopCell];
+
+    fn deref(&self) -> &[HopCell] {
+        match self {
+            Cells::Owned(b) => b,
+            Cells::Shared(s) => s,
+        }
+    }
+}
+
 /// The client's table of next hops (see the module documentation). `Sync`: every worker uses
 /// the same one, through its own [`ClientShard`].
 #[derive(Debug)]
 pub struct Client {
     config: ClientConfig,
-    cells: Box<[HopCell]>,
+    cells: Cells,
 }
 
 impl Client {
     /// A table for up to `capacity` next hops.
     pub fn new(config: ClientConfig, capacity: usize) -> Result<Client, OcError> {
         config.check()?;
+        Self::check_capacity(capacity)?;
+        Ok(Client {
+            config,
+            cells: Cells::Owned((0..capacity).map(|_| HopCell::default()).collect()),
+        })
+    }
+
+    /// A client on a table of cells the host owns: typically memory several processes map
+    /// (forked workers), so that all of them see the same feedback, suspension and rate bucket
+    /// per next hop. A zeroed table is an empty one; every process attaches to the same memory
+    /// with the same configuration (the cells hold no configuration). Times must come from a
+    /// clock all the processes share (`CLOCK_MONOTONIC`).
+    pub fn shared(config: ClientConfig, cells: &'static [HopCell]) -> Result<Client, OcError> {
+        config.check()?;
+        Self::check_capacity(cells.len())?;
+        Ok(Client {
+            config,
+            cells: Cells::Shared(cells),
+        })
+    }
+
+    fn check_capacity(capacity: usize) -> Result<(), OcError> {
         if capacity == 0 || capacity > 1 << 20 {
             return Err(OcError::Config {
                 field: "capacity",
                 expected: "between 1 and 1,048,576 next hops",
             });
         }
-        Ok(Client {
-            config,
-            cells: (0..capacity).map(|_| HopCell::default()).collect(),
-        })
+        Ok(())
     }
 
     /// The settings.
@@ -1191,6 +1229,39 @@ mod tests {
             Verdict::Forward
         );
         assert_eq!(shard.stats(hop).probes, 2);
+    }
+
+    #[test]
+    fn two_clients_on_one_table_share_feedback_and_the_bucket() {
+        // Forked workers attach to the same cells: feedback one applies, the other enforces,
+        // and the rate bucket is one (RFC 7415 §3.5.1: at most 1/T over time for the hop).
+        let cells: &'static [HopCell] = Box::leak((0..4).map(|_| HopCell::default()).collect());
+        let config = ClientConfig {
+            resonance: false,
+            ..ClientConfig::default()
+        };
+        let a = Client::shared(config, cells).expect("test input");
+        let b = Client::shared(config, cells).expect("test input");
+        let hop = a.hop(hop_key(b"192.0.2.7:5060")).expect("test input");
+        assert_eq!(b.hop(hop_key(b"192.0.2.7:5060")), Ok(hop));
+        a.on_response(
+            hop,
+            0,
+            "SIP/2.0/UDP p;oc=10;oc-algo=\"rate\";oc-validity=100000;oc-seq=1.0",
+        )
+        .expect("test input");
+        let (mut sa, mut sb) = (ClientShard::new(&a, 1), ClientShard::new(&b, 2));
+        // Both at one instant: together 6 reducible admissions (X' = 0 … 5T), as one client.
+        let mut admitted = 0;
+        for _ in 0..10 {
+            for (shard, client) in [(&mut sa, &a), (&mut sb, &b)] {
+                if shard.decide(client, hop, S, Category::Reducible) == Verdict::Forward {
+                    admitted += 1;
+                }
+            }
+        }
+        assert_eq!(admitted, 6);
+        assert!(Client::shared(config, &[]).is_err());
     }
 
     #[test]
