@@ -53,6 +53,7 @@
 #include "lc_shared.h"
 #include "lc_subscribe.h"
 #include "lc_notify.h"
+#include "lc_oc.h"
 
 MODULE_VERSION
 
@@ -72,6 +73,12 @@ static int w_lc_handle_notify(sip_msg_t *msg, char *p1, char *p2);
 static int w_lc_handle_subscribe(sip_msg_t *msg, char *p1, char *p2);
 static int w_lc_observe0(sip_msg_t *msg, char *p1, char *p2);
 static int w_lc_observe1(sip_msg_t *msg, char *p1, char *p2);
+static int w_lc_oc_forward(sip_msg_t *msg, char *p1, char *p2);
+static int w_lc_oc_reply(sip_msg_t *msg, char *p1, char *p2);
+static int w_lc_oc_timeout(sip_msg_t *msg, char *p1, char *p2);
+static int w_lc_oc_check(sip_msg_t *msg, char *p1, char *p2);
+static int w_lc_oc_occupancy(sip_msg_t *msg, char *p1, char *p2);
+static int w_lc_oc_via(sip_msg_t *msg, char *p1, char *p2);
 static int pv_parse_lc_name(pv_spec_t *sp, str *in);
 static int pv_get_lc(sip_msg_t *msg, pv_param_t *param, pv_value_t *res);
 
@@ -127,6 +134,15 @@ static cmd_export_t cmds[] = {
 		REQUEST_ROUTE | FAILURE_ROUTE | BRANCH_ROUTE},
 	{"lc_observe", (cmd_function)w_lc_observe1, 1, fixup_spve_null,
 		fixup_free_spve_null, REQUEST_ROUTE | FAILURE_ROUTE | BRANCH_ROUTE},
+	{"lc_oc_forward", (cmd_function)w_lc_oc_forward, 1, fixup_spve_null,
+		fixup_free_spve_null, REQUEST_ROUTE | FAILURE_ROUTE | BRANCH_ROUTE},
+	{"lc_oc_reply", (cmd_function)w_lc_oc_reply, 0, 0, 0, ONREPLY_ROUTE},
+	{"lc_oc_timeout", (cmd_function)w_lc_oc_timeout, 1, fixup_spve_null,
+		fixup_free_spve_null, FAILURE_ROUTE},
+	{"lc_oc_check", (cmd_function)w_lc_oc_check, 0, 0, 0, REQUEST_ROUTE},
+	{"lc_oc_occupancy", (cmd_function)w_lc_oc_occupancy, 2, fixup_igp_igp,
+		fixup_free_igp_igp, ANY_ROUTE},
+	{"lc_oc_via", (cmd_function)w_lc_oc_via, 0, 0, 0, ONREPLY_ROUTE},
 	{0, 0, 0, 0, 0, 0}
 };
 
@@ -151,6 +167,10 @@ static param_export_t params[] = {
 	{"notifier_capacity_file", PARAM_STRING, &lc_ntf_capacity_file},
 	{"notifier_max_expires", INT_PARAM, &lc_ntf_max_expires},
 	{"notifier_min_expires", INT_PARAM, &lc_ntf_min_expires},
+	{"overload_control", INT_PARAM, &lc_oc_enable},
+	{"oc_hops", INT_PARAM, &lc_oc_hops},
+	{"oc_validity_ms", INT_PARAM, &lc_oc_validity_ms},
+	{"oc_tau_priority", INT_PARAM, &lc_oc_tau_priority},
 	{0, 0, 0}
 };
 
@@ -667,6 +687,59 @@ static int w_lc_observe1(sip_msg_t *msg, char *p1, char *p2)
 		return -1;
 	}
 	return ki_lc_observe_uri(msg, &s);
+}
+
+/* ---- overload control (lc_oc.c) ---- */
+
+int lc_current_rank(void)
+{
+	return lc_rank;
+}
+
+static int w_lc_oc_forward(sip_msg_t *msg, char *p1, char *p2)
+{
+	str dst;
+	if(fixup_get_svalue(msg, (gparam_t *)p1, &dst) != 0) {
+		LM_ERR("lc_oc_forward(): no destination\n");
+		return -4;
+	}
+	return ki_lc_oc_forward(msg, &dst);
+}
+
+static int w_lc_oc_reply(sip_msg_t *msg, char *p1, char *p2)
+{
+	return ki_lc_oc_reply(msg);
+}
+
+static int w_lc_oc_timeout(sip_msg_t *msg, char *p1, char *p2)
+{
+	str dst;
+	if(fixup_get_svalue(msg, (gparam_t *)p1, &dst) != 0) {
+		LM_ERR("lc_oc_timeout(): no destination\n");
+		return -4;
+	}
+	return ki_lc_oc_timeout(msg, &dst);
+}
+
+static int w_lc_oc_check(sip_msg_t *msg, char *p1, char *p2)
+{
+	return ki_lc_oc_check(msg);
+}
+
+static int w_lc_oc_occupancy(sip_msg_t *msg, char *p1, char *p2)
+{
+	int measured, target;
+	if(fixup_get_ivalue(msg, (gparam_t *)p1, &measured) != 0
+			|| fixup_get_ivalue(msg, (gparam_t *)p2, &target) != 0) {
+		LM_ERR("lc_oc_occupancy(): two integers expected\n");
+		return -4;
+	}
+	return ki_lc_oc_occupancy(msg, measured, target);
+}
+
+static int w_lc_oc_via(sip_msg_t *msg, char *p1, char *p2)
+{
+	return ki_lc_oc_via(msg);
 }
 
 /* ---- $lc(name) ---- */
@@ -1188,6 +1261,8 @@ static int mod_init(void)
 		return -1;
 	if(lc_ntf_mod_init(&lc_tmb, lc_tm_loaded) < 0)
 		return -1;
+	if(lc_oc_mod_init() < 0)
+		return -1;
 	memset(&lc_last, 0, sizeof(lc_last));
 	return 0;
 }
@@ -1210,6 +1285,7 @@ static int child_init(int rank)
 
 static void mod_destroy(void)
 {
+	lc_oc_destroy();
 	lc_shared_destroy();
 }
 
@@ -1245,6 +1321,36 @@ static sr_kemi_t sr_kemi_loadctl_exports[] = {
 	{ str_init("loadctl"), str_init("lc_observe_uri"),
 		SR_KEMIP_INT, ki_lc_observe_uri,
 		{ SR_KEMIP_STR, SR_KEMIP_NONE, SR_KEMIP_NONE,
+			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
+	},
+	{ str_init("loadctl"), str_init("lc_oc_forward"),
+		SR_KEMIP_INT, ki_lc_oc_forward,
+		{ SR_KEMIP_STR, SR_KEMIP_NONE, SR_KEMIP_NONE,
+			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
+	},
+	{ str_init("loadctl"), str_init("lc_oc_reply"),
+		SR_KEMIP_INT, ki_lc_oc_reply,
+		{ SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE,
+			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
+	},
+	{ str_init("loadctl"), str_init("lc_oc_timeout"),
+		SR_KEMIP_INT, ki_lc_oc_timeout,
+		{ SR_KEMIP_STR, SR_KEMIP_NONE, SR_KEMIP_NONE,
+			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
+	},
+	{ str_init("loadctl"), str_init("lc_oc_check"),
+		SR_KEMIP_INT, ki_lc_oc_check,
+		{ SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE,
+			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
+	},
+	{ str_init("loadctl"), str_init("lc_oc_occupancy"),
+		SR_KEMIP_INT, ki_lc_oc_occupancy,
+		{ SR_KEMIP_INT, SR_KEMIP_INT, SR_KEMIP_NONE,
+			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
+	},
+	{ str_init("loadctl"), str_init("lc_oc_via"),
+		SR_KEMIP_INT, ki_lc_oc_via,
+		{ SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE,
 			SR_KEMIP_NONE, SR_KEMIP_NONE, SR_KEMIP_NONE }
 	},
 	{ {0, 0}, {0, 0}, 0, NULL, { 0, 0, 0, 0, 0, 0 } }

@@ -1196,6 +1196,89 @@ def notifier_restart(run: Run) -> Checks:
     return c
 
 
+def oc_client_loss(run: Run) -> Checks:
+    """Kamailio (children=2, tm) as an RFC 7339 client of a SIPp UAS that answers oc=50 loss."""
+    c = Checks("oc_client_loss: Kamailio children=2 as RFC 7339 client of a SIPp UAS answering oc=50;oc-algo=\"loss\"")
+    from test_overload import loss_feedback_through  # noqa: E402
+
+    holder = {}
+
+    def start(uas_port: int) -> int:
+        holder["kam"] = Kamailio(run, "kamailio", document(0, "full", ""), 2, uas_port, stateful=True,
+                                 defines=(f'OC_CLIENT="127.0.0.1:{uas_port}"',))
+        return holder["kam"].port
+
+    loss_feedback_through(run, c, start)
+    log = holder["kam"].log()
+    c.that("feedback from" not in log, "Kamailio refused no feedback")
+    return c
+
+
+def oc_server_occupancy(run: Run) -> Checks:
+    """Kamailio (children=2, tm) as an RFC 7339 server on an occupancy signal the test computes
+    from the UAS's arrival rate (a server of CAPACITY calls/s): a participating client (the edge
+    with --overload-control) and a SIPp UAC that does not take part each offer 60 calls/s."""
+    capacity, offered, seconds = 60.0, 60.0, 16.0
+    c = Checks(f"oc_server_occupancy: Kamailio children=2 as RFC 7339 server, occupancy = arrivals / {capacity:.0f}/s, "
+               f"an RFC 7339 edge and a plain SIPp UAC offering {offered:.0f} calls/s each")
+    uas, uas_ports = start_uas(run, seconds + 20)
+    kam = Kamailio(run, "kamailio", document(0, "full", ""), 2, uas_ports.sip, stateful=True, defines=("OC_SERVER",))
+    eport = free_udp_port(tcp=True)
+    policy = run.path("edge-policy.xml")
+    policy.write_text(document(0, "full", ""))
+    edge = start_edge(run, "edge", eport, kam.port, "--policy", policy, "--transport", "udp", "--overload-control")
+    inf = harness.write_injection(run.path("callees.csv"), [MATCH])
+    calls = int(offered * seconds)
+    uac_oc = run.start("uac-oc", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{eport}", inf=inf,
+                                              rate=offered, calls=calls, timeout_s=seconds + 30, logs=False))
+    uac_plain = run.start("uac-plain", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{kam.port}", inf=inf,
+                                                    rate=offered, calls=calls, timeout_s=seconds + 30, logs=False))
+    # The occupancy signal every 200 ms: INVITEs at the UAS over the last second / capacity
+    # (what a CPU meter of a server of that capacity would read), against a target of 100 %.
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    t0 = time.time()
+    n = 0
+    while time.time() - t0 < seconds:
+        time.sleep(0.2)
+        ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
+        now = time.time()
+        measured = harness.count_in(ts, now - 1.0, now) / capacity
+        n += 1
+        msg = (f"OPTIONS sip:kamailio@127.0.0.1:{kam.port} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{probe.getsockname()[1]};branch=z9hG4bK-occ{n}\r\n"
+               f"From: <sip:test@127.0.0.1>;tag=o{n}\r\nTo: <sip:kamailio@127.0.0.1>\r\nCall-ID: occ{n}\r\nCSeq: 1 OPTIONS\r\n"
+               f"X-Measured: {int(measured * 1e6)}\r\nX-Target: 1000000\r\nContent-Length: 0\r\n\r\n")
+        probe.sendto(msg.encode(), ("127.0.0.1", kam.port))
+    probe.close()
+    uac_oc.wait(timeout=60)
+    uac_plain.wait(timeout=60)
+    edge.send_signal(signal.SIGUSR1)
+    time.sleep(0.5)
+    ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
+    first = ts[0] if ts else t0
+    # Physics: the loop aims at the capacity: CAPACITY ± 15 % at the UAS once it has settled.
+    c.rate("INVITEs at the UAS after 4 s", ts, first + 4.0, first + seconds - 1.0, capacity, 0.15)
+    edge_stats = {}
+    for line in edge.stdout_path.read_text(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            edge_stats[parts[0]] = parts[1]
+    # RFC 7339 §5.1: the server chose loss for the edge (the module's servers run the loss
+    # algorithm) and its values reached the edge in the Via of relayed replies.
+    c.that(edge_stats.get("edge_oc_next_hop_algorithm") == "1", f"the edge's next hop selected loss (algorithm {edge_stats.get('edge_oc_next_hop_algorithm')})")
+    c.that(float(edge_stats.get("edge_oc_next_hop_updates_total", 0)) > 10, f"feedback updates applied at the edge: {edge_stats.get('edge_oc_next_hop_updates_total')}")
+    shed = float(edge_stats.get("edge_oc_shed_total", 0))
+    plain = harness.invite_outcomes(SippOutputs(uac_plain.cwd))
+    oc_out = harness.invite_outcomes(SippOutputs(uac_oc.cwd))
+    # Max-min fair over two equal demands: half each; the participant sheds its excess itself,
+    # the non-participant is rejected by the server (§5.10.2): both lose about half.
+    c.that(0.3 <= shed / max(oc_out["invites"], 1) <= 0.7, f"the edge shed {shed:.0f} of {oc_out['invites']} INVITEs ({shed / max(oc_out['invites'], 1):.0%}; half ± 20 %)")
+    c.that(0.3 <= plain["rejected_503"] / max(plain["invites"], 1) <= 0.7,
+           f"Kamailio answered 503 to {plain['rejected_503']} of the plain UAC's {plain['invites']} INVITEs ({plain['rejected_503'] / max(plain['invites'], 1):.0%}; half ± 20 %)")
+    c.that(oc_out["failed_calls"] == 0 and plain["failed_calls"] == 0, f"no call failed ({oc_out['failed_calls']}, {plain['failed_calls']})")
+    return c
+
+
 TESTS = {
     "bad_policy_file": bad_policy_file,
     "rate_accuracy": rate_accuracy,
@@ -1211,6 +1294,8 @@ TESTS = {
     "subscriber_remote_target": subscriber_remote_target,
     "notifier_shares_by_demand": notifier_shares_by_demand,
     "notifier_restart": notifier_restart,
+    "oc_client_loss": oc_client_loss,
+    "oc_server_occupancy": oc_server_occupancy,
 }
 
 

@@ -168,8 +168,11 @@ ON_CALLS = 250  # ~10 s at the 25/s that get through
 VALIDITY_MS = 1000
 
 
-def uas_loss_feedback(run: Run) -> Checks:
-    c = Checks("uas_loss_feedback: a SIPp UAS answering oc=50;oc-algo=\"loss\" behind the edge")
+def loss_feedback_through(run: Run, c: Checks, start_proxy) -> dict:
+    """SIPp UAC at RATE calls/s → the proxy `start_proxy(uas_port)` starts (it returns the
+    proxy's port) → a SIPp UAS answering with the phases of scenarios/uas_oc.xml; checks the
+    arrival rate at the UAS in each phase. Returns the UAC's outcome counts and the phase
+    times."""
     uas_ports = SippPorts.pick()
     # Warm-up: "oc=0;oc-validity=0" (§5.1: supported, not overloaded); then oc=50 with a new
     # oc-seq per answer; then answers without feedback (no `oc` parameter), so the last value
@@ -180,21 +183,18 @@ def uas_loss_feedback(run: Run) -> Checks:
     uas_inf = harness.write_injection(run.path("uas.csv"), rows)
     uas = run.start("uas", sipp_command("uas_oc.xml", uas_ports, inf=uas_inf, timeout_s=80))
     wait_udp_port(uas_ports.sip, proc=uas)
-    eport = free_udp_port(tcp=True)
-    edge = start_edge(run, "edge", eport, uas_ports.sip, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control")
+    port = start_proxy(uas_ports.sip)
     total = 1250
     inf = harness.write_injection(run.path("callees.csv"), [CALLEE])
-    uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{eport}", inf=inf, rate=RATE,
+    uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{port}", inf=inf, rate=RATE,
                                         calls=total, timeout_s=60, logs=False))
     uac.wait(timeout=70)
-    edge.send_signal(signal.SIGUSR1)
-    time.sleep(0.5)
     ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
     counts = SippOutputs(uac.cwd).counts()
     shed_uac = sum(n for k, n in counts.items() if k.endswith("_503_Recv"))
     c.that(len(ts) > WARM_CALLS + ON_CALLS + 100, f"{len(ts)} INVITEs reached the UAS")
     if len(ts) <= WARM_CALLS + ON_CALLS + 100:
-        return c
+        return {"shed": shed_uac}
     on_start, on_end = ts[WARM_CALLS], ts[WARM_CALLS + ON_CALLS - 1]
     # Nothing shed before the first oc=50 (RFC 7339 §5: "If overload controls are not currently
     # active ... the SIP client sends the SIP message to the server").
@@ -204,12 +204,32 @@ def uas_loss_feedback(run: Run) -> Checks:
     # §4.3: once the validity passed without new values, "overload control is not in effect".
     after = on_end + VALIDITY_MS / 1000.0 + 0.3
     c.rate("after oc-validity", ts, after, ts[-20], RATE, 0.10)
+    on_offered = (on_end - on_start) * RATE
+    c.that(on_offered > 0 and abs(shed_uac / on_offered - 0.5) <= 0.15,
+           f"{shed_uac} shed of about {on_offered:.0f} INVITEs offered while oc=50 was valid: {shed_uac / max(on_offered, 1):.0%} (50 % ± 15 %)")
+    failed = SippOutputs(uac.cwd).stat().get("FailedCall(C)", -1)
+    c.that(failed == 0, f"no UAC call failed ({failed})")
+    stray = SippOutputs(uas.cwd).counts().get("0_ACK_Recv", -1)
+    c.that(stray == 0, f"the ACKs to the proxy's 503s stopped at the proxy: {stray} reached the UAS")
+    return {"shed": shed_uac}
+
+
+def uas_loss_feedback(run: Run) -> Checks:
+    c = Checks("uas_loss_feedback: a SIPp UAS answering oc=50;oc-algo=\"loss\" behind the edge")
+    proxy = {}
+
+    def start(uas_port: int) -> int:
+        eport = free_udp_port(tcp=True)
+        proxy["edge"] = start_edge(run, "edge", eport, uas_port, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control")
+        return eport
+
+    out = loss_feedback_through(run, c, start)
+    edge = proxy["edge"]
+    edge.send_signal(signal.SIGUSR1)
+    time.sleep(0.5)
     edge_stats = stats_of(edge)
     shed = edge_stats.get("edge_oc_shed_total", -1)
-    c.that(shed == shed_uac, f"the edge shed {shed:.0f} INVITEs and the UAC got {shed_uac} 503s")
-    on_offered = (on_end - on_start) * RATE
-    c.that(abs(shed_uac / on_offered - 0.5) <= 0.15 if on_offered > 0 else False,
-           f"{shed_uac} shed of about {on_offered:.0f} INVITEs offered while oc=50 was valid: {shed_uac / max(on_offered, 1):.0%} (50 % ± 15 %)")
+    c.that(shed == out["shed"], f"the edge shed {shed:.0f} INVITEs and the UAC got {out['shed']} 503s")
     c.that(edge_stats.get("edge_oc_bad_feedback_total", -1) == 0, "no feedback refused")
     return c
 

@@ -1,0 +1,407 @@
+/*
+ * loadctl module - feedback overload control (RFC 7339 / RFC 7415)
+ *
+ * Copyright (C) 2026 the loadctl authors
+ *
+ * This file is part of the loadctl Kamailio module, distributed under the
+ * same terms as Kamailio (GPL-2.0-or-later).
+ */
+
+/*!
+ * \file
+ * \brief loadctl :: overload control (see lc_oc.h)
+ */
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../core/dprint.h"
+#include "../../core/globals.h"
+#include "../../core/ip_addr.h"
+#include "../../core/data_lump.h"
+#include "../../core/mem/mem.h"
+#include "../../core/mem/shm_mem.h"
+#include "../../core/parser/parse_via.h"
+#include "../../core/xavp.h"
+#include "../../core/ut.h"
+
+#include "lc_shared.h"
+#include "lc_oc.h"
+
+int lc_oc_enable = 0;
+int lc_oc_hops = 64;
+int lc_oc_validity_ms = 500;
+int lc_oc_tau_priority = 100;
+
+/* The hop table (shared memory, 64-byte aligned) and the load signal. */
+static char *_lc_oc_raw = NULL;
+static void *_lc_oc_table = NULL;
+static size_t _lc_oc_len = 0;
+/* generation (22 bits) | measured ppm (21 bits) | target ppm (21 bits) */
+static uint64_t *_lc_oc_load = NULL;
+
+/* This process's client, shard and server (created on first use). */
+static lc_oc_client *_lc_oc_client = NULL;
+static lc_oc_shard *_lc_oc_shard = NULL;
+static lc_oc_server *_lc_oc_server = NULL;
+static uint64_t _lc_oc_load_seen = 0;
+
+/* The name of the core's xavp whose fields go into the Via of requests sent
+ * (the core parameter xavp_via_params, set here when the script left it
+ * empty). */
+static char _lc_oc_xavp_name[] = "lc_oc_via";
+
+#define LC_OC_PPM_MASK ((1ULL << 21) - 1)
+
+static uint64_t lc_oc_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int lc_oc_mod_init(void)
+{
+	size_t len;
+
+	if(lc_oc_enable == 0)
+		return 0;
+	if(lc_oc_enable != 1) {
+		LM_ERR("overload_control must be 0 or 1\n");
+		return -1;
+	}
+	if(lc_oc_hops < 1 || lc_oc_hops > 1048576) {
+		LM_ERR("oc_hops must be between 1 and 1048576\n");
+		return -1;
+	}
+	if(lc_oc_validity_ms < 1 || lc_oc_tau_priority < 10
+			|| lc_oc_tau_priority > 1000000) {
+		LM_ERR("oc_validity_ms must be > 0 and oc_tau_priority between 10 "
+			   "and 1000000\n");
+		return -1;
+	}
+	len = lc_oc_table_bytes((uint32_t)lc_oc_hops);
+	_lc_oc_raw = (char *)shm_malloc(len + 63);
+	_lc_oc_load = (uint64_t *)shm_malloc(sizeof(uint64_t));
+	if(_lc_oc_raw == NULL || _lc_oc_load == NULL) {
+		SHM_MEM_ERROR;
+		return -1;
+	}
+	_lc_oc_table = (void *)(((uintptr_t)_lc_oc_raw + 63) & ~(uintptr_t)63);
+	memset(_lc_oc_table, 0, len);
+	_lc_oc_len = len;
+	*_lc_oc_load = 0;
+	if(_ksr_xavp_via_params.len <= 0) {
+		_ksr_xavp_via_params.s = _lc_oc_xavp_name;
+		_ksr_xavp_via_params.len = strlen(_lc_oc_xavp_name);
+		LM_INFO("xavp_via_params set to %s for the oc Via parameters\n",
+				_lc_oc_xavp_name);
+	}
+	return 0;
+}
+
+void lc_oc_destroy(void)
+{
+	if(_lc_oc_raw)
+		shm_free(_lc_oc_raw);
+	if(_lc_oc_load)
+		shm_free(_lc_oc_load);
+	_lc_oc_raw = NULL;
+	_lc_oc_load = NULL;
+}
+
+/* This process's client, shard and server; -1 (logged) when overload control
+ * is off or they cannot be made. */
+static int lc_oc_proc(void)
+{
+	lc_oc_client_config cc;
+	lc_oc_server_config sc;
+	lc_result r;
+
+	if(_lc_oc_server != NULL)
+		return 0;
+	if(_lc_oc_table == NULL) {
+		LM_ERR("overload control is off: set modparam(\"loadctl\", "
+			   "\"overload_control\", 1)\n");
+		return -1;
+	}
+	lc_oc_client_config_default(&cc);
+	/* In-dialog requests come in bursts (BYEs after answered calls): a
+	 * tolerance of oc_tau_priority times T for them (RFC 7415's TAU2 is 10 T;
+	 * the long-term rate stays 1/T). */
+	cc.tau_priority_milli = (uint32_t)lc_oc_tau_priority * 1000u;
+	r = lc_oc_client_new_shared(&cc, _lc_oc_table, _lc_oc_len, &_lc_oc_client);
+	if(r == LC_RESULT_OK)
+		r = lc_oc_shard_new(_lc_oc_client, (uint64_t)my_pid(), &_lc_oc_shard);
+	if(r == LC_RESULT_OK)
+		r = lc_oc_server_config_default(&sc);
+	if(r == LC_RESULT_OK) {
+		/* loss: a percentage each process applies to its own share */
+		sc.preference = LC_OC_ALGORITHM_LOSS;
+		sc.validity_ms = (uint64_t)lc_oc_validity_ms;
+		r = lc_oc_server_new(&sc, &_lc_oc_server);
+	}
+	if(r != LC_RESULT_OK) {
+		LM_ERR("cannot start overload control: %s\n", lc_result_text(r));
+		return -1;
+	}
+	return 0;
+}
+
+/* "IP:PORT" of a message's source. */
+static int lc_oc_source(sip_msg_t *msg, char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, "%s:%u", ip_addr2a(&msg->rcv.src_ip),
+			(unsigned)msg->rcv.src_port);
+	return n > 0 && (size_t)n < cap ? n : -1;
+}
+
+static lc_str lc_oc_s(const char *s, int len)
+{
+	lc_str out;
+	out.ptr = (const uint8_t *)s;
+	out.len = len > 0 ? (size_t)len : 0;
+	return out;
+}
+
+/* The hop of `dst` ("IP:PORT"); -1 (logged) when the table is full. */
+static int lc_oc_hop(str *dst, uint32_t *hop)
+{
+	lc_result r =
+			lc_oc_client_hop(_lc_oc_client, lc_oc_s(dst->s, dst->len), hop);
+	if(r != LC_RESULT_OK) {
+		LM_ERR("overload control: no hop for %.*s: %s\n", dst->len, dst->s,
+				lc_result_text(r));
+		return -1;
+	}
+	return 0;
+}
+
+/* Makes the core add `oc;oc-algo="loss,rate"` to the Via of the request sent
+ * (RFC 7339 §4.1, §4.2): fields of the xavp named by xavp_via_params. */
+static int lc_oc_add_via_params(sip_msg_t *msg)
+{
+	static str oc = str_init("oc");
+	static str algo = str_init("oc-algo");
+	static str empty = str_init("");
+	static str list = str_init("\"loss,rate\"");
+
+	if(xavp_set_child_sval(&_ksr_xavp_via_params, &oc, &empty) < 0
+			|| xavp_set_child_sval(&_ksr_xavp_via_params, &algo, &list) < 0) {
+		LM_ERR("cannot set the oc Via parameters\n");
+		return -1;
+	}
+	msg->msg_flags |= FL_ADD_XAVP_VIA_PARAMS;
+	return 0;
+}
+
+int ki_lc_oc_forward(sip_msg_t *msg, str *dst)
+{
+	lc_proc_t *p;
+	lc_oc_category cat = LC_OC_CATEGORY_NONE;
+	lc_oc_verdict v = LC_OC_VERDICT_FORWARD;
+	uint32_t hop;
+	lc_result r;
+
+	if(msg->first_line.type != SIP_REQUEST) {
+		LM_ERR("lc_oc_forward() on a reply\n");
+		return -4;
+	}
+	if(lc_oc_proc() < 0 || lc_oc_hop(dst, &hop) < 0)
+		return -4;
+	p = lc_proc_get(lc_current_rank());
+	if(p == NULL)
+		return -4;
+	r = lc_oc_category_sip(p->engine, (const uint8_t *)msg->buf,
+			(size_t)msg->len, &cat);
+	if(r != LC_RESULT_OK) {
+		LM_ERR("lc_oc_forward(): %s\n", lc_result_text(r));
+		return -4;
+	}
+	if(cat != LC_OC_CATEGORY_NONE) {
+		r = lc_oc_decide(_lc_oc_shard, hop, lc_oc_now(), cat, &v);
+		if(r != LC_RESULT_OK) {
+			LM_ERR("lc_oc_forward(): %s\n", lc_result_text(r));
+			return -4;
+		}
+	}
+	switch(v) {
+		case LC_OC_VERDICT_FORWARD:
+		case LC_OC_VERDICT_PROBE:
+			if(lc_oc_add_via_params(msg) < 0)
+				return -4;
+			return v == LC_OC_VERDICT_PROBE ? 2 : 1;
+		case LC_OC_VERDICT_SHED_LOSS:
+			return -1;
+		case LC_OC_VERDICT_SHED_RATE:
+			return -2;
+		default:
+			return -3;
+	}
+}
+
+int ki_lc_oc_reply(sip_msg_t *msg)
+{
+	char src[64];
+	str key;
+	uint32_t hop;
+	lc_oc_applied applied;
+	lc_result r;
+
+	if(msg->first_line.type != SIP_REPLY) {
+		LM_ERR("lc_oc_reply() on a request\n");
+		return -4;
+	}
+	if(lc_oc_proc() < 0)
+		return -4;
+	if(parse_headers(msg, HDR_VIA1_F, 0) < 0 || msg->h_via1 == NULL)
+		return -4;
+	key.len = lc_oc_source(msg, src, sizeof(src));
+	key.s = src;
+	if(key.len < 0 || lc_oc_hop(&key, &hop) < 0)
+		return -4;
+	r = lc_oc_client_on_response(_lc_oc_client, hop, lc_oc_now(),
+			lc_oc_s(msg->h_via1->body.s, msg->h_via1->body.len), &applied);
+	if(r != LC_RESULT_OK) {
+		LM_WARN("overload-control feedback from %s refused: %s\n", src,
+				lc_result_text(r));
+		return -1;
+	}
+	return 1;
+}
+
+int ki_lc_oc_timeout(sip_msg_t *msg, str *dst)
+{
+	uint32_t hop;
+
+	if(lc_oc_proc() < 0 || lc_oc_hop(dst, &hop) < 0)
+		return -4;
+	lc_oc_client_on_timeout(_lc_oc_client, hop, lc_oc_now());
+	return 1;
+}
+
+/* Picks up a newer load signal from shared memory. */
+static void lc_oc_sync_load(uint64_t now)
+{
+	uint64_t w = __atomic_load_n(_lc_oc_load, __ATOMIC_ACQUIRE);
+	if(w == 0 || w == _lc_oc_load_seen)
+		return;
+	_lc_oc_load_seen = w;
+	lc_oc_server_report_occupancy(_lc_oc_server, now,
+			(uint32_t)((w >> 21) & LC_OC_PPM_MASK), (uint32_t)(w & LC_OC_PPM_MASK));
+}
+
+int ki_lc_oc_occupancy(sip_msg_t *msg, int measured_ppm, int target_ppm)
+{
+	uint64_t old, gen, w;
+
+	if(_lc_oc_load == NULL) {
+		LM_ERR("overload control is off\n");
+		return -4;
+	}
+	if(measured_ppm < 0 || (uint64_t)measured_ppm > LC_OC_PPM_MASK
+			|| target_ppm <= 0 || (uint64_t)target_ppm > LC_OC_PPM_MASK) {
+		LM_ERR("lc_oc_occupancy(%d, %d): measured 0 to 2097151 ppm, target 1 "
+			   "to 2097151 ppm\n",
+				measured_ppm, target_ppm);
+		return -4;
+	}
+	old = __atomic_load_n(_lc_oc_load, __ATOMIC_ACQUIRE);
+	gen = ((old >> 42) + 1) & ((1ULL << 22) - 1);
+	if(gen == 0)
+		gen = 1;
+	w = gen << 42 | (uint64_t)measured_ppm << 21 | (uint64_t)target_ppm;
+	__atomic_store_n(_lc_oc_load, w, __ATOMIC_RELEASE);
+	return 1;
+}
+
+int ki_lc_oc_check(sip_msg_t *msg)
+{
+	char src[64];
+	int n;
+	uint64_t now;
+	lc_oc_admission adm = LC_OC_ADMISSION_ADMIT;
+	lc_str via = {NULL, 0};
+
+	if(msg->first_line.type != SIP_REQUEST) {
+		LM_ERR("lc_oc_check() on a reply\n");
+		return -4;
+	}
+	if(lc_oc_proc() < 0)
+		return -4;
+	n = lc_oc_source(msg, src, sizeof(src));
+	if(n < 0)
+		return -4;
+	if(parse_headers(msg, HDR_VIA1_F, 0) >= 0 && msg->h_via1 != NULL)
+		via = lc_oc_s(msg->h_via1->body.s, msg->h_via1->body.len);
+	now = lc_oc_now();
+	lc_oc_sync_load(now);
+	/* tm absorbs retransmissions of known transactions before the script
+	 * runs: what reaches it is new */
+	if(lc_oc_server_on_request(_lc_oc_server, now, lc_oc_s(src, n), via,
+			   LC_CLASS_ORIGINAL, &adm)
+			!= LC_RESULT_OK)
+		return -4;
+	return adm == LC_OC_ADMISSION_REJECT ? -1 : 1;
+}
+
+int ki_lc_oc_via(sip_msg_t *msg)
+{
+	struct via_body *v;
+	char key[96];
+	char *out;
+	size_t written = 0, cap;
+	int len, n;
+	str host;
+	unsigned port;
+	struct lump *l;
+	lc_result r;
+
+	if(msg->first_line.type != SIP_REPLY) {
+		LM_ERR("lc_oc_via() on a request\n");
+		return -4;
+	}
+	if(lc_oc_proc() < 0)
+		return -4;
+	if(parse_headers(msg, HDR_VIA2_F, 0) < 0 || msg->via2 == NULL)
+		return 1; /* no upstream Via: nothing to write */
+	v = msg->via2;
+	/* the client, as lc_oc_check() knew it: its source address (received /
+	 * rport when the Via has them) */
+	host = v->received && v->received->value.len ? v->received->value : v->host;
+	port = v->port ? v->port : 5060;
+	if(v->rport && v->rport->value.len > 0) {
+		unsigned int rp = 0;
+		if(str2int(&v->rport->value, &rp) == 0)
+			port = rp;
+	}
+	n = snprintf(key, sizeof(key), "%.*s:%u", host.len, host.s, port);
+	if(n <= 0 || (size_t)n >= sizeof(key))
+		return -4;
+	len = v->bsize;
+	while(len > 0
+			&& (v->bstart[len - 1] == '\r' || v->bstart[len - 1] == '\n'
+					|| v->bstart[len - 1] == ' ' || v->bstart[len - 1] == '\t'
+					|| v->bstart[len - 1] == ','))
+		len--;
+	cap = (size_t)len + 128;
+	out = (char *)pkg_malloc(cap);
+	if(out == NULL) {
+		PKG_MEM_ERROR;
+		return -4;
+	}
+	r = lc_oc_server_write_via(_lc_oc_server, lc_oc_now(), lc_oc_s(key, n),
+			lc_oc_s(v->bstart, len), (uint8_t *)out, cap, &written);
+	if(r != LC_RESULT_OK) {
+		pkg_free(out);
+		return r == LC_RESULT_EMPTY ? 1 : -4;
+	}
+	l = del_lump(msg, v->bstart - msg->buf, len, HDR_VIA_T);
+	if(l == NULL || insert_new_lump_after(l, out, (int)written, HDR_VIA_T) == NULL) {
+		LM_ERR("cannot rewrite the upstream Via\n");
+		pkg_free(out);
+		return -4;
+	}
+	return 1;
+}
