@@ -1843,11 +1843,14 @@ lc_result lc_oc_server_new(const struct lc_oc_server_config *config, struct lc_o
 void lc_oc_server_free(struct lc_oc_server *server);
 
 // A request arrived from `client` (its address as bytes, e.g. `"192.0.2.7:5060"`) at
-// `now_ns`, with `top_via` its topmost Via value (absent: read as no offer) and its class
-// (`LC_CLASS_ORIGINAL` / `LC_CLASS_RETRANSMISSION`, e.g. from `lc_detector_observe_sip`).
-// Writes `LC_OC_ADMISSION_REJECT` for a request the server should answer 503 without
-// Retry-After (a client without `oc` in its Via while the server is in overload, RFC 7339
-// §5.10.2), else `LC_OC_ADMISSION_ADMIT`. Call it for every request received.
+// `now_ns`, with `top_via` its topmost Via value (absent: read as no offer), its class
+// (`LC_CLASS_ORIGINAL` / `LC_CLASS_RETRANSMISSION`, e.g. from `lc_detector_observe_sip`) and
+// its category (`LC_OC_CATEGORY_REDUCIBLE` / `LC_OC_CATEGORY_PRIORITY`, e.g. from
+// `lc_oc_category_sip`; ACK and CANCEL need not be passed). Writes `LC_OC_ADMISSION_REJECT`
+// for a request the server should answer 503 without Retry-After (a reducible request of a
+// client without `oc` in its Via while the server is in overload, RFC 7339 §5.10.2; priority
+// requests are never rejected), else `LC_OC_ADMISSION_ADMIT`. Call it for every request
+// received.
 //
 // # Safety
 // `server` from `lc_oc_server_new`; the strings readable or absent; `admission` writable.
@@ -1856,6 +1859,7 @@ lc_result lc_oc_server_on_request(const struct lc_oc_server *server,
                                   struct lc_str client,
                                   struct lc_str top_via,
                                   lc_class request_class,
+                                  lc_oc_category category,
                                   lc_oc_admission *admission);
 
 // Writes the values a response to `client` carries now into `*out`; `LC_RESULT_EMPTY` when the

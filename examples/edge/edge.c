@@ -5,7 +5,8 @@
  *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]
  *        [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]
  *        [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]
- *        [--overload-control [--oc-occupancy-target PCT] [--oc-timeout-ms N]]
+ *        [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]
+ *                            [--oc-timeout-ms N]]
  *
  * With --subscribe it is an RFC 7200 subscriber: it SUBSCRIBEs to the notifier (the `load-control`
  * event package, through libloadctl's subscriber state machine and its SIP wire functions),
@@ -56,7 +57,9 @@
  *
  * With --overload-control it takes part in feedback overload control (RFC 7339 loss-based, RFC
  * 7415 rate-based; libloadctl's lc_oc_* functions), in both roles:
- * - client of its next hop: its Via carries `;oc;oc-algo="loss,rate"`; the oc values in the
+ * - client of its next hop: its Via carries `;oc;oc-algo="loss,rate"` (--oc-algorithms; `loss`
+ *   for a next hop whose SIP parser cannot take a comma inside a quoted Via parameter, as
+ *   Kamailio 5.6's cannot); the oc values in the
  *   responses coming back through that Via are applied; each new request (an original, told
  *   from retransmissions by libloadctl's retransmission detector; not ACK or CANCEL) is asked
  *   lc_oc_decide after classification, in its category (in-dialog, emergency and priority
@@ -476,7 +479,7 @@ static void send_to(worker_t *w, const char *msg, size_t len, const struct socka
 
 /* ------------------------------------------------------------------ TCP connections */
 
-static void forward_response(worker_t *w, const char *msg, size_t len);
+static void forward_response(worker_t *w, const char *msg, size_t len, int local);
 static size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, const char *reason, const lc_decision *d,
                           int retry_after);
 
@@ -676,7 +679,9 @@ static void answer_unsent(worker_t *w, unsigned slot) {
         if (!is_response(m, f.len) && !(f.len >= 4 && strncmp(m, "ACK ", 4) == 0)) {
             size_t n = build_reply(w, m, f.header_len, 503, "Service Unavailable", NULL, 1);
             BUMP(w->c.forward_failures);
-            forward_response(w, w->reply_buf, n);
+            /* RFC 7339 §5.9: a fatal transport error toward the next hop counts as a timeout */
+            if (w->e->oc) lc_oc_client_on_timeout(w->e->oc, w->e->oc_hop, now_ns());
+            forward_response(w, w->reply_buf, n, 1);
         }
         off += f.len;
     }
@@ -852,12 +857,14 @@ static void forward_request(worker_t *w, const char *msg, size_t len, const peer
     /* RFC 3261 §16.9: a transport error forwarding a request counts as a 503 from the next
      * hop. A stateless proxy answers it on the spot (an ACK gets nothing). */
     BUMP(w->c.forward_failures);
+    if (w->e->oc) lc_oc_client_on_timeout(w->e->oc, w->e->oc_hop, now_ns()); /* RFC 7339 §5.9 */
     if (!(len >= 4 && strncmp(msg, "ACK ", 4) == 0)) reply(w, msg, len, from, 503, "Service Unavailable", NULL);
 }
 
 /* Where a response goes: the sent-by of a Via entry, or its received= address (RFC 3261
  * §18.2.2). `entry` is one Via value, up to its comma. */
 static int via_destination(const char *entry, size_t len, struct sockaddr_in *to) {
+    if (len == 0) return 0;
     char buf[256];
     size_t bl = len < sizeof buf - 1 ? len : sizeof buf - 1;
     memcpy(buf, entry, bl);
@@ -914,6 +921,16 @@ static void addr_key(const struct sockaddr_in *a, char *out, size_t cap) {
     snprintf(out, cap, "%s:%u", ip, ntohs(a->sin_port));
 }
 
+/* The key of an upstream client as both directions know it: the request's source IP and its
+ * Via sent-by port — where this edge sends the responses (received=IP, sent-by port, RFC 3261
+ * §18.2.2), so a request and the response to it name the same client. */
+static void client_key(const struct sockaddr_in *src, const char *via, size_t via_len, char *out, size_t cap) {
+    struct sockaddr_in a = *src;
+    struct sockaddr_in v;
+    if (via && via_destination(via, via_len, &v)) a.sin_port = v.sin_port;
+    addr_key(&a, out, cap);
+}
+
 /* Writes the Via entry `value` (one header value, possibly with further entries after a comma)
  * going upstream to `to`: with this edge's overload-control values for that client when it is
  * an overload-control server and the client takes part, else as it was. */
@@ -945,8 +962,9 @@ static void oc_answered(worker_t *w, unsigned long h);
 /* Sends a response back: drops the top Via entry (ours; several entries may share one header
  * line, as SIPp writes them) and goes to the inbound connection named in it, or over UDP to the
  * address of the next entry. With overload control, the oc values in our entry are applied
- * (the next hop's feedback) and the next entry gets this edge's own. */
-static void forward_response(worker_t *w, const char *msg, size_t len) {
+ * (the next hop's feedback; not for a response the edge made itself, `local`) and the next
+ * entry gets this edge's own. */
+static void forward_response(worker_t *w, const char *msg, size_t len, int local) {
     char *out = w->fwd_buf;
     const size_t cap = sizeof w->fwd_buf;
     size_t at = 0;
@@ -973,7 +991,7 @@ static void forward_response(worker_t *w, const char *msg, size_t len) {
                 dropped = 1; /* ours: the first entry */
                 size_t comma = via_comma(h + v, line_len - v);
                 have_to = via_connection(h + v, comma, &to);
-                if (w->e->oc) {
+                if (w->e->oc && !local) { /* the next hop's answer, not one the edge made */
                     lc_oc_applied applied;
                     lc_str ours = {(const uint8_t *)h + v, comma};
                     if (lc_oc_client_on_response(w->e->oc, w->e->oc_hop, now_ns(), ours, &applied) != LC_RESULT_OK) {
@@ -1319,7 +1337,7 @@ static int acks_our_answer(const char *msg, size_t len) {
 static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     if (!from->tcp && w == w->e->udp && subscriber_receive(w->e, msg, len, &from->addr)) return;
     if (is_response(msg, len)) {
-        forward_response(w, msg, len);
+        forward_response(w, msg, len, 0);
         return;
     }
     if (len >= 4 && strncmp(msg, "ACK ", 4) == 0 && acks_our_answer(msg, len)) {
@@ -1340,10 +1358,11 @@ static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from)
                 cls = LC_CLASS_ORIGINAL;
             }
             char key[32];
-            addr_key(&from->addr, key, sizeof key);
+            lc_str tv = top_via(msg, len);
+            client_key(&from->addr, (const char *)tv.ptr, tv.len, key, sizeof key);
             lc_oc_admission adm = LC_OC_ADMISSION_ADMIT;
             lc_str k = {(const uint8_t *)key, strlen(key)};
-            lc_oc_server_on_request(w->e->oc_srv, now, k, top_via(msg, len), cls, &adm);
+            lc_oc_server_on_request(w->e->oc_srv, now, k, tv, cls, cat, &adm);
             if (adm == LC_OC_ADMISSION_REJECT) {
                 BUMP(w->c.oc_rejected);
                 reply_overload(w, msg, len, from);
@@ -1650,7 +1669,8 @@ static int usage(void) {
                     "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]\n"
                     "            [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]\n"
                     "            [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]\n"
-                    "            [--overload-control [--oc-occupancy-target PCT] [--oc-timeout-ms N]]\n");
+                    "            [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]\n"
+                    "                                [--oc-timeout-ms N]]\n");
     return 2;
 }
 
@@ -1662,6 +1682,7 @@ int main(int argc, char **argv) {
     unsigned expires = 0;
     const char *redirect_allow = NULL, *priority_namespaces = NULL;
     int emergency_exempt = 1, overload_control = 0;
+    const char *oc_algorithms = "loss,rate";
     long linger_us = 200, max_conns = 1024, idle_s = 300, oc_target_pct = 80, oc_timeout_ms = 32000;
     e.source = "edge";
     e.udp_sock = e.tcp_sock = -1;
@@ -1691,6 +1712,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--priority-namespaces") == 0) priority_namespaces = argv[++i];
         else if (strcmp(argv[i], "--oc-occupancy-target") == 0) oc_target_pct = atol(argv[++i]);
         else if (strcmp(argv[i], "--oc-timeout-ms") == 0) oc_timeout_ms = atol(argv[++i]);
+        else if (strcmp(argv[i], "--oc-algorithms") == 0) oc_algorithms = argv[++i];
         else return usage();
     }
     e.udp_on = strcmp(transport, "udp") == 0 || strcmp(transport, "both") == 0;
@@ -1757,6 +1779,10 @@ int main(int argc, char **argv) {
          * 2,064 calls at 3x overload). 100·T keeps them; the long-term rate is still 1/T, since
          * every admission of either category fills the same bucket and new requests yield. */
         cc.tau_priority_milli = 100000;
+        if (strcmp(oc_algorithms, "loss") == 0) cc.algorithms = LC_OC_ALGORITHMS_LOSS;
+        else if (strcmp(oc_algorithms, "rate,loss") == 0)
+            cc.algorithms = LC_OC_ALGORITHMS_LOSS | LC_OC_ALGORITHMS_RATE | LC_OC_ALGORITHMS_PREFER_RATE;
+        else if (strcmp(oc_algorithms, "loss,rate") != 0) return usage();
         if (lc_oc_client_new(&cc, 1, &e.oc) != LC_RESULT_OK || lc_oc_client_hop(e.oc, hk, &e.oc_hop) != LC_RESULT_OK ||
             lc_oc_client_request_params(e.oc, &params) != LC_RESULT_OK || params.len >= sizeof e.oc_params ||
             lc_detector_new(NULL, &e.oc_det) != LC_RESULT_OK || lc_oc_server_config_default(&sc) != LC_RESULT_OK ||

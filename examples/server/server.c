@@ -15,7 +15,8 @@
  * top Via offer is read on arrival (lc_oc_server_on_request; a client that does not take part is
  * answered 503 without Retry-After in the share the law sets, RFC 7339 §5.10.2), the queue
  * reports its delay and service every 10 ms (lc_oc_server_report_queue: the waiting time of the
- * newest original served, what was served, how long the server was busy), and every response's
+ * newest original served, the requests served that it counts — not ACKs — and how long the
+ * server was busy, ACKs included), and every response's
  * top Via carries the oc values for its client (lc_oc_server_write_via, --validity-ms sets
  * oc-validity, default 500).
  *
@@ -49,11 +50,13 @@ static void on_signal(int sig) {
     else stop_requested = 1;
 }
 
-/* One queued message: its bytes, where it came from, when, and its class. */
+/* One queued message: its bytes, where it came from, when, its class, and whether it counts
+ * for overload control (everything but ACK). */
 typedef struct {
     struct sockaddr_in from;
     uint64_t arrived_ns;
     lc_class cls;
+    int counted;
     size_t len;
     char msg[];
 } item_t;
@@ -64,6 +67,7 @@ typedef struct {
     lc_scheduler *sched;
     lc_detector *det;
     lc_oc_server *oc; /* NULL without --overload-control */
+    lc_engine *engine; /* for the requests' categories (lc_oc_category_sip) */
     atomic_ulong received, served, served_retx, dropped, rejected, answered, malformed;
 } server_t;
 
@@ -188,7 +192,7 @@ static void *serve(void *arg) {
     uint64_t base = now_ns();
     double credit = 0; /* service slots available now */
     uint64_t report_at = base + 10000000ull;
-    uint64_t served = 0, served_retx = 0, newest_wait = 0;
+    uint64_t served = 0, served_retx = 0, busy_slots = 0, newest_wait = 0;
     while (!stop_requested) {
         uint64_t t = now_ns();
         credit += (double)(t - base) / slot_ns;
@@ -204,9 +208,15 @@ static void *serve(void *arg) {
             credit -= 1.0;
             worked = 1;
             item_t *it = (item_t *)token;
-            served++;
-            if (cls == LC_CLASS_RETRANSMISSION) served_retx++;
-            else newest_wait = t - it->arrived_ns;
+            uint64_t popped = now_ns();
+            busy_slots++;
+            /* What the law is told was served: the requests it counted (lc_oc_server_on_request,
+             * not ACKs), so capacity and demand are in the same unit; the busy time is all. */
+            if (it->counted) {
+                served++;
+                if (cls == LC_CLASS_RETRANSMISSION) served_retx++;
+            }
+            if (cls == LC_CLASS_ORIGINAL) newest_wait = popped > it->arrived_ns ? popped - it->arrived_ns : 0;
             /* A retransmission costs its slot but is not answered again: the first copy was served
              * before it (PRSM serves originals first; FIFO in arrival order) and answered then. */
             if (cls == LC_CLASS_ORIGINAL && strncmp(it->msg, "ACK ", 4) != 0) respond(s, it->msg, it->len, &it->from, 200, "OK");
@@ -220,12 +230,12 @@ static void *serve(void *arg) {
                 q.delay_ns = sc.primary.len > 0 ? newest_wait : 0;
                 q.served = served;
                 q.served_retransmissions = served_retx;
-                q.busy_ns = (uint64_t)((double)served * slot_ns);
+                q.busy_ns = (uint64_t)((double)busy_slots * slot_ns);
                 lc_oc_server_report_queue(s->oc, t, &q);
             }
-            atomic_fetch_add(&s->served, served);
+            atomic_fetch_add(&s->served, busy_slots);
             atomic_fetch_add(&s->served_retx, served_retx);
-            served = served_retx = 0;
+            served = served_retx = busy_slots = 0;
             report_at = t + 10000000ull;
         }
         if (!worked) {
@@ -298,6 +308,7 @@ int main(int argc, char **argv) {
         lc_oc_server_config_default(&oc);
         oc.validity_ms = (uint64_t)validity_ms;
         lc_result r = lc_oc_server_new(&oc, &s.oc);
+        if (r == LC_RESULT_OK) r = lc_engine_new(NULL, &s.engine);
         if (r != LC_RESULT_OK) {
             fprintf(stderr, "server: cannot start overload control: %s\n", lc_result_text(r));
             return 2;
@@ -344,7 +355,9 @@ int main(int argc, char **argv) {
             atomic_fetch_add(&s.malformed, 1);
             continue;
         }
-        if (s.oc && strncmp(buf, "ACK ", 4) != 0) {
+        lc_oc_category cat = LC_OC_CATEGORY_NONE;
+        if (s.oc) lc_oc_category_sip(s.engine, (const uint8_t *)buf, (size_t)n, &cat);
+        if (s.oc && cat != LC_OC_CATEGORY_NONE) {
             char key[32];
             addr_key(&from, key, sizeof key);
             size_t vl = 0;
@@ -352,7 +365,7 @@ int main(int argc, char **argv) {
             lc_str k = {(const uint8_t *)key, strlen(key)};
             lc_str v = {(const uint8_t *)via, via ? vl : 0};
             lc_oc_admission adm = LC_OC_ADMISSION_ADMIT;
-            lc_oc_server_on_request(s.oc, t, k, v, cls, &adm);
+            lc_oc_server_on_request(s.oc, t, k, v, cls, cat, &adm);
             if (adm == LC_OC_ADMISSION_REJECT) {
                 atomic_fetch_add(&s.rejected, 1);
                 respond(&s, buf, (size_t)n, &from, 503, "Service Unavailable");
@@ -364,6 +377,7 @@ int main(int argc, char **argv) {
         it->from = from;
         it->arrived_ns = t;
         it->cls = cls;
+        it->counted = cat != LC_OC_CATEGORY_NONE;
         it->len = (size_t)n;
         memcpy(it->msg, buf, (size_t)n);
         if (lc_scheduler_push(s.sched, (uintptr_t)it, cls) != LC_RESULT_OK) {
@@ -383,6 +397,7 @@ int main(int argc, char **argv) {
     lc_scheduler_free(s.sched);
     lc_detector_free(s.det);
     lc_oc_server_free(s.oc);
+    lc_engine_free(s.engine);
     close(s.sock);
     return 0;
 }

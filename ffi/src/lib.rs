@@ -354,7 +354,7 @@ mod tests {
             }
         }
         assert_eq!(
-            declared, 28,
+            declared, 30,
             "a code was added: add it to ffi/tests/test_abi_values.c"
         );
     }

@@ -978,11 +978,14 @@ pub unsafe extern "C" fn lc_oc_server_free(server: *mut lc_oc_server) {
 }
 
 /// A request arrived from `client` (its address as bytes, e.g. `"192.0.2.7:5060"`) at
-/// `now_ns`, with `top_via` its topmost Via value (absent: read as no offer) and its class
-/// (`LC_CLASS_ORIGINAL` / `LC_CLASS_RETRANSMISSION`, e.g. from `lc_detector_observe_sip`).
-/// Writes `LC_OC_ADMISSION_REJECT` for a request the server should answer 503 without
-/// Retry-After (a client without `oc` in its Via while the server is in overload, RFC 7339
-/// §5.10.2), else `LC_OC_ADMISSION_ADMIT`. Call it for every request received.
+/// `now_ns`, with `top_via` its topmost Via value (absent: read as no offer), its class
+/// (`LC_CLASS_ORIGINAL` / `LC_CLASS_RETRANSMISSION`, e.g. from `lc_detector_observe_sip`) and
+/// its category (`LC_OC_CATEGORY_REDUCIBLE` / `LC_OC_CATEGORY_PRIORITY`, e.g. from
+/// `lc_oc_category_sip`; ACK and CANCEL need not be passed). Writes `LC_OC_ADMISSION_REJECT`
+/// for a request the server should answer 503 without Retry-After (a reducible request of a
+/// client without `oc` in its Via while the server is in overload, RFC 7339 §5.10.2; priority
+/// requests are never rejected), else `LC_OC_ADMISSION_ADMIT`. Call it for every request
+/// received.
 ///
 /// # Safety
 /// `server` from `lc_oc_server_new`; the strings readable or absent; `admission` writable.
@@ -993,6 +996,7 @@ pub unsafe extern "C" fn lc_oc_server_on_request(
     client: lc_str,
     top_via: lc_str,
     request_class: crate::prsm::lc_class,
+    category: lc_oc_category,
     admission: *mut lc_oc_admission,
 ) -> lc_result {
     boundary(|| {
@@ -1004,12 +1008,18 @@ pub unsafe extern "C" fn lc_oc_server_on_request(
         // SAFETY: readable or absent by contract.
         let via = try_!(unsafe { top_via.to_opt_str("top_via") });
         let class: Class = try_value!(request_class, "lc_oc_server_on_request: request_class");
+        let category = match try_value!(category, "lc_oc_server_on_request: category") {
+            CategoryC::Reducible => Category::Reducible,
+            CategoryC::Priority => Category::Priority,
+        };
         let admission = try_out!(admission);
         let offer = via.and_then(Offer::parse);
-        admission.write(match s.lock().on_request(now_ns, client, offer, class) {
-            Admission::Admit => LC_OC_ADMISSION_ADMIT,
-            Admission::Reject => LC_OC_ADMISSION_REJECT,
-        });
+        admission.write(
+            match s.lock().on_request(now_ns, client, offer, class, category) {
+                Admission::Admit => LC_OC_ADMISSION_ADMIT,
+                Admission::Reject => LC_OC_ADMISSION_REJECT,
+            },
+        );
         Code::Ok
     })
 }

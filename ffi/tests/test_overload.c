@@ -372,7 +372,7 @@ static void run_server(lc_oc_server *s, double admitted[2], unsigned seconds) {
                 carry[i] -= 1.0;
                 lc_oc_admission a = 99;
                 CHECK_RESULT(lc_oc_server_on_request(s, now, str(keys[i]), str(i == 0 ? via_oc : via_plain),
-                                                     LC_CLASS_ORIGINAL, &a),
+                                                     LC_CLASS_ORIGINAL, LC_OC_CATEGORY_REDUCIBLE, &a),
                              LC_RESULT_OK);
                 if (a == LC_OC_ADMISSION_ADMIT) {
                     backlog += 1;
@@ -408,7 +408,9 @@ static void test_server(void) {
     /* Not overloaded: §5.1 "it MUST set the value of the "oc" parameter to be 0". */
     lc_oc_admission a = 99;
     const char *via = "SIP/2.0/UDP p;branch=z9hG4bK1;oc;oc-algo=\"loss,rate\"";
-    CHECK_RESULT(lc_oc_server_on_request(s, 0, str("192.0.2.1:5060"), str(via), LC_CLASS_ORIGINAL, &a), LC_RESULT_OK);
+    CHECK_RESULT(lc_oc_server_on_request(s, 0, str("192.0.2.1:5060"), str(via), LC_CLASS_ORIGINAL,
+                                         LC_OC_CATEGORY_REDUCIBLE, &a),
+                 LC_RESULT_OK);
     CHECK(a == LC_OC_ADMISSION_ADMIT);
     char buf[256];
     size_t written = 99;
@@ -418,12 +420,17 @@ static void test_server(void) {
     CHECK(strstr(buf, ";oc=0;oc-algo=\"rate\";oc-validity=0;oc-seq=") != NULL);
     CHECK(strncmp(buf, "SIP/2.0/UDP p;branch=z9hG4bK1;oc=0", 34) == 0);
     /* A client without oc gets its Via back untouched. */
-    CHECK_RESULT(lc_oc_server_on_request(s, 0, str("192.0.2.2:5060"), NONE, LC_CLASS_ORIGINAL, &a), LC_RESULT_OK);
+    CHECK_RESULT(lc_oc_server_on_request(s, 0, str("192.0.2.2:5060"), NONE, LC_CLASS_ORIGINAL,
+                                         LC_OC_CATEGORY_REDUCIBLE, &a),
+                 LC_RESULT_OK);
     CHECK_RESULT(lc_oc_server_write_via(s, 0, str("192.0.2.2:5060"), str("SIP/2.0/UDP q"), (uint8_t *)buf,
                                         sizeof buf, &written),
                  LC_RESULT_EMPTY);
     CHECK(written == 0);
-    CHECK_RESULT(lc_oc_server_on_request(s, 0, str("x"), NONE, 5, &a), LC_RESULT_INVALID_ARGUMENT);
+    CHECK_RESULT(lc_oc_server_on_request(s, 0, str("x"), NONE, 5, LC_OC_CATEGORY_REDUCIBLE, &a),
+                 LC_RESULT_INVALID_ARGUMENT);
+    CHECK_RESULT(lc_oc_server_on_request(s, 0, str("x"), NONE, LC_CLASS_ORIGINAL, LC_OC_CATEGORY_NONE, &a),
+                 LC_RESULT_INVALID_ARGUMENT);
     lc_oc_queue_load q = {0, 1, 2, 0};
     CHECK_RESULT(lc_oc_server_report_queue(s, 0, &q), LC_RESULT_INVALID_ARGUMENT);
     CHECK_RESULT(lc_oc_server_report_occupancy(s, 0, 500000, 0), LC_RESULT_INVALID_ARGUMENT);

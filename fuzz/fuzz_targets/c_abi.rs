@@ -664,8 +664,11 @@ fn overload(via_bytes: &[u8], cap: usize, v: [u32; 4]) {
     assert_eq!(unsafe { lc_oc_server_new(ptr::null(), &mut server) }, LC_RESULT_OK);
     let mut admission = poisoned::<lc_oc_admission>();
     // SAFETY: `server` is live; the strings are readable; `admission` is writable.
-    let o = unsafe { lc_oc_server_on_request(server, 0, address, via, v[2], admission.as_mut_ptr()) };
-    let class_ok = v[2] == LC_CLASS_ORIGINAL || v[2] == LC_CLASS_RETRANSMISSION;
+    let o = unsafe {
+        lc_oc_server_on_request(server, 0, address, via, v[2], v[3], admission.as_mut_ptr())
+    };
+    let class_ok = (v[2] == LC_CLASS_ORIGINAL || v[2] == LC_CLASS_RETRANSMISSION)
+        && (v[3] == LC_OC_CATEGORY_REDUCIBLE || v[3] == LC_OC_CATEGORY_PRIORITY);
     let utf8 = std::str::from_utf8(via_bytes).is_ok();
     let expect = if !utf8 {
         LC_RESULT_INVALID_UTF8

@@ -127,6 +127,7 @@ static int lc_oc_proc(void)
 		return -1;
 	}
 	lc_oc_client_config_default(&cc);
+	cc.algorithms = LC_OC_ALGORITHMS_LOSS;
 	/* In-dialog requests come in bursts (BYEs after answered calls): a
 	 * tolerance of oc_tau_priority times T for them (RFC 7415's TAU2 is 10 T;
 	 * the long-term rate stays 1/T). */
@@ -185,7 +186,10 @@ static int lc_oc_add_via_params(sip_msg_t *msg)
 	static str oc = str_init("oc");
 	static str algo = str_init("oc-algo");
 	static str empty = str_init("");
-	static str list = str_init("\"loss,rate\"");
+	/* loss only: Kamailio's own Via parser (5.6) takes the comma of "loss,rate" for the end of
+	 * the Via and refuses the message, and a next hop without overload control echoes the
+	 * parameters back in its replies */
+	static str list = str_init("\"loss\"");
 
 	if(xavp_set_child_sval(&_ksr_xavp_via_params, &oc, &empty) < 0
 			|| xavp_set_child_sval(&_ksr_xavp_via_params, &algo, &list) < 0) {
@@ -322,6 +326,8 @@ int ki_lc_oc_check(sip_msg_t *msg)
 	int n;
 	uint64_t now;
 	lc_oc_admission adm = LC_OC_ADMISSION_ADMIT;
+	lc_oc_category cat = LC_OC_CATEGORY_NONE;
+	lc_proc_t *p;
 	lc_str via = {NULL, 0};
 
 	if(msg->first_line.type != SIP_REQUEST) {
@@ -330,6 +336,14 @@ int ki_lc_oc_check(sip_msg_t *msg)
 	}
 	if(lc_oc_proc() < 0)
 		return -4;
+	p = lc_proc_get(lc_current_rank());
+	if(p == NULL
+			|| lc_oc_category_sip(p->engine, (const uint8_t *)msg->buf,
+					   (size_t)msg->len, &cat)
+					   != LC_RESULT_OK)
+		return -4;
+	if(cat == LC_OC_CATEGORY_NONE)
+		return 1; /* ACK, CANCEL: part of a transaction already admitted */
 	n = lc_oc_source(msg, src, sizeof(src));
 	if(n < 0)
 		return -4;
@@ -340,7 +354,7 @@ int ki_lc_oc_check(sip_msg_t *msg)
 	/* tm absorbs retransmissions of known transactions before the script
 	 * runs: what reaches it is new */
 	if(lc_oc_server_on_request(_lc_oc_server, now, lc_oc_s(src, n), via,
-			   LC_CLASS_ORIGINAL, &adm)
+			   LC_CLASS_ORIGINAL, cat, &adm)
 			!= LC_RESULT_OK)
 		return -4;
 	return adm == LC_OC_ADMISSION_REJECT ? -1 : 1;

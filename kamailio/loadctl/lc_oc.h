@@ -16,8 +16,9 @@
  * its rate bucket) lives in shared memory, formatted in mod_init; every
  * process attaches its own libloadctl client to it and keeps its own shard.
  * lc_oc_forward(dst) decides for a new request and, when it goes, makes the
- * core add `oc;oc-algo="loss,rate"` to the Via tm inserts (the core's
- * xavp_via_params); lc_oc_reply() applies the feedback in a reply's top Via;
+ * core add `oc;oc-algo="loss"` to the Via tm inserts (the core's
+ * xavp_via_params; loss only: Kamailio 5.6's Via parser refuses the comma of a
+ * quoted "loss,rate"); lc_oc_reply() applies the feedback in a reply's top Via;
  * lc_oc_timeout(dst) counts a transaction timeout.
  *
  * Server: every process has its own libloadctl server on the loss algorithm

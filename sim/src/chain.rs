@@ -441,7 +441,13 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
                 };
                 let class = station.classify(c, copy, now);
                 let admission = match &mut oc {
-                    Some(o) => o.server.on_request(ns(now), PROXY, o.offer, class),
+                    Some(o) => o.server.on_request(
+                        ns(now),
+                        PROXY,
+                        o.offer,
+                        class,
+                        loadctl::overload::Category::Reducible,
+                    ),
                     None => Admission::Admit,
                 };
                 if admission == Admission::Reject {

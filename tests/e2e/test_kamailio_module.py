@@ -1221,20 +1221,27 @@ def oc_server_occupancy(run: Run) -> Checks:
     capacity, offered, seconds = 60.0, 60.0, 16.0
     c = Checks(f"oc_server_occupancy: Kamailio children=2 as RFC 7339 server, occupancy = arrivals / {capacity:.0f}/s, "
                f"an RFC 7339 edge and a plain SIPp UAC offering {offered:.0f} calls/s each")
-    uas, uas_ports = start_uas(run, seconds + 20)
+    # A UAS that answers 200 and takes the ACK (uac_invite_only.xml's calls).
+    uas_ports = SippPorts.pick()
+    uas = run.start("uas", sipp_command("uas_invite_only.xml", uas_ports, timeout_s=seconds + 40))
+    wait_udp_port(uas_ports.sip, proc=uas)
     kam = Kamailio(run, "kamailio", document(0, "full", ""), 2, uas_ports.sip, stateful=True, defines=("OC_SERVER",))
     eport = free_udp_port(tcp=True)
     policy = run.path("edge-policy.xml")
     policy.write_text(document(0, "full", ""))
-    edge = start_edge(run, "edge", eport, kam.port, "--policy", policy, "--transport", "udp", "--overload-control")
+    # `loss` only: Kamailio 5.6's Via parser refuses the comma inside oc-algo="loss,rate"
+    # ("bad header field [,rate\"]"): an interoperability limit of that peer, not of RFC 7339.
+    edge = start_edge(run, "edge", eport, kam.port, "--policy", policy, "--transport", "udp", "--overload-control",
+                      "--oc-algorithms", "loss")
     inf = harness.write_injection(run.path("callees.csv"), [MATCH])
     calls = int(offered * seconds)
     uac_oc = run.start("uac-oc", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{eport}", inf=inf,
                                               rate=offered, calls=calls, timeout_s=seconds + 30, logs=False))
     uac_plain = run.start("uac-plain", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{kam.port}", inf=inf,
                                                     rate=offered, calls=calls, timeout_s=seconds + 30, logs=False))
-    # The occupancy signal every 200 ms: INVITEs at the UAS over the last second / capacity
-    # (what a CPU meter of a server of that capacity would read), against a target of 100 %.
+    # The occupancy signal every 200 ms: INVITEs at the UAS since the previous report /
+    # (capacity × 200 ms) (what a CPU meter of a server of that capacity would read over that
+    # time), against a target of 100 %.
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     probe.bind(("127.0.0.1", 0))
     t0 = time.time()
@@ -1243,7 +1250,7 @@ def oc_server_occupancy(run: Run) -> Checks:
         time.sleep(0.2)
         ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
         now = time.time()
-        measured = harness.count_in(ts, now - 1.0, now) / capacity
+        measured = harness.count_in(ts, now - 0.2, now) / (capacity * 0.2)
         n += 1
         msg = (f"OPTIONS sip:kamailio@127.0.0.1:{kam.port} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{probe.getsockname()[1]};branch=z9hG4bK-occ{n}\r\n"
                f"From: <sip:test@127.0.0.1>;tag=o{n}\r\nTo: <sip:kamailio@127.0.0.1>\r\nCall-ID: occ{n}\r\nCSeq: 1 OPTIONS\r\n"

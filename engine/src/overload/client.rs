@@ -470,7 +470,12 @@ impl Client {
         let old = State(cell.state.load(Ordering::Acquire));
         let was = old.active(now_ms);
         let stored = cell.seq.load(Ordering::Acquire).checked_sub(1).map(Seq);
-        if let (Some(new), Some(stored), Some(_)) = (f.seq, stored, was) {
+        // Values stay ordered while they are in force, and after an explicit stop
+        // (oc-validity=0, stored with expiry 0: §5.7 "When the client receives a response with
+        // a higher "oc-seq" number than the one it most recently processed"); only expiry
+        // resets them (§5.4).
+        let ordered = was.is_some() || (old.algorithm().is_some() && old.expiry_ms() == 0);
+        if let (Some(new), Some(stored), true) = (f.seq, stored, ordered) {
             if new == stored {
                 return Applied::Same;
             }
@@ -499,6 +504,24 @@ impl Client {
             }
             cell.tat
                 .store(now_ns.saturating_add(x.max(0.0) as u64), Ordering::Release);
+        } else if let (Algorithm::Rate, true, Some((Algorithm::Rate, old_oc))) =
+            (f.algorithm, f.validity_ms > 0, was)
+            && old_oc != f.oc
+        {
+            // A new rate while rate control goes on: the bucket's backlog, built at T_old,
+            // drains at the new rate as that many requests would, X·T_new/T_old, and never
+            // holds more than the new TAU2 (else raising the rate would keep a client blocked
+            // for the old backlog's time).
+            let tat = cell.tat.load(Ordering::Acquire);
+            if tat > now_ns {
+                let (t_old, t_new) = (interval_ns(old_oc), interval_ns(f.oc));
+                let backlog = ((tat - now_ns) as f64 * t_new / t_old)
+                    .min(self.config.tau_priority * t_new + t_new);
+                // Another writer cannot race this store (the try-lock); a worker's CAS on the
+                // old value fails and retries against the new one.
+                cell.tat
+                    .store(now_ns.saturating_add(backlog as u64), Ordering::Release);
+            }
         }
         cell.state.store(state.0, Ordering::Release);
         cell.seq
@@ -508,31 +531,42 @@ impl Client {
     }
 
     /// A request sent to `hop` timed out or met a fatal transport error (RFC 7339 §5.9, RFC
-    /// 3261 §8.1.3.1: treated as a 408 / 503 generated locally). Enough of these in a row
-    /// suspend the hop; a suspended hop's probe that times out doubles the back-off.
+    /// 3261 §8.1.3.1: treated as a 408 / 503 generated locally). [`ClientConfig::suspend_after`]
+    /// of these in a row suspend the hop. While it is suspended, a timeout doubles the probe
+    /// back-off only when a probe went out since the last doubling (it is the probe's, as far
+    /// as the client can tell); timeouts of requests sent before the suspension change nothing.
     pub fn on_timeout(&self, hop: Hop, now_ns: u64) {
         let cell = self.cell(hop);
         let c = &self.config;
         let mut f = cell.fails.load(Ordering::Acquire);
         loop {
-            let timeouts = (f as u32).saturating_add(1);
+            let timeouts = f as u32 & !PROBE_OUT;
+            let probe_out = f as u32 & PROBE_OUT != 0;
             let mut exponent = (f >> 32) as u32;
-            if timeouts > c.suspend_after {
+            let suspended = timeouts >= c.suspend_after;
+            let (next, probe_at) = if suspended {
+                if !probe_out {
+                    return;
+                }
                 exponent = exponent.saturating_add(1).min(40);
-            }
-            let next = u64::from(exponent) << 32 | u64::from(timeouts);
+                (u64::from(exponent) << 32 | u64::from(timeouts), true)
+            } else {
+                let t = timeouts + 1;
+                (
+                    u64::from(exponent) << 32 | u64::from(t),
+                    t >= c.suspend_after,
+                )
+            };
             match cell
                 .fails
                 .compare_exchange_weak(f, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
-                    if timeouts >= c.suspend_after {
-                        let backoff = c
-                            .probe_min_ns
-                            .saturating_mul(1u64 << exponent.min(40))
-                            .min(c.probe_max_ns);
-                        cell.probe_at
-                            .store(now_ns.saturating_add(backoff), Ordering::Release);
+                    if probe_at {
+                        cell.probe_at.store(
+                            now_ns.saturating_add(backoff(c, exponent)),
+                            Ordering::Release,
+                        );
                     }
                     return;
                 }
@@ -557,8 +591,8 @@ impl Client {
                 0
             },
             seq: cell.seq.load(Ordering::Acquire).checked_sub(1).map(Seq),
-            timeouts: fails as u32,
-            suspended: fails as u32 >= self.config.suspend_after,
+            timeouts: fails as u32 & !PROBE_OUT,
+            suspended: fails as u32 & !PROBE_OUT >= self.config.suspend_after,
             updates: cell.updates.load(Ordering::Relaxed),
         }
     }
@@ -567,6 +601,16 @@ impl Client {
 /// `T = 1/oc` in ns (oc = 0: no admission at all, handled by the caller).
 fn interval_ns(oc: u64) -> f64 {
     1e9 / oc.max(1) as f64
+}
+
+/// The bit of [`HopCell`]'s `fails` word (in its timeout half) set while a probe is out.
+const PROBE_OUT: u32 = 1 << 31;
+
+/// The probe interval for a back-off exponent.
+fn backoff(c: &ClientConfig, exponent: u32) -> u64 {
+    c.probe_min_ns
+        .saturating_mul(1u64 << exponent.min(40))
+        .min(c.probe_max_ns)
 }
 
 fn splitmix(mut z: u64) -> u64 {
@@ -701,24 +745,21 @@ impl ClientShard {
 
         // RFC 7339 §5.9: a suspended hop gets only its probes.
         let fails = cell.fails.load(Ordering::Acquire);
-        if fails as u32 >= c.suspend_after {
+        if fails as u32 & !PROBE_OUT >= c.suspend_after {
             let at = cell.probe_at.load(Ordering::Acquire);
             if now_ns >= at {
                 let exponent = (fails >> 32).min(40) as u32;
-                let backoff = c
-                    .probe_min_ns
-                    .saturating_mul(1u64 << exponent)
-                    .min(c.probe_max_ns);
                 if cell
                     .probe_at
                     .compare_exchange(
                         at,
-                        now_ns.saturating_add(backoff),
+                        now_ns.saturating_add(backoff(c, exponent)),
                         Ordering::AcqRel,
                         Ordering::Relaxed,
                     )
                     .is_ok()
                 {
+                    cell.fails.fetch_or(u64::from(PROBE_OUT), Ordering::AcqRel);
                     return Verdict::Probe;
                 }
             }
@@ -793,7 +834,7 @@ impl ClientShard {
         if oc == 0 {
             return Verdict::Shed(ShedReason::Rate);
         }
-        let t = interval_ns(oc);
+        let t = interval_ns(oc).ceil();
         let tau = (match category {
             Category::Reducible => c.tau_reducible,
             Category::Priority => c.tau_priority,
@@ -1262,6 +1303,80 @@ mod tests {
         }
         assert_eq!(admitted, 6);
         assert!(Client::shared(config, &[]).is_err());
+    }
+
+    #[test]
+    fn only_probe_timeouts_grow_the_back_off() {
+        // RFC 7339 §5.9: "conservative in their probing (e.g., using an exponential back-off)":
+        // the back-off follows failed probes, not the requests already in flight.
+        let (c, hop) = client(ClientConfig::default());
+        let mut shard = ClientShard::new(&c, 1);
+        for k in 0..100 {
+            c.on_timeout(hop, k * 10 * MS);
+        }
+        // Suspended at the third (20 ms): the first probe 1 s later, whatever came after.
+        assert_eq!(
+            shard.decide(&c, hop, 1019 * MS, Category::Reducible),
+            Verdict::Shed(ShedReason::Unreachable)
+        );
+        assert_eq!(
+            shard.decide(&c, hop, 1020 * MS, Category::Reducible),
+            Verdict::Probe
+        );
+        // The probe's timeout doubles it; a second timeout without a new probe does not.
+        c.on_timeout(hop, 2 * S);
+        c.on_timeout(hop, 2 * S + MS);
+        assert_eq!(
+            shard.decide(&c, hop, 4 * S - MS, Category::Reducible),
+            Verdict::Shed(ShedReason::Unreachable)
+        );
+        assert_eq!(
+            shard.decide(&c, hop, 4 * S, Category::Reducible),
+            Verdict::Probe
+        );
+        assert_eq!(c.status(hop, 4 * S).timeouts, 3);
+    }
+
+    #[test]
+    fn a_raised_rate_is_not_held_back_by_the_old_backlog() {
+        let config = ClientConfig {
+            resonance: false,
+            ..ClientConfig::default()
+        };
+        let (c, hop) = client(config);
+        let mut shard = ClientShard::new(&c, 1);
+        let v = |oc: u64, seq: u32| {
+            format!("SIP/2.0/UDP p;oc={oc};oc-algo=\"rate\";oc-validity=100000;oc-seq={seq}.0")
+        };
+        c.on_response(hop, 0, &v(1, 1)).expect("test input");
+        // oc=1: priority requests fill the bucket to TAU2 = 10 s ahead.
+        while shard.decide(&c, hop, MS, Category::Priority) == Verdict::Forward {}
+        c.on_response(hop, 2 * MS, &v(1000, 2)).expect("test input");
+        // At 1000/s the backlog is at most TAU2 + T = 11 ms, not 10 s: a reducible request
+        // goes within 11 ms + TAU1 (5 ms).
+        let first = (2..100)
+            .map(|k| k * MS)
+            .find(|&t| shard.decide(&c, hop, t, Category::Reducible) == Verdict::Forward);
+        assert!(first.is_some_and(|t| t <= 14 * MS), "{first:?}");
+    }
+
+    #[test]
+    fn a_tardy_response_after_a_stop_does_not_restart_control() {
+        // §5.7: a stop is a value with its oc-seq like any other; an older one is ignored.
+        let (c, hop) = client(ClientConfig::default());
+        let v = |oc: u32, validity: u32, seq: u32| {
+            format!("SIP/2.0/UDP p;oc={oc};oc-algo=\"loss\";oc-validity={validity};oc-seq={seq}.0")
+        };
+        assert_eq!(
+            c.on_response(hop, 0, &v(50, 10000, 10)),
+            Ok(Applied::Updated)
+        );
+        assert_eq!(c.on_response(hop, MS, &v(0, 0, 11)), Ok(Applied::Updated));
+        assert_eq!(
+            c.on_response(hop, 2 * MS, &v(50, 10000, 10)),
+            Ok(Applied::Stale)
+        );
+        assert_eq!(c.status(hop, 3 * MS).active, None);
     }
 
     #[test]

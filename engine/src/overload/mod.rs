@@ -121,6 +121,9 @@ impl Seq {
     /// too (as `17.0`): some servers send one, and it is unambiguous.
     pub fn parse(s: &str) -> Option<Seq> {
         let s = s.trim();
+        if !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return None;
+        }
         let (int, frac) = match s.split_once('.') {
             Some((i, f)) => (i, Some(f)),
             None => (s, None),
@@ -263,6 +266,9 @@ mod tests {
         assert_eq!(Seq::parse("1.123456"), None, "6 fraction digits");
         assert_eq!(Seq::parse("1."), None);
         assert_eq!(Seq::parse(".5"), None);
+        // No blank inside (the ABNF has none; it once reached a subtraction that overflowed).
+        assert_eq!(Seq::parse("1. 12345"), None);
+        assert_eq!(Seq::parse("1 .5"), None);
         assert_eq!(Seq::MAX.to_string(), "999999999999.99999");
         assert_eq!(Seq::from_ns(1_500_000_000).to_string(), "1.50000");
     }

@@ -15,7 +15,9 @@
 //!    excess backlog `(d − D)·μ̂` is drained over the horizon `H`
 //!    ([`ServerConfig::drain_ns`]); below it, the target rises above `μ̂_new` by the same law.
 //!    An appliance with its own signal ([`Load::Occupancy`]: CPU, memory, anything with a
-//!    target) gets the occupancy law instead, `λ* = λ_admitted · target / measured`.
+//!    target) gets the occupancy law instead, `λ* = λ_admitted · target / measured`, once per
+//!    report (report once per period or less often, each report measured over the time since
+//!    the previous one).
 //! 3. **Overload.** Control starts when `d > D` (or the occupancy is above its target), or when
 //!    more than [`ServerConfig::retransmission_alarm`] of the requests arriving are
 //!    retransmissions (clients are already timing out), and stops after
@@ -253,6 +255,9 @@ struct ClientState {
     /// Rate told (rate clients).
     rate: u64,
     rejected: u64,
+    /// Whether the law gave it a share since overload began (a client that appears during
+    /// overload is told nothing binding until the next period has measured it).
+    allocated: bool,
 }
 
 /// The server side (see the module documentation).
@@ -271,6 +276,8 @@ pub struct Server {
     served_retx: u64,
     busy_ns: u64,
     occupancy: Option<(f64, f64)>,
+    /// An occupancy report arrived since the law last used one.
+    occupancy_fresh: bool,
     queue_reported: bool,
     arrivals_retx: u64,
     arrivals_new: u64,
@@ -298,6 +305,7 @@ impl Server {
             served_retx: 0,
             busy_ns: 0,
             occupancy: None,
+            occupancy_fresh: false,
             queue_reported: false,
             arrivals_retx: 0,
             arrivals_new: 0,
@@ -325,13 +333,13 @@ impl Server {
         match self.next_tick {
             None => {
                 self.last_tick = now_ns;
-                self.next_tick = Some(now_ns + self.config.period_ns);
+                self.next_tick = Some(now_ns.saturating_add(self.config.period_ns));
                 self.seq = Seq::from_ns(now_ns);
             }
             Some(at) if now_ns >= at => {
                 self.tick(now_ns);
                 self.last_tick = now_ns;
-                self.next_tick = Some(now_ns + self.config.period_ns);
+                self.next_tick = Some(now_ns.saturating_add(self.config.period_ns));
             }
             Some(_) => {}
         }
@@ -339,16 +347,20 @@ impl Server {
 
     /// A request arrived from `client` (its address as bytes, e.g. `"192.0.2.7:5060"`: RFC
     /// 7339 §5.4 scopes overload control to IP and port), with the overload-control offer in
-    /// its top Via (`None`: the client does not take part) and its class (a retransmission
-    /// counts towards the alarm only). Call it for every request received, in-dialog ones
-    /// too (§5.3: the value applies "to all downstream SIP requests (dialogue forming as well
-    /// as in-dialogue)"). Allocates only for a client not seen before.
+    /// its top Via (`None`: the client does not take part), its class (a retransmission
+    /// counts towards the alarm only) and its category. Call it for every request received,
+    /// in-dialog ones too (§5.3: the value applies "to all downstream SIP requests (dialogue
+    /// forming as well as in-dialogue)"). Only reducible requests of a client that does not
+    /// take part are ever rejected: its in-dialog, emergency and priority requests pass
+    /// (§5.10.1, the same local policy as a client's). Allocates only for a client not seen
+    /// before.
     pub fn on_request(
         &mut self,
         now_ns: u64,
         client: &[u8],
         offer: Option<Offer>,
         class: Class,
+        category: super::Category,
     ) -> Admission {
         self.handle_timeout(now_ns);
         if class == Class::Retransmission {
@@ -395,7 +407,11 @@ impl Server {
             return Admission::Admit;
         }
         state.arrivals += 1;
-        if overloaded && state.algorithm.is_none() && draw < state.loss {
+        if overloaded
+            && state.algorithm.is_none()
+            && category == super::Category::Reducible
+            && draw < state.loss
+        {
             state.rejected += 1;
             self.rejected_period += 1;
             return Admission::Reject;
@@ -409,7 +425,7 @@ impl Server {
         self.handle_timeout(now_ns);
         let state = self.clients.get(client)?;
         let algorithm = state.algorithm?;
-        Some(if self.overloaded {
+        Some(if self.overloaded && state.allocated {
             Feedback {
                 oc: match algorithm {
                     Algorithm::Loss => loss_percent(state.loss),
@@ -459,6 +475,7 @@ impl Server {
                 }
                 self.handle_timeout(now_ns);
                 self.occupancy = Some((measured, target));
+                self.occupancy_fresh = true;
             }
         }
         Ok(())
@@ -487,7 +504,7 @@ impl Server {
                 algorithm: s.algorithm,
                 demand: s.demand,
                 share: s.share,
-                oc: match (self.overloaded, s.algorithm) {
+                oc: match (self.overloaded && s.allocated, s.algorithm) {
                     (false, _) | (_, None) => 0,
                     (true, Some(Algorithm::Loss)) => loss_percent(s.loss),
                     (true, Some(Algorithm::Rate)) => s.rate,
@@ -531,6 +548,7 @@ impl Server {
                     loss: 0.0,
                     rate: 0,
                     rejected: 0,
+                    allocated: false,
                 },
             );
         }
@@ -553,16 +571,21 @@ impl Server {
         let mut signal = self.retx_share > c.retransmission_alarm;
         if let Some((measured, target)) = self.occupancy {
             signal |= measured > target;
-            let base = if measured > 0.0 {
-                admitted * target / measured
-            } else {
-                f64::INFINITY
-            };
-            self.target = if base.is_finite() {
-                base
-            } else {
-                self.target.max(admitted * 2.0)
-            };
+            // Once per report: a measurement scales the rate it was taken at once; applying it
+            // again every period until the next report would compound it.
+            if self.occupancy_fresh {
+                self.occupancy_fresh = false;
+                let base = if measured > 0.0 {
+                    admitted * target / measured
+                } else {
+                    f64::INFINITY
+                };
+                self.target = if base.is_finite() {
+                    base
+                } else {
+                    self.target.max(admitted * 2.0)
+                };
+            }
         } else if self.queue_reported {
             let busy = self.busy_ns as f64 / 1e9;
             if self.served > 0 && busy >= 0.1 * dt {
@@ -645,6 +668,7 @@ impl Server {
             let shares = max_min_fair(self.target, &demands);
             for (k, share) in keys.iter().zip(shares) {
                 if let Some(s) = self.clients.get_mut(k) {
+                    s.allocated = true;
                     s.share = share;
                     s.loss = if s.demand > 0.0 {
                         (1.0 - share / s.demand).clamp(0.0, 1.0)
@@ -659,6 +683,7 @@ impl Server {
                 s.share = 0.0;
                 s.loss = 0.0;
                 s.rate = 0;
+                s.allocated = false;
             }
         }
         if self.overloaded || was {
@@ -681,15 +706,16 @@ impl Server {
 }
 
 /// A loss fraction as RFC 7339's whole percentage, rounded up (the server asks for at least
-/// what it needs).
+/// what it needs), at most 99: a client told 100 sends nothing, so it would hear no newer value
+/// until this one expired, and then send everything.
 fn loss_percent(loss: f64) -> u64 {
-    ((loss * 100.0 - 1e-9).ceil().max(0.0) as u64).min(100)
+    ((loss * 100.0 - 1e-9).ceil().max(0.0) as u64).min(99)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::overload::Algorithms;
+    use crate::overload::{Algorithms, Category};
 
     const MS: u64 = 1_000_000;
 
@@ -703,16 +729,28 @@ mod tests {
         // the value of the "oc" parameter to be 0"; "It MUST put the chosen algorithm as the
         // sole parameter value in the "oc-algo" parameter".
         let mut s = Server::new(ServerConfig::default()).expect("test input");
-        s.on_request(0, b"a", offer(Algorithms::BOTH), Class::Original);
+        s.on_request(
+            0,
+            b"a",
+            offer(Algorithms::BOTH),
+            Class::Original,
+            Category::Reducible,
+        );
         let f = s.feedback(0, b"a").expect("test input");
         assert_eq!((f.oc, f.algorithm, f.validity_ms), (0, Algorithm::Rate, 0));
         assert!(f.seq.is_some(), "§4.4: oc-seq MUST be inserted");
-        s.on_request(0, b"b", offer(Algorithms::LOSS), Class::Original);
+        s.on_request(
+            0,
+            b"b",
+            offer(Algorithms::LOSS),
+            Class::Original,
+            Category::Reducible,
+        );
         assert_eq!(
             s.feedback(0, b"b").expect("test input").algorithm,
             Algorithm::Loss
         );
-        s.on_request(0, b"c", None, Class::Original);
+        s.on_request(0, b"c", None, Class::Original, Category::Reducible);
         assert_eq!(s.feedback(0, b"c"), None);
     }
 
@@ -729,19 +767,37 @@ mod tests {
             rate: true,
             prefer_rate: true,
         };
-        s.on_request(0, b"a", offer(rate_only), Class::Original);
+        s.on_request(
+            0,
+            b"a",
+            offer(rate_only),
+            Class::Original,
+            Category::Reducible,
+        );
         assert_eq!(
             s.feedback(0, b"a").expect("test input").algorithm,
             Algorithm::Rate
         );
         // The client now offers both: rate stays within the hour, loss (preferred) after.
-        s.on_request(1000 * MS, b"a", offer(Algorithms::BOTH), Class::Original);
+        s.on_request(
+            1000 * MS,
+            b"a",
+            offer(Algorithms::BOTH),
+            Class::Original,
+            Category::Reducible,
+        );
         assert_eq!(
             s.feedback(1000 * MS, b"a").expect("test input").algorithm,
             Algorithm::Rate
         );
         let later = 3_600_000 * MS + 1;
-        s.on_request(later, b"a", offer(Algorithms::BOTH), Class::Original);
+        s.on_request(
+            later,
+            b"a",
+            offer(Algorithms::BOTH),
+            Class::Original,
+            Category::Reducible,
+        );
         assert_eq!(
             s.feedback(later, b"a").expect("test input").algorithm,
             Algorithm::Loss
@@ -783,6 +839,7 @@ mod tests {
                         &keys[i],
                         alg.map(|a| Offer { algorithms: a }),
                         Class::Original,
+                        Category::Reducible,
                     );
                     if adm == Admission::Admit {
                         arriving += 1.0;
@@ -875,7 +932,13 @@ mod tests {
         for _ in 0..300 {
             now += 10 * MS;
             for _ in 0..5 {
-                s.on_request(now, b"c\0", offer(Algorithms::BOTH), Class::Original);
+                s.on_request(
+                    now,
+                    b"c\0",
+                    offer(Algorithms::BOTH),
+                    Class::Original,
+                    Category::Reducible,
+                );
             }
             s.report(
                 now,
@@ -900,7 +963,13 @@ mod tests {
         let mut now = 0;
         for _ in 0..3 {
             for k in 0..100 {
-                s.on_request(now + k * MS, b"a", offer(Algorithms::BOTH), Class::Original);
+                s.on_request(
+                    now + k * MS,
+                    b"a",
+                    offer(Algorithms::BOTH),
+                    Class::Original,
+                    Category::Reducible,
+                );
             }
             now += 100 * MS;
             s.report(
@@ -936,10 +1005,42 @@ mod tests {
             } else {
                 Class::Original
             };
-            s.on_request(k * MS, b"a", offer(Algorithms::LOSS), class);
+            s.on_request(
+                k * MS,
+                b"a",
+                offer(Algorithms::LOSS),
+                class,
+                Category::Reducible,
+            );
         }
         s.handle_timeout(101 * MS);
         assert!(s.status().overloaded, "10 % retransmissions > 5 %");
+    }
+
+    #[test]
+    fn a_client_arriving_in_overload_is_measured_before_it_is_bound() {
+        // RFC 7415 §3.5.1: "when the "oc" parameter is 0 with a non-zero "oc-validity", then the
+        // client should reject 100% of SIP requests": a newcomer must not be told oc=0 before
+        // the law has measured it, or it could never be measured.
+        let (_, mut s) = run_fluid(1000.0, &[(3000.0, Some(Algorithms::BOTH))], 5);
+        assert!(s.status().overloaded);
+        let now = 5_000 * MS;
+        s.on_request(
+            now,
+            b"newcomer",
+            offer(Algorithms::BOTH),
+            Class::Original,
+            Category::Reducible,
+        );
+        let f = s.feedback(now, b"newcomer").expect("takes part");
+        assert_eq!(f.validity_ms, 0, "no binding value yet: {f:?}");
+        // Its in-dialog requests are never rejected, even without oc (§5.10.1).
+        for k in 0..100 {
+            assert_eq!(
+                s.on_request(now + k, b"plain", None, Class::Original, Category::Priority),
+                Admission::Admit
+            );
+        }
     }
 
     #[test]
@@ -947,6 +1048,6 @@ mod tests {
         assert_eq!(loss_percent(0.0), 0);
         assert_eq!(loss_percent(0.101), 11);
         assert_eq!(loss_percent(0.1), 10);
-        assert_eq!(loss_percent(1.0), 100);
+        assert_eq!(loss_percent(1.0), 99);
     }
 }
