@@ -150,7 +150,7 @@ pub fn hop_key(address: &[u8]) -> u64 {
 pub struct HopCell {
     /// The hop's key ([`hop_key`]); 0 = free.
     key: AtomicU64,
-    /// The writers' try-lock (0 free, 1 held).
+    /// The writers' try-lock: 0 free, else the holder's time + 1.
     lock: AtomicU64,
     /// The feedback in force (see [`State`]).
     state: AtomicU64,
@@ -445,15 +445,30 @@ impl Client {
         }
         #[cfg(not(loadctl_loom_mutant))]
         {
-            if cell
-                .lock
-                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
+            // The lock word holds its holder's time (+ 1, never 0). A holder that has kept it
+            // for more than LOCK_STALE_NS died holding it (a forked process killed in the
+            // middle of an update): the next writer takes it over, or the hop's feedback would
+            // be refused forever.
+            let stamp = now_ns.saturating_add(1);
+            if let Err(held) =
+                cell.lock
+                    .compare_exchange(0, stamp, Ordering::Acquire, Ordering::Relaxed)
             {
-                return Applied::Busy;
+                let stale = stamp.saturating_sub(held) > LOCK_STALE_NS;
+                if !stale
+                    || cell
+                        .lock
+                        .compare_exchange(held, stamp, Ordering::Acquire, Ordering::Relaxed)
+                        .is_err()
+                {
+                    return Applied::Busy;
+                }
             }
             let outcome = self.apply_locked(cell, now_ns, &f);
-            cell.lock.store(0, Ordering::Release);
+            // Released only if still ours (a writer may have taken over a stalled lock).
+            let _ = cell
+                .lock
+                .compare_exchange(stamp, 0, Ordering::Release, Ordering::Relaxed);
             outcome
         }
     }
@@ -602,6 +617,10 @@ impl Client {
 fn interval_ns(oc: u64) -> f64 {
     1e9 / oc.max(1) as f64
 }
+
+/// How long a writer may hold a hop cell's lock before the next writer takes it over (it died
+/// holding it): far longer than an update takes (well under a microsecond).
+const LOCK_STALE_NS: u64 = 1_000_000_000;
 
 /// The bit of [`HopCell`]'s `fails` word (in its timeout half) set while a probe is out.
 const PROBE_OUT: u32 = 1 << 31;
@@ -1377,6 +1396,29 @@ mod tests {
             Ok(Applied::Stale)
         );
         assert_eq!(c.status(hop, 3 * MS).active, None);
+    }
+
+    #[test]
+    fn a_lock_left_by_a_dead_writer_is_taken_over() {
+        // A forked process killed while applying feedback leaves the cell's lock held.
+        let (c, hop) = client(ClientConfig::default());
+        let via = |seq: u32| {
+            format!("SIP/2.0/UDP p;oc=20;oc-algo=\"loss\";oc-validity=10000;oc-seq={seq}.0")
+        };
+        c.cells[hop.index()]
+            .lock
+            .store(5 * S + 1, Ordering::Release);
+        assert_eq!(
+            c.on_response(hop, 5 * S + 500 * MS, &via(1)),
+            Ok(Applied::Busy)
+        );
+        assert_eq!(c.on_response(hop, 6 * S + 2, &via(1)), Ok(Applied::Updated));
+        assert_eq!(
+            c.cells[hop.index()].lock.load(Ordering::Acquire),
+            0,
+            "released"
+        );
+        assert_eq!(c.on_response(hop, 6 * S + 3, &via(2)), Ok(Applied::Updated));
     }
 
     #[test]
