@@ -620,6 +620,7 @@ fn interval_ns(oc: u64) -> f64 {
 
 /// How long a writer may hold a hop cell's lock before the next writer takes it over (it died
 /// holding it): far longer than an update takes (well under a microsecond).
+#[cfg_attr(loadctl_loom_mutant, allow(dead_code))]
 const LOCK_STALE_NS: u64 = 1_000_000_000;
 
 /// The bit of [`HopCell`]'s `fails` word (in its timeout half) set while a probe is out.
