@@ -1683,7 +1683,8 @@ int main(int argc, char **argv) {
     const char *redirect_allow = NULL, *priority_namespaces = NULL;
     int emergency_exempt = 1, overload_control = 0;
     const char *oc_algorithms = "loss,rate";
-    long linger_us = 200, max_conns = 1024, idle_s = 300, oc_target_pct = 80, oc_timeout_ms = 32000;
+    long linger_us = 200, max_conns = 1024, idle_s = 300, oc_timeout_ms = 32000;
+    double oc_target_pct = 80;
     e.source = "edge";
     e.udp_sock = e.tcp_sock = -1;
     for (int i = 1; i < argc; i++) {
@@ -1710,7 +1711,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--tcp-idle-s") == 0) idle_s = atol(argv[++i]);
         else if (strcmp(argv[i], "--redirect-allow") == 0) redirect_allow = argv[++i];
         else if (strcmp(argv[i], "--priority-namespaces") == 0) priority_namespaces = argv[++i];
-        else if (strcmp(argv[i], "--oc-occupancy-target") == 0) oc_target_pct = atol(argv[++i]);
+        else if (strcmp(argv[i], "--oc-occupancy-target") == 0) oc_target_pct = atof(argv[++i]);
         else if (strcmp(argv[i], "--oc-timeout-ms") == 0) oc_timeout_ms = atol(argv[++i]);
         else if (strcmp(argv[i], "--oc-algorithms") == 0) oc_algorithms = argv[++i];
         else return usage();
@@ -1719,7 +1720,7 @@ int main(int argc, char **argv) {
     e.tcp_on = strcmp(transport, "tcp") == 0 || strcmp(transport, "both") == 0;
     if (!e.udp_on && !e.tcp_on) return usage();
     if (linger_us < 0 || linger_us > 100000 || max_conns < 1 || max_conns > 1000000 || idle_s < 0) return usage();
-    if (oc_target_pct < 1 || oc_target_pct > 100 || oc_timeout_ms < 1) return usage();
+    if (!(oc_target_pct >= 0.0001 && oc_target_pct <= 100) || oc_timeout_ms < 1) return usage();
     e.max_conns = (unsigned)max_conns;
     e.idle_ns = (uint64_t)idle_s * 1000000000ull;
     if (!listen_at || !next_hop || (!e.policy_path && !subscribe) || parse_addr(listen_at, &e.listen_addr) ||
@@ -1793,7 +1794,7 @@ int main(int argc, char **argv) {
         }
         memcpy(e.oc_params, params.ptr, params.len);
         e.oc_params[params.len] = 0;
-        e.oc_target_ppm = (uint32_t)oc_target_pct * 10000u;
+        e.oc_target_ppm = (uint32_t)(oc_target_pct * 10000.0 + 0.5);
         e.oc_timeout_ns = (uint64_t)oc_timeout_ms * 1000000ull;
     }
     if (e.udp_on) {

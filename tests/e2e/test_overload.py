@@ -12,6 +12,9 @@ with real processes over UDP on loopback.
   answers what it can take in time. Measured: goodput (calls completed: INVITE answered 200
   within SIPp's retransmission timers, ACK, BYE answered 200; per second SIPp ran), 503s,
   retransmissions, failed calls, response time.
+- edge_as_server: the edge as an RFC 7339 server on its own busy share (an occupancy target far
+  below its cost, so it is in overload): an RFC 7339 edge in front of it gets rate values in the
+  Via of the responses and sheds on them; a plain SIPp UAC gets 503s from it (§5.10.2).
 - uas_loss_feedback: the edge in front of a SIPp UAS that writes `oc=50;oc-algo="loss"` into
   the top Via of its 200s (scenarios/uas_oc.xml, values from its injection file): after a
   warm-up without reduction, about half of the new INVITEs must be shed at the edge while the
@@ -234,9 +237,52 @@ def uas_loss_feedback(run: Run) -> Checks:
     return c
 
 
+def edge_as_server(run: Run) -> Checks:
+    """The edge as an RFC 7339 server to its upstream clients, on its own busy share: edge B
+    with an occupancy target far below what forwarding 100 calls/s costs it (0.005 % of a
+    core), so it is in overload all along; in front of it edge A (`--overload-control`: it
+    takes part) and a plain SIPp UAC (it does not), 50 calls/s each."""
+    c = Checks("edge_as_server: an edge in overload (occupancy target 0.005 %) serving an RFC 7339 edge and a plain UAC")
+    uas_ports = SippPorts.pick()
+    uas = run.start("uas", sipp_command("uas_invite_only.xml", uas_ports, timeout_s=60))
+    wait_udp_port(uas_ports.sip, proc=uas)
+    bport, aport = free_udp_port(tcp=True), free_udp_port(tcp=True)
+    b = start_edge(run, "edge-b", bport, uas_ports.sip, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control",
+                   "--oc-occupancy-target", "0.005")
+    a = start_edge(run, "edge-a", aport, bport, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control")
+    inf = harness.write_injection(run.path("callees.csv"), [CALLEE])
+    seconds, rate = 12, 50
+    uac_a = run.start("uac-a", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{aport}", inf=inf, rate=rate,
+                                            calls=seconds * rate, timeout_s=40, logs=False))
+    uac_b = run.start("uac-b", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{bport}", inf=inf, rate=rate,
+                                            calls=seconds * rate, timeout_s=40, logs=False))
+    uac_a.wait(timeout=60)
+    uac_b.wait(timeout=60)
+    for e in (a, b):
+        e.send_signal(signal.SIGUSR1)
+    time.sleep(0.5)
+    sa, sb = stats_of(a), stats_of(b)
+    out_a = harness.invite_outcomes(SippOutputs(uac_a.cwd))
+    out_b = harness.invite_outcomes(SippOutputs(uac_b.cwd))
+    # RFC 7339 §5.1 / RFC 7415 §3.3: A offers loss,rate and the server (rate preferred) selects
+    # rate; its values reach A in the Via of the responses B relays (the same client key both
+    # ways), and A sheds on them.
+    c.that(sa.get("edge_oc_next_hop_algorithm") == 2, f"edge A's next hop selected rate (algorithm {sa.get('edge_oc_next_hop_algorithm')})")
+    c.that(sa.get("edge_oc_next_hop_updates_total", 0) >= 10, f"edge A applied {sa.get('edge_oc_next_hop_updates_total', 0):.0f} updates from B")
+    c.that(sb.get("edge_oc_server_overloaded") == 1, "edge B is in overload")
+    c.that(out_a["rejected_503"] > 0.3 * out_a["invites"], f"edge A shed {out_a['rejected_503']} of {out_a['invites']} INVITEs itself")
+    c.that(sa.get("edge_oc_shed_total", -1) == out_a["rejected_503"], f"those 503s are A's sheds ({sa.get('edge_oc_shed_total', -1):.0f})")
+    # §5.10.2: the plain UAC's reducible requests get 503s from B itself.
+    c.that(out_b["rejected_503"] > 0.3 * out_b["invites"], f"edge B answered 503 to {out_b['rejected_503']} of the plain UAC's {out_b['invites']} INVITEs")
+    c.that(sb.get("edge_oc_rejected_total", -1) == out_b["rejected_503"], f"those 503s are B's rejections ({sb.get('edge_oc_rejected_total', -1):.0f})")
+    c.that(out_a["failed_calls"] == 0 and out_b["failed_calls"] == 0, f"no call failed ({out_a['failed_calls']}, {out_b['failed_calls']})")
+    return c
+
+
 TESTS = {
     "uas_loss_feedback": uas_loss_feedback,
     "loop_goodput": loop_goodput,
+    "edge_as_server": edge_as_server,
 }
 
 
