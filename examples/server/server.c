@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "loadctl.h"
+#include "../sipmsg.h"
 
 #define MAX_MSG 65535
 
@@ -70,66 +71,6 @@ typedef struct {
     lc_engine *engine; /* for the requests' categories (lc_oc_category_sip) */
     atomic_ulong received, served, served_retx, dropped, rejected, answered, malformed;
 } server_t;
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int parse_addr(const char *text, struct sockaddr_in *out) {
-    char host[64];
-    const char *colon = strrchr(text, ':');
-    if (!colon || (size_t)(colon - text) >= sizeof host) return -1;
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = 0;
-    memset(out, 0, sizeof *out);
-    out->sin_family = AF_INET;
-    out->sin_port = htons((uint16_t)atoi(colon + 1));
-    return inet_pton(AF_INET, host, &out->sin_addr) == 1 ? 0 : -1;
-}
-
-static void addr_key(const struct sockaddr_in *a, char *out, size_t cap) {
-    char ip[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
-    snprintf(out, cap, "%s:%u", ip, ntohs(a->sin_port));
-}
-
-static int header_is(const char *line, size_t len, const char *name, const char *compact) {
-    size_t n = strlen(name);
-    if (len > n && strncasecmp(line, name, n) == 0 && (line[n] == ':' || line[n] == ' ')) return 1;
-    return compact && len > 1 && (line[0] == compact[0] || line[0] == (compact[0] ^ 32)) && (line[1] == ':' || line[1] == ' ');
-}
-
-/* The value of the first Via header line (up to its end), or NULL. */
-static const char *first_via(const char *msg, size_t len, size_t *vlen) {
-    size_t i = 0;
-    while (i < len && msg[i] != '\n') i++;
-    i++;
-    while (i < len) {
-        size_t end = i;
-        while (end < len && msg[end] != '\n') end++;
-        size_t ll = end - i;
-        if (ll > 0 && msg[end - 1] == '\r') ll--;
-        if (ll == 0) return NULL;
-        if (header_is(msg + i, ll, "Via", "v")) {
-            const char *colon = memchr(msg + i, ':', ll);
-            size_t v = colon ? (size_t)(colon - (msg + i)) + 1 : ll;
-            while (v < ll && (msg[i + v] == ' ' || msg[i + v] == '\t')) v++;
-            *vlen = ll - v;
-            return msg + i + v;
-        }
-        i = end + 1;
-    }
-    return NULL;
-}
-
-static int put(char *out, size_t *at, size_t cap, const char *s, size_t len) {
-    if (*at + len > cap) return -1;
-    memcpy(out + *at, s, len);
-    *at += len;
-    return 0;
-}
 
 /* Answers `msg` with `status`: Via (the first line with this server's oc values for the client
  * when it takes part), From, To (tagged), Call-ID, CSeq; 503s without Retry-After. */
@@ -361,9 +302,9 @@ int main(int argc, char **argv) {
             char key[32];
             addr_key(&from, key, sizeof key);
             size_t vl = 0;
-            const char *via = first_via(buf, (size_t)n, &vl);
+            size_t at = find_header(buf, (size_t)n, "Via", "v", &vl);
             lc_str k = {(const uint8_t *)key, strlen(key)};
-            lc_str v = {(const uint8_t *)via, via ? vl : 0};
+            lc_str v = {(const uint8_t *)(at ? buf + at : NULL), at ? vl : 0};
             lc_oc_admission adm = LC_OC_ADMISSION_ADMIT;
             lc_oc_server_on_request(s.oc, t, k, v, cls, cat, &adm);
             if (adm == LC_OC_ADMISSION_REJECT) {

@@ -1,0 +1,84 @@
+/* sipmsg.h: the small helpers the example programs (edge/, server/) share: the monotonic
+ * clock, IPv4 "IP:PORT" addresses, and finding and copying header lines of a raw SIP message.
+ * No allocation. */
+#ifndef LOADCTL_EXAMPLES_SIPMSG_H
+#define LOADCTL_EXAMPLES_SIPMSG_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC in nanoseconds (the clock libloadctl's shared tables and timers expect). */
+static inline uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* "IP:PORT" (IPv4) into *out; -1 when it is not one. */
+static inline int parse_addr(const char *text, struct sockaddr_in *out) {
+    char host[64];
+    const char *colon = strrchr(text, ':');
+    if (!colon || (size_t)(colon - text) >= sizeof host) return -1;
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = 0;
+    memset(out, 0, sizeof *out);
+    out->sin_family = AF_INET;
+    out->sin_port = htons((uint16_t)atoi(colon + 1));
+    return inet_pton(AF_INET, host, &out->sin_addr) == 1 ? 0 : -1;
+}
+
+/* "IP:PORT" of an address: the key overload control knows a peer by (RFC 7339 §5.4). */
+static inline void addr_key(const struct sockaddr_in *a, char *out, size_t cap) {
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+    snprintf(out, cap, "%s:%u", ip, ntohs(a->sin_port));
+}
+
+/* Case-insensitive prefix match of a header line against a long or compact name. */
+static inline int header_is(const char *line, size_t len, const char *name, const char *compact) {
+    size_t n = strlen(name);
+    if (len > n && strncasecmp(line, name, n) == 0 && (line[n] == ':' || line[n] == ' ' || line[n] == '\t')) return 1;
+    if (compact && len > 1 && (line[0] == compact[0] || line[0] == (compact[0] - 32)) && (line[1] == ':' || line[1] == ' ')) return 1;
+    return 0;
+}
+
+/* Finds the value of the first header with that name: start offset and length (0 if absent). */
+static inline size_t find_header(const char *msg, size_t len, const char *name, const char *compact, size_t *value_len) {
+    size_t i = 0;
+    while (i < len && msg[i] != '\n') i++; /* skip the first line */
+    i++;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && msg[end] != '\n') end++;
+        size_t line_len = end - i;
+        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
+        if (line_len == 0) break;
+        if (header_is(msg + i, line_len, name, compact)) {
+            const char *colon = memchr(msg + i, ':', line_len);
+            if (!colon) return 0;
+            size_t v = (size_t)(colon - msg) + 1;
+            while (v < i + line_len && (msg[v] == ' ' || msg[v] == '\t')) v++;
+            *value_len = i + line_len - v;
+            return v;
+        }
+        i = end + 1;
+    }
+    *value_len = 0;
+    return 0;
+}
+
+/* Appends `len` bytes to out if they fit. */
+static inline int put(char *out, size_t *at, size_t cap, const char *s, size_t len) {
+    if (*at + len > cap) return -1;
+    memcpy(out + *at, s, len);
+    *at += len;
+    return 0;
+}
+
+#endif
