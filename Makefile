@@ -93,6 +93,7 @@ e2e-tools:
 ## the loop closed
 e2e: e2e-tools edge
 	$(CARGO) build --release -p loadctl-cli
+	python3 tests/e2e/faultrelay.py --self-test
 	python3 tests/e2e/test_edge.py
 	python3 tests/e2e/test_overload.py
 
