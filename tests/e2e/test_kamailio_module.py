@@ -1043,8 +1043,9 @@ def notifier_edges(run: Run, name: str, capacity: float, demands, seconds: float
     return matching, samples, start, kam
 
 
-def edge_rates(samples, k: int):
-    """(t, admitted calls/s) of edge k between consecutive samples, from the notifier's count."""
+def edge_counts(samples, k: int):
+    """(t, calls admitted, seconds) of edge k between consecutive samples, from the notifier's
+    count."""
     key = None
     out = []
     prev = None
@@ -1053,9 +1054,14 @@ def edge_rates(samples, k: int):
         if key is None or key not in subs:
             continue
         if prev is not None:
-            out.append((t, (subs[key][0] - prev[1]) / (t - prev[0])))
+            out.append((t, subs[key][0] - prev[1], t - prev[0]))
         prev = (t, subs[key][0])
     return out
+
+
+def edge_rates(samples, k: int):
+    """(t, admitted calls/s) of edge k between consecutive samples, from the notifier's count."""
+    return [(t, n / dt) for t, n, dt in edge_counts(samples, k)]
 
 
 def shares_of(samples, k: int):
@@ -1091,18 +1097,21 @@ def notifier_shares_by_demand(run: Run) -> Checks:
     matching, samples, start, kam = notifier_edges(run, "demand", capacity, demands, seconds, observe=True, kill_at=kill_after)
     kill = start + kill_after
     # Converged: the first second from which every edge stays within 10 % of its fair rate
-    # until the kill.
+    # until the kill — give or take one call per sample: a count over a sample of dt seconds
+    # resolves the rate to 1/dt calls/s, itself ±10 % of the 10/s edge over a second (in CI
+    # the quiet edge's 9 or 11 calls in a ~1 s sample alone once put it "out" at 7 s).
+    counts = [edge_counts(samples, k) for k in range(3)]
     series = [edge_rates(samples, k) for k in range(3)]
     converged = None
-    for i in range(len(series[0])):
-        t = series[0][i][0]
+    for i in range(len(counts[0])):
+        t = counts[0][i][0]
         if t > kill:
             break
-        ok = all(all(abs(r / w - 1.0) <= 0.10 for tt, r in s if t <= tt <= kill) for s, w in zip(series, want))
+        ok = all(all(abs(n / dt - w) <= 0.10 * w + 1.0 / dt for tt, n, dt in s if t <= tt <= kill) for s, w in zip(counts, want))
         if ok:
             converged = t - start
             break
-    c.that(converged is not None and converged <= 5.0, f"every edge within 10 % of (10, 55, 55)/s after {converged if converged is None else round(converged, 1)} s of traffic (≤ 5 s)")
+    c.that(converged is not None and converged <= 5.0, f"every edge within 10 % (± 1 call per sample) of (10, 55, 55)/s after {converged if converged is None else round(converged, 1)} s of traffic (≤ 5 s)")
     for k in range(3):
         c.that(True, f"edge {k} admitted per second: {[round(r, 1) for _, r in series[k]]}")
         c.that(True, f"edge {k} share per second: {[v[1] for _, v in shares_of(samples, k)]}")
