@@ -392,6 +392,13 @@ struct SourceState {
 
 struct Writer {
     sources: Vec<SourceState>,
+    /// What a commit changes besides the snapshot.
+    state: WriterCells,
+}
+
+/// The writer's cells and the snapshots it drops itself ([`Engine::commit`] changes them).
+#[derive(Default)]
+struct WriterCells {
     /// Snapshots replaced but perhaps still held by a shard. Kept here so that the last
     /// reference is dropped by a writer, never by a worker thread in the middle of classifying
     /// (dropping a 10,000-rule policy takes milliseconds).
@@ -402,7 +409,19 @@ struct Writer {
     /// snapshot or a shard's outstanding window tickets: kept so that the writer, not a worker,
     /// releases them (which takes the table's lock).
     released: Vec<Arc<CellRef>>,
+    /// Cells of rate rules that left the published snapshot, by rule key (at most
+    /// [`RESTING_MAX`]; own cells only, not shared-table ones): the same rule published again
+    /// continues its limiter instead of starting with a full burst. A notifier's `terminated` NOTIFY withdraws a policy (RFC 7200
+    /// §4.8) and the re-subscription's first NOTIFY brings the same rules back moments later;
+    /// with fresh cells every such round trip admitted up to r·τ + 1 more than the rule allows
+    /// in that second (found by tests/e2e/test_faults.py).
+    /// With the generation that withdrew it: the oldest go first when there are too many (a
+    /// notifier that changes rates often parks a cell per old rate).
+    resting: FxHashMap<u64, (Arc<CellRef>, u64)>,
 }
+
+/// How many cells of withdrawn rate rules the writer keeps for their rules' return.
+const RESTING_MAX: usize = 4096;
 
 /// A value alone on its cache lines.
 #[derive(Debug, Default)]
@@ -482,9 +501,7 @@ impl Engine {
                 generation: Padded(AtomicU64::new(0)),
                 writer: Mutex::new(Writer {
                     sources: Vec::new(),
-                    graveyard: Vec::new(),
-                    cells: FxHashMap::default(),
-                    released: Vec::new(),
+                    state: WriterCells::default(),
                 }),
                 unused_cell: Arc::new(CellRef::Own(RuleCell::unused())),
                 cell_table,
@@ -558,7 +575,7 @@ impl Engine {
             Some(i) => next[i] = (source.clone(), &merged),
             None => next.push((source.clone(), &merged)),
         }
-        let generation = self.commit(&mut w.cells, &mut w.graveyard, &mut w.released, &next)?;
+        let generation = self.commit(&mut w.state, &next)?;
         drop(next);
         match current {
             Some(i) => {
@@ -591,7 +608,7 @@ impl Engine {
             .filter(|(j, _)| *j != i)
             .map(|(_, s)| (s.source.clone(), &s.policy))
             .collect();
-        let generation = self.commit(&mut w.cells, &mut w.graveyard, &mut w.released, &next)?;
+        let generation = self.commit(&mut w.state, &next)?;
         drop(next);
         w.sources.remove(i);
         Ok(generation)
@@ -609,11 +626,15 @@ impl Engine {
     /// Builds and publishes the snapshot for `sources`; on error nothing changes.
     fn commit(
         &self,
-        cells: &mut FxHashMap<u64, (Arc<CellRef>, u32)>,
-        graveyard: &mut Vec<Arc<Snapshot>>,
-        released: &mut Vec<Arc<CellRef>>,
+        state: &mut WriterCells,
         sources: &[(Source, &Ruleset)],
     ) -> Result<u64, PublishError> {
+        let WriterCells {
+            graveyard,
+            cells,
+            released,
+            resting,
+        } = state;
         let config = &self.inner.config;
         let total: usize = sources.iter().map(|(_, r)| r.len()).sum();
         if total > config.limits.max_rules {
@@ -636,11 +657,13 @@ impl Engine {
                 #[cfg(loadctl_loom_mutant)]
                 let cells = &FxHashMap::<u64, (Arc<CellRef>, u32)>::default();
                 // On an error the cells claimed so far drop with `next_cells`: nothing changed.
-                // A window rule that comes back takes back the cell its tickets release into.
+                // A window rule that comes back takes back the cell its tickets release into, a
+                // rate rule the cell that holds its limiter's state.
                 let kept = cells
                     .get(&key)
                     .map(|(cell, i)| (cell, *i))
-                    .or_else(|| retired.get(&key).map(|(cell, _)| (cell, NOT_CARRIED)));
+                    .or_else(|| retired.get(&key).map(|(cell, _)| (cell, NOT_CARRIED)))
+                    .or_else(|| resting.get(&key).map(|(cell, _)| (cell, NOT_CARRIED)));
                 let (cell, before) = match kept {
                     Some((cell, i)) => (Arc::clone(cell), i),
                     None => (
@@ -675,6 +698,7 @@ impl Engine {
         };
         let old_cells = std::mem::replace(cells, next_cells);
         retired.retain(|key, _| !cells.contains_key(key));
+        resting.retain(|key, _| !cells.contains_key(key));
         for (key, (cell, i)) in old_cells {
             if cells.contains_key(&key) {
                 continue;
@@ -683,8 +707,20 @@ impl Engine {
                 Some(LimitParams::Window { size }) => {
                     retired.insert(key, (cell, size));
                 }
+                // Not a shared-table cell: it would hold a slot of a table sized for the rules
+                // in force.
+                Some(LimitParams::Rate { .. }) if !cell.is_shared() => {
+                    resting.insert(key, (cell, generation));
+                }
                 _ if cell.is_shared() => released.push(cell),
                 _ => {}
+            }
+        }
+        if resting.len() > RESTING_MAX {
+            let mut by_age: Vec<(u64, u64)> = resting.iter().map(|(k, (_, g))| (*g, *k)).collect();
+            by_age.sort_unstable();
+            for (_, key) in by_age.iter().take(resting.len() - RESTING_MAX) {
+                resting.remove(key);
             }
         }
         self.inner.snapshot.store(Arc::new(snapshot));

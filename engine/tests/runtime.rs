@@ -267,6 +267,114 @@ fn republishing_the_same_rules_keeps_limiter_state() {
     assert_eq!(stats.rules[0].stats.accepted, admitted);
 }
 
+/// A policy withdrawn (a `terminated` NOTIFY, RFC 7200 §4.8) and published again with the same
+/// rule (the re-subscription's first NOTIFY) continues the rule's limiter: by the GCRA's
+/// definition at most r·(W + τ) + 1 requests pass in any window W, and a withdrawal in between
+/// must not hand out a second burst. A rule with another rate is another limit and starts
+/// afresh.
+#[test]
+fn a_withdrawn_rate_rule_that_returns_keeps_its_limiter() {
+    let e = engine(EngineConfig::default());
+    let rules = rule("r", "+1", "<lc:accept><lc:rate>100</lc:rate></lc:accept>");
+    let src = Source::local("sip:notifier@example.net");
+    e.publish(&src, doc(0, "full", &rules)).expect("publish");
+    let mut s = shards(&e);
+    // 3r offered on one shard for 2 s, the policy withdrawn and published again every 250 ms.
+    let mut admitted = Vec::new();
+    for i in 0..600u64 {
+        let t = i * SECOND / 300;
+        if i % 75 == 74 {
+            e.withdraw(&src.name).expect("withdraw");
+            e.publish(&src, doc(0, "full", &rules))
+                .expect("publish again");
+        }
+        if s[0].classify(&call("<tel:+1555>", t)).verdict == Verdict::Accept {
+            admitted.push(t);
+        }
+    }
+    // r·(W + τ) + 1 with W = 2 s, τ = 100 ms (the default burst): 211.
+    assert!(
+        admitted.len() <= 211,
+        "{} admitted in 2 s at 100/s",
+        admitted.len()
+    );
+    // In any 1 s: r·(1 s + τ) + 1 = 111.
+    let most = (0..admitted.len())
+        .map(|i| {
+            admitted[i..]
+                .iter()
+                .take_while(|&&t| t < admitted[i] + SECOND)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(most <= 111, "{most} admitted in one second at 100/s");
+    // Another rate for the same id is another limit: it starts with its own burst, b = ⌈r·τ⌉ =
+    // 5 at one instant for 50/s (the saturated 100/s cell would admit at most 1).
+    let t = 2 * SECOND;
+    e.withdraw(&src.name).expect("withdraw");
+    let other = rule("r", "+1", "<lc:accept><lc:rate>50</lc:rate></lc:accept>");
+    e.publish(&src, doc(0, "full", &other))
+        .expect("publish another rate");
+    let burst = (0..6)
+        .filter(|_| s[0].classify(&call("<tel:+1555>", t)).verdict == Verdict::Accept)
+        .count();
+    assert_eq!(burst, 5, "a new limit's first burst");
+}
+
+/// The cells of withdrawn rate rules are kept for a bounded number of rules (4,096), and the
+/// oldest go first: a notifier that changed rates thousands of times (a cell parked per old
+/// rate) does not push out the cells of rules withdrawn after them.
+#[test]
+fn the_most_recently_withdrawn_rules_keep_their_limiters() {
+    let e = engine(EngineConfig::default());
+    let mut s = shards(&e);
+    let busy = Source::local("sip:allocator@example.net");
+    let park = |from: u32, n: u32| {
+        for k in from..from + n {
+            let r = rule(
+                "share",
+                "+2",
+                &format!("<lc:accept><lc:rate>{k}</lc:rate></lc:accept>"),
+            );
+            e.publish(&busy, doc(0, "full", &r)).expect("publish");
+        }
+    };
+    park(10, 5_000);
+    // 100 rules, each burst spent at t = 0 (b = ⌈100 · 0.1⌉ = 10 at one instant), withdrawn.
+    let src = Source::local("sip:notifier@example.net");
+    let rules: String = (0..100)
+        .map(|k| {
+            rule(
+                &format!("r{k}"),
+                &format!("+1{k:03}"),
+                "<lc:accept><lc:rate>100</lc:rate></lc:accept>",
+            )
+        })
+        .collect();
+    e.publish(&src, doc(0, "full", &rules)).expect("publish");
+    for k in 0..100 {
+        let to = format!("<tel:+1{k:03}555>");
+        let spent = (0..20)
+            .filter(|_| s[0].classify(&call(&to, 0)).verdict == Verdict::Accept)
+            .count();
+        assert_eq!(spent, 10, "rule {k}");
+    }
+    e.withdraw(&src.name).expect("withdraw");
+    // 3,996 more parked after them: with 4,096 kept, what goes is the 5,000 parked before.
+    park(10_000, 3_996);
+    e.publish(&src, doc(0, "full", &rules))
+        .expect("publish again");
+    let fresh = (0..100)
+        .filter(|k| {
+            s[0].classify(&call(&format!("<tel:+1{k:03}555>"), 0))
+                .verdict
+                == Verdict::Accept
+        })
+        .count();
+    assert_eq!(fresh, 0, "rules that came back with a fresh limiter");
+}
+
 /// A rate rule's tolerance is min(τ, b·T − 1) less the look-ahead a lease may reach, and the shard
 /// must look ahead by that same amount. A lease period past `u64` nanoseconds (584 years) is
 /// read as `LimitParams` reads it (`as_nanos() as u64`, here 1 ms): a shard that used another
