@@ -2,7 +2,8 @@
  * policies with libloadctl.
  *
  *   edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]
- *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]
+ *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]
+ *                     [--startup-hold-ms N]]
  *        [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]
  *        [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]
  *        [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]
@@ -11,7 +12,9 @@
  * With --subscribe it is an RFC 7200 subscriber: it SUBSCRIBEs to the notifier (the `load-control`
  * event package, through libloadctl's subscriber state machine and its SIP wire functions),
  * applies every NOTIFY body it receives, refreshes before the subscription expires, re-SUBSCRIBEs
- * after a version gap, and unsubscribes on SIGINT/SIGTERM. Its SUBSCRIBEs are retransmitted over
+ * after a version gap, and unsubscribes on SIGINT/SIGTERM. Until the notifier's first answer is
+ * in force (or --startup-hold-ms passes, default 2000) requests are held, not handled (the
+ * startup hold, below). Its SUBSCRIBEs are retransmitted over
  * UDP until a response arrives (Timer E: T1 doubling up to T2, for 64·T1). The subscriber speaks
  * UDP only. The first SUBSCRIBE of a subscription goes to --notifier IP:PORT (default: the
  * notifier URI's host:port); refreshes, re-SUBSCRIBEs and the unsubscribe go to the dialog's
@@ -35,6 +38,20 @@
  * retransmissions get the same branch). Responses coming back lose that Via and go to the
  * address in the next Via (received/rport when present). Window admissions are released when a
  * final response for the same Call-ID and CSeq passes back, or after 32 s.
+ *
+ * Retransmissions. Over UDP a UAC sends a request again until it hears back (Timer A/E). Every
+ * request but ACK and CANCEL is shown once to libloadctl's retransmission detector (RFC 3261
+ * transaction key, remembered 64·T1); only originals are classified. What was done with one
+ * (forwarded, answered 503, shed for overload control, dropped) is remembered per thread in a
+ * 4-way set-associative table (DECIDED entries, 32 s), and its retransmissions get the same without
+ * being classified again: forwarded with the same branch (RFC 3261 §16.11: "a retransmitted
+ * request MUST be forwarded to the same destination each time it is processed"), or the same
+ * 503. So a retransmission takes no second rate token and no second window slot (RFC 7200
+ * limits new requests; a window slot is per transaction), and the retransmitted INVITE of an
+ * admitted call is not answered 503 while the UAS has the original. A retransmission whose
+ * decision is not remembered (evicted, its original before a restart, or a 302: its Contacts
+ * are not kept) is classified like an original; SIGUSR1 counts originals, retransmissions,
+ * repeated and unremembered ones.
  *
  * Transports. The request and response handling (`handle`) is the same for both; a `peer_t`
  * says where a message came from and where an answer goes, and only `deliver` looks at the
@@ -131,6 +148,17 @@
  * often the UDP thread reports its occupancy. */
 #define OC_WAIT 8192
 #define OC_REPORT_NS 100000000ull
+/* Retransmissions: the decisions remembered per thread, so that a retransmission gets what its
+ * original got: DECIDED entries in sets of DECIDED_WAYS; a transaction is looked up among the
+ * entries of its set, and a new one takes the set's oldest entry. A retransmission comes 0.5 to
+ * 32 s after its original (Timer A/E, T1 doubling; RFC 3261 §17.1.1.2, §17.1.2.2), so what
+ * must survive is the youngest few seconds of transactions: at 4,000 new requests/s about
+ * 16,000 in the first 4 s, well inside 65,536 entries. A direct-mapped table of the same size
+ * lost about 1 live entry in 400 to collisions at only 120 calls/s (tests/e2e/test_faults.py
+ * call_path_lossy: the retransmitted INVITE of an admitted call classified again and answered
+ * 503). 24 bytes each: 1.5 MiB per thread. */
+#define DECIDED 65536
+#define DECIDED_WAYS 4
 
 static volatile sig_atomic_t reload_requested = 0;
 static volatile sig_atomic_t stats_requested = 0;
@@ -161,6 +189,20 @@ typedef struct {
     uint32_t gen;
 } peer_t;
 
+/* What was done with a request (an original, or a retransmission whose decision was not
+ * remembered), for its retransmissions: forwarded (admitted, exempt), answered 503 by a rule
+ * (`status`), shed for overload control (503 without Retry-After), dropped (TCP). A 302 is not
+ * remembered: its Contacts would be needed, so a retransmission of a redirected request is
+ * classified again (counted as unremembered). */
+enum { DM_NONE = 0, DM_FORWARDED, DM_ANSWERED, DM_OC_SHED, DM_DROPPED };
+
+typedef struct {
+    unsigned long hash; /* decision_key() of the transaction */
+    uint64_t at_ns;     /* when its original was decided: the entry counts for Timer B after it */
+    uint16_t status;
+    uint8_t kind; /* DM_* */
+} decided_t;
+
 /* Counters of one worker thread. Each is written by its own thread only (relaxed load + store,
  * no locked instruction) and read by the main thread for SIGUSR1. */
 typedef struct {
@@ -168,6 +210,7 @@ typedef struct {
     atomic_ulong tcp_accepted, tcp_refused, tcp_closed, tcp_framing_errors, tcp_too_large, tcp_overflows;
     atomic_ulong tcp_pings, tcp_responses_orphaned, hop_connects, hop_failures, forward_failures, tcp_idle_closed;
     atomic_ulong oc_shed, oc_rejected, oc_bad_feedback, oc_timeouts;
+    atomic_ulong originals, retransmissions, retx_repeated, retx_unremembered;
 } counters_t;
 
 /* A new request forwarded with overload control, waiting for any response. */
@@ -213,6 +256,9 @@ typedef struct {
     const char *policy_path;
     const char *source;
     lc_engine *engine;
+    /* Tells originals from retransmissions (RFC 3261 transaction key, remembered 64·T1), for
+     * the decision memory and for overload control. Shared by both threads (thread-safe). */
+    lc_detector *det;
     struct worker *udp, *tcp;
     /* The subscriber (NULL without --subscribe); the UDP thread's. */
     lc_subscriber *sub;
@@ -229,11 +275,19 @@ typedef struct {
     unsigned long sub_count;
     uint64_t sub_started_ns, sub_next_rtx_ns, sub_interval_ns;
     unsigned long notifies;
+    /* The startup hold (--startup-hold-ms): while the first document from the notifier is
+     * awaited, requests wait in `held` (a byte arena of records: length, sender, bytes) and are
+     * handled once it is in force, or when the hold ends without it. `holding` is read by the
+     * TCP thread, which serves nothing meanwhile. */
+    atomic_int holding;
+    uint64_t hold_until_ns;
+    char *held;
+    size_t held_len;
+    unsigned long held_count, held_dropped;
     /* Overload control (NULL without --overload-control). */
     lc_oc_client *oc;
     uint32_t oc_hop;
     char oc_params[64]; /* what the client adds to its Via */
-    lc_detector *oc_det;
     lc_oc_server *oc_srv;
     uint32_t oc_target_ppm;
     uint64_t oc_timeout_ns;
@@ -271,6 +325,8 @@ typedef struct worker {
     /* Overload control: this thread's shard of the client, and its waiting transactions. */
     lc_oc_shard *ocs;
     oc_wait_t ocw[OC_WAIT];
+    /* What was done with recent requests, for their retransmissions. */
+    decided_t decided[DECIDED];
 } worker_t;
 
 static int load_policy(edge_t *e) {
@@ -1001,6 +1057,53 @@ static lc_str top_via(const char *msg, size_t len) {
     return out;
 }
 
+/* ------------------------------------------------------------------ retransmissions */
+
+/* The key of a request's transaction in the decision memory: Call-ID, CSeq (number and method)
+ * and the top Via's branch. The detector's RFC 3261 key (branch, sent-by, method, CSeq number)
+ * is not exposed; this one is the same for every copy of a request, and the memory is asked
+ * only about requests the detector has already called retransmissions. The Call-ID keeps
+ * apart requests of RFC 2543 clients, whose branches may be missing or not unique. */
+static unsigned long decision_key(const char *msg, size_t len) {
+    size_t cl = 0, sl = 0;
+    size_t c = find_header(msg, len, "Call-ID", "i", &cl);
+    size_t s = find_header(msg, len, "CSeq", NULL, &sl);
+    lc_str via = top_via(msg, len);
+    const char *v = (const char *)via.ptr;
+    size_t b = 0, bl = 0;
+    for (size_t k = 0; v && k + 7 <= via.len; k++) {
+        if (strncasecmp(v + k, "branch=", 7) == 0) {
+            b = k + 7;
+            while (b + bl < via.len && v[b + bl] != ';' && v[b + bl] != ' ' && v[b + bl] != '\t') bl++;
+            break;
+        }
+    }
+    unsigned long h = hash_bytes(msg + c, cl, msg + s, sl);
+    return h ^ (hash_bytes(v ? v + b : "", bl, "", 0) * 0x9e3779b97f4a7c15ul);
+}
+
+/* The decision-memory entry of transaction `key`: its own when it has one, else the oldest of
+ * its set (the one a new decision replaces). */
+static decided_t *decision_slot(decided_t *table, unsigned long key) {
+    decided_t *set = &table[(key % (DECIDED / DECIDED_WAYS)) * DECIDED_WAYS];
+    decided_t *oldest = &set[0];
+    for (int i = 0; i < DECIDED_WAYS; i++) {
+        if (set[i].hash == key) return &set[i];
+        if (set[i].at_ns < oldest->at_ns) oldest = &set[i];
+    }
+    return oldest;
+}
+
+/* Records what was done with a request for its retransmissions (`slot` NULL: the request was
+ * not observed by the detector, nothing is recorded). */
+static void record_decision(decided_t *slot, unsigned long key, int kind, unsigned status, uint64_t now) {
+    if (!slot) return;
+    slot->hash = key;
+    slot->kind = (uint8_t)kind;
+    slot->status = (uint16_t)status;
+    slot->at_ns = now;
+}
+
 /* ------------------------------------------------------------------ the RFC 7200 subscriber */
 
 static lc_str cstr(const char *s) {
@@ -1033,19 +1136,19 @@ static void log_subscriber_events(edge_t *e) {
         switch (ev.kind) {
         case LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED: what = "subscribed (seconds)"; break;
         case LC_SUBSCRIBER_EVENT_KIND_PENDING: what = "pending"; break;
-        case LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED: what = "policy applied (version)"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED: what = "policy applied (version)"; e->hold_until_ns = 0; break;
         case LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN: what = "policy withdrawn"; break;
         case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED: what = "document ignored (version)"; break;
-        case LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT: what = "invalid document, policy kept"; refused = 1; break;
-        case LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED: what = "document refused by the engine"; refused = 1; break;
+        case LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT: what = "invalid document, policy kept"; refused = 1; e->hold_until_ns = 0; break;
+        case LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED: what = "document refused by the engine"; refused = 1; e->hold_until_ns = 0; break;
         case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS: what = "document warnings (version)"; break;
-        case LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE: what = "NOTIFY without body, policy kept"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE: what = "NOTIFY without body, policy kept"; e->hold_until_ns = 0; break;
         case LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY: what = "unknown body discarded"; break;
         case LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST: what = "redirect outside the allow-list"; break;
         case LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED: what = "NOTIFY rejected (status)"; break;
         case LC_SUBSCRIBER_EVENT_KIND_RETRYING: what = "retrying"; break;
         case LC_SUBSCRIBER_EVENT_KIND_LAPSED: what = "subscription lapsed"; break;
-        case LC_SUBSCRIBER_EVENT_KIND_STOPPED: what = "subscription stopped"; break;
+        case LC_SUBSCRIBER_EVENT_KIND_STOPPED: what = "subscription stopped"; e->hold_until_ns = 0; break;
         }
         /* Wall-clock time, to line the log up with the SIP peers' traces. */
         struct timespec wall;
@@ -1092,9 +1195,14 @@ static struct sockaddr_in subscriber_destination(edge_t *e) {
     return to;
 }
 
-/* Sends the subscriber's next SUBSCRIBE when none is outstanding. */
+/* Sends the subscriber's next SUBSCRIBE. libloadctl's subscriber keeps one transaction: a new
+ * SUBSCRIBE from it replaces the one outstanding here, whose retransmissions stop and whose late
+ * answer is absorbed (its branch no longer matches). That matters after a `terminated` NOTIFY
+ * that arrives while a refresh is still being retransmitted (a notifier that was unreachable
+ * and comes back): the new subscription must start at once, not after the old refresh got its
+ * 481, since the policy is withdrawn meanwhile (found by tests/e2e/test_faults.py). */
 static void subscriber_transmit(edge_t *e) {
-    if (!e->sub || e->sub_outstanding) return;
+    if (!e->sub) return;
     char branch[64];
     snprintf(branch, sizeof branch, SUB_BRANCH "%lx%lu", (unsigned long)getpid(), ++e->sub_count);
     size_t len = 0;
@@ -1279,19 +1387,32 @@ static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from)
         BUMP(w->c.absorbed);
         return; /* the ACK to our own 503 / 302 ends here (RFC 3261 §17.2.1) */
     }
+    /* Every request other than ACK and CANCEL is shown to the retransmission detector once:
+     * an original is classified, a retransmission gets what its original got (RFC 3261
+     * §16.11: a stateless proxy forwards a retransmission the same way, with the same branch;
+     * RFC 7200 limits new requests, and a window slot is per transaction), as long as the
+     * decision is remembered. ACK and CANCEL are classified as before (exempt). */
+    int ack_or_cancel = (len >= 4 && strncmp(msg, "ACK ", 4) == 0) || (len >= 7 && strncmp(msg, "CANCEL ", 7) == 0);
+    uint64_t now = now_ns();
+    lc_class cls = LC_CLASS_ORIGINAL;
+    decided_t *dm = NULL; /* this transaction's slot of the decision memory (NULL: not observed) */
+    unsigned long dk = 0;
+    if (!ack_or_cancel && lc_detector_observe_sip(w->e->det, (const uint8_t *)msg, len, now, &cls) == LC_RESULT_OK) {
+        dk = decision_key(msg, len);
+        dm = decision_slot(w->decided, dk);
+        if (cls == LC_CLASS_RETRANSMISSION) BUMP(w->c.retransmissions);
+        else BUMP(w->c.originals);
+    } else {
+        cls = LC_CLASS_ORIGINAL; /* unobserved (ACK, CANCEL, no valid Via): handled as new */
+    }
     /* Overload control: which requests are new (originals, not ACK / CANCEL), and, as a server
-     * to upstream clients, the 503s owed to clients that do not take part (RFC 7339 §5.10.2). */
+     * to upstream clients, the 503s owed to clients that do not take part (RFC 7339 §5.10.2;
+     * the server admits every retransmission, so only an original is rejected here). */
     int oc_new = 0;
     lc_oc_category oc_cat = LC_OC_CATEGORY_NONE;
-    uint64_t now = 0;
     if (w->e->oc) {
-        now = now_ns();
-        lc_class cls = LC_CLASS_ORIGINAL;
         lc_oc_category cat = LC_OC_CATEGORY_NONE;
         if (lc_oc_category_sip(w->e->engine, (const uint8_t *)msg, len, &cat) == LC_RESULT_OK && cat != LC_OC_CATEGORY_NONE) {
-            if (lc_detector_observe_sip(w->e->oc_det, (const uint8_t *)msg, len, now, &cls) != LC_RESULT_OK) {
-                cls = LC_CLASS_ORIGINAL;
-            }
             char key[32];
             lc_str tv = top_via(msg, len);
             client_key(&from->addr, (const char *)tv.ptr, tv.len, key, sizeof key);
@@ -1300,12 +1421,29 @@ static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from)
             lc_oc_server_on_request(w->e->oc_srv, now, k, tv, cls, cat, &adm);
             if (adm == LC_OC_ADMISSION_REJECT) {
                 BUMP(w->c.oc_rejected);
+                record_decision(dm, dk, DM_OC_SHED, 503, now);
                 reply_overload(w, msg, len, from);
                 return;
             }
             oc_new = cls == LC_CLASS_ORIGINAL;
             oc_cat = cat;
         }
+    }
+    if (dm && cls == LC_CLASS_RETRANSMISSION) {
+        if (dm->kind != DM_NONE && dm->hash == dk && now - dm->at_ns < TIMER_B_NS) {
+            /* Repeated without classifying: no rate token, no window slot, no lc_oc_decide and
+             * no timeout tracking (the original has them). */
+            BUMP(w->c.retx_repeated);
+            if (dm->kind == DM_FORWARDED) forward_request(w, msg, len, from); /* same branch */
+            else if (dm->kind == DM_ANSWERED) reply(w, msg, len, from, dm->status, "Service Unavailable", NULL);
+            else if (dm->kind == DM_OC_SHED) reply_overload(w, msg, len, from);
+            else BUMP(w->c.dropped);
+            return;
+        }
+        /* Evicted from the memory, older than it, redirected (not remembered), or its original
+         * came before a restart: classified like an original (RFC 7339 overload control still
+         * treats it as the retransmission it is). */
+        BUMP(w->c.retx_unremembered);
     }
     lc_decision d;
     lc_sip_options o;
@@ -1317,9 +1455,11 @@ static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from)
     lc_result r = lc_classify_sip_opts(w->lw, (const uint8_t *)msg, len, &o, &d);
     if (r != LC_RESULT_OK) {
         BUMP(w->c.malformed);
+        record_decision(dm, dk, DM_NONE, 0, now);
         return; /* not a request we can route: dropped */
     }
     if (d.verdict == LC_VERDICT_REJECT || d.verdict == LC_VERDICT_REDIRECT) {
+        record_decision(dm, dk, d.verdict == LC_VERDICT_REJECT ? DM_ANSWERED : DM_NONE, d.status, now);
         answer(w, msg, len, from, &d);
         return;
     }
@@ -1327,6 +1467,7 @@ static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from)
         /* Only over TCP: libloadctl turns a drop into a reject over UDP (RFC 7200), where a
          * silent drop would only bring retransmissions. */
         BUMP(w->c.dropped);
+        record_decision(dm, dk, DM_DROPPED, 0, now);
         return;
     }
     if (oc_new) {
@@ -1335,13 +1476,67 @@ static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from)
         if (v != LC_OC_VERDICT_FORWARD && v != LC_OC_VERDICT_PROBE) {
             if (d.has_ticket) lc_complete(w->lw, &d.ticket);
             BUMP(w->c.oc_shed);
+            record_decision(dm, dk, DM_OC_SHED, 503, now);
             reply_overload(w, msg, len, from);
             return;
         }
         oc_track(w, transaction_hash(msg, len), now);
     }
     if (d.has_ticket) remember(w, transaction_hash(msg, len), d.ticket);
+    record_decision(dm, dk, DM_FORWARDED, 0, now);
     forward_request(w, msg, len, from);
+}
+
+/* ------------------------------------------------------------------ the startup hold */
+
+/* With --subscribe the notifier's policy arrives a round trip after the edge starts; requests
+ * handled before it passed unfiltered (a restarted edge under a flood let one through, above
+ * the rule's r·(1 s + τ) + 1, in tests/e2e/test_faults.py edge_restart). So requests that come
+ * meanwhile are held (up to HOLD_BYTES; beyond that dropped and counted, never handled without
+ * the policy) and handled once the first document is in force, a
+ * bodyless NOTIFY says there is none, the subscription stops, or --startup-hold-ms passes.
+ * Responses and the subscriber's own messages are not held. Returns 1 when the message was
+ * held. */
+#define HOLD_BYTES (4u << 20)
+static int hold_request(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
+    if (!atomic_load(&e->holding) || is_response(msg, len)) return 0;
+    if (len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len)) return 0;
+    size_t need = sizeof(size_t) + sizeof *from + len;
+    if (!e->held) e->held = malloc(HOLD_BYTES);
+    if (!e->held || e->held_len + need > HOLD_BYTES) {
+        /* Full: dropped (UDP: the client retransmits, and the copy that comes after the hold
+         * is handled then), never let through unfiltered. */
+        e->held_dropped++;
+        return 1;
+    }
+    memcpy(e->held + e->held_len, &len, sizeof len);
+    memcpy(e->held + e->held_len + sizeof len, from, sizeof *from);
+    memcpy(e->held + e->held_len + sizeof len + sizeof *from, msg, len);
+    e->held_len += need;
+    e->held_count++;
+    return 1;
+}
+
+/* Ends the hold when it is due and handles what it held, in arrival order. */
+static void release_held(edge_t *e, worker_t *w) {
+    if (!atomic_load(&e->holding) || now_ns() < e->hold_until_ns) return;
+    atomic_store(&e->holding, 0);
+    fprintf(stderr, "edge: startup hold ended: %lu requests held were handled, %lu dropped (the hold full) (%s)\n",
+            e->held_count, e->held_dropped,
+            e->hold_until_ns ? "no policy within --startup-hold-ms" : "the notifier's answer is in force");
+    peer_t from;
+    memset(&from, 0, sizeof from);
+    for (size_t at = 0; at < e->held_len;) {
+        size_t len;
+        memcpy(&len, e->held + at, sizeof len);
+        memcpy(&from.addr, e->held + at + sizeof len, sizeof from.addr);
+        handle(w, e->held + at + sizeof len + sizeof from.addr, len, &from);
+        at += sizeof len + sizeof from.addr + len;
+    }
+    flush_sends(w);
+    free(e->held);
+    e->held = NULL;
+    e->held_len = 0;
 }
 
 /* ------------------------------------------------------------------ TCP: the event loop */
@@ -1461,6 +1656,10 @@ static void sweep(worker_t *w) {
 static void *tcp_main(void *arg) {
     worker_t *w = arg;
     struct epoll_event ev[64];
+    while (atomic_load(&w->e->holding) && !atomic_load(&tcp_stop)) { /* connections wait in the backlog */
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
     while (!atomic_load(&tcp_stop)) {
         int n = epoll_wait(w->epfd, ev, 64, 50);
         for (int k = 0; k < n; k++) {
@@ -1552,6 +1751,26 @@ static void print_stats(edge_t *e) {
         printf("edge_forwarded_total %lu\nedge_answered_total %lu\nedge_malformed_total %lu\nedge_acks_absorbed_total %lu\n"
                "edge_dropped_total %lu\n",
                f, a, m, ab, dr);
+        /* Requests shown to the retransmission detector (all but ACK and CANCEL): originals +
+         * retransmissions; retransmissions: repeated + unremembered. The detector's own
+         * counters are those of both threads together. */
+        unsigned long orig = 0, retx = 0, rep = 0, unrem = 0;
+        for (int k = 0; k < 2; k++) {
+            if (!ws[k]) continue;
+            orig += READ(ws[k]->c.originals);
+            retx += READ(ws[k]->c.retransmissions);
+            rep += READ(ws[k]->c.retx_repeated);
+            unrem += READ(ws[k]->c.retx_unremembered);
+        }
+        lc_detector_counters dc;
+        memset(&dc, 0, sizeof dc);
+        lc_detector_stats(e->det, &dc);
+        printf("edge_requests_original_total %lu\nedge_requests_retransmission_total %lu\n"
+               "edge_retransmissions_repeated_total %lu\nedge_retransmissions_unremembered_total %lu\n"
+               "edge_detector_originals_total %llu\nedge_detector_retransmissions_total %llu\n"
+               "edge_detector_evicted_total %llu\nedge_detector_tracked %llu\n",
+               orig, retx, rep, unrem, (unsigned long long)dc.originals, (unsigned long long)dc.retransmissions,
+               (unsigned long long)dc.evicted, (unsigned long long)dc.tracked);
         lc_subscriber_counters sc;
         if (e->sub && lc_subscriber_stats(e->sub, &sc) == LC_RESULT_OK) {
             printf("edge_subscriber_notifies_total %llu\nedge_subscriber_documents_applied_total %llu\n"
@@ -1601,7 +1820,8 @@ static void print_stats(edge_t *e) {
 
 static int usage(void) {
     fprintf(stderr, "usage: edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]\n"
-                    "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]]\n"
+                    "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]\n"
+                    "                         [--startup-hold-ms N]]\n"
                     "            [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]\n"
                     "            [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]\n"
                     "            [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]\n"
@@ -1615,6 +1835,7 @@ int main(int argc, char **argv) {
     const char *listen_at = NULL, *next_hop = NULL;
     const char *subscribe = NULL, *notifier_at = NULL, *own_uri = NULL, *transport = "both";
     unsigned expires = 0;
+    long hold_ms = 2000;
     const char *redirect_allow = NULL, *priority_namespaces = NULL;
     int emergency_exempt = 1, overload_control = 0;
     const char *oc_algorithms = "loss,rate";
@@ -1640,6 +1861,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--notifier") == 0) notifier_at = argv[++i];
         else if (strcmp(argv[i], "--uri") == 0) own_uri = argv[++i];
         else if (strcmp(argv[i], "--expires") == 0) expires = (unsigned)atoi(argv[++i]);
+        else if (strcmp(argv[i], "--startup-hold-ms") == 0) hold_ms = atol(argv[++i]);
         else if (strcmp(argv[i], "--linger-us") == 0) linger_us = atol(argv[++i]);
         else if (strcmp(argv[i], "--transport") == 0) transport = argv[++i];
         else if (strcmp(argv[i], "--max-connections") == 0) max_conns = atol(argv[++i]);
@@ -1700,6 +1922,11 @@ int main(int argc, char **argv) {
         if (lc_worker_attach(e.engine, -1, &tcp_w.lw) != LC_RESULT_OK) return 1;
     }
     if (e.policy_path && load_policy(&e) != 0) return 1;
+    /* The retransmission detector (default: 262,144 transactions, 64·T1 = 32 s). */
+    if (lc_detector_new(NULL, &e.det) != LC_RESULT_OK) {
+        fprintf(stderr, "edge: cannot start the retransmission detector\n");
+        return 1;
+    }
     if (overload_control) {
         /* RFC 7339 client of the next hop (one hop: the table has room for it) and server to
          * upstream clients; one shard of the client per thread. */
@@ -1721,7 +1948,7 @@ int main(int argc, char **argv) {
         else if (strcmp(oc_algorithms, "loss,rate") != 0) return usage();
         if (lc_oc_client_new(&cc, 1, &e.oc) != LC_RESULT_OK || lc_oc_client_hop(e.oc, hk, &e.oc_hop) != LC_RESULT_OK ||
             lc_oc_client_request_params(e.oc, &params) != LC_RESULT_OK || params.len >= sizeof e.oc_params ||
-            lc_detector_new(NULL, &e.oc_det) != LC_RESULT_OK || lc_oc_server_config_default(&sc) != LC_RESULT_OK ||
+            lc_oc_server_config_default(&sc) != LC_RESULT_OK ||
             lc_oc_server_new(&sc, &e.oc_srv) != LC_RESULT_OK || lc_oc_shard_new(e.oc, 1, &udp_w.ocs) != LC_RESULT_OK ||
             (e.tcp_on && lc_oc_shard_new(e.oc, 2, &tcp_w.ocs) != LC_RESULT_OK)) {
             fprintf(stderr, "edge: cannot start overload control\n");
@@ -1760,6 +1987,11 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGPIPE, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
+    /* The startup hold starts before the TCP thread does, which waits while it lasts. */
+    if (subscribe && hold_ms > 0) {
+        e.hold_until_ns = now_ns() + (uint64_t)hold_ms * 1000000ull;
+        atomic_store(&e.holding, 1);
+    }
     pthread_t tcp_thread;
     if (e.tcp_on) {
         /* Signals go to the main thread only: its blocking read is what they interrupt. */
@@ -1810,6 +2042,7 @@ int main(int argc, char **argv) {
             continue;
         }
         subscriber_timers(&e);
+        release_held(&e, &udp_w);
         expire(&udp_w);
         if (e.oc_srv) {
             uint64_t t = now_ns();
@@ -1846,7 +2079,9 @@ int main(int argc, char **argv) {
         uint64_t busy_from = e.oc_srv ? now_ns() : 0;
         for (int i = 0; i < n; i++) {
             from.addr = rx_addr[i];
+            if (hold_request(&e, rx_buf[i], rx_msg[i].msg_len, &rx_addr[i])) continue;
             handle(&udp_w, rx_buf[i], rx_msg[i].msg_len, &from);
+            release_held(&e, &udp_w); /* the NOTIFY just handled may have ended the hold */
         }
         flush_sends(&udp_w);
         if (e.oc_srv) oc_busy += now_ns() - busy_from;
@@ -1881,9 +2116,10 @@ int main(int argc, char **argv) {
         lc_worker_free(w->lw);
         lc_oc_shard_free(w->ocs);
     }
+    free(e.held); /* what a hold still held at exit */
     lc_oc_client_free(e.oc);
     lc_oc_server_free(e.oc_srv);
-    lc_detector_free(e.oc_det);
+    lc_detector_free(e.det);
     if (e.tcp_on) {
         tcp_finish(&tcp_w);
         close(e.tcp_sock);

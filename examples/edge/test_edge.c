@@ -7,7 +7,9 @@
  * the connection its request came on, a response for a connection that has gone dropped, 400
  * and close on a missing Content-Length, close on an oversized message, reconnection after the
  * next hop closed, 500 connections at once, a caller that never reads, the connection limit, the idle timeout, and
- * --transport udp (no TCP listener). Clean exit on SIGTERM. `make edge-test` runs it
+ * --transport udp (no TCP listener). Retransmissions over UDP: forwarded again with the same
+ * branch when the original was (charged no rate token and no second window slot), answered 503
+ * again when it was, with the counters read by SIGUSR1. Clean exit on SIGTERM. `make edge-test` runs it
  * against the edge as built and against a build under ASan and UBSan.
  *
  *   test_edge ./edge */
@@ -35,8 +37,8 @@ static void pause_ms(long ms) {
 
 static const char *POLICY_FILE = "target/edge-test-policy.xml";
 
-static void write_policy(const char *rules) {
-    FILE *f = fopen(POLICY_FILE, "w");
+static void write_policy_to(const char *path, const char *rules) {
+    FILE *f = fopen(path, "w");
     if (!f) {
         perror("policy file");
         exit(1);
@@ -44,6 +46,8 @@ static void write_policy(const char *rules) {
     fprintf(f, "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"0\" state=\"full\">%s</ruleset>", rules);
     fclose(f);
 }
+
+static void write_policy(const char *rules) { write_policy_to(POLICY_FILE, rules); }
 
 static const char *HOTLINE = "<rule id=\"hotline\"><conditions><call-identity><sip><to><many-tel prefix=\"+1-212\"/></to></sip></call-identity>"
                              "<method>INVITE</method></conditions><actions><accept><rate>0</rate></accept></actions></rule>";
@@ -214,14 +218,18 @@ static void tcp_invite(char *out, size_t cap, const char *ruri, const char *to, 
              ruri, callid, to, callid);
 }
 
-/* The value of lc-conn= in a message (empty when none). */
-static void conn_param(const char *msg, char *out, size_t cap) {
-    const char *p = strstr(msg, ";lc-conn=");
-    size_t n = p ? strcspn(p + 9, ";,\r\n ") : 0;
+/* What follows the first `marker` in a message, `skip` bytes into it, up to one of `stop`
+ * (copied into out, empty when the marker is not there). */
+static void copy_after(const char *msg, const char *marker, size_t skip, const char *stop, char *out, size_t cap) {
+    const char *p = strstr(msg, marker);
+    size_t n = p ? strcspn(p + skip, stop) : 0;
     if (n >= cap) n = cap - 1;
-    if (p) memcpy(out, p + 9, n);
+    if (p) memcpy(out, p + skip, n);
     out[n] = 0;
 }
+
+/* The value of lc-conn= in a message (empty when none). */
+static void conn_param(const char *msg, char *out, size_t cap) { copy_after(msg, ";lc-conn=", 9, ";,\r\n ", out, cap); }
 
 static int ping_pong(int s) {
     stream_t *t = calloc(1, sizeof *t);
@@ -529,6 +537,163 @@ static void udp_only(const char *edge_path, const char *hop_arg, int client, int
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* The value of the counter `name` (a whole metric name with its labels) in a SIGUSR1 dump, -1
+ * when it is not there. */
+static long counter(const char *text, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = text; (p = strstr(p, name)) != NULL; p += n) {
+        if ((p == text || p[-1] == '\n') && p[n] == ' ') return atol(p + n + 1);
+    }
+    return -1;
+}
+
+/* Sends SIGUSR1 and reads the dump from the edge's stdout (`out`, a pipe) into buf. */
+static void stats(pid_t pid, int out, char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = 0;
+    kill(pid, SIGUSR1);
+    while (len + 1 < cap && strstr(buf, "\nedge_detector_tracked ") == NULL) {
+        if (!readable(out, 2000)) break;
+        ssize_t k = read(out, buf + len, cap - 1 - len);
+        if (k <= 0) break;
+        len += (size_t)k;
+        buf[len] = 0;
+    }
+    /* the rest of that line */
+    while (len + 1 < cap && buf[len - 1] != '\n' && readable(out, 500)) {
+        ssize_t k = read(out, buf + len, cap - 1 - len);
+        if (k <= 0) break;
+        len += (size_t)k;
+        buf[len] = 0;
+    }
+}
+
+/* The first Via line of a message (copied into out, empty when none). */
+static void first_via(const char *msg, char *out, size_t cap) { copy_after(msg, "\r\nVia: ", 2, "\r", out, cap); }
+
+/* Retransmissions over UDP (RFC 3261 Timer A/E: the UAC sends the same request again, same
+ * Via branch, Call-ID and CSeq) get what their original got, without being classified again.
+ * Expected values from the RFCs: a stateless proxy forwards every retransmission it receives,
+ * to the same destination with the same branch (RFC 3261 §16.11); a retransmission of a request
+ * already answered gets that answer again (what a server transaction in "Completed" does,
+ * §17.2.1, §17.2.2); RFC 7200 limits new requests, so each transaction is one classification:
+ * one rate token, one window slot. A 302 is not remembered (its Contacts would be needed): its
+ * retransmission is classified again, and a rate-0 redirect gives the same 302. */
+static void retransmissions(const char *edge_path) {
+    int failed_before = failures;
+    static const char *RETX_POLICY = "target/edge-test-retx-policy.xml";
+    /* a window of 1 (+1444), a rate of 0.1/s (+1555: one token, the next after 10 s; the
+     * burst is max(1, ceil(r * 100 ms)) = 1), and the rate-0 redirect (tickets) */
+    static const char *RATE = "<rule id=\"rate\"><conditions><call-identity><sip><to><many-tel prefix=\"+1555\"/></to></sip></call-identity>"
+                              "<method>INVITE</method></conditions><actions><accept><rate>0.1</rate></accept></actions></rule>";
+    char rules[2048];
+    snprintf(rules, sizeof rules, "%s%s%s", WINDOW, RATE, TICKETS);
+    write_policy_to(RETX_POLICY, rules);
+    struct sockaddr_in addr, hop_addr, client_addr;
+    int probe = udp_socket(&addr);
+    close(probe);
+    int hop = udp_socket(&hop_addr), client = udp_socket(&client_addr);
+    int cport = ntohs(client_addr.sin_port);
+    char listen_arg[64], hop_arg[64];
+    snprintf(listen_arg, sizeof listen_arg, "127.0.0.1:%d", ntohs(addr.sin_port));
+    snprintf(hop_arg, sizeof hop_arg, "127.0.0.1:%d", ntohs(hop_addr.sin_port));
+    int out[2];
+    CHECK(pipe(out) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        execl(edge_path, edge_path, "--listen", listen_arg, "--next-hop", hop_arg, "--policy", RETX_POLICY, "--transport", "udp",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    pause_ms(300);
+    static char w1[2048], w2[2048], w3[2048], r1[2048], r2[2048], t1[2048], buf[8192], fwd[8192], resp[8192];
+    char via_a[256], via_b[256];
+    struct sockaddr_in from;
+    const char *win_ruri = "sip:+14445551234@gw.example.com;user=phone", *win_to = "<tel:+1-444-555-1234>";
+
+    /* Window of 1: the INVITE and its retransmission both reach the next hop, with the same
+     * Via of ours (same branch, RFC 3261 §16.11). */
+    invite(w1, sizeof w1, win_ruri, win_to, cport, "retx-w1");
+    sendto(client, w1, strlen(w1), 0, (struct sockaddr *)&addr, sizeof addr);
+    CHECK(recv_msg(hop, fwd, sizeof fwd, &from) > 0 && strstr(fwd, "Call-ID: retx-w1\r\n") != NULL);
+    first_via(fwd, via_a, sizeof via_a);
+    sendto(client, w1, strlen(w1), 0, (struct sockaddr *)&addr, sizeof addr);
+    CHECK(recv_msg(hop, buf, sizeof buf, &from) > 0 && strstr(buf, "Call-ID: retx-w1\r\n") != NULL);
+    first_via(buf, via_b, sizeof via_b);
+    CHECK(via_a[0] && strstr(via_a, "branch=z9hG4bK-lc") != NULL && strcmp(via_a, via_b) == 0);
+    CHECK(!readable(client, 300)); /* no answer from the edge (the next hop has not answered) */
+    /* Another call: the window is held by one slot, so it gets 503. */
+    invite(w2, sizeof w2, win_ruri, win_to, cport, "retx-w2");
+    sendto(client, w2, strlen(w2), 0, (struct sockaddr *)&addr, sizeof addr);
+    CHECK(recv_msg(client, buf, sizeof buf, &from) > 0 && strncmp(buf, "SIP/2.0 503 ", 12) == 0 && strstr(buf, "Call-ID: retx-w2\r\n"));
+    /* The 200 for the first releases that slot, and nothing else holds one: a new call passes. */
+    size_t n = respond(fwd, "200 OK", resp, sizeof resp);
+    sendto(hop, resp, n, 0, (struct sockaddr *)&addr, sizeof addr);
+    CHECK(recv_msg(client, buf, sizeof buf, &from) > 0 && strncmp(buf, "SIP/2.0 200 ", 12) == 0 && strstr(buf, "Call-ID: retx-w1\r\n"));
+    invite(w3, sizeof w3, win_ruri, win_to, cport, "retx-w3");
+    sendto(client, w3, strlen(w3), 0, (struct sockaddr *)&addr, sizeof addr);
+    CHECK(recv_msg(hop, fwd, sizeof fwd, &from) > 0 && strstr(fwd, "Call-ID: retx-w3\r\n") != NULL);
+
+    /* Rate: the first call takes the one token; its two retransmissions are forwarded (not
+     * charged, so not 503'd); the next call gets 503 with Retry-After, and so does its
+     * retransmission, which the next hop never sees. */
+    const char *rate_ruri = "sip:+15555551234@gw.example.com;user=phone", *rate_to = "<tel:+1-555-555-1234>";
+    invite(r1, sizeof r1, rate_ruri, rate_to, cport, "retx-r1");
+    for (int k = 0; k < 3; k++) {
+        sendto(client, r1, strlen(r1), 0, (struct sockaddr *)&addr, sizeof addr);
+        CHECK(recv_msg(hop, buf, sizeof buf, &from) > 0 && strstr(buf, "Call-ID: retx-r1\r\n") != NULL);
+    }
+    invite(r2, sizeof r2, rate_ruri, rate_to, cport, "retx-r2");
+    for (int k = 0; k < 2; k++) {
+        sendto(client, r2, strlen(r2), 0, (struct sockaddr *)&addr, sizeof addr);
+        CHECK(recv_msg(client, buf, sizeof buf, &from) > 0 && strncmp(buf, "SIP/2.0 503 ", 12) == 0 &&
+              strstr(buf, "Call-ID: retx-r2\r\n") && strstr(buf, "Retry-After: 5\r\n") && strstr(buf, ";tag=lc-edge"));
+    }
+    /* A redirected call and its retransmission: 302 with the Contact both times. */
+    invite(t1, sizeof t1, "sip:tickets@arena.example.com", "<sip:tickets@arena.example.com>", cport, "retx-t1");
+    for (int k = 0; k < 2; k++) {
+        sendto(client, t1, strlen(t1), 0, (struct sockaddr *)&addr, sizeof addr);
+        CHECK(recv_msg(client, buf, sizeof buf, &from) > 0 && strncmp(buf, "SIP/2.0 302 ", 12) == 0 &&
+              strstr(buf, "Contact: <sip:portal@arena.example.com>\r\n") != NULL);
+    }
+    CHECK(!readable(hop, 300)); /* nothing else reached the next hop */
+
+    /* The counters: 6 transactions (w1, w2, w3, r1, r2, t1), each classified once except t1
+     * (twice); 5 retransmissions (w1 once, r1 twice, r2 once: repeated; t1: classified again). */
+    static char dump[1 << 16];
+    stats(pid, out[0], dump, sizeof dump);
+    CHECK(counter(dump, "loadctl_rule_matched_total{source=\"edge\",rule=\"window\"}") == 3);
+    CHECK(counter(dump, "loadctl_rule_accepted_total{source=\"edge\",rule=\"window\"}") == 2);
+    CHECK(counter(dump, "loadctl_rule_rejected_total{source=\"edge\",rule=\"window\"}") == 1);
+    CHECK(counter(dump, "loadctl_rule_matched_total{source=\"edge\",rule=\"rate\"}") == 2);
+    CHECK(counter(dump, "loadctl_rule_accepted_total{source=\"edge\",rule=\"rate\"}") == 1);
+    CHECK(counter(dump, "loadctl_rule_rejected_total{source=\"edge\",rule=\"rate\"}") == 1);
+    CHECK(counter(dump, "loadctl_rule_redirected_total{source=\"edge\",rule=\"tickets\"}") == 2);
+    CHECK(counter(dump, "edge_requests_original_total") == 6);
+    CHECK(counter(dump, "edge_requests_retransmission_total") == 5);
+    CHECK(counter(dump, "edge_retransmissions_repeated_total") == 4);
+    CHECK(counter(dump, "edge_retransmissions_unremembered_total") == 1);
+    CHECK(counter(dump, "edge_detector_originals_total") == 6);
+    CHECK(counter(dump, "edge_detector_retransmissions_total") == 5);
+    CHECK(counter(dump, "edge_detector_evicted_total") == 0);
+    /* forwarded: w1 twice, w3, r1 three times; answered: w2, r2 twice, t1 twice */
+    CHECK(counter(dump, "edge_forwarded_total") == 6);
+    CHECK(counter(dump, "edge_answered_total") == 5);
+    if (failures != failed_before) fputs(dump, stderr);
+
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(out[0]);
+    close(hop);
+    close(client);
+}
+
 /* --tcp-idle-s 1: a silent connection is closed within about two seconds; one that pings
  * every 300 ms stays open. */
 static void idle_timeout(const char *edge_path, const char *hop_arg) {
@@ -656,6 +821,7 @@ int main(int argc, char **argv) {
     connection_limit(argv[1]);
     udp_only(argv[1], hop_arg, client, cport);
     idle_timeout(argv[1], hop_arg);
+    retransmissions(argv[1]);
 
     /* 5. An invalid policy file is refused on SIGHUP; a valid one replaces the policy. */
     write_policy("<rule id=\"broken\"><actions><accept><rate>-1</rate></accept></actions></rule>");
