@@ -17,15 +17,15 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare
+.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults
 
 ## test: formatting, lints, every Rust test, the loom models (and their mutants), the C ABI
 ## header check, the ABI baseline check, the shared library's SONAME/exports/version, the C test
 ## suite, the installed library used the way a C project would
 ## (pkg-config), the edge against real SIP peers (SIPp), the short Kamailio comparison and the
 ## Kamailio module (built against Debian's Kamailio source, run in Debian's kamailio) and its short
-## side-by-side with pipelimit
-test: lint unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example edge-test e2e kamailio-compare kamailio-module-test kamailio-module-compare
+## side-by-side with pipelimit, and the fault-injection scenarios (short form)
+test: lint unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example edge-test e2e kamailio-compare kamailio-module-test kamailio-module-compare faults
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -125,6 +125,13 @@ kamailio-module-test: kamailio-module
 KAMAILIO_MODULE_COMPARE_ARGS ?= --short
 kamailio-module-compare: kamailio-module
 	python3 tests/e2e/kamailio_module_compare.py $(KAMAILIO_MODULE_COMPARE_ARGS) --out target/e2e/kamailio-module-compare.json
+
+## faults: faults survived between real processes (tests/e2e/test_faults.py, short form, ~3 min):
+## the fault relay (tests/e2e/faultrelay.py) loses, delays, reorders, duplicates and black-holes
+## datagrams between the edge, SIPp and Kamailio; FAULTS_ARGS=--long for the long form
+FAULTS_ARGS ?=
+faults: e2e-tools edge kamailio-module
+	python3 tests/e2e/test_faults.py $(FAULTS_ARGS)
 
 ## lib: libloadctl.a and libloadctl.so in target/libloadctl/
 lib:

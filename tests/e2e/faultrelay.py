@@ -15,7 +15,8 @@ A by sending to its b-side port: give B that port as A's address (a Contact, a n
 
 Each direction (`a2b`, `b2a`) has its own faults: `loss` (probability a datagram is dropped),
 `delay_ms` plus a uniform `jitter_ms` (datagrams overtake each other when the jitter exceeds
-their spacing), `duplicate` (probability a second copy follows, with its own delay). Black-hole
+their spacing), `duplicate` (probability a second copy follows, with its own delay), `drop_if` (targeted
+loss: a regular expression; every datagram it matches is dropped). Black-hole
 windows (`blackhole`: (start s, end s) after the relay started) drop everything both ways.
 Everything is drawn from one `random.Random(seed)`, so a run with the same traffic in the same
 order repeats. Bounded: at most `max_queued` datagrams wait (more are dropped and counted), and
@@ -25,8 +26,10 @@ only loopback targets are accepted.
         --jitter-ms 200 --duplicate 0.05 --seed 7 --log relay.jsonl
     python3 tests/e2e/faultrelay.py --self-test
 
-As a library: `FaultRelay(...)`, `.start()` (a thread), `.stop()`, `.counts`, `.events` (what it
-did to each datagram: time, direction, action, size).
+As a library: `FaultRelay(...)`, `.start()` (a thread), `.cut(on)` (black-hole both ways from
+now until `.cut(False)`), `.stop()`, `.counts`, `.events` (what it did to each datagram: time,
+the kernel's receive time `kt` (wall clock), direction, action, size, and what the datagram was: request method or response status,
+Call-ID, CSeq, top Via branch, and a load-control document's version and state).
 """
 
 from __future__ import annotations
@@ -35,9 +38,11 @@ import argparse
 import heapq
 import json
 import random
+import re
 import select
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -52,6 +57,9 @@ class Faults:
     delay_ms: float = 0.0
     jitter_ms: float = 0.0
     duplicate: float = 0.0
+    # Targeted loss: every datagram this regular expression (bytes) finds something in is
+    # dropped ("targeted" in the log), e.g. every copy of the NOTIFY that carries one version.
+    drop_if: bytes | None = None
 
     def check(self, name: str) -> None:
         for what, v in (("loss", self.loss), ("duplicate", self.duplicate)):
@@ -59,6 +67,49 @@ class Faults:
                 raise ValueError(f"{name}.{what} must be a probability, got {v}")
         if self.delay_ms < 0 or self.jitter_ms < 0 or self.delay_ms + self.jitter_ms > 60_000:
             raise ValueError(f"{name}: delay and jitter must be >= 0 and together at most 60 s")
+        if self.drop_if is not None:
+            re.compile(self.drop_if)
+
+
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; SCM_TIMESTAMPNS has the same value
+_FIRST = re.compile(rb"^(?:SIP/2\.0 (\d{3})|([A-Z]+) (?:sips?:|tel:)?([^@;> ]*))")
+_HEADERS = {
+    "call_id": re.compile(rb"\r\n(?:Call-ID|i)[ \t]*:[ \t]*([^\r\n]*)", re.I),
+    "cseq": re.compile(rb"\r\nCSeq[ \t]*:[ \t]*(\d+)[ \t]+([A-Za-z]+)", re.I),
+    "branch": re.compile(rb"\r\n(?:Via|v)[ \t]*:[^\r\n]*?;[ \t]*branch=([^;,\s]+)", re.I),
+    "state": re.compile(rb"\r\nSubscription-State[ \t]*:[ \t]*([^\r\n;]*)", re.I),
+    "version": re.compile(rb"<ruleset[^>]*?\sversion=\"(\d+)\"[^>]*?\sstate=\"(\w+)\"", re.S),
+}
+_RATE_RULE = re.compile(rb"<rule\s+id=\"([^\"]+)\".*?<(?:\w+:)?rate>\s*([0-9.]+)\s*</(?:\w+:)?rate>", re.S)
+
+
+def sip_summary(data: bytes) -> dict:
+    """What a datagram is, for the log: `method` (with the Request-URI's `user`) or `status`,
+    `call_id`, `cseq` (number and
+    method), the top Via `branch`, and for load-control NOTIFYs the `state` of the subscription,
+    the document's `version` and `doc` state and the `rates` of its rate rules (id: rate).
+    Fields that are absent are left out."""
+    out: dict = {}
+    m = _FIRST.match(data)
+    if not m:
+        return out
+    if m.group(1):
+        out["status"] = int(m.group(1))
+    else:
+        out["method"] = m.group(2).decode()
+        out["user"] = m.group(3).decode(errors="replace")
+    for name, rx in _HEADERS.items():
+        h = rx.search(data)
+        if not h:
+            continue
+        if name == "cseq":
+            out["cseq"] = [int(h.group(1)), h.group(2).decode().upper()]
+        elif name == "version":
+            out["version"], out["doc"] = int(h.group(1)), h.group(2).decode()
+            out["rates"] = {r.group(1).decode(): float(r.group(2)) for r in _RATE_RULE.finditer(data)}
+        else:
+            out[name] = h.group(1).decode(errors="replace").strip()
+    return out
 
 
 @dataclass
@@ -75,6 +126,8 @@ class FaultRelay:
     seed: int = 1
     max_queued: int = 100_000
     log_path: str | None = None
+    # Log what each datagram is (`sip_summary`) next to what was done to it.
+    sip: bool = True
 
     def __post_init__(self):
         for t in (self.b_target, self.a_target):
@@ -92,7 +145,11 @@ class FaultRelay:
         self.sb.bind(("127.0.0.1", self.b_port))
         self.b_port = self.sb.getsockname()[1]
         self.a_port = self.sa.getsockname()[1]
-        self.counts = {d: {"received": 0, "delivered": 0, "lost": 0, "duplicated": 0, "blackholed": 0, "overflow": 0}
+        # The kernel's receive time of each datagram (wall clock, ns): what a sender did when,
+        # free of this thread's scheduling (a test measuring a limiter's output uses it).
+        for sock in (self.sa, self.sb):
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        self.counts = {d: {"received": 0, "delivered": 0, "lost": 0, "duplicated": 0, "blackholed": 0, "targeted": 0, "overflow": 0}
                        for d in ("a2b", "b2a")}
         self.events: list = []
         self._queue: list = []
@@ -100,29 +157,41 @@ class FaultRelay:
         self._stop = threading.Event()
         self._thread = None
         self._log = open(self.log_path, "w") if self.log_path else None
+        self._cut = False
+        self._kt = None  # the kernel receive time of the datagram being handled
         self.started = time.monotonic()
+        self.started_wall = time.time()
+
+    def cut(self, on: bool = True) -> None:
+        """Black-holes both directions from now on (`on`) or ends that (a window in time that
+        a test opens and closes at events rather than at fixed times)."""
+        self._cut = on
 
     # -- what happens to one datagram
 
-    def _record(self, t: float, direction: str, action: str, size: int) -> None:
-        ev = {"t": round(t - self.started, 6), "dir": direction, "action": action, "size": size}
+    def _record(self, t: float, direction: str, action: str, data: bytes) -> None:
+        ev = {"t": round(t - self.started, 6), "dir": direction, "action": action, "size": len(data)}
+        if self._kt is not None:
+            ev["kt"] = self._kt
+        if self.sip:
+            ev.update(sip_summary(data))
         self.events.append(ev)
         if self._log:
             self._log.write(json.dumps(ev) + "\n")
 
     def _in_blackhole(self, t: float) -> bool:
         rel = t - self.started
-        return any(start <= rel < end for start, end in self.blackhole)
+        return self._cut or any(start <= rel < end for start, end in self.blackhole)
 
     def _schedule(self, t: float, direction: str, data: bytes, f: Faults, copy: bool) -> None:
         if len(self._queue) >= self.max_queued:
             self.counts[direction]["overflow"] += 1
-            self._record(t, direction, "overflow", len(data))
+            self._record(t, direction, "overflow", data)
             return
         delay = (f.delay_ms + self.rng.uniform(0.0, f.jitter_ms)) / 1000.0
         self._seq += 1
         heapq.heappush(self._queue, (t + delay, self._seq, direction, data))
-        self._record(t, direction, "duplicate" if copy else "queued", len(data))
+        self._record(t, direction, "duplicate" if copy else "queued", data)
 
     def _arrive(self, t: float, direction: str, data: bytes) -> None:
         c = self.counts[direction]
@@ -130,11 +199,15 @@ class FaultRelay:
         f = self.a2b if direction == "a2b" else self.b2a
         if self._in_blackhole(t):
             c["blackholed"] += 1
-            self._record(t, direction, "blackholed", len(data))
+            self._record(t, direction, "blackholed", data)
+            return
+        if f.drop_if is not None and re.search(f.drop_if, data):
+            c["targeted"] += 1
+            self._record(t, direction, "targeted", data)
             return
         if self.rng.random() < f.loss:
             c["lost"] += 1
-            self._record(t, direction, "lost", len(data))
+            self._record(t, direction, "lost", data)
             return
         self._schedule(t, direction, data, f, False)
         if self.rng.random() < f.duplicate:
@@ -169,9 +242,14 @@ class FaultRelay:
             now = time.monotonic()
             for sock in ready:
                 try:
-                    data, addr = sock.recvfrom(65535)
+                    data, anc, _, addr = sock.recvmsg(65535, 64)
                 except OSError:
                     continue
+                self._kt = None
+                for level, kind, blob in anc:
+                    if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(blob) >= 16:
+                        sec, nsec = struct.unpack("qq", blob[:16])
+                        self._kt = round(sec + nsec / 1e9, 6)
                 if sock is self.sa:
                     if self.a_target is None or self.a_target != addr:
                         self.a_target = addr
@@ -272,6 +350,21 @@ def self_test() -> int:
             check(False, f"refused {bad}")
         except ValueError:
             check(True, f"refused {bad}")
+    # Targeted loss drops exactly what the expression finds, whatever the random draws; the log
+    # says what each datagram was.
+    notify = (b"NOTIFY sip:edge@127.0.0.1:5070 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5090;branch=z9hG4bK-7\r\n"
+              b"Call-ID: abc@x\r\nCSeq: 4 NOTIFY\r\nSubscription-State: active;expires=60\r\n\r\n"
+              b'<ruleset xmlns="urn:ietf:params:xml:ns:common-policy" version="3" state="partial"/>')
+    relay4 = FaultRelay(a_port=0, b_target=sink.getsockname(), a2b=Faults(drop_if=rb'version="3"'), seed=1)
+    for k in range(20):
+        relay4._arrive(relay4.started, "a2b", notify if k % 2 else notify.replace(b'"3"', b'"2"'))
+    c4 = relay4.counts["a2b"]
+    first = relay4.events[0]
+    relay4.stop()
+    check((c4["targeted"], c4["lost"]) == (10, 0), f"targeted loss: {c4['targeted']} of the 10 copies of version 3 dropped, none else")
+    want = {"method": "NOTIFY", "call_id": "abc@x", "cseq": [4, "NOTIFY"], "branch": "z9hG4bK-7", "state": "active",
+            "version": 2, "doc": "partial"}
+    check(all(first.get(k) == v for k, v in want.items()), f"the log says what the datagram was: {first}")
     try:
         FaultRelay(a_port=0, b_target=("192.0.2.1", 9))
         check(False, "refused a target off loopback")
@@ -298,6 +391,8 @@ def main() -> int:
         ap.add_argument(f"--{pre}jitter-ms", type=float, help="uniform extra delay up to this" + what)
         ap.add_argument(f"--{pre}duplicate", type=float, help="probability of a second copy" + what)
     ap.add_argument("--blackhole", action="append", default=[], help="START:END seconds after start: drop everything (repeatable)")
+    ap.add_argument("--a2b-drop-if", help="a regular expression: drop every a2b datagram it matches (targeted loss)")
+    ap.add_argument("--b2a-drop-if", help="a regular expression: drop every b2a datagram it matches (targeted loss)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--log", help="write what happened to each datagram (JSON lines) and a summary")
     args = ap.parse_args()
@@ -314,6 +409,8 @@ def main() -> int:
                 v = getattr(args, name)
             if v is not None:
                 setattr(f, name, v)
+        rx = getattr(args, f"{d}_drop_if")
+        f.drop_if = rx.encode() if rx else None
         return f
 
     holes = [tuple(float(x) for x in w.split(":")) for w in args.blackhole]

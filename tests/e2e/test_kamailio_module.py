@@ -92,7 +92,9 @@ TOLERANCE = 0.03
 
 class Kamailio:
     def __init__(self, run: Run, name: str, policy: str, children: int, next_hop: int, stateful=False, annotate=False, kemi=False,
-                 per_process=False, tcp_port=None, subscribe=(), defines=(), port=None):
+                 per_process=False, tcp_port=None, subscribe=(), defines=(), port=None, advertise=None):
+        """`advertise`: a port of 127.0.0.1 Kamailio names in its Via and Contact headers
+        instead of its own (`-l udp:IP:PORT/IP:ADVERTISED`): a fault relay in front of it."""
         self.run = run
         self.port = port or free_udp_port()
         self.rpc_port = free_udp_port()
@@ -100,7 +102,7 @@ class Kamailio:
         rundir.mkdir(parents=True, exist_ok=True)
         argv = [
             KAMAILIO, "-f", CFG, "-DD", "-E", "-x", "tlsf", "-X", "tlsf", "-n", children,
-            "-l", f"udp:127.0.0.1:{self.port}", "-Y", rundir,
+            "-l", f"udp:127.0.0.1:{self.port}" + (f"/127.0.0.1:{advertise}" if advertise else ""), "-Y", rundir,
             "-A", f'LOADCTL_SO="{MODULE}"',
             "-A", f'NEXT_HOP="sip:127.0.0.1:{next_hop}"', "-A", f'RPC_SOCKET="udp:127.0.0.1:{self.rpc_port}"',
         ]
