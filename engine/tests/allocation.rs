@@ -44,7 +44,7 @@ enum Msg {
     Subscribe(usize, Request),
     SubscribeAnswer(usize, Response),
     Notify(usize, Request),
-    NotifyAnswer(Response),
+    NotifyAnswer(usize, Response),
 }
 
 struct Edge {
@@ -57,6 +57,12 @@ struct Edge {
     next_arrival: u64,
     /// NOTIFY arrival times.
     notifies: Vec<u64>,
+    /// NOTIFYs that arrived with `Subscription-State: terminated`.
+    terminated: u32,
+    /// Extra one-way delay of every message to and from this edge.
+    slow: u64,
+    /// Every answer this edge gives to a NOTIFY is lost (while set).
+    deaf: bool,
     first_notify_rate: Option<Option<f64>>,
     admitted: u64,
 }
@@ -121,6 +127,9 @@ impl World {
                     demand: 0.0,
                     next_arrival: 0,
                     notifies: Vec::new(),
+                    terminated: 0,
+                    slow: 0,
+                    deaf: false,
                     first_notify_rate: None,
                     admitted: 0,
                 }
@@ -151,9 +160,12 @@ impl World {
     }
 
     fn send(&mut self, m: Msg) {
-        if let Msg::NotifyAnswer(_) = m {
+        if let Msg::NotifyAnswer(k, _) = m {
             self.sent_answers += 1;
             if self.lose_answers > 0 && self.sent_answers.is_multiple_of(self.lose_answers) {
+                return;
+            }
+            if self.edges[k].deaf {
                 return;
             }
         }
@@ -162,7 +174,12 @@ impl World {
         } else {
             0
         };
-        self.net.push((self.now + self.delay + spread, m));
+        let (Msg::Subscribe(k, _)
+        | Msg::SubscribeAnswer(k, _)
+        | Msg::Notify(k, _)
+        | Msg::NotifyAnswer(k, _)) = m;
+        let slow = self.edges[k].slow;
+        self.net.push((self.now + self.delay + spread + slow, m));
     }
 
     /// Changes the capacity; the enforced shares may exceed the new one only until the
@@ -223,12 +240,19 @@ impl World {
                     let e = &mut self.edges[k];
                     let r = e.sub.handle_notify(now, &req);
                     e.notifies.push(now);
+                    if req
+                        .subscription_state
+                        .as_deref()
+                        .is_some_and(|s| s.starts_with("terminated"))
+                    {
+                        e.terminated += 1;
+                    }
                     if e.first_notify_rate.is_none() {
                         e.first_notify_rate = Some(enforced(&e.engine));
                     }
-                    self.send(Msg::NotifyAnswer(r));
+                    self.send(Msg::NotifyAnswer(k, r));
                 }
-                Msg::NotifyAnswer(r) => self.notifier.handle_response(now, &r),
+                Msg::NotifyAnswer(_, r) => self.notifier.handle_response(now, &r),
             }
         }
         // Timers.
@@ -451,6 +475,65 @@ fn enforced_shares_never_exceed_the_capacity_with_churn_and_slow_notifies() {
     }
     let admitted: u64 = w.edges.iter().map(|e| e.admitted).sum();
     assert!(admitted > 0);
+}
+
+#[test]
+fn a_share_whose_answer_was_lost_counts_until_the_unsubscribe_is_answered() {
+    // Two edges share R = 100; edge 0's messages take 300 ms more each way. Edge 0 grows
+    // from 50 as edge 1's demand falls, but its answer to that NOTIFY is lost, so the notifier
+    // cannot know whether edge 0 enforces the new share or 50. Then edge 0 unsubscribes: its
+    // `terminated` NOTIFY takes 310 ms to arrive, and until it does edge 0 enforces the new
+    // share — so edge 1 may not have more than what that leaves until the notifier has the
+    // `terminated` NOTIFY's answer (`run_until` also checks the sum at every millisecond).
+    // Before: the `terminated` NOTIFY replaced the share in flight, edge 0 counted with 50,
+    // and edge 1 got 50 while edge 0 still enforced more.
+    let mut w = World::new(100.0, 2, 10 * MS);
+    w.edges[0].slow = 300 * MS;
+    w.demands(&[100.0, 100.0]);
+    w.run_until(10 * S);
+    assert!(
+        within(&w.shares(), &[50.0, 50.0], 0.01),
+        "equal demand, equal shares: {:?}",
+        w.shares()
+    );
+    w.edges[0].deaf = true;
+    w.demands(&[100.0, 20.0]);
+    w.run_until(16 * S);
+    let grown = enforced(&w.edges[0].engine).expect("a share");
+    let given_back = enforced(&w.edges[1].engine).expect("a share");
+    assert!(
+        grown > 55.0 && given_back <= 100.0 - grown,
+        "edge 0 grew, edge 1 gave back: {:?}",
+        w.shares()
+    );
+    w.edges[0].deaf = false;
+    w.demands(&[0.0, 100.0]);
+    let terminated_before = w.edges[0].terminated;
+    w.edges[0].sub.unsubscribe(w.now);
+    let left = w.now;
+    // The unsubscribe (310 ms), the `terminated` NOTIFY (310 ms) and its answer (310 ms):
+    // until about `left` + 930 ms edge 1 stays within what edge 0's share leaves.
+    while w.now < left + 900 * MS {
+        w.run_until(w.now + MS);
+        let e0 = enforced(&w.edges[0].engine).unwrap_or(0.0);
+        assert!(
+            e0 == 0.0 || w.shares()[1] <= 100.0 - grown + 1e-9,
+            "t={} ms: edge 0 still enforces {e0}, edge 1 has {:?}",
+            (w.now - left) / MS,
+            w.shares()
+        );
+    }
+    assert!(w.shares()[1] <= 100.0 - grown + 1e-9, "{:?}", w.shares());
+    // Then the whole capacity is edge 1's (its NOTIFYs are paced to one a second).
+    w.run_until(left + 4 * S);
+    assert!(
+        enforced(&w.edges[0].engine).is_none(),
+        "edge 0 dropped its share"
+    );
+    assert!(within(&w.shares()[1..], &[100.0], 0.01), "{:?}", w.shares());
+    // RFC 6665 §4.4.1: "A subscription is destroyed after a notifier sends a NOTIFY request
+    // with a \"Subscription-State\" of \"terminated\"": one such NOTIFY, not one more.
+    assert_eq!(w.edges[0].terminated - terminated_before, 1);
 }
 
 #[test]

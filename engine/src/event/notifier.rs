@@ -373,6 +373,8 @@ impl Notifier {
         resp.expires = Some(granted);
         // The NOTIFY a (re-)SUBSCRIBE calls for is not paced (§4.7).
         self.send_if_due(now_ns, index, true);
+        // An unsubscribe's `terminated` NOTIFY is out: nothing more goes to that dialog.
+        self.retire();
         if self.allocation.is_some() {
             // The others' shares shrank: send those that are due.
             self.mark_allocated_dirty();
@@ -795,7 +797,13 @@ impl Notifier {
             },
         };
         s.cseq += 1;
-        s.outstanding_share = share.filter(|_| s.ending.is_none() && !body.is_empty());
+        // A `terminated` NOTIFY carries no share, and may go out while the NOTIFY before it is
+        // still unanswered: its subscriber may have applied that one (the answer late or lost)
+        // and enforces it until the `terminated` one reaches it, so that share keeps counting
+        // (it becomes the orphan's, see `retire`).
+        if s.ending.is_none() {
+            s.outstanding_share = share.filter(|_| !body.is_empty());
+        }
         let req = Request {
             method: Method::Notify,
             request_uri: s.remote_target.clone(),
