@@ -410,7 +410,7 @@ struct WriterCells {
     /// releases them (which takes the table's lock).
     released: Vec<Arc<CellRef>>,
     /// Cells of rate rules that left the published snapshot, by rule key (at most
-    /// [`RESTING_MAX`]; own cells only, not shared-table ones): the same rule published again
+    /// [`RESTING_MAX`]; own cells only, shared ones rest in their table): the same rule published again
     /// continues its limiter instead of starting with a full burst. A notifier's `terminated` NOTIFY withdraws a policy (RFC 7200
     /// §4.8) and the re-subscription's first NOTIFY brings the same rules back moments later;
     /// with fresh cells every such round trip admitted up to r·τ + 1 more than the rule allows
@@ -708,7 +708,8 @@ impl Engine {
                     retired.insert(key, (cell, size));
                 }
                 // Not a shared-table cell: it would hold a slot of a table sized for the rules
-                // in force.
+                // in force. A shared cell rests in the table instead (its slot keeps its key
+                // and state until another rule needs it, see `table.rs`).
                 Some(LimitParams::Rate { .. }) if !cell.is_shared() => {
                     resting.insert(key, (cell, generation));
                 }

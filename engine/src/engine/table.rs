@@ -16,7 +16,11 @@
 //!   table's lock, a spin lock in slot 0 held for one probe of the table. A claim finds the
 //!   key's slot or takes the first free one on its probe path, so two engines publishing the
 //!   same rule at the same moment get the same cell. A slot whose count drops to zero stays
-//!   owned by its key (a rule that comes back finds it) until another key needs it.
+//!   owned by its key until another key needs it (a new key takes a never-used slot on its
+//!   probe path before one a rule left): a rate rule that comes back — a policy withdrawn by a
+//!   `terminated` NOTIFY and brought back by the re-subscription — continues its limiter
+//!   (its TAT) instead of starting with a second burst; a window rule that comes back starts
+//!   with every slot free (its tickets all came back before its last user let it go).
 //! - Keys are placed by linear probing; a probe stops at a never-used slot. Slots never return
 //!   to never-used, so probe paths stay intact; after much churn a miss scans the whole table,
 //!   which costs microseconds per claim and happens only at publish.
@@ -174,33 +178,40 @@ impl CellTable {
         &self.slots[index]
     }
 
-    /// Claims the cell of rule `key` (one more user), initialising it when nobody was using
-    /// it; returns its slot index.
+    /// Claims the cell of rule `key` (one more user); returns its slot index. A window cell
+    /// nobody was using starts with every slot free; a rate cell its rule left continues its
+    /// limiter (see the module documentation), a new one starts with the full burst.
     pub(crate) fn claim(&self, key: u64, init: CellInit) -> Result<usize, CellTableError> {
         let _lock = self.lock()?;
         let capacity = self.capacity();
         let home = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 17) as usize % capacity;
-        let mut free = None;
+        // The first slot on the probe path no engine uses that was never used, else the
+        // first one another rule left (whose limiter state a return of that rule would find).
+        let mut never_used = None;
+        let mut left = None;
         for step in 0..capacity {
             let i = 1 + (home + step) % capacity;
             let s = &self.slots[i];
             let owner = s.owner_word().load(Ordering::Relaxed);
             let refs = s.refs_word().load(Ordering::Relaxed);
             if owner == key {
-                if refs == 0 {
+                if refs == 0 && matches!(init, CellInit::Window(_)) {
                     s.init_state(init);
                 }
                 s.refs_word().store(refs + 1, Ordering::Relaxed);
                 return Ok(i);
             }
-            if refs == 0 && free.is_none() {
-                free = Some(i);
-            }
             if owner == 0 {
+                never_used = Some(i);
                 break;
             }
+            if refs == 0 && left.is_none() {
+                left = Some(i);
+            }
         }
-        let i = free.ok_or(CellTableError::Full { capacity })?;
+        let i = never_used
+            .or(left)
+            .ok_or(CellTableError::Full { capacity })?;
         let s = &self.slots[i];
         s.owner_word().store(key, Ordering::Relaxed);
         s.init_state(init);
