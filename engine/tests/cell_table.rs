@@ -213,66 +213,9 @@ fn cells_are_released_when_no_engine_uses_them() {
     assert_eq!(table.in_use(), 0);
 }
 
-/// Processes on one table whose policy is withdrawn (a `terminated` NOTIFY, RFC 7200 §4.8)
-/// and, after another publish has let every engine release the rule's cell, brought back (the
-/// re-subscription's first NOTIFY): the rule continues its limiter. By the GCRA's definition at
-/// most r·(W + τ) + 1 requests pass in any window W, and the round trip must not hand out a
-/// second burst.
-#[test]
-fn a_rate_rule_that_comes_back_on_a_shared_table_keeps_its_limiter() {
-    let rate = doc(&[("r", "+1", "<lc:rate>100</lc:rate>")]);
-    let other = doc(&[("o", "+2", "<lc:rate>10</lc:rate>")]);
-    let table = CellTable::format(region(16)).expect("must succeed");
-    let es = engines(Some(table), &rate);
-    let mut shards: Vec<Shard> = es.iter().map(|e| e.attach()).collect();
-    let (n, m) = (Source::local("n"), Source::local("m"));
-    // 3r offered round-robin over the engines for 2 s; every 250 ms the rule leaves every
-    // engine, the workers go on classifying (other calls), another source publishes (every
-    // engine lets the rule's cell go), and the rule returns.
-    let mut admitted = Vec::new();
-    for i in 0..600u64 {
-        let t = i * SECOND / 300;
-        if i % 75 == 74 {
-            for e in &es {
-                e.withdraw(&n.name).expect("withdraw");
-            }
-            for s in &mut shards {
-                s.classify(&call("<tel:+3555>", t));
-            }
-            for e in &es {
-                e.publish(&m, other.clone()).expect("publish");
-            }
-            assert_eq!(table.in_use(), 1, "only the other source's rule is in use");
-            for e in &es {
-                e.publish(&n, rate.clone()).expect("publish again");
-            }
-        }
-        let k = i as usize % shards.len();
-        if shards[k].classify(&call("<tel:+1555>", t)).verdict == Verdict::Accept {
-            admitted.push(t);
-        }
-    }
-    // r·(W + τ) + 1 with W = 2 s, τ = 100 ms (the default burst): 211.
-    assert!(
-        admitted.len() <= 211,
-        "{} admitted in 2 s at 100/s",
-        admitted.len()
-    );
-    // In any 1 s: r·(1 s + τ) + 1 = 111.
-    let most = (0..admitted.len())
-        .map(|i| {
-            admitted[i..]
-                .iter()
-                .take_while(|&&t| t < admitted[i] + SECOND)
-                .count()
-        })
-        .max()
-        .unwrap_or(0);
-    assert!(most <= 111, "{most} admitted in one second at 100/s");
-}
-
 /// New rules take never-used slots before the one a rule left, as long as there are any, so
-/// that the rule that left finds its limiter when it comes back.
+/// that the rule that left finds its limiter when it comes back (the rate case with several
+/// engines is `runtime.rs`'s `a_withdrawn_rate_rule_that_returns_on_a_shared_table_…`).
 #[test]
 fn new_rules_leave_the_slot_of_a_rule_that_left_alone() {
     let table = CellTable::format(region(8)).expect("must succeed");

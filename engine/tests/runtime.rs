@@ -267,38 +267,38 @@ fn republishing_the_same_rules_keeps_limiter_state() {
     assert_eq!(stats.rules[0].stats.accepted, admitted);
 }
 
-/// A policy withdrawn (a `terminated` NOTIFY, RFC 7200 §4.8) and published again with the same
-/// rule (the re-subscription's first NOTIFY) continues the rule's limiter: by the GCRA's
-/// definition at most r·(W + τ) + 1 requests pass in any window W, and a withdrawal in between
-/// must not hand out a second burst. A rule with another rate is another limit and starts
-/// afresh.
-#[test]
-fn a_withdrawn_rate_rule_that_returns_keeps_its_limiter() {
-    let e = engine(EngineConfig::default());
-    let rules = rule("r", "+1", "<lc:accept><lc:rate>100</lc:rate></lc:accept>");
-    let src = Source::local("sip:notifier@example.net");
-    e.publish(&src, doc(0, "full", &rules)).expect("publish");
-    let mut s = shards(&e);
-    // 3r offered on one shard for 2 s, the policy withdrawn and published again every 250 ms.
+/// 3r offered for 2 s to a rule of r = 100/s in `engines` (round-robin over one shard of each),
+/// while every 250 ms `withdraw_and_return` takes the rule out of every engine and brings it
+/// back; the admission times.
+fn offer_while_withdrawn_and_returned(
+    engines: &[Engine],
+    shards: &mut [Shard],
+    mut withdraw_and_return: impl FnMut(u64, &mut [Shard]),
+) -> Vec<u64> {
+    assert_eq!(engines.len(), shards.len());
     let mut admitted = Vec::new();
     for i in 0..600u64 {
         let t = i * SECOND / 300;
         if i % 75 == 74 {
-            e.withdraw(&src.name).expect("withdraw");
-            e.publish(&src, doc(0, "full", &rules))
-                .expect("publish again");
+            withdraw_and_return(t, shards);
         }
-        if s[0].classify(&call("<tel:+1555>", t)).verdict == Verdict::Accept {
+        let k = i as usize % shards.len();
+        if shards[k].classify(&call("<tel:+1555>", t)).verdict == Verdict::Accept {
             admitted.push(t);
         }
     }
-    // r·(W + τ) + 1 with W = 2 s, τ = 100 ms (the default burst): 211.
+    admitted
+}
+
+/// The GCRA's bound for one limiter of 100/s over those 2 s: r·(W + τ) + 1 in any window W
+/// (τ = 100 ms, the default burst), so 211 in the 2 s and 111 in any second; a limiter that
+/// started again after a withdrawal hands out a second burst and breaks it.
+fn assert_one_limiter_at_100_per_s(admitted: &[u64]) {
     assert!(
         admitted.len() <= 211,
         "{} admitted in 2 s at 100/s",
         admitted.len()
     );
-    // In any 1 s: r·(1 s + τ) + 1 = 111.
     let most = (0..admitted.len())
         .map(|i| {
             admitted[i..]
@@ -309,6 +309,25 @@ fn a_withdrawn_rate_rule_that_returns_keeps_its_limiter() {
         .max()
         .unwrap_or(0);
     assert!(most <= 111, "{most} admitted in one second at 100/s");
+}
+
+/// A policy withdrawn (a `terminated` NOTIFY, RFC 7200 §4.8) and published again with the same
+/// rule (the re-subscription's first NOTIFY) continues the rule's limiter (see
+/// [`assert_one_limiter_at_100_per_s`]). A rule with another rate is another limit and starts
+/// afresh.
+#[test]
+fn a_withdrawn_rate_rule_that_returns_keeps_its_limiter() {
+    let e = engine(EngineConfig::default());
+    let rules = rule("r", "+1", "<lc:accept><lc:rate>100</lc:rate></lc:accept>");
+    let src = Source::local("sip:notifier@example.net");
+    e.publish(&src, doc(0, "full", &rules)).expect("publish");
+    let mut s = vec![e.attach()];
+    let admitted = offer_while_withdrawn_and_returned(std::slice::from_ref(&e), &mut s, |_, _| {
+        e.withdraw(&src.name).expect("withdraw");
+        e.publish(&src, doc(0, "full", &rules))
+            .expect("publish again");
+    });
+    assert_one_limiter_at_100_per_s(&admitted);
     // Another rate for the same id is another limit: it starts with its own burst, b = ⌈r·τ⌉ =
     // 5 at one instant for 50/s (the saturated 100/s cell would admit at most 1).
     let t = 2 * SECOND;
@@ -320,6 +339,43 @@ fn a_withdrawn_rate_rule_that_returns_keeps_its_limiter() {
         .filter(|_| s[0].classify(&call("<tel:+1555>", t)).verdict == Verdict::Accept)
         .count();
     assert_eq!(burst, 5, "a new limit's first burst");
+}
+
+/// The same on a cell table several engines share (processes: the Kamailio module), when
+/// every engine has let the rule's cell go before the rule returns (the workers went on
+/// classifying other calls and another source published in between).
+#[test]
+fn a_withdrawn_rate_rule_that_returns_on_a_shared_table_keeps_its_limiter() {
+    let region: Vec<RuleCell> = (0..=16).map(|_| RuleCell::unused()).collect();
+    let table = CellTable::format(Box::leak(region.into_boxed_slice())).expect("a table");
+    let rules = rule("r", "+1", "<lc:accept><lc:rate>100</lc:rate></lc:accept>");
+    let other = rule("o", "+2", "<lc:accept><lc:rate>10</lc:rate></lc:accept>");
+    let (n, m) = (Source::local("n"), Source::local("m"));
+    let es: Vec<Engine> = (0..4)
+        .map(|_| {
+            let e = Engine::with_cell_table(EngineConfig::default(), table);
+            e.publish(&n, doc(0, "full", &rules)).expect("publish");
+            e
+        })
+        .collect();
+    let mut s: Vec<Shard> = es.iter().map(Engine::attach).collect();
+    let admitted = offer_while_withdrawn_and_returned(&es, &mut s, |t, shards| {
+        for e in &es {
+            e.withdraw(&n.name).expect("withdraw");
+        }
+        for s in shards.iter_mut() {
+            s.classify(&call("<tel:+3555>", t));
+        }
+        for e in &es {
+            e.publish(&m, doc(0, "full", &other)).expect("publish");
+        }
+        assert_eq!(table.in_use(), 1, "only the other source's rule is in use");
+        for e in &es {
+            e.publish(&n, doc(0, "full", &rules))
+                .expect("publish again");
+        }
+    });
+    assert_one_limiter_at_100_per_s(&admitted);
 }
 
 /// The cells of withdrawn rate rules are kept for a bounded number of rules (4,096), and the
