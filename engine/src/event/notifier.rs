@@ -797,10 +797,11 @@ impl Notifier {
             },
         };
         s.cseq += 1;
-        // A `terminated` NOTIFY carries no share, and may go out while the NOTIFY before it is
-        // still unanswered: its subscriber may have applied that one (the answer late or lost)
-        // and enforces it until the `terminated` one reaches it, so that share keeps counting
-        // (it becomes the orphan's, see `retire`).
+        // A `terminated` NOTIFY sets no share (a subscriber withdraws the policy whatever its
+        // body holds), and may go out while the NOTIFY before it is still unanswered: its
+        // subscriber may have applied that one (the answer late or lost) and enforces it until
+        // the `terminated` one reaches it, so that share keeps counting (it becomes the
+        // orphan's, see `retire`).
         if s.ending.is_none() {
             s.outstanding_share = share.filter(|_| !body.is_empty());
         }
