@@ -113,8 +113,11 @@ kamailio-module: e2e-tools lib
 	sh kamailio/build.sh
 
 ## kamailio-module-test: Debian's kamailio running the module against SIPp on loopback
-## (tests/e2e/test_kamailio_module.py: rate accuracy, actions, RPC publish across children)
+## (tests/e2e/test_kamailio_module.py: rate accuracy, actions, RPC publish across children), and
+## every script function and RPC command on every kind of request under each combination of the
+## module's roles (tests/e2e/test_kamailio_functions.py)
 kamailio-module-test: kamailio-module
+	python3 tests/e2e/test_kamailio_functions.py
 	python3 tests/e2e/test_kamailio_module.py
 
 ## kamailio-module-compare: pipelimit TAILDROP vs the loadctl module in the same Kamailio

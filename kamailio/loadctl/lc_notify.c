@@ -53,10 +53,10 @@
 #include "../../core/parser/msg_parser.h"
 #include "../../core/parser/parse_cseq.h"
 #include "../../core/parser/parse_rr.h"
-#include "../../modules/sl/sl.h"
 
 #include "lc_shared.h"
 #include "lc_owner.h"
+#include "lc_mod.h"
 #include "lc_notify.h"
 
 #define LC_NTF_URI_MAX 256
@@ -143,7 +143,6 @@ typedef struct lc_ntf_shared
 static lc_ntf_shared_t *_lc_ntf_sh = NULL;
 static int _lc_ntf_chan[2] = {-1, -1};
 static struct tm_binds *_lc_ntf_tmb = NULL;
-static sl_api_t _lc_ntf_slb;
 static sr_corecb_void_f _lc_ntf_prev_shutdown = NULL;
 /* Read in mod_init (pkg memory, inherited by the owner). */
 static char *_lc_ntf_policy = NULL;
@@ -281,7 +280,6 @@ static void lc_ntf_tm_cb(struct cell *t, int type, struct tmcb_params *ps)
 int lc_ntf_handle_subscribe(sip_msg_t *msg)
 {
 	lc_ntf_rec_t *rec;
-	str reason;
 	struct cseq_body *cseq;
 	int n;
 
@@ -291,15 +289,20 @@ int lc_ntf_handle_subscribe(sip_msg_t *msg)
 		return -1;
 	}
 	if(!lc_ntf_enabled() || _lc_ntf_chan[1] < 0) {
-		LM_ERR("lc_handle_subscribe(): the notifier role is off (set "
-			   "notifier_uri)\n");
+		/* RFC 6665 §4.2.1.1: "If not [understood], the notifier SHOULD
+		 * return a 489 (Bad Event) response" (the package is not served) */
+		static int warned = 0;
+		if(!warned) {
+			LM_WARN("lc_handle_subscribe(): the notifier role is off (no "
+					"notifier_uri): SUBSCRIBEs are answered 489\n");
+			warned = 1;
+		}
+		lc_sl_reply(msg, 489, "Bad Event");
 		return -1;
 	}
 	if(parse_headers(msg, HDR_CALLID_F | HDR_CSEQ_F | HDR_VIA1_F, 0) < 0
 			|| msg->callid == NULL || msg->cseq == NULL || msg->via1 == NULL) {
-		reason.s = "Bad Request";
-		reason.len = strlen(reason.s);
-		_lc_ntf_slb.freply(msg, 400, &reason);
+		lc_sl_reply(msg, 400, "Bad Request");
 		return -1;
 	}
 	rec = lc_ntf_rec_new(LC_NTF_SUBSCRIBE, msg->buf, msg->len);
@@ -318,9 +321,7 @@ int lc_ntf_handle_subscribe(sip_msg_t *msg)
 	return 1;
 busy:
 	/* the owner is behind (or gone): the subscriber retries */
-	reason.s = "Service Unavailable";
-	reason.len = strlen(reason.s);
-	_lc_ntf_slb.freply(msg, 503, &reason);
+	lc_sl_reply(msg, 503, "Service Unavailable");
 	return -1;
 }
 
@@ -882,10 +883,6 @@ int lc_ntf_mod_init(struct tm_binds *tmb, int tm_loaded)
 			&& *lc_ntf_capacity_file) {
 		LM_ERR("notifier_policy_file and notifier_capacity_file exclude each "
 			   "other\n");
-		return -1;
-	}
-	if(sl_load_api(&_lc_ntf_slb) != 0) {
-		LM_ERR("cannot load the sl API\n");
 		return -1;
 	}
 	probe = lc_ntf_new();

@@ -28,6 +28,7 @@
 
 #include "lc_shared.h"
 #include "lc_oc.h"
+#include "lc_mod.h"
 
 int lc_oc_enable = 0;
 int lc_oc_hops = 64;
@@ -111,9 +112,24 @@ void lc_oc_destroy(void)
 	_lc_oc_load = NULL;
 }
 
+/* Logged once per process: a configuration calling an lc_oc_* function with
+ * overload control off would otherwise log an error per message. */
+static void lc_oc_off(const char *fn)
+{
+	static int warned = 0;
+
+	if(warned)
+		return;
+	warned = 1;
+	LM_ERR("%s(): overload control is off: set modparam(\"loadctl\", "
+		   "\"overload_control\", 1) (the lc_oc_* functions return -4 "
+		   "until then; logged once per process)\n",
+			fn);
+}
+
 /* This process's client, shard and server; -1 (logged) when overload control
  * is off or they cannot be made. */
-static int lc_oc_proc(void)
+static int lc_oc_proc(const char *fn)
 {
 	lc_oc_client_config cc;
 	lc_oc_server_config sc;
@@ -122,8 +138,7 @@ static int lc_oc_proc(void)
 	if(_lc_oc_server != NULL)
 		return 0;
 	if(_lc_oc_table == NULL) {
-		LM_ERR("overload control is off: set modparam(\"loadctl\", "
-			   "\"overload_control\", 1)\n");
+		lc_oc_off(fn);
 		return -1;
 	}
 	lc_oc_client_config_default(&cc);
@@ -212,7 +227,7 @@ int ki_lc_oc_forward(sip_msg_t *msg, str *dst)
 		LM_ERR("lc_oc_forward() on a reply\n");
 		return -4;
 	}
-	if(lc_oc_proc() < 0 || lc_oc_hop(dst, &hop) < 0)
+	if(lc_oc_proc("lc_oc_forward") < 0 || lc_oc_hop(dst, &hop) < 0)
 		return -4;
 	p = lc_proc_get(lc_current_rank());
 	if(p == NULL)
@@ -257,7 +272,7 @@ int ki_lc_oc_reply(sip_msg_t *msg)
 		LM_ERR("lc_oc_reply() on a request\n");
 		return -4;
 	}
-	if(lc_oc_proc() < 0)
+	if(lc_oc_proc("lc_oc_reply") < 0)
 		return -4;
 	if(parse_headers(msg, HDR_VIA1_F, 0) < 0 || msg->h_via1 == NULL)
 		return -4;
@@ -279,7 +294,7 @@ int ki_lc_oc_timeout(sip_msg_t *msg, str *dst)
 {
 	uint32_t hop;
 
-	if(lc_oc_proc() < 0 || lc_oc_hop(dst, &hop) < 0)
+	if(lc_oc_proc("lc_oc_timeout") < 0 || lc_oc_hop(dst, &hop) < 0)
 		return -4;
 	lc_oc_client_on_timeout(_lc_oc_client, hop, lc_oc_now());
 	return 1;
@@ -301,7 +316,7 @@ int ki_lc_oc_occupancy(sip_msg_t *msg, int measured_ppm, int target_ppm)
 	uint64_t old, gen, w;
 
 	if(_lc_oc_load == NULL) {
-		LM_ERR("overload control is off\n");
+		lc_oc_off("lc_oc_occupancy");
 		return -4;
 	}
 	if(measured_ppm < 0 || (uint64_t)measured_ppm > LC_OC_PPM_MASK
@@ -334,7 +349,7 @@ int ki_lc_oc_check(sip_msg_t *msg)
 		LM_ERR("lc_oc_check() on a reply\n");
 		return -4;
 	}
-	if(lc_oc_proc() < 0)
+	if(lc_oc_proc("lc_oc_check") < 0)
 		return -4;
 	p = lc_proc_get(lc_current_rank());
 	if(p == NULL
@@ -376,7 +391,7 @@ int ki_lc_oc_via(sip_msg_t *msg)
 		LM_ERR("lc_oc_via() on a request\n");
 		return -4;
 	}
-	if(lc_oc_proc() < 0)
+	if(lc_oc_proc("lc_oc_via") < 0)
 		return -4;
 	if(parse_headers(msg, HDR_VIA2_F, 0) < 0 || msg->via2 == NULL)
 		return 1; /* no upstream Via: nothing to write */

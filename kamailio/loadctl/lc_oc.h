@@ -45,9 +45,6 @@ extern int lc_oc_tau_priority;
 int lc_oc_mod_init(void);
 void lc_oc_destroy(void);
 
-/* The process's rank, for lc_proc_get() (loadctl_mod.c). */
-int lc_current_rank(void);
-
 int ki_lc_oc_forward(sip_msg_t *msg, str *dst);
 int ki_lc_oc_reply(sip_msg_t *msg);
 int ki_lc_oc_timeout(sip_msg_t *msg, str *dst);

@@ -58,10 +58,10 @@
 #include "../../core/cfg/cfg_struct.h"
 #include "../../core/parser/msg_parser.h"
 #include "../../core/parser/parse_rr.h"
-#include "../../modules/sl/sl.h"
 
 #include "lc_shared.h"
 #include "lc_owner.h"
+#include "lc_mod.h"
 #include "lc_subscribe.h"
 
 #define LC_URI_MAX 256
@@ -77,7 +77,6 @@ static int _lc_sub_n = 0;
 /* The channel: workers write to [1], the owner reads [0]. */
 static int _lc_chan[2] = {-1, -1};
 static struct tm_binds *_lc_tmb = NULL;
-static sl_api_t _lc_sub_slb;
 static sr_corecb_void_f _lc_prev_shutdown = NULL;
 
 enum
@@ -228,7 +227,6 @@ static void lc_sub_tm_cb(struct cell *t, int type, struct tmcb_params *ps)
 int lc_sub_handle_notify(sip_msg_t *msg)
 {
 	lc_sub_rec_t *rec;
-	str reason;
 
 	if(msg->first_line.type != SIP_REQUEST
 			|| msg->first_line.u.request.method_value != METHOD_NOTIFY) {
@@ -236,9 +234,7 @@ int lc_sub_handle_notify(sip_msg_t *msg)
 		return -1;
 	}
 	if(_lc_sub_n == 0 || _lc_chan[1] < 0) {
-		reason.s = "Subscription does not exist";
-		reason.len = strlen(reason.s);
-		_lc_sub_slb.freply(msg, 481, &reason);
+		lc_sl_reply(msg, 481, "Subscription does not exist");
 		return -1;
 	}
 	rec = lc_sub_rec_new(LC_REC_NOTIFY, msg->buf, msg->len);
@@ -257,9 +253,7 @@ int lc_sub_handle_notify(sip_msg_t *msg)
 	return 1;
 busy:
 	/* the owner is behind (or gone): the notifier retries */
-	reason.s = "Service Unavailable";
-	reason.len = strlen(reason.s);
-	_lc_sub_slb.freply(msg, 503, &reason);
+	lc_sl_reply(msg, 503, "Service Unavailable");
 	return -1;
 }
 
@@ -791,10 +785,6 @@ int lc_sub_mod_init(struct tm_binds *tmb, int tm_loaded)
 	if(!tm_loaded) {
 		LM_ERR("the subscribe parameter needs the tm module (SUBSCRIBEs are "
 			   "sent through it)\n");
-		return -1;
-	}
-	if(sl_load_api(&_lc_sub_slb) != 0) {
-		LM_ERR("cannot load the sl API\n");
 		return -1;
 	}
 	if(lc_sub_expires <= 0) {

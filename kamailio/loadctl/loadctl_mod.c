@@ -54,6 +54,7 @@
 #include "lc_subscribe.h"
 #include "lc_notify.h"
 #include "lc_oc.h"
+#include "lc_mod.h"
 
 MODULE_VERSION
 
@@ -149,28 +150,28 @@ static cmd_export_t cmds[] = {
 static param_export_t params[] = {
 	{"policy_file", PARAM_STRING, &lc_policy_file},
 	{"source", PARAM_STR, &lc_source},
-	{"max_rules", INT_PARAM, &lc_settings.max_rules},
-	{"burst_ms", INT_PARAM, &lc_settings.burst_ms},
-	{"retry_after", INT_PARAM, &lc_retry_after},
+	{"max_rules", PARAM_INT, &lc_settings.max_rules},
+	{"burst_ms", PARAM_INT, &lc_settings.burst_ms},
+	{"retry_after", PARAM_INT, &lc_retry_after},
 	{"redirect_allow", PARAM_STRING, &lc_redirect_allow},
-	{"emergency_exempt", INT_PARAM, &lc_settings.emergency_exempt},
+	{"emergency_exempt", PARAM_INT, &lc_settings.emergency_exempt},
 	{"priority_namespaces", PARAM_STRING, &lc_priority_namespaces},
-	{"shared_cells", INT_PARAM, &lc_settings.shared_cells},
-	{"cell_capacity", INT_PARAM, &lc_settings.cell_capacity},
-	{"subscribe", PARAM_STRING | USE_FUNC_PARAM, (void *)lc_sub_add_param},
-	{"subscribe_expires", INT_PARAM, &lc_sub_expires},
+	{"shared_cells", PARAM_INT, &lc_settings.shared_cells},
+	{"cell_capacity", PARAM_INT, &lc_settings.cell_capacity},
+	{"subscribe", PARAM_STRING | PARAM_USE_FUNC, (void *)lc_sub_add_param},
+	{"subscribe_expires", PARAM_INT, &lc_sub_expires},
 	{"subscribe_contact", PARAM_STRING, &lc_sub_contact},
 	{"subscribe_from", PARAM_STRING, &lc_sub_from},
 	{"notifier_uri", PARAM_STRING, &lc_ntf_uri},
 	{"notifier_allow", PARAM_STRING, &lc_ntf_allow},
 	{"notifier_policy_file", PARAM_STRING, &lc_ntf_policy_file},
 	{"notifier_capacity_file", PARAM_STRING, &lc_ntf_capacity_file},
-	{"notifier_max_expires", INT_PARAM, &lc_ntf_max_expires},
-	{"notifier_min_expires", INT_PARAM, &lc_ntf_min_expires},
-	{"overload_control", INT_PARAM, &lc_oc_enable},
-	{"oc_hops", INT_PARAM, &lc_oc_hops},
-	{"oc_validity_ms", INT_PARAM, &lc_oc_validity_ms},
-	{"oc_tau_priority", INT_PARAM, &lc_oc_tau_priority},
+	{"notifier_max_expires", PARAM_INT, &lc_ntf_max_expires},
+	{"notifier_min_expires", PARAM_INT, &lc_ntf_min_expires},
+	{"overload_control", PARAM_INT, &lc_oc_enable},
+	{"oc_hops", PARAM_INT, &lc_oc_hops},
+	{"oc_validity_ms", PARAM_INT, &lc_oc_validity_ms},
+	{"oc_tau_priority", PARAM_INT, &lc_oc_tau_priority},
 	{0, 0, 0}
 };
 
@@ -638,6 +639,19 @@ static int ki_lc_reply(sip_msg_t *msg)
 static int w_lc_reply(sip_msg_t *msg, char *p1, char *p2)
 {
 	return ki_lc_reply(msg);
+}
+
+int lc_sl_reply(sip_msg_t *msg, int code, const char *reason)
+{
+	str r;
+
+	r.s = (char *)reason;
+	r.len = strlen(reason);
+	if(lc_slb.freply == NULL || lc_slb.freply(msg, code, &r) < 0) {
+		LM_ERR("cannot send the %d reply\n", code);
+		return -1;
+	}
+	return 1;
 }
 
 /* ---- lc_handle_notify ---- */

@@ -35,6 +35,7 @@ import atexit
 import bisect
 import csv
 import glob
+import json
 import math
 import os
 import random
@@ -497,6 +498,31 @@ def wait_udp_port(port: int, host: str = "127.0.0.1", timeout: float = 10.0, pro
 
 # ---------------------------------------------------------------------------------------------
 # SIPp
+
+
+class KamailioBuild:
+    """One Kamailio that the module was built for and gated against (kamailio/build.sh writes
+    build.json beside the module): its binary, module directory, the loadctl.so for it.
+    LOADCTL_KAMAILIO_BUILD names the directory (default target/kamailio: Debian's kamailio)."""
+
+    def __init__(self, directory=None):
+        root = HERE.parents[1]
+        self.dir = Path(directory or os.environ.get("LOADCTL_KAMAILIO_BUILD") or root / "target" / "kamailio")
+        path = self.dir / "build.json"
+        if not path.exists():
+            raise HarnessError(f"{path} missing: build the module first (make kamailio-module, or "
+                               f"kamailio/build.sh --source SRC for a release)")
+        info = json.loads(path.read_text())
+        self.version = info["version"]
+        self.binary = info["kamailio"]
+        self.mpath = info["mpath"]
+        self.module = Path(info["module"])
+        self.label = info["label"]
+        self.major_minor = tuple(int(x) for x in self.version.split(".")[:2])
+
+    def defines(self) -> list:
+        """The -A arguments every test configuration takes: the module and the module path."""
+        return ["-A", f'LOADCTL_SO="{self.module}"', "-A", f'MPATH="{self.mpath}/"']
 
 
 def write_injection(path: Path, rows) -> Path:

@@ -79,10 +79,19 @@ from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wa
 from test_edge import MATCH, OTHER, Checks, document, edge_events, moved_notifier_scenarios, notifier_scenario, rate_rule, rule, run_tests, split, start_edge, wait_event  # noqa: E402
 
 ROOT = HERE.parents[1]
-MODULE = ROOT / "target" / "kamailio" / "loadctl.so"
 CFG = HERE / "kamailio" / "loadctl.cfg"
 CFG_KEMI = HERE / "kamailio" / "loadctl-kemi.cfg"
-KAMAILIO = "/usr/sbin/kamailio"
+_BUILD = None
+
+
+def build() -> harness.KamailioBuild:
+    """The Kamailio under test (LOADCTL_KAMAILIO_BUILD; default Debian's, target/kamailio)."""
+    global _BUILD
+    if _BUILD is None:
+        _BUILD = harness.KamailioBuild()
+    return _BUILD
+
+
 TOLERANCE = 0.03
 
 
@@ -101,9 +110,9 @@ class Kamailio:
         rundir = run.path(name, "run")
         rundir.mkdir(parents=True, exist_ok=True)
         argv = [
-            KAMAILIO, "-f", CFG, "-DD", "-E", "-x", "tlsf", "-X", "tlsf", "-n", children,
+            build().binary, "-f", CFG, "-DD", "-E", "-x", "tlsf", "-X", "tlsf", "-n", children,
             "-l", f"udp:127.0.0.1:{self.port}" + (f"/127.0.0.1:{advertise}" if advertise else ""), "-Y", rundir,
-            "-A", f'LOADCTL_SO="{MODULE}"',
+            *build().defines(),
             "-A", f'NEXT_HOP="sip:127.0.0.1:{next_hop}"', "-A", f'RPC_SOCKET="udp:127.0.0.1:{self.rpc_port}"',
         ]
         if policy is not None:
@@ -214,8 +223,8 @@ def bad_policy_file(run: Run) -> Checks:
     policy = run.path("bad.xml")
     policy.write_text(document(0, "full", rate_rule(-3)))
     proc = run.start("kamailio", [
-        KAMAILIO, "-f", CFG, "-DD", "-E", "-n", 1, "-l", f"udp:127.0.0.1:{free_udp_port()}", "-Y", run.path("rundir", "x").parent,
-        "-A", f'LOADCTL_SO="{MODULE}"', "-A", f'POLICY="{policy}"', "-A", f'RPC_SOCKET="udp:127.0.0.1:{free_udp_port()}"',
+        build().binary, "-f", CFG, "-DD", "-E", "-n", 1, "-l", f"udp:127.0.0.1:{free_udp_port()}", "-Y", run.path("rundir", "x").parent,
+        *build().defines(), "-A", f'POLICY="{policy}"', "-A", f'RPC_SOCKET="udp:127.0.0.1:{free_udp_port()}"',
     ])
     try:
         code = proc.wait(timeout=10)
@@ -925,8 +934,8 @@ def targets_and_exemptions(run: Run) -> Checks:
         run.stop(kam.proc)
         # 4. An invalid namespace: Kamailio does not start.
         bad = run.start("kamailio-bad", [
-            KAMAILIO, "-f", CFG, "-DD", "-E", "-n", 1, "-l", f"udp:127.0.0.1:{free_udp_port()}", "-Y", run.path("rundir-bad", "x").parent,
-            "-A", f'LOADCTL_SO="{MODULE}"', "-A", f'RPC_SOCKET="udp:127.0.0.1:{free_udp_port()}"', "-A", 'PRIORITY_NAMESPACES="ets.0"',
+            build().binary, "-f", CFG, "-DD", "-E", "-n", 1, "-l", f"udp:127.0.0.1:{free_udp_port()}", "-Y", run.path("rundir-bad", "x").parent,
+            *build().defines(), "-A", f'RPC_SOCKET="udp:127.0.0.1:{free_udp_port()}"', "-A", 'PRIORITY_NAMESPACES="ets.0"',
         ])
         try:
             code = bad.wait(timeout=10)
@@ -1322,10 +1331,13 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep every run directory (logs, traces)")
     ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(TESTS)}")
     args = ap.parse_args()
-    if not MODULE.exists():
-        print(f"missing {MODULE}: run `make kamailio-module`", file=sys.stderr)
+    try:
+        kam = build()
+    except harness.HarnessError as e:
+        print(e, file=sys.stderr)
         return 2
-    return run_tests(TESTS, args.names, args.keep, "kamailio module e2e", prefix="kam-")
+    print(f"kamailio module e2e: {kam.label}, module {kam.module}")
+    return run_tests(TESTS, args.names, args.keep, f"kamailio module e2e (Kamailio {kam.version})", prefix="kam-")
 
 if __name__ == "__main__":
     sys.exit(main())
