@@ -17,15 +17,17 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults
+.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary kamailio-summary-reset
 
 ## test: formatting, lints, every Rust test, the loom models (and their mutants), the C ABI
 ## header check, the ABI baseline check, the shared library's SONAME/exports/version, the C test
 ## suite, the installed library used the way a C project would
 ## (pkg-config), the edge against real SIP peers (SIPp), the short Kamailio comparison and the
 ## Kamailio module (built against Debian's Kamailio source, run in Debian's kamailio) and its short
-## side-by-side with pipelimit, and the fault-injection scenarios (short form)
-test: lint unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example edge-test e2e kamailio-compare kamailio-module-test kamailio-module-compare faults
+## side-by-side with pipelimit, the fault-injection scenarios (short form), the module against the
+## Kamailio releases given (KAMAILIO_E2E_SOURCES, KAMAILIO_GATE_SOURCES), and a summary of the
+## Kamailio versions the module was tested with
+test: kamailio-summary-reset lint unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example edge-test e2e kamailio-compare kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -119,6 +121,7 @@ kamailio-module: e2e-tools lib
 kamailio-module-test: kamailio-module
 	python3 tests/e2e/test_kamailio_functions.py
 	python3 tests/e2e/test_kamailio_module.py
+	@echo "$$(python3 -c 'import json; print(json.load(open("target/kamailio/build.json"))["version"])') e2e Debian's kamailio package" >> target/kamailio/tested.txt
 
 ## kamailio-module-compare: pipelimit TAILDROP vs the loadctl module in the same Kamailio
 ## (tests/e2e/kamailio_module_compare.py, config tests/e2e/kamailio/limiter-compare.cfg):
@@ -135,6 +138,46 @@ kamailio-module-compare: kamailio-module
 FAULTS_ARGS ?=
 faults: e2e-tools edge kamailio-module
 	python3 tests/e2e/test_faults.py $(FAULTS_ARGS)
+
+## kamailio-releases: the module against Kamailio releases built from source (kamailio/build.sh
+## --source: the core and the modules the tests load, under target/kamailio/VERSION/). Each
+## release tarball or source tree in KAMAILIO_E2E_SOURCES is built, load-gated, and run through
+## every module e2e test (test_kamailio_functions.py, test_kamailio_module.py) and the fault
+## scenarios with a Kamailio (test_faults.py --kamailio-only); each in KAMAILIO_GATE_SOURCES is
+## built (core, sl, tm, pv) and load-gated. Both empty by default; .ci/run passes 6.1.4 and 5.8.8.
+## Each Kamailio test target adds a line to target/kamailio/tested.txt for kamailio-summary.
+KAMAILIO_E2E_SOURCES ?=
+KAMAILIO_GATE_SOURCES ?=
+kamailio-releases: e2e-tools lib edge kamailio-module
+	$(CARGO) build --release -p loadctl-cli
+	@set -e; for src in $(KAMAILIO_E2E_SOURCES); do \
+	  dir=$$(sh kamailio/build.sh --source "$$src"); \
+	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_kamailio_functions.py; \
+	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_kamailio_module.py; \
+	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_faults.py --kamailio-only; \
+	  echo "$$(basename $$dir) e2e $$src" >> target/kamailio/tested.txt; \
+	done
+	@set -e; for src in $(KAMAILIO_GATE_SOURCES); do \
+	  dir=$$(sh kamailio/build.sh --source "$$src" --modules "sl tm pv"); \
+	  echo "$$(basename $$dir) gate $$src" >> target/kamailio/tested.txt; \
+	done
+
+## kamailio-summary: which Kamailio versions the module was built for and tested against (since
+## the last kamailio-summary-reset, which `make test` does first), in capitals when no 6.1 release
+## was among them
+kamailio-summary-reset:
+	@rm -f target/kamailio/tested.txt
+
+kamailio-summary:
+	@mkdir -p target/kamailio
+	@echo "== Kamailio versions (kamailio-releases):"
+	@[ -f target/kamailio/tested.txt ] || touch target/kamailio/tested.txt
+	@while read v kind src; do \
+	  case $$kind in e2e) what="built, load-gated, every module e2e test and the Kamailio fault scenarios";; \
+	                 *) what="built and load-gated";; esac; \
+	  echo "   $$v: $$what ($$src)"; done < target/kamailio/tested.txt
+	@grep -q '^6\.1\.[0-9]* e2e' target/kamailio/tested.txt || \
+	  echo "   THE MODULE WAS NOT TESTED AGAINST KAMAILIO 6.1: no 6.1 source in KAMAILIO_E2E_SOURCES (e.g. make test KAMAILIO_E2E_SOURCES=/path/kamailio-6.1.4.tar.xz)"
 
 ## lib: libloadctl.a and libloadctl.so in target/libloadctl/
 lib:

@@ -3,8 +3,10 @@
 # that Kamailio's own binary loads it.
 #
 #   kamailio/build.sh                      # Debian's kamailio 5.6.3-2 -> target/kamailio/
-#   kamailio/build.sh --source SRC         # a Kamailio release -> target/kamailio/VERSION/
+#   kamailio/build.sh --source SRC [--modules "sl tm pv ..."]
+#                                          # a Kamailio release -> target/kamailio/VERSION/
 #
+# The output directory is printed on stdout (everything else goes to stderr).
 # SRC is a release tarball (kamailio-X.Y.Z.tar.xz / .tar.gz, as Kamailio publishes them or as
 # `git archive` exports a release tag) or an unpacked source tree (copied, never built in place).
 # Each build leaves build.json in its output directory: the kamailio binary, its module
@@ -22,7 +24,8 @@
 # A release source:
 # 1. Unpacked (or copied) under target/kamailio/VERSION/src.
 # 2. Configured with prefix target/kamailio/VERSION/install and only the modules the tests load
-#    ($RELEASE_MODULES), then the core and those modules built (`make -j all`) and installed.
+#    ($RELEASE_MODULES, or --modules: the load gate needs sl tm pv), then the core and those
+#    modules built (`make -j all`) and installed.
 # Both:
 # 3. Only the module is built in the tree (`make modules modules=src/modules/loadctl`), linking
 #    target/libloadctl/libloadctl.a (`make lib`) with -Wl,--exclude-libs,ALL and a version
@@ -49,7 +52,9 @@ while [ $# -gt 0 ]; do
   case $1 in
     --source) [ $# -ge 2 ] || { echo "kamailio/build.sh: --source needs a tarball or tree" >&2; exit 2; }
               source=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --modules) [ $# -ge 2 ] || { echo "kamailio/build.sh: --modules needs a list" >&2; exit 2; }
+               RELEASE_MODULES=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "kamailio/build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -157,7 +162,7 @@ else
     echo "$source" > "$tree/.loadctl-extracted"
   fi
   # --- a release: 2. configure, build and install the core and the modules used ---------------
-  if [ ! -f "$tree/.loadctl-built" ]; then
+  if [ ! -f "$tree/.loadctl-built" ] || [ "$(cat "$tree/.loadctl-built")" != "$RELEASE_MODULES" ]; then
     log "Kamailio $version: make cfg, make all ($RELEASE_MODULES), make install -> $inst"
     started=$(date +%s)
     (cd "$tree" && make cfg quiet=silent prefix="$inst" group_include=none \
@@ -166,7 +171,7 @@ else
     (cd "$tree" && make -j"$(nproc)" all quiet=silent >"$out/build.log" 2>&1 \
       && make install quiet=silent >>"$out/build.log" 2>&1) || {
       tail -n 30 "$out/build.log" >&2; log "building Kamailio $version failed ($out/build.log)"; exit 1; }
-    touch "$tree/.loadctl-built"
+    echo "$RELEASE_MODULES" > "$tree/.loadctl-built"
     log "Kamailio $version built and installed in $(( $(date +%s) - started )) s"
   fi
   kam=$inst/sbin/kamailio
@@ -258,3 +263,4 @@ json.dump({"version": version, "kamailio": kam, "mpath": mpath, "module": module
           open(path, "w"), indent=2)
 EOF
 log "wrote $out/build.json"
+echo "$out"

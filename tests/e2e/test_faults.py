@@ -666,6 +666,8 @@ TESTS = {
     "kamailio_worker_killed": kamailio_worker_killed,
     "call_path_lossy": call_path_lossy,
 }
+# the scenarios with a Kamailio (LOADCTL_KAMAILIO_BUILD picks which), for a second Kamailio release
+WITH_KAMAILIO = ["notify_path_lossy", "notifier_outage", "edge_restart", "kamailio_worker_killed"]
 
 
 def main() -> int:
@@ -673,13 +675,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--long", action="store_true", help="the long form: more changes, longer outages")
     ap.add_argument("--keep", action="store_true", help="keep every run directory (logs, relay logs)")
+    ap.add_argument("--kamailio-only", action="store_true", help=f"only the scenarios with a Kamailio: {', '.join(WITH_KAMAILIO)}")
     ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(TESTS)}")
     args = ap.parse_args()
     LONG = args.long
+    names = args.names or (WITH_KAMAILIO if args.kamailio_only else [])
     if not Path(EDGE).exists():
         print(f"missing {EDGE}: run `make e2e`, which builds it", file=sys.stderr)
         return 2
-    return run_tests(TESTS, args.names, args.keep, "faults e2e" + (" (long)" if LONG else ""), prefix="faults-")
+    from test_kamailio_module import build  # noqa: E402
+    label = "faults e2e" + (" (long)" if LONG else "")
+    if any(name in WITH_KAMAILIO for name in names or TESTS):
+        label += f" (Kamailio {build().version})"
+    return run_tests(TESTS, names, args.keep, label, prefix="faults-")
 
 
 if __name__ == "__main__":
