@@ -844,6 +844,39 @@ int lc_sub_child_init(int rank)
 	return 0;
 }
 
+unsigned long long lc_sub_total(lc_sub_counter_t c)
+{
+	unsigned long long sum = 0;
+	int i;
+
+	for(i = 0; _lc_sub_sh && i < _lc_sub_n; i++) {
+		lc_sub_status_t *st = &_lc_sub_sh->st[i];
+		lock_get(&_lc_sub_sh->lock);
+		switch(c) {
+			case LC_SUB_NOTIFIES:
+				sum += st->notifies;
+				break;
+			case LC_SUB_APPLIED:
+				sum += st->applied;
+				break;
+			case LC_SUB_INVALID:
+				sum += st->invalid;
+				break;
+			case LC_SUB_WITHDRAWN:
+				sum += st->withdrawn;
+				break;
+			case LC_SUB_SUBSCRIBES:
+				sum += st->subscribes;
+				break;
+			case LC_SUB_RETRIES:
+				sum += st->retries;
+				break;
+		}
+		lock_release(&_lc_sub_sh->lock);
+	}
+	return sum;
+}
+
 /* ---- RPC ---- */
 
 void lc_sub_rpc_list(rpc_t *rpc, void *ctx)

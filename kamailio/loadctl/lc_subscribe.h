@@ -46,6 +46,18 @@ int lc_sub_mod_init(struct tm_binds *tmb, int tm_loaded);
 int lc_sub_child_init(int rank);
 /* lc_handle_notify(): hands the NOTIFY to the owner (which answers it). */
 int lc_sub_handle_notify(sip_msg_t *msg);
+
+/* A counter of every subscription summed (0 without subscribe). */
+typedef enum lc_sub_counter
+{
+	LC_SUB_NOTIFIES,
+	LC_SUB_APPLIED,
+	LC_SUB_INVALID,
+	LC_SUB_WITHDRAWN,
+	LC_SUB_SUBSCRIBES,
+	LC_SUB_RETRIES,
+} lc_sub_counter_t;
+unsigned long long lc_sub_total(lc_sub_counter_t c);
 /* loadctl.subscriptions */
 void lc_sub_rpc_list(rpc_t *rpc, void *ctx);
 

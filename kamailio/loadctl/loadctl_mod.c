@@ -55,6 +55,7 @@
 #include "lc_notify.h"
 #include "lc_oc.h"
 #include "lc_mod.h"
+#include "lc_stats.h"
 
 MODULE_VERSION
 
@@ -84,6 +85,7 @@ static int pv_parse_lc_name(pv_spec_t *sp, str *in);
 static int pv_get_lc(sip_msg_t *msg, pv_param_t *param, pv_value_t *res);
 
 static char *lc_policy_file = NULL;
+static int lc_policy_file_param(modparam_t type, void *val);
 static str lc_source = str_init("local");
 static int lc_retry_after = 0;
 static char *lc_redirect_allow = NULL;
@@ -148,7 +150,7 @@ static cmd_export_t cmds[] = {
 };
 
 static param_export_t params[] = {
-	{"policy_file", PARAM_STRING, &lc_policy_file},
+	{"policy_file", PARAM_STRING | PARAM_USE_FUNC, (void *)lc_policy_file_param},
 	{"source", PARAM_STR, &lc_source},
 	{"max_rules", PARAM_INT, &lc_settings.max_rules},
 	{"burst_ms", PARAM_INT, &lc_settings.burst_ms},
@@ -243,6 +245,43 @@ char *lc_read_file(const char *path, size_t *len)
 	buf[n] = '\0';
 	*len = (size_t)n;
 	return buf;
+}
+
+/* The policy_file modparam: the document is read and checked while the
+ * configuration is parsed, so `kamailio -c` refuses a broken one (mod_init,
+ * which publishes it against the other settings, does not run under -c). */
+static int lc_policy_file_param(modparam_t type, void *val)
+{
+	char *path = (char *)val;
+	char msg[1024];
+	char *body;
+	size_t len = 0, written = 0;
+	lc_result r;
+
+	if(path == NULL || *path == '\0') {
+		lc_policy_file = NULL;
+		return 0;
+	}
+	body = lc_read_file(path, &len);
+	if(body == NULL)
+		return -1; /* logged */
+	r = lc_policy_check((const uint8_t *)body, len, (uint8_t *)msg,
+			sizeof(msg) - 1, &written);
+	pkg_free(body);
+	if(r == LC_RESULT_BUFFER_TOO_SMALL) /* only a refusal has a message */
+		snprintf(msg, sizeof(msg), "(a message of %zu bytes)", written);
+	else if(r == LC_RESULT_INVALID_POLICY)
+		msg[written < sizeof(msg) ? written : sizeof(msg) - 1] = '\0';
+	if(r == LC_RESULT_INVALID_POLICY || r == LC_RESULT_BUFFER_TOO_SMALL) {
+		LM_ERR("policy_file %s refused: %s\n", path, msg);
+		return -1;
+	}
+	if(r != LC_RESULT_OK) {
+		LM_ERR("policy_file %s: %s\n", path, lc_result_text(r));
+		return -1;
+	}
+	lc_policy_file = path;
+	return 0;
 }
 
 static lc_transport lc_msg_transport(sip_msg_t *msg)
@@ -944,6 +983,42 @@ static void lc_rpc_publish(rpc_t *rpc, void *ctx)
 		pkg_free(path);
 }
 
+static const char *lc_rpc_reload_doc[] = {
+		"Reads the policy_file again and publishes it as the 'source' "
+		"modparam's policy (replacing what loadctl.publish put there under "
+		"the same source); an invalid file is refused and the current policy "
+		"stays.",
+		0};
+
+static void lc_rpc_reload(rpc_t *rpc, void *ctx)
+{
+	char err[1024];
+	char *body;
+	size_t len = 0;
+
+	if(lc_policy_file == NULL || *lc_policy_file == '\0') {
+		rpc->fault(ctx, 404, "no policy_file configured");
+		return;
+	}
+	body = lc_read_file(lc_policy_file, &len);
+	if(body == NULL) {
+		rpc->fault(ctx, 400, "cannot read %s, policy kept", lc_policy_file);
+		return;
+	}
+	if(lc_store_publish(&lc_source, body, len, err, sizeof(err)) < 0) {
+		pkg_free(body);
+		LM_ERR("loadctl.reload: %s refused, policy kept: %s\n", lc_policy_file,
+				err);
+		rpc->fault(ctx, 400, "refused, policy kept: %s", err);
+		return;
+	}
+	pkg_free(body);
+	LM_INFO("loadctl.reload: %s published as source %.*s (store version %u)\n",
+			lc_policy_file, lc_source.len, lc_source.s, lc_store_version());
+	rpc->rpl_printf(ctx, "ok: %s as source %.*s, version %u", lc_policy_file,
+			lc_source.len, lc_source.s, lc_store_version());
+}
+
 static const char *lc_rpc_withdraw_doc[] = {
 		"Removes every rule a source published: loadctl.withdraw [SOURCE].", 0};
 
@@ -1179,6 +1254,7 @@ static const char *lc_rpc_notifier_capacity_doc[] = {
 static rpc_export_t lc_rpc_cmds[] = {
 	{"loadctl.publish", lc_rpc_publish, lc_rpc_publish_doc, 0},
 	{"loadctl.withdraw", lc_rpc_withdraw, lc_rpc_withdraw_doc, 0},
+	{"loadctl.reload", lc_rpc_reload, lc_rpc_reload_doc, 0},
 	{"loadctl.stats", lc_rpc_stats, lc_rpc_stats_doc, 0},
 	{"loadctl.rules", lc_rpc_rules, lc_rpc_rules_doc, 0},
 	{"loadctl.subscriptions", lc_sub_rpc_list, lc_rpc_subscriptions_doc, 0},
@@ -1276,6 +1352,8 @@ static int mod_init(void)
 	if(lc_ntf_mod_init(&lc_tmb, lc_tm_loaded) < 0)
 		return -1;
 	if(lc_oc_mod_init() < 0)
+		return -1;
+	if(lc_stats_register() < 0)
 		return -1;
 	memset(&lc_last, 0, sizeof(lc_last));
 	return 0;

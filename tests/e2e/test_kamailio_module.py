@@ -8,7 +8,10 @@
 Kamailio runs tests/e2e/kamailio/loadctl.cfg (Debian's /usr/sbin/kamailio 5.6.3, TLSF memory,
 one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* RPC commands).
 
-- bad_policy_file: Kamailio refuses to start on an invalid policy_file and says why.
+- bad_policy_file: Kamailio refuses to start on an invalid policy_file and says why; so does
+  `kamailio -c` (the file is checked as the configuration is parsed).
+- policy_reload: loadctl.reload re-reads the policy_file: a bad file is refused, the policy in
+  force stays; a good one replaces the source's policy.
 - rate_accuracy: children=1; a SIPp UAC offers 3R calls/s matching a rate-R rule and R/s matching
   nothing, through Kamailio to a SIPp UAS: the UAS receives R ± 3 % of the matching calls and
   every other call.
@@ -153,6 +156,15 @@ class Kamailio:
         return self.proc.stderr_path.read_text(errors="replace")
 
 
+def kamailio_statistics(kam: "Kamailio", which: str) -> dict:
+    """kex's `stats.get_statistics WHICH` ("group:" or "all"): {name: value} for that group."""
+    out = {}
+    for line in kam.rpc("stats.get_statistics", which).get("result", []):
+        name, _, value = line.partition(" = ")
+        out[name.split(":", 1)[-1].strip()] = int(value)
+    return out
+
+
 def per_process(stats: dict) -> dict:
     return {p["pid"]: p for p in stats["result"]["per_process"]}
 
@@ -234,6 +246,51 @@ def bad_policy_file(run: Run) -> Checks:
     c.that(code not in (None, 0), f"kamailio exited with status {code}")
     line = next((l for l in log.splitlines() if "policy_file" in l and "refused" in l), "")
     c.that('"-3" is negative' in line, f"the log says why: {line.strip()[:200]!r}")
+    # `kamailio -c` checks a configuration without starting the modules: the policy_file is
+    # read and checked as the configuration is parsed, so the check refuses it too
+    check = run.start("kamailio-check", [build().binary, "-c", "-f", CFG, *build().defines(), "-A", f'POLICY="{policy}"'])
+    code = check.wait(timeout=10)
+    out = check.stderr_path.read_text(errors="replace") + check.stdout_path.read_text(errors="replace")
+    c.that(code != 0 and '"-3" is negative' in out and "config file ok" not in out,
+           f"kamailio -c refuses it too (status {code}, says why: {'-3' in out})")
+    good = run.path("good.xml")
+    good.write_text(document(0, "full", rate_rule(3)))
+    check = run.start("kamailio-check-good", [build().binary, "-c", "-f", CFG, *build().defines(), "-A", f'POLICY="{good}"'])
+    code = check.wait(timeout=10)
+    out = check.stderr_path.read_text(errors="replace") + check.stdout_path.read_text(errors="replace")
+    c.that(code == 0 and "config file ok" in out, f"kamailio -c accepts a valid one (status {code})")
+    return c
+
+
+def policy_reload(run: Run) -> Checks:
+    """loadctl.reload reads the policy_file again: a bad file is refused and the policy stays, a
+    good one replaces the source's policy (also one loadctl.publish put under that source)."""
+    c = Checks("policy_reload: loadctl.reload re-reads the policy_file")
+    peer, hop = Peer(), Peer()
+    kam = Kamailio(run, "kamailio", document(0, "full", rule("reload", "+1555", "<lc:rate>0</lc:rate>")), 2, hop.port)
+    path = run.path("kamailio-policy.xml")
+
+    def first_line_of_call(n: int) -> str:
+        peer.sock.sendto(peer.invite(kam.port, "+15550001", n), ("127.0.0.1", kam.port))
+        time.sleep(0.3)
+        got = first_lines(peer.drain(0.2))
+        fwd = hop.drain(0.1)
+        return "forwarded" if fwd else (got[0] if got else "nothing")
+
+    c.that(first_line_of_call(1) == "SIP/2.0 503 Service Unavailable", "rate 0 from the policy_file: 503")
+    path.write_text(document(1, "full", rule("reload", "+1555", "<lc:rate>-1</lc:rate>")))
+    bad = kam.rpc("loadctl.reload")
+    c.that("error" in bad and "negative" in bad["error"]["message"], f"a bad file is refused: {bad.get('error')}")
+    c.that(first_line_of_call(2) == "SIP/2.0 503 Service Unavailable", "the policy in force stays: 503")
+    kam.rpc("loadctl.publish", document(0, "full", rule("rpc", "+1999", "<lc:rate>0</lc:rate>")))
+    path.write_text(document(2, "full", rule("reload", "+1555", "<lc:rate>1000</lc:rate>")))
+    good = kam.rpc("loadctl.reload")
+    c.that("result" in good, f"the edited file is published: {good.get('result') or good.get('error')}")
+    c.that(first_line_of_call(3) == "forwarded", "its rate 1000 admits the call")
+    rules = [r["rule"] for r in kam.rpc("loadctl.rules")["result"]["rules"]]
+    c.that(rules == ["reload"], f"it replaced the source's policy, the one published by RPC under it too: {rules}")
+    peer.close()
+    hop.close()
     return c
 
 
@@ -370,6 +427,14 @@ def children4_rpc(run: Run) -> Checks:
     c.rate("after withdraw: every matching call passes (3× the non-matching rate)", matching, t_withdraw + 1.0, t_end - 1.0, 3 * other_rate, tolerance=0.05)
     synced = [p for p in stats["per_process"] if p["total"] > 0]
     c.that(synced and all(p["synced"] for p in synced), f"every process that handled traffic synced to store version {stats['version']}: {[(p['pid'], p['version']) for p in synced]}")
+    # the same counters as Kamailio statistics (kex's stats.get_statistics), summed over the
+    # processes: equal to loadctl.stats's totals read right after (no traffic in between)
+    kstats = kamailio_statistics(kam, "loadctl:")
+    pairs = [("requests", "total"), ("accepted", "accepted"), ("rejected", "rejected"), ("unmatched", "unmatched"),
+             ("matched", "matched"), ("exempt", "exempt")]
+    c.that(all(kstats.get(k) == stats[v] for k, v in pairs),
+           "Kamailio statistics loadctl:* equal loadctl.stats's totals: "
+           + ", ".join(f"{k} {kstats.get(k)} / {stats[v]}" for k, v in pairs))
     check_calls(c, uac, uas, other)
     if not shared:
         print(f"   (children=4, per-process engines: {harness.count_in(matching, t0, t1) / span:.1f} matching calls/s reached the UAS "
@@ -1308,6 +1373,7 @@ def oc_server_occupancy(run: Run) -> Checks:
 
 TESTS = {
     "bad_policy_file": bad_policy_file,
+    "policy_reload": policy_reload,
     "rate_accuracy": rate_accuracy,
     "children4_rpc": children4_rpc,
     "actions": actions,
