@@ -128,7 +128,7 @@ def start_edge(run: Run, name: str, port: int, next_hop: int, *args) -> harness.
     return proc
 
 
-EVENT = re.compile(r"^edge: subscriber at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
+EVENT = re.compile(r"^(?:\S+ )?edge: subscriber at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
 
 
 def edge_events(proc: harness.Proc) -> list:
