@@ -3,7 +3,8 @@
  *
  *   edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]
  *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]
- *                     [--startup-hold-ms N]]
+ *                     [--startup-hold-ms N] [--fallback-policy FILE]]
+ *        [--retry-after SECONDS] [--metrics IP:PORT] [--help] [--version]
  *        [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]
  *        [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]
  *        [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]
@@ -24,7 +25,12 @@
  * the policy in force (RFC 7200 §4.8). Documents applied with warnings and refused documents
  * are logged with the notifier and the version, and counted (SIGUSR1).
  *
- * Every request is classified with lc_classify_sip_opts, with the transport it came on and the
+ * Until the notifier's first policy is in force, --fallback-policy's rules are enforced, or,
+ * without it, a new request no rule matches is answered 503 without Retry-After: never an
+ * unlimited release.
+ *
+ * Every request is first validated (RFC 3261 §16.3, validate.c: 400/416/420/482/483, or dropped
+ * when no usable Via routes an answer), then classified with lc_classify_sip_opts, with the transport it came on and the
  * next hop as its target entity (`sip:IP:PORT` of --next-hop, where the edge forwards it), so
  * rules with a `target-sip-entity` naming the next hop apply (RFC 7200 §5.3.3); rules without
  * one apply whatever the target. Emergency requests (urn:service:sos…, RFC 5031) and requests
@@ -32,7 +38,7 @@
  * is tried, unless --no-emergency-exempt / --priority-namespaces "" turn that off. A notifier's
  * redirect to a target outside its own domain and --redirect-allow is answered 503 instead
  * (RFC 7200 §7; the subscriber logs each such rule once); the --policy file is trusted.
- * Excess is answered 503 (or 302 with the
+ * Excess is answered 503 (Retry-After only with --retry-after) (or 302 with the
  * rule's targets as Contacts); everything else is forwarded statelessly to the next hop with
  * this proxy's Via on top (RFC 3261 §16.11: the branch is derived from the incoming one, so
  * retransmissions get the same branch). Responses coming back lose that Via and go to the
@@ -95,7 +101,9 @@
  *   (§5.4).
  *
  * SIGHUP reloads the policy file (an invalid file is reported and the old policy stays);
- * SIGUSR1 prints the counters in the Prometheus text format; SIGINT/SIGTERM exit. */
+ * SIGUSR1 prints what --metrics serves (metrics.c: Prometheus text, per-rule totals kept
+ * monotonic over policy changes); SIGINT/SIGTERM unsubscribe once and exit. Log lines on
+ * stderr start with the UTC time (ISO 8601, milliseconds). */
 #define _GNU_SOURCE /* recvmmsg, sendmmsg, accept4 */
 
 #include <arpa/inet.h>

@@ -40,6 +40,18 @@
   --redirect-allow bank.example (RFC 7200 §7); the same file as --policy is trusted.
 - notifier_observe_reports: `loadctl notifier --capacity 60 --observe`: UDP demand reports of
   10/s and 100/s for two subscribed edges give 11.5/s (a donor's rate + 15 %) and the rest.
+- request_validation: RFC 3261 §16.3 (483 at Max-Forwards 0, 200 to OPTIONS at 0, 400, 416, 420,
+  482 with the edge as its own next hop; no Via: dropped) and §16.6 step 3 (Max-Forwards
+  decremented, 70 added when absent), one request per case from Python sockets.
+- retry_after: 503s without Retry-After by default (RFC 3261 §21.5.4), with it for --retry-after.
+- no_policy_fallback / no_policy_reject: the notifier down at start; the --fallback-policy limits
+  the held burst and what follows to r·(1 s + τ) + 1 in any second, or, without it, every
+  unclassified new request gets 503 without Retry-After while in-dialog requests pass.
+- unsubscribe_on_stop: SIGTERM sends one SUBSCRIBE Expires: 0 and no new one, whether the
+  notifier answers it 481 or 200.
+- cli_and_logs: --help, --version, refused command lines (exit 2), ISO 8601 UTC log times.
+- metrics_endpoint: GET /metrics with HELP/TYPE everywhere, counters monotonic over a reload that
+  changes a rule's limit, the endpoint's bounds.
 
 Tolerances: rates within 3 % of the limit over each measured interval (the GCRA admits at most
 r·τ + 1 = a few calls more at an interval's start); every non-matching call passes; every admitted
@@ -1396,8 +1408,8 @@ class FakeNotifier:
 
 def unsubscribe_on_stop(run: Run) -> Checks:
     """SIGTERM ends the subscription with one SUBSCRIBE Expires: 0 (RFC 6665 §4.1.2.3) and
-    starts no new one, whatever the unsubscribe is answered: a 481 (the notifier lost the
-    dialog) made libloadctl's subscriber start a new subscription, which the edge sent."""
+    starts no new one, whatever the unsubscribe is answered: on a 481 (the notifier lost the
+    dialog) libloadctl's subscriber starts a new subscription, which the edge must not send."""
     c = Checks("unsubscribe_on_stop: one unsubscribe on SIGTERM, no new SUBSCRIBE on the way out")
     policy = document(0, "full", rate_rule(5))
     for status in (481, 200):
