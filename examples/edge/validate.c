@@ -20,8 +20,8 @@ typedef struct {
 static int next_line(const char *msg, size_t len, size_t *at, hline *h) {
     size_t i = *at;
     if (i >= len) return 0;
-    size_t end = i;
-    while (end < len && msg[end] != '\n') end++;
+    const char *nl = memchr(msg + i, '\n', len - i);
+    size_t end = nl ? (size_t)(nl - msg) : len;
     size_t line_len = end - i;
     if (line_len > 0 && msg[end - 1] == '\r') line_len--;
     if (line_len == 0) return 0;
@@ -44,15 +44,38 @@ static int next_line(const char *msg, size_t len, size_t *at, hline *h) {
     return 1;
 }
 
-static int name_is(const hline *h, const char *name, const char *compact) {
-    if (!h->name) return 0;
-    if (h->name_len == strlen(name) && strncasecmp(h->name, name, h->name_len) == 0) return 1;
-    return compact && h->name_len == 1 && (h->name[0] | 0x20) == compact[0];
+/* The header fields validation and the loop hash look at (RFC 3261 §7.3.3 compact forms too):
+ * one comparison per line, chosen by the name's length, since this runs on every request. */
+enum { H_OTHER, H_VIA, H_CALL_ID, H_CSEQ, H_FROM, H_TO, H_MAX_FORWARDS, H_PROXY_REQUIRE, H_ROUTE, H_PROXY_AUTHORIZATION };
+
+static int header_id(const hline *h) {
+    if (!h->name) return H_OTHER;
+    const char *n = h->name;
+    switch (h->name_len) {
+    case 1:
+        switch (n[0] | 0x20) {
+        case 'v': return H_VIA;
+        case 'i': return H_CALL_ID;
+        case 'f': return H_FROM;
+        case 't': return H_TO;
+        default: return H_OTHER;
+        }
+    case 2: return strncasecmp(n, "To", 2) == 0 ? H_TO : H_OTHER;
+    case 3: return strncasecmp(n, "Via", 3) == 0 ? H_VIA : H_OTHER;
+    case 4: return strncasecmp(n, "From", 4) == 0 ? H_FROM : strncasecmp(n, "CSeq", 4) == 0 ? H_CSEQ : H_OTHER;
+    case 5: return strncasecmp(n, "Route", 5) == 0 ? H_ROUTE : H_OTHER;
+    case 7: return strncasecmp(n, "Call-ID", 7) == 0 ? H_CALL_ID : H_OTHER;
+    case 12: return strncasecmp(n, "Max-Forwards", 12) == 0 ? H_MAX_FORWARDS : H_OTHER;
+    case 13: return strncasecmp(n, "Proxy-Require", 13) == 0 ? H_PROXY_REQUIRE : H_OTHER;
+    case 19: return strncasecmp(n, "Proxy-Authorization", 19) == 0 ? H_PROXY_AUTHORIZATION : H_OTHER;
+    default: return H_OTHER;
+    }
 }
 
 /* RFC 3261 §25.1 token characters. */
 static int token_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-.!%*_+`'~", c);
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '!' ||
+           c == '%' || c == '*' || c == '_' || c == '+' || c == '`' || c == '\'' || c == '~';
 }
 
 static size_t comma_at(const char *v, size_t len) {
@@ -134,8 +157,8 @@ unsigned long sv_loop_hash(const char *msg, size_t len) {
     at++;
     hline l;
     while (next_line(msg, len, &at, &l)) {
-        if (name_is(&l, "Call-ID", "i") || name_is(&l, "CSeq", NULL) || name_is(&l, "From", "f") || name_is(&l, "To", "t") ||
-            name_is(&l, "Route", NULL) || name_is(&l, "Proxy-Require", NULL) || name_is(&l, "Proxy-Authorization", NULL)) {
+        int id = header_id(&l);
+        if (id != H_OTHER && id != H_VIA && id != H_MAX_FORWARDS) {
             h = fnv(h, l.name, 1);
             h = fnv(h, l.value, l.value_len);
         }
@@ -180,12 +203,15 @@ static int request_uri(const char *u, size_t n) {
 }
 
 sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_result *out) {
-    memset(out, 0, sizeof *out);
+    out->reason = SV_OK; /* not a memset: `extra` is 512 bytes and this runs on every request */
+    out->status = 0;
+    out->phrase = NULL;
+    out->extra[0] = 0;
     out->max_forwards = -1;
     int is_ack = len >= 4 && strncmp(msg, "ACK ", 4) == 0;
     /* The start line: Method SP Request-URI SP SIP-Version (RFC 3261 §7.1). */
-    size_t first = 0;
-    while (first < len && msg[first] != '\n') first++;
+    const char *first_nl = memchr(msg, '\n', len);
+    size_t first = first_nl ? (size_t)(first_nl - msg) : len;
     size_t line_len = first > 0 && msg[first - 1] == '\r' ? first - 1 : first;
     size_t m = 0;
     while (m < line_len && token_char(msg[m])) m++;
@@ -203,7 +229,9 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_resu
     unsigned long loop = 0;
     size_t own_len = own_sent_by ? strlen(own_sent_by) : 0;
     while (next_line(msg, len, &at, &h)) {
-        if (name_is(&h, "Via", "v")) {
+        int id = header_id(&h);
+        if (id == H_OTHER) continue;
+        if (id == H_VIA) {
             /* Every entry of every Via line: the top one must parse (the response is routed by
              * it), and one that names this edge's sent-by with its branch is a candidate loop. */
             const char *v = h.value;
@@ -228,9 +256,9 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_resu
                 v += c + 1;
                 rest -= c + 1;
             }
-        } else if (name_is(&h, "Call-ID", "i")) {
+        } else if (id == H_CALL_ID) {
             call_id = h.value_len > 0;
-        } else if (name_is(&h, "CSeq", NULL)) {
+        } else if (id == H_CSEQ) {
             /* CSeq = 1*DIGIT LWS Method, the method that of the request line (RFC 3261 §20.16) */
             cseq_seen = 1;
             size_t k = 0;
@@ -238,17 +266,17 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_resu
             size_t digits = k;
             while (k < h.value_len && (h.value[k] == ' ' || h.value[k] == '\t')) k++;
             cseq_ok = digits > 0 && digits <= 10 && k > digits && h.value_len - k == m && memcmp(h.value + k, msg, m) == 0;
-        } else if (name_is(&h, "From", "f")) {
+        } else if (id == H_FROM) {
             from = h.value_len > 0;
-        } else if (name_is(&h, "To", "t")) {
+        } else if (id == H_TO) {
             to = h.value_len > 0;
-        } else if (name_is(&h, "Max-Forwards", NULL)) {
+        } else if (id == H_MAX_FORWARDS) {
             size_t k = 0;
             long v = 0;
             while (k < h.value_len && h.value[k] >= '0' && h.value[k] <= '9' && v < 100000) v = v * 10 + (h.value[k++] - '0');
             if (k == 0 || k != h.value_len) mf_bad = 1;
             else out->max_forwards = (int)(v > 255 ? 255 : v);
-        } else if (name_is(&h, "Proxy-Require", NULL) && h.value_len > 0) {
+        } else if (id == H_PROXY_REQUIRE && h.value_len > 0) {
             proxy_require = h.value;
             proxy_require_len = h.value_len;
         }
