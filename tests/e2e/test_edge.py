@@ -47,6 +47,7 @@
 - no_policy_fallback / no_policy_reject: the notifier down at start; the --fallback-policy limits
   the held burst and what follows to r·(1 s + τ) + 1 in any second, or, without it, every
   unclassified new request gets 503 without Retry-After while in-dialog requests pass.
+- fallback_withdrawn: the fallback gives way once the notifier's policy is applied.
 - unsubscribe_on_stop: SIGTERM sends one SUBSCRIBE Expires: 0 and no new one, whether the
   notifier answers it 481 or 200.
 - cli_and_logs: --help, --version, refused command lines (exit 2), ISO 8601 UTC log times.
@@ -1342,9 +1343,10 @@ class FakeNotifier:
     """A notifier on a Python socket: 200 to a SUBSCRIBE and a NOTIFY with `policy`; the
     unsubscribe (Expires: 0) is answered `unsub_status` (200: then a terminated NOTIFY)."""
 
-    def __init__(self, policy: str, unsub_status: int):
+    def __init__(self, policy: str, unsub_status: int, deaf_s: float = 0.0):
         import threading
 
+        self.deaf_until = time.monotonic() + deaf_s  # SUBSCRIBEs before this are ignored (a notifier still down)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
@@ -1386,6 +1388,8 @@ class FakeNotifier:
             if not msg.startswith("SUBSCRIBE "):
                 continue
             expires = int(self.header(msg, "Expires") or "-1")
+            if time.monotonic() < self.deaf_until:
+                continue
             self.subscribes.append((time.monotonic(), expires))
             status = 200 if expires != 0 else self.unsub_status
             to = self.header(msg, "To")
@@ -1429,6 +1433,36 @@ def unsubscribe_on_stop(run: Run) -> Checks:
         if status == 200:
             c.that(notifier.notify_answers[-1:] == ["SIP/2.0 200 OK"],
                    f"the terminated NOTIFY after the unsubscribe was answered: {notifier.notify_answers}")
+    return c
+
+
+def fallback_withdrawn(run: Run) -> Checks:
+    """The notifier answers only after the startup hold: the fallback (a rate-0 rule on +1555)
+    is in force until its policy (rate 1000 on +1555) arrives, then withdrawn."""
+    c = Checks("fallback_withdrawn: the fallback gives way to the notifier's policy")
+    fallback = run.path("fallback.xml")
+    fallback.write_text(document(0, "full", rate_rule(0, rule_id="fallback-rate")))
+    notifier = FakeNotifier(document(0, "full", rate_rule(1000)), 200, deaf_s=1.2)
+    peers = UdpPeers()
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", port, peers.hop_port, "--subscribe", f"sip:loadctl@127.0.0.1:{notifier.port}",
+                      "--uri", f"sip:edge@127.0.0.1:{port}", "--fallback-policy", fallback, "--startup-hold-ms", "300")
+    time.sleep(0.6)
+    replies, forwarded = peers.invite(port, f"sip:{MATCH}@127.0.0.1;user=phone", f"<sip:{MATCH}@127.0.0.1;user=phone>")
+    c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 503") and forwarded == 0,
+           f"after the hold, before the notifier answers: the fallback's rate 0 → 503 ({replies})")
+    wait_event(edge, "policy applied (version)", 0)
+    log = edge.stderr_path.read_text(errors="replace")
+    c.that("fallback policy" in log and "withdrawn" in log, "the edge logged the fallback withdrawn")
+    replies, forwarded = peers.invite(port, f"sip:{MATCH}@127.0.0.1;user=phone", f"<sip:{MATCH}@127.0.0.1;user=phone>")
+    c.that(replies == [] and forwarded == 1, f"the notifier's rate 1000 in force: forwarded ({replies}, {forwarded})")
+    replies, forwarded = peers.invite(port, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>")
+    c.that(replies == [] and forwarded == 1, "a call no rule matches passes once the notifier's policy is in force")
+    stats = edge_stats(edge)
+    c.that(stats.get("edge_notifier_policy_pending") == 0, f"edge_notifier_policy_pending = {stats.get('edge_notifier_policy_pending')}")
+    run.stop(edge)
+    notifier.close()
+    peers.close()
     return c
 
 
@@ -1572,6 +1606,7 @@ TESTS = {
     "no_policy_fallback": no_policy_fallback,
     "no_policy_reject": no_policy_reject,
     "unsubscribe_on_stop": unsubscribe_on_stop,
+    "fallback_withdrawn": fallback_withdrawn,
     "cli_and_logs": cli_and_logs,
     "metrics_endpoint": metrics_endpoint,
 }
