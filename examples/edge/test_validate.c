@@ -70,6 +70,8 @@ int main(void) {
     CHECK(check_req("INVITE sip:b@example.org SIP/2.0", VIA "From: <sip:a@example.org>;tag=1\r\nCall-ID: c1\r\nCSeq: 1 INVITE", &r) ==
               SV_BAD_SYNTAX &&
           strcmp(r.phrase, "Missing To") == 0);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", "Via: SIP/2.0/TCP [2001:db8::1]:5061;branch=z9hG4bK-1\r\n" REST, &r) == SV_OK);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", "Via: SIP/2.0/UDP [2001:db8::1;branch=z9hG4bK-1\r\n" REST, &r) == SV_NO_VIA);
     /* Without a usable Via no response can be routed (§18.2.2): dropped, no status. */
     CHECK(check_req("INVITE sip:b@example.org SIP/2.0", REST, &r) == SV_NO_VIA && r.status == 0);
     CHECK(check_req("INVITE sip:b@example.org SIP/2.0", "Via: garbage\r\n" REST, &r) == SV_NO_VIA && r.status == 0);

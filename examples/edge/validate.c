@@ -111,13 +111,22 @@ static int via_entry(const char *v, size_t len, const char **sent_by, size_t *se
     while (k < len && (v[k] == ' ' || v[k] == '\t')) k++;
     size_t s = k;
     /* host (a name, IPv4, or [IPv6]) and an optional :port of 1..65535 */
-    while (k < len && v[k] != ':' && v[k] != ';' && v[k] != ' ' && v[k] != '\t') {
-        char c = v[k];
-        if (!(token_char(c) || c == '[' || c == ']')) return 0;
+    if (k < len && v[k] == '[') {
+        while (k < len && v[k] != ']') {
+            char c = v[k];
+            if (!((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') || c == ':' || c == '.' || c == '[')) return 0;
+            k++;
+        }
+        if (k >= len) return 0;
         k++;
+    } else {
+        while (k < len && v[k] != ':' && v[k] != ';' && v[k] != ' ' && v[k] != '\t') {
+            if (!token_char(v[k])) return 0;
+            k++;
+        }
     }
     if (k == s) return 0;
-    if (k < len && v[k] == ':' && !(k > s && v[s] == '[' && v[k - 1] != ']')) {
+    if (k < len && v[k] == ':') {
         k++;
         unsigned long port = 0;
         size_t d = k;

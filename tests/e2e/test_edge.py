@@ -1171,6 +1171,17 @@ def request_validation(run: Run) -> Checks:
                       ("bad-scheme", 1), ("bad-extension", 1)]:
         key = f'edge_invalid_requests_total{{reason="{reason}"}}'
         c.that(got.get(key) == n, f"{key} = {got.get(key)} (expected {n})")
+    # Over TCP the same checks apply (one handler for both transports): 483 and 400 on the connection.
+    with socket.create_connection(("127.0.0.1", port), timeout=3.0) as t:
+        tcp_headers = lambda n: ok_headers(n).replace("SIP/2.0/UDP", "SIP/2.0/TCP")  # noqa: E731
+        t.sendall(sip_request("INVITE", "sip:b@127.0.0.1", cp, 20, headers=tcp_headers(20), mf="Max-Forwards: 0\r\n")
+                  + sip_request("INVITE", "sip:b@127.0.0.1", cp, 21, headers=tcp_headers(21).replace("Call-ID: v-21@e2e\r\n", "")))
+        got, deadline = b"", time.monotonic() + 2.0
+        while got.count(b"SIP/2.0 ") < 2 and time.monotonic() < deadline:
+            got += t.recv(65535)
+    heads = [line for line in got.decode(errors="replace").split("\r\n") if line.startswith("SIP/2.0 ")]
+    c.that([h[:11] for h in heads] == ["SIP/2.0 483", "SIP/2.0 400"], f"over TCP: Max-Forwards 0 → 483, no Call-ID → 400 ({heads})")
+    c.that(peers.drain(peers.hop) == [], "over TCP: neither reached the next hop over UDP")
     # The edge as its own next hop: the OPTIONS comes back through it once and is a loop
     # (§16.3 item 4: "If the parameters match, the request has looped … MAY return a 482").
     lport, lmport = free_udp_port(tcp=True), free_udp_port(tcp=True)
