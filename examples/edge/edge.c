@@ -2045,10 +2045,11 @@ static const char HELP[] =
     "\n"
     "Signals: SIGHUP rereads --policy, SIGUSR1 prints the metrics on stdout, SIGINT/SIGTERM unsubscribe and exit.\n";
 
+static int usage_error(const char *fmt, const char *arg) __attribute__((format(printf, 1, 0)));
 static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "edge: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (edge --help lists the options)\n");
+    char what[1024];
+    snprintf(what, sizeof what, fmt, arg);
+    elog("%s (edge --help lists the options)", what);
     return 2;
 }
 
@@ -2109,7 +2110,7 @@ int main(int argc, char **argv) {
         if (!known) return usage_error("unknown option %s", opt);
         if (i + 1 >= argc) return usage_error("%s needs a value", opt);
         if (strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2]) {
-            fprintf(stderr, "edge: %s needs a value, not the option %s (edge --help lists the options)\n", opt, argv[i + 1]);
+            elog("%s needs a value, not the option %s (edge --help lists the options)", opt, argv[i + 1]);
             return 2;
         }
         const char *val = argv[++i];
@@ -2145,7 +2146,7 @@ int main(int argc, char **argv) {
         else if (strcmp(opt, "--metrics") == 0) metrics_at = val;
         else if (strcmp(opt, "--fallback-policy") == 0) e.fallback_path = val;
         if (bad) {
-            fprintf(stderr, "edge: %s: invalid value '%s' (edge --help lists the options)\n", opt, val);
+            elog("%s: invalid value '%s' (edge --help lists the options)", opt, val);
             return 2;
         }
     }
