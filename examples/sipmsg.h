@@ -20,16 +20,20 @@ static inline uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* "IP:PORT" (IPv4) into *out; -1 when it is not one. */
+/* "IP:PORT" (IPv4, port 1..65535) into *out; -1 when it is not one. */
 static inline int parse_addr(const char *text, struct sockaddr_in *out) {
     char host[64];
     const char *colon = strrchr(text, ':');
     if (!colon || (size_t)(colon - text) >= sizeof host) return -1;
     memcpy(host, text, (size_t)(colon - text));
     host[colon - text] = 0;
+    /* The port: digits only, 1..65535 (atoi would take 99999 modulo 65536, and "5060x"). */
+    char *end = NULL;
+    long port = strtol(colon + 1, &end, 10);
+    if (colon[1] < '0' || colon[1] > '9' || *end || port < 1 || port > 65535) return -1;
     memset(out, 0, sizeof *out);
     out->sin_family = AF_INET;
-    out->sin_port = htons((uint16_t)atoi(colon + 1));
+    out->sin_port = htons((uint16_t)port);
     return inet_pton(AF_INET, host, &out->sin_addr) == 1 ? 0 : -1;
 }
 

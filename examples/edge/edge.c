@@ -3,7 +3,8 @@
  *
  *   edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]
  *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]
- *                     [--startup-hold-ms N]]
+ *                     [--startup-hold-ms N] [--fallback-policy FILE]]
+ *        [--retry-after SECONDS] [--metrics IP:PORT] [--help] [--version]
  *        [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]
  *        [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]
  *        [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]
@@ -24,7 +25,12 @@
  * the policy in force (RFC 7200 §4.8). Documents applied with warnings and refused documents
  * are logged with the notifier and the version, and counted (SIGUSR1).
  *
- * Every request is classified with lc_classify_sip_opts, with the transport it came on and the
+ * Until the notifier's first policy is in force, --fallback-policy's rules are enforced, or,
+ * without it, a new request no rule matches is answered 503 without Retry-After: never an
+ * unlimited release.
+ *
+ * Every request is first validated (RFC 3261 §16.3, validate.c: 400/416/420/482/483, or dropped
+ * when no usable Via routes an answer), then classified with lc_classify_sip_opts, with the transport it came on and the
  * next hop as its target entity (`sip:IP:PORT` of --next-hop, where the edge forwards it), so
  * rules with a `target-sip-entity` naming the next hop apply (RFC 7200 §5.3.3); rules without
  * one apply whatever the target. Emergency requests (urn:service:sos…, RFC 5031) and requests
@@ -32,7 +38,7 @@
  * is tried, unless --no-emergency-exempt / --priority-namespaces "" turn that off. A notifier's
  * redirect to a target outside its own domain and --redirect-allow is answered 503 instead
  * (RFC 7200 §7; the subscriber logs each such rule once); the --policy file is trusted.
- * Excess is answered 503 (or 302 with the
+ * Excess is answered 503 (Retry-After only with --retry-after) (or 302 with the
  * rule's targets as Contacts); everything else is forwarded statelessly to the next hop with
  * this proxy's Via on top (RFC 3261 §16.11: the branch is derived from the incoming one, so
  * retransmissions get the same branch). Responses coming back lose that Via and go to the
@@ -95,7 +101,9 @@
  *   (§5.4).
  *
  * SIGHUP reloads the policy file (an invalid file is reported and the old policy stays);
- * SIGUSR1 prints the counters in the Prometheus text format; SIGINT/SIGTERM exit. */
+ * SIGUSR1 prints what --metrics serves (metrics.c: Prometheus text, per-rule totals kept
+ * monotonic over policy changes); SIGINT/SIGTERM unsubscribe once and exit. Log lines on
+ * stderr start with the UTC time (ISO 8601, milliseconds). */
 #define _GNU_SOURCE /* recvmmsg, sendmmsg, accept4 */
 
 #include <arpa/inet.h>
@@ -106,6 +114,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,7 +127,9 @@
 #include <unistd.h>
 
 #include "loadctl.h"
+#include "metrics.h"
 #include "sipstream.h"
+#include "validate.h"
 #include "../sipmsg.h"
 
 #define MAX_MSG 65535
@@ -172,6 +183,28 @@ static void on_signal(int sig) {
     else stop_requested = 1;
 }
 
+/* One log line on stderr, `2026-01-31T12:00:00.123Z edge: …`: UTC wall-clock time with
+ * milliseconds, so the lines of several hosts sort together. One fprintf per line: the two
+ * threads' lines do not interleave. */
+static void elog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void elog(const char *fmt, ...) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char line[4096];
+    size_t n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
+    n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ edge: ", ts.tv_nsec / 1000000);
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(line + n, sizeof line - n, fmt, ap);
+    va_end(ap);
+    if (k < 0) return;
+    n = n + (size_t)k < sizeof line ? n + (size_t)k : sizeof line - 1;
+    if (n > 0 && line[n - 1] == '\n') n--;
+    fprintf(stderr, "%.*s\n", (int)n, line);
+}
+
 /* A window admission waiting for its final response. */
 typedef struct {
     unsigned long hash;
@@ -194,7 +227,8 @@ typedef struct {
  * (`status`), shed for overload control (503 without Retry-After), dropped (TCP). A 302 is not
  * remembered: its Contacts would be needed, so a retransmission of a redirected request is
  * classified again (counted as unremembered). */
-enum { DM_NONE = 0, DM_FORWARDED, DM_ANSWERED, DM_OC_SHED, DM_DROPPED };
+/* DM_NO_POLICY: answered 503 without Retry-After because no notifier policy had arrived. */
+enum { DM_NONE = 0, DM_FORWARDED, DM_ANSWERED, DM_OC_SHED, DM_DROPPED, DM_NO_POLICY };
 
 typedef struct {
     unsigned long hash; /* decision_key() of the transaction */
@@ -211,6 +245,8 @@ typedef struct {
     atomic_ulong tcp_pings, tcp_responses_orphaned, hop_connects, hop_failures, forward_failures, tcp_idle_closed;
     atomic_ulong oc_shed, oc_rejected, oc_bad_feedback, oc_timeouts;
     atomic_ulong originals, retransmissions, retx_repeated, retx_unremembered;
+    atomic_ulong invalid[SV_COUNT]; /* requests not forwarded by RFC 3261 §16.3, by reason */
+    atomic_ulong no_policy_rejected;
 } counters_t;
 
 /* A new request forwarded with overload control, waiting for any response. */
@@ -291,6 +327,20 @@ typedef struct {
     lc_oc_server *oc_srv;
     uint32_t oc_target_ppm;
     uint64_t oc_timeout_ns;
+    /* "Retry-After: N\r\n" for the 503s of rules, or "" (--retry-after 0, the default). */
+    char retry_hdr[40];
+    /* Until the notifier's first policy is in force (`no_policy`, read by both threads): the
+     * --fallback-policy file is enforced, or, without one, a new request no rule matched is
+     * answered 503 without Retry-After. */
+    atomic_int no_policy;
+    const char *fallback_path;
+    /* The subscriber's counters as last seen by the UDP thread (the subscriber is that
+     * thread's), for the metrics endpoint. */
+    int unsubscribed; /* the unsubscribe is out: nothing else is sent on the way out */
+    int sub_stopped;  /* libloadctl's subscriber reported the subscription stopped */
+    pthread_mutex_t sub_mu;
+    lc_subscriber_counters sub_stats;
+    int sub_stats_valid;
 } edge_t;
 
 /* What one thread owns: its engine shard, its window admissions, its counters, its output. */
@@ -329,30 +379,42 @@ typedef struct worker {
     decided_t decided[DECIDED];
 } worker_t;
 
-static int load_policy(edge_t *e) {
-    FILE *f = fopen(e->policy_path, "rb");
+/* The source name of the --fallback-policy rules. */
+#define FALLBACK_SOURCE "fallback"
+
+static lc_str cstr(const char *s);
+
+/* Publishes a policy file as `source` (the engine replaces that source's rules). */
+static int load_policy_file(edge_t *e, const char *path, const char *source_name) {
+    FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "edge: cannot open %s: %s\n", e->policy_path, strerror(errno));
+        elog("cannot open %s: %s\n", path, strerror(errno));
         return -1;
     }
     static char body[1 << 20];
     size_t n = fread(body, 1, sizeof body, f);
     fclose(f);
     uint64_t generation = 0;
-    lc_str source = {(const uint8_t *)e->source, strlen(e->source)};
+    lc_str source = cstr(source_name);
     lc_str none = {NULL, 0};
+    /* A rule whose limit changes starts its engine counters again: totals taken before and
+     * after keep the exported ones monotonic (metrics.h). */
+    metrics_sample_rules(e->engine);
     lc_result r = lc_engine_publish(e->engine, source, none, (const uint8_t *)body, n, &generation);
+    metrics_sample_rules(e->engine);
     if (r != LC_RESULT_OK) {
         char msg[512];
         size_t len = 0;
         lc_policy_check((const uint8_t *)body, n, (uint8_t *)msg, sizeof msg - 1, &len);
         msg[len < sizeof msg ? len : sizeof msg - 1] = 0;
-        fprintf(stderr, "edge: %s: %s %s (keeping the current policy)\n", e->policy_path, lc_result_text(r), msg);
+        elog("%s: %s %s (keeping the current policy)\n", path, lc_result_text(r), msg);
         return -1;
     }
-    fprintf(stderr, "edge: policy %s loaded (generation %llu)\n", e->policy_path, (unsigned long long)generation);
+    elog("policy %s loaded (generation %llu)\n", path, (unsigned long long)generation);
     return 0;
 }
+
+static int load_policy(edge_t *e) { return load_policy_file(e, e->policy_path, e->source); }
 
 static unsigned long hash_bytes(const char *a, size_t alen, const char *b, size_t blen) {
     unsigned long h = 1469598103934665603ul;
@@ -459,7 +521,7 @@ static void flush_sends(worker_t *w) {
         int n = sendmmsg(w->e->udp_sock, w->tx_msg + done, w->tx_count - done, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
-            fprintf(stderr, "edge: sendmmsg: %s\n", strerror(errno));
+            elog("sendmmsg: %s\n", strerror(errno));
             /* Skip the datagram that failed and carry on with the rest. */
             n = 1;
         }
@@ -487,7 +549,7 @@ static void send_to(worker_t *w, const char *msg, size_t len, const struct socka
 
 static void forward_response(worker_t *w, const char *msg, size_t len, int local);
 static size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, const char *reason, const lc_decision *d,
-                          int retry_after);
+                          const char *extra);
 
 /* epoll's cookie for a connection: its generation and slot + 1 (0 is the listening socket), so
  * that an event queued for a connection closed earlier in the same pass is recognised. */
@@ -571,7 +633,7 @@ static int conn_queue(worker_t *w, unsigned slot, uint32_t gen, const char *data
     size_t pending = c->out_len - c->out_off;
     if (pending + len > c->out_max) {
         BUMP(w->c.tcp_overflows);
-        fprintf(stderr, "edge: tcp: output buffer of connection %u full (%zu bytes): closing it\n", slot, pending);
+        elog("tcp: output buffer of connection %u full (%zu bytes): closing it\n", slot, pending);
         conn_kill(w, slot);
         return -1;
     }
@@ -683,7 +745,7 @@ static void answer_unsent(worker_t *w, unsigned slot) {
         if (f.kind != SF_MESSAGE) break;
         const char *m = c->out + off;
         if (!is_response(m, f.len) && !(f.len >= 4 && strncmp(m, "ACK ", 4) == 0)) {
-            size_t n = build_reply(w, m, f.header_len, 503, "Service Unavailable", NULL, 1);
+            size_t n = build_reply(w, m, f.header_len, 503, "Service Unavailable", NULL, w->e->retry_hdr);
             BUMP(w->c.forward_failures);
             /* RFC 7339 §5.9: a fatal transport error toward the next hop counts as a timeout */
             if (w->e->oc) lc_oc_client_on_timeout(w->e->oc, w->e->oc_hop, now_ns());
@@ -700,7 +762,7 @@ static void hop_connected(worker_t *w, unsigned slot) {
     int err = 0;
     socklen_t el = sizeof err;
     if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
-        fprintf(stderr, "edge: tcp: cannot connect to the next hop: %s\n", strerror(err ? err : errno));
+        elog("tcp: cannot connect to the next hop: %s\n", strerror(err ? err : errno));
         BUMP(w->c.hop_failures);
         w->hop_retry_ns = now_ns() + RECONNECT_NS;
         answer_unsent(w, slot);
@@ -726,9 +788,9 @@ static int deliver(worker_t *w, const char *msg, size_t len, const peer_t *to) {
 
 /* Builds the answer to a request in w->reply_buf: `status` and `reason` (302 with the
  * decision's targets as Contacts), copying Via, From, To (with a tag added when it has none),
- * Call-ID and CSeq; a 503 gets Retry-After: 5 when `retry_after`. Returns its length. */
+ * Call-ID and CSeq, then the header lines `extra` (NULL: none). Returns its length. */
 static size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, const char *reason, const lc_decision *d,
-                          int retry_after) {
+                          const char *extra) {
     char *out = w->reply_buf;
     const size_t cap = sizeof w->reply_buf;
     size_t at = 0;
@@ -765,22 +827,30 @@ static size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned sta
         put(out, &at, cap, (const char *)d->targets[t].ptr, d->targets[t].len);
         put(out, &at, cap, ">\r\n", 3);
     }
-    if (status == 503 && retry_after) put(out, &at, cap, "Retry-After: 5\r\n", 16);
+    if (extra) put(out, &at, cap, extra, strlen(extra));
     put(out, &at, cap, "Content-Length: 0\r\n\r\n", 21);
     return at;
 }
 
-static void reply(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned status, const char *reason,
-                  const lc_decision *d) {
-    size_t at = build_reply(w, msg, len, status, reason, d, 1);
+static void reply_with(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned status, const char *reason,
+                       const lc_decision *d, const char *extra) {
+    size_t at = build_reply(w, msg, len, status, reason, d, extra);
     if (deliver(w, w->reply_buf, at, from) == 0) BUMP(w->c.answered);
 }
 
+/* A 503 carries the --retry-after of the house (none by default: RFC 3261 §21.5.4, a client
+ * "SHOULD NOT forward any other requests to that server for the duration specified in the
+ * Retry-After header field", so one rule over its limit would stop all traffic to the edge). */
+static void reply(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned status, const char *reason,
+                  const lc_decision *d) {
+    reply_with(w, msg, len, from, status, reason, d, status == 503 ? w->e->retry_hdr : NULL);
+}
+
 /* RFC 7339 §5.10 / §5.10.2: a request shed for overload control is answered 503 without
- * Retry-After. */
+ * Retry-After; so is one refused because no notifier policy has arrived (the edge, not the
+ * next hop, lacks something). */
 static void reply_overload(worker_t *w, const char *msg, size_t len, const peer_t *from) {
-    size_t at = build_reply(w, msg, len, 503, "Service Unavailable", NULL, 0);
-    if (deliver(w, w->reply_buf, at, from) == 0) BUMP(w->c.answered);
+    reply_with(w, msg, len, from, 503, "Service Unavailable", NULL, NULL);
 }
 
 static void answer(worker_t *w, const char *msg, size_t len, const peer_t *from, const lc_decision *d) {
@@ -802,16 +872,20 @@ static void forward_request(worker_t *w, const char *msg, size_t len, const peer
     size_t v = find_header(msg, len, "Via", "v", &vl);
     char via[256];
     int n;
+    /* The branch in two parts (RFC 3261 §16.6 step 8): the transaction's, from the incoming top
+     * Via and request line, and after the dot the loop-detection hash that sv_check compares
+     * when the request comes back (validate.h). */
+    unsigned long loop = sv_loop_hash(msg, len);
     if (from->tcp) {
-        n = snprintf(via, sizeof via, "Via: SIP/2.0/TCP %s;branch=z9hG4bK-lc%lx" CONN_PARAM "%u.%u%s\r\n", w->e->via_host,
-                     hash_bytes(msg + v, vl, msg, first), from->slot, (unsigned)from->gen, w->e->oc_params);
+        n = snprintf(via, sizeof via, "Via: SIP/2.0/TCP %s;branch=z9hG4bK-lc%lx.%lx" CONN_PARAM "%u.%u%s\r\n", w->e->via_host,
+                     hash_bytes(msg + v, vl, msg, first), loop, from->slot, (unsigned)from->gen, w->e->oc_params);
     } else {
-        n = snprintf(via, sizeof via, "Via: SIP/2.0/UDP %s;branch=z9hG4bK-lc%lx%s\r\n", w->e->via_host,
-                     hash_bytes(msg + v, vl, msg, first), w->e->oc_params);
+        n = snprintf(via, sizeof via, "Via: SIP/2.0/UDP %s;branch=z9hG4bK-lc%lx.%lx%s\r\n", w->e->via_host,
+                     hash_bytes(msg + v, vl, msg, first), loop, w->e->oc_params);
     }
     put(out, &at, cap, via, (size_t)n);
     size_t i = first;
-    int via_done = 0;
+    int via_done = 0, mf_done = 0;
     while (i < len) {
         size_t end = i;
         while (end < len && msg[end] != '\n') end++;
@@ -819,6 +893,9 @@ static void forward_request(worker_t *w, const char *msg, size_t len, const peer
         if (line_len > 0 && msg[end - 1] == '\r') line_len--;
         const char *h = msg + i;
         if (line_len == 0) {
+            /* RFC 3261 §16.6 step 3: "If the copy does not contain a Max-Forwards header field,
+             * the proxy MUST add one with a field value, which SHOULD be 70." */
+            if (!mf_done) put(out, &at, cap, "Max-Forwards: 70\r\n", 18);
             put(out, &at, cap, msg + i, len - i); /* the empty line and the body */
             break;
         }
@@ -832,6 +909,7 @@ static void forward_request(worker_t *w, const char *msg, size_t len, const peer
             put(out, &at, cap, extra, (size_t)m);
             put(out, &at, cap, "\r\n", 2);
         } else if (header_is(h, line_len, "Max-Forwards", NULL)) {
+            mf_done = 1;
             const char *colon = memchr(h, ':', line_len);
             int mf = colon ? atoi(colon + 1) : 70;
             char mfl[32];
@@ -1128,27 +1206,43 @@ static int uri_addr(const char *uri, struct sockaddr_in *out) {
     return parse_addr(hp, out);
 }
 
+/* The notifier's answer is in force (a document applied, or a NOTIFY without a body: nothing
+ * to enforce): the fallback policy goes, and requests no rule matches pass from now on. */
+static void notifier_policy_in_force(edge_t *e) {
+    if (!atomic_load(&e->no_policy)) return;
+    atomic_store(&e->no_policy, 0);
+    if (e->fallback_path) {
+        uint64_t generation = 0;
+        metrics_sample_rules(e->engine);
+        lc_engine_withdraw(e->engine, cstr(FALLBACK_SOURCE), &generation);
+        metrics_sample_rules(e->engine);
+        elog("fallback policy %s withdrawn: the notifier's is in force (generation %llu)", e->fallback_path,
+             (unsigned long long)generation);
+    }
+}
+
 static void log_subscriber_events(edge_t *e) {
     lc_subscriber_event ev;
+    int in_force = 0;
     while (lc_subscriber_poll_event(e->sub, &ev) == LC_RESULT_OK) {
         const char *what = "event";
         int refused = 0;
         switch (ev.kind) {
         case LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED: what = "subscribed (seconds)"; break;
         case LC_SUBSCRIBER_EVENT_KIND_PENDING: what = "pending"; break;
-        case LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED: what = "policy applied (version)"; e->hold_until_ns = 0; break;
+        case LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED: what = "policy applied (version)"; e->hold_until_ns = 0; in_force = 1; break;
         case LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN: what = "policy withdrawn"; break;
         case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED: what = "document ignored (version)"; break;
         case LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT: what = "invalid document, policy kept"; refused = 1; e->hold_until_ns = 0; break;
         case LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED: what = "document refused by the engine"; refused = 1; e->hold_until_ns = 0; break;
         case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS: what = "document warnings (version)"; break;
-        case LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE: what = "NOTIFY without body, policy kept"; e->hold_until_ns = 0; break;
+        case LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE: what = "NOTIFY without body, policy kept"; e->hold_until_ns = 0; in_force = 1; break;
         case LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY: what = "unknown body discarded"; break;
         case LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST: what = "redirect outside the allow-list"; break;
         case LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED: what = "NOTIFY rejected (status)"; break;
         case LC_SUBSCRIBER_EVENT_KIND_RETRYING: what = "retrying"; break;
         case LC_SUBSCRIBER_EVENT_KIND_LAPSED: what = "subscription lapsed"; break;
-        case LC_SUBSCRIBER_EVENT_KIND_STOPPED: what = "subscription stopped"; e->hold_until_ns = 0; break;
+        case LC_SUBSCRIBER_EVENT_KIND_STOPPED: what = "subscription stopped"; e->hold_until_ns = 0; e->sub_stopped = 1; break;
         }
         /* Wall-clock time, to line the log up with the SIP peers' traces. */
         struct timespec wall;
@@ -1169,12 +1263,20 @@ static void log_subscriber_events(edge_t *e) {
         }
         detail[dl] = 0;
         if (refused && ev.number == LC_VERSION_UNKNOWN) {
-            fprintf(stderr, "edge: subscriber at %lld.%06ld: %s (version unknown) 0 %s\n", (long long)wall.tv_sec,
+            elog("subscriber at %lld.%06ld: %s (version unknown) 0 %s\n", (long long)wall.tv_sec,
                     wall.tv_nsec / 1000, what, detail);
         } else {
-            fprintf(stderr, "edge: subscriber at %lld.%06ld: %s %llu %s\n", (long long)wall.tv_sec, wall.tv_nsec / 1000,
+            elog("subscriber at %lld.%06ld: %s %llu %s\n", (long long)wall.tv_sec, wall.tv_nsec / 1000,
                     what, (unsigned long long)ev.number, detail);
         }
+    }
+    if (in_force) notifier_policy_in_force(e);
+    lc_subscriber_counters sc;
+    if (lc_subscriber_stats(e->sub, &sc) == LC_RESULT_OK) {
+        pthread_mutex_lock(&e->sub_mu);
+        e->sub_stats = sc;
+        e->sub_stats_valid = 1;
+        pthread_mutex_unlock(&e->sub_mu);
     }
 }
 
@@ -1189,7 +1291,7 @@ static struct sockaddr_in subscriber_destination(edge_t *e) {
     if (strcmp(uri, e->notifier_uri) == 0) return e->notifier_addr;
     struct sockaddr_in to;
     if (uri_addr(uri, &to) != 0) {
-        fprintf(stderr, "edge: subscriber: no IPv4 address in the next hop %s; sending to --notifier\n", uri);
+        elog("subscriber: no IPv4 address in the next hop %s; sending to --notifier\n", uri);
         return e->notifier_addr;
     }
     return to;
@@ -1210,7 +1312,16 @@ static void subscriber_transmit(edge_t *e) {
                                               sizeof e->sub_msg, &len);
     if (r == LC_RESULT_EMPTY) return;
     if (r != LC_RESULT_OK) {
-        fprintf(stderr, "edge: subscriber: cannot render SUBSCRIBE: %s\n", lc_result_text(r));
+        elog("subscriber: cannot render SUBSCRIBE: %s\n", lc_result_text(r));
+        return;
+    }
+    if (e->unsubscribed) {
+        /* On the way out the unsubscribe is the last SUBSCRIBE. libloadctl's subscriber starts
+         * a new subscription when a SUBSCRIBE in its dialog is answered 481 ("the notifier lost
+         * the subscription"), the unsubscribe included: sending that would leave a
+         * subscription behind at the notifier for its whole Expires. */
+        elog("subscriber: stopping: a new SUBSCRIBE after the unsubscribe is not sent");
+        e->sub_outstanding = 0;
         return;
     }
     /* A pending request keeps the branch it was first given. */
@@ -1290,13 +1401,17 @@ static int subscriber_receive(edge_t *e, const char *msg, size_t len, const stru
         e->sub_outstanding = 0;
         lc_result r = lc_subscriber_receive_wire(e->sub, now, (const uint8_t *)msg, len, &e->wire,
                                                  (uint8_t *)reply, sizeof reply, &rlen);
-        if (r != LC_RESULT_OK) fprintf(stderr, "edge: subscriber: bad response: %s\n", lc_result_text(r));
+        if (r != LC_RESULT_OK) elog("subscriber: bad response: %s\n", lc_result_text(r));
     } else if (len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len)) {
+        /* A document may change rules, which starts their engine counters again: the totals
+         * are taken before and after (metrics.h). */
+        metrics_sample_rules(e->engine);
         lc_result r = lc_subscriber_receive_wire(e->sub, now, (const uint8_t *)msg, len, &e->wire,
                                                  (uint8_t *)reply, sizeof reply, &rlen);
+        metrics_sample_rules(e->engine);
         e->notifies++;
         if (r != LC_RESULT_OK) {
-            fprintf(stderr, "edge: subscriber: bad NOTIFY: %s\n", lc_result_text(r));
+            elog("subscriber: bad NOTIFY: %s\n", lc_result_text(r));
         } else if (rlen > 0) {
             send_to(e->udp, reply, rlen, from);
         }
@@ -1331,10 +1446,10 @@ static int start_subscriber(edge_t *e, const char *notifier, const char *own_uri
     c.scope_to_notifier = false;
     lc_result r = lc_subscriber_new(e->engine, &c, now_ns(), &e->sub);
     if (r != LC_RESULT_OK) {
-        fprintf(stderr, "edge: cannot subscribe to %s: %s\n", notifier, lc_result_text(r));
+        elog("cannot subscribe to %s: %s\n", notifier, lc_result_text(r));
         return -1;
     }
-    fprintf(stderr, "edge: subscribing to %s as %s\n", notifier, e->contact);
+    elog("subscribing to %s as %s\n", notifier, e->contact);
     subscriber_transmit(e);
     return 0;
 }
@@ -1345,9 +1460,12 @@ static void stop_subscriber(edge_t *e, char *buf) {
     e->sub_outstanding = 0;
     lc_subscriber_unsubscribe(e->sub, now_ns());
     subscriber_transmit(e);
+    e->unsubscribed = 1;
     flush_sends(e->udp);
     uint64_t until = now_ns() + 1000000000ull;
-    while (e->sub_outstanding && now_ns() < until) {
+    /* Until the unsubscribe is answered and the notifier's final NOTIFY (terminated) is
+     * answered too, so the notifier does not retransmit it to an edge that has gone. */
+    while ((e->sub_outstanding || !e->sub_stopped) && now_ns() < until) {
         struct pollfd p = {e->udp_sock, POLLIN, 0};
         if (poll(&p, 1, 100) <= 0) continue;
         struct sockaddr_in from;
@@ -1386,6 +1504,16 @@ static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from)
     if (len >= 4 && strncmp(msg, "ACK ", 4) == 0 && acks_our_answer(msg, len)) {
         BUMP(w->c.absorbed);
         return; /* the ACK to our own 503 / 302 ends here (RFC 3261 §17.2.1) */
+    }
+    /* RFC 3261 §16.3: "Before an element can proxy a request, it MUST verify the message's
+     * validity"; a check that fails is answered as a UAS would (400, 416, 420, 482, 483, or 200
+     * to an OPTIONS with Max-Forwards 0), unless no response can be routed (no usable Via) or
+     * the request is an ACK: then it is dropped. Counted by reason either way. */
+    sv_result sv;
+    if (sv_check(msg, len, w->e->via_host, &sv) != SV_OK) {
+        BUMP(w->c.invalid[sv.reason]);
+        if (sv.status) reply_with(w, msg, len, from, sv.status, sv.phrase, NULL, sv.extra[0] ? sv.extra : NULL);
+        return;
     }
     /* Every request other than ACK and CANCEL is shown to the retransmission detector once:
      * an original is classified, a retransmission gets what its original got (RFC 3261
@@ -1436,7 +1564,7 @@ static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from)
             BUMP(w->c.retx_repeated);
             if (dm->kind == DM_FORWARDED) forward_request(w, msg, len, from); /* same branch */
             else if (dm->kind == DM_ANSWERED) reply(w, msg, len, from, dm->status, "Service Unavailable", NULL);
-            else if (dm->kind == DM_OC_SHED) reply_overload(w, msg, len, from);
+            else if (dm->kind == DM_OC_SHED || dm->kind == DM_NO_POLICY) reply_overload(w, msg, len, from);
             else BUMP(w->c.dropped);
             return;
         }
@@ -1461,6 +1589,16 @@ static void handle(worker_t *w, const char *msg, size_t len, const peer_t *from)
     if (d.verdict == LC_VERDICT_REJECT || d.verdict == LC_VERDICT_REDIRECT) {
         record_decision(dm, dk, d.verdict == LC_VERDICT_REJECT ? DM_ANSWERED : DM_NONE, d.status, now);
         answer(w, msg, len, from, &d);
+        return;
+    }
+    if (!d.exempt && !d.matched && !w->e->fallback_path && atomic_load_explicit(&w->e->no_policy, memory_order_relaxed)) {
+        /* No notifier policy yet and no fallback: what no rule classifies is refused rather
+         * than let through unlimited. 503 without Retry-After: the caller may retry at once,
+         * and other requests to this edge are not to be held back. */
+        if (d.has_ticket) lc_complete(w->lw, &d.ticket);
+        BUMP(w->c.no_policy_rejected);
+        record_decision(dm, dk, DM_NO_POLICY, 503, now);
+        reply_overload(w, msg, len, from);
         return;
     }
     if (d.verdict == LC_VERDICT_DROP) {
@@ -1521,7 +1659,7 @@ static int hold_request(edge_t *e, const char *msg, size_t len, const struct soc
 static void release_held(edge_t *e, worker_t *w) {
     if (!atomic_load(&e->holding) || now_ns() < e->hold_until_ns) return;
     atomic_store(&e->holding, 0);
-    fprintf(stderr, "edge: startup hold ended: %lu requests held were handled, %lu dropped (the hold full) (%s)\n",
+    elog("startup hold ended: %lu requests held were handled, %lu dropped (the hold full) (%s)\n",
             e->held_count, e->held_dropped,
             e->hold_until_ns ? "no policy within --startup-hold-ms" : "the notifier's answer is in force");
     peer_t from;
@@ -1620,7 +1758,7 @@ static void tcp_accept(worker_t *w) {
         int fd = accept4(w->e->tcp_sock, (struct sockaddr *)&peer, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) fprintf(stderr, "edge: tcp: accept: %s\n", strerror(errno));
+            if (errno != EAGAIN && errno != EWOULDBLOCK) elog("tcp: accept: %s\n", strerror(errno));
             return;
         }
         if (w->inbound >= w->e->max_conns || conn_open(w, fd, &peer, 0, 0) < 0) {
@@ -1731,102 +1869,198 @@ static void tcp_finish(worker_t *w) {
 
 /* ------------------------------------------------------------------ main */
 
-static void print_stats(edge_t *e) {
-    size_t need = 0;
-    lc_engine_prometheus(e->engine, NULL, 0, &need);
-    char *text = malloc(need + 1);
-    size_t n = 0;
-    if (text && lc_engine_prometheus(e->engine, (uint8_t *)text, need, &n) == LC_RESULT_OK) {
-        fwrite(text, 1, n, stdout);
-        worker_t *ws[2] = {e->udp, e->tcp};
-        unsigned long f = 0, a = 0, m = 0, ab = 0, dr = 0;
-        for (int k = 0; k < 2; k++) {
-            if (!ws[k]) continue;
-            f += READ(ws[k]->c.forwarded);
-            a += READ(ws[k]->c.answered);
-            m += READ(ws[k]->c.malformed);
-            ab += READ(ws[k]->c.absorbed);
-            dr += READ(ws[k]->c.dropped);
-        }
-        printf("edge_forwarded_total %lu\nedge_answered_total %lu\nedge_malformed_total %lu\nedge_acks_absorbed_total %lu\n"
-               "edge_dropped_total %lu\n",
-               f, a, m, ab, dr);
-        /* Requests shown to the retransmission detector (all but ACK and CANCEL): originals +
-         * retransmissions; retransmissions: repeated + unremembered. The detector's own
-         * counters are those of both threads together. */
-        unsigned long orig = 0, retx = 0, rep = 0, unrem = 0;
-        for (int k = 0; k < 2; k++) {
-            if (!ws[k]) continue;
-            orig += READ(ws[k]->c.originals);
-            retx += READ(ws[k]->c.retransmissions);
-            rep += READ(ws[k]->c.retx_repeated);
-            unrem += READ(ws[k]->c.retx_unremembered);
-        }
-        lc_detector_counters dc;
-        memset(&dc, 0, sizeof dc);
-        lc_detector_stats(e->det, &dc);
-        printf("edge_requests_original_total %lu\nedge_requests_retransmission_total %lu\n"
-               "edge_retransmissions_repeated_total %lu\nedge_retransmissions_unremembered_total %lu\n"
-               "edge_detector_originals_total %llu\nedge_detector_retransmissions_total %llu\n"
-               "edge_detector_evicted_total %llu\nedge_detector_tracked %llu\n",
-               orig, retx, rep, unrem, (unsigned long long)dc.originals, (unsigned long long)dc.retransmissions,
-               (unsigned long long)dc.evicted, (unsigned long long)dc.tracked);
-        lc_subscriber_counters sc;
-        if (e->sub && lc_subscriber_stats(e->sub, &sc) == LC_RESULT_OK) {
-            printf("edge_subscriber_notifies_total %llu\nedge_subscriber_documents_applied_total %llu\n"
-                   "edge_subscriber_documents_with_warnings_total %llu\nedge_subscriber_notifies_without_body_total %llu\n"
-                   "edge_subscriber_documents_ignored_total %llu\nedge_subscriber_documents_refused_total %llu\n"
-                   "edge_subscriber_withdrawals_total %llu\nedge_subscriber_notifies_rejected_total %llu\n",
-                   (unsigned long long)sc.notifies, (unsigned long long)sc.applied, (unsigned long long)sc.warned,
-                   (unsigned long long)sc.bodyless, (unsigned long long)sc.ignored, (unsigned long long)sc.refused,
-                   (unsigned long long)sc.withdrawn, (unsigned long long)sc.rejected);
-        }
-        if (e->oc) {
-            unsigned long shed = 0, rejected = 0, bad = 0, timeouts = 0;
-            for (int k = 0; k < 2; k++) {
-                if (!ws[k]) continue;
-                shed += READ(ws[k]->c.oc_shed);
-                rejected += READ(ws[k]->c.oc_rejected);
-                bad += READ(ws[k]->c.oc_bad_feedback);
-                timeouts += READ(ws[k]->c.oc_timeouts);
-            }
-            lc_oc_hop_status hs;
-            memset(&hs, 0, sizeof hs);
-            lc_oc_client_status(e->oc, e->oc_hop, now_ns(), &hs);
-            lc_oc_server_state ss;
-            memset(&ss, 0, sizeof ss);
-            lc_oc_server_status(e->oc_srv, &ss);
-            printf("edge_oc_shed_total %lu\nedge_oc_rejected_total %lu\nedge_oc_bad_feedback_total %lu\n"
-                   "edge_oc_timeouts_total %lu\nedge_oc_next_hop_active %u\nedge_oc_next_hop_algorithm %u\n"
-                   "edge_oc_next_hop_oc %llu\nedge_oc_next_hop_suspended %u\nedge_oc_next_hop_updates_total %llu\n"
-                   "edge_oc_server_overloaded %u\nedge_oc_server_target_per_second %.3f\n",
-                   shed, rejected, bad, timeouts, hs.active, hs.algorithm, (unsigned long long)hs.oc, hs.suspended,
-                   (unsigned long long)hs.updates, ss.overloaded, (double)ss.target_milli / 1000.0);
-        }
-        if (e->tcp) {
-            counters_t *c = &e->tcp->c;
-            printf("edge_tcp_accepted_total %lu\nedge_tcp_refused_total %lu\nedge_tcp_closed_total %lu\n"
-                   "edge_tcp_framing_errors_total %lu\nedge_tcp_too_large_total %lu\nedge_tcp_overflows_total %lu\n"
-                   "edge_tcp_pings_total %lu\nedge_tcp_responses_orphaned_total %lu\nedge_tcp_hop_connects_total %lu\n"
-                   "edge_tcp_hop_failures_total %lu\nedge_tcp_forward_failures_total %lu\nedge_tcp_idle_closed_total %lu\n",
-                   READ(c->tcp_accepted), READ(c->tcp_refused), READ(c->tcp_closed), READ(c->tcp_framing_errors),
-                   READ(c->tcp_too_large), READ(c->tcp_overflows), READ(c->tcp_pings), READ(c->tcp_responses_orphaned),
-                   READ(c->hop_connects), READ(c->hop_failures), READ(c->forward_failures), READ(c->tcp_idle_closed));
-        }
-        fflush(stdout);
-    }
-    free(text);
+static void metric(mbuf *b, const char *name, const char *type, const char *help, unsigned long long v) {
+    mbuf_family(b, name, type, help);
+    mbuf_printf(b, "%s %llu\n", name, v);
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]\n"
-                    "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]\n"
-                    "                         [--startup-hold-ms N]]\n"
-                    "            [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]\n"
-                    "            [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]\n"
-                    "            [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]\n"
-                    "                                [--oc-timeout-ms N]]\n");
+/* The sum of one counter over both threads. */
+#define SUM(field) (READ(e->udp->c.field) + (e->tcp ? READ(e->tcp->c.field) : 0ul))
+
+/* The whole exposition (Prometheus text format 0.0.4): the engine's counters — its per-rule
+ * rows replaced by the edge's monotonic totals (metrics.h) —, then the edge's own. Every
+ * family has # HELP and # TYPE. Called on the metrics thread (a scrape) and on the main thread
+ * (SIGUSR1); it reads counters only. */
+static void render_stats(void *userdata, mbuf *b) {
+    edge_t *e = userdata;
+    size_t need = 0;
+    lc_engine_prometheus(e->engine, NULL, 0, &need);
+    char *text = malloc(need + 4096);
+    size_t n = 0;
+    if (text && lc_engine_prometheus(e->engine, (uint8_t *)text, need + 4096, &n) == LC_RESULT_OK) {
+        for (size_t at = 0; at < n;) {
+            const char *nl = memchr(text + at, '\n', n - at);
+            size_t end = nl ? (size_t)(nl - text) + 1 : n;
+            const char *l = text + at;
+            size_t ll = end - at;
+            int rule_row = (ll > 13 && strncmp(l, "loadctl_rule_", 13) == 0) ||
+                           (ll > 20 && (strncmp(l, "# HELP loadctl_rule_", 20) == 0 || strncmp(l, "# TYPE loadctl_rule_", 20) == 0));
+            if (!rule_row) mbuf_put(b, l, ll);
+            at = end;
+        }
+    }
+    free(text);
+    metrics_write_rules(e->engine, b);
+    metric(b, "edge_forwarded_total", "counter", "Requests forwarded to the next hop.", SUM(forwarded));
+    metric(b, "edge_answered_total", "counter", "Requests the edge answered itself (503, 302, 4xx of validation).", SUM(answered));
+    metric(b, "edge_malformed_total", "counter", "Messages libloadctl could not scan as SIP requests (dropped).", SUM(malformed));
+    metric(b, "edge_acks_absorbed_total", "counter", "ACKs to the edge's own answers, not forwarded.", SUM(absorbed));
+    metric(b, "edge_dropped_total", "counter", "Requests dropped by a rule (TCP).", SUM(dropped));
+    mbuf_family(b, "edge_invalid_requests_total", "counter",
+                "Requests not forwarded by RFC 3261 section 16.3 request validation, by reason.");
+    for (int r = 1; r < SV_COUNT; r++) mbuf_printf(b, "edge_invalid_requests_total{reason=\"%s\"} %lu\n", SV_LABELS[r], SUM(invalid[r]));
+    metric(b, "edge_no_policy_rejected_total", "counter",
+           "New requests no rule matched, answered 503 because no notifier policy had arrived (no --fallback-policy).",
+           SUM(no_policy_rejected));
+    metric(b, "edge_notifier_policy_pending", "gauge", "1 while no notifier policy has arrived (--subscribe).",
+           (unsigned long long)atomic_load(&e->no_policy));
+    /* Requests shown to the retransmission detector (all but ACK and CANCEL): originals +
+     * retransmissions; retransmissions: repeated + unremembered. */
+    metric(b, "edge_requests_original_total", "counter", "Requests the retransmission detector saw first.", SUM(originals));
+    metric(b, "edge_requests_retransmission_total", "counter", "Requests the detector called retransmissions.",
+           SUM(retransmissions));
+    metric(b, "edge_retransmissions_repeated_total", "counter", "Retransmissions given their original's decision.",
+           SUM(retx_repeated));
+    metric(b, "edge_retransmissions_unremembered_total", "counter",
+           "Retransmissions whose original's decision was not remembered (classified again).", SUM(retx_unremembered));
+    lc_detector_counters dc;
+    memset(&dc, 0, sizeof dc);
+    lc_detector_stats(e->det, &dc);
+    metric(b, "edge_detector_originals_total", "counter", "The detector's originals (both threads).", dc.originals);
+    metric(b, "edge_detector_retransmissions_total", "counter", "The detector's retransmissions (both threads).",
+           dc.retransmissions);
+    metric(b, "edge_detector_evicted_total", "counter", "Transactions evicted from the detector (nonzero: too small).",
+           dc.evicted);
+    metric(b, "edge_detector_tracked", "gauge", "Transactions the detector remembers now.", dc.tracked);
+    pthread_mutex_lock(&e->sub_mu);
+    lc_subscriber_counters sc = e->sub_stats;
+    int have_sub = e->sub_stats_valid;
+    pthread_mutex_unlock(&e->sub_mu);
+    if (have_sub) {
+        metric(b, "edge_subscriber_notifies_total", "counter", "NOTIFYs received.", sc.notifies);
+        metric(b, "edge_subscriber_documents_applied_total", "counter", "Policy documents applied.", sc.applied);
+        metric(b, "edge_subscriber_documents_with_warnings_total", "counter", "Documents applied with warnings.", sc.warned);
+        metric(b, "edge_subscriber_notifies_without_body_total", "counter", "NOTIFYs without a body (nothing to update).",
+               sc.bodyless);
+        metric(b, "edge_subscriber_documents_ignored_total", "counter", "Documents ignored (old version).", sc.ignored);
+        metric(b, "edge_subscriber_documents_refused_total", "counter", "Documents refused (policy kept).", sc.refused);
+        metric(b, "edge_subscriber_withdrawals_total", "counter", "Times the notifier's rules were withdrawn.", sc.withdrawn);
+        metric(b, "edge_subscriber_notifies_rejected_total", "counter", "NOTIFYs answered with an error.", sc.rejected);
+    }
+    if (e->oc) {
+        lc_oc_hop_status hs;
+        memset(&hs, 0, sizeof hs);
+        lc_oc_client_status(e->oc, e->oc_hop, now_ns(), &hs);
+        lc_oc_server_state ss;
+        memset(&ss, 0, sizeof ss);
+        lc_oc_server_status(e->oc_srv, &ss);
+        metric(b, "edge_oc_shed_total", "counter", "Requests shed by overload control toward the next hop (503).", SUM(oc_shed));
+        metric(b, "edge_oc_rejected_total", "counter", "Requests of upstream clients without oc rejected (503).",
+               SUM(oc_rejected));
+        metric(b, "edge_oc_bad_feedback_total", "counter", "Responses with overload-control values that did not parse.",
+               SUM(oc_bad_feedback));
+        metric(b, "edge_oc_timeouts_total", "counter", "Requests without any response within --oc-timeout-ms.", SUM(oc_timeouts));
+        metric(b, "edge_oc_next_hop_active", "gauge", "1 while the next hop's feedback is in force.", hs.active);
+        metric(b, "edge_oc_next_hop_algorithm", "gauge", "The algorithm in force (libloadctl's LC_OC_ALGORITHM_*).", hs.algorithm);
+        metric(b, "edge_oc_next_hop_oc", "gauge", "The next hop's oc value in force.", hs.oc);
+        metric(b, "edge_oc_next_hop_suspended", "gauge", "1 while the next hop is suspended after timeouts.", hs.suspended);
+        metric(b, "edge_oc_next_hop_updates_total", "counter", "Feedback updates applied.", hs.updates);
+        metric(b, "edge_oc_server_overloaded", "gauge", "1 while this edge reports overload to its clients.", ss.overloaded);
+        mbuf_family(b, "edge_oc_server_target_per_second", "gauge", "The rate this edge's law targets.");
+        mbuf_printf(b, "edge_oc_server_target_per_second %.3f\n", (double)ss.target_milli / 1000.0);
+    }
+    if (e->tcp) {
+        counters_t *c = &e->tcp->c;
+        metric(b, "edge_tcp_accepted_total", "counter", "Inbound TCP connections accepted.", READ(c->tcp_accepted));
+        metric(b, "edge_tcp_refused_total", "counter", "Inbound connections closed at once (--max-connections).",
+               READ(c->tcp_refused));
+        metric(b, "edge_tcp_closed_total", "counter", "TCP connections closed.", READ(c->tcp_closed));
+        metric(b, "edge_tcp_framing_errors_total", "counter", "Messages without a usable Content-Length (400, close).",
+               READ(c->tcp_framing_errors));
+        metric(b, "edge_tcp_too_large_total", "counter", "Messages over 65,535 bytes (513, close).", READ(c->tcp_too_large));
+        metric(b, "edge_tcp_overflows_total", "counter", "Connections closed because their output buffer was full.",
+               READ(c->tcp_overflows));
+        metric(b, "edge_tcp_pings_total", "counter", "RFC 5626 keep-alive pings answered.", READ(c->tcp_pings));
+        metric(b, "edge_tcp_responses_orphaned_total", "counter", "Responses whose inbound connection had gone (dropped).",
+               READ(c->tcp_responses_orphaned));
+        metric(b, "edge_tcp_hop_connects_total", "counter", "Connections opened to the next hop.", READ(c->hop_connects));
+        metric(b, "edge_tcp_hop_failures_total", "counter", "Failed connects to the next hop.", READ(c->hop_failures));
+        metric(b, "edge_tcp_forward_failures_total", "counter", "Requests answered 503 because the next hop was unreachable.",
+               READ(c->forward_failures));
+        metric(b, "edge_tcp_idle_closed_total", "counter", "Inbound connections closed after --tcp-idle-s.",
+               READ(c->tcp_idle_closed));
+    }
+}
+
+/* SIGUSR1: the same exposition as GET /metrics, on stdout. */
+static void print_stats(edge_t *e) {
+    mbuf b = {0};
+    render_stats(e, &b);
+    if (b.p) fwrite(b.p, 1, b.len, stdout);
+    fflush(stdout);
+    free(b.p);
+}
+
+static const char HELP[] =
+    "usage: edge --listen IP:PORT --next-hop IP:PORT (--policy FILE | --subscribe NOTIFIER-URI) [options]\n"
+    "\n"
+    "A stateless SIP edge proxy (UDP and TCP) enforcing RFC 7200 load-filtering policies with libloadctl.\n"
+    "\n"
+    "Required:\n"
+    "  --listen IP:PORT            where to listen, UDP and TCP (IPv4, port 1-65535)\n"
+    "  --next-hop IP:PORT          where every request is forwarded\n"
+    "  --policy FILE and/or --subscribe NOTIFIER-URI (at least one)\n"
+    "\n"
+    "Policy:\n"
+    "  --policy FILE               a local policy (SIGHUP rereads it)\n"
+    "  --source NAME               the source name of --policy's rules (default edge)\n"
+    "  --subscribe NOTIFIER-URI    subscribe to an RFC 7200 notifier (load-control event package)\n"
+    "  --notifier IP:PORT          where the first SUBSCRIBE goes (default: the URI's host:port)\n"
+    "  --uri OWN-URI               this edge's URI (default sip:edge@LISTEN)\n"
+    "  --expires S                 subscription length asked for (default: libloadctl's)\n"
+    "  --startup-hold-ms N         hold requests up to N ms for the notifier's first answer (default 2000, 0: none)\n"
+    "  --fallback-policy FILE      enforced until the notifier's first policy is in force; without it, new\n"
+    "                              requests no rule matches are answered 503 (no Retry-After) meanwhile\n"
+    "  --redirect-allow LIST       more agreed redirect targets (space-separated hosts/domains; * for all)\n"
+    "  --no-emergency-exempt       filter emergency calls (urn:service:sos) like any other\n"
+    "  --priority-namespaces LIST  exempt Resource-Priority namespaces (default \"ets wps\"; \"\" for none)\n"
+    "  --retry-after SECONDS       Retry-After on the 503s of rules (default 0: none)\n"
+    "\n"
+    "Transport:\n"
+    "  --transport udp|tcp|both    (default both)\n"
+    "  --max-connections N         inbound TCP connections (default 1024)\n"
+    "  --tcp-idle-s S              close silent inbound connections after S s (default 300, 0: never)\n"
+    "  --linger-us N               UDP read linger under dense traffic, 0-100000 (default 200)\n"
+    "\n"
+    "Overload control (RFC 7339 / RFC 7415):\n"
+    "  --overload-control          take part, as client of the next hop and server to upstream clients\n"
+    "  --oc-algorithms A           loss | loss,rate | rate,loss (default loss,rate; needs --overload-control)\n"
+    "  --oc-occupancy-target PCT   busy share above which this edge reports overload (default 80)\n"
+    "  --oc-timeout-ms N           no response within N ms counts as a timeout (default 32000)\n"
+    "\n"
+    "Operation:\n"
+    "  --metrics IP:PORT           serve GET /metrics (Prometheus text format 0.0.4) over HTTP\n"
+    "  --help                      this text\n"
+    "  --version                   the edge's and libloadctl's version\n"
+    "\n"
+    "Signals: SIGHUP rereads --policy, SIGUSR1 prints the metrics on stdout, SIGINT/SIGTERM unsubscribe and exit.\n";
+
+static int usage_error(const char *fmt, const char *arg) __attribute__((format(printf, 1, 0)));
+static int usage_error(const char *fmt, const char *arg) {
+    char what[1024];
+    snprintf(what, sizeof what, fmt, arg);
+    elog("%s (edge --help lists the options)", what);
     return 2;
+}
+
+/* A whole decimal number within [min, max], else -1. */
+static int number(const char *s, long min, long max, long *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < min || v > max) return -1;
+    *out = v;
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -1843,53 +2077,103 @@ int main(int argc, char **argv) {
     double oc_target_pct = 80;
     e.source = "edge";
     e.udp_sock = e.tcp_sock = -1;
+    const char *metrics_at = NULL;
+    long retry_after = 0, expires_l = 0;
+    int oc_option = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--no-emergency-exempt") == 0) {
+        const char *opt = argv[i];
+        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
+            fputs(HELP, stdout);
+            return 0;
+        }
+        if (strcmp(opt, "--version") == 0) {
+            printf("edge (loadctl examples) with libloadctl %s\n", lc_version());
+            return 0;
+        }
+        if (strcmp(opt, "--no-emergency-exempt") == 0) {
             emergency_exempt = 0;
             continue;
         }
-        if (strcmp(argv[i], "--overload-control") == 0) {
+        if (strcmp(opt, "--overload-control") == 0) {
             overload_control = 1;
             continue;
         }
-        if (i + 1 >= argc) return usage();
-        if (strcmp(argv[i], "--listen") == 0) listen_at = argv[++i];
-        else if (strcmp(argv[i], "--next-hop") == 0) next_hop = argv[++i];
-        else if (strcmp(argv[i], "--policy") == 0) e.policy_path = argv[++i];
-        else if (strcmp(argv[i], "--source") == 0) e.source = argv[++i];
-        else if (strcmp(argv[i], "--subscribe") == 0) subscribe = argv[++i];
-        else if (strcmp(argv[i], "--notifier") == 0) notifier_at = argv[++i];
-        else if (strcmp(argv[i], "--uri") == 0) own_uri = argv[++i];
-        else if (strcmp(argv[i], "--expires") == 0) expires = (unsigned)atoi(argv[++i]);
-        else if (strcmp(argv[i], "--startup-hold-ms") == 0) hold_ms = atol(argv[++i]);
-        else if (strcmp(argv[i], "--linger-us") == 0) linger_us = atol(argv[++i]);
-        else if (strcmp(argv[i], "--transport") == 0) transport = argv[++i];
-        else if (strcmp(argv[i], "--max-connections") == 0) max_conns = atol(argv[++i]);
-        else if (strcmp(argv[i], "--tcp-idle-s") == 0) idle_s = atol(argv[++i]);
-        else if (strcmp(argv[i], "--redirect-allow") == 0) redirect_allow = argv[++i];
-        else if (strcmp(argv[i], "--priority-namespaces") == 0) priority_namespaces = argv[++i];
-        else if (strcmp(argv[i], "--oc-occupancy-target") == 0) oc_target_pct = atof(argv[++i]);
-        else if (strcmp(argv[i], "--oc-timeout-ms") == 0) oc_timeout_ms = atol(argv[++i]);
-        else if (strcmp(argv[i], "--oc-algorithms") == 0) oc_algorithms = argv[++i];
-        else return usage();
+        if (strncmp(opt, "--", 2) != 0) return usage_error("unexpected argument '%s'", opt);
+        /* Every other option takes a value; another option in its place is a value forgotten. */
+        static const char *const WITH_VALUE[] = {"--listen", "--next-hop", "--policy", "--source", "--subscribe", "--notifier",
+                                                 "--uri", "--expires", "--startup-hold-ms", "--linger-us", "--transport",
+                                                 "--max-connections", "--tcp-idle-s", "--redirect-allow", "--priority-namespaces",
+                                                 "--oc-occupancy-target", "--oc-timeout-ms", "--oc-algorithms", "--retry-after",
+                                                 "--metrics", "--fallback-policy"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof WITH_VALUE / sizeof *WITH_VALUE; k++) known |= strcmp(opt, WITH_VALUE[k]) == 0;
+        if (!known) return usage_error("unknown option %s", opt);
+        if (i + 1 >= argc) return usage_error("%s needs a value", opt);
+        if (strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2]) {
+            elog("%s needs a value, not the option %s (edge --help lists the options)", opt, argv[i + 1]);
+            return 2;
+        }
+        const char *val = argv[++i];
+        int bad = 0;
+        if (strcmp(opt, "--listen") == 0) listen_at = val;
+        else if (strcmp(opt, "--next-hop") == 0) next_hop = val;
+        else if (strcmp(opt, "--policy") == 0) e.policy_path = val;
+        else if (strcmp(opt, "--source") == 0) e.source = val;
+        else if (strcmp(opt, "--subscribe") == 0) subscribe = val;
+        else if (strcmp(opt, "--notifier") == 0) notifier_at = val;
+        else if (strcmp(opt, "--uri") == 0) own_uri = val;
+        else if (strcmp(opt, "--expires") == 0) bad = number(val, 1, 4294967295l, &expires_l);
+        else if (strcmp(opt, "--startup-hold-ms") == 0) bad = number(val, 0, 3600000, &hold_ms);
+        else if (strcmp(opt, "--linger-us") == 0) bad = number(val, 0, 100000, &linger_us);
+        else if (strcmp(opt, "--transport") == 0) transport = val;
+        else if (strcmp(opt, "--max-connections") == 0) bad = number(val, 1, 1000000, &max_conns);
+        else if (strcmp(opt, "--tcp-idle-s") == 0) bad = number(val, 0, 86400 * 365, &idle_s);
+        else if (strcmp(opt, "--redirect-allow") == 0) redirect_allow = val;
+        else if (strcmp(opt, "--priority-namespaces") == 0) priority_namespaces = val;
+        else if (strcmp(opt, "--oc-occupancy-target") == 0) {
+            char *end = NULL;
+            oc_target_pct = strtod(val, &end);
+            bad = !*val || *end || !(oc_target_pct >= 0.0001 && oc_target_pct <= 100);
+            oc_option = 1;
+        } else if (strcmp(opt, "--oc-timeout-ms") == 0) {
+            bad = number(val, 1, 3600000, &oc_timeout_ms);
+            oc_option = 1;
+        } else if (strcmp(opt, "--oc-algorithms") == 0) {
+            oc_algorithms = val;
+            bad = strcmp(val, "loss") && strcmp(val, "loss,rate") && strcmp(val, "rate,loss");
+            oc_option = 1;
+        } else if (strcmp(opt, "--retry-after") == 0) bad = number(val, 0, 86400, &retry_after);
+        else if (strcmp(opt, "--metrics") == 0) metrics_at = val;
+        else if (strcmp(opt, "--fallback-policy") == 0) e.fallback_path = val;
+        if (bad) {
+            elog("%s: invalid value '%s' (edge --help lists the options)", opt, val);
+            return 2;
+        }
     }
+    expires = (unsigned)expires_l;
     e.udp_on = strcmp(transport, "udp") == 0 || strcmp(transport, "both") == 0;
     e.tcp_on = strcmp(transport, "tcp") == 0 || strcmp(transport, "both") == 0;
-    if (!e.udp_on && !e.tcp_on) return usage();
-    if (linger_us < 0 || linger_us > 100000 || max_conns < 1 || max_conns > 1000000 || idle_s < 0) return usage();
-    if (!(oc_target_pct >= 0.0001 && oc_target_pct <= 100) || oc_timeout_ms < 1) return usage();
+    if (!e.udp_on && !e.tcp_on) return usage_error("--transport: '%s' is not udp, tcp or both", transport);
+    if (oc_option && !overload_control) return usage_error("%s", "--oc-algorithms, --oc-occupancy-target and --oc-timeout-ms need --overload-control");
+    if (!subscribe && (notifier_at || own_uri || expires_l || e.fallback_path))
+        return usage_error("%s", "--notifier, --uri, --expires and --fallback-policy need --subscribe");
+    if (!listen_at) return usage_error("%s", "--listen IP:PORT is required");
+    if (!next_hop) return usage_error("%s", "--next-hop IP:PORT is required");
+    if (!e.policy_path && !subscribe) return usage_error("%s", "--policy FILE or --subscribe NOTIFIER-URI is required");
+    if (parse_addr(listen_at, &e.listen_addr)) return usage_error("--listen: '%s' is not IPv4-ADDRESS:PORT (port 1-65535)", listen_at);
+    if (parse_addr(next_hop, &e.next_hop)) return usage_error("--next-hop: '%s' is not IPv4-ADDRESS:PORT (port 1-65535)", next_hop);
+    struct sockaddr_in metrics_addr;
+    if (metrics_at && parse_addr(metrics_at, &metrics_addr)) return usage_error("--metrics: '%s' is not IPv4-ADDRESS:PORT (port 1-65535)", metrics_at);
+    if (retry_after > 0) snprintf(e.retry_hdr, sizeof e.retry_hdr, "Retry-After: %ld\r\n", retry_after);
+    pthread_mutex_init(&e.sub_mu, NULL);
     e.max_conns = (unsigned)max_conns;
     e.idle_ns = (uint64_t)idle_s * 1000000000ull;
-    if (!listen_at || !next_hop || (!e.policy_path && !subscribe) || parse_addr(listen_at, &e.listen_addr) ||
-        parse_addr(next_hop, &e.next_hop)) {
-        return usage();
-    }
     if (subscribe && !e.udp_on) {
-        fprintf(stderr, "edge: the subscriber speaks UDP: --subscribe needs --transport udp or both\n");
+        elog("the subscriber speaks UDP: --subscribe needs --transport udp or both\n");
         return 2;
     }
     if (subscribe && (notifier_at ? parse_addr(notifier_at, &e.notifier_addr) : uri_addr(subscribe, &e.notifier_addr))) {
-        fprintf(stderr, "edge: no address for the notifier %s (give --notifier IP:PORT)\n", subscribe);
+        elog("no address for the notifier %s (give --notifier IP:PORT)\n", subscribe);
         return 2;
     }
     char ip[INET_ADDRSTRLEN];
@@ -1906,7 +2190,7 @@ int main(int argc, char **argv) {
         er = lc_engine_new(&config, &e.engine);
     }
     if (er != LC_RESULT_OK) {
-        fprintf(stderr, "edge: cannot start the engine: %s%s\n", lc_result_text(er),
+        elog("cannot start the engine: %s%s\n", lc_result_text(er),
                 er == LC_RESULT_INVALID_ARGUMENT ? " (check --priority-namespaces: RFC 4412 namespace names)" : "");
         return er == LC_RESULT_INVALID_ARGUMENT || er == LC_RESULT_INVALID_UTF8 ? 2 : 1;
     }
@@ -1922,9 +2206,17 @@ int main(int argc, char **argv) {
         if (lc_worker_attach(e.engine, -1, &tcp_w.lw) != LC_RESULT_OK) return 1;
     }
     if (e.policy_path && load_policy(&e) != 0) return 1;
+    if (subscribe) {
+        /* Until the notifier's first policy is in force: the fallback, or refusal of what no
+         * rule matches (notifier_policy_in_force ends it). Never unlimited. */
+        atomic_store(&e.no_policy, 1);
+        if (e.fallback_path && load_policy_file(&e, e.fallback_path, FALLBACK_SOURCE) != 0) return 1;
+        elog("until the notifier's policy is in force: %s%s", e.fallback_path ? "fallback policy " : "",
+             e.fallback_path ? e.fallback_path : "new requests no rule matches are answered 503 (no --fallback-policy)");
+    }
     /* The retransmission detector (default: 262,144 transactions, 64·T1 = 32 s). */
     if (lc_detector_new(NULL, &e.det) != LC_RESULT_OK) {
-        fprintf(stderr, "edge: cannot start the retransmission detector\n");
+        elog("cannot start the retransmission detector\n");
         return 1;
     }
     if (overload_control) {
@@ -1945,13 +2237,13 @@ int main(int argc, char **argv) {
         if (strcmp(oc_algorithms, "loss") == 0) cc.algorithms = LC_OC_ALGORITHMS_LOSS;
         else if (strcmp(oc_algorithms, "rate,loss") == 0)
             cc.algorithms = LC_OC_ALGORITHMS_LOSS | LC_OC_ALGORITHMS_RATE | LC_OC_ALGORITHMS_PREFER_RATE;
-        else if (strcmp(oc_algorithms, "loss,rate") != 0) return usage();
+
         if (lc_oc_client_new(&cc, 1, &e.oc) != LC_RESULT_OK || lc_oc_client_hop(e.oc, hk, &e.oc_hop) != LC_RESULT_OK ||
             lc_oc_client_request_params(e.oc, &params) != LC_RESULT_OK || params.len >= sizeof e.oc_params ||
             lc_oc_server_config_default(&sc) != LC_RESULT_OK ||
             lc_oc_server_new(&sc, &e.oc_srv) != LC_RESULT_OK || lc_oc_shard_new(e.oc, 1, &udp_w.ocs) != LC_RESULT_OK ||
             (e.tcp_on && lc_oc_shard_new(e.oc, 2, &tcp_w.ocs) != LC_RESULT_OK)) {
-            fprintf(stderr, "edge: cannot start overload control\n");
+            elog("cannot start overload control\n");
             return 1;
         }
         memcpy(e.oc_params, params.ptr, params.len);
@@ -1962,7 +2254,7 @@ int main(int argc, char **argv) {
     if (e.udp_on) {
         e.udp_sock = socket(AF_INET, SOCK_DGRAM, 0);
         if (e.udp_sock < 0 || bind(e.udp_sock, (struct sockaddr *)&e.listen_addr, sizeof e.listen_addr) < 0) {
-            fprintf(stderr, "edge: cannot listen on udp %s: %s\n", listen_at, strerror(errno));
+            elog("cannot listen on udp %s: %s\n", listen_at, strerror(errno));
             return 1;
         }
         /* Room for bursts: the default socket buffer (~200 KB) holds only ~150 small datagrams.
@@ -1976,7 +2268,7 @@ int main(int argc, char **argv) {
         }
     }
     if (e.tcp_on && tcp_start(&e, &tcp_w) != 0) {
-        fprintf(stderr, "edge: cannot listen on tcp %s: %s\n", listen_at, strerror(errno));
+        elog("cannot listen on tcp %s: %s\n", listen_at, strerror(errno));
         return 1;
     }
     struct sigaction sa;
@@ -2001,11 +2293,16 @@ int main(int argc, char **argv) {
         int r = pthread_create(&tcp_thread, NULL, tcp_main, &tcp_w);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (r != 0) {
-            fprintf(stderr, "edge: cannot start the TCP thread\n");
+            elog("cannot start the TCP thread\n");
             return 1;
         }
     }
-    fprintf(stderr, "edge: listening on %s (%s), next hop %s\n", listen_at,
+    if (metrics_at && metrics_serve_start(&metrics_addr, render_stats, &e) != 0) {
+        elog("cannot serve metrics on %s: %s", metrics_at, strerror(errno));
+        return 1;
+    }
+    if (metrics_at) elog("metrics on http://%s/metrics", metrics_at);
+    elog("listening on %s (%s), next hop %s\n", listen_at,
             e.udp_on && e.tcp_on ? "udp and tcp" : e.udp_on ? "udp" : "tcp", next_hop);
     if (subscribe && start_subscriber(&e, subscribe, own_uri, expires) != 0) return 1;
     /* Incoming datagrams: up to BATCH per recvmmsg. */
@@ -2096,6 +2393,7 @@ int main(int argc, char **argv) {
             lingered = 0;
         }
     }
+    metrics_serve_stop(); /* before what it reads goes */
     if (e.tcp_on) {
         atomic_store(&tcp_stop, 1);
         pthread_join(tcp_thread, NULL);
@@ -2126,7 +2424,7 @@ int main(int argc, char **argv) {
     }
     if (e.udp_sock >= 0) close(e.udp_sock);
     lc_engine_free(e.engine);
-    fprintf(stderr, "edge: stopped (%lu forwarded, %lu answered, %lu ACKs absorbed, %lu malformed, %lu NOTIFYs)\n", f, a, ab, m,
+    elog("stopped (%lu forwarded, %lu answered, %lu ACKs absorbed, %lu malformed, %lu NOTIFYs)\n", f, a, ab, m,
             e.notifies);
     return 0;
 }

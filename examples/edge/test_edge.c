@@ -605,6 +605,7 @@ static void retransmissions(const char *edge_path) {
         close(out[0]);
         close(out[1]);
         execl(edge_path, edge_path, "--listen", listen_arg, "--next-hop", hop_arg, "--policy", RETX_POLICY, "--transport", "udp",
+              "--retry-after", "5",
               (char *)NULL);
         _exit(127);
     }
@@ -639,8 +640,8 @@ static void retransmissions(const char *edge_path) {
     CHECK(recv_msg(hop, fwd, sizeof fwd, &from) > 0 && strstr(fwd, "Call-ID: retx-w3\r\n") != NULL);
 
     /* Rate: the first call takes the one token; its two retransmissions are forwarded (not
-     * charged, so not 503'd); the next call gets 503 with Retry-After, and so does its
-     * retransmission, which the next hop never sees. */
+     * charged, so not 503'd); the next call gets 503 with the Retry-After of --retry-after 5, and so
+     * does its retransmission, which the next hop never sees. */
     const char *rate_ruri = "sip:+15555551234@gw.example.com;user=phone", *rate_to = "<tel:+1-555-555-1234>";
     invite(r1, sizeof r1, rate_ruri, rate_to, cport, "retx-r1");
     for (int k = 0; k < 3; k++) {

@@ -40,6 +40,19 @@
   --redirect-allow bank.example (RFC 7200 §7); the same file as --policy is trusted.
 - notifier_observe_reports: `loadctl notifier --capacity 60 --observe`: UDP demand reports of
   10/s and 100/s for two subscribed edges give 11.5/s (a donor's rate + 15 %) and the rest.
+- request_validation: RFC 3261 §16.3 (483 at Max-Forwards 0, 200 to OPTIONS at 0, 400, 416, 420,
+  482 with the edge as its own next hop; no Via: dropped) and §16.6 step 3 (Max-Forwards
+  decremented, 70 added when absent), one request per case from Python sockets.
+- retry_after: 503s without Retry-After by default (RFC 3261 §21.5.4), with it for --retry-after.
+- no_policy_fallback / no_policy_reject: the notifier down at start; the --fallback-policy limits
+  the held burst and what follows to r·(1 s + τ) + 1 in any second, or, without it, every
+  unclassified new request gets 503 without Retry-After while in-dialog requests pass.
+- fallback_withdrawn: the fallback gives way once the notifier's policy is applied.
+- unsubscribe_on_stop: SIGTERM sends one SUBSCRIBE Expires: 0 and no new one, whether the
+  notifier answers it 481 or 200.
+- cli_and_logs: --help, --version, refused command lines (exit 2), ISO 8601 UTC log times.
+- metrics_endpoint: GET /metrics with HELP/TYPE everywhere, counters monotonic over a reload that
+  changes a rule's limit, the endpoint's bounds.
 
 Tolerances: rates within 3 % of the limit over each measured interval (the GCRA admits at most
 r·τ + 1 = a few calls more at an interval's start); every non-matching call passes; every admitted
@@ -128,7 +141,7 @@ def start_edge(run: Run, name: str, port: int, next_hop: int, *args) -> harness.
     return proc
 
 
-EVENT = re.compile(r"^edge: subscriber at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
+EVENT = re.compile(r"^(?:\S+ )?edge: subscriber at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
 
 
 def edge_events(proc: harness.Proc) -> list:
@@ -1037,6 +1050,556 @@ def notifier_observe_reports(run: Run) -> Checks:
     return c
 
 
+# ---------------------------------------------------------------------------------------------
+# issue 29: validation, fail-closed start, Retry-After, daemon behaviour
+
+
+def scrape(port: int, path: str = "/metrics", method: str = "GET") -> tuple:
+    """(status, headers, body) of one HTTP request to the edge's metrics endpoint."""
+    with socket.create_connection(("127.0.0.1", port), timeout=3.0) as s:
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
+    return int(lines[0].split()[1]), headers, body.decode(errors="replace")
+
+
+def samples(text: str) -> dict:
+    """Prometheus text → {name{labels}: value}."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+def families_documented(text: str) -> list:
+    """Sample names whose family has no # HELP or no # TYPE line before it."""
+    helped, typed, missing = set(), set(), []
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            helped.add(line.split()[2])
+        elif line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+        elif line:
+            name = re.split(r"[{ ]", line, 1)[0]
+            if name not in helped or name not in typed:
+                missing.append(name)
+    return missing
+
+
+def sip_request(method: str, ruri: str, cport: int, n: int, headers: str = None, mf: str = "Max-Forwards: 70\r\n") -> bytes:
+    """A request from 127.0.0.1:cport; `headers` replaces Via/From/To/Call-ID/CSeq when given."""
+    if headers is None:
+        headers = (
+            f"Via: SIP/2.0/UDP 127.0.0.1:{cport};branch=z9hG4bK-v-{n}\r\n"
+            f"From: <sip:alice@127.0.0.1:{cport}>;tag=a{n}\r\nTo: <sip:bob@127.0.0.1>\r\n"
+            f"Call-ID: v-{n}@e2e\r\nCSeq: 1 {method}\r\n"
+        )
+    return f"{method} {ruri} SIP/2.0\r\n{headers}{mf}Content-Length: 0\r\n\r\n".encode()
+
+
+def request_validation(run: Run) -> Checks:
+    """RFC 3261 §16.3 (request validation) and §16.6 step 3 (Max-Forwards) at the edge, one
+    request per case from a Python client, a Python socket as next hop."""
+    c = Checks("request_validation: RFC 3261 §16.3 checks and §16.6 Max-Forwards")
+    path = run.path("policy.xml")
+    path.write_text(document(0, "full", ""))
+    peers = UdpPeers()
+    port, mport = free_udp_port(tcp=True), free_udp_port(tcp=True)
+    start_edge(run, "edge", port, peers.hop_port, "--policy", path, "--metrics", f"127.0.0.1:{mport}")
+    cp = peers.cport
+
+    def send(msg: bytes) -> tuple:
+        peers.client.sendto(msg, ("127.0.0.1", port))
+        return peers.drain(peers.client), peers.drain(peers.hop)
+
+    ok_headers = lambda n, method="INVITE": (  # noqa: E731
+        f"Via: SIP/2.0/UDP 127.0.0.1:{cp};branch=z9hG4bK-v-{n}\r\nFrom: <sip:a@127.0.0.1>;tag=a{n}\r\n"
+        f"To: <sip:b@127.0.0.1>\r\nCall-ID: v-{n}@e2e\r\nCSeq: 1 {method}\r\n"
+    )
+    cases = [
+        # (label, request, expected status line start or None for no answer, forwarded?)
+        ("Max-Forwards: 0 (§16.3 item 3: \"the element MUST return a 483\")",
+         sip_request("INVITE", "sip:b@127.0.0.1", cp, 1, mf="Max-Forwards: 0\r\n"), "SIP/2.0 483", False),
+        ("OPTIONS with Max-Forwards: 0 (§16.3 item 3: MAY \"act as the final recipient\", §11)",
+         sip_request("OPTIONS", "sip:b@127.0.0.1", cp, 2, mf="Max-Forwards: 0\r\n"), "SIP/2.0 200", False),
+        ("an ACK with Max-Forwards: 0 (no response to an ACK, not forwarded)",
+         sip_request("ACK", "sip:b@127.0.0.1", cp, 3, mf="Max-Forwards: 0\r\n"), None, False),
+        ("no Via (no response can be routed: dropped)",
+         sip_request("INVITE", "sip:b@127.0.0.1", cp, 4, headers=ok_headers(4).split("\r\n", 1)[1]), None, False),
+        ("a Via that does not parse (dropped)",
+         sip_request("INVITE", "sip:b@127.0.0.1", cp, 5, headers="Via: garbage\r\n" + ok_headers(5).split("\r\n", 1)[1]), None, False),
+        ("a garbage Request-URI (§16.3 item 1: 400)", sip_request("INVITE", "garbage", cp, 6, headers=ok_headers(6)), "SIP/2.0 400", False),
+        ("an http: Request-URI (§16.3 item 2: 416)", sip_request("INVITE", "http://example.org/", cp, 7, headers=ok_headers(7)),
+         "SIP/2.0 416", False),
+        ("no Call-ID (400)", sip_request("INVITE", "sip:b@127.0.0.1", cp, 8, headers=ok_headers(8).replace("Call-ID: v-8@e2e\r\n", "")),
+         "SIP/2.0 400", False),
+        ("no CSeq (400)", sip_request("INVITE", "sip:b@127.0.0.1", cp, 9, headers=ok_headers(9).replace("CSeq: 1 INVITE\r\n", "")),
+         "SIP/2.0 400", False),
+        ("no From (400)", sip_request("INVITE", "sip:b@127.0.0.1", cp, 10, headers=ok_headers(10).replace("From: <sip:a@127.0.0.1>;tag=a10\r\n", "")),
+         "SIP/2.0 400", False),
+        ("Proxy-Require: foo (§16.3 item 5: 420 with Unsupported)",
+         sip_request("INVITE", "sip:b@127.0.0.1", cp, 11, headers=ok_headers(11) + "Proxy-Require: foo\r\n"), "SIP/2.0 420", False),
+    ]
+    for label, msg, status, forwarded in cases:
+        replies, fwd = send(msg)
+        heads = [r.splitlines()[0] for r in replies]
+        want = [] if status is None else [status]
+        c.that([h[: len(status)] for h in heads] == want if status else heads == [],
+               f"{label}: answered {heads or 'nothing'}, forwarded {len(fwd)}")
+        c.that(bool(fwd) == forwarded, f"{label}: {'forwarded' if forwarded else 'not forwarded'} ({len(fwd)})")
+        if status == "SIP/2.0 420":
+            c.that(bool(replies) and "\r\nUnsupported: foo\r\n" in replies[0], "420 lists the tag: Unsupported: foo")
+        if status == "SIP/2.0 200":
+            c.that(bool(replies) and "\r\nAllow: " in replies[0], "the 200 to OPTIONS carries Allow (§11.2)")
+    # §16.6 step 3: decremented when present, "MUST add one … which SHOULD be 70" when absent.
+    _, fwd = send(sip_request("INVITE", "sip:b@127.0.0.1", cp, 12, mf="Max-Forwards: 10\r\n"))
+    c.that(len(fwd) == 1 and "\r\nMax-Forwards: 9\r\n" in fwd[0], "Max-Forwards: 10 is forwarded as 9")
+    _, fwd = send(sip_request("INVITE", "sip:b@127.0.0.1", cp, 13, mf=""))
+    c.that(len(fwd) == 1 and "\r\nMax-Forwards: 70\r\n" in fwd[0], "no Max-Forwards: forwarded with Max-Forwards: 70")
+    _, _, body = scrape(mport)
+    got = samples(body)
+    for reason, n in [("too-many-hops", 1), ("options-max-forwards-0", 1), ("bad-ack", 1), ("no-via", 2), ("bad-syntax", 4),
+                      ("bad-scheme", 1), ("bad-extension", 1)]:
+        key = f'edge_invalid_requests_total{{reason="{reason}"}}'
+        c.that(got.get(key) == n, f"{key} = {got.get(key)} (expected {n})")
+    # Over TCP the same checks apply (one handler for both transports): 483 and 400 on the connection.
+    with socket.create_connection(("127.0.0.1", port), timeout=3.0) as t:
+        tcp_headers = lambda n: ok_headers(n).replace("SIP/2.0/UDP", "SIP/2.0/TCP")  # noqa: E731
+        t.sendall(sip_request("INVITE", "sip:b@127.0.0.1", cp, 20, headers=tcp_headers(20), mf="Max-Forwards: 0\r\n")
+                  + sip_request("INVITE", "sip:b@127.0.0.1", cp, 21, headers=tcp_headers(21).replace("Call-ID: v-21@e2e\r\n", "")))
+        got, deadline = b"", time.monotonic() + 2.0
+        while got.count(b"SIP/2.0 ") < 2 and time.monotonic() < deadline:
+            got += t.recv(65535)
+    heads = [line for line in got.decode(errors="replace").split("\r\n") if line.startswith("SIP/2.0 ")]
+    c.that([h[:11] for h in heads] == ["SIP/2.0 483", "SIP/2.0 400"], f"over TCP: Max-Forwards 0 → 483, no Call-ID → 400 ({heads})")
+    c.that(peers.drain(peers.hop) == [], "over TCP: neither reached the next hop over UDP")
+    # The edge as its own next hop: the OPTIONS comes back through it once and is a loop
+    # (§16.3 item 4: "If the parameters match, the request has looped … MAY return a 482").
+    lport, lmport = free_udp_port(tcp=True), free_udp_port(tcp=True)
+    start_edge(run, "edge-loop", lport, lport, "--policy", path, "--metrics", f"127.0.0.1:{lmport}")
+    peers.client.sendto(sip_request("OPTIONS", "sip:b@127.0.0.1", cp, 14), ("127.0.0.1", lport))
+    replies = [r.splitlines()[0] for r in peers.drain(peers.client, 1.0)]
+    got = samples(scrape(lmport)[2])
+    c.that(replies[:1] == ["SIP/2.0 482 Loop Detected"] and len(replies) == 1, f"own next hop: the caller gets one 482 ({replies})")
+    loops = got.get('edge_invalid_requests_total{reason="loop"}')
+    c.that(got.get("edge_forwarded_total") == 1 and loops == 1,
+           f"own next hop: forwarded once, then the loop detected: {got.get('edge_forwarded_total')} forwarded, {loops} loop")
+    peers.close()
+    return c
+
+
+def retry_after(run: Run) -> Checks:
+    """RFC 3261 §21.5.4: a client "SHOULD NOT forward any other requests to that server for the
+    duration specified in the Retry-After header field", so the 503s of a rule carry none unless
+    --retry-after asks for it."""
+    c = Checks("retry_after: none by default, --retry-after SECONDS when asked")
+    path = run.path("policy.xml")
+    path.write_text(document(0, "full", rate_rule(0)))
+    peers = UdpPeers()
+    for label, args, want in [("default", [], None), ("--retry-after 7", ["--retry-after", "7"], "Retry-After: 7"),
+                              ("--retry-after 0", ["--retry-after", "0"], None)]:
+        port = free_udp_port(tcp=True)
+        edge = start_edge(run, f"edge-{len(args)}-{want is None}", port, peers.hop_port, "--policy", path, *args)
+        peers.client.sendto(sip_request("INVITE", f"sip:{MATCH}@127.0.0.1;user=phone", peers.cport, 1,
+                                        headers=f"Via: SIP/2.0/UDP 127.0.0.1:{peers.cport};branch=z9hG4bK-ra-{port}\r\n"
+                                        f"From: <sip:a@127.0.0.1>;tag=a\r\nTo: <sip:{MATCH}@127.0.0.1;user=phone>\r\n"
+                                        f"Call-ID: ra-{port}@e2e\r\nCSeq: 1 INVITE\r\n"), ("127.0.0.1", port))
+        replies = peers.drain(peers.client)
+        lines = replies[0].split("\r\n") if replies else []
+        ra = [line for line in lines if line.lower().startswith("retry-after")]
+        c.that(bool(lines) and lines[0].startswith("SIP/2.0 503"), f"{label}: 503 ({lines[:1]})")
+        c.that(ra == ([want] if want else []), f"{label}: Retry-After {ra or 'absent'}")
+        run.stop(edge)
+    bad = run.start("edge-bad", [EDGE, "--listen", f"127.0.0.1:{free_udp_port(tcp=True)}", "--next-hop", f"127.0.0.1:{peers.hop_port}",
+                                 "--policy", path, "--retry-after", "soon"])
+    c.that(bad.wait(timeout=10) == 2, "--retry-after soon is refused (exit 2)")
+    peers.close()
+    return c
+
+
+def offer_calls(edge_port: int, rate: float, seconds: float, prefix: str = "+1555") -> tuple:
+    """Sends rate·seconds INVITEs (distinct calls) to the edge from a Python socket while a
+    Python next hop receives; (send times, next-hop arrival times (monotonic), answers by status,
+    Retry-After seen, hop socket, client socket). The sockets stay open for more checks."""
+    import threading
+
+    hop = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    hop.bind(("127.0.0.1", 0))
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.bind(("127.0.0.1", 0))
+    arrivals, answers, retry = [], {}, []
+    stop = threading.Event()
+
+    def receive(sock, on):
+        sock.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                on(sock.recv(65535).decode(errors="replace"))
+            except socket.timeout:
+                pass
+
+    def on_answer(m):
+        status = m.split(" ", 2)[1]
+        answers[status] = answers.get(status, 0) + 1
+        if "\r\nRetry-After:" in m:
+            retry.append(m)
+
+    threads = [threading.Thread(target=receive, args=(hop, lambda m: arrivals.append(time.monotonic())), daemon=True),
+               threading.Thread(target=receive, args=(client, on_answer), daemon=True)]
+    for t in threads:
+        t.start()
+    return hop, client, arrivals, answers, retry, stop, threads
+
+
+def drive(client, edge_port: int, rate: float, seconds: float, tag: str) -> list:
+    cport = client.getsockname()[1]
+    sent = []
+    start = time.monotonic()
+    n = int(rate * seconds)
+    for k in range(n):
+        due = start + k / rate
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        callee = f"+1555{k:07d}"
+        client.sendto(
+            (f"INVITE sip:{callee}@127.0.0.1;user=phone SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{cport};branch=z9hG4bK-{tag}-{k}\r\n"
+             f"From: <sip:a@127.0.0.1:{cport}>;tag=f{k}\r\nTo: <sip:{callee}@127.0.0.1;user=phone>\r\nCall-ID: {tag}-{k}@e2e\r\n"
+             f"CSeq: 1 INVITE\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n").encode(), ("127.0.0.1", edge_port))
+        sent.append(time.monotonic())
+    return sent
+
+
+def max_in_window(ts: list, window: float) -> int:
+    ts = sorted(ts)
+    best, j = 0, 0
+    for i, t in enumerate(ts):
+        while ts[j] <= t - window:
+            j += 1
+        best = max(best, i - j + 1)
+    return best
+
+
+def no_policy_fallback(run: Run) -> Checks:
+    """The notifier is down at start: the startup hold (2 s) ends without its policy. With
+    --fallback-policy (a rate R) the held requests and those after are classified under the
+    fallback: never more than the GCRA's r·(1 s + τ) + 1 (τ = 100 ms) in any 1 s window."""
+    c = Checks("no_policy_fallback: notifier down, the fallback policy limits held and new calls")
+    r, offered, seconds = 20.0, 60.0, 4.0
+    fallback = run.path("fallback.xml")
+    fallback.write_text(document(0, "full", rate_rule(r, rule_id="fallback-rate")))
+    port, nport = free_udp_port(tcp=True), free_udp_port()  # nothing listens at nport
+    hop, client, arrivals, answers, retry, stop, threads = offer_calls(port, offered, seconds)
+    edge = start_edge(run, "edge", port, hop.getsockname()[1], "--subscribe", f"sip:loadctl@127.0.0.1:{nport}",
+                      "--fallback-policy", fallback, "--startup-hold-ms", "2000")
+    sent = drive(client, port, offered, seconds, "fb")
+    time.sleep(1.0)
+    stop.set()
+    for t in threads:
+        t.join()
+    bound = r * 1.1 + 1
+    worst = max_in_window(arrivals, 1.0)
+    log = edge.stderr_path.read_text(errors="replace")
+    held = re.search(r"startup hold ended: (\d+) requests held", log)
+    c.that(held is not None and int(held.group(1)) >= offered * 1.5,
+           f"the hold ended without a policy and released {held.group(1) if held else '?'} held requests (offered {offered:g}/s for the 2 s hold)")
+    c.that(worst <= bound, f"at most {worst} INVITEs reached the next hop in any 1 s (bound r·(1 s + τ) + 1 = {bound:g})")
+    c.that(len(arrivals) >= 0.8 * r * 2.0, f"the fallback admits: {len(arrivals)} forwarded of {len(sent)} (≥ 0.8·R·2 s after the hold)")
+    c.that(len(arrivals) + answers.get("503", 0) == len(sent), f"every call forwarded or answered 503: {len(arrivals)} + {answers}")
+    c.that(retry == [], f"no Retry-After on the fallback's 503s ({len(retry)})")
+    hop.close()
+    client.close()
+    return c
+
+
+def no_policy_reject(run: Run) -> Checks:
+    """No notifier and no --fallback-policy: what no rule classifies is answered 503 without
+    Retry-After (held requests too); in-dialog requests (RFC 7200 §5.1: not filtered) pass."""
+    c = Checks("no_policy_reject: notifier down, no fallback: unclassified new requests get 503")
+    port, nport = free_udp_port(tcp=True), free_udp_port()
+    hop, client, arrivals, answers, retry, stop, threads = offer_calls(port, 30.0, 3.0)
+    edge = start_edge(run, "edge", port, hop.getsockname()[1], "--subscribe", f"sip:loadctl@127.0.0.1:{nport}",
+                      "--startup-hold-ms", "1000")
+    sent = drive(client, port, 30.0, 3.0, "rj")
+    cport = client.getsockname()[1]
+    for k in range(5):
+        client.sendto((f"BYE sip:b@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{cport};branch=z9hG4bK-bye-{k}\r\n"
+                       f"From: <sip:a@127.0.0.1>;tag=f{k}\r\nTo: <sip:b@127.0.0.1>;tag=t{k}\r\nCall-ID: bye-{k}@e2e\r\n"
+                       f"CSeq: 2 BYE\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n").encode(), ("127.0.0.1", port))
+    time.sleep(1.0)
+    stop.set()
+    for t in threads:
+        t.join()
+    stats = edge_stats(edge)
+    c.that(answers.get("503", 0) == len(sent), f"every INVITE answered 503: {answers} of {len(sent)}")
+    c.that(retry == [], f"without Retry-After ({len(retry)} had one)")
+    c.that(len(arrivals) == 5, f"only the 5 in-dialog BYEs reached the next hop ({len(arrivals)})")
+    c.that(stats.get("edge_no_policy_rejected_total") == len(sent), f"edge_no_policy_rejected_total = {stats.get('edge_no_policy_rejected_total')}")
+    c.that(stats.get("edge_notifier_policy_pending") == 1, "edge_notifier_policy_pending = 1")
+    hop.close()
+    client.close()
+    return c
+
+
+class FakeNotifier:
+    """A notifier on a Python socket: 200 to a SUBSCRIBE and a NOTIFY with `policy`; the
+    unsubscribe (Expires: 0) is answered `unsub_status` (200: then a terminated NOTIFY)."""
+
+    def __init__(self, policy: str, unsub_status: int, deaf_s: float = 0.0):
+        import threading
+
+        self.deaf_until = time.monotonic() + deaf_s  # SUBSCRIBEs before this are ignored (a notifier still down)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.policy, self.unsub_status = policy, unsub_status
+        self.subscribes = []  # (monotonic time, Expires)
+        self.notify_answers = []
+        self.stop = threading.Event()
+        self.cseq = 0
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def header(msg: str, name: str) -> str:
+        for line in msg.split("\r\n")[1:]:
+            if line.lower().startswith(name.lower() + ":"):
+                return line.split(":", 1)[1].strip()
+        return ""
+
+    def notify(self, sub: str, addr, state: str, body: str = ""):
+        self.cseq += 1
+        ctype = "Content-Type: application/load-control+xml\r\n" if body else ""
+        msg = (f"NOTIFY sip:edge@127.0.0.1:{addr[1]} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{self.port};branch=z9hG4bK-n{self.cseq}\r\n"
+               f"Max-Forwards: 70\r\nFrom: <sip:loadctl@127.0.0.1:{self.port}>;tag=n1\r\nTo: {self.header(sub, 'From')}\r\n"
+               f"Call-ID: {self.header(sub, 'Call-ID')}\r\nCSeq: {self.cseq} NOTIFY\r\nContact: <sip:loadctl@127.0.0.1:{self.port}>\r\n"
+               f"Event: load-control\r\nSubscription-State: {state}\r\n{ctype}Content-Length: {len(body.encode())}\r\n\r\n{body}")
+        self.sock.sendto(msg.encode(), addr)
+
+    def serve(self):
+        self.sock.settimeout(0.1)
+        while not self.stop.is_set():
+            try:
+                data, addr = self.sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            msg = data.decode(errors="replace")
+            if msg.startswith("SIP/2.0 "):
+                self.notify_answers.append(msg.split("\r\n", 1)[0])
+                continue
+            if not msg.startswith("SUBSCRIBE "):
+                continue
+            expires = int(self.header(msg, "Expires") or "-1")
+            if time.monotonic() < self.deaf_until:
+                continue
+            self.subscribes.append((time.monotonic(), expires))
+            status = 200 if expires != 0 else self.unsub_status
+            to = self.header(msg, "To")
+            to = to if ";tag=" in to else to + ";tag=n1"
+            resp = (f"SIP/2.0 {status} {'OK' if status == 200 else 'Call/Transaction Does Not Exist'}\r\n"
+                    f"Via: {self.header(msg, 'Via')}\r\nFrom: {self.header(msg, 'From')}\r\nTo: {to}\r\n"
+                    f"Call-ID: {self.header(msg, 'Call-ID')}\r\nCSeq: {self.header(msg, 'CSeq')}\r\n"
+                    f"Contact: <sip:loadctl@127.0.0.1:{self.port}>\r\nExpires: {max(expires, 0) if expires == 0 else 3600}\r\nContent-Length: 0\r\n\r\n")
+            self.sock.sendto(resp.encode(), addr)
+            if status == 200 and expires != 0:
+                self.notify(msg, addr, "active;expires=3600", self.policy)
+            elif status == 200:
+                self.notify(msg, addr, "terminated")
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        self.sock.close()
+
+
+def unsubscribe_on_stop(run: Run) -> Checks:
+    """SIGTERM ends the subscription with one SUBSCRIBE Expires: 0 (RFC 6665 §4.1.2.3) and
+    starts no new one, whatever the unsubscribe is answered: on a 481 (the notifier lost the
+    dialog) libloadctl's subscriber starts a new subscription, which the edge must not send."""
+    c = Checks("unsubscribe_on_stop: one unsubscribe on SIGTERM, no new SUBSCRIBE on the way out")
+    policy = document(0, "full", rate_rule(5))
+    for status in (481, 200):
+        notifier = FakeNotifier(policy, status)
+        port = free_udp_port(tcp=True)
+        edge = start_edge(run, f"edge-{status}", port, free_udp_port(), "--subscribe", f"sip:loadctl@127.0.0.1:{notifier.port}",
+                          "--uri", f"sip:edge@127.0.0.1:{port}")
+        wait_event(edge, "policy applied (version)", 0)
+        stopped_at = time.monotonic()
+        edge.send_signal(signal.SIGTERM)
+        code = edge.wait(timeout=5)
+        time.sleep(0.5)
+        notifier.close()
+        after = [e for t, e in notifier.subscribes if t >= stopped_at]
+        c.that(code == 0, f"unsubscribe answered {status}: the edge exited 0 ({code})")
+        c.that(after == [0], f"unsubscribe answered {status}: SUBSCRIBEs after SIGTERM, by Expires: {after} (expected [0])")
+        if status == 200:
+            c.that(notifier.notify_answers[-1:] == ["SIP/2.0 200 OK"],
+                   f"the terminated NOTIFY after the unsubscribe was answered: {notifier.notify_answers}")
+    return c
+
+
+def fallback_withdrawn(run: Run) -> Checks:
+    """The notifier answers only after the startup hold: the fallback (a rate-0 rule on +1555)
+    is in force until its policy (rate 1000 on +1555) arrives, then withdrawn."""
+    c = Checks("fallback_withdrawn: the fallback gives way to the notifier's policy")
+    fallback = run.path("fallback.xml")
+    fallback.write_text(document(0, "full", rate_rule(0, rule_id="fallback-rate")))
+    notifier = FakeNotifier(document(0, "full", rate_rule(1000)), 200, deaf_s=1.2)
+    peers = UdpPeers()
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", port, peers.hop_port, "--subscribe", f"sip:loadctl@127.0.0.1:{notifier.port}",
+                      "--uri", f"sip:edge@127.0.0.1:{port}", "--fallback-policy", fallback, "--startup-hold-ms", "300")
+    time.sleep(0.6)
+    replies, forwarded = peers.invite(port, f"sip:{MATCH}@127.0.0.1;user=phone", f"<sip:{MATCH}@127.0.0.1;user=phone>")
+    c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 503") and forwarded == 0,
+           f"after the hold, before the notifier answers: the fallback's rate 0 → 503 ({replies})")
+    wait_event(edge, "policy applied (version)", 0)
+    log = edge.stderr_path.read_text(errors="replace")
+    c.that("fallback policy" in log and "withdrawn" in log, "the edge logged the fallback withdrawn")
+    replies, forwarded = peers.invite(port, f"sip:{MATCH}@127.0.0.1;user=phone", f"<sip:{MATCH}@127.0.0.1;user=phone>")
+    c.that(replies == [] and forwarded == 1, f"the notifier's rate 1000 in force: forwarded ({replies}, {forwarded})")
+    replies, forwarded = peers.invite(port, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>")
+    c.that(replies == [] and forwarded == 1, "a call no rule matches passes once the notifier's policy is in force")
+    stats = edge_stats(edge)
+    c.that(stats.get("edge_notifier_policy_pending") == 0, f"edge_notifier_policy_pending = {stats.get('edge_notifier_policy_pending')}")
+    run.stop(edge)
+    notifier.close()
+    peers.close()
+    return c
+
+
+ISO_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z edge: ")
+
+OPTIONS = ["--listen", "--next-hop", "--policy", "--source", "--subscribe", "--notifier", "--uri", "--expires", "--startup-hold-ms",
+           "--fallback-policy", "--redirect-allow", "--no-emergency-exempt", "--priority-namespaces", "--retry-after", "--transport",
+           "--max-connections", "--tcp-idle-s", "--linger-us", "--overload-control", "--oc-algorithms", "--oc-occupancy-target",
+           "--oc-timeout-ms", "--metrics", "--help", "--version"]
+
+
+def cli_and_logs(run: Run) -> Checks:
+    """--help, --version, refused command lines (exit 2, the option named), and the ISO 8601 UTC
+    time on every log line."""
+    import datetime
+    import subprocess
+
+    c = Checks("cli_and_logs: --help, --version, refused options, timestamps")
+
+    def edge(*args):
+        p = subprocess.run([str(EDGE), *args], capture_output=True, text=True, timeout=10)
+        return p.returncode, p.stdout, p.stderr
+
+    code, out, _ = edge("--help")
+    c.that(code == 0 and all(o in out for o in OPTIONS), f"--help exits 0 and names every option ({[o for o in OPTIONS if o not in out]} missing)")
+    required = out.split("Required:", 1)[1].split("\n\n", 1)[0] if "Required:" in out else ""
+    c.that("--listen" in required and "--next-hop" in required, "--help shows --listen and --next-hop as required")
+    code, out, _ = edge("--version")
+    c.that(code == 0 and "libloadctl" in out, f"--version exits 0: {out.strip()}")
+    hop = f"127.0.0.1:{free_udp_port()}"
+    policy = run.path("policy.xml")
+    policy.write_text(document(0, "full", ""))
+    port = free_udp_port(tcp=True)
+    base = ["--listen", f"127.0.0.1:{port}", "--next-hop", hop, "--policy", str(policy)]
+    for label, args, needle in [
+        ("an unknown option", base + ["--bogus"], "--bogus"),
+        ("a value missing, the next option in its place", ["--listen", "--next-hop", hop, "--policy", str(policy)], "--listen"),
+        ("a stray argument", base + ["stray"], "stray"),
+        ("--oc-algorithms without --overload-control", base + ["--oc-algorithms", "loss"], "--overload-control"),
+        ("--listen 127.0.0.1:99999 (port out of range)", ["--listen", "127.0.0.1:99999", "--next-hop", hop, "--policy", str(policy)], "99999"),
+        ("--next-hop 127.0.0.1:0", ["--listen", f"127.0.0.1:{port}", "--next-hop", "127.0.0.1:0", "--policy", str(policy)], "--next-hop"),
+        ("no --next-hop (required)", ["--listen", f"127.0.0.1:{port}", "--policy", str(policy)], "--next-hop"),
+        ("--fallback-policy without --subscribe", base + ["--fallback-policy", str(policy)], "--subscribe"),
+    ]:
+        code, _, err = edge(*args)
+        c.that(code == 2 and needle in err, f"{label}: exit {code}, {err.strip()!r}")
+    proc = start_edge(run, "edge", port, int(hop.split(":")[1]), "--policy", policy)
+    run.stop(proc)
+    lines = [line for line in proc.stderr_path.read_text(errors="replace").splitlines() if line]
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    stamps = [ISO_LINE.match(line) for line in lines]
+    c.that(len(lines) >= 3 and all(stamps), f"every log line starts with an ISO 8601 UTC time: {lines[:2]}")
+    if all(stamps) and stamps:
+        t = datetime.datetime.strptime(stamps[0].group(1), "%Y-%m-%dT%H:%M:%S.%f")
+        c.that(abs((now - t).total_seconds()) < 30, f"... in UTC: {stamps[0].group(1)} vs now {now.isoformat()}")
+    return c
+
+
+def metrics_endpoint(run: Run) -> Checks:
+    """GET /metrics: the Prometheus text format 0.0.4 with # HELP and # TYPE for every metric;
+    a reload that changes a rule's limit (a new rule to the engine, whose own row starts at 0)
+    decreases no exported counter; the endpoint is bounded and never holds up SIP."""
+    c = Checks("metrics_endpoint: /metrics, monotonic over a reload, bounded")
+    path = run.path("policy.xml")
+    path.write_text(document(0, "full", rate_rule(1000, rule_id="r")))
+    peers = UdpPeers()
+    port, mport = free_udp_port(tcp=True), free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", port, peers.hop_port, "--policy", path, "--metrics", f"127.0.0.1:{mport}")
+    harness.wait_tcp_port(mport, proc=edge)
+
+    def calls(n: int):
+        for _ in range(n):
+            peers.n += 1
+            peers.client.sendto(sip_request("INVITE", f"sip:{MATCH}@127.0.0.1;user=phone", peers.cport, 1000 + peers.n,
+                                            headers=f"Via: SIP/2.0/UDP 127.0.0.1:{peers.cport};branch=z9hG4bK-m-{peers.n}\r\n"
+                                            f"From: <sip:a@127.0.0.1>;tag=a\r\nTo: <sip:{MATCH}@127.0.0.1;user=phone>\r\n"
+                                            f"Call-ID: m-{peers.n}@e2e\r\nCSeq: 1 INVITE\r\n"), ("127.0.0.1", port))
+        got = len(peers.drain(peers.hop, 0.5))
+        c.that(got == n, f"{n} calls forwarded ({got})")
+
+    calls(30)
+    status, headers, body = scrape(mport)
+    c.that(status == 200 and headers.get("content-type", "").startswith("text/plain; version=0.0.4"),
+           f"GET /metrics: {status}, Content-Type {headers.get('content-type')}")
+    c.that(families_documented(body) == [], f"every metric has # HELP and # TYPE (missing: {sorted(set(families_documented(body)))[:5]})")
+    first = samples(body)
+    key = 'loadctl_rule_matched_total{source="edge",rule="r"}'
+    c.that(first.get(key) == 30 and first.get("edge_forwarded_total") == 30, f"{key} = {first.get(key)} after 30 calls")
+    path.write_text(document(1, "full", rate_rule(500, rule_id="r")))
+    edge.send_signal(signal.SIGHUP)
+    harness.wait_until(lambda: "generation 2" in edge.stderr_path.read_text(errors="replace"), 5.0)
+    calls(20)
+    second = samples(scrape(mport)[2])
+    counters = [k for k in first if k.split("{")[0].endswith("_total")]
+    went_back = [(k, first[k], second.get(k)) for k in counters if second.get(k, -1) < first[k]]
+    c.that(second.get(key) == 50 and second.get('loadctl_rule_accepted_total{source="edge",rule="r"}') == 50,
+           f"after the reload (rate 1000 → 500) and 20 more: {key} = {second.get(key)} (30 + 20)")
+    c.that(went_back == [], f"no counter went back over the reload ({len(counters)} counters; went back: {went_back[:3]})")
+    c.that(scrape(mport, "/other")[0] == 404 and scrape(mport, "/metrics", "POST")[0] == 405, "/other: 404, POST: 405")
+    with socket.create_connection(("127.0.0.1", mport), timeout=3.0) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 5000)
+        reply = s.recv(200).decode(errors="replace")
+    c.that(reply.startswith("HTTP/1.1 431"), f"a request head over 4 KiB: {reply.splitlines()[:1]}")
+    # Connections that never send: the endpoint holds 8, closes the rest, and SIP goes on.
+    idle = [socket.create_connection(("127.0.0.1", mport), timeout=3.0) for _ in range(12)]
+    t0 = time.monotonic()
+    replies, forwarded = peers.invite(port, f"sip:{MATCH}@127.0.0.1;user=phone", f"<sip:{MATCH}@127.0.0.1;user=phone>")
+    c.that(forwarded == 1, f"with 12 idle scrapers connected an INVITE is still forwarded ({time.monotonic() - t0:.2f} s with the drain)")
+    closed = 0
+    for s in idle:
+        s.settimeout(0.5)
+        try:
+            closed += s.recv(1) == b""
+        except (socket.timeout, ConnectionResetError):
+            pass
+    c.that(closed >= 4, f"beyond 8 connections the endpoint closes them at once ({closed} of 12 closed)")
+    for s in idle:
+        s.close()
+    time.sleep(0.3)
+    c.that(scrape(mport)[0] == 200, "once they are gone, scrapes are served again")
+    stats = edge_stats(edge)
+    c.that(stats.get("edge_forwarded_total") == 51, f"SIGUSR1 still prints the counters: edge_forwarded_total {stats.get('edge_forwarded_total')}")
+    peers.close()
+    return c
+
+
 TESTS = {
     "rule_actions": rule_actions,
     "notifier_lifecycle": notifier_lifecycle,
@@ -1049,6 +1612,14 @@ TESTS = {
     "targets_and_exemptions": targets_and_exemptions,
     "redirect_agreement": redirect_agreement,
     "notifier_observe_reports": notifier_observe_reports,
+    "request_validation": request_validation,
+    "retry_after": retry_after,
+    "no_policy_fallback": no_policy_fallback,
+    "no_policy_reject": no_policy_reject,
+    "unsubscribe_on_stop": unsubscribe_on_stop,
+    "fallback_withdrawn": fallback_withdrawn,
+    "cli_and_logs": cli_and_logs,
+    "metrics_endpoint": metrics_endpoint,
 }
 
 

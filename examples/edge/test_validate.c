@@ -1,0 +1,115 @@
+/* RFC 3261 §16.3 request validation (validate.c), one request per case, each expected answer
+ * from the RFC sentence cited beside it. `make edge-test` runs it under ASan and UBSan. */
+#include <stdio.h>
+#include <string.h>
+
+#include "validate.h"
+#include "../../ffi/tests/check.h"
+
+#define OWN "127.0.0.1:5070"
+
+/* A request from its start line and header lines (CRLF-separated, without the empty line). */
+static sv_reason check_req(const char *start, const char *headers, sv_result *r) {
+    static char msg[8192];
+    snprintf(msg, sizeof msg, "%s\r\n%s\r\n\r\n", start, headers);
+    return sv_check(msg, strlen(msg), OWN, r);
+}
+
+#define VIA "Via: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK-1\r\n"
+#define REST "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: 1 INVITE\r\n"
+
+int main(void) {
+    sv_result r;
+    /* A well-formed request passes; Max-Forwards absent "this check is passed" (§16.3 item 3). */
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", VIA REST "Max-Forwards: 70", &r) == SV_OK && r.max_forwards == 70);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", VIA REST "Content-Length: 0", &r) == SV_OK && r.max_forwards == -1);
+    CHECK(check_req("INVITE tel:+15551234 SIP/2.0", VIA REST, &r) == SV_OK);
+    CHECK(check_req("INVITE urn:service:sos SIP/2.0", VIA REST, &r) == SV_OK);
+    /* Compact forms (§7.3.3) and several Via entries on one line. */
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0",
+                    "v: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK-1, SIP/2.0/TCP [2001:db8::1]:5061;branch=z9hG4bK-2\r\n"
+                    "f: <sip:a@example.org>;tag=1\r\nt: <sip:b@example.org>\r\ni: c1\r\nCSeq: 1 INVITE",
+                    &r) == SV_OK);
+    /* "If the request contains a Max-Forwards header field with a field value of zero (0), the
+     * element MUST NOT forward the request. If the request was for OPTIONS, the element MAY act
+     * as the final recipient and respond per Section 11. Otherwise, the element MUST return a
+     * 483 (Too many hops) response." */
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", VIA REST "Max-Forwards: 0", &r) == SV_TOO_MANY_HOPS && r.status == 483);
+    CHECK(check_req("OPTIONS sip:b@example.org SIP/2.0",
+                    VIA "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: 7 OPTIONS\r\nMax-Forwards: 0", &r) ==
+              SV_OPTIONS_AT_0 &&
+          r.status == 200 && strstr(r.extra, "Allow: ") != NULL);
+    /* An ACK cannot be answered (§17.2.3): one with Max-Forwards 0 is dropped, not forwarded. */
+    CHECK(check_req("ACK sip:b@example.org SIP/2.0",
+                    VIA "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: 1 ACK\r\nMax-Forwards: 0", &r) ==
+              SV_UNANSWERED &&
+          r.status == 0);
+    /* §16.3 item 1: "Any components involved in the remainder of these Request Validation steps
+     * or the Request Forwarding section MUST be well-formed." → 400 */
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", VIA REST "Max-Forwards: ten", &r) == SV_BAD_SYNTAX && r.status == 400);
+    CHECK(check_req("INVITE garbage SIP/2.0", VIA REST, &r) == SV_BAD_SYNTAX && r.status == 400);
+    CHECK(check_req("INVITE sip: SIP/2.0", VIA REST, &r) == SV_BAD_SYNTAX && r.status == 400);
+    CHECK(check_req("INVITE <sip:b@example.org> SIP/2.0", VIA REST, &r) == SV_BAD_SYNTAX && r.status == 400);
+    CHECK(check_req("INVITE sip:b@example.org SIP/3.0", VIA REST, &r) == SV_BAD_SYNTAX && r.status == 400);
+    CHECK(check_req("INVITE sip:b@example.org", VIA REST, &r) == SV_BAD_SYNTAX && r.status == 400);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0",
+                    VIA "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCSeq: 1 INVITE", &r) == SV_BAD_SYNTAX &&
+          strcmp(r.phrase, "Missing Call-ID") == 0);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0",
+                    VIA "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1", &r) == SV_BAD_SYNTAX &&
+          strcmp(r.phrase, "Missing CSeq") == 0);
+    /* §8.1.1.5: "The method MUST match that of the request." */
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0",
+                    VIA "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: 1 BYE", &r) == SV_BAD_SYNTAX &&
+          strcmp(r.phrase, "Bad CSeq") == 0);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0",
+                    VIA "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: x INVITE", &r) == SV_BAD_SYNTAX);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", VIA "To: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: 1 INVITE", &r) ==
+              SV_BAD_SYNTAX &&
+          strcmp(r.phrase, "Missing From") == 0);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", VIA "From: <sip:a@example.org>;tag=1\r\nCall-ID: c1\r\nCSeq: 1 INVITE", &r) ==
+              SV_BAD_SYNTAX &&
+          strcmp(r.phrase, "Missing To") == 0);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", "Via: SIP/2.0/TCP [2001:db8::1]:5061;branch=z9hG4bK-1\r\n" REST, &r) == SV_OK);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", "Via: SIP/2.0/UDP [2001:db8::1;branch=z9hG4bK-1\r\n" REST, &r) == SV_NO_VIA);
+    /* Without a usable Via no response can be routed (§18.2.2): dropped, no status. */
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", REST, &r) == SV_NO_VIA && r.status == 0);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", "Via: garbage\r\n" REST, &r) == SV_NO_VIA && r.status == 0);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", "Via: SIP/2.0/UDP\r\n" REST, &r) == SV_NO_VIA);
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", "Via: SIP/2.0/UDP 192.0.2.1:99999;branch=z9hG4bK-1\r\n" REST, &r) == SV_NO_VIA);
+    /* §16.3 item 2: "If the Request-URI has a URI whose scheme is not understood by the proxy,
+     * the proxy SHOULD reject the request with a 416 (Unsupported URI Scheme) response." */
+    CHECK(check_req("INVITE http://example.org/ SIP/2.0", VIA REST, &r) == SV_BAD_SCHEME && r.status == 416);
+    /* §16.3 item 5: "… the element MUST return a 420 (Bad Extension) response. The response
+     * MUST include an Unsupported … header field listing those option-tags" */
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", VIA REST "Proxy-Require: foo, bar", &r) == SV_BAD_EXTENSION && r.status == 420 &&
+          strcmp(r.extra, "Unsupported: foo, bar\r\n") == 0);
+    /* §16.3 item 4: a Via with this edge's sent-by whose branch carries the loop hash of this
+     * very request: a loop (482); the same request with another Request-URI: a spiral. */
+    {
+        static char msg[4096], via[256];
+        const char *base = "OPTIONS sip:b@example.org SIP/2.0\r\n" VIA
+                           "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: 2 OPTIONS\r\n\r\n";
+        unsigned long loop = sv_loop_hash(base, strlen(base));
+        snprintf(via, sizeof via, "Via: SIP/2.0/UDP " OWN ";branch=z9hG4bK-lc1234.%lx\r\n", loop);
+        snprintf(msg, sizeof msg, "OPTIONS sip:b@example.org SIP/2.0\r\n%s" VIA
+                 "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: 2 OPTIONS\r\n\r\n", via);
+        CHECK(sv_loop_hash(msg, strlen(msg)) == loop); /* the Vias are not part of it */
+        CHECK(sv_check(msg, strlen(msg), OWN, &r) == SV_LOOP && r.status == 482);
+        CHECK(sv_check(msg, strlen(msg), "127.0.0.1:5071", &r) == SV_OK); /* another element's Via */
+        snprintf(msg, sizeof msg, "OPTIONS sip:c@example.org SIP/2.0\r\n%s" VIA
+                 "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: 2 OPTIONS\r\n\r\n", via);
+        CHECK(sv_check(msg, strlen(msg), OWN, &r) == SV_OK); /* retargeted: spiralling */
+    }
+    /* Truncated input never reads past its end (ASan): every prefix of a valid request. */
+    {
+        const char *full = "INVITE sip:b@example.org SIP/2.0\r\n" VIA REST "Max-Forwards: 70\r\nProxy-Require: x\r\n\r\n";
+        static char cut[1024];
+        for (size_t n = 0; n <= strlen(full); n++) {
+            memcpy(cut, full, n);
+            sv_check(cut, n, OWN, &r);
+        }
+    }
+    printf("test_validate: %d passed, %d failed\n", checks - failures, failures);
+    return failures ? 1 : 0;
+}

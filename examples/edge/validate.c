@@ -1,0 +1,322 @@
+/* RFC 3261 §16.3 request validation (validate.h). */
+#include "validate.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+const char *const SV_LABELS[SV_COUNT] = {
+    "valid", "no-via", "bad-syntax", "bad-scheme", "too-many-hops", "options-max-forwards-0", "loop", "bad-extension", "bad-ack",
+};
+
+/* One header line of the block: name (up to the colon, blanks trimmed) and value. */
+typedef struct {
+    const char *name, *value;
+    size_t name_len, value_len;
+} hline;
+
+/* The next header line from *at (the start of a line); 0 at the end of the header block. A
+ * folded continuation (RFC 3261 §7.3.1) is returned as a line without a name. */
+static int next_line(const char *msg, size_t len, size_t *at, hline *h) {
+    size_t i = *at;
+    if (i >= len) return 0;
+    const char *nl = memchr(msg + i, '\n', len - i);
+    size_t end = nl ? (size_t)(nl - msg) : len;
+    size_t line_len = end - i;
+    if (line_len > 0 && msg[end - 1] == '\r') line_len--;
+    if (line_len == 0) return 0;
+    *at = end + 1;
+    const char *l = msg + i;
+    memset(h, 0, sizeof *h);
+    if (l[0] == ' ' || l[0] == '\t') return 1;
+    const char *colon = memchr(l, ':', line_len);
+    if (!colon) return 1;
+    size_t n = (size_t)(colon - l);
+    while (n > 0 && (l[n - 1] == ' ' || l[n - 1] == '\t')) n--;
+    size_t v = (size_t)(colon - l) + 1;
+    while (v < line_len && (l[v] == ' ' || l[v] == '\t')) v++;
+    size_t vl = line_len - v;
+    while (vl > 0 && (l[v + vl - 1] == ' ' || l[v + vl - 1] == '\t')) vl--;
+    h->name = l;
+    h->name_len = n;
+    h->value = l + v;
+    h->value_len = vl;
+    return 1;
+}
+
+/* The header fields validation and the loop hash look at (RFC 3261 §7.3.3 compact forms too):
+ * one comparison per line, chosen by the name's length, since this runs on every request. */
+enum { H_OTHER, H_VIA, H_CALL_ID, H_CSEQ, H_FROM, H_TO, H_MAX_FORWARDS, H_PROXY_REQUIRE, H_ROUTE, H_PROXY_AUTHORIZATION };
+
+static int header_id(const hline *h) {
+    if (!h->name) return H_OTHER;
+    const char *n = h->name;
+    switch (h->name_len) {
+    case 1:
+        switch (n[0] | 0x20) {
+        case 'v': return H_VIA;
+        case 'i': return H_CALL_ID;
+        case 'f': return H_FROM;
+        case 't': return H_TO;
+        default: return H_OTHER;
+        }
+    case 2: return strncasecmp(n, "To", 2) == 0 ? H_TO : H_OTHER;
+    case 3: return strncasecmp(n, "Via", 3) == 0 ? H_VIA : H_OTHER;
+    case 4: return strncasecmp(n, "From", 4) == 0 ? H_FROM : strncasecmp(n, "CSeq", 4) == 0 ? H_CSEQ : H_OTHER;
+    case 5: return strncasecmp(n, "Route", 5) == 0 ? H_ROUTE : H_OTHER;
+    case 7: return strncasecmp(n, "Call-ID", 7) == 0 ? H_CALL_ID : H_OTHER;
+    case 12: return strncasecmp(n, "Max-Forwards", 12) == 0 ? H_MAX_FORWARDS : H_OTHER;
+    case 13: return strncasecmp(n, "Proxy-Require", 13) == 0 ? H_PROXY_REQUIRE : H_OTHER;
+    case 19: return strncasecmp(n, "Proxy-Authorization", 19) == 0 ? H_PROXY_AUTHORIZATION : H_OTHER;
+    default: return H_OTHER;
+    }
+}
+
+/* RFC 3261 §25.1 token characters. */
+static int token_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '!' ||
+           c == '%' || c == '*' || c == '_' || c == '+' || c == '`' || c == '\'' || c == '~';
+}
+
+static size_t comma_at(const char *v, size_t len) {
+    int quoted = 0;
+    for (size_t k = 0; k < len; k++) {
+        if (v[k] == '"') quoted = !quoted;
+        else if (v[k] == ',' && !quoted) return k;
+    }
+    return len;
+}
+
+/* One Via entry `SIP/2.0/TRANSPORT sent-by[;params]`: 1 when it parses; its sent-by and the
+ * value of its branch parameter (empty when none). */
+static int via_entry(const char *v, size_t len, const char **sent_by, size_t *sent_by_len, const char **branch,
+                     size_t *branch_len) {
+    size_t k = 0;
+    while (k < len && (v[k] == ' ' || v[k] == '\t')) k++;
+    if (len - k < 8 || strncasecmp(v + k, "SIP", 3) != 0) return 0;
+    k += 3;
+    while (k < len && v[k] == ' ') k++;
+    if (k >= len || v[k] != '/') return 0;
+    k++;
+    while (k < len && v[k] == ' ') k++;
+    if (len - k < 3 || strncmp(v + k, "2.0", 3) != 0) return 0;
+    k += 3;
+    while (k < len && v[k] == ' ') k++;
+    if (k >= len || v[k] != '/') return 0;
+    k++;
+    while (k < len && v[k] == ' ') k++;
+    size_t t = k;
+    while (k < len && token_char(v[k])) k++;
+    if (k == t || k >= len || (v[k] != ' ' && v[k] != '\t')) return 0;
+    while (k < len && (v[k] == ' ' || v[k] == '\t')) k++;
+    size_t s = k;
+    /* host (a name, IPv4, or [IPv6]) and an optional :port of 1..65535 */
+    if (k < len && v[k] == '[') {
+        while (k < len && v[k] != ']') {
+            char c = v[k];
+            if (!((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') || c == ':' || c == '.' || c == '[')) return 0;
+            k++;
+        }
+        if (k >= len) return 0;
+        k++;
+    } else {
+        while (k < len && v[k] != ':' && v[k] != ';' && v[k] != ' ' && v[k] != '\t') {
+            if (!token_char(v[k])) return 0;
+            k++;
+        }
+    }
+    if (k == s) return 0;
+    if (k < len && v[k] == ':') {
+        k++;
+        unsigned long port = 0;
+        size_t d = k;
+        while (k < len && v[k] >= '0' && v[k] <= '9' && k - d < 6) port = port * 10 + (unsigned long)(v[k++] - '0');
+        if (k == d || port == 0 || port > 65535) return 0;
+    }
+    *sent_by = v + s;
+    *sent_by_len = k - s;
+    *branch = NULL;
+    *branch_len = 0;
+    for (size_t j = k; j + 8 <= len; j++) {
+        if (v[j] == ';' && strncasecmp(v + j + 1, "branch=", 7) == 0) {
+            size_t b = j + 8, n = 0;
+            while (b + n < len && v[b + n] != ';' && v[b + n] != ' ' && v[b + n] != '\t') n++;
+            *branch = v + b;
+            *branch_len = n;
+            break;
+        }
+    }
+    /* anything after sent-by must be parameters */
+    while (k < len && (v[k] == ' ' || v[k] == '\t')) k++;
+    return k == len || v[k] == ';';
+}
+
+static unsigned long fnv(unsigned long h, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ul;
+    return (h ^ 0xff) * 1099511628211ul;
+}
+
+unsigned long sv_loop_hash(const char *msg, size_t len) {
+    unsigned long h = 1469598103934665603ul;
+    size_t first = 0;
+    while (first < len && msg[first] != '\n' && msg[first] != '\r') first++;
+    h = fnv(h, msg, first);
+    size_t at = first;
+    while (at < len && msg[at] != '\n') at++;
+    at++;
+    hline l;
+    while (next_line(msg, len, &at, &l)) {
+        int id = header_id(&l);
+        if (id != H_OTHER && id != H_VIA && id != H_MAX_FORWARDS) {
+            h = fnv(h, l.name, 1);
+            h = fnv(h, l.value, l.value_len);
+        }
+    }
+    return h ? h : 1;
+}
+
+static sv_reason fail(sv_result *out, sv_reason r, unsigned status, const char *phrase) {
+    out->reason = r;
+    out->status = status;
+    out->phrase = phrase;
+    return r;
+}
+
+/* The Request-URI: `scheme:rest` (RFC 3261 §25.1 absoluteURI / SIP-URI), without blanks,
+ * controls or the characters that end a name-addr; a sip/sips URI needs a host. 0: garbage,
+ * 1: a scheme this edge understands, 2: a well-formed URI of another scheme. */
+static int request_uri(const char *u, size_t n) {
+    size_t k = 0;
+    if (n == 0 || !((u[0] | 0x20) >= 'a' && (u[0] | 0x20) <= 'z')) return 0;
+    while (k < n && (((u[k] | 0x20) >= 'a' && (u[k] | 0x20) <= 'z') || (u[k] >= '0' && u[k] <= '9') || u[k] == '+' ||
+                     u[k] == '-' || u[k] == '.'))
+        k++;
+    if (k == n || u[k] != ':' || k + 1 == n) return 0;
+    for (size_t j = k + 1; j < n; j++) {
+        unsigned char c = (unsigned char)u[j];
+        if (c <= 0x20 || c == 0x7f || c == '<' || c == '>' || c == '"') return 0;
+    }
+    size_t scheme = k;
+    const char *rest = u + k + 1;
+    size_t rest_len = n - k - 1;
+    if ((scheme == 3 && strncasecmp(u, "sip", 3) == 0) || (scheme == 4 && strncasecmp(u, "sips", 4) == 0)) {
+        const char *at = memchr(rest, '@', rest_len);
+        const char *host = at ? at + 1 : rest;
+        size_t host_len = rest_len - (size_t)(host - rest);
+        if (host_len == 0 || host[0] == ';' || host[0] == ':' || host[0] == '?') return 0;
+        return 1;
+    }
+    /* tel (RFC 3966) numbers and urn (RFC 5031 service URNs: emergency calls) are classified too */
+    if ((scheme == 3 && strncasecmp(u, "tel", 3) == 0) || (scheme == 3 && strncasecmp(u, "urn", 3) == 0)) return 1;
+    return 2;
+}
+
+sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_result *out) {
+    out->reason = SV_OK; /* not a memset: `extra` is 512 bytes and this runs on every request */
+    out->status = 0;
+    out->phrase = NULL;
+    out->extra[0] = 0;
+    out->max_forwards = -1;
+    int is_ack = len >= 4 && strncmp(msg, "ACK ", 4) == 0;
+    /* The start line: Method SP Request-URI SP SIP-Version (RFC 3261 §7.1). */
+    const char *first_nl = memchr(msg, '\n', len);
+    size_t first = first_nl ? (size_t)(first_nl - msg) : len;
+    size_t line_len = first > 0 && msg[first - 1] == '\r' ? first - 1 : first;
+    size_t m = 0;
+    while (m < line_len && token_char(msg[m])) m++;
+    const char *sp1 = m < line_len && msg[m] == ' ' ? msg + m : NULL;
+    const char *uri = sp1 ? sp1 + 1 : NULL;
+    const char *sp2 = uri ? memchr(uri, ' ', (size_t)(msg + line_len - uri)) : NULL;
+    int line_ok = m > 0 && sp2 && (size_t)(msg + line_len - (sp2 + 1)) == 7 && memcmp(sp2 + 1, "SIP/2.0", 7) == 0;
+    int uri_kind = line_ok ? request_uri(uri, (size_t)(sp2 - uri)) : 0;
+    /* The header fields a proxy works with. */
+    size_t at = first + 1;
+    hline h;
+    int vias = 0, via_ok = 0, call_id = 0, cseq_ok = 0, cseq_seen = 0, from = 0, to = 0, mf_bad = 0, looped = 0;
+    const char *proxy_require = NULL;
+    size_t proxy_require_len = 0;
+    unsigned long loop = 0;
+    size_t own_len = own_sent_by ? strlen(own_sent_by) : 0;
+    while (next_line(msg, len, &at, &h)) {
+        int id = header_id(&h);
+        if (id == H_OTHER) continue;
+        if (id == H_VIA) {
+            /* Every entry of every Via line: the top one must parse (the response is routed by
+             * it), and one that names this edge's sent-by with its branch is a candidate loop. */
+            const char *v = h.value;
+            size_t rest = h.value_len;
+            for (;;) {
+                size_t c = comma_at(v, rest);
+                const char *sb, *br;
+                size_t sbl, brl;
+                int ok = via_entry(v, c, &sb, &sbl, &br, &brl);
+                if (vias++ == 0) via_ok = ok;
+                if (ok && own_len && sbl == own_len && strncasecmp(sb, own_sent_by, own_len) == 0 && br && brl > 11 &&
+                    strncmp(br, "z9hG4bK-lc", 10) == 0) {
+                    const char *dot = memchr(br, '.', brl);
+                    if (dot) {
+                        if (!loop) loop = sv_loop_hash(msg, len);
+                        char mine[24];
+                        int ml = snprintf(mine, sizeof mine, "%lx", loop);
+                        if ((size_t)ml == brl - (size_t)(dot + 1 - br) && memcmp(dot + 1, mine, (size_t)ml) == 0) looped = 1;
+                    }
+                }
+                if (c >= rest) break;
+                v += c + 1;
+                rest -= c + 1;
+            }
+        } else if (id == H_CALL_ID) {
+            call_id = h.value_len > 0;
+        } else if (id == H_CSEQ) {
+            /* CSeq = 1*DIGIT LWS Method, the method that of the request line (RFC 3261 §20.16) */
+            cseq_seen = 1;
+            size_t k = 0;
+            while (k < h.value_len && h.value[k] >= '0' && h.value[k] <= '9') k++;
+            size_t digits = k;
+            while (k < h.value_len && (h.value[k] == ' ' || h.value[k] == '\t')) k++;
+            cseq_ok = digits > 0 && digits <= 10 && k > digits && h.value_len - k == m && memcmp(h.value + k, msg, m) == 0;
+        } else if (id == H_FROM) {
+            from = h.value_len > 0;
+        } else if (id == H_TO) {
+            to = h.value_len > 0;
+        } else if (id == H_MAX_FORWARDS) {
+            size_t k = 0;
+            long v = 0;
+            while (k < h.value_len && h.value[k] >= '0' && h.value[k] <= '9' && v < 100000) v = v * 10 + (h.value[k++] - '0');
+            if (k == 0 || k != h.value_len) mf_bad = 1;
+            else out->max_forwards = (int)(v > 255 ? 255 : v);
+        } else if (id == H_PROXY_REQUIRE && h.value_len > 0) {
+            proxy_require = h.value;
+            proxy_require_len = h.value_len;
+        }
+    }
+    /* RFC 3261 §18.2.2: the response goes by the top Via. Without a usable one there is no
+     * way to answer. */
+    if (vias == 0 || !via_ok) return fail(out, SV_NO_VIA, 0, NULL);
+    sv_reason r = SV_OK;
+    if (!line_ok || uri_kind == 0) r = fail(out, SV_BAD_SYNTAX, 400, "Bad Request-Line");
+    else if (!call_id) r = fail(out, SV_BAD_SYNTAX, 400, "Missing Call-ID");
+    else if (!cseq_seen) r = fail(out, SV_BAD_SYNTAX, 400, "Missing CSeq");
+    else if (!cseq_ok) r = fail(out, SV_BAD_SYNTAX, 400, "Bad CSeq");
+    else if (!from) r = fail(out, SV_BAD_SYNTAX, 400, "Missing From");
+    else if (!to) r = fail(out, SV_BAD_SYNTAX, 400, "Missing To");
+    else if (mf_bad) r = fail(out, SV_BAD_SYNTAX, 400, "Bad Max-Forwards");
+    else if (uri_kind == 2) r = fail(out, SV_BAD_SCHEME, 416, "Unsupported URI Scheme");
+    else if (out->max_forwards == 0 && m == 7 && memcmp(msg, "OPTIONS", 7) == 0) {
+        r = fail(out, SV_OPTIONS_AT_0, 200, "OK");
+        /* RFC 3261 §11.2: Allow, Accept, … SHOULD be present. The edge forwards every method
+         * and takes no body itself. */
+        snprintf(out->extra, sizeof out->extra,
+                 "Allow: INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER, SUBSCRIBE, NOTIFY, MESSAGE, INFO, UPDATE, PRACK, REFER, "
+                 "PUBLISH\r\nAccept: application/sdp\r\n");
+    } else if (out->max_forwards == 0) r = fail(out, SV_TOO_MANY_HOPS, 483, "Too Many Hops");
+    else if (looped) r = fail(out, SV_LOOP, 482, "Loop Detected");
+    else if (proxy_require) {
+        /* The edge implements no extension a proxy would be asked for: every tag is unknown. */
+        r = fail(out, SV_BAD_EXTENSION, 420, "Bad Extension");
+        int n = (int)(proxy_require_len < 400 ? proxy_require_len : 400);
+        snprintf(out->extra, sizeof out->extra, "Unsupported: %.*s\r\n", n, proxy_require);
+    }
+    if (r != SV_OK && is_ack) return fail(out, SV_UNANSWERED, 0, NULL); /* RFC 3261 §17.2.3: no response to an ACK */
+    return r;
+}
