@@ -143,7 +143,8 @@ faults: e2e-tools edge kamailio-module
 ## --source: the core and the modules the tests load, under target/kamailio/VERSION/). Each
 ## release tarball or source tree in KAMAILIO_E2E_SOURCES is built, load-gated, and run through
 ## every module e2e test (test_kamailio_functions.py, test_kamailio_module.py) and the fault
-## scenarios with a Kamailio (test_faults.py --kamailio-only); each in KAMAILIO_GATE_SOURCES is
+## scenarios with a Kamailio (test_faults.py --kamailio-only), and from 6.0 on RFC 7339 against
+## Kamailio's own client (test_kamailio_oc_interop.py); each in KAMAILIO_GATE_SOURCES is
 ## built (core, sl, tm, pv) and load-gated. Both empty by default; .ci/run passes 6.1.4 and 5.8.8.
 ## Each Kamailio test target adds a line to target/kamailio/tested.txt for kamailio-summary.
 KAMAILIO_E2E_SOURCES ?=
@@ -155,6 +156,8 @@ kamailio-releases: e2e-tools lib edge kamailio-module
 	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_kamailio_functions.py; \
 	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_kamailio_module.py; \
 	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_faults.py --kamailio-only; \
+	  if [ "$$(basename $$dir | cut -d. -f1)" -ge 6 ]; then \
+	    LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_kamailio_oc_interop.py; fi; \
 	  echo "$$(basename $$dir) e2e $$src" >> target/kamailio/tested.txt; \
 	done
 	@set -e; for src in $(KAMAILIO_GATE_SOURCES); do \

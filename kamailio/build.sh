@@ -41,8 +41,9 @@ set -eu
 
 KAMAILIO_DEB_VERSION=5.6.3-2
 KAMAILIO_UPSTREAM=5.6.3
-# what tests/e2e loads from a release build (loadctl.cfg, loadctl-kemi.cfg, functions.cfg)
-RELEASE_MODULES="sl tm tmx pv siputils maxfwd xlog textops jsonrpcs app_jsdt kex"
+# what tests/e2e loads from a release build (loadctl.cfg, loadctl-kemi.cfg, functions.cfg,
+# dispatcher-oc.cfg)
+RELEASE_MODULES="sl tm tmx pv siputils maxfwd xlog textops jsonrpcs app_jsdt kex corex dispatcher"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/libloadctl/libloadctl.a

@@ -36,7 +36,8 @@
 //!    (RFC 7339 §5.10.2: "A SIP server that is in overload and has started to throttle incoming
 //!    traffic MUST reject some requests from non-participating clients").
 //!
-//! Every period under overload gets a new `oc-seq` (a timestamp, strictly increasing), so
+//! Every period under overload gets a new `oc-seq` (a timestamp, strictly increasing, its
+//! integer part raised with every value for clients that read only that part), so
 //! clients restart their validity period with each update (RFC 7339 §5.4); when control stops
 //! the server says so with `oc=0;oc-validity=0` and a new `oc-seq` (§5.7: "the SIP server MUST
 //! set the value of the "oc-validity" parameter to 0. The SIP server MUST increment the value of
@@ -687,7 +688,12 @@ impl Server {
             }
         }
         if self.overloaded || was {
-            self.seq = Seq::from_ns(now_ns).max(Seq(self.seq.0 + 1)).min(Seq::MAX);
+            // Each value gets a larger integer part than the last: Kamailio (5.8+, 6.x) reads
+            // oc-seq up to its "." and keeps a value only if that integer rose, so values a
+            // period apart inside one second would look stale to it. Still a timestamp while
+            // periods are a second or longer, and strictly increasing for every reading.
+            let next_integer = Seq((self.seq.0 / Seq::SCALE + 1) * Seq::SCALE);
+            self.seq = Seq::from_ns(now_ns).max(next_integer).min(Seq::MAX);
         }
 
         // Forget clients not heard from for the hold time (§5.1: "a client the server has
@@ -954,6 +960,58 @@ mod tests {
         let after = s.feedback(now, b"c\0").expect("test input");
         assert_eq!((after.oc, after.validity_ms), (0, 0));
         assert!(after.seq > before.seq);
+    }
+
+    #[test]
+    fn every_new_value_raises_the_integer_part_of_oc_seq() {
+        // RFC 7339 §4.4: values "generated ... at time t and t+1 MUST have an increasing value
+        // in the "oc-seq" parameter". A client that compares only the integer before the "."
+        // (Kamailio's core Via parser) must see each of them increase too: here the period is
+        // 100 ms, so ten values a second.
+        let (_, mut s) = run_fluid(1000.0, &[(3000.0, Some(Algorithms::BOTH))], 10);
+        let mut now = 10_000 * MS;
+        let seq_of = |s: &mut Server, now| {
+            s.feedback(now, b"c\0")
+                .and_then(|f| f.seq)
+                .expect("test input")
+        };
+        let mut last = seq_of(&mut s, now);
+        let mut rises = 0;
+        for _ in 0..20 {
+            now += 100 * MS;
+            for _ in 0..300 {
+                s.on_request(
+                    now,
+                    b"c\0",
+                    offer(Algorithms::BOTH),
+                    Class::Original,
+                    Category::Reducible,
+                );
+            }
+            s.report(
+                now,
+                Load::Queue(QueueLoad {
+                    delay_ns: 400 * MS,
+                    served: 100,
+                    served_retransmissions: 0,
+                    busy_ns: 100 * MS,
+                }),
+            )
+            .expect("test input");
+            let seq = seq_of(&mut s, now);
+            if seq != last {
+                assert!(
+                    seq.0 / Seq::SCALE > last.0 / Seq::SCALE,
+                    "{last} then {seq}: the integer part did not rise"
+                );
+                rises += 1;
+            }
+            last = seq;
+        }
+        assert!(
+            rises >= 19,
+            "a new value every period under overload: {rises} of 20"
+        );
     }
 
     #[test]
