@@ -183,8 +183,8 @@ pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) ->
 ///
 /// Errors: `LC_RESULT_INVALID_ARGUMENT` when `shards`, `max_rules` or `max_body_bytes` is 0,
 /// `exempt_flags` sets an undeclared bit, `sip_user_numbers` is not an `LC_SIP_USER_NUMBERS_*`
-/// value, or `priority_namespaces` holds a name that is not an RFC 4412 `token-nodot`; `LC_RESULT_INVALID_UTF8` when `redirect_allow` or
-/// `priority_namespaces` is not UTF-8.
+/// value, or `priority_namespaces` holds a name that is not an RFC 4412 `token-nodot`;
+/// `LC_RESULT_INVALID_UTF8` when `redirect_allow` or `priority_namespaces` is not UTF-8.
 ///
 /// # Safety
 /// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
