@@ -3,7 +3,7 @@
 use loadctl::compile::{CompiledPolicy, Identities, Miss, Scratch, compile, describe_canonical};
 use loadctl::engine::{Exemptions, Request, Time, Transport};
 use loadctl::policy::Ruleset;
-use loadctl::uri::SipUserNumbers;
+use loadctl::uri::{SipUserNumbers, UriRef, header_uris, parse, unread_number};
 
 /// The request as given on the command line.
 pub struct Args<'a> {
@@ -188,7 +188,9 @@ pub fn run(args: &Args<'_>) -> u8 {
     }
     let unread: Vec<&str> = all_fields
         .iter()
-        .filter(|(_, _, slot)| view.fields[*slot].iter().flatten().any(|c| c.unread_number))
+        .filter(|(_, raw, slot)| {
+            raw.is_some_and(|v| field_uris(v, *slot).any(|u| unread_number(u, args.numbers)))
+        })
         .map(|(name, _, _)| *name)
         .collect();
     if !unread.is_empty() {
@@ -214,6 +216,21 @@ pub fn run(args: &Args<'_>) -> u8 {
         }
     }
     0
+}
+
+/// The URIs of a field's value as the engine reads them: the Request-URI is one URI (its
+/// `;` parameters are its own), the others header values (the first URI; the first two of
+/// P-Asserted-Identity).
+fn field_uris(value: &str, slot: usize) -> impl Iterator<Item = UriRef<'_>> {
+    let texts: Vec<&str> = if slot == 2 {
+        vec![value.trim().trim_start_matches('<').trim_end_matches('>')]
+    } else {
+        header_uris(value)
+            .take(if slot == 3 { 2 } else { 1 })
+            .flatten()
+            .collect()
+    };
+    texts.into_iter().filter_map(|t| parse(t).ok())
 }
 
 /// Says which fields hold a number-like SIP user part the setting did not read and, for each

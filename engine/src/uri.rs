@@ -799,10 +799,6 @@ pub struct Canonical<'b, 'a> {
     /// The parameters and headers of a SIP URI compared as a SIP URI (not as a number), for
     /// the comparison of exact matches; `None` for everything else.
     pub sip: Option<SipRest<'a>>,
-    /// A SIP URI that was not read as a number although its user part looks like one (digits
-    /// and visual separators after an optional `+`, nothing else) — a number another
-    /// [`SipUserNumbers`] setting would read. Filled in when `number` is (or the key).
-    pub unread_number: bool,
 }
 
 /// What of a SIP URI its canonical key leaves out.
@@ -1071,6 +1067,19 @@ fn user_number(user: &str) -> Option<UserNumber> {
     any_digit.then_some(kind)
 }
 
+/// `uri` is a SIP URI without `user=phone` whose user part looks like a telephone number
+/// (digits and visual separators after an optional `+`, nothing else) that `numbers` does not
+/// read as one: a number a more lenient [`SipUserNumbers`] setting would read.
+pub fn unread_number(uri: UriRef<'_>, numbers: SipUserNumbers) -> bool {
+    match uri {
+        UriRef::Sip(s) if !user_is_phone(s.params) => s
+            .user
+            .and_then(user_number)
+            .is_some_and(|kind| !numbers.reads(kind)),
+        _ => false,
+    }
+}
+
 /// Which parts of a [`Canonical`] a caller reads: [`canonicalize_parts`] builds only those.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Parts {
@@ -1111,8 +1120,7 @@ pub fn canonicalize_parts<'b, 'a>(
 
 /// The canonical form of `uri` with SIP user parts read as `numbers` says, building only the
 /// parts `parts` asks for: each part asked for is exactly what all of them give; the others
-/// are left empty (`key` `b""`, `host`, `number` and `sip` `None`, `unread_number` false) and
-/// must not be read, since "empty" then does not mean "the URI has none". A part may come for
+/// are left empty (`key` `b""`, `host`, `number` and `sip` `None`) and must not be read, since "empty" then does not mean "the URI has none". A part may come for
 /// free with another (a number's key, a SIP URI's host inside its key) and is then filled in
 /// too, with the same value.
 ///
@@ -1124,6 +1132,20 @@ pub fn canonicalize_with<'b, 'a>(
     buf: &'b mut Vec<u8>,
     parts: Parts,
     numbers: SipUserNumbers,
+) -> Canonical<'b, 'a> {
+    canonicalize_noting(uri, buf, parts, numbers, &mut false)
+}
+
+/// [`canonicalize_with`], also setting `*unread` when `uri` is an [`unread_number`] (only
+/// looked at when `parts` asks for the key or the number): what classification counts, found
+/// on the way at no extra cost.
+#[inline]
+pub(crate) fn canonicalize_noting<'b, 'a>(
+    uri: UriRef<'a>,
+    buf: &'b mut Vec<u8>,
+    parts: Parts,
+    numbers: SipUserNumbers,
+    unread: &mut bool,
 ) -> Canonical<'b, 'a> {
     buf.clear();
     type R = std::ops::Range<usize>;
@@ -1145,7 +1167,6 @@ pub fn canonicalize_with<'b, 'a>(
         true => decode_lower_into(raw, buf),
         false => extend_lower(raw.as_bytes(), buf),
     };
-    let mut unread_number = false;
     // (number as written, its parameters, the host that is a local number's context).
     let tel_parts: Option<(&str, Params<'_>, Option<&str>)> = match uri {
         _ if !parts.key && !parts.number => None,
@@ -1159,7 +1180,7 @@ pub fn canonicalize_with<'b, 'a>(
                 Some((u, Params(""), (kind == UserNumber::Local).then_some(s.host)))
             }
             Some(_) => {
-                unread_number = true;
+                *unread = true;
                 None
             }
             None => None,
@@ -1253,7 +1274,6 @@ pub fn canonicalize_with<'b, 'a>(
             context: ctx.map(|r| &buf[r]),
         }),
         sip,
-        unread_number,
     }
 }
 

@@ -747,10 +747,6 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
         }),
         _ => None,
     };
-    let unread_number = match uri {
-        UriRef::Sip(s) if number.is_none() => s.user.is_some_and(looks_like_number),
-        _ => false,
-    };
     let buf: &'b [u8] = buf;
     Canonical {
         key: &buf[key],
@@ -761,17 +757,7 @@ pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<
             context: ctx.map(|r| &buf[r]),
         }),
         sip,
-        unread_number,
     }
-}
-
-/// A user part of digits and visual separators after an optional `+`, at least one digit.
-fn looks_like_number(user: &str) -> bool {
-    let digits = user.strip_prefix('+').unwrap_or(user);
-    digits.chars().any(|c| c.is_ascii_digit())
-        && digits
-            .chars()
-            .all(|c| c.is_ascii_digit() || "-.()".contains(c))
 }
 
 fn push_decimal(buf: &mut Vec<u8>, mut n: u16) {

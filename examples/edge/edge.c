@@ -1818,12 +1818,22 @@ static void print_stats(edge_t *e) {
     free(text);
 }
 
+/* --sip-user-numbers VALUE: the lc_engine_config.sip_user_numbers value it names (the names of
+ * `loadctl --sip-user-numbers`); -1 for another name. */
+static long sip_user_numbers(const char *name) {
+    if (strcmp(name, "global") == 0) return LC_SIP_USER_NUMBERS_GLOBAL;
+    if (strcmp(name, "user-phone") == 0) return LC_SIP_USER_NUMBERS_USER_PHONE;
+    if (strcmp(name, "digits") == 0) return LC_SIP_USER_NUMBERS_DIGITS;
+    return -1;
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]\n"
                     "            [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]\n"
                     "                         [--startup-hold-ms N]]\n"
                     "            [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]\n"
                     "            [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]\n"
+                    "            [--sip-user-numbers user-phone|global|digits]\n"
                     "            [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]\n"
                     "                                [--oc-timeout-ms N]]\n");
     return 2;
@@ -1841,6 +1851,7 @@ int main(int argc, char **argv) {
     const char *oc_algorithms = "loss,rate";
     long linger_us = 200, max_conns = 1024, idle_s = 300, oc_timeout_ms = 32000;
     double oc_target_pct = 80;
+    long user_numbers = LC_SIP_USER_NUMBERS_GLOBAL;
     e.source = "edge";
     e.udp_sock = e.tcp_sock = -1;
     for (int i = 1; i < argc; i++) {
@@ -1871,7 +1882,12 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--oc-occupancy-target") == 0) oc_target_pct = atof(argv[++i]);
         else if (strcmp(argv[i], "--oc-timeout-ms") == 0) oc_timeout_ms = atol(argv[++i]);
         else if (strcmp(argv[i], "--oc-algorithms") == 0) oc_algorithms = argv[++i];
-        else return usage();
+        else if (strcmp(argv[i], "--sip-user-numbers") == 0) {
+            if ((user_numbers = sip_user_numbers(argv[++i])) < 0) {
+                fprintf(stderr, "edge: --sip-user-numbers %s: expected user-phone, global or digits\n", argv[i]);
+                return 2;
+            }
+        } else return usage();
     }
     e.udp_on = strcmp(transport, "udp") == 0 || strcmp(transport, "both") == 0;
     e.tcp_on = strcmp(transport, "tcp") == 0 || strcmp(transport, "both") == 0;
@@ -1903,6 +1919,7 @@ int main(int argc, char **argv) {
         if (redirect_allow) config.redirect_allow = cstr(redirect_allow);
         if (!emergency_exempt) config.exempt_flags &= ~(uint32_t)LC_EXEMPT_EMERGENCY;
         if (priority_namespaces) config.priority_namespaces = cstr(priority_namespaces);
+        config.sip_user_numbers = (lc_sip_user_numbers)user_numbers;
         er = lc_engine_new(&config, &e.engine);
     }
     if (er != LC_RESULT_OK) {

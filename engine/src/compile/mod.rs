@@ -1043,11 +1043,7 @@ enum LazyKey<'b, 'r> {
     InView,
     /// Not built yet: the URI's text (it parsed when the view was built) and where to build
     /// its canonical form, which then replaces the view's.
-    Pending {
-        text: &'r str,
-        buf: &'b mut Vec<u8>,
-        numbers: SipUserNumbers,
-    },
+    Pending { text: &'r str, buf: &'b mut Vec<u8> },
 }
 
 /// One value of a request field as an identity test reads it.
@@ -1057,16 +1053,16 @@ struct Value<'v, 'b, 'r> {
     /// The view's entry for it: where a canonical form built on demand goes.
     entry: &'v mut Option<Canonical<'b, 'r>>,
     key: &'v mut LazyKey<'b, 'r>,
+    /// How the key reads SIP user parts (the policy's setting).
+    numbers: SipUserNumbers,
 }
 
 impl<'b, 'r> Value<'_, 'b, 'r> {
     /// The canonical form holding the key, built on first use.
     #[inline]
     fn key(&mut self) -> Option<&Canonical<'b, 'r>> {
-        if let LazyKey::Pending { text, buf, numbers } =
-            std::mem::replace(self.key, LazyKey::InView)
-        {
-            *self.entry = build_full(text, buf, numbers);
+        if let LazyKey::Pending { text, buf } = std::mem::replace(self.key, LazyKey::InView) {
+            *self.entry = build_full(text, buf, self.numbers);
         }
         self.entry.as_ref()
     }
@@ -1204,11 +1200,12 @@ pub(crate) fn uri_canonical<'b, 'r>(
 
 /// The URI `text`, when it parses: `parts` of its canonical form built into `buf`, and its
 /// key left to build into `key_buf` on first use (`key` says how) when `parts` does not hold
-/// it and there is a `key_buf`.
+/// it and there is a `key_buf`. `*unread` is set when the URI is a [`uri::unread_number`]
+/// (looked at when `parts` has the key or the number).
 #[inline]
 fn field<'b, 'r>(
     text: Option<&'r str>,
-    (parts, numbers): (Parts, SipUserNumbers),
+    (parts, numbers, unread): (Parts, SipUserNumbers, &mut bool),
     buf: &'b mut Vec<u8>,
     key_buf: Option<&'b mut Vec<u8>>,
     key: &mut LazyKey<'b, 'r>,
@@ -1218,9 +1215,11 @@ fn field<'b, 'r>(
     if !parts.key
         && let Some(buf) = key_buf
     {
-        *key = LazyKey::Pending { text, buf, numbers };
+        *key = LazyKey::Pending { text, buf };
     }
-    Some(uri::canonicalize_with(parsed, buf, parts, numbers))
+    Some(uri::canonicalize_noting(
+        parsed, buf, parts, numbers, unread,
+    ))
 }
 
 impl CompiledPolicy {
@@ -1257,7 +1256,7 @@ impl CompiledPolicy {
         scratch: &'b mut Scratch,
     ) -> RequestView<'b, 'r> {
         let [f0, t0, r0, p0, p1, tg] = &mut scratch.bufs;
-        let mut view = self.fields_view(ids, [f0, t0, r0, p0, p1], None);
+        let mut view = self.fields_view(ids, [f0, t0, r0, p0, p1], None, &mut false);
         if self.matcher.uses_target {
             view.target = ids.target.and_then(|v| uri_canonical(v, tg));
         }
@@ -1267,12 +1266,14 @@ impl CompiledPolicy {
     /// Canonicalises the header fields some rule uses into `bufs` (a view without target).
     /// With `lazy` (where keys built on demand go, and how to get each), only the parts the
     /// policy reads on every request are built ([`Matcher::parts`]); without, all of them.
+    /// `*unread` is set when some field is a [`uri::unread_number`].
     #[inline]
     fn fields_view<'b, 'r>(
         &self,
         ids: &Identities<'r>,
         [f0, t0, r0, p0, p1]: [&'b mut Vec<u8>; 5],
         lazy: Option<(&'b mut [Vec<u8>; 5], &mut Keys<'b, 'r>)>,
+        unread: &mut bool,
     ) -> RequestView<'b, 'r> {
         let m = &self.matcher;
         let mut view = RequestView::default();
@@ -1284,22 +1285,22 @@ impl CompiledPolicy {
         let [lf, lt, lr, lp0, lp1] = keys;
         if m.uses[0] {
             let text = ids.from.and_then(|v| header_text(v, 0));
-            view.fields[0][0] = field(text, (parts[0], m.numbers), f0, kf, lf);
+            view.fields[0][0] = field(text, (parts[0], m.numbers, &mut *unread), f0, kf, lf);
         }
         if m.uses[1] {
             let text = ids.to.and_then(|v| header_text(v, 0));
-            view.fields[1][0] = field(text, (parts[1], m.numbers), t0, kt, lt);
+            view.fields[1][0] = field(text, (parts[1], m.numbers, &mut *unread), t0, kt, lt);
         }
         if m.uses[2] {
             let text = ids.request_uri.map(bare_text);
-            view.fields[2][0] = field(text, (parts[2], m.numbers), r0, kr, lr);
+            view.fields[2][0] = field(text, (parts[2], m.numbers, &mut *unread), r0, kr, lr);
         }
         if m.uses[3] {
             let mut values = ids.p_asserted_identity.values();
             let text = values.next().and_then(element_text);
-            view.fields[3][0] = field(text, (parts[3], m.numbers), p0, kp0, lp0);
+            view.fields[3][0] = field(text, (parts[3], m.numbers, &mut *unread), p0, kp0, lp0);
             let text = values.next().and_then(element_text);
-            view.fields[3][1] = field(text, (parts[3], m.numbers), p1, kp1, lp1);
+            view.fields[3][1] = field(text, (parts[3], m.numbers, &mut *unread), p1, kp1, lp1);
         }
         view
     }
@@ -1392,7 +1393,12 @@ impl CompiledPolicy {
     ) -> bool {
         let m = &self.matcher;
         m.fields[sip.range()].iter().all(|&(f, ids)| {
-            Self::field_matches(&m.identities[ids.range()], fields, keys, field_slot(f))
+            Self::field_matches(
+                &m.identities[ids.range()],
+                fields,
+                keys,
+                (field_slot(f), m.numbers),
+            )
         })
     }
 
@@ -1402,7 +1408,7 @@ impl CompiledPolicy {
         ids: &[CompiledIdentity],
         fields: &mut Fields<'b, 'r>,
         keys: &mut Keys<'b, 'r>,
-        slot: usize,
+        (slot, numbers): (usize, SipUserNumbers),
     ) -> bool {
         // Only P-Asserted-Identity has a second value.
         let mut spare = LazyKey::InView;
@@ -1417,7 +1423,12 @@ impl CompiledPolicy {
             let Some(parts) = *entry else {
                 return false;
             };
-            let mut v = Value { parts, entry, key };
+            let mut v = Value {
+                parts,
+                entry,
+                key,
+                numbers,
+            };
             ids.iter().any(|id| id.matches(&mut v))
         })
     }
@@ -1535,7 +1546,13 @@ impl CompiledPolicy {
         } = scratch;
         let [f0, t0, r0, p0, p1, tg] = bufs;
         let mut lazy_keys: Keys<'_, '_> = IN_VIEW;
-        let mut view = self.fields_view(ids, [f0, t0, r0, p0, p1], Some((keys, &mut lazy_keys)));
+        let mut unread = false;
+        let mut view = self.fields_view(
+            ids,
+            [f0, t0, r0, p0, p1],
+            Some((keys, &mut lazy_keys)),
+            &mut unread,
+        );
         // The target is canonicalised only if a candidate rule names one.
         let mut target = match self.matcher.uses_target {
             true => LazyTarget::Pending {
@@ -1552,15 +1569,7 @@ impl CompiledPolicy {
             &mut target,
             candidates,
         );
-        // Only on a miss, and only where it can matter: a few flags of the view.
-        *unread_number = found.is_none()
-            && self.matcher.compares_numbers
-            && view
-                .fields
-                .iter()
-                .flatten()
-                .flatten()
-                .any(|c| c.unread_number);
+        *unread_number = unread && found.is_none() && self.matcher.compares_numbers;
         found
     }
 
@@ -1589,7 +1598,12 @@ impl CompiledPolicy {
                         let (mut fields, mut keys) = (view.fields, IN_VIEW);
                         (
                             f,
-                            Self::field_matches(ids, &mut fields, &mut keys, field_slot(f)),
+                            Self::field_matches(
+                                ids,
+                                &mut fields,
+                                &mut keys,
+                                (field_slot(f), m.numbers),
+                            ),
                         )
                     })
                     .collect()
