@@ -1053,7 +1053,7 @@ fn user_number(user: &str) -> Option<UserNumber> {
     let b = user.as_bytes();
     let (kind, digits) = match b.split_first() {
         Some((b'+', rest)) => (UserNumber::Global, rest),
-        Some((c, _)) if c.is_ascii_digit() => (UserNumber::Local, b),
+        Some((c, _)) if c.is_ascii_digit() || is_visual_separator(*c) => (UserNumber::Local, b),
         _ => return None,
     };
     let mut any_digit = false;
@@ -1493,6 +1493,65 @@ mod tests {
         let mut buf = Vec::new();
         let c = canonicalize(parse(s).expect("valid"), &mut buf);
         String::from_utf8_lossy(c.key).into_owned()
+    }
+
+    fn key_with(s: &str, numbers: SipUserNumbers) -> String {
+        let mut buf = Vec::new();
+        let c = canonicalize_with(parse(s).expect("valid"), &mut buf, Parts::ALL, numbers);
+        String::from_utf8_lossy(c.key).into_owned()
+    }
+
+    /// RFC 3261 §19.1.1: "Even without this parameter, recipients of SIP and SIPS URIs MAY
+    /// interpret the pre-@ part as a telephone number"; RFC 3966 §4: digits compare "after
+    /// removing all visual separators"; §5.1.5: "Local numbers MUST have a 'phone-context'".
+    #[test]
+    fn sip_user_parts_without_user_phone_are_read_as_the_setting_says() {
+        use SipUserNumbers::{Digits, Global, UserPhone};
+        let cases: [(&str, [&str; 3]); 6] = [
+            (
+                "sip:+1-212-555-1234@GW.example",
+                [
+                    "sip:+1-212-555-1234@gw.example",
+                    "tel:+12125551234",
+                    "tel:+12125551234",
+                ],
+            ),
+            (
+                "sips:(212)555.1234@PBX.example:5061",
+                [
+                    "sips:(212)555.1234@pbx.example:5061",
+                    "sips:(212)555.1234@pbx.example:5061",
+                    "tel:2125551234;phone-context=pbx.example",
+                ],
+            ),
+            // Parameters or escapes: a user name without user=phone.
+            ("sip:+1212;isub=1@gw", ["sip:+1212;isub=1@gw"; 3]),
+            ("sip:+1%32@gw", ["sip:+12@gw"; 3]),
+            ("sip:alice@gw", ["sip:alice@gw"; 3]),
+            // With user=phone, the number whatever the setting.
+            ("sip:+1-212@gw;user=phone", ["tel:+1212"; 3]),
+        ];
+        for (uri, expected) in cases {
+            for (n, want) in [UserPhone, Global, Digits].into_iter().zip(expected) {
+                assert_eq!(key_with(uri, n), want, "{uri} {n}");
+                // Unread: no number read, and a number-like user part.
+                let (mut buf, mut unread) = (Vec::new(), false);
+                let p = parse(uri).expect("valid");
+                let c = canonicalize_noting(p, &mut buf, Parts::ALL, n, &mut unread);
+                let number_like =
+                    matches!(p, UriRef::Sip(s) if s.user.and_then(user_number).is_some());
+                assert_eq!(c.number.is_none() && number_like, unread, "{uri} {n}");
+                assert_eq!(unread, unread_number(p, n), "{uri} {n}");
+            }
+        }
+        assert!(unread_number(parse("sip:+1212@gw").expect("ok"), UserPhone));
+        assert!(!unread_number(parse("sip:+1212@gw").expect("ok"), Global));
+        assert!(unread_number(parse("sip:1212@gw").expect("ok"), Global));
+        assert!(!unread_number(parse("sip:1212@gw").expect("ok"), Digits));
+        assert!(!unread_number(
+            parse("tel:1212;phone-context=x").expect("ok"),
+            UserPhone
+        ));
     }
 
     #[test]
