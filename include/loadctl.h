@@ -119,6 +119,11 @@ typedef struct lc_str {
   size_t len;
 } lc_str;
 
+// How SIP user parts without `user=phone` are read (`lc_engine_config.sip_user_numbers`). A
+// user part read as a number holds only digits and the visual separators `-` `.` `(` `)`
+// (no parameters, no %-escapes); anything else stays a user name.
+typedef uint32_t lc_sip_user_numbers;
+
 // Engine settings. Get the defaults with `lc_engine_config_default` and change what you need.
 typedef struct lc_engine_config {
   // Expected number of workers. Default: the number of cores. Advisory today (must not be
@@ -150,6 +155,14 @@ typedef struct lc_engine_config {
   // `LC_RESULT_INVALID_ARGUMENT`; not UTF-8: `LC_RESULT_INVALID_UTF8`. Read during
   // `lc_engine_new*` only (the engine keeps a copy).
   struct lc_str priority_namespaces;
+  // How the user part of a `sip:`/`sips:` URI **without `;user=phone`** is read, in From,
+  // To, Request-URI and P-Asserted-Identity and in the policy's ids alike: an
+  // `LC_SIP_USER_NUMBERS_*` value. RFC 3261 §19.1.1: "Even without this parameter,
+  // recipients of SIP and SIPS URIs MAY interpret the pre-@ part as a telephone number if
+  // local restrictions on the name space for user name allow it." Default
+  // `LC_SIP_USER_NUMBERS_GLOBAL` (0, so a zeroed field is the default). Any other value:
+  // `LC_RESULT_INVALID_ARGUMENT`. URIs with `user=phone` are numbers under every value.
+  lc_sip_user_numbers sip_user_numbers;
 } lc_engine_config;
 
 // Totals over every worker (attached or freed).
@@ -181,6 +194,13 @@ typedef struct lc_stats {
   uint64_t exempt_emergency;
   // Of `exempt`: an exempt Resource-Priority namespace (RFC 4412).
   uint64_t exempt_resource_priority;
+  // Of `unmatched`, while the policy compares telephone numbers (a `many-tel`, a `tel:` id):
+  // requests with a SIP/SIPS URI in a field some rule looks at whose user part looks like a
+  // number (digits and visual separators after an optional `+`) that
+  // `lc_engine_config.sip_user_numbers` did not read as one. Non-zero means tel rules may
+  // be missing calls they were meant for (`loadctl explain` names the setting that would
+  // match them).
+  uint64_t unread_numbers;
 } lc_stats;
 
 // One rule's counters, for `lc_engine_stats_each`. The strings are valid during the callback.
@@ -884,6 +904,18 @@ typedef uint32_t lc_sip_flags;
 // The overload-control client's hop table has no room for another next hop.
 #define LC_RESULT_OC_TABLE_FULL 601
 
+// `+` followed by digits and visual separators is a global number (`sip:+1-555-0100@gw` is
+// `tel:+15550100`): a `<many-tel prefix="+1555"/>` rule matches it. The default.
+#define LC_SIP_USER_NUMBERS_GLOBAL 0
+
+// Only `;user=phone` makes a number (the strict reading of RFC 3261 §19.1.1).
+#define LC_SIP_USER_NUMBERS_USER_PHONE 1
+
+// As `LC_SIP_USER_NUMBERS_GLOBAL`, and digits and visual separators alone are a local number
+// whose phone-context is the URI's host (`sip:7042@pbx.example` is
+// `tel:7042;phone-context=pbx.example`; RFC 3966 §5.1.5: local numbers need a context).
+#define LC_SIP_USER_NUMBERS_DIGITS 2
+
 // Let emergency requests through: Request-URI (or To, when the Request-URI is not a URN)
 // `urn:service:sos` or `urn:service:sos.*` (RFC 5031).
 #define LC_EXEMPT_EMERGENCY 1
@@ -1152,9 +1184,9 @@ lc_result lc_engine_config_default(struct lc_engine_config *out);
 // what it needs from `config` and its strings during the call.
 //
 // Errors: `LC_RESULT_INVALID_ARGUMENT` when `shards`, `max_rules` or `max_body_bytes` is 0,
-// `exempt_flags` sets an undeclared bit, or `priority_namespaces` holds a name that is not an
-// RFC 4412 `token-nodot`; `LC_RESULT_INVALID_UTF8` when `redirect_allow` or
-// `priority_namespaces` is not UTF-8.
+// `exempt_flags` sets an undeclared bit, `sip_user_numbers` is not an `LC_SIP_USER_NUMBERS_*`
+// value, or `priority_namespaces` holds a name that is not an RFC 4412 `token-nodot`;
+// `LC_RESULT_INVALID_UTF8` when `redirect_allow` or `priority_namespaces` is not UTF-8.
 //
 // # Safety
 // `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
@@ -1290,6 +1322,8 @@ lc_result lc_engine_stats_each(const struct lc_engine *engine,
 // - `loadctl_exempt_reason_total` with label `reason` = `not-filtered` (RFC 7200 §5.1),
 //   `emergency` (sos URN), `resource-priority` (an exempt namespace);
 // - `loadctl_unmatched_total`: requests no rule matched;
+// - `loadctl_unread_numbers_total`: of those, requests with a number-like SIP user part the
+//   `sip_user_numbers` setting did not read (see `lc_stats.unread_numbers`);
 // - gauges `loadctl_policy_generation` (the published snapshot) and `loadctl_policy_rules`.
 //
 // # Safety

@@ -63,7 +63,13 @@ fn seconds_to_ns(s: f64) -> Option<u64> {
 }
 
 /// Runs the command; returns the exit code.
-pub fn run(policy: &str, now: Option<&str>, transport: &str, exemptions: &Exemptions) -> u8 {
+pub fn run(
+    policy: &str,
+    now: Option<&str>,
+    transport: &str,
+    exemptions: &Exemptions,
+    numbers: loadctl::uri::SipUserNumbers,
+) -> u8 {
     let Some(default_transport) = Transport::parse(transport) else {
         eprintln!("loadctl: --transport {transport:?}: expected udp, tcp, tls, sctp, ws or wss");
         return 2;
@@ -72,8 +78,8 @@ pub fn run(policy: &str, now: Option<&str>, transport: &str, exemptions: &Exempt
         Ok(t) => t,
         Err(code) => return code,
     };
-    let mut shard = match crate::policy_file::load(policy)
-        .and_then(|(ruleset, _)| crate::policy_file::shard(ruleset, exemptions))
+    let mut shard = match crate::policy_file::load(policy, numbers)
+        .and_then(|(ruleset, _)| crate::policy_file::shard(ruleset, exemptions, numbers))
     {
         Ok(s) => s,
         Err(code) => return code,

@@ -25,6 +25,8 @@ pub struct Options<'a> {
     pub duration: Duration,
     /// Worker threads (default: one per core).
     pub threads: Option<usize>,
+    /// How SIP user parts without `user=phone` are read.
+    pub numbers: loadctl::uri::SipUserNumbers,
 }
 
 /// How long a window admission stays outstanding (its transaction's duration).
@@ -60,6 +62,7 @@ pub fn run(opts: &Options<'_>) -> u8 {
     let threads = opts.threads.unwrap_or(cores).max(1);
     let engine = Engine::new(EngineConfig {
         shards: threads,
+        compile: crate::policy_file::compile_config(opts.numbers),
         ..EngineConfig::default()
     });
     let source = Source::local("demo-notifier");

@@ -1,7 +1,9 @@
 //! `loadctl explain`: for a person, how one request is classified and why.
 
-use loadctl::compile::{Identities, Miss, Scratch, describe_canonical};
+use loadctl::compile::{CompiledPolicy, Identities, Miss, Scratch, compile, describe_canonical};
 use loadctl::engine::{Exemptions, Request, Time, Transport};
+use loadctl::policy::Ruleset;
+use loadctl::uri::{SipUserNumbers, UriRef, header_uris, parse, unread_number};
 
 /// The request as given on the command line.
 pub struct Args<'a> {
@@ -23,6 +25,8 @@ pub struct Args<'a> {
     pub resource_priority: Option<&'a str>,
     /// What is let through before any rule is tried.
     pub exemptions: Exemptions,
+    /// How SIP user parts without `user=phone` are read.
+    pub numbers: SipUserNumbers,
 }
 
 /// Prints the explanation; returns the exit code.
@@ -38,7 +42,7 @@ pub fn run(args: &Args<'_>) -> u8 {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let (ruleset, policy) = match crate::policy_file::load(args.policy) {
+    let (ruleset, policy) = match crate::policy_file::load(args.policy, args.numbers) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -182,7 +186,17 @@ pub fn run(args: &Args<'_>) -> u8 {
             );
         }
     }
-    let mut shard = match crate::policy_file::shard(ruleset, &args.exemptions) {
+    let unread: Vec<&str> = all_fields
+        .iter()
+        .filter(|(_, raw, slot)| {
+            raw.is_some_and(|v| field_uris(v, *slot).any(|u| unread_number(u, args.numbers)))
+        })
+        .map(|(name, _, _)| *name)
+        .collect();
+    if !unread.is_empty() {
+        explain_unread(&unread, &ruleset, &policy, args, unix_ns, matched);
+    }
+    let mut shard = match crate::policy_file::shard(ruleset, &args.exemptions, args.numbers) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -202,6 +216,81 @@ pub fn run(args: &Args<'_>) -> u8 {
         }
     }
     0
+}
+
+/// The URIs of a field's value as the engine reads them: the Request-URI is one URI (its
+/// `;` parameters are its own), the others header values (the first URI; the first two of
+/// P-Asserted-Identity).
+fn field_uris(value: &str, slot: usize) -> impl Iterator<Item = UriRef<'_>> {
+    let texts: Vec<&str> = if slot == 2 {
+        vec![value.trim().trim_start_matches('<').trim_end_matches('>')]
+    } else {
+        header_uris(value)
+            .take(if slot == 3 { 2 } else { 1 })
+            .flatten()
+            .collect()
+    };
+    texts.into_iter().filter_map(|t| parse(t).ok())
+}
+
+/// Says which fields hold a number-like SIP user part the setting did not read and, for each
+/// setting that reads more, which rules would match then that do not now, and the first match.
+fn explain_unread(
+    fields: &[&str],
+    ruleset: &Ruleset,
+    policy: &CompiledPolicy,
+    args: &Args<'_>,
+    unix_ns: i128,
+    matched: Option<usize>,
+) {
+    println!(
+        "note: the user part of {} looks like a telephone number, not read as one under --sip-user-numbers {} (without ;user=phone, RFC 3261 §19.1.1)",
+        fields.join(", "),
+        args.numbers
+    );
+    if !policy.compares_numbers() {
+        println!("  (no rule compares telephone numbers)");
+        return;
+    }
+    let name = |p: &CompiledPolicy, i: Option<usize>| {
+        i.and_then(|i| p.rules().get(i))
+            .map_or("no rule".to_owned(), |r| format!("rule {}", r.id()))
+    };
+    let mut scratch = Scratch::default();
+    let now_view = policy.view(&args.identities, &mut scratch);
+    let now_ok: Vec<bool> = (0..policy.len())
+        .map(|i| policy.check(i, args.method, unix_ns, &now_view).is_ok())
+        .collect();
+    let mut any = false;
+    let lenient = SipUserNumbers::ALL
+        .into_iter()
+        .skip_while(|&n| n != args.numbers)
+        .skip(1);
+    for other in lenient {
+        let Ok(p) = compile(ruleset, &crate::policy_file::compile_config(other)) else {
+            continue;
+        };
+        let mut scratch = Scratch::default();
+        let view = p.view(&args.identities, &mut scratch);
+        let gained: Vec<String> = (0..p.len())
+            .filter(|&i| !now_ok[i] && p.check(i, args.method, unix_ns, &view).is_ok())
+            .map(|i| p.rules()[i].id().to_string())
+            .collect();
+        if gained.is_empty() {
+            continue;
+        }
+        any = true;
+        let first = (0..p.len()).find(|&i| p.check(i, args.method, unix_ns, &view).is_ok());
+        println!(
+            "  under --sip-user-numbers {other}: {} would match too; the first match would be {} (now: {})",
+            gained.join(", "),
+            name(&p, first),
+            name(policy, matched)
+        );
+    }
+    if !any {
+        println!("  no setting that reads more numbers makes another rule match");
+    }
 }
 
 fn policy_uses(policy: &loadctl::compile::CompiledPolicy, slot: usize) -> bool {

@@ -55,6 +55,8 @@ enum Command {
         transport: String,
         #[command(flatten)]
         exemptions: ExemptionFlags,
+        #[command(flatten)]
+        numbers: NumberFlag,
     },
     /// Show how one request is classified and why.
     Explain {
@@ -98,6 +100,8 @@ enum Command {
         resource_priority: Vec<String>,
         #[command(flatten)]
         exemptions: ExemptionFlags,
+        #[command(flatten)]
+        numbers: NumberFlag,
     },
     /// Run the engine on all cores against a synthetic SIP request mix, with a policy update
     /// half-way, and print per-rule results (embedded default policy unless --policy FILE).
@@ -111,6 +115,8 @@ enum Command {
         /// Worker threads (default: one per core).
         #[arg(long)]
         threads: Option<usize>,
+        #[command(flatten)]
+        numbers: NumberFlag,
     },
     /// Simulate an overloaded SIP server (PRSM vs FIFO) with the discrete-event or fluid
     /// model; `--sweep` runs the whole grid and draws plots.
@@ -174,6 +180,24 @@ struct ExemptionFlags {
     priority_namespaces: Option<String>,
 }
 
+/// How the commands that classify read SIP user parts without `user=phone` (the engine's
+/// `CompileConfig::sip_user_numbers`, the C ABI's `lc_engine_config.sip_user_numbers`).
+#[derive(clap::Args)]
+struct NumberFlag {
+    /// How a sip:/sips: user part without ;user=phone is read (RFC 3261 §19.1.1: recipients
+    /// "MAY interpret the pre-@ part as a telephone number"): user-phone = only with
+    /// ;user=phone (strict); global = also "+" then digits and visual separators -.() only
+    /// (sip:+1-555-0100@gw is tel:+15550100); digits = also digits and separators alone, a
+    /// local number in the context of the host (sip:7042@pbx is
+    /// tel:7042;phone-context=pbx). Policy ids are read the same way.
+    #[arg(
+        long,
+        value_name = "user-phone|global|digits",
+        default_value = "global"
+    )]
+    sip_user_numbers: loadctl::uri::SipUserNumbers,
+}
+
 impl ExemptionFlags {
     fn exemptions(&self) -> Result<loadctl::engine::Exemptions, u8> {
         policy_file::exemptions(
@@ -192,8 +216,15 @@ fn main() -> ExitCode {
             now,
             transport,
             exemptions,
+            numbers,
         } => match exemptions.exemptions() {
-            Ok(e) => classify::run(&policy, now.as_deref(), &transport, &e),
+            Ok(e) => classify::run(
+                &policy,
+                now.as_deref(),
+                &transport,
+                &e,
+                numbers.sip_user_numbers,
+            ),
             Err(code) => code,
         },
         Command::Explain {
@@ -210,6 +241,7 @@ fn main() -> ExitCode {
             in_dialog,
             resource_priority,
             exemptions,
+            numbers,
         } => {
             // Repeated header lines are one comma-separated list (RFC 3261 §7.3.1).
             let pai = (!pai.is_empty()).then(|| pai.join(", "));
@@ -232,6 +264,7 @@ fn main() -> ExitCode {
                     in_dialog,
                     resource_priority: resource_priority.as_deref(),
                     exemptions,
+                    numbers: numbers.sip_user_numbers,
                 }),
                 Err(code) => code,
             }
@@ -240,6 +273,7 @@ fn main() -> ExitCode {
             policy,
             duration,
             threads,
+            numbers,
         } => {
             if !(duration.is_finite() && duration > 0.0 && duration <= 3600.0) {
                 eprintln!("loadctl: --duration must be between 0 and 3600 seconds");
@@ -249,6 +283,7 @@ fn main() -> ExitCode {
                 policy: policy.as_deref(),
                 duration: std::time::Duration::from_secs_f64(duration),
                 threads,
+                numbers: numbers.sip_user_numbers,
             })
         }
         Command::Simulate(args) => simulate::run(&args),

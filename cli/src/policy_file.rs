@@ -5,10 +5,11 @@ use std::sync::Arc;
 use loadctl::compile::{CompileConfig, CompiledPolicy, compile};
 use loadctl::engine::{Engine, EngineConfig, Exemptions, Shard};
 use loadctl::policy::{self, Limits, Ruleset};
+use loadctl::uri::SipUserNumbers;
 
-/// Reads, validates and compiles a full policy; on failure prints why and returns the exit
-/// code (1 invalid, 2 I/O).
-pub fn load(path: &str) -> Result<(Ruleset, Arc<CompiledPolicy>), u8> {
+/// Reads, validates and compiles a full policy, SIP user parts read as `numbers` says; on
+/// failure prints why and returns the exit code (1 invalid, 2 I/O).
+pub fn load(path: &str, numbers: SipUserNumbers) -> Result<(Ruleset, Arc<CompiledPolicy>), u8> {
     let bytes = crate::read_input(path).map_err(|e| {
         eprintln!("loadctl: {path}: {e}");
         2u8
@@ -18,11 +19,19 @@ pub fn load(path: &str) -> Result<(Ruleset, Arc<CompiledPolicy>), u8> {
         1u8
     })?;
     print_warnings(path, &doc.warnings);
-    let compiled = compile(&doc.ruleset, &CompileConfig::default()).map_err(|e| {
+    let compiled = compile(&doc.ruleset, &compile_config(numbers)).map_err(|e| {
         eprintln!("{path}: {e}");
         1u8
     })?;
     Ok((doc.ruleset, Arc::new(compiled)))
+}
+
+/// The compile options of the commands that classify.
+pub fn compile_config(numbers: SipUserNumbers) -> CompileConfig {
+    CompileConfig {
+        sip_user_numbers: numbers,
+        ..CompileConfig::default()
+    }
 }
 
 /// Prints the reader's warnings as `FILE:LINE:COL: warning: …` on standard error.
@@ -37,13 +46,19 @@ pub fn print_warnings(name: &str, warnings: &[policy::Warning]) {
     }
 }
 
-/// A one-shard engine enforcing `ruleset` with `exemptions`, and its shard.
-pub fn shard(ruleset: Ruleset, exemptions: &Exemptions) -> Result<Shard, u8> {
+/// A one-shard engine enforcing `ruleset` with `exemptions` and SIP user parts read as
+/// `numbers` says, and its shard.
+pub fn shard(
+    ruleset: Ruleset,
+    exemptions: &Exemptions,
+    numbers: SipUserNumbers,
+) -> Result<Shard, u8> {
     let engine = Engine::from_ruleset(
         ruleset,
         EngineConfig {
             shards: 1,
             exemptions: exemptions.clone(),
+            compile: compile_config(numbers),
             ..EngineConfig::default()
         },
     )

@@ -524,3 +524,114 @@ fn explain_takes_two_p_asserted_identities() {
         "{text}"
     );
 }
+
+/// A policy with a `many-tel prefix="+1555"` rate rule on the Request-URI and one on a
+/// `pbx.example.com` context on To.
+fn tel_policy() -> String {
+    let path =
+        std::env::temp_dir().join(format!("loadctl-cli-test-{}-tel.xml", std::process::id()));
+    let doc = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\" version=\"0\" state=\"full\">\
+        <rule id=\"p1555\"><conditions><lc:call-identity><lc:sip><lc:request-uri><many-tel prefix=\"+1555\"/></lc:request-uri></lc:sip></lc:call-identity></conditions>\
+        <actions><lc:accept alt-action=\"reject\"><lc:rate>10</lc:rate></lc:accept></actions></rule>\
+        <rule id=\"pbx\"><conditions><lc:call-identity><lc:sip><lc:to><many-tel prefix=\"pbx.example.com\"/></lc:to></lc:sip></lc:call-identity></conditions>\
+        <actions><lc:accept alt-action=\"reject\"><lc:rate>10</lc:rate></lc:accept></actions></rule></ruleset>";
+    std::fs::write(&path, doc).expect("write policy");
+    path.to_string_lossy().into_owned()
+}
+
+/// RFC 3261 §19.1.1: without `user=phone`, recipients "MAY interpret the pre-@ part as a
+/// telephone number". 30 calls in one second to `sip:+1555…@gw` without it: a rate of 10/s
+/// with a 100 ms burst tolerance admits at most 10·1.1 + 1 = 12 under `global` (the default)
+/// and `digits`; under `user-phone` no rule matches and all 30 pass.
+#[test]
+fn sip_user_numbers_decides_whether_a_plain_sip_user_is_a_number() {
+    let policy = tel_policy();
+    let lines: Vec<Value> = (0..30)
+        .map(|i| {
+            let mut l = invite(
+                f64::from(i) / 30.0,
+                "<sip:a@x.example>;tag=1",
+                "<sip:+15550001234@gw.example>",
+            );
+            l["ruri"] = "sip:+15550001234@gw.example".into();
+            l
+        })
+        .collect();
+    for (extra, limited) in [
+        (&[][..], true),
+        (&["--sip-user-numbers", "global"][..], true),
+        (&["--sip-user-numbers", "digits"][..], true),
+        (&["--sip-user-numbers", "user-phone"][..], false),
+    ] {
+        let (d, out) = classify(&policy, extra, &lines);
+        assert_eq!(out.status.code(), Some(0), "{extra:?}");
+        let accepted = count(&d, "accept");
+        if limited {
+            assert!((10..=12).contains(&accepted), "{extra:?}: {accepted}");
+            assert!(d.iter().all(|x| x["rule"] == "p1555"), "{extra:?}");
+        } else {
+            assert_eq!(accepted, 30, "{extra:?}");
+            assert!(d.iter().all(|x| x["rule"].is_null()), "{extra:?}");
+        }
+    }
+    let (_, out) = classify(&policy, &["--sip-user-numbers", "phone"], &lines);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("user-phone, global or digits"));
+}
+
+#[test]
+fn explain_names_the_setting_that_would_read_a_number() {
+    let policy = tel_policy();
+    let explain = |extra: &[&str]| {
+        let mut args = vec![
+            "explain",
+            "--policy",
+            &policy,
+            "--method",
+            "INVITE",
+            "--ruri",
+            "sip:+15550001234@gw.example",
+            "--to",
+            "\"PBX\" <sip:7042@PBX.example.com>;tag=2",
+        ];
+        args.extend_from_slice(extra);
+        let out = loadctl(&args, "");
+        assert_eq!(out.status.code(), Some(0), "{extra:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = explain(&["--sip-user-numbers", "user-phone"]);
+    assert!(
+        text.contains("note: the user part of to, request-uri looks like a telephone number, not read as one under --sip-user-numbers user-phone"),
+        "{text}"
+    );
+    assert!(
+        text.contains("under --sip-user-numbers global: p1555 would match too; the first match would be rule p1555 (now: no rule)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("under --sip-user-numbers digits: p1555, pbx would match too"),
+        "{text}"
+    );
+    assert!(
+        text.contains("decision: accept (no rule matches)"),
+        "{text}"
+    );
+    // The default reads the global number, not the local one.
+    let text = explain(&[]);
+    assert!(text.contains("canonical: tel:+15550001234"), "{text}");
+    assert!(
+        text.contains("note: the user part of to looks like a telephone number"),
+        "{text}"
+    );
+    assert!(
+        text.contains("under --sip-user-numbers digits: pbx would match too; the first match would be rule p1555 (now: rule p1555)"),
+        "{text}"
+    );
+    // Under digits nothing number-like is left unread.
+    let text = explain(&["--sip-user-numbers", "digits"]);
+    assert!(!text.contains("note:"), "{text}");
+    assert!(
+        text.contains("canonical: tel:7042;phone-context=pbx.example.com"),
+        "{text}"
+    );
+}

@@ -25,8 +25,30 @@
 //! "by the value of the \"phone-context\" parameter"), so they look at the digits and the
 //! context only and `tel:+1-212-555-1234;isub=1` is within prefix `+1-212`. **A `sip:`/`sips:` URI with
 //! `user=phone` is compared as the telephone number in its user part**, so a `tel:` id and a
-//! `many-tel` prefix match it whatever its host. A SIP URI without `user=phone` is never taken
-//! as a number, even when its user part looks like one (RFC 3261 §19.1.1).
+//! `many-tel` prefix match it whatever its host.
+//!
+//! # SIP user parts without `user=phone`
+//! RFC 3261 §19.1.1: "If the user string contains a telephone number formatted as a
+//! telephone-subscriber, the user parameter value \"phone\" SHOULD be present. Even without
+//! this parameter, recipients of SIP and SIPS URIs MAY interpret the pre-@ part as a telephone
+//! number if local restrictions on the name space for user name allow it." Many networks omit
+//! the parameter, so how far a recipient reads is a local choice, [`SipUserNumbers`]:
+//! - [`SipUserNumbers::UserPhone`]: only `user=phone` URIs are numbers (the strict reading);
+//! - [`SipUserNumbers::Global`] (the default): also a user part that is a global number, `+`
+//!   followed by digits and visual separators and nothing else (`sip:+1-212-555-1234@gw` is
+//!   `tel:+12125551234`). RFC 3966 §5.1.4 makes global numbers unambiguous ("Globally unique
+//!   numbers are identified by the leading \"+\" character"), and no user name that
+//!   plausibly names a person starts with `+` and holds only digits;
+//! - [`SipUserNumbers::Digits`]: also a user part of digits and visual separators alone, read
+//!   as a local number whose `phone-context` is the URI's host (`sip:5551234@pbx.example` is
+//!   `tel:5551234;phone-context=pbx.example`). RFC 3966 §5.1.5: "Local numbers MUST have a
+//!   'phone-context' parameter that identifies the scope of their validity", and the host is
+//!   the name space §19.1.1's "local restrictions" speak of; so the same digits at two hosts
+//!   stay two numbers.
+//!
+//! Without `user=phone`, a user part read as a number holds no parameters (no `;`) and no
+//! %-escapes: anything else stays a user name. Both sides of a comparison are read the same
+//! way, so under `Global` a policy's `sip:+12125551234@gw` id is that number too.
 
 /// Why a URI could not be parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -771,7 +793,8 @@ pub struct Canonical<'b, 'a> {
     pub key: &'b [u8],
     /// The host, lower-case (SIP and SIPS URIs).
     pub host: Option<&'b [u8]>,
-    /// The telephone number (tel URIs and SIP URIs with `user=phone`).
+    /// The telephone number (tel URIs, SIP URIs with `user=phone`, and SIP URIs whose user
+    /// part the [`SipUserNumbers`] setting reads as a number).
     pub number: Option<Number<'b>>,
     /// The parameters and headers of a SIP URI compared as a SIP URI (not as a number), for
     /// the comparison of exact matches; `None` for everything else.
@@ -933,6 +956,130 @@ fn user_is_phone(params: Params<'_>) -> bool {
     }
 }
 
+/// How the user part of a `sip:`/`sips:` URI **without `user=phone`** is read (see the
+/// [module documentation](self)): RFC 3261 §19.1.1 lets a recipient "interpret the pre-@ part
+/// as a telephone number if local restrictions on the name space for user name allow it".
+/// A URI with `user=phone` is a number under every setting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SipUserNumbers {
+    /// Only `user=phone` makes a number (the strict reading).
+    UserPhone,
+    /// Also a global number: `+`, then digits and visual separators only (`+1-212-555-1234`).
+    #[default]
+    Global,
+    /// Also digits and visual separators only (`5551234`), a local number in the context of
+    /// the URI's host; global numbers as [`SipUserNumbers::Global`].
+    Digits,
+}
+
+impl SipUserNumbers {
+    /// Every setting, strictest first.
+    pub const ALL: [SipUserNumbers; 3] = [
+        SipUserNumbers::UserPhone,
+        SipUserNumbers::Global,
+        SipUserNumbers::Digits,
+    ];
+
+    /// The setting's name in configuration and on command lines: `user-phone`, `global` or
+    /// `digits`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SipUserNumbers::UserPhone => "user-phone",
+            SipUserNumbers::Global => "global",
+            SipUserNumbers::Digits => "digits",
+        }
+    }
+
+    /// Whether a user part of `kind` is read as a number.
+    #[inline]
+    fn reads(self, kind: UserNumber) -> bool {
+        match self {
+            SipUserNumbers::UserPhone => false,
+            SipUserNumbers::Global => kind == UserNumber::Global,
+            SipUserNumbers::Digits => true,
+        }
+    }
+}
+
+impl std::fmt::Display for SipUserNumbers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A [`SipUserNumbers`] name that is none of the settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownSipUserNumbers(pub String);
+
+impl std::fmt::Display for UnknownSipUserNumbers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?} is not a way to read SIP user parts as numbers (user-phone, global or digits)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownSipUserNumbers {}
+
+impl std::str::FromStr for SipUserNumbers {
+    type Err = UnknownSipUserNumbers;
+
+    /// Parses [`SipUserNumbers::name`] (exactly, lower case).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|n| n.name() == s)
+            .ok_or_else(|| UnknownSipUserNumbers(s.to_owned()))
+    }
+}
+
+/// What a SIP user part without `user=phone` looks like as a telephone number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UserNumber {
+    /// `+`, then digits and visual separators, at least one digit (RFC 3966
+    /// `global-number-digits`, without parameters).
+    Global,
+    /// Digits and visual separators, at least one digit.
+    Local,
+}
+
+/// What the user part `user` (as written) looks like as a number, if it looks like one: only
+/// digits and RFC 3966 visual separators after an optional `+`, at least one digit. A `;`
+/// (parameters) or `%` (escapes) makes it a user name. Most user names fail on the first byte.
+#[inline]
+fn user_number(user: &str) -> Option<UserNumber> {
+    let b = user.as_bytes();
+    let (kind, digits) = match b.split_first() {
+        Some((b'+', rest)) => (UserNumber::Global, rest),
+        Some((c, _)) if c.is_ascii_digit() || is_visual_separator(*c) => (UserNumber::Local, b),
+        _ => return None,
+    };
+    let mut any_digit = false;
+    for &c in digits {
+        if c.is_ascii_digit() {
+            any_digit = true;
+        } else if !is_visual_separator(c) {
+            return None;
+        }
+    }
+    any_digit.then_some(kind)
+}
+
+/// `uri` is a SIP URI without `user=phone` whose user part looks like a telephone number
+/// (digits and visual separators after an optional `+`, nothing else) that `numbers` does not
+/// read as one: a number a more lenient [`SipUserNumbers`] setting would read.
+pub fn unread_number(uri: UriRef<'_>, numbers: SipUserNumbers) -> bool {
+    match uri {
+        UriRef::Sip(s) if !user_is_phone(s.params) => s
+            .user
+            .and_then(user_number)
+            .is_some_and(|kind| !numbers.reads(kind)),
+        _ => false,
+    }
+}
+
 /// Which parts of a [`Canonical`] a caller reads: [`canonicalize_parts`] builds only those.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Parts {
@@ -953,25 +1100,52 @@ impl Parts {
     };
 }
 
-/// Writes the canonical form of `uri` into `buf` (cleared first) and returns views into it.
-/// `buf` keeps its capacity between calls, so a reused buffer does not allocate.
+/// Writes the canonical form of `uri` into `buf` (cleared first) and returns views into it,
+/// with the strict reading of SIP user parts ([`SipUserNumbers::UserPhone`]; for another,
+/// [`canonicalize_with`]). `buf` keeps its capacity between calls, so a reused buffer does not
+/// allocate.
 pub fn canonicalize<'b, 'a>(uri: UriRef<'a>, buf: &'b mut Vec<u8>) -> Canonical<'b, 'a> {
-    canonicalize_parts(uri, buf, Parts::ALL)
+    canonicalize_with(uri, buf, Parts::ALL, SipUserNumbers::UserPhone)
 }
 
-/// [`canonicalize`], building only the parts `parts` asks for: each part asked for is exactly
-/// what [`canonicalize`] gives; the others are left empty (`key` `b""`, `host`, `number` and
-/// `sip` `None`) and must not be read, since "empty" then does not mean "the URI has none".
-/// A part may come for free with another (a number's key, a SIP URI's host inside its key)
-/// and is then filled in too, with the same value.
-///
-/// What is skipped: without `key` and `number`, whether the URI is a number is not even
-/// looked at and only the host is written; without `host`, a `user=phone` SIP URI's host is
-/// not written; without `key`, a SIP URI that is not a number writes no key.
+/// [`canonicalize_with`] with the strict reading of SIP user parts
+/// ([`SipUserNumbers::UserPhone`]).
 pub fn canonicalize_parts<'b, 'a>(
     uri: UriRef<'a>,
     buf: &'b mut Vec<u8>,
     parts: Parts,
+) -> Canonical<'b, 'a> {
+    canonicalize_with(uri, buf, parts, SipUserNumbers::UserPhone)
+}
+
+/// The canonical form of `uri` with SIP user parts read as `numbers` says, building only the
+/// parts `parts` asks for: each part asked for is exactly what all of them give; the others
+/// are left empty (`key` `b""`, `host`, `number` and `sip` `None`) and must not be read, since "empty" then does not mean "the URI has none". A part may come for
+/// free with another (a number's key, a SIP URI's host inside its key) and is then filled in
+/// too, with the same value.
+///
+/// What is skipped: without `key` and `number`, whether the URI is a number is not even
+/// looked at and only the host is written; without `host`, the host of a SIP URI read as a
+/// number is not written; without `key`, a SIP URI that is not a number writes no key.
+pub fn canonicalize_with<'b, 'a>(
+    uri: UriRef<'a>,
+    buf: &'b mut Vec<u8>,
+    parts: Parts,
+    numbers: SipUserNumbers,
+) -> Canonical<'b, 'a> {
+    canonicalize_noting(uri, buf, parts, numbers, &mut false)
+}
+
+/// [`canonicalize_with`], also setting `*unread` when `uri` is an [`unread_number`] (only
+/// looked at when `parts` asks for the key or the number): what classification counts, found
+/// on the way at no extra cost.
+#[inline]
+pub(crate) fn canonicalize_noting<'b, 'a>(
+    uri: UriRef<'a>,
+    buf: &'b mut Vec<u8>,
+    parts: Parts,
+    numbers: SipUserNumbers,
+    unread: &mut bool,
 ) -> Canonical<'b, 'a> {
     buf.clear();
     type R = std::ops::Range<usize>;
@@ -993,16 +1167,27 @@ pub fn canonicalize_parts<'b, 'a>(
         true => decode_lower_into(raw, buf),
         false => extend_lower(raw.as_bytes(), buf),
     };
-    let tel_parts: Option<(&str, Params<'_>)> = match uri {
+    // (number as written, its parameters, the host that is a local number's context).
+    let tel_parts: Option<(&str, Params<'_>, Option<&str>)> = match uri {
         _ if !parts.key && !parts.number => None,
-        UriRef::Tel(t) => Some((t.number, t.params)),
+        UriRef::Tel(t) => Some((t.number, t.params, None)),
         UriRef::Sip(s) if user_is_phone(s.params) => s.user.map(|u| {
             let (n, p) = split_byte(u, b';').unwrap_or((u, ""));
-            (n, Params(p))
+            (n, Params(p), None)
         }),
+        UriRef::Sip(s) => match s.user.and_then(|u| Some((u, user_number(u)?))) {
+            Some((u, kind)) if numbers.reads(kind) => {
+                Some((u, Params(""), (kind == UserNumber::Local).then_some(s.host)))
+            }
+            Some(_) => {
+                *unread = true;
+                None
+            }
+            None => None,
+        },
         _ => None,
     };
-    if let Some((raw_number, params)) = tel_parts {
+    if let Some((raw_number, params, host_context)) = tel_parts {
         // Work area after the key: decoded number, then digits, then context.
         buf.extend_from_slice(b"tel:");
         let digits_start = buf.len();
@@ -1010,7 +1195,14 @@ pub fn canonicalize_parts<'b, 'a>(
         let global = normalize_number(buf, digits_start);
         let digits = digits_start + usize::from(global)..buf.len();
         // RFC 3966 §4: every parameter counts, in any order; a global number has no context.
-        let context = tel_params_into(params, buf).filter(|_| !global);
+        let mut context = tel_params_into(params, buf).filter(|_| !global);
+        if let Some(h) = host_context {
+            // A user part read as a local number has no parameters: the host is its only one.
+            buf.extend_from_slice(b";phone-context=");
+            let c0 = buf.len();
+            append_lower(h, buf);
+            context = Some(c0..buf.len());
+        }
         key = 0..buf.len();
         number = Some((digits, global, context));
         if let UriRef::Sip(s) = uri
@@ -1301,6 +1493,65 @@ mod tests {
         let mut buf = Vec::new();
         let c = canonicalize(parse(s).expect("valid"), &mut buf);
         String::from_utf8_lossy(c.key).into_owned()
+    }
+
+    fn key_with(s: &str, numbers: SipUserNumbers) -> String {
+        let mut buf = Vec::new();
+        let c = canonicalize_with(parse(s).expect("valid"), &mut buf, Parts::ALL, numbers);
+        String::from_utf8_lossy(c.key).into_owned()
+    }
+
+    /// RFC 3261 §19.1.1: "Even without this parameter, recipients of SIP and SIPS URIs MAY
+    /// interpret the pre-@ part as a telephone number"; RFC 3966 §4: digits compare "after
+    /// removing all visual separators"; §5.1.5: "Local numbers MUST have a 'phone-context'".
+    #[test]
+    fn sip_user_parts_without_user_phone_are_read_as_the_setting_says() {
+        use SipUserNumbers::{Digits, Global, UserPhone};
+        let cases: [(&str, [&str; 3]); 6] = [
+            (
+                "sip:+1-212-555-1234@GW.example",
+                [
+                    "sip:+1-212-555-1234@gw.example",
+                    "tel:+12125551234",
+                    "tel:+12125551234",
+                ],
+            ),
+            (
+                "sips:(212)555.1234@PBX.example:5061",
+                [
+                    "sips:(212)555.1234@pbx.example:5061",
+                    "sips:(212)555.1234@pbx.example:5061",
+                    "tel:2125551234;phone-context=pbx.example",
+                ],
+            ),
+            // Parameters or escapes: a user name without user=phone.
+            ("sip:+1212;isub=1@gw", ["sip:+1212;isub=1@gw"; 3]),
+            ("sip:+1%32@gw", ["sip:+12@gw"; 3]),
+            ("sip:alice@gw", ["sip:alice@gw"; 3]),
+            // With user=phone, the number whatever the setting.
+            ("sip:+1-212@gw;user=phone", ["tel:+1212"; 3]),
+        ];
+        for (uri, expected) in cases {
+            for (n, want) in [UserPhone, Global, Digits].into_iter().zip(expected) {
+                assert_eq!(key_with(uri, n), want, "{uri} {n}");
+                // Unread: no number read, and a number-like user part.
+                let (mut buf, mut unread) = (Vec::new(), false);
+                let p = parse(uri).expect("valid");
+                let c = canonicalize_noting(p, &mut buf, Parts::ALL, n, &mut unread);
+                let number_like =
+                    matches!(p, UriRef::Sip(s) if s.user.and_then(user_number).is_some());
+                assert_eq!(c.number.is_none() && number_like, unread, "{uri} {n}");
+                assert_eq!(unread, unread_number(p, n), "{uri} {n}");
+            }
+        }
+        assert!(unread_number(parse("sip:+1212@gw").expect("ok"), UserPhone));
+        assert!(!unread_number(parse("sip:+1212@gw").expect("ok"), Global));
+        assert!(unread_number(parse("sip:1212@gw").expect("ok"), Global));
+        assert!(!unread_number(parse("sip:1212@gw").expect("ok"), Digits));
+        assert!(!unread_number(
+            parse("tel:1212;phone-context=x").expect("ok"),
+            UserPhone
+        ));
     }
 
     #[test]

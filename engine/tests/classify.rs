@@ -393,8 +393,9 @@ fn tel_numbers_and_user_phone() {
         m(&mut s, "<sip:+1-212-555-1234@gw.example;user=phone>"),
         "one-tel"
     );
-    // Without user=phone it is a user name, not a number.
-    assert_eq!(m(&mut s, "<sip:+12125551234@gw.example>"), "-");
+    // Without user=phone, a global number is read as one by default (RFC 3261 §19.1.1 MAY;
+    // `sip_user_numbers.rs` covers every setting).
+    assert_eq!(m(&mut s, "<sip:+12125551234@gw.example>"), "one-tel");
     // Prefixes with excepts.
     assert_eq!(m(&mut s, "<tel:+44-20-1111-2222>"), "prefix");
     assert_eq!(m(&mut s, "<sip:+442011112222@gw;user=phone>"), "prefix");
@@ -588,6 +589,7 @@ fn redirect_outside_the_allow_list_becomes_reject_and_is_counted() {
     );
     let config = CompileConfig {
         redirect_allow: Some(vec!["trusted.example".into()]),
+        ..CompileConfig::default()
     };
     let mut s = notifier_shard("sip:sbc.notifier.example", &rules, config);
     assert_eq!(
@@ -613,6 +615,7 @@ fn redirect_outside_the_allow_list_becomes_reject_and_is_counted() {
         &rules,
         CompileConfig {
             redirect_allow: Some(vec!["*".into()]),
+            ..CompileConfig::default()
         },
     );
     assert_eq!(

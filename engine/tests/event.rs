@@ -1021,6 +1021,7 @@ fn redirect_targets_are_checked_against_the_agreed_list() {
             shards: 1,
             compile: loadctl::compile::CompileConfig {
                 redirect_allow: allow.clone(),
+                ..loadctl::compile::CompileConfig::default()
             },
             ..EngineConfig::default()
         });

@@ -2025,6 +2025,8 @@ static const char HELP[] =
     "  --no-emergency-exempt       filter emergency calls (urn:service:sos) like any other\n"
     "  --priority-namespaces LIST  exempt Resource-Priority namespaces (default \"ets wps\"; \"\" for none)\n"
     "  --retry-after SECONDS       Retry-After on the 503s of rules (default 0: none)\n"
+    "  --sip-user-numbers MODE     user-phone | global | digits: which sip: user parts without\n"
+    "                              ;user=phone are telephone numbers (default global: + and digits)\n"
     "\n"
     "Transport:\n"
     "  --transport udp|tcp|both    (default both)\n"
@@ -2044,6 +2046,15 @@ static const char HELP[] =
     "  --version                   the edge's and libloadctl's version\n"
     "\n"
     "Signals: SIGHUP rereads --policy, SIGUSR1 prints the metrics on stdout, SIGINT/SIGTERM unsubscribe and exit.\n";
+
+/* --sip-user-numbers VALUE: the lc_engine_config.sip_user_numbers value it names (the names of
+ * `loadctl --sip-user-numbers`); -1 for another name. */
+static long sip_user_numbers(const char *name) {
+    if (strcmp(name, "global") == 0) return LC_SIP_USER_NUMBERS_GLOBAL;
+    if (strcmp(name, "user-phone") == 0) return LC_SIP_USER_NUMBERS_USER_PHONE;
+    if (strcmp(name, "digits") == 0) return LC_SIP_USER_NUMBERS_DIGITS;
+    return -1;
+}
 
 static int usage_error(const char *fmt, const char *arg) __attribute__((format(printf, 1, 0)));
 static int usage_error(const char *fmt, const char *arg) {
@@ -2075,6 +2086,7 @@ int main(int argc, char **argv) {
     const char *oc_algorithms = "loss,rate";
     long linger_us = 200, max_conns = 1024, idle_s = 300, oc_timeout_ms = 32000;
     double oc_target_pct = 80;
+    long user_numbers = LC_SIP_USER_NUMBERS_GLOBAL;
     e.source = "edge";
     e.udp_sock = e.tcp_sock = -1;
     const char *metrics_at = NULL;
@@ -2104,7 +2116,7 @@ int main(int argc, char **argv) {
                                                  "--uri", "--expires", "--startup-hold-ms", "--linger-us", "--transport",
                                                  "--max-connections", "--tcp-idle-s", "--redirect-allow", "--priority-namespaces",
                                                  "--oc-occupancy-target", "--oc-timeout-ms", "--oc-algorithms", "--retry-after",
-                                                 "--metrics", "--fallback-policy"};
+                                                 "--metrics", "--fallback-policy", "--sip-user-numbers"};
         int known = 0;
         for (size_t k = 0; k < sizeof WITH_VALUE / sizeof *WITH_VALUE; k++) known |= strcmp(opt, WITH_VALUE[k]) == 0;
         if (!known) return usage_error("unknown option %s", opt);
@@ -2145,6 +2157,7 @@ int main(int argc, char **argv) {
         } else if (strcmp(opt, "--retry-after") == 0) bad = number(val, 0, 86400, &retry_after);
         else if (strcmp(opt, "--metrics") == 0) metrics_at = val;
         else if (strcmp(opt, "--fallback-policy") == 0) e.fallback_path = val;
+        else if (strcmp(opt, "--sip-user-numbers") == 0) bad = (user_numbers = sip_user_numbers(val)) < 0;
         if (bad) {
             elog("%s: invalid value '%s' (edge --help lists the options)", opt, val);
             return 2;
@@ -2187,6 +2200,7 @@ int main(int argc, char **argv) {
         if (redirect_allow) config.redirect_allow = cstr(redirect_allow);
         if (!emergency_exempt) config.exempt_flags &= ~(uint32_t)LC_EXEMPT_EMERGENCY;
         if (priority_namespaces) config.priority_namespaces = cstr(priority_namespaces);
+        config.sip_user_numbers = (lc_sip_user_numbers)user_numbers;
         er = lc_engine_new(&config, &e.engine);
     }
     if (er != LC_RESULT_OK) {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use loadctl::engine::{Engine, EngineConfig, EngineStats, PublishError, Source};
 use loadctl::policy::{self, MergeError, Uri};
+use loadctl::uri::SipUserNumbers;
 
 use crate::{Code, boundary, lc_result, lc_str};
 
@@ -53,6 +54,50 @@ pub struct lc_engine_config {
     /// `LC_RESULT_INVALID_ARGUMENT`; not UTF-8: `LC_RESULT_INVALID_UTF8`. Read during
     /// `lc_engine_new*` only (the engine keeps a copy).
     pub priority_namespaces: lc_str,
+    /// How the user part of a `sip:`/`sips:` URI **without `;user=phone`** is read, in From,
+    /// To, Request-URI and P-Asserted-Identity and in the policy's ids alike: an
+    /// `LC_SIP_USER_NUMBERS_*` value. RFC 3261 §19.1.1: "Even without this parameter,
+    /// recipients of SIP and SIPS URIs MAY interpret the pre-@ part as a telephone number if
+    /// local restrictions on the name space for user name allow it." Default
+    /// `LC_SIP_USER_NUMBERS_GLOBAL` (0, so a zeroed field is the default). Any other value:
+    /// `LC_RESULT_INVALID_ARGUMENT`. URIs with `user=phone` are numbers under every value.
+    pub sip_user_numbers: lc_sip_user_numbers,
+}
+
+/// How SIP user parts without `user=phone` are read (`lc_engine_config.sip_user_numbers`). A
+/// user part read as a number holds only digits and the visual separators `-` `.` `(` `)`
+/// (no parameters, no %-escapes); anything else stays a user name.
+pub type lc_sip_user_numbers = u32;
+/// `+` followed by digits and visual separators is a global number (`sip:+1-555-0100@gw` is
+/// `tel:+15550100`): a `<many-tel prefix="+1555"/>` rule matches it. The default.
+pub const LC_SIP_USER_NUMBERS_GLOBAL: lc_sip_user_numbers = 0;
+/// Only `;user=phone` makes a number (the strict reading of RFC 3261 §19.1.1).
+pub const LC_SIP_USER_NUMBERS_USER_PHONE: lc_sip_user_numbers = 1;
+/// As `LC_SIP_USER_NUMBERS_GLOBAL`, and digits and visual separators alone are a local number
+/// whose phone-context is the URI's host (`sip:7042@pbx.example` is
+/// `tel:7042;phone-context=pbx.example`; RFC 3966 §5.1.5: local numbers need a context).
+pub const LC_SIP_USER_NUMBERS_DIGITS: lc_sip_user_numbers = 2;
+
+impl crate::abi::FromC for SipUserNumbers {
+    const C_NAMES: &'static str = "LC_SIP_USER_NUMBERS_*";
+
+    fn from_c(value: u32) -> Option<Self> {
+        Some(match value {
+            LC_SIP_USER_NUMBERS_GLOBAL => SipUserNumbers::Global,
+            LC_SIP_USER_NUMBERS_USER_PHONE => SipUserNumbers::UserPhone,
+            LC_SIP_USER_NUMBERS_DIGITS => SipUserNumbers::Digits,
+            _ => return None,
+        })
+    }
+}
+
+/// The C value of a setting.
+fn sip_user_numbers_to_c(n: SipUserNumbers) -> lc_sip_user_numbers {
+    match n {
+        SipUserNumbers::Global => LC_SIP_USER_NUMBERS_GLOBAL,
+        SipUserNumbers::UserPhone => LC_SIP_USER_NUMBERS_USER_PHONE,
+        SipUserNumbers::Digits => LC_SIP_USER_NUMBERS_DIGITS,
+    }
 }
 
 /// Bits of `lc_engine_config.exempt_flags`.
@@ -125,6 +170,7 @@ pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) ->
                 0
             },
             priority_namespaces: lc_str::from_bytes(DEFAULT_NAMESPACES.as_bytes()),
+            sip_user_numbers: sip_user_numbers_to_c(d.compile.sip_user_numbers),
         };
         out.write(config);
         Code::Ok
@@ -136,9 +182,9 @@ pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) ->
 /// what it needs from `config` and its strings during the call.
 ///
 /// Errors: `LC_RESULT_INVALID_ARGUMENT` when `shards`, `max_rules` or `max_body_bytes` is 0,
-/// `exempt_flags` sets an undeclared bit, or `priority_namespaces` holds a name that is not an
-/// RFC 4412 `token-nodot`; `LC_RESULT_INVALID_UTF8` when `redirect_allow` or
-/// `priority_namespaces` is not UTF-8.
+/// `exempt_flags` sets an undeclared bit, `sip_user_numbers` is not an `LC_SIP_USER_NUMBERS_*`
+/// value, or `priority_namespaces` holds a name that is not an RFC 4412 `token-nodot`;
+/// `LC_RESULT_INVALID_UTF8` when `redirect_allow` or `priority_namespaces` is not UTF-8.
 ///
 /// # Safety
 /// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
@@ -183,6 +229,8 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
             EXEMPT_KNOWN,
             "lc_engine_config.exempt_flags",
         )?;
+        let numbers: SipUserNumbers =
+            crate::abi::checked(cfg.sip_user_numbers, "lc_engine_config.sip_user_numbers")?;
         for (field, zero) in [
             ("shards", cfg.shards == 0),
             ("max_rules", cfg.max_rules == 0),
@@ -208,6 +256,7 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
             c.compile.redirect_allow =
                 Some(list.split_ascii_whitespace().map(str::to_owned).collect());
         }
+        c.compile.sip_user_numbers = numbers;
         c.exemptions.emergency = exempt_flags & LC_EXEMPT_EMERGENCY != 0;
         // SAFETY: the caller promises `priority_namespaces` is NULL or readable.
         c.exemptions.resource_priority = match unsafe { cfg.priority_namespaces.bytes() } {
@@ -459,6 +508,13 @@ pub struct lc_stats {
     pub exempt_emergency: u64,
     /// Of `exempt`: an exempt Resource-Priority namespace (RFC 4412).
     pub exempt_resource_priority: u64,
+    /// Of `unmatched`, while the policy compares telephone numbers (a `many-tel`, a `tel:` id):
+    /// requests with a SIP/SIPS URI in a field some rule looks at whose user part looks like a
+    /// number (digits and visual separators after an optional `+`) that
+    /// `lc_engine_config.sip_user_numbers` did not read as one. Non-zero means tel rules may
+    /// be missing calls they were meant for (`loadctl explain` names the setting that would
+    /// match them).
+    pub unread_numbers: u64,
 }
 
 /// One rule's counters, for `lc_engine_stats_each`. The strings are valid during the callback.
@@ -495,6 +551,7 @@ fn totals(s: &EngineStats) -> lc_stats {
         exempt_not_filtered: s.exempt_by_reason.not_filtered,
         exempt_emergency: s.exempt_by_reason.emergency,
         exempt_resource_priority: s.exempt_by_reason.resource_priority,
+        unread_numbers: s.unread_numbers,
         ..lc_stats::default()
     };
     for src in &s.sources {
@@ -583,6 +640,8 @@ pub unsafe extern "C" fn lc_engine_stats_each(
 /// - `loadctl_exempt_reason_total` with label `reason` = `not-filtered` (RFC 7200 §5.1),
 ///   `emergency` (sos URN), `resource-priority` (an exempt namespace);
 /// - `loadctl_unmatched_total`: requests no rule matched;
+/// - `loadctl_unread_numbers_total`: of those, requests with a number-like SIP user part the
+///   `sip_user_numbers` setting did not read (see `lc_stats.unread_numbers`);
 /// - gauges `loadctl_policy_generation` (the published snapshot) and `loadctl_policy_rules`.
 ///
 /// # Safety

@@ -53,6 +53,11 @@
 - cli_and_logs: --help, --version, refused command lines (exit 2), ISO 8601 UTC log times.
 - metrics_endpoint: GET /metrics with HELP/TYPE everywhere, counters monotonic over a reload that
   changes a rule's limit, the endpoint's bounds.
+- sip_user_numbers: a `many-tel prefix="+1555"` rate rule R and SIPp calls to
+  `sip:+1555…@host` **without** `;user=phone` (RFC 3261 §19.1.1: recipients "MAY interpret the
+  pre-@ part as a telephone number"): under the edge's default (`--sip-user-numbers global`)
+  admitted at R, under `--sip-user-numbers user-phone` every call passes and each INVITE counts
+  in `loadctl_unread_numbers_total`.
 
 Tolerances: rates within 3 % of the limit over each measured interval (the GCRA admits at most
 r·τ + 1 = a few calls more at an interval's start); every non-matching call passes; every admitted
@@ -1597,6 +1602,81 @@ def metrics_endpoint(run: Run) -> Checks:
     stats = edge_stats(edge)
     c.that(stats.get("edge_forwarded_total") == 51, f"SIGUSR1 still prints the counters: edge_forwarded_total {stats.get('edge_forwarded_total')}")
     peers.close()
+def uac_without_user_phone(run: Run) -> Path:
+    """scenarios/uac_invite.xml with `;user=phone` taken out of every request line and To."""
+    text = (harness.SCENARIOS / "uac_invite.xml").read_text()
+    assert ";user=phone" in text, "uac_invite.xml carries ;user=phone"
+    path = run.path("uac_invite_no_user_phone.xml")
+    path.write_text(text.replace(";user=phone", ""))
+    return path
+
+
+def engine_counters(proc: harness.Proc) -> dict:
+    """The engine's own counters (loadctl_*) from the edge's SIGUSR1 output."""
+    before = proc.stdout_path.stat().st_size if proc.stdout_path.exists() else 0
+    proc.send_signal(signal.SIGUSR1)
+    harness.wait_until(lambda: "edge_dropped_total" in proc.stdout_path.read_bytes()[before:].decode(errors="replace"), 3.0)
+    out = {}
+    for line in proc.stdout_path.read_bytes()[before:].decode(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].startswith("loadctl_") and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def sip_user_numbers(run: Run) -> Checks:
+    c = Checks("sip_user_numbers: many-tel +1555 rate R, calls to sip:+1555…@host without ;user=phone")
+    r = 30.0
+    seconds = 8
+    policy = run.path("policy.xml")
+    policy.write_text(document(0, "full", rate_rule(r)))
+    scenario = uac_without_user_phone(run)
+    # 3R matching calls/s and R/s that match nothing: rows cycle m, m, m, other.
+    inf = harness.write_injection(run.path("callees.csv"), [MATCH, MATCH, MATCH, OTHER])
+    offered = 4 * r
+    calls = int(offered * seconds)
+    for setting in ("global", "user-phone"):
+        uas_ports, uac_ports = SippPorts.pick(), SippPorts.pick()
+        uas = run.start(f"uas-{setting}", sipp_command("uas.xml", uas_ports, timeout_s=seconds + 60, max_concurrent=5000))
+        wait_udp_port(uas_ports.sip, proc=uas)
+        edge_port = free_udp_port(tcp=True)
+        args = ["--policy", policy, "--transport", "udp"]
+        if setting != "global":
+            args += ["--sip-user-numbers", setting]  # the default stays implicit: it is what is tested
+        edge = start_edge(run, f"edge-{setting}", edge_port, uas_ports.sip, *args)
+        uac = run.start(
+            f"uac-{setting}",
+            sipp_command(scenario, uac_ports, remote=f"127.0.0.1:{edge_port}", inf=inf, rate=offered, calls=calls, timeout_s=seconds + 40),
+        )
+        code = uac.wait(timeout=seconds + 50)
+        time.sleep(0.6)  # the last BYE's 200
+        counters = engine_counters(edge)
+        run.stop(uas)
+        matching, other = split(SippOutputs(uas.cwd).arrivals())
+        out = harness.invite_outcomes(SippOutputs(uac.cwd))
+        sent_matching = out["invites"] - out["invites"] // 4
+        c.that(code == 0 and out["invites"] == calls, f"{setting}: the UAC exited 0 ({code}) after {out['invites']} of {calls} INVITEs: {SippOutputs(uac.cwd).errors(300)!r}")
+        invite_checks(c, setting, out, len(other), out["invites"] // 4, SippOutputs(uas.cwd))
+        unread = counters.get("loadctl_unread_numbers_total", -1)
+        if setting == "global":
+            # +1555… is a global number: the rule limits it to R (GCRA: R·t + R·τ + 1).
+            if matching:
+                c.rate("global (default): matching calls admitted at R", matching, matching[0] + 1.0, matching[-1] - 0.5, r)
+            else:
+                c.that(False, "global: no matching call reached the UAS")
+            span = matching[-1] - matching[0] if matching else 0.0
+            c.that(len(matching) <= r * span + r * 0.1 + 1 + 1, f"global: {len(matching)} matching admitted in {span:.2f} s <= R·t + R·τ + 1 + 1 = {r * span + r * 0.1 + 2:.1f}")
+            c.that(out["rejected_503"] == sent_matching - len(matching), f"global: the excess got 503: {out['rejected_503']} = {sent_matching} sent - {len(matching)} admitted")
+            c.that(unread == 0, f"global: no number left unread (loadctl_unread_numbers_total {unread})")
+        else:
+            # Strict reading: no call is a number, none matches, all pass.
+            c.that(len(matching) == sent_matching and out["rejected_503"] == 0, f"user-phone: every matching call passed: {len(matching)} of {sent_matching}, {out['rejected_503']} 503")
+            # Each INVITE the edge classified (a retransmission may be classified again).
+            most = out["invites"] + out["invite_retransmissions"]
+            c.that(out["invites"] <= unread <= most, f"user-phone: each INVITE counted as an unread number: {unread} for {out['invites']} INVITEs (+{out['invite_retransmissions']} retransmissions; loadctl_unread_numbers_total)")
+            unmatched = counters.get("loadctl_unmatched_total", -1)
+            c.that(unmatched == unread, f"user-phone: every unmatched INVITE was an unread number: loadctl_unmatched_total {unmatched}")
+        run.stop(edge)
     return c
 
 
@@ -1620,6 +1700,7 @@ TESTS = {
     "fallback_withdrawn": fallback_withdrawn,
     "cli_and_logs": cli_and_logs,
     "metrics_endpoint": metrics_endpoint,
+    "sip_user_numbers": sip_user_numbers,
 }
 
 

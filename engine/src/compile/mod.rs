@@ -37,7 +37,7 @@ use crate::policy::{
     Uri,
 };
 use crate::sip::HeaderValues;
-use crate::uri::{self, Canonical, CanonicalParam, Number, Parts, UriRef};
+use crate::uri::{self, Canonical, CanonicalParam, Number, Parts, SipUserNumbers, UriRef};
 pub use hash::FxHashMap;
 use trie::{DigitTrie, TrieBuilder};
 
@@ -83,6 +83,12 @@ pub struct CompileConfig {
     /// before redirect targets were checked by default). `None` and an empty list both mean
     /// "the notifier's own domain only".
     pub redirect_allow: Option<Vec<String>>,
+    /// How the user part of a SIP/SIPS URI without `user=phone` is read, on both sides of
+    /// every comparison of From, To, Request-URI and P-Asserted-Identity (policy ids and
+    /// request fields alike); see [`SipUserNumbers`]. Default
+    /// [`SipUserNumbers::Global`]. `target-sip-entity` compares entities, not numbers, and
+    /// always reads strictly.
+    pub sip_user_numbers: SipUserNumbers,
 }
 
 /// Why a full ruleset could not be compiled.
@@ -147,6 +153,11 @@ struct Matcher {
     /// candidate's `one` or `except id` compares is built when first compared.
     parts: [Parts; 4],
     uses_target: bool,
+    /// How SIP user parts are read (the compile option this matcher was built with).
+    numbers: SipUserNumbers,
+    /// Some rule compares telephone numbers (a `many-tel`, or a `one` / `except id` that is a
+    /// number): only then is a number-like user part left unread worth counting.
+    compares_numbers: bool,
 }
 
 /// A range of one of the [`Matcher`]'s flat vectors.
@@ -277,9 +288,9 @@ struct CompiledUri {
 }
 
 impl CompiledUri {
-    fn new(uri: &Uri) -> Self {
+    fn new(uri: &Uri, numbers: SipUserNumbers) -> Self {
         let mut buf = Vec::new();
-        let c = uri::canonicalize(uri.parsed(), &mut buf);
+        let c = uri::canonicalize_with(uri.parsed(), &mut buf, Parts::ALL, numbers);
         let sip = c.sip.map(|s| {
             (
                 uri::canonical_params(s.params),
@@ -365,16 +376,17 @@ impl TelMatch {
 }
 
 impl CompiledIdentity {
-    fn new(identity: &Identity) -> Self {
+    fn new(identity: &Identity, numbers: SipUserNumbers) -> Self {
+        let uri = |u| CompiledUri::new(u, numbers);
         match identity {
-            Identity::One(u) => CompiledIdentity::One(CompiledUri::new(u)),
+            Identity::One(u) => CompiledIdentity::One(uri(u)),
             Identity::Many { domain, except } => CompiledIdentity::Many {
                 domain: domain.as_ref().map(|d| lower(d.as_str())),
                 except: except
                     .iter()
                     .map(|e| match e {
                         Except::Domain(d) => CompiledExcept::Domain(lower(d.as_str())),
-                        Except::Id(u) => CompiledExcept::Id(CompiledUri::new(u)),
+                        Except::Id(u) => CompiledExcept::Id(uri(u)),
                     })
                     .collect(),
             },
@@ -384,7 +396,7 @@ impl CompiledIdentity {
                     .iter()
                     .map(|e| match e {
                         ExceptTel::Prefix(p) => CompiledExceptTel::Prefix(TelMatch::new(p)),
-                        ExceptTel::Id(u) => CompiledExceptTel::Id(CompiledUri::new(u)),
+                        ExceptTel::Id(u) => CompiledExceptTel::Id(uri(u)),
                     })
                     .collect(),
             },
@@ -452,6 +464,19 @@ impl CompiledIdentity {
                 number: true,
                 ..Parts::default()
             },
+        }
+    }
+
+    /// The identity compares telephone numbers.
+    fn compares_numbers(&self) -> bool {
+        let number = |u: &CompiledUri| u.key.starts_with(b"tel:");
+        match self {
+            CompiledIdentity::One(u) => number(u),
+            CompiledIdentity::Many { except, .. } => except.iter().any(|e| match e {
+                CompiledExcept::Id(u) => number(u),
+                CompiledExcept::Domain(_) => false,
+            }),
+            CompiledIdentity::ManyTel { .. } => true,
         }
     }
 
@@ -726,7 +751,8 @@ pub fn compile_after(
         .collect();
     let reusable = previous.filter(|p| {
         let m = &p.matcher;
-        m.conditions.len() == rules.len()
+        m.numbers == config.sip_user_numbers
+            && m.conditions.len() == rules.len()
             && m.conditions.iter().zip(&rules).all(|(old, new)| {
                 m.extra(old).and_then(|x| x.scope.as_ref()) == new.scope.as_ref()
                     && (Arc::ptr_eq(&old.from, &new.rule)
@@ -735,7 +761,7 @@ pub fn compile_after(
     });
     let matcher = match reusable {
         Some(p) => Arc::clone(&p.matcher),
-        None => Arc::new(Matcher::new(&rules)),
+        None => Arc::new(Matcher::new(&rules, config.sip_user_numbers)),
     };
     CompiledPolicy {
         version,
@@ -745,7 +771,7 @@ pub fn compile_after(
 }
 
 impl Matcher {
-    fn new(rules: &[SourcedRule]) -> Self {
+    fn new(rules: &[SourcedRule], numbers: SipUserNumbers) -> Self {
         let mut index: [FieldIndexBuilder; 4] = Default::default();
         let mut m = Matcher {
             conditions: Vec::with_capacity(rules.len()),
@@ -759,6 +785,8 @@ impl Matcher {
             uses: [false; 4],
             parts: [Parts::default(); 4],
             uses_target: false,
+            numbers,
+            compares_numbers: false,
         };
         for (i, SourcedRule { rule, scope, .. }) in rules.iter().enumerate() {
             let i = i as u32;
@@ -769,8 +797,11 @@ impl Matcher {
                 let mut fields = Span::of(&m.fields);
                 for (f, set) in sip.fields() {
                     let mut ids = Span::of(&m.identities);
-                    m.identities
-                        .extend(set.identities.iter().map(CompiledIdentity::new));
+                    m.identities.extend(
+                        set.identities
+                            .iter()
+                            .map(|id| CompiledIdentity::new(id, numbers)),
+                    );
                     ids.end = m.identities.len() as u32;
                     m.fields.push((f, ids));
                 }
@@ -828,7 +859,7 @@ impl Matcher {
                     m.extras.push(RuleExtra {
                         scope: scope.clone(),
                         method: if other_method { c.method.clone() } else { None },
-                        target: target.map(CompiledUri::new),
+                        target: target.map(|t| CompiledUri::new(t, SipUserNumbers::UserPhone)),
                         validity: c
                             .validity
                             .iter()
@@ -853,6 +884,7 @@ impl Matcher {
                 let q = id.parts();
                 p.host |= q.host;
                 p.number |= q.number;
+                m.compares_numbers |= id.compares_numbers();
             }
         }
         for (p, index) in m.parts.iter_mut().zip(&m.index) {
@@ -1021,6 +1053,8 @@ struct Value<'v, 'b, 'r> {
     /// The view's entry for it: where a canonical form built on demand goes.
     entry: &'v mut Option<Canonical<'b, 'r>>,
     key: &'v mut LazyKey<'b, 'r>,
+    /// How the key reads SIP user parts (the policy's setting).
+    numbers: SipUserNumbers,
 }
 
 impl<'b, 'r> Value<'_, 'b, 'r> {
@@ -1028,7 +1062,7 @@ impl<'b, 'r> Value<'_, 'b, 'r> {
     #[inline]
     fn key(&mut self) -> Option<&Canonical<'b, 'r>> {
         if let LazyKey::Pending { text, buf } = std::mem::replace(self.key, LazyKey::InView) {
-            *self.entry = build_full(text, buf);
+            *self.entry = build_full(text, buf, self.numbers);
         }
         self.entry.as_ref()
     }
@@ -1037,8 +1071,14 @@ impl<'b, 'r> Value<'_, 'b, 'r> {
 /// The full canonical form of the URI `text` in `buf`. Out of line: a candidate rarely needs
 /// it.
 #[inline(never)]
-fn build_full<'b, 'r>(text: &'r str, buf: &'b mut Vec<u8>) -> Option<Canonical<'b, 'r>> {
-    uri::parse(text).ok().map(|u| uri::canonicalize(u, buf))
+fn build_full<'b, 'r>(
+    text: &'r str,
+    buf: &'b mut Vec<u8>,
+    numbers: SipUserNumbers,
+) -> Option<Canonical<'b, 'r>> {
+    uri::parse(text)
+        .ok()
+        .map(|u| uri::canonicalize_with(u, buf, Parts::ALL, numbers))
 }
 
 /// Per request URI (From, To, Request-URI, two P-Asserted-Identity: `Keys[slot + n]` for
@@ -1064,6 +1104,18 @@ pub struct Scratch {
     /// Where keys built on demand go (From, To, Request-URI, two P-Asserted-Identity).
     keys: [Vec<u8>; 5],
     candidates: Vec<u32>,
+    /// Set by [`CompiledPolicy::find_with`]: see [`Scratch::unread_number`].
+    unread_number: bool,
+}
+
+impl Scratch {
+    /// After a [`CompiledPolicy::find_with`] that found no rule in a policy that compares
+    /// telephone numbers: some field a rule looks at was a SIP URI whose user part looks like
+    /// a number (digits and visual separators after an optional `+`) that the policy's
+    /// [`SipUserNumbers`] setting did not read as one. False after a match.
+    pub fn unread_number(&self) -> bool {
+        self.unread_number
+    }
 }
 
 /// The raw inputs a view is built from.
@@ -1148,11 +1200,12 @@ pub(crate) fn uri_canonical<'b, 'r>(
 
 /// The URI `text`, when it parses: `parts` of its canonical form built into `buf`, and its
 /// key left to build into `key_buf` on first use (`key` says how) when `parts` does not hold
-/// it and there is a `key_buf`.
+/// it and there is a `key_buf`. `*unread` is set when the URI is a [`uri::unread_number`]
+/// (looked at when `parts` has the key or the number).
 #[inline]
 fn field<'b, 'r>(
     text: Option<&'r str>,
-    parts: Parts,
+    (parts, numbers, unread): (Parts, SipUserNumbers, &mut bool),
     buf: &'b mut Vec<u8>,
     key_buf: Option<&'b mut Vec<u8>>,
     key: &mut LazyKey<'b, 'r>,
@@ -1164,7 +1217,9 @@ fn field<'b, 'r>(
     {
         *key = LazyKey::Pending { text, buf };
     }
-    Some(uri::canonicalize_parts(parsed, buf, parts))
+    Some(uri::canonicalize_noting(
+        parsed, buf, parts, numbers, unread,
+    ))
 }
 
 impl CompiledPolicy {
@@ -1201,7 +1256,7 @@ impl CompiledPolicy {
         scratch: &'b mut Scratch,
     ) -> RequestView<'b, 'r> {
         let [f0, t0, r0, p0, p1, tg] = &mut scratch.bufs;
-        let mut view = self.fields_view(ids, [f0, t0, r0, p0, p1], None);
+        let mut view = self.fields_view(ids, [f0, t0, r0, p0, p1], None, &mut false);
         if self.matcher.uses_target {
             view.target = ids.target.and_then(|v| uri_canonical(v, tg));
         }
@@ -1211,12 +1266,14 @@ impl CompiledPolicy {
     /// Canonicalises the header fields some rule uses into `bufs` (a view without target).
     /// With `lazy` (where keys built on demand go, and how to get each), only the parts the
     /// policy reads on every request are built ([`Matcher::parts`]); without, all of them.
+    /// `*unread` is set when some field is a [`uri::unread_number`].
     #[inline]
     fn fields_view<'b, 'r>(
         &self,
         ids: &Identities<'r>,
         [f0, t0, r0, p0, p1]: [&'b mut Vec<u8>; 5],
         lazy: Option<(&'b mut [Vec<u8>; 5], &mut Keys<'b, 'r>)>,
+        unread: &mut bool,
     ) -> RequestView<'b, 'r> {
         let m = &self.matcher;
         let mut view = RequestView::default();
@@ -1228,22 +1285,22 @@ impl CompiledPolicy {
         let [lf, lt, lr, lp0, lp1] = keys;
         if m.uses[0] {
             let text = ids.from.and_then(|v| header_text(v, 0));
-            view.fields[0][0] = field(text, parts[0], f0, kf, lf);
+            view.fields[0][0] = field(text, (parts[0], m.numbers, &mut *unread), f0, kf, lf);
         }
         if m.uses[1] {
             let text = ids.to.and_then(|v| header_text(v, 0));
-            view.fields[1][0] = field(text, parts[1], t0, kt, lt);
+            view.fields[1][0] = field(text, (parts[1], m.numbers, &mut *unread), t0, kt, lt);
         }
         if m.uses[2] {
             let text = ids.request_uri.map(bare_text);
-            view.fields[2][0] = field(text, parts[2], r0, kr, lr);
+            view.fields[2][0] = field(text, (parts[2], m.numbers, &mut *unread), r0, kr, lr);
         }
         if m.uses[3] {
             let mut values = ids.p_asserted_identity.values();
             let text = values.next().and_then(element_text);
-            view.fields[3][0] = field(text, parts[3], p0, kp0, lp0);
+            view.fields[3][0] = field(text, (parts[3], m.numbers, &mut *unread), p0, kp0, lp0);
             let text = values.next().and_then(element_text);
-            view.fields[3][1] = field(text, parts[3], p1, kp1, lp1);
+            view.fields[3][1] = field(text, (parts[3], m.numbers, &mut *unread), p1, kp1, lp1);
         }
         view
     }
@@ -1336,7 +1393,12 @@ impl CompiledPolicy {
     ) -> bool {
         let m = &self.matcher;
         m.fields[sip.range()].iter().all(|&(f, ids)| {
-            Self::field_matches(&m.identities[ids.range()], fields, keys, field_slot(f))
+            Self::field_matches(
+                &m.identities[ids.range()],
+                fields,
+                keys,
+                (field_slot(f), m.numbers),
+            )
         })
     }
 
@@ -1346,7 +1408,7 @@ impl CompiledPolicy {
         ids: &[CompiledIdentity],
         fields: &mut Fields<'b, 'r>,
         keys: &mut Keys<'b, 'r>,
-        slot: usize,
+        (slot, numbers): (usize, SipUserNumbers),
     ) -> bool {
         // Only P-Asserted-Identity has a second value.
         let mut spare = LazyKey::InView;
@@ -1361,7 +1423,12 @@ impl CompiledPolicy {
             let Some(parts) = *entry else {
                 return false;
             };
-            let mut v = Value { parts, entry, key };
+            let mut v = Value {
+                parts,
+                entry,
+                key,
+                numbers,
+            };
             ids.iter().any(|id| id.matches(&mut v))
         })
     }
@@ -1475,10 +1542,17 @@ impl CompiledPolicy {
             bufs,
             keys,
             candidates,
+            unread_number,
         } = scratch;
         let [f0, t0, r0, p0, p1, tg] = bufs;
         let mut lazy_keys: Keys<'_, '_> = IN_VIEW;
-        let mut view = self.fields_view(ids, [f0, t0, r0, p0, p1], Some((keys, &mut lazy_keys)));
+        let mut unread = false;
+        let mut view = self.fields_view(
+            ids,
+            [f0, t0, r0, p0, p1],
+            Some((keys, &mut lazy_keys)),
+            &mut unread,
+        );
         // The target is canonicalised only if a candidate rule names one.
         let mut target = match self.matcher.uses_target {
             true => LazyTarget::Pending {
@@ -1487,14 +1561,27 @@ impl CompiledPolicy {
             },
             false => LazyTarget::Ready(None),
         };
-        self.find_in(
+        let found = self.find_in(
             method,
             unix_nanos,
             &mut view.fields,
             &mut lazy_keys,
             &mut target,
             candidates,
-        )
+        );
+        *unread_number = unread && found.is_none() && self.matcher.compares_numbers;
+        found
+    }
+
+    /// How this policy reads SIP user parts without `user=phone` (its compile option).
+    pub fn sip_user_numbers(&self) -> SipUserNumbers {
+        self.matcher.numbers
+    }
+
+    /// Some rule compares telephone numbers (a `many-tel`, or a `one` / `except id` that is a
+    /// number under this policy's [`SipUserNumbers`] setting).
+    pub fn compares_numbers(&self) -> bool {
+        self.matcher.compares_numbers
     }
 
     /// For `explain`: per `<sip>` block of rule `i`, per field, whether it matched.
@@ -1511,7 +1598,12 @@ impl CompiledPolicy {
                         let (mut fields, mut keys) = (view.fields, IN_VIEW);
                         (
                             f,
-                            Self::field_matches(ids, &mut fields, &mut keys, field_slot(f)),
+                            Self::field_matches(
+                                ids,
+                                &mut fields,
+                                &mut keys,
+                                (field_slot(f), m.numbers),
+                            ),
                         )
                     })
                     .collect()

@@ -178,6 +178,9 @@ impl Shard {
             .and_then(|i| Some((i, self.table.rows.get(i)?)));
         let Some((i, row)) = matched else {
             ShardCounters::bump(&self.counters.unmatched);
+            if self.scratch.unread_number() {
+                ShardCounters::bump(&self.counters.unread_numbers);
+            }
             return Decision {
                 verdict: Verdict::Accept,
                 rule: None,
@@ -293,6 +296,12 @@ impl Shard {
     /// Requests no rule matched on this shard.
     pub fn unmatched_count(&self) -> u64 {
         self.counters.unmatched.load(Ordering::Relaxed)
+    }
+
+    /// Of the unmatched requests on this shard, those with a number-like SIP user part left
+    /// unread (see [`super::EngineStats::unread_numbers`]).
+    pub fn unread_numbers_count(&self) -> u64 {
+        self.counters.unread_numbers.load(Ordering::Relaxed)
     }
 }
 

@@ -273,6 +273,8 @@ pub(crate) struct ShardCounters {
     /// Exempt requests per [`ExemptReason::index`].
     pub(crate) exempt: [AtomicU64; 3],
     pub(crate) unmatched: AtomicU64,
+    /// Of `unmatched`: see [`EngineStats::unread_numbers`].
+    pub(crate) unread_numbers: AtomicU64,
     /// Counters of rules that left the snapshot, by source.
     retired: Mutex<HashMap<Name, RuleStats>>,
 }
@@ -283,6 +285,7 @@ impl ShardCounters {
             table: ArcSwap::new(table),
             exempt: std::array::from_fn(|_| AtomicU64::new(0)),
             unmatched: AtomicU64::new(0),
+            unread_numbers: AtomicU64::new(0),
             retired: Mutex::new(HashMap::new()),
         }
     }
@@ -303,6 +306,7 @@ pub(crate) struct Registry {
     detached_sources: HashMap<Name, RuleStats>,
     detached_exempt: ExemptStats,
     detached_unmatched: u64,
+    detached_unread_numbers: u64,
 }
 
 /// Folds a dropped shard's counters into the engine's totals.
@@ -333,6 +337,7 @@ pub(crate) fn detach(inner: &Inner, counters: &Arc<ShardCounters>, _snapshot: &S
     }
     reg.detached_exempt.add_counters(&counters.exempt);
     reg.detached_unmatched += counters.unmatched.load(Ordering::Relaxed);
+    reg.detached_unread_numbers += counters.unread_numbers.load(Ordering::Relaxed);
 }
 
 /// One rule of the current snapshot, summed over shards.
@@ -373,6 +378,12 @@ pub struct EngineStats {
     pub exempt_by_reason: ExemptStats,
     /// Requests no rule matched.
     pub unmatched: u64,
+    /// Of `unmatched`, while the policy compares telephone numbers: requests with a SIP/SIPS
+    /// URI, in a field some rule looks at, whose user part looks like a number (digits and
+    /// visual separators after an optional `+`) that the engine's
+    /// [`crate::uri::SipUserNumbers`] setting did not read as one — calls a `many-tel` rule may
+    /// have been meant for (`loadctl explain` names the setting that would match them).
+    pub unread_numbers: u64,
 }
 
 pub(crate) fn collect(inner: &Inner) -> EngineStats {
@@ -388,6 +399,7 @@ pub(crate) fn collect(inner: &Inner) -> EngineStats {
     let mut extra: HashMap<Name, RuleStats> = HashMap::new();
     let mut exempt = reg.detached_exempt;
     let mut unmatched = reg.detached_unmatched;
+    let mut unread_numbers = reg.detached_unread_numbers;
     let mut add = |key: u64, src: &Name, stats: &RuleStats| match index.get(&key) {
         Some(&i) => rows[i].add(stats),
         None => extra.entry(Name::clone(src)).or_default().add(stats),
@@ -399,6 +411,7 @@ pub(crate) fn collect(inner: &Inner) -> EngineStats {
         }
         exempt.add_counters(&shard.exempt);
         unmatched += shard.unmatched.load(Ordering::Relaxed);
+        unread_numbers += shard.unread_numbers.load(Ordering::Relaxed);
     }
     for (k, (src, stats)) in &reg.detached_rules {
         add(*k, src, stats);
@@ -448,6 +461,7 @@ pub(crate) fn collect(inner: &Inner) -> EngineStats {
         exempt: exempt.total(),
         exempt_by_reason: exempt,
         unmatched,
+        unread_numbers,
     }
 }
 
@@ -560,6 +574,12 @@ impl EngineStats {
         );
         let _ = writeln!(out, "# TYPE loadctl_unmatched_total counter");
         let _ = writeln!(out, "loadctl_unmatched_total {}", self.unmatched);
+        let _ = writeln!(
+            out,
+            "# HELP loadctl_unread_numbers_total Unmatched requests whose SIP user part looks like a telephone number the sip-user-numbers setting did not read as one, while the policy compares numbers."
+        );
+        let _ = writeln!(out, "# TYPE loadctl_unread_numbers_total counter");
+        let _ = writeln!(out, "loadctl_unread_numbers_total {}", self.unread_numbers);
         let _ = writeln!(
             out,
             "# HELP loadctl_policy_generation Generation of the published policy snapshot."
