@@ -136,6 +136,7 @@ static lc_engine *lc_proc_engine_new(int validator)
 				lc_settings.redirect_allow.s, lc_settings.redirect_allow.len);
 	if(!lc_settings.emergency_exempt)
 		cfg.exempt_flags &= ~(uint32_t)LC_EXEMPT_EMERGENCY;
+	cfg.sip_user_numbers = (lc_sip_user_numbers)lc_settings.sip_user_numbers;
 	/* unset: the library's default (ets wps); set, even empty: that list */
 	if(lc_settings.priority_namespaces_set)
 		cfg.priority_namespaces = lc_mkstr(lc_settings.priority_namespaces.s,
@@ -554,6 +555,12 @@ static void lc_slot_rebuild(lc_proc_t *p)
 			h++;
 		_lc_index[h & _lc_index_mask] = i;
 	}
+}
+
+void lc_count_unread(unsigned long long total)
+{
+	if(_lc_slot != NULL)
+		_lc_slot->t.unread_numbers = total;
 }
 
 void lc_count(const lc_decision *d)

@@ -59,6 +59,8 @@ typedef struct lc_settings
 	/* Resource-Priority namespaces that pass (when priority_namespaces_set) */
 	str priority_namespaces;
 	int priority_namespaces_set;
+	/* an LC_SIP_USER_NUMBERS_* value (sip_user_numbers modparam) */
+	int sip_user_numbers;
 } lc_settings_t;
 
 /* One rule's counters in a process's slot. */
@@ -98,6 +100,8 @@ typedef struct lc_proc_totals
 	unsigned long long tickets_forwarded;
 	/* stored documents this process's engine refused (a full cell table) */
 	unsigned long long sync_errors;
+	/* of unmatched: a number-like SIP user part sip_user_numbers did not read */
+	unsigned long long unread_numbers;
 } lc_proc_totals_t;
 
 /* The process's engine, worker and bookkeeping (private memory). */
@@ -163,6 +167,9 @@ void lc_proc_sync(lc_proc_t *p);
 
 /* Counting for loadctl.stats (this process's slot). */
 void lc_count(const lc_decision *d);
+/* This process's engine's unread_numbers total (lc_stats), after an unmatched
+ * request. */
+void lc_count_unread(unsigned long long total);
 /* Calls cb with every process's totals, then with each rule summed over all
  * processes (by source and rule id). */
 void lc_stats_each_proc(

@@ -111,6 +111,9 @@ static const lc_stat_def_t lc_stat_defs[] = {
 		"window slots given back without a response (transaction destroyed)"},
 	{"tickets_open", lc_stat_tickets_open, 0,
 		"window slots held now (a gauge)"},
+	{"unread_numbers", lc_stat_proc, LC_FIELD(unread_numbers),
+		"unmatched requests with a number-like SIP user part that "
+		"sip_user_numbers did not read as a number (tel rules may miss them)"},
 	{"sync_errors", lc_stat_proc, LC_FIELD(sync_errors),
 		"stored policies a process's engine refused (full cell table)"},
 	{"sub_notifies", lc_stat_sub, (void *)(uintptr_t)LC_SUB_NOTIFIES,

@@ -90,6 +90,7 @@ static str lc_source = str_init("local");
 static int lc_retry_after = 0;
 static char *lc_redirect_allow = NULL;
 static char *lc_priority_namespaces = NULL;
+static char *lc_user_numbers_param = NULL;
 /* Resource-Priority or P-Asserted-Identity lines of the request, joined with
  * ", " for lc_request */
 #define LC_RP_BUF 1024
@@ -158,6 +159,7 @@ static param_export_t params[] = {
 	{"redirect_allow", PARAM_STRING, &lc_redirect_allow},
 	{"emergency_exempt", PARAM_INT, &lc_settings.emergency_exempt},
 	{"priority_namespaces", PARAM_STRING, &lc_priority_namespaces},
+	{"sip_user_numbers", PARAM_STRING, &lc_user_numbers_param},
 	{"shared_cells", PARAM_INT, &lc_settings.shared_cells},
 	{"cell_capacity", PARAM_INT, &lc_settings.cell_capacity},
 	{"subscribe", PARAM_STRING | PARAM_USE_FUNC, (void *)lc_sub_add_param},
@@ -613,6 +615,13 @@ static int ki_lc_classify(sip_msg_t *msg)
 	}
 	lc_keep(msg, &d);
 	lc_count(&d);
+	if(!d.matched && !d.exempt) {
+		/* the engine counts unmatched requests whose number-like user part
+		 * sip_user_numbers left unread; the module's statistic reads it */
+		lc_stats st;
+		if(lc_engine_stats(p->engine, &st) == LC_RESULT_OK)
+			lc_count_unread(st.unread_numbers);
+	}
 	if(d.has_ticket) {
 		lc_ticket_issued();
 		if(lc_tm_loaded) {
@@ -1065,6 +1074,7 @@ static void lc_rpc_proc_cb(void *p, const lc_proc_totals_t *t)
 	a->sum.tickets_issued += t->tickets_issued;
 	a->sum.tickets_completed += t->tickets_completed;
 	a->sum.tickets_lost += t->tickets_lost;
+	a->sum.unread_numbers += t->unread_numbers;
 	if(a->arr == NULL)
 		return;
 	if(a->rpc->array_add(a->arr, "{", &st) < 0)
@@ -1150,6 +1160,7 @@ static void lc_rpc_stats(rpc_t *rpc, void *ctx)
 			acc.sum.tickets_issued, "tickets_open",
 			acc.sum.tickets_issued - acc.sum.tickets_completed
 					- acc.sum.tickets_lost);
+	rpc->struct_add(top, "J", "unread_numbers", acc.sum.unread_numbers);
 	if(rpc->struct_add(top, "[", "rules", &rules) < 0)
 		return;
 	/* the current policy's rules, each with its counters summed over the
@@ -1291,6 +1302,18 @@ static int mod_init(void)
 		lc_settings.priority_namespaces.s = lc_priority_namespaces;
 		lc_settings.priority_namespaces.len = strlen(lc_priority_namespaces);
 		lc_settings.priority_namespaces_set = 1;
+	}
+	if(lc_user_numbers_param == NULL || strcmp(lc_user_numbers_param, "global") == 0)
+		lc_settings.sip_user_numbers = LC_SIP_USER_NUMBERS_GLOBAL;
+	else if(strcmp(lc_user_numbers_param, "user-phone") == 0)
+		lc_settings.sip_user_numbers = LC_SIP_USER_NUMBERS_USER_PHONE;
+	else if(strcmp(lc_user_numbers_param, "digits") == 0)
+		lc_settings.sip_user_numbers = LC_SIP_USER_NUMBERS_DIGITS;
+	else {
+		LM_ERR("sip_user_numbers \"%s\": expected global, user-phone or "
+			   "digits\n",
+				lc_user_numbers_param);
+		return -1;
 	}
 	if(strcmp(lc_version(), LC_VERSION) != 0) {
 		LM_ERR("libloadctl %s linked, header %s\n", lc_version(), LC_VERSION);
