@@ -149,6 +149,10 @@ enum Command {
         /// reason=noresource`, after which subscribers do not come back until told.
         #[arg(long)]
         decommission: bool,
+        /// Also read the policy (or template) file again when it changes (checked every
+        /// second), as on SIGHUP.
+        #[arg(long)]
+        watch: bool,
         /// Keep the subscriptions' dialogs in FILE, so that after a hard stop (SIGKILL, a
         /// crash) the next process started with the same FILE ends them at once with
         /// `terminated;reason=deactivated` and the subscribers subscribe to it.
@@ -282,6 +286,7 @@ fn main() -> ExitCode {
             pacing_ms,
             retry_after,
             decommission,
+            watch,
             state_file,
             max_expires,
             observe,
@@ -298,6 +303,7 @@ fn main() -> ExitCode {
             pacing_ms,
             retry_after,
             decommission,
+            watch,
             state_file: state_file.as_deref(),
             max_expires,
             observe: observe.as_deref(),

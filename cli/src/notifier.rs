@@ -18,7 +18,8 @@
 //! - **SIGHUP** reads the policy (or template) file again. A valid one replaces the policy and
 //!   every subscriber gets it in its next NOTIFY (at once, or when the 1 s pacing of RFC 7200
 //!   §4.10 allows); an invalid one is refused with its `line:column` and the policy in force
-//!   stays.
+//!   stays. With `--watch` a change of the file's modification time or size does the same
+//!   (checked every second).
 //! - **SIGTERM, SIGINT and the end of `--duration`** stop it gracefully: every subscription
 //!   ends with `terminated;reason=probation;retry-after=N` (`--retry-after`, default 2 s), so
 //!   that subscribers SUBSCRIBE again N seconds later, to the next process; it waits up to 2 s
@@ -81,6 +82,8 @@ pub struct Options<'a> {
     pub retry_after: u32,
     /// The graceful stop sends `noresource` instead.
     pub decommission: bool,
+    /// Reload when the policy file changes (`--watch`).
+    pub watch: bool,
     /// Where the subscriptions' dialogs are kept across processes.
     pub state_file: Option<&'a str>,
     /// The longest subscription granted, seconds.
@@ -226,6 +229,28 @@ impl PolicySource<'_> {
     fn path(&self) -> &str {
         match self {
             PolicySource::Policy(p) | PolicySource::Capacity(_, p) => p,
+        }
+    }
+
+    /// What `--watch` compares: the file's modification time and size.
+    fn stamp(&self) -> Option<(SystemTime, u64)> {
+        let m = std::fs::metadata(self.path()).ok()?;
+        Some((m.modified().ok()?, m.len()))
+    }
+
+    /// Reads the file again (SIGHUP, `--watch`) and says what came of it.
+    fn reload(&self, notifier: &mut Notifier, now: u64, why: &str) {
+        if self.path() == "-" {
+            eprintln!(
+                "loadctl notifier: {why}: the policy came from standard input; nothing to re-read"
+            );
+            return;
+        }
+        match self.load(notifier, now) {
+            Ok(()) => eprintln!("loadctl notifier: {why}: {} reloaded", self.path()),
+            Err((_, e)) => {
+                eprintln!("loadctl notifier: {why}: reload refused, the policy in force stays: {e}")
+            }
         }
     }
 
@@ -684,14 +709,21 @@ pub fn run(o: &Options<'_>) -> u8 {
         .duration
         .map_or(u64::MAX, |d| (d.clamp(0.0, 1e9) * 1e9) as u64);
     let mut buf = vec![0u8; 65_536];
+    let mut stamp = source.stamp();
+    let mut next_check = 0;
     while server.now() < end && !term.load(Ordering::Relaxed) {
         if hup.swap(false, Ordering::Relaxed) {
             let now = server.now();
-            match source.load(&mut server.notifier, now) {
-                Ok(()) => eprintln!("loadctl notifier: SIGHUP: {} reloaded", source.path()),
-                Err((_, why)) => eprintln!(
-                    "loadctl notifier: SIGHUP: reload refused, the policy in force stays: {why}"
-                ),
+            source.reload(&mut server.notifier, now, "SIGHUP");
+            stamp = source.stamp();
+        }
+        if o.watch && server.now() >= next_check {
+            next_check = server.now() + 1_000_000_000;
+            let seen = source.stamp();
+            if seen != stamp {
+                stamp = seen;
+                let now = server.now();
+                source.reload(&mut server.notifier, now, "the file changed");
             }
         }
         server.step(end, &mut buf);

@@ -1074,12 +1074,13 @@ def wait_after(proc: harness.Proc, what: str, after: float, timeout: float) -> f
 
 def notifier_reload(run: Run) -> Checks:
     """SIGHUP: a valid file reaches the edge within the pacing interval (RFC 7200 §4.10, 1 s)
-    + slack; an invalid one is refused with its line:column and the policy in force stays."""
-    c = Checks("notifier_reload: loadctl notifier re-reads its policy on SIGHUP")
+    + slack; an invalid one is refused with its line:column and the policy in force stays. With
+    --watch an edit alone does the same, within the 1 s check + pacing + slack."""
+    c = Checks("notifier_reload: loadctl notifier re-reads its policy on SIGHUP and with --watch")
     policy = run.path("policy.xml")
     policy.write_text(document(0, "full", OLD_POLICY))
     nport = free_udp_port(tcp=True)
-    notifier = start_notifier(run, "notifier", nport, policy)
+    notifier = start_notifier(run, "notifier", nport, policy, "--watch")
     peers = UdpPeers()
     port = free_udp_port(tcp=True)
     edge = start_edge(run, "edge", port, peers.hop_port, "--subscribe", f"sip:loadctl@127.0.0.1:{nport}", "--uri", f"sip:edge@127.0.0.1:{port}")
@@ -1104,6 +1105,12 @@ def notifier_reload(run: Run) -> Checks:
     bound = 1.0 + SLACK_S
     c.that(applied - sent <= bound, f"the new file applied at the edge {applied - sent:.3f} s after SIGHUP (≤ pacing 1 s + {SLACK_S} s)")
     c.that(in_force(peers, port) == "new", "the edge enforces the new policy")
+    time.sleep(1.5)
+    policy.write_text(document(0, "full", OLD_POLICY))
+    written = time.time()
+    applied = wait_after(edge, "policy applied (version)", written, 5.0)
+    c.that(applied - written <= 2.0 + SLACK_S, f"--watch: the edited file applied {applied - written:.3f} s after the edit (≤ 1 s check + 1 s pacing + {SLACK_S} s)")
+    c.that(in_force(peers, port) == "old", "--watch: the edge enforces the edited policy")
     peers.close()
     return c
 
