@@ -1680,7 +1680,7 @@ lc_result lc_notifier_shutdown(struct lc_notifier *n, uint64_t now_ns);
 // send them before `lc_notifier_free`): `LC_SHUTDOWN_RESTART` with `retry_after_s` as its
 // `retry-after` (1 to 86400 s), or `LC_SHUTDOWN_DECOMMISSION` (`retry_after_s` must be 0:
 // `noresource` has no retry-after, RFC 6665 §4.1.3). From then on the notifier answers every
-// SUBSCRIBE 503 (with `Retry-After` for a restart). An undeclared `reason` or an
+// new SUBSCRIBE 503 (with `Retry-After` for a restart). An undeclared `reason` or an
 // out-of-range `retry_after_s` is `LC_RESULT_INVALID_ARGUMENT` and ends nothing.
 //
 // # Safety

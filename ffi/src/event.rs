@@ -1539,7 +1539,7 @@ pub unsafe extern "C" fn lc_notifier_shutdown(n: *mut lc_notifier, now_ns: u64) 
 /// send them before `lc_notifier_free`): `LC_SHUTDOWN_RESTART` with `retry_after_s` as its
 /// `retry-after` (1 to 86400 s), or `LC_SHUTDOWN_DECOMMISSION` (`retry_after_s` must be 0:
 /// `noresource` has no retry-after, RFC 6665 §4.1.3). From then on the notifier answers every
-/// SUBSCRIBE 503 (with `Retry-After` for a restart). An undeclared `reason` or an
+/// new SUBSCRIBE 503 (with `Retry-After` for a restart). An undeclared `reason` or an
 /// out-of-range `retry_after_s` is `LC_RESULT_INVALID_ARGUMENT` and ends nothing.
 ///
 /// # Safety

@@ -39,9 +39,10 @@
 //! - A subscription ends on expiry (`terminated;reason=timeout`), on unsubscribe
 //!   (`Expires: 0`, same), on [`Notifier::shutdown`] (see [`ShutdownReason`]: a restart sends
 //!   `probation;retry-after=N`, a decommission `noresource`), and when a NOTIFY fails (any
-//!   non-2xx, or no final response within 32 s). After a shutdown every SUBSCRIBE is answered
-//!   503 (with `Retry-After: N` for a restart): a subscription accepted by a notifier on its
-//!   way out would leave its subscriber believing itself protected by a process that is gone.
+//!   non-2xx, or no final response within 32 s). After a shutdown every new SUBSCRIBE is
+//!   answered 503 (with `Retry-After: N` for a restart): a subscription accepted by a notifier
+//!   on its way out would leave its subscriber believing itself protected by a process that is
+//!   gone.
 //! - A notifier that died without a shutdown (SIGKILL, a crash) loses its subscriptions while
 //!   their subscribers go on enforcing what they were sent, until their next refresh (up to
 //!   the granted duration). [`Notifier::dialogs`] lists what a restarted process needs to reach
@@ -356,7 +357,10 @@ impl Notifier {
         if !self.config.authorization.allows(&req.from.uri) {
             return self.refuse(req, 403, "subscriber not authorised");
         }
-        if let Some(reason) = self.closed {
+        // A new subscription only: an in-dialog request finds no subscription (481).
+        if let Some(reason) = self.closed
+            && req.to.tag.is_none()
+        {
             let mut r = self.refuse(req, 503, "notifier shutting down");
             if let ShutdownReason::Restart { retry_after_s } = reason {
                 r.retry_after = Some(retry_after_s);
@@ -480,7 +484,7 @@ impl Notifier {
     }
 
     /// Ends every subscription with the `terminated` NOTIFY `reason` calls for (queued in
-    /// [`Notifier::poll_transmit`]); from then on every SUBSCRIBE is answered 503 (with
+    /// [`Notifier::poll_transmit`]); from then on every new SUBSCRIBE is answered 503 (with
     /// `Retry-After` for a restart). A notifier stays closed: a new process (or a new
     /// [`Notifier`]) serves the subscribers when they come back.
     pub fn shutdown(&mut self, now_ns: u64, reason: ShutdownReason) {
