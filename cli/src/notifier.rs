@@ -392,6 +392,8 @@ struct Server {
     start: Instant,
     /// `--state-file`, and the dialogs last written to it (`None`: not written yet).
     state: Option<(String, Option<Vec<DialogRecord>>)>,
+    /// The last write of the state file failed (and was said).
+    state_failing: bool,
 }
 
 impl Server {
@@ -400,15 +402,16 @@ impl Server {
     }
 
     /// Rewrites the state file when the dialogs changed (a NOTIFY's CSeq, a refresh, a
-    /// subscription that started or ended).
-    fn persist(&mut self) {
+    /// subscription that started or ended). A failure is said once, until a write succeeds
+    /// again; it is returned for the first write, which decides whether the notifier starts.
+    fn persist(&mut self) -> Result<(), String> {
         let dialogs = self.notifier.dialogs();
         let now = self.now();
         let Some((path, written)) = &mut self.state else {
-            return;
+            return Ok(());
         };
         if written.as_ref() == Some(&dialogs) {
-            return;
+            return Ok(());
         }
         let unix = unix_ms();
         let state = StateFile {
@@ -419,8 +422,19 @@ impl Server {
                 .collect(),
         };
         match write_state(path, &state) {
-            Ok(()) => *written = Some(dialogs),
-            Err(e) => eprintln!("loadctl notifier: {path}: {e}"),
+            Ok(()) => {
+                *written = Some(dialogs);
+                self.state_failing = false;
+                Ok(())
+            }
+            Err(e) => {
+                let why = format!("{path}: cannot write the state file: {e}");
+                if !self.state_failing {
+                    eprintln!("loadctl notifier: {why}");
+                    self.state_failing = true;
+                }
+                Err(why)
+            }
         }
     }
 
@@ -687,6 +701,7 @@ pub fn run(o: &Options<'_>) -> u8 {
         branches: 0,
         start: Instant::now(),
         state: o.state_file.map(|p| (p.to_owned(), None)),
+        state_failing: false,
     };
     if let Some(path) = o.state_file {
         let saved = read_state(path);
@@ -702,8 +717,11 @@ pub fn run(o: &Options<'_>) -> u8 {
             saved.dialogs.len()
         );
         server.transmit();
-        // Written at once (without them): those dialogs are over whatever happens next.
-        server.persist();
+        // Written at once (without them): those dialogs are over whatever happens next. A file
+        // that cannot be written would leave a hard stop unprotected: refuse to start.
+        if server.persist().is_err() {
+            return 2;
+        }
     }
     let end = o
         .duration
@@ -727,7 +745,8 @@ pub fn run(o: &Options<'_>) -> u8 {
             }
         }
         server.step(end, &mut buf);
-        server.persist();
+        // Failures are said in `persist`; the notifier keeps serving.
+        let _ = server.persist();
     }
     // The graceful stop: every subscription ends with a reason that says what to do next.
     let reason = if o.decommission {
@@ -746,7 +765,7 @@ pub fn run(o: &Options<'_>) -> u8 {
     let now = server.now();
     server.notifier.shutdown(now, reason);
     server.transmit();
-    server.persist();
+    let _ = server.persist();
     // Waits for the answers (the retransmissions at 0.5 and 1.5 s included).
     let last = now + 2_000_000_000;
     while server.now() < last && !server.outstanding.is_empty() {
