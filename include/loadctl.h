@@ -1690,6 +1690,43 @@ lc_result lc_notifier_shutdown_with_reason(struct lc_notifier *n,
                                            lc_shutdown_reason reason,
                                            uint32_t retry_after_s);
 
+// Writes the live subscriptions' dialogs as a document for the next process (a file, a
+// database row): what it needs to reach each subscriber after this process dies without
+// `lc_notifier_shutdown` (a crash, SIGKILL), with each expiry in wall-clock time. `now_ns` is
+// this notifier's clock, `unix_ms` the wall clock (CLOCK_REALTIME, milliseconds) at the same
+// moment. The dialogs change with every NOTIFY sent (its CSeq) and every subscription that
+// starts, is refreshed or ends: write it again after those (keep the previous copy until the
+// new one is whole). Text, UTF-8, no NUL. `LC_RESULT_BUFFER_TOO_SMALL` with the needed size in
+// `written` when `cap` is too small.
+//
+// # Safety
+// `n` from `lc_notifier_new`; `buf` NULL or writable for `cap` bytes; `written` writable.
+lc_result lc_notifier_save_dialogs(const struct lc_notifier *n,
+                                   uint64_t now_ns,
+                                   uint64_t unix_ms,
+                                   uint8_t *buf,
+                                   size_t cap,
+                                   size_t *written);
+
+// Ends the dialogs of an earlier process (a document its `lc_notifier_save_dialogs` wrote)
+// with `terminated;reason=deactivated` NOTIFYs, queued for `lc_notifier_poll_transmit`: each
+// subscriber withdraws that process's rules and subscribes again at once (RFC 6665 §4.1.3:
+// "SHOULD retry immediately with a new subscription"), to this notifier. Call it once, after
+// `lc_notifier_new` and the policy, with this clock's `now_ns` and the wall clock `unix_ms`.
+// Expired dialogs and live ones of this notifier are skipped; `queued` gets how many NOTIFYs
+// were queued. Under a shared capacity each dialog's share counts until its NOTIFY is
+// answered. A document that is not one (its line named in the last error) is
+// `LC_RESULT_INVALID_ARGUMENT` and queues nothing.
+//
+// # Safety
+// `n` from `lc_notifier_new`; `doc` readable for `len` bytes; `queued` writable.
+lc_result lc_notifier_deactivate_saved(struct lc_notifier *n,
+                                       uint64_t now_ns,
+                                       uint64_t unix_ms,
+                                       const uint8_t *doc,
+                                       size_t len,
+                                       size_t *queued);
+
 // Takes the next event (`LC_RESULT_EMPTY` when none). Its `text` points into the handle: valid
 // until the next call on the same handle, or its free.
 //

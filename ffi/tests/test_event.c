@@ -231,6 +231,60 @@ static void test_shutdown_reasons_and_resubscribe(void) {
     lc_engine_free(e);
 }
 
+/* A notifier that dies without a shutdown: the next process reads what the dead one saved and
+ * deactivates its dialogs; the subscriber is on the new process's subscription at once. */
+static void test_saved_dialogs(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    lc_notifier *n = NULL;
+    lc_subscriber *s = NULL;
+    CHECK(lc_engine_new(NULL, &e) == LC_RESULT_OK);
+    CHECK(lc_worker_attach(e, -1, &w) == LC_RESULT_OK);
+    pair("dead", e, &n, &s);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    const uint64_t unix_ms = 1700000000000ull;
+    size_t need = 0;
+    CHECK(lc_notifier_save_dialogs(n, SECOND, unix_ms, NULL, 0, &need) == LC_RESULT_BUFFER_TOO_SMALL && need > 0);
+    char doc[2048];
+    size_t len = 0;
+    CHECK(need < sizeof doc);
+    CHECK(lc_notifier_save_dialogs(n, SECOND, unix_ms, (uint8_t *)doc, sizeof doc, &len) == LC_RESULT_OK && len == need);
+    CHECK(strncmp(doc, "loadctl-dialogs 1\n", 18) == 0);
+    CHECK(lc_notifier_save_dialogs(n, SECOND, unix_ms, (uint8_t *)doc, sizeof doc, NULL) == LC_RESULT_NULL_PARAMETER);
+    /* SIGKILL: nothing sent. The next process starts 5 s later (its own clock from 0). */
+    lc_notifier_free(n);
+    n = NULL;
+    pair("next", e, &n, &s);
+    size_t queued = 99;
+    const char *bad = "loadctl-dialogs 1\nonly\tthree\tfields\n";
+    CHECK(lc_notifier_deactivate_saved(n, 0, unix_ms + 5000, (const uint8_t *)bad, strlen(bad), &queued) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(queued == 99);
+    CHECK(lc_notifier_deactivate_saved(n, 0, unix_ms + 5000, (const uint8_t *)"x", 1, &queued) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(lc_notifier_deactivate_saved(n, 0, unix_ms + 5000, NULL, 0, &queued) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_deactivate_saved(NULL, 0, unix_ms + 5000, (const uint8_t *)doc, len, &queued) == LC_RESULT_NULL_PARAMETER);
+    lc_sip_message m;
+    CHECK(lc_notifier_poll_transmit(n, &m) == LC_RESULT_EMPTY);
+    /* Past the subscription's expiry (3600 s): nothing to deactivate. */
+    CHECK(lc_notifier_deactivate_saved(n, 0, unix_ms + 3600000, (const uint8_t *)doc, len, &queued) == LC_RESULT_OK && queued == 0);
+    CHECK(lc_notifier_deactivate_saved(n, 0, unix_ms + 5000, (const uint8_t *)doc, len, &queued) == LC_RESULT_OK && queued == 1);
+    /* The deactivation, then the new subscription: one NOTIFY each, the policy back in force. */
+    CHECK(pump(s, n, 0) == 2);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    int withdrawn = 0;
+    lc_subscriber_event ev;
+    while (lc_subscriber_poll_event(s, &ev) == LC_RESULT_OK) {
+        withdrawn += ev.kind == LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN;
+    }
+    CHECK(withdrawn == 1);
+    /* The new process holds the subscription: its save lists it. */
+    CHECK(lc_notifier_save_dialogs(n, 0, unix_ms + 5000, (uint8_t *)doc, sizeof doc, &len) == LC_RESULT_OK);
+    CHECK(len > 18 && memchr(doc + 18, '\t', len - 18) != NULL);
+    lc_subscriber_free(s);
+    lc_notifier_free(n);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
 static void test_refusals_and_nulls(void) {
     lc_notifier *n = NULL;
     lc_notifier_config nc;
@@ -750,6 +804,7 @@ int main(void) {
     test_wire_remote_target();
     test_shared_capacity();
     test_shutdown_reasons_and_resubscribe();
+    test_saved_dialogs();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

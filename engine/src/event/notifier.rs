@@ -567,7 +567,7 @@ impl Notifier {
                 expires: None,
                 accept: None,
                 subscription_state: Some(state.render()),
-                content_type: None,
+                content_type: Some(policy::CONTENT_TYPE.to_owned()),
                 body: Vec::new(),
                 contact: None,
                 record_route: Vec::new(),
