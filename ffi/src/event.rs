@@ -1792,3 +1792,91 @@ pub unsafe extern "C" fn lc_notifier_poll_event(
         Code::Ok
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(call_id: &str, route: &[&str]) -> DialogRecord {
+        let uri = |u: &str| Uri::new(u).expect("uri");
+        DialogRecord {
+            call_id: call_id.into(),
+            subscriber: NameAddr {
+                uri: uri("sip:edge@192.0.2.7:5070"),
+                tag: Some("t1".into()),
+            },
+            notifier_tag: "n-1".into(),
+            remote_target: uri("sip:edge@192.0.2.7:5070;transport=udp"),
+            route_set: route.iter().map(|r| uri(r)).collect(),
+            cseq: 41,
+            expires_at_ns: 600_000_000_000,
+            share: Some(12.25),
+        }
+    }
+
+    #[test]
+    fn saved_dialogs_round_trip_in_the_next_processs_clock() {
+        let r = record("c@h", &["sip:p1.example.net;lr", "sip:p2.example.net;lr"]);
+        // Saved at 100 s (500 s left), read 20 s later at 3 s of the next process.
+        let line = dialog_line(&r, 100_000_000_000, 1_000_000).expect("representable");
+        let doc = format!("{DIALOGS_HEADER}\n{line}\n\n");
+        let back = read_dialogs(doc.as_bytes(), 3_000_000_000, 1_020_000).expect("valid");
+        assert_eq!(
+            back,
+            vec![DialogRecord {
+                expires_at_ns: 483_000_000_000,
+                ..r.clone()
+            }]
+        );
+        let none = DialogRecord {
+            share: None,
+            subscriber: NameAddr {
+                tag: None,
+                ..r.subscriber.clone()
+            },
+            route_set: Vec::new(),
+            ..r.clone()
+        };
+        let line = dialog_line(&none, 100_000_000_000, 1_000_000).expect("representable");
+        let doc = format!("{DIALOGS_HEADER}\n{line}\n");
+        let back = read_dialogs(doc.as_bytes(), 100_000_000_000, 1_000_000).expect("valid");
+        assert_eq!(back, vec![none]);
+        // Expired: left out.
+        assert_eq!(
+            read_dialogs(doc.as_bytes(), 0, 1_000_000 + 500_001),
+            Ok(Vec::new())
+        );
+        // A Call-ID the format cannot carry is not written.
+        assert!(dialog_line(&record("a\tb", &[]), 0, 0).is_none());
+    }
+
+    #[test]
+    fn damaged_saved_dialogs_are_refused_with_the_line() {
+        let good = dialog_line(&record("c", &[]), 0, 0).expect("line");
+        for (doc, what) in [
+            (String::new(), "line 1"),
+            ("loadctl-dialogs 2\n".into(), "line 1"),
+            (format!("{DIALOGS_HEADER}\n{good}\nx\ty\n"), "line 3"),
+            (
+                format!("{DIALOGS_HEADER}\n{}", good.replace("\t41\t", "\t-1\t")),
+                "CSeq",
+            ),
+            (
+                format!(
+                    "{DIALOGS_HEADER}\n{}",
+                    good.replace("sip:edge", "not a uri")
+                ),
+                "line 2",
+            ),
+            (
+                format!("{DIALOGS_HEADER}\n{}", good.replace("12.25", "many")),
+                "share",
+            ),
+            (format!("{DIALOGS_HEADER}\n\t{}", &good[2..]), "line 2"),
+        ] {
+            let e = read_dialogs(doc.as_bytes(), 0, 0).expect_err(&doc);
+            assert!(e.contains(what), "{doc:?}: {e}");
+        }
+        assert!(read_dialogs(&[0xff, 0xfe], 0, 0).is_err());
+    }
+}
