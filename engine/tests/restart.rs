@@ -430,3 +430,52 @@ fn a_deactivated_dialogs_share_counts_against_the_capacity_until_it_is_answered(
     let grown = n2.poll_transmit().expect("NOTIFY to b");
     assert!(rate_of(&grown) > 0.0, "{grown:?}");
 }
+
+#[test]
+fn a_notifier_that_deactivates_every_new_subscription_gets_a_backed_off_subscriber() {
+    let mut net = Net::new(1800, notifier_process("n1", 20));
+    let start = net.subscribes.len();
+    // Each new subscription is ended with `deactivated` as soon as its first NOTIFY is answered.
+    let mut ended: Vec<String> = Vec::new();
+    while net.now < 40 * S && ended.len() < 8 {
+        net.run_until(net.now + S / 10);
+        let n = net.notifier.as_mut().expect("running");
+        // n1 keeps the dialogs ended behind its back: only the newest is the subscriber's.
+        let Some(d) = n.dialogs().pop().filter(|d| !ended.contains(&d.call_id)) else {
+            continue;
+        };
+        // Another process's NOTIFY in the same dialog: what a misbehaving notifier sends.
+        let mut end = notifier_process("x", 1);
+        end.deactivate(net.now, std::slice::from_ref(&d));
+        let req = end.poll_transmit().expect("NOTIFY");
+        assert_eq!(net.sub.handle_notify(net.now, &req).status, 200);
+        ended.push(d.call_id);
+    }
+    let at: Vec<u64> = net.subscribes[start - 1..].to_vec();
+    let gaps: Vec<u64> = at.windows(2).map(|w| (w[1] - w[0]) / (S / 10)).collect();
+    // The first end: at once (within the 0.1 s step); then 1 s, 2 s, 4 s … of back-off.
+    assert!(gaps.len() >= 4, "{gaps:?}");
+    assert!(gaps[0] <= 1, "{gaps:?}");
+    for (k, g) in gaps[1..4].iter().enumerate() {
+        let want = 10 << k;
+        assert!((want..=want + 1).contains(g), "{gaps:?}");
+    }
+}
+
+#[test]
+fn a_deactivation_long_after_the_grant_is_followed_at_once_every_time() {
+    let mut net = Net::new(1800, notifier_process("n1", 20));
+    for round in 1..=3u64 {
+        net.run_until(round * 100 * S);
+        let n = net.notifier.as_mut().expect("running");
+        let d = n.dialogs().pop().expect("the subscriber's dialog");
+        let mut end = notifier_process("x", 1);
+        end.deactivate(net.now, &[d]);
+        let sent = net.subscribes.len();
+        net.sub
+            .handle_notify(net.now, &end.poll_transmit().expect("NOTIFY"));
+        net.pump();
+        assert_eq!(net.subscribes.len(), sent + 1, "round {round}");
+        assert_eq!(*net.subscribes.last().expect("sent"), net.now);
+    }
+}

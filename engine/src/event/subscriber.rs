@@ -41,7 +41,7 @@
 //!
 //!   | reason | RFC 6665 §4.1.3 | the subscriber |
 //!   |---|---|---|
-//!   | `deactivated` | "SHOULD retry immediately with a new subscription" | a new subscription at once (a new dialog, §4.4.2) |
+//!   | `deactivated` | "SHOULD retry immediately with a new subscription" | a new subscription at once (a new dialog, §4.4.2); when subscriptions keep ending this way within 60 s of their grant, from the second in a row after the back-off (1 s, doubling) |
 //!   | `timeout` | "MAY re-subscribe immediately" | the same |
 //!   | `probation` | "SHOULD wait at least the number of seconds specified" | a new subscription after `retry-after`; without it after the back-off delay (1 s after a subscription that was granted) |
 //!   | `giveup` | the same | the same |
@@ -86,6 +86,10 @@ use super::{
 };
 use crate::engine::{Engine, PublishError, Source};
 use crate::policy::{self, Body, MergeError, State, Uri};
+
+/// A subscription that a `deactivated` or `timeout` ends sooner than this after its grant is
+/// "young": two such ends in a row make the next SUBSCRIBE wait the back-off.
+const YOUNG_NS: u64 = 60 * SECOND_NS;
 
 /// How a subscriber behaves.
 #[derive(Clone, Debug)]
@@ -345,6 +349,11 @@ pub struct Subscriber {
     retry_delay: u64,
     /// When the last granted subscription runs out (survives re-subscribing).
     lapses_at: Option<u64>,
+    /// When the last 2xx granted a subscription.
+    granted_at: Option<u64>,
+    /// Subscriptions ended at once (`deactivated`, `timeout`) within [`YOUNG_NS`] of their
+    /// grant, in a row.
+    young_ends: u32,
     applied_any: bool,
     /// Ids of this notifier's rules whose redirect the engine refuses and that were reported
     /// already (each is reported once while it stays refused).
@@ -373,6 +382,8 @@ impl Subscriber {
             source,
             phase: Phase::Subscribing,
             lapses_at: None,
+            granted_at: None,
+            young_ends: 0,
             subscriptions: 0,
             cseq: 0,
             txn: None,
@@ -556,7 +567,12 @@ impl Subscriber {
                 d
             }
         };
-        let at = now_ns + delay;
+        self.wait(now_ns, delay, why);
+    }
+
+    /// A new subscription `delay` from now.
+    fn wait(&mut self, now_ns: u64, delay: u64, why: &str) {
+        let at = now_ns.saturating_add(delay);
         self.txn = None;
         self.phase = Phase::Waiting { retry_at: at };
         self.events.push_back(SubscriberEvent::Retrying {
@@ -613,6 +629,7 @@ impl Subscriber {
                     return;
                 }
                 self.retry_delay = self.config.retry_initial_ns;
+                self.granted_at = Some(now_ns);
                 let duration = u64::from(granted) * SECOND_NS;
                 self.lapses_at = Some(now_ns + duration);
                 let before = (60 * SECOND_NS).min(duration / 2);
@@ -759,7 +776,26 @@ impl Subscriber {
         Response::to(req, 200, None)
     }
 
+    /// A new subscription at once (`deactivated`, `timeout`), unless subscriptions keep ending
+    /// within [`YOUNG_NS`] of being granted: from the second such end in a row, after the
+    /// back-off (the first delay, doubling), so that a notifier that ends every subscription
+    /// at once does not get a SUBSCRIBE per round trip. The 2xx of each cycle resets the
+    /// ordinary back-off, hence the count of its own.
     fn resubscribe_now(&mut self, now_ns: u64) {
+        let young = self
+            .granted_at
+            .is_some_and(|t| now_ns.saturating_sub(t) < YOUNG_NS);
+        self.young_ends = if young { self.young_ends + 1 } else { 0 };
+        if self.young_ends > 1 {
+            let shift = (self.young_ends - 2).min(32);
+            let delay = self
+                .config
+                .retry_initial_ns
+                .saturating_mul(1 << shift)
+                .min(self.config.retry_max_ns);
+            self.wait(now_ns, delay, "terminated again soon after it was granted");
+            return;
+        }
         self.events.push_back(SubscriberEvent::Retrying {
             at_ns: now_ns,
             why: "terminated".into(),
