@@ -479,3 +479,41 @@ fn a_deactivation_long_after_the_grant_is_followed_at_once_every_time() {
         assert_eq!(*net.subscribes.last().expect("sent"), net.now);
     }
 }
+
+#[test]
+fn short_subscriptions_that_time_out_normally_are_followed_at_once() {
+    // 10 s subscriptions whose refreshes never get through: each ends with the notifier's
+    // `timeout` at expiry, after half its duration (not young), so the new one follows at once.
+    let mut config = NotifierConfig::new(uri(NOTIFIER), "n1", Authorization::Any);
+    config.min_expires = 1;
+    let mut n = Notifier::new(config);
+    n.set_policy(0, Some(policy_at(20)));
+    let engine = Engine::new(EngineConfig::default());
+    let mut c = SubscriberConfig::new(uri(NOTIFIER), uri("sip:edge.example.net"), "c", "t");
+    c.expires = 10;
+    let mut sub = Subscriber::new(c, engine, 0);
+    let mut now = 0;
+    for round in 0..4 {
+        let req = sub.poll_transmit().expect("a new SUBSCRIBE at once");
+        assert_eq!(req.to.tag, None, "round {round}: a new dialog");
+        let resp = n.handle_subscribe(now, &req);
+        assert_eq!(resp.expires, Some(10));
+        sub.handle_response(now, &resp);
+        while let Some(notify) = n.poll_transmit() {
+            let answer = sub.handle_notify(now, &notify);
+            n.handle_response(now, &answer);
+        }
+        // The refresh at 5 s is lost; the notifier's expiry at 10 s sends `timeout`.
+        now += 5 * S;
+        sub.handle_timeout(now);
+        assert!(sub.poll_transmit().is_some(), "the refresh");
+        now += 5 * S;
+        n.handle_timeout(now);
+        let end = n.poll_transmit().expect("terminated");
+        assert_eq!(
+            end.subscription_state.as_deref(),
+            Some("terminated;reason=timeout")
+        );
+        sub.handle_notify(now, &end);
+    }
+}

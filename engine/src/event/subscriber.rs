@@ -41,7 +41,7 @@
 //!
 //!   | reason | RFC 6665 §4.1.3 | the subscriber |
 //!   |---|---|---|
-//!   | `deactivated` | "SHOULD retry immediately with a new subscription" | a new subscription at once (a new dialog, §4.4.2); when subscriptions keep ending this way within 60 s of their grant, from the second in a row after the back-off (1 s, doubling) |
+//!   | `deactivated` | "SHOULD retry immediately with a new subscription" | a new subscription at once (a new dialog, §4.4.2); when subscriptions keep ending this way within 60 s (or half the granted duration) of their grant, from the second in a row after the back-off (1 s, doubling) |
 //!   | `timeout` | "MAY re-subscribe immediately" | the same |
 //!   | `probation` | "SHOULD wait at least the number of seconds specified" | a new subscription after `retry-after`; without it after the back-off delay (1 s after a subscription that was granted) |
 //!   | `giveup` | the same | the same |
@@ -87,8 +87,9 @@ use super::{
 use crate::engine::{Engine, PublishError, Source};
 use crate::policy::{self, Body, MergeError, State, Uri};
 
-/// A subscription that a `deactivated` or `timeout` ends sooner than this after its grant is
-/// "young": two such ends in a row make the next SUBSCRIBE wait the back-off.
+/// A subscription that a `deactivated` or `timeout` ends sooner than this (or than half its
+/// granted duration) after its grant is "young": two such ends in a row make the next
+/// SUBSCRIBE wait the back-off.
 const YOUNG_NS: u64 = 60 * SECOND_NS;
 
 /// How a subscriber behaves.
@@ -296,6 +297,8 @@ struct Dialog {
     answered: bool,
     /// A NOTIFY of this dialog came.
     notified: bool,
+    /// A 2xx granted this dialog's subscription.
+    granted: bool,
 }
 
 impl Dialog {
@@ -310,6 +313,7 @@ impl Dialog {
             route_set_fixed: false,
             answered: false,
             notified: false,
+            granted: false,
         }
     }
 }
@@ -349,10 +353,10 @@ pub struct Subscriber {
     retry_delay: u64,
     /// When the last granted subscription runs out (survives re-subscribing).
     lapses_at: Option<u64>,
-    /// When the last 2xx granted a subscription.
-    granted_at: Option<u64>,
-    /// Subscriptions ended at once (`deactivated`, `timeout`) within [`YOUNG_NS`] of their
-    /// grant, in a row.
+    /// Until when the current subscription is young: [`YOUNG_NS`] or half its granted
+    /// duration after the 2xx that created it, whichever is sooner.
+    young_until: Option<u64>,
+    /// Subscriptions ended at once (`deactivated`, `timeout`) while young, in a row.
     young_ends: u32,
     applied_any: bool,
     /// Ids of this notifier's rules whose redirect the engine refuses and that were reported
@@ -382,7 +386,7 @@ impl Subscriber {
             source,
             phase: Phase::Subscribing,
             lapses_at: None,
-            granted_at: None,
+            young_until: None,
             young_ends: 0,
             subscriptions: 0,
             cseq: 0,
@@ -629,8 +633,14 @@ impl Subscriber {
                     return;
                 }
                 self.retry_delay = self.config.retry_initial_ns;
-                self.granted_at = Some(now_ns);
                 let duration = u64::from(granted) * SECOND_NS;
+                if self.dialog.granted {
+                    // A refresh went through: this dialog works.
+                    self.young_ends = 0;
+                } else {
+                    self.dialog.granted = true;
+                    self.young_until = Some(now_ns + YOUNG_NS.min(duration / 2));
+                }
                 self.lapses_at = Some(now_ns + duration);
                 let before = (60 * SECOND_NS).min(duration / 2);
                 self.phase = Phase::Active {
@@ -777,14 +787,12 @@ impl Subscriber {
     }
 
     /// A new subscription at once (`deactivated`, `timeout`), unless subscriptions keep ending
-    /// within [`YOUNG_NS`] of being granted: from the second such end in a row, after the
-    /// back-off (the first delay, doubling), so that a notifier that ends every subscription
-    /// at once does not get a SUBSCRIBE per round trip. The 2xx of each cycle resets the
-    /// ordinary back-off, hence the count of its own.
+    /// young (see [`YOUNG_NS`]): from the second such end in a row, after the back-off (the
+    /// first delay, doubling), so that a notifier that ends every subscription at once does
+    /// not get a SUBSCRIBE per round trip. The 2xx of each cycle resets the ordinary back-off,
+    /// hence the count of its own; a refresh that goes through resets this one.
     fn resubscribe_now(&mut self, now_ns: u64) {
-        let young = self
-            .granted_at
-            .is_some_and(|t| now_ns.saturating_sub(t) < YOUNG_NS);
+        let young = self.young_until.is_some_and(|t| now_ns < t);
         self.young_ends = if young { self.young_ends + 1 } else { 0 };
         if self.young_ends > 1 {
             let shift = (self.young_ends - 2).min(32);
