@@ -76,6 +76,12 @@
 // `lc_subscriber_event.number` of an INVALID_DOCUMENT whose version could not be read.
 #define LC_VERSION_UNKNOWN UINT64_MAX
 
+// The `retry-after` of `lc_notifier_shutdown`, seconds: when the subscribers' new SUBSCRIBE
+// goes out. One that finds the notifier not yet back is retransmitted by the subscriber's SIP
+// stack (every T2 = 4 s for 32 s), so a short value costs little and shortens the time
+// without protection when the restart is quick.
+#define LC_SHUTDOWN_DEFAULT_RETRY_AFTER_S 2
+
 // Most redirect targets a decision reports.
 #define LC_MAX_TARGETS 16
 
@@ -417,6 +423,10 @@ typedef struct lc_share {
   // Its last measurement reached its share (its real demand is unknown).
   bool constrained;
 } lc_share;
+
+// Why a notifier ends every subscription: an `LC_SHUTDOWN_*` value
+// (`lc_notifier_shutdown_with_reason`; anything else is `LC_RESULT_INVALID_ARGUMENT`).
+typedef uint32_t lc_shutdown_reason;
 
 // What a notifier reports: an `LC_NOTIFIER_EVENT_KIND_*` value (`lc_notifier_event.kind`;
 // later versions may add kinds: switch with a `default`).
@@ -986,6 +996,16 @@ typedef uint32_t lc_sip_flags;
 // A subscription ended (`text`: subscriber and reason).
 #define LC_NOTIFIER_EVENT_KIND_ENDED 3
 
+// The notifier goes down to come back (a restart, an upgrade): `terminated;reason=probation;
+// retry-after=N`. Subscribers withdraw its rules and SUBSCRIBE again after N seconds (RFC
+// 6665 §4.1.3: "SHOULD wait at least the number of seconds specified").
+#define LC_SHUTDOWN_RESTART 0
+
+// The notifier is taken out of service for good: `terminated;reason=noresource`. Subscribers
+// withdraw its rules and do not SUBSCRIBE again ("SHOULD NOT attempt to re-subscribe") until
+// an operator tells them (`lc_subscriber_resubscribe`).
+#define LC_SHUTDOWN_DECOMMISSION 1
+
 // No algorithm (outputs only: no feedback, or a client that does not take part).
 #define LC_OC_ALGORITHM_NONE 0
 
@@ -1479,6 +1499,18 @@ lc_result lc_subscriber_poll_timeout(const struct lc_subscriber *sub, uint64_t *
 // `sub` from `lc_subscriber_new`.
 lc_result lc_subscriber_handle_timeout(struct lc_subscriber *sub, uint64_t now_ns);
 
+// Starts a new subscription now, whatever the state: after `LC_SUBSCRIBER_EVENT_KIND_STOPPED`
+// (the notifier sent `noresource` or `rejected`, answered 403 or 489, or the subscription was
+// unsubscribed), while waiting out a `retry-after` or a back-off, or on a live dialog (which
+// is abandoned: the notifier's next NOTIFY on it is answered 481). For an operator's "the
+// notifier is back" (an RPC). The back-off starts again from its first delay; the rules in
+// force stay until the new subscription's first document replaces them. Poll the SUBSCRIBE
+// it queues and send it.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`.
+lc_result lc_subscriber_resubscribe(struct lc_subscriber *sub, uint64_t now_ns);
+
 // Ends the subscription: with a dialog, a SUBSCRIBE with `Expires: 0` is queued (poll it and
 // send it), and the notifier's rules stay until its final NOTIFY (`terminated`) arrives.
 // Without one (never subscribed, or waiting to retry) it stops at once
@@ -1669,12 +1701,65 @@ lc_result lc_notifier_poll_timeout(const struct lc_notifier *n, uint64_t *out);
 // `n` from `lc_notifier_new`.
 lc_result lc_notifier_handle_timeout(struct lc_notifier *n, uint64_t now_ns);
 
-// Ends every subscription: `terminated;reason=noresource` NOTIFYs are queued (poll and send
-// them before `lc_notifier_free`).
+// Ends every subscription for a restart: the same as `lc_notifier_shutdown_with_reason(n,
+// now_ns, LC_SHUTDOWN_RESTART, LC_SHUTDOWN_DEFAULT_RETRY_AFTER_S)`
+// (`terminated;reason=probation;retry-after=2`), so that subscribers come back. A notifier
+// leaving for good uses `LC_SHUTDOWN_DECOMMISSION`.
 //
 // # Safety
 // `n` from `lc_notifier_new`.
 lc_result lc_notifier_shutdown(struct lc_notifier *n, uint64_t now_ns);
+
+// Ends every subscription with the `terminated` NOTIFY `reason` calls for (queued: poll and
+// send them before `lc_notifier_free`): `LC_SHUTDOWN_RESTART` with `retry_after_s` as its
+// `retry-after` (1 to 86400 s), or `LC_SHUTDOWN_DECOMMISSION` (`retry_after_s` must be 0:
+// `noresource` has no retry-after, RFC 6665 §4.1.3). From then on the notifier answers every
+// new SUBSCRIBE 503 (with `Retry-After` for a restart). An undeclared `reason` or an
+// out-of-range `retry_after_s` is `LC_RESULT_INVALID_ARGUMENT` and ends nothing.
+//
+// # Safety
+// `n` from `lc_notifier_new`.
+lc_result lc_notifier_shutdown_with_reason(struct lc_notifier *n,
+                                           uint64_t now_ns,
+                                           lc_shutdown_reason reason,
+                                           uint32_t retry_after_s);
+
+// Writes the live subscriptions' dialogs as a document for the next process (a file, a
+// database row): what it needs to reach each subscriber after this process dies without
+// `lc_notifier_shutdown` (a crash, SIGKILL), with each expiry in wall-clock time. `now_ns` is
+// this notifier's clock, `unix_ms` the wall clock (CLOCK_REALTIME, milliseconds) at the same
+// moment. The dialogs change with every NOTIFY sent (its CSeq) and every subscription that
+// starts, is refreshed or ends: write it again after those (keep the previous copy until the
+// new one is whole). Text, UTF-8, no NUL. `LC_RESULT_BUFFER_TOO_SMALL` with the needed size in
+// `written` when `cap` is too small.
+//
+// # Safety
+// `n` from `lc_notifier_new`; `buf` NULL or writable for `cap` bytes; `written` writable.
+lc_result lc_notifier_save_dialogs(const struct lc_notifier *n,
+                                   uint64_t now_ns,
+                                   uint64_t unix_ms,
+                                   uint8_t *buf,
+                                   size_t cap,
+                                   size_t *written);
+
+// Ends the dialogs of an earlier process (a document its `lc_notifier_save_dialogs` wrote)
+// with `terminated;reason=deactivated` NOTIFYs, queued for `lc_notifier_poll_transmit`: each
+// subscriber withdraws that process's rules and subscribes again at once (RFC 6665 §4.1.3:
+// "SHOULD retry immediately with a new subscription"), to this notifier. Call it once, after
+// `lc_notifier_new` and the policy, with this clock's `now_ns` and the wall clock `unix_ms`.
+// Expired dialogs and live ones of this notifier are skipped; `queued` gets how many NOTIFYs
+// were queued. Under a shared capacity each dialog's share counts until its NOTIFY is
+// answered. A document that is not one (its line named in the last error) is
+// `LC_RESULT_INVALID_ARGUMENT` and queues nothing.
+//
+// # Safety
+// `n` from `lc_notifier_new`; `doc` readable for `len` bytes; `queued` writable.
+lc_result lc_notifier_deactivate_saved(struct lc_notifier *n,
+                                       uint64_t now_ns,
+                                       uint64_t unix_ms,
+                                       const uint8_t *doc,
+                                       size_t len,
+                                       size_t *queued);
 
 // Takes the next event (`LC_RESULT_EMPTY` when none). Its `text` points into the handle: valid
 // until the next call on the same handle, or its free.

@@ -139,12 +139,36 @@ enum Command {
         /// A policy whose first rule each subscriber gets, with its share as the rate.
         #[arg(long, value_name = "FILE", requires = "capacity")]
         template: Option<String>,
-        /// Seconds to run before ending every subscription and exiting.
-        #[arg(long, default_value_t = 3600.0)]
-        duration: f64,
+        /// Seconds to run before the graceful stop (as on SIGTERM); default: until a signal.
+        #[arg(long)]
+        duration: Option<f64>,
         /// Least spacing of NOTIFYs on one subscription, milliseconds.
         #[arg(long, default_value_t = 1000)]
         pacing_ms: u64,
+        /// The graceful stop (SIGTERM, SIGINT, the end of --duration) ends every subscription
+        /// with `terminated;reason=probation;retry-after=S`: subscribers SUBSCRIBE again S
+        /// seconds later (1 to 86400).
+        #[arg(long, value_name = "S", default_value_t = 2,
+              value_parser = clap::value_parser!(u32).range(1..=86_400))]
+        retry_after: u32,
+        /// The graceful stop takes the notifier out of service for good: `terminated;
+        /// reason=noresource`, after which subscribers do not come back until told.
+        #[arg(long)]
+        decommission: bool,
+        /// Also read the policy (or template) file again when it changes (checked every
+        /// second), as on SIGHUP.
+        #[arg(long)]
+        watch: bool,
+        /// Keep the subscriptions' dialogs in FILE, so that after a hard stop (SIGKILL, a
+        /// crash) the next process started with the same FILE ends them at once with
+        /// `terminated;reason=deactivated` and the subscribers subscribe to it.
+        #[arg(long, value_name = "FILE")]
+        state_file: Option<String>,
+        /// Subscriptions last at most S seconds (default 3600); without --state-file a hard
+        /// stop goes unnoticed by a subscriber until its refresh, up to this long.
+        #[arg(long, value_name = "S", default_value_t = 3600,
+              value_parser = clap::value_parser!(u32).range(60..))]
+        max_expires: u32,
         /// Where to receive demand reports (UDP, IP:PORT): datagrams of lines
         /// `SUBSCRIBER-URI COUNT`, the requests of the template's class that arrived from that
         /// subscriber since its last report. Without it the capacity is split without
@@ -295,6 +319,11 @@ fn main() -> ExitCode {
             template,
             duration,
             pacing_ms,
+            retry_after,
+            decommission,
+            watch,
+            state_file,
+            max_expires,
             observe,
             allow,
             allow_file,
@@ -307,6 +336,11 @@ fn main() -> ExitCode {
             template: template.as_deref(),
             duration,
             pacing_ms,
+            retry_after,
+            decommission,
+            watch,
+            state_file: state_file.as_deref(),
+            max_expires,
             observe: observe.as_deref(),
             allow: &allow,
             allow_files: &allow_file,

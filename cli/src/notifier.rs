@@ -11,8 +11,27 @@
 //! requests of the class that arrived from that subscriber since its previous report; the
 //! protected server, a tap or a script reading the server's counters sends them). Without
 //! reports the split is blind: every subscriber counts as wanting more than it has, so all get
-//! equal shares, re-split whenever one comes or goes. NOTIFYs are retransmitted over UDP until answered (T1 doubling up to T2, for
-//! 64·T1). After `--duration` seconds it ends every subscription (`terminated`) and exits.
+//! equal shares, re-split whenever one comes or goes. NOTIFYs are retransmitted over UDP until
+//! answered (T1 doubling up to T2, for 64·T1).
+//!
+//! Its lifecycle:
+//! - **SIGHUP** reads the policy (or template) file again. A valid one replaces the policy and
+//!   every subscriber gets it in its next NOTIFY (at once, or when the 1 s pacing of RFC 7200
+//!   §4.10 allows); an invalid one is refused with its `line:column` and the policy in force
+//!   stays. With `--watch` a change of the file's modification time or size does the same
+//!   (checked every second).
+//! - **SIGTERM, SIGINT and the end of `--duration`** stop it gracefully: every subscription
+//!   ends with `terminated;reason=probation;retry-after=N` (`--retry-after`, default 2 s), so
+//!   that subscribers SUBSCRIBE again N seconds later, to the next process; it waits up to 2 s
+//!   for the answers and exits 0. With `--decommission` the reason is `noresource`:
+//!   subscribers stop until an operator tells them.
+//! - **A hard stop** (SIGKILL, a crash) sends nothing: subscribers keep its rules and would not
+//!   notice until their refresh (up to `--max-expires`). With `--state-file FILE` it keeps the
+//!   dialogs of its subscriptions in FILE (rewritten whenever they change), and the next
+//!   process started with the same FILE ends them at once with
+//!   `terminated;reason=deactivated` (RFC 6665 §4.1.3: "SHOULD retry immediately with a new
+//!   subscription"): the subscribers are on its subscriptions, with its policy, one round
+//!   trip after it started.
 //!
 //! Who may subscribe (RFC 7200 §4.6: "If the identity of the subscriber sending the SUBSCRIBE
 //! request is not allowed to receive load-filtering policies, the notifier MUST return a 403
@@ -27,12 +46,17 @@
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use loadctl::event::NameAddr;
 use loadctl::event::allocator::AllocatorConfig;
-use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig};
+use loadctl::event::notifier::{
+    Authorization, DialogRecord, Notifier, NotifierConfig, ShutdownReason,
+};
 use loadctl::event::wire::{self, Via};
 use loadctl::policy::{Limits, Rule, Uri};
+use serde::{Deserialize, Serialize};
 
 const T1_NS: u64 = 500_000_000;
 const T2_NS: u64 = 4_000_000_000;
@@ -50,10 +74,20 @@ pub struct Options<'a> {
     pub capacity: Option<f64>,
     /// The rule whose rate the allocator sets per subscriber.
     pub template: Option<&'a str>,
-    /// How long to run, seconds.
-    pub duration: f64,
+    /// How long to run before the graceful stop, seconds; `None`: until a signal.
+    pub duration: Option<f64>,
     /// Least spacing of NOTIFYs on one subscription, milliseconds.
     pub pacing_ms: u64,
+    /// The `retry-after` of the graceful stop's `probation`, seconds.
+    pub retry_after: u32,
+    /// The graceful stop sends `noresource` instead.
+    pub decommission: bool,
+    /// Reload when the policy file changes (`--watch`).
+    pub watch: bool,
+    /// Where the subscriptions' dialogs are kept across processes.
+    pub state_file: Option<&'a str>,
+    /// The longest subscription granted, seconds.
+    pub max_expires: u32,
     /// Where demand reports arrive (`IP:PORT`, UDP).
     pub observe: Option<&'a str>,
     /// Subscribers allowed (`--allow`): SIP URIs, hosts or domains.
@@ -168,20 +202,166 @@ struct Outstanding {
     interval: u64,
 }
 
-fn read_rules(path: &str) -> Result<Vec<Arc<Rule>>, u8> {
-    let bytes = crate::read_input(path).map_err(|e| {
-        eprintln!("loadctl: {path}: {e}");
-        2u8
-    })?;
-    let doc = loadctl::policy::read(&bytes, &Limits::default()).map_err(|e| {
-        eprintln!("{path}:{e}");
-        1u8
-    })?;
+/// The rules of a policy file, or the exit code and what to say: 2 when it cannot be read, 1
+/// when it is not a full policy (the reader's error carries `line:column`).
+fn read_rules(path: &str) -> Result<Vec<Arc<Rule>>, (u8, String)> {
+    let bytes = crate::read_input(path).map_err(|e| (2u8, format!("{path}: {e}")))?;
+    let doc = loadctl::policy::read(&bytes, &Limits::default())
+        .map_err(|e| (1u8, format!("{path}:{e}")))?;
     crate::policy_file::print_warnings(path, &doc.warnings);
     doc.ruleset.rules().map(<[_]>::to_vec).ok_or_else(|| {
-        eprintln!("loadctl: {path}: a partial document cannot be pushed as a policy");
-        1u8
+        (
+            1u8,
+            format!("{path}: a partial document cannot be pushed as a policy"),
+        )
     })
+}
+
+/// What the notifier pushes, and the file it comes from (read again on SIGHUP).
+enum PolicySource<'a> {
+    /// `--policy FILE`: one policy for everyone.
+    Policy(&'a str),
+    /// `--capacity R --template FILE`: the template's first rule with each one's share.
+    Capacity(f64, &'a str),
+}
+
+impl PolicySource<'_> {
+    fn path(&self) -> &str {
+        match self {
+            PolicySource::Policy(p) | PolicySource::Capacity(_, p) => p,
+        }
+    }
+
+    /// What `--watch` compares: the file's modification time and size.
+    fn stamp(&self) -> Option<(SystemTime, u64)> {
+        let m = std::fs::metadata(self.path()).ok()?;
+        Some((m.modified().ok()?, m.len()))
+    }
+
+    /// Reads the file again (SIGHUP, `--watch`) and says what came of it.
+    fn reload(&self, notifier: &mut Notifier, now: u64, why: &str) {
+        if self.path() == "-" {
+            eprintln!(
+                "loadctl notifier: {why}: the policy came from standard input; nothing to re-read"
+            );
+            return;
+        }
+        match self.load(notifier, now) {
+            Ok(()) => eprintln!("loadctl notifier: {why}: {} reloaded", self.path()),
+            Err((_, e)) => {
+                eprintln!("loadctl notifier: {why}: reload refused, the policy in force stays: {e}")
+            }
+        }
+    }
+
+    /// Reads the file and hands its policy to the notifier; nothing changes on an error.
+    fn load(&self, notifier: &mut Notifier, now: u64) -> Result<(), (u8, String)> {
+        let rules = read_rules(self.path())?;
+        match self {
+            PolicySource::Policy(_) => notifier.set_policy(now, Some(rules)),
+            PolicySource::Capacity(capacity, path) => {
+                let Some(rule) = rules.first() else {
+                    return Err((1, format!("{path}: the template has no rule")));
+                };
+                notifier
+                    .set_capacity(now, *capacity, (**rule).clone(), AllocatorConfig::default())
+                    .map_err(|e| (2, format!("--capacity: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `--state-file` document: the dialogs of the live subscriptions, with wall-clock expiry
+/// (the monotonic clock of one process means nothing to the next).
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+struct StateFile {
+    /// The format (1).
+    format: u32,
+    dialogs: Vec<SavedDialog>,
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct SavedDialog {
+    call_id: String,
+    subscriber: String,
+    subscriber_tag: Option<String>,
+    notifier_tag: String,
+    remote_target: String,
+    route_set: Vec<String>,
+    cseq: u32,
+    expires_unix_ms: u64,
+    share: Option<f64>,
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl SavedDialog {
+    fn from_record(r: &DialogRecord, now_ns: u64, now_unix_ms: u64) -> Self {
+        Self {
+            call_id: r.call_id.clone(),
+            subscriber: r.subscriber.uri.to_string(),
+            subscriber_tag: r.subscriber.tag.clone(),
+            notifier_tag: r.notifier_tag.clone(),
+            remote_target: r.remote_target.to_string(),
+            route_set: r.route_set.iter().map(ToString::to_string).collect(),
+            cseq: r.cseq,
+            expires_unix_ms: now_unix_ms + r.expires_at_ns.saturating_sub(now_ns) / 1_000_000,
+            share: r.share,
+        }
+    }
+
+    /// The record in a new process's clock; `None` when it expired or holds a bad URI.
+    fn to_record(&self, now_ns: u64, now_unix_ms: u64) -> Option<DialogRecord> {
+        let left_ms = self.expires_unix_ms.checked_sub(now_unix_ms)?;
+        let route_set = self
+            .route_set
+            .iter()
+            .map(|u| Uri::new(u).ok())
+            .collect::<Option<Vec<_>>>()?;
+        Some(DialogRecord {
+            call_id: self.call_id.clone(),
+            subscriber: NameAddr {
+                uri: Uri::new(&self.subscriber).ok()?,
+                tag: self.subscriber_tag.clone(),
+            },
+            notifier_tag: self.notifier_tag.clone(),
+            remote_target: Uri::new(&self.remote_target).ok()?,
+            route_set,
+            cseq: self.cseq,
+            expires_at_ns: now_ns.saturating_add(left_ms.saturating_mul(1_000_000)),
+            share: self.share,
+        })
+    }
+}
+
+/// Reads a state file; a missing one is empty, an unreadable or invalid one is said and
+/// ignored (its subscribers come back at their refresh).
+fn read_state(path: &str) -> StateFile {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            eprintln!("loadctl notifier: {path}: not a state file ({e}); ignored");
+            StateFile::default()
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => StateFile::default(),
+        Err(e) => {
+            eprintln!("loadctl notifier: {path}: {e}; ignored");
+            StateFile::default()
+        }
+    }
+}
+
+/// Writes the state file whole (a temporary file renamed over it: a process killed mid-write
+/// leaves the previous one).
+fn write_state(path: &str, state: &StateFile) -> std::io::Result<()> {
+    let tmp = format!("{path}.tmp");
+    let text = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// The socket address a SIP URI's host:port names (port 5060 when absent).
@@ -210,11 +390,52 @@ struct Server {
     outstanding: HashMap<String, Outstanding>,
     branches: u64,
     start: Instant,
+    /// `--state-file`, and the dialogs last written to it (`None`: not written yet).
+    state: Option<(String, Option<Vec<DialogRecord>>)>,
+    /// The last write of the state file failed (and was said).
+    state_failing: bool,
 }
 
 impl Server {
     fn now(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Rewrites the state file when the dialogs changed (a NOTIFY's CSeq, a refresh, a
+    /// subscription that started or ended). A failure is said once, until a write succeeds
+    /// again; it is returned for the first write, which decides whether the notifier starts.
+    fn persist(&mut self) -> Result<(), String> {
+        let dialogs = self.notifier.dialogs();
+        let now = self.now();
+        let Some((path, written)) = &mut self.state else {
+            return Ok(());
+        };
+        if written.as_ref() == Some(&dialogs) {
+            return Ok(());
+        }
+        let unix = unix_ms();
+        let state = StateFile {
+            format: 1,
+            dialogs: dialogs
+                .iter()
+                .map(|r| SavedDialog::from_record(r, now, unix))
+                .collect(),
+        };
+        match write_state(path, &state) {
+            Ok(()) => {
+                *written = Some(dialogs);
+                self.state_failing = false;
+                Ok(())
+            }
+            Err(e) => {
+                let why = format!("{path}: cannot write the state file: {e}");
+                if !self.state_failing {
+                    eprintln!("loadctl notifier: {why}");
+                    self.state_failing = true;
+                }
+                Err(why)
+            }
+        }
     }
 
     fn send(&self, bytes: &[u8], to: SocketAddr) {
@@ -395,6 +616,18 @@ impl Server {
 
 /// Runs the notifier; returns the exit code.
 pub fn run(o: &Options<'_>) -> u8 {
+    let hup = Arc::new(AtomicBool::new(false));
+    let term = Arc::new(AtomicBool::new(false));
+    for (signal, flag) in [
+        (signal_hook::consts::SIGHUP, &hup),
+        (signal_hook::consts::SIGTERM, &term),
+        (signal_hook::consts::SIGINT, &term),
+    ] {
+        if let Err(e) = signal_hook::flag::register(signal, Arc::clone(flag)) {
+            eprintln!("loadctl notifier: cannot handle signal {signal}: {e}");
+            return 2;
+        }
+    }
     let sock = match UdpSocket::bind(o.listen) {
         Ok(s) => s,
         Err(e) => {
@@ -422,36 +655,27 @@ pub fn run(o: &Options<'_>) -> u8 {
             eprintln!("loadctl notifier: subscribers allowed: {}", list.join(" "))
         }
     }
-    let mut config = NotifierConfig::new(uri, "lcn", authorization);
+    // Each process its own To-tags: a subscriber's refresh of a dialog of the process before
+    // must not match a subscription of this one.
+    let tag = format!("lcn{:x}x{:x}", std::process::id(), unix_ms() & 0xffff_ffff);
+    let mut config = NotifierConfig::new(uri, &tag, authorization);
     config.pacing_ns = o.pacing_ms.saturating_mul(1_000_000);
+    config.max_expires = o.max_expires;
+    config.default_expires = config.default_expires.min(o.max_expires);
     let mut notifier = Notifier::new(config);
-    match (o.policy, o.capacity, o.template) {
-        (Some(path), None, None) => match read_rules(path) {
-            Ok(rules) => notifier.set_policy(0, Some(rules)),
-            Err(code) => return code,
-        },
-        (None, Some(capacity), Some(path)) => {
-            let rules = match read_rules(path) {
-                Ok(rules) => rules,
-                Err(code) => return code,
-            };
-            let Some(rule) = rules.first() else {
-                eprintln!("loadctl notifier: {path}: the template has no rule");
-                return 1;
-            };
-            if let Err(e) =
-                notifier.set_capacity(0, capacity, (**rule).clone(), AllocatorConfig::default())
-            {
-                eprintln!("loadctl notifier: --capacity: {e}");
-                return 2;
-            }
-        }
+    let source = match (o.policy, o.capacity, o.template) {
+        (Some(path), None, None) => PolicySource::Policy(path),
+        (None, Some(capacity), Some(path)) => PolicySource::Capacity(capacity, path),
         _ => {
             eprintln!(
                 "loadctl notifier: give --policy FILE, or --capacity R (≥ 0) with --template FILE"
             );
             return 2;
         }
+    };
+    if let Err((code, why)) = source.load(&mut notifier, 0) {
+        eprintln!("loadctl notifier: {why}");
+        return code;
     }
     let observe = match o.observe.map(|a| (a, UdpSocket::bind(a))) {
         None => None,
@@ -476,24 +700,76 @@ pub fn run(o: &Options<'_>) -> u8 {
         outstanding: HashMap::new(),
         branches: 0,
         start: Instant::now(),
+        state: o.state_file.map(|p| (p.to_owned(), None)),
+        state_failing: false,
     };
-    let end = (o.duration.clamp(0.0, 1e6) * 1e9) as u64;
-    let mut buf = vec![0u8; 65_536];
-    while server.now() < end {
-        server.step(end, &mut buf);
-    }
-    // Ends every subscription and waits a moment for the answers.
-    let now = server.now();
-    server.notifier.shutdown(now);
-    server.transmit();
-    let last = now + 1_000_000_000;
-    while server.now() < last
-        && (server.notifier.poll_timeout().is_some() || !server.outstanding.is_empty())
-    {
-        server.step(last, &mut buf);
-        if server.outstanding.is_empty() {
-            break;
+    if let Some(path) = o.state_file {
+        let saved = read_state(path);
+        let (now, unix) = (server.now(), unix_ms());
+        let records: Vec<DialogRecord> = saved
+            .dialogs
+            .iter()
+            .filter_map(|d| d.to_record(now, unix))
+            .collect();
+        let queued = server.notifier.deactivate(now, &records);
+        eprintln!(
+            "loadctl notifier: {path}: {} dialog(s) of the previous process, {queued} deactivated",
+            saved.dialogs.len()
+        );
+        server.transmit();
+        // Written at once (without them): those dialogs are over whatever happens next. A file
+        // that cannot be written would leave a hard stop unprotected: refuse to start.
+        if server.persist().is_err() {
+            return 2;
         }
+    }
+    let end = o
+        .duration
+        .map_or(u64::MAX, |d| (d.clamp(0.0, 1e9) * 1e9) as u64);
+    let mut buf = vec![0u8; 65_536];
+    let mut stamp = source.stamp();
+    let mut next_check = 0;
+    while server.now() < end && !term.load(Ordering::Relaxed) {
+        if hup.swap(false, Ordering::Relaxed) {
+            let now = server.now();
+            source.reload(&mut server.notifier, now, "SIGHUP");
+            stamp = source.stamp();
+        }
+        if o.watch && server.now() >= next_check {
+            next_check = server.now() + 1_000_000_000;
+            let seen = source.stamp();
+            if seen != stamp {
+                stamp = seen;
+                let now = server.now();
+                source.reload(&mut server.notifier, now, "the file changed");
+            }
+        }
+        server.step(end, &mut buf);
+        // Failures are said in `persist`; the notifier keeps serving.
+        let _ = server.persist();
+    }
+    // The graceful stop: every subscription ends with a reason that says what to do next.
+    let reason = if o.decommission {
+        ShutdownReason::Decommission
+    } else {
+        ShutdownReason::Restart {
+            retry_after_s: o.retry_after,
+        }
+    };
+    let why = if term.load(Ordering::Relaxed) {
+        "signal"
+    } else {
+        "--duration"
+    };
+    eprintln!("loadctl notifier: stopping ({why}): {reason:?}");
+    let now = server.now();
+    server.notifier.shutdown(now, reason);
+    server.transmit();
+    let _ = server.persist();
+    // Waits for the answers (the retransmissions at 0.5 and 1.5 s included).
+    let last = now + 2_000_000_000;
+    while server.now() < last && !server.outstanding.is_empty() {
+        server.step(last, &mut buf);
     }
     eprintln!("loadctl notifier: stopped");
     0
@@ -590,6 +866,54 @@ user@bad
             ),
             Err("f:2: \"user@bad\" is neither a sip: URI nor a host or domain name".to_owned())
         );
+    }
+
+    #[test]
+    fn state_file_round_trip_keeps_the_expiry_in_wall_clock_time() {
+        let record = DialogRecord {
+            call_id: "c-1".into(),
+            subscriber: NameAddr {
+                uri: Uri::new("sip:edge@127.0.0.1:5070").expect("uri"),
+                tag: Some("t1".into()),
+            },
+            notifier_tag: "lcn1-1".into(),
+            remote_target: Uri::new("sip:edge@127.0.0.1:5070").expect("uri"),
+            route_set: vec![Uri::new("sip:p1.example.net;lr").expect("uri")],
+            cseq: 7,
+            expires_at_ns: 1_000_000_000_000, // 1000 s in the old process's clock
+            share: Some(12.5),
+        };
+        // Saved at 400 s of the old process (600 s left), read 100 s later at 5 s of the new one.
+        let saved = SavedDialog::from_record(&record, 400_000_000_000, 1_700_000_000_000);
+        assert_eq!(saved.expires_unix_ms, 1_700_000_600_000);
+        let dir = std::env::temp_dir().join(format!("loadctl-state-{}", std::process::id()));
+        let path = dir.to_string_lossy().into_owned();
+        let state = StateFile {
+            format: 1,
+            dialogs: vec![saved],
+        };
+        write_state(&path, &state).expect("written");
+        let back = read_state(&path);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(back, state);
+        let restored = back.dialogs[0]
+            .to_record(5_000_000_000, 1_700_000_100_000)
+            .expect("not expired");
+        assert_eq!(restored.expires_at_ns, 505_000_000_000);
+        assert_eq!(
+            DialogRecord {
+                expires_at_ns: record.expires_at_ns,
+                ..restored
+            },
+            record
+        );
+        // Expired by the time it is read: skipped.
+        assert!(back.dialogs[0].to_record(0, 1_700_000_600_001).is_none());
+        // A damaged file is ignored, not fatal.
+        std::fs::write(&path, b"{not json").expect("written");
+        assert_eq!(read_state(&path), StateFile::default());
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(read_state(&path), StateFile::default());
     }
 
     #[test]

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use loadctl::compile::Identities;
 use loadctl::engine::{Engine, EngineConfig, Request as SipRequest, Time, Transport};
-use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig, NotifierEvent};
+use loadctl::event::notifier::{
+    Authorization, Notifier, NotifierConfig, NotifierEvent, ShutdownReason,
+};
 use loadctl::event::subscriber::{
     IgnoreReason, StopReason, Subscriber, SubscriberConfig, SubscriberEvent,
 };
@@ -763,7 +765,7 @@ fn notifier_expires_fails_and_shuts_down_subscriptions() {
         ("a", Some("terminated;reason=timeout"))
     );
     assert_eq!(n.subscriptions(), 1);
-    n.shutdown(200 * S);
+    n.shutdown(200 * S, ShutdownReason::Decommission);
     let last = n.poll_transmit().expect("final NOTIFY");
     assert_eq!(
         last.subscription_state.as_deref(),

@@ -392,6 +392,54 @@ static void test_tickets(void) {
     lc_engine_free(e);
 }
 
+/* lc_notifier_shutdown_with_reason: only LC_SHUTDOWN_RESTART (retry-after 1 to 86400) and
+ * LC_SHUTDOWN_DECOMMISSION (retry-after 0); anything else ends nothing and queues nothing. */
+static void test_shutdown_reasons(void) {
+    lc_engine *e = NULL;
+    lc_notifier *n = NULL;
+    lc_subscriber *s = NULL;
+    CHECK_RESULT(lc_engine_new(NULL, &e), LC_RESULT_OK);
+    lc_notifier_config nc;
+    memset(&nc, 0, sizeof nc);
+    nc.uri = str("sip:sbc.example.com");
+    nc.tag = str("n8");
+    CHECK_RESULT(lc_notifier_new(&nc, &n), LC_RESULT_OK);
+    lc_subscriber_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.notifier = str("sip:sbc.example.com");
+    sc.subscriber = str("sip:proxy.example.net");
+    sc.call_id = str("abi-shutdown");
+    sc.tag = str("s2");
+    CHECK_RESULT(lc_subscriber_new(e, &sc, 0, &s), LC_RESULT_OK);
+    lc_sip_message sub;
+    lc_sip_message resp;
+    lc_sip_message notify;
+    CHECK_RESULT(lc_subscriber_poll_transmit(s, &sub), LC_RESULT_OK);
+    CHECK_RESULT(lc_notifier_handle_subscribe(n, 0, &sub, &resp), LC_RESULT_OK);
+    CHECK_RESULT(lc_notifier_poll_transmit(n, &notify), LC_RESULT_OK);
+    for (uint32_t v = 2; v <= 1000; v++) {
+        CHECK_RESULT(lc_notifier_shutdown_with_reason(n, 0, v, 5), LC_RESULT_INVALID_ARGUMENT);
+        CHECK_RESULT(lc_notifier_shutdown_with_reason(n, 0, v, 0), LC_RESULT_INVALID_ARGUMENT);
+    }
+    for (size_t i = 0; i < N_BAD; i++) {
+        CHECK_RESULT(lc_notifier_shutdown_with_reason(n, 0, BAD[i], 5), LC_RESULT_INVALID_ARGUMENT);
+    }
+    const uint32_t bad_retry[] = {0, 86401, 0x80000000u, UINT32_MAX};
+    for (size_t i = 0; i < sizeof bad_retry / sizeof bad_retry[0]; i++) {
+        CHECK_RESULT(lc_notifier_shutdown_with_reason(n, 0, LC_SHUTDOWN_RESTART, bad_retry[i]), LC_RESULT_INVALID_ARGUMENT);
+    }
+    CHECK_RESULT(lc_notifier_shutdown_with_reason(n, 0, LC_SHUTDOWN_DECOMMISSION, 1), LC_RESULT_INVALID_ARGUMENT);
+    CHECK_RESULT(lc_notifier_shutdown_with_reason(n, 0, LC_SHUTDOWN_DECOMMISSION, UINT32_MAX), LC_RESULT_INVALID_ARGUMENT);
+    CHECK_RESULT(lc_notifier_poll_transmit(n, &notify), LC_RESULT_EMPTY);
+    CHECK_RESULT(lc_notifier_shutdown_with_reason(n, 0, LC_SHUTDOWN_RESTART, 86400), LC_RESULT_OK);
+    CHECK_RESULT(lc_notifier_poll_transmit(n, &notify), LC_RESULT_OK);
+    CHECK(notify.subscription_state.len == strlen("terminated;reason=probation;retry-after=86400") &&
+          memcmp(notify.subscription_state.ptr, "terminated;reason=probation;retry-after=86400", notify.subscription_state.len) == 0);
+    lc_subscriber_free(s);
+    lc_notifier_free(n);
+    lc_engine_free(e);
+}
+
 int main(void) {
     test_result_text_is_total();
     test_booleans();
@@ -400,6 +448,7 @@ int main(void) {
     test_engine_flags();
     test_scheduler_values();
     test_methods();
+    test_shutdown_reasons();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

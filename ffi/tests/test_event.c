@@ -117,7 +117,8 @@ static void test_back_to_back(void) {
     }
     uint64_t refresh = 0;
     CHECK(lc_subscriber_poll_timeout(s, &refresh) == LC_RESULT_OK && refresh == 3540 * SECOND);
-    /* Shutdown: terminated;reason=noresource withdraws the policy and stops the subscriber. */
+    /* Shutdown (a restart): terminated;reason=probation;retry-after=2 withdraws the policy and
+     * the subscriber SUBSCRIBEs again 2 s later. */
     CHECK(lc_notifier_shutdown(n, 2 * SECOND) == LC_RESULT_OK);
     pump(s, n, 2 * SECOND);
     CHECK(strcmp(matched_rule(w), "") == 0);
@@ -127,8 +128,157 @@ static void test_back_to_back(void) {
         withdrawn += ev.kind == LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN;
         stopped += ev.kind == LC_SUBSCRIBER_EVENT_KIND_STOPPED;
     }
-    CHECK(withdrawn == 1 && stopped == 1);
-    CHECK(lc_subscriber_poll_timeout(s, &refresh) == LC_RESULT_EMPTY);
+    CHECK(withdrawn == 1 && stopped == 0);
+    CHECK(lc_subscriber_poll_timeout(s, &refresh) == LC_RESULT_OK &&
+          refresh == (2 + LC_SHUTDOWN_DEFAULT_RETRY_AFTER_S) * SECOND);
+    lc_subscriber_free(s);
+    lc_notifier_free(n);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
+/* A notifier and a subscriber after pump(): the policy of rate 100 in force. */
+static void pair(const char *tag, lc_engine *e, lc_notifier **n, lc_subscriber **s) {
+    lc_notifier_config nc;
+    memset(&nc, 0, sizeof nc);
+    nc.uri = str("sip:sbc.example.com");
+    nc.tag = str(tag);
+    nc.authorized = str("example.net");
+    CHECK(lc_notifier_new(&nc, n) == LC_RESULT_OK);
+    const char *p = policy(100);
+    CHECK(lc_notifier_set_policy(*n, 0, (const uint8_t *)p, strlen(p)) == LC_RESULT_OK);
+    if (*s == NULL) {
+        lc_subscriber_config sc;
+        memset(&sc, 0, sizeof sc);
+        sc.notifier = str("sip:sbc.example.com");
+        sc.subscriber = str("sip:proxy.example.net");
+        sc.call_id = str("restart-call");
+        sc.tag = str("restart-tag");
+        CHECK(lc_subscriber_new(e, &sc, 0, s) == LC_RESULT_OK);
+        CHECK(pump(*s, *n, 0) == 1);
+    }
+}
+
+/* The shutdown reasons (checked at the boundary), the 503 a notifier on its way out answers,
+ * and an operator's re-subscription after a decommission. */
+static void test_shutdown_reasons_and_resubscribe(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    lc_notifier *n = NULL;
+    lc_subscriber *s = NULL;
+    lc_sip_message m;
+    CHECK(lc_engine_new(NULL, &e) == LC_RESULT_OK);
+    CHECK(lc_worker_attach(e, -1, &w) == LC_RESULT_OK);
+    pair("n1", e, &n, &s);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    /* Undeclared reasons and out-of-range retry-afters end nothing. */
+    CHECK(lc_notifier_shutdown_with_reason(n, SECOND, 2, 0) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(lc_notifier_shutdown_with_reason(n, SECOND, UINT32_MAX, 5) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(lc_notifier_shutdown_with_reason(n, SECOND, LC_SHUTDOWN_RESTART, 0) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(lc_notifier_shutdown_with_reason(n, SECOND, LC_SHUTDOWN_RESTART, 86401) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(lc_notifier_shutdown_with_reason(n, SECOND, LC_SHUTDOWN_DECOMMISSION, 5) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(lc_notifier_poll_transmit(n, &m) == LC_RESULT_EMPTY);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    CHECK(lc_notifier_shutdown_with_reason(NULL, SECOND, LC_SHUTDOWN_RESTART, 5) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_subscriber_resubscribe(NULL, SECOND) == LC_RESULT_NULL_PARAMETER);
+    /* A restart with retry-after 30. */
+    CHECK(lc_notifier_shutdown_with_reason(n, SECOND, LC_SHUTDOWN_RESTART, 30) == LC_RESULT_OK);
+    CHECK(lc_notifier_poll_transmit(n, &m) == LC_RESULT_OK);
+    CHECK(str_is(m.subscription_state, "terminated;reason=probation;retry-after=30"));
+    lc_sip_message resp;
+    CHECK(lc_subscriber_handle_notify(s, SECOND, &m, &resp) == LC_RESULT_OK && resp.status == 200);
+    CHECK(strcmp(matched_rule(w), "") == 0);
+    uint64_t due = 0;
+    CHECK(lc_subscriber_poll_timeout(s, &due) == LC_RESULT_OK && due == 31 * SECOND);
+    /* The notifier on its way out refuses the SUBSCRIBE: 503, Retry-After 30. */
+    CHECK(lc_subscriber_resubscribe(s, 2 * SECOND) == LC_RESULT_OK);
+    CHECK(lc_subscriber_poll_transmit(s, &m) == LC_RESULT_OK && m.method == LC_METHOD_SUBSCRIBE);
+    CHECK(lc_notifier_handle_subscribe(n, 2 * SECOND, &m, &resp) == LC_RESULT_OK);
+    CHECK(resp.status == 503 && resp.retry_after == 30);
+    CHECK(lc_subscriber_handle_response(s, 2 * SECOND, &resp) == LC_RESULT_OK);
+    CHECK(lc_subscriber_poll_timeout(s, &due) == LC_RESULT_OK && due == 32 * SECOND);
+    lc_notifier_free(n);
+    /* The new process; the subscriber comes back at the retry-after. */
+    n = NULL;
+    pair("n2", e, &n, &s);
+    CHECK(lc_subscriber_handle_timeout(s, 32 * SECOND) == LC_RESULT_OK);
+    CHECK(pump(s, n, 32 * SECOND) == 1);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    /* A decommission: noresource stops the subscriber until it is told. */
+    CHECK(lc_notifier_shutdown_with_reason(n, 40 * SECOND, LC_SHUTDOWN_DECOMMISSION, 0) == LC_RESULT_OK);
+    CHECK(lc_notifier_poll_transmit(n, &m) == LC_RESULT_OK);
+    CHECK(str_is(m.subscription_state, "terminated;reason=noresource"));
+    CHECK(lc_subscriber_handle_notify(s, 40 * SECOND, &m, &resp) == LC_RESULT_OK && resp.status == 200);
+    CHECK(lc_subscriber_poll_timeout(s, &due) == LC_RESULT_EMPTY);
+    int stopped = 0;
+    lc_subscriber_event ev;
+    while (lc_subscriber_poll_event(s, &ev) == LC_RESULT_OK) {
+        stopped += ev.kind == LC_SUBSCRIBER_EVENT_KIND_STOPPED;
+    }
+    CHECK(stopped == 1);
+    lc_notifier_free(n);
+    n = NULL;
+    pair("n3", e, &n, &s);
+    CHECK(lc_subscriber_handle_timeout(s, 4000 * SECOND) == LC_RESULT_OK);
+    CHECK(pump(s, n, 4000 * SECOND) == 0);
+    CHECK(strcmp(matched_rule(w), "") == 0);
+    CHECK(lc_subscriber_resubscribe(s, 4000 * SECOND) == LC_RESULT_OK);
+    CHECK(pump(s, n, 4000 * SECOND) == 1);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    lc_subscriber_free(s);
+    lc_notifier_free(n);
+    lc_worker_free(w);
+    lc_engine_free(e);
+}
+
+/* A notifier that dies without a shutdown: the next process reads what the dead one saved and
+ * deactivates its dialogs; the subscriber is on the new process's subscription at once. */
+static void test_saved_dialogs(void) {
+    lc_engine *e = NULL;
+    lc_worker *w = NULL;
+    lc_notifier *n = NULL;
+    lc_subscriber *s = NULL;
+    CHECK(lc_engine_new(NULL, &e) == LC_RESULT_OK);
+    CHECK(lc_worker_attach(e, -1, &w) == LC_RESULT_OK);
+    pair("dead", e, &n, &s);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    const uint64_t unix_ms = 1700000000000ull;
+    size_t need = 0;
+    CHECK(lc_notifier_save_dialogs(n, SECOND, unix_ms, NULL, 0, &need) == LC_RESULT_BUFFER_TOO_SMALL && need > 0);
+    char doc[2048];
+    size_t len = 0;
+    CHECK(need < sizeof doc);
+    CHECK(lc_notifier_save_dialogs(n, SECOND, unix_ms, (uint8_t *)doc, sizeof doc, &len) == LC_RESULT_OK && len == need);
+    CHECK(strncmp(doc, "loadctl-dialogs 1\n", 18) == 0);
+    CHECK(lc_notifier_save_dialogs(n, SECOND, unix_ms, (uint8_t *)doc, sizeof doc, NULL) == LC_RESULT_NULL_PARAMETER);
+    /* SIGKILL: nothing sent. The next process starts 5 s later (its own clock from 0). */
+    lc_notifier_free(n);
+    n = NULL;
+    pair("next", e, &n, &s);
+    size_t queued = 99;
+    const char *bad = "loadctl-dialogs 1\nonly\tthree\tfields\n";
+    CHECK(lc_notifier_deactivate_saved(n, 0, unix_ms + 5000, (const uint8_t *)bad, strlen(bad), &queued) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(queued == 99);
+    CHECK(lc_notifier_deactivate_saved(n, 0, unix_ms + 5000, (const uint8_t *)"x", 1, &queued) == LC_RESULT_INVALID_ARGUMENT);
+    CHECK(lc_notifier_deactivate_saved(n, 0, unix_ms + 5000, NULL, 0, &queued) == LC_RESULT_NULL_PARAMETER);
+    CHECK(lc_notifier_deactivate_saved(NULL, 0, unix_ms + 5000, (const uint8_t *)doc, len, &queued) == LC_RESULT_NULL_PARAMETER);
+    lc_sip_message m;
+    CHECK(lc_notifier_poll_transmit(n, &m) == LC_RESULT_EMPTY);
+    /* Past the subscription's expiry (3600 s): nothing to deactivate. */
+    CHECK(lc_notifier_deactivate_saved(n, 0, unix_ms + 3600000, (const uint8_t *)doc, len, &queued) == LC_RESULT_OK && queued == 0);
+    CHECK(lc_notifier_deactivate_saved(n, 0, unix_ms + 5000, (const uint8_t *)doc, len, &queued) == LC_RESULT_OK && queued == 1);
+    /* The deactivation, then the new subscription: one NOTIFY each, the policy back in force. */
+    CHECK(pump(s, n, 0) == 2);
+    CHECK(strcmp(matched_rule(w), "hotline") == 0);
+    int withdrawn = 0;
+    lc_subscriber_event ev;
+    while (lc_subscriber_poll_event(s, &ev) == LC_RESULT_OK) {
+        withdrawn += ev.kind == LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN;
+    }
+    CHECK(withdrawn == 1);
+    /* The new process holds the subscription: its save lists it. */
+    CHECK(lc_notifier_save_dialogs(n, 0, unix_ms + 5000, (uint8_t *)doc, sizeof doc, &len) == LC_RESULT_OK);
+    CHECK(len > 18 && memchr(doc + 18, '\t', len - 18) != NULL);
     lc_subscriber_free(s);
     lc_notifier_free(n);
     lc_worker_free(w);
@@ -653,6 +803,8 @@ int main(void) {
     test_bodyless_warnings_and_refusals();
     test_wire_remote_target();
     test_shared_capacity();
+    test_shutdown_reasons_and_resubscribe();
+    test_saved_dialogs();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -1478,6 +1478,79 @@ def fallback_withdrawn(run: Run) -> Checks:
     c.that(stats.get("edge_notifier_policy_pending") == 0, f"edge_notifier_policy_pending = {stats.get('edge_notifier_policy_pending')}")
     run.stop(edge)
     notifier.close()
+# the notifier's lifecycle: reload, graceful stop, hard restart
+
+# Which policy is in force, seen from one INVITE each: "old" refuses +1555, "new" refuses +1666
+# (rate-0 rules answer the first matching INVITE 503), "none" refuses neither.
+OLD_POLICY = rule("old", "+1555", "<lc:rate>0</lc:rate>")
+NEW_POLICY = rule("new", "+1666", "<lc:rate>0</lc:rate>")
+RETRY_AFTER_S = 2.0  # --retry-after, the default
+T2_S = 4.0  # RFC 3261 Timer E's cap: a SUBSCRIBE is retransmitted at least this often for 32 s
+SLACK_S = 0.5  # process start, the notifier's 50 ms loop, loopback delivery, a busy neighbour
+
+
+def in_force(peers: "UdpPeers", port: int) -> str:
+    old = peers.invite(port, "sip:+15550000000@127.0.0.1;user=phone", "<sip:+15550000000@127.0.0.1;user=phone>")[0]
+    new = peers.invite(port, "sip:+16660000000@127.0.0.1;user=phone", "<sip:+16660000000@127.0.0.1;user=phone>")[0]
+    refused = lambda replies: any(r.startswith("SIP/2.0 503") for r in replies)  # noqa: E731
+    return {(True, False): "old", (False, True): "new", (False, False): "none"}.get((refused(old), refused(new)), "both")
+
+
+def start_notifier(run: Run, name: str, nport: int, policy: Path, *args) -> harness.Proc:
+    proc = run.start(name, [LOADCTL, "notifier", "--listen", f"127.0.0.1:{nport}", "--policy", policy, "--allow", "127.0.0.1", *args])
+    wait_udp_port(nport, proc=proc)
+    return proc
+
+
+def events_after(proc: harness.Proc, what: str, after: float) -> list:
+    return [t for t, w, _, _ in edge_events(proc) if w == what and t > after]
+
+
+def wait_after(proc: harness.Proc, what: str, after: float, timeout: float) -> float:
+    if not harness.wait_until(lambda: events_after(proc, what, after), timeout):
+        raise AssertionError(f"the edge did not log {what!r} within {timeout} s:\n{proc.tail(30)}")
+    return events_after(proc, what, after)[0]
+
+
+def notifier_reload(run: Run) -> Checks:
+    """SIGHUP: a valid file reaches the edge within the pacing interval (RFC 7200 §4.10, 1 s)
+    + slack; an invalid one is refused with its line:column and the policy in force stays. With
+    --watch an edit alone does the same, within the 1 s check + pacing + slack."""
+    c = Checks("notifier_reload: loadctl notifier re-reads its policy on SIGHUP and with --watch")
+    policy = run.path("policy.xml")
+    policy.write_text(document(0, "full", OLD_POLICY))
+    nport = free_udp_port(tcp=True)
+    notifier = start_notifier(run, "notifier", nport, policy, "--watch")
+    peers = UdpPeers()
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", port, peers.hop_port, "--subscribe", f"sip:loadctl@127.0.0.1:{nport}", "--uri", f"sip:edge@127.0.0.1:{port}")
+    wait_event(edge, "policy applied (version)", 0)
+    c.that(in_force(peers, port) == "old", "the first policy is in force")
+    policy.write_text(document(0, "full", OLD_POLICY).replace("</lc:rate>", "</lc:rat>"))
+    sent = time.time()
+    notifier.send_signal(signal.SIGHUP)
+    harness.wait_until(lambda: "reload refused" in notifier.stderr_path.read_text(errors="replace"), 3.0)
+    log = notifier.stderr_path.read_text(errors="replace")
+    refusal = [line for line in log.splitlines() if "reload refused" in line]
+    c.that(bool(refusal) and re.search(r"policy\.xml:\d+:\d+", refusal[0]) is not None,
+           f"a bad file is refused with line:column: {refusal}")
+    time.sleep(1.5)
+    c.that(notifier.alive(), "the notifier survives SIGHUP and a bad file")
+    c.that(events_after(edge, "policy applied (version)", sent) == [] and in_force(peers, port) == "old",
+           "after the bad file the edge still enforces the first policy")
+    policy.write_text(document(0, "full", NEW_POLICY))
+    sent = time.time()
+    notifier.send_signal(signal.SIGHUP)
+    applied = wait_after(edge, "policy applied (version)", sent, 5.0)
+    bound = 1.0 + SLACK_S
+    c.that(applied - sent <= bound, f"the new file applied at the edge {applied - sent:.3f} s after SIGHUP (≤ pacing 1 s + {SLACK_S} s)")
+    c.that(in_force(peers, port) == "new", "the edge enforces the new policy")
+    time.sleep(1.5)
+    policy.write_text(document(0, "full", OLD_POLICY))
+    written = time.time()
+    applied = wait_after(edge, "policy applied (version)", written, 5.0)
+    c.that(applied - written <= 2.0 + SLACK_S, f"--watch: the edited file applied {applied - written:.3f} s after the edit (≤ 1 s check + 1 s pacing + {SLACK_S} s)")
+    c.that(in_force(peers, port) == "old", "--watch: the edge enforces the edited policy")
     peers.close()
     return c
 
@@ -1677,6 +1750,105 @@ def sip_user_numbers(run: Run) -> Checks:
             unmatched = counters.get("loadctl_unmatched_total", -1)
             c.that(unmatched == unread, f"user-phone: every unmatched INVITE was an unread number: loadctl_unmatched_total {unmatched}")
         run.stop(edge)
+def notifier_graceful_restart(run: Run) -> Checks:
+    """SIGTERM: every subscription ends with probation;retry-after=2 and the notifier exits 0;
+    the edge withdraws the rules (RFC 7200 §4.8) and SUBSCRIBEs again after retry-after. A
+    notifier back within it protects at retry-after (+ slack) after the stop; one back later,
+    within T2 = 4 s (+ slack) of its start (the SUBSCRIBE is being retransmitted). With
+    --decommission the edge stops (noresource) and does not come back."""
+    c = Checks("notifier_graceful_restart: SIGTERM ends subscriptions with a reason that brings subscribers back")
+    old, new = run.path("old.xml"), run.path("new.xml")
+    old.write_text(document(0, "full", OLD_POLICY))
+    new.write_text(document(0, "full", NEW_POLICY))
+    nport = free_udp_port(tcp=True)
+    notifier = start_notifier(run, "notifier-1", nport, old)
+    peers = UdpPeers()
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", port, peers.hop_port, "--subscribe", f"sip:loadctl@127.0.0.1:{nport}", "--uri", f"sip:edge@127.0.0.1:{port}")
+    wait_event(edge, "policy applied (version)", 0)
+    c.that(in_force(peers, port) == "old", "the first notifier's policy is in force")
+    policies = [new, old, new]
+    for k, (back_after, label) in enumerate([(1.0, "back within retry-after"), (5.0, "back 3 s after retry-after")]):
+        stopped = time.time()
+        notifier.send_signal(signal.SIGTERM)
+        code = notifier.wait(timeout=5)
+        c.that(code == 0, f"{label}: SIGTERM: exit {code} after the graceful stop")
+        withdrawn = wait_after(edge, "policy withdrawn", stopped, 3.0)
+        c.that(in_force(peers, port) == "none", f"{label}: the edge withdrew the notifier's rules (terminated)")
+        log = notifier.stderr_path.read_text(errors="replace")
+        c.that("Restart { retry_after_s: 2 }" in log, f"{label}: the notifier ended them for a restart")
+        harness.wait_until(lambda: time.time() >= stopped + back_after, back_after + 1)
+        policy = policies[k]
+        started = time.time()
+        notifier = start_notifier(run, f"notifier-{k + 2}", nport, policy)
+        applied = wait_after(edge, "policy applied (version)", withdrawn, 40.0)
+        if back_after < RETRY_AFTER_S:
+            c.that(RETRY_AFTER_S <= applied - withdrawn <= RETRY_AFTER_S + SLACK_S,
+                   f"{label}: protected again {applied - withdrawn:.3f} s after the withdrawal (retry-after {RETRY_AFTER_S:g} s … + {SLACK_S} s)")
+        else:
+            c.that(applied - started <= T2_S + SLACK_S,
+                   f"{label}: protected again {applied - started:.3f} s after the notifier started (≤ T2 {T2_S:g} s + {SLACK_S} s)")
+        want = "new" if policy == new else "old"
+        c.that(in_force(peers, port) == want, f"{label}: the edge enforces the new process's policy ({want})")
+    # A decommission: noresource, and the edge does not come back.
+    notifier.stop()
+    notifier = start_notifier(run, "notifier-decommission", nport, new, "--decommission")
+    applied = wait_after(edge, "policy applied (version)", time.time() - 0.01, 40.0)
+    stopped = time.time()
+    notifier.send_signal(signal.SIGTERM)
+    c.that(notifier.wait(timeout=5) == 0, "--decommission: exit 0")
+    c.that(bool(harness.wait_until(lambda: events_after(edge, "subscription stopped", stopped), 3.0)),
+           "--decommission: the edge stopped (noresource)")
+    again = start_notifier(run, "notifier-after", nport, new)
+    time.sleep(RETRY_AFTER_S + T2_S)
+    c.that(events_after(edge, "policy applied (version)", stopped) == [] and in_force(peers, port) == "none",
+           "--decommission: the edge does not subscribe again")
+    again.stop()
+    peers.close()
+    return c
+
+
+def notifier_hard_restart(run: Run) -> Checks:
+    """SIGKILL, then a new process 1 s later with the same --state-file: it ends the dead one's
+    dialogs with terminated;reason=deactivated and the edge subscribes to it at once: its policy
+    is in force within one round trip (+ slack) of its start. Without --state-file the edge keeps
+    the dead notifier's policy until its refresh (~an hour)."""
+    c = Checks("notifier_hard_restart: a notifier killed and restarted reaches its subscribers at once with --state-file")
+    old, new = run.path("old.xml"), run.path("new.xml")
+    old.write_text(document(0, "full", OLD_POLICY))
+    new.write_text(document(0, "full", NEW_POLICY))
+    state = run.path("notifier.state")
+    for with_state in (True, False):
+        args = ["--state-file", state] if with_state else []
+        label = "--state-file" if with_state else "without --state-file"
+        nport = free_udp_port(tcp=True)
+        notifier = start_notifier(run, f"notifier-{label}-1", nport, old, *args)
+        peers = UdpPeers()
+        port = free_udp_port(tcp=True)
+        edge = start_edge(run, f"edge-{label}", port, peers.hop_port, "--subscribe", f"sip:loadctl@127.0.0.1:{nport}", "--uri", f"sip:edge@127.0.0.1:{port}")
+        wait_event(edge, "policy applied (version)", 0)
+        c.that(in_force(peers, port) == "old", f"{label}: the first notifier's policy is in force")
+        time.sleep(0.3)
+        notifier.send_signal(signal.SIGKILL)
+        notifier.wait(timeout=5)
+        killed = time.time()
+        time.sleep(1.0)
+        c.that(in_force(peers, port) == "old", f"{label}: the dead notifier's policy stays in force")
+        started = time.time()
+        again = start_notifier(run, f"notifier-{label}-2", nport, new, *args)
+        if with_state:
+            applied = wait_after(edge, "policy applied (version)", killed, 5.0)
+            c.that(applied - started <= SLACK_S, f"{label}: the new policy applied {applied - started:.3f} s after the restart (≤ {SLACK_S} s)")
+            c.that(in_force(peers, port) == "new", f"{label}: the edge enforces the new process's policy")
+            log = again.stderr_path.read_text(errors="replace")
+            c.that("1 deactivated" in log, f"{label}: the new process deactivated the dialog it found")
+        else:
+            time.sleep(3.0)
+            c.that(events_after(edge, "policy applied (version)", killed) == [] and in_force(peers, port) == "old",
+                   f"{label}: the edge still enforces the dead notifier's policy 3 s after the restart (until its refresh)")
+        run.stop(again)
+        run.stop(edge)
+        peers.close()
     return c
 
 
@@ -1701,6 +1873,9 @@ TESTS = {
     "cli_and_logs": cli_and_logs,
     "metrics_endpoint": metrics_endpoint,
     "sip_user_numbers": sip_user_numbers,
+    "notifier_reload": notifier_reload,
+    "notifier_graceful_restart": notifier_graceful_restart,
+    "notifier_hard_restart": notifier_hard_restart,
 }
 
 

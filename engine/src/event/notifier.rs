@@ -37,8 +37,19 @@
 //!   so a burst of changes yields at most two NOTIFYs, the last carrying the final state. Only
 //!   one NOTIFY is outstanding per subscription at a time.
 //! - A subscription ends on expiry (`terminated;reason=timeout`), on unsubscribe
-//!   (`Expires: 0`, same), on [`Notifier::shutdown`] (`reason=noresource`), and when a NOTIFY
-//!   fails (any non-2xx, or no final response within 32 s).
+//!   (`Expires: 0`, same), on [`Notifier::shutdown`] (see [`ShutdownReason`]: a restart sends
+//!   `probation;retry-after=N`, a decommission `noresource`), and when a NOTIFY fails (any
+//!   non-2xx, or no final response within 32 s). After a shutdown every new SUBSCRIBE is
+//!   answered 503 (with `Retry-After: N` for a restart): a subscription accepted by a notifier
+//!   on its way out would leave its subscriber believing itself protected by a process that is
+//!   gone.
+//! - A notifier that died without a shutdown (SIGKILL, a crash) loses its subscriptions while
+//!   their subscribers go on enforcing what they were sent, until their next refresh (up to
+//!   the granted duration). [`Notifier::dialogs`] lists what a restarted process needs to reach
+//!   them again ([`DialogRecord`], for the caller to persist), and [`Notifier::deactivate`]
+//!   ends those dialogs with `terminated;reason=deactivated` (RFC 6665 §4.1.3: the subscriber
+//!   "SHOULD retry immediately with a new subscription"), so that each subscriber is back on a
+//!   live subscription one round trip after the restart.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -128,6 +139,49 @@ impl NotifierConfig {
     }
 }
 
+/// Why a notifier ends every subscription ([`Notifier::shutdown`]). The reason tells the
+/// subscribers what to do (RFC 6665 §4.1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownReason {
+    /// The notifier goes down to come back (a restart, an upgrade): `terminated;reason=
+    /// probation;retry-after=N`. RFC 6665 §4.1.3: "the client SHOULD retry at some later time
+    /// [...] the client SHOULD wait at least the number of seconds specified". `deactivated`
+    /// ("SHOULD retry immediately") would send the new SUBSCRIBE to the process that is
+    /// exiting; `probation` says when the notifier expects to be back.
+    Restart {
+        /// Seconds the subscribers wait before they SUBSCRIBE again (`retry-after`).
+        retry_after_s: u32,
+    },
+    /// The notifier is taken out of service for good: `terminated;reason=noresource` (RFC 6665
+    /// §4.1.3: "Clients SHOULD NOT attempt to re-subscribe").
+    Decommission,
+}
+
+/// What a restarted process needs to reach the subscriber of a subscription it no longer
+/// holds ([`Notifier::dialogs`], [`Notifier::deactivate`]). Its clock is the notifier's: a
+/// caller that keeps it across processes converts `expires_at_ns` to wall-clock time and back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DialogRecord {
+    /// The dialog's Call-ID.
+    pub call_id: String,
+    /// The subscriber (From of its SUBSCRIBE, with its tag).
+    pub subscriber: NameAddr,
+    /// The notifier's own tag in the dialog.
+    pub notifier_tag: String,
+    /// Where NOTIFYs go (the subscriber's Contact).
+    pub remote_target: Uri,
+    /// The route set, in the order of the Route headers.
+    pub route_set: Vec<Uri>,
+    /// The CSeq of the last NOTIFY sent in the dialog (the next one carries this + 1, RFC 3261
+    /// §12.2.1.1).
+    pub cseq: u32,
+    /// When the subscription expires, in the notifier's clock.
+    pub expires_at_ns: u64,
+    /// Under an allocation: the share the subscriber may be enforcing (counted against the
+    /// capacity until the deactivation is answered or the subscription would have expired).
+    pub share: Option<f64>,
+}
+
 /// A policy: the rules, in order. `None` is "no policy" (NOTIFY without body).
 pub type Policy = Option<Vec<Arc<Rule>>>;
 
@@ -157,9 +211,11 @@ pub enum NotifierEvent {
     Ended {
         /// The subscriber's URI.
         subscriber: String,
-        /// Why (`timeout`, `noresource`, `notify-failed`, `unsubscribed`, and
-        /// `versions-exhausted`: ended with `reason=deactivated` so that the subscriber's new
-        /// subscription starts again at the first version).
+        /// Why (`timeout`, `notify-failed`, `unsubscribed`, `restart` ([`Notifier::shutdown`]
+        /// with [`ShutdownReason::Restart`]: `reason=probation`), `noresource` (with
+        /// [`ShutdownReason::Decommission`]), and `versions-exhausted`: ended with
+        /// `reason=deactivated` so that the subscriber's new subscription starts again at the
+        /// first version).
         reason: &'static str,
     },
 }
@@ -206,6 +262,8 @@ pub struct Notifier {
     /// Shares still counted after their subscription ended, until the subscriber is known to
     /// have dropped them. See [`Orphan`].
     orphans: Vec<Orphan>,
+    /// Set by [`Notifier::shutdown`]: new SUBSCRIBEs are refused.
+    closed: Option<ShutdownReason>,
 }
 
 /// The share of a subscription that ended, still counted: its subscriber may still enforce
@@ -259,6 +317,7 @@ impl Notifier {
             events: VecDeque::new(),
             allocation: None,
             orphans: Vec::new(),
+            closed: None,
         }
     }
 
@@ -297,6 +356,16 @@ impl Notifier {
         }
         if !self.config.authorization.allows(&req.from.uri) {
             return self.refuse(req, 403, "subscriber not authorised");
+        }
+        // A new subscription only: an in-dialog request finds no subscription (481).
+        if let Some(reason) = self.closed
+            && req.to.tag.is_none()
+        {
+            let mut r = self.refuse(req, 503, "notifier shutting down");
+            if let ShutdownReason::Restart { retry_after_s } = reason {
+                r.retry_after = Some(retry_after_s);
+            }
+            return r;
         }
         let requested = req.expires.unwrap_or(self.config.default_expires);
         // RFC 6665 §4.2.1.1: 423 "if and only if the expiration interval is greater than zero
@@ -414,14 +483,103 @@ impl Notifier {
         self.flush(now_ns);
     }
 
-    /// Ends every subscription (`terminated;reason=noresource`).
-    pub fn shutdown(&mut self, now_ns: u64) {
+    /// Ends every subscription with the `terminated` NOTIFY `reason` calls for (queued in
+    /// [`Notifier::poll_transmit`]); from then on every new SUBSCRIBE is answered 503 (with
+    /// `Retry-After` for a restart). A notifier stays closed: a new process (or a new
+    /// [`Notifier`]) serves the subscribers when they come back.
+    pub fn shutdown(&mut self, now_ns: u64, reason: ShutdownReason) {
+        self.closed = Some(reason);
+        let ending = match reason {
+            ShutdownReason::Restart { .. } => "restart",
+            ShutdownReason::Decommission => "noresource",
+        };
         for i in 0..self.subs.len() {
-            self.subs[i].ending = Some("noresource");
+            self.subs[i].ending = Some(ending);
             self.subs[i].outstanding = None;
             self.send_if_due(now_ns, i, true);
         }
         self.retire();
+    }
+
+    /// The live subscriptions' dialogs, for a caller that persists them so that a restarted
+    /// process can [`Notifier::deactivate`] them. They change with every NOTIFY sent (its
+    /// CSeq), refresh and subscription that starts or ends.
+    pub fn dialogs(&self) -> Vec<DialogRecord> {
+        self.subs
+            .iter()
+            .filter(|s| s.ending.is_none())
+            .map(|s| DialogRecord {
+                call_id: s.call_id.clone(),
+                subscriber: s.subscriber.clone(),
+                notifier_tag: s.our_tag.clone(),
+                remote_target: s.remote_target.clone(),
+                route_set: s.route_set.clone(),
+                cseq: s.cseq,
+                expires_at_ns: s.expires_at,
+                share: Some(exposure_of(s)).filter(|e| *e > 0.0),
+            })
+            .collect()
+    }
+
+    /// Ends the dialogs of an earlier process (what its [`Notifier::dialogs`] returned, with
+    /// `expires_at_ns` in this notifier's clock) with `terminated;reason=deactivated` NOTIFYs,
+    /// queued in [`Notifier::poll_transmit`]: each subscriber withdraws that process's rules
+    /// and subscribes again at once (RFC 6665 §4.1.3), to this one. Records that expired, or
+    /// that name a live subscription of this notifier, are skipped. Under an allocation each
+    /// record's share counts against the capacity until its NOTIFY is answered 2xx or the
+    /// subscription would have expired. Returns how many NOTIFYs were queued.
+    pub fn deactivate(&mut self, now_ns: u64, records: &[DialogRecord]) -> usize {
+        let mut queued = 0;
+        for r in records {
+            let live = self
+                .subs
+                .iter()
+                .any(|s| s.call_id == r.call_id && s.our_tag == r.notifier_tag);
+            if live || r.expires_at_ns <= now_ns {
+                continue;
+            }
+            let cseq = r.cseq.wrapping_add(1);
+            if let Some(share) = r.share.filter(|s| s.is_finite() && *s > 0.0) {
+                self.orphans.push(Orphan {
+                    key: uri_key(&r.subscriber.uri),
+                    share,
+                    until: r
+                        .expires_at_ns
+                        .max(now_ns.saturating_add(TRANSACTION_TIMEOUT_NS)),
+                    notify: Some((r.call_id.clone(), cseq)),
+                });
+            }
+            let state = SubscriptionState::Terminated {
+                reason: Some("deactivated".to_owned()),
+                retry_after: None,
+            };
+            self.outbox.push_back(Request {
+                method: Method::Notify,
+                request_uri: r.remote_target.clone(),
+                call_id: r.call_id.clone(),
+                from: NameAddr {
+                    uri: self.config.uri.clone(),
+                    tag: Some(r.notifier_tag.clone()),
+                },
+                to: r.subscriber.clone(),
+                cseq,
+                event: Some(EVENT_PACKAGE.to_owned()),
+                expires: None,
+                accept: None,
+                subscription_state: Some(state.render()),
+                content_type: Some(policy::CONTENT_TYPE.to_owned()),
+                body: Vec::new(),
+                contact: None,
+                record_route: Vec::new(),
+                route: r.route_set.clone(),
+            });
+            queued += 1;
+        }
+        if queued > 0 && self.allocation.is_some() {
+            self.mark_allocated_dirty();
+            self.flush(now_ns);
+        }
+        queued
     }
 
     fn policy_for(&self, key: &str) -> &Policy {
@@ -780,17 +938,22 @@ impl Notifier {
             }
         };
         let remaining = s.expires_at.saturating_sub(now_ns) / SECOND_NS;
+        let retry_after = match self.closed {
+            Some(ShutdownReason::Restart { retry_after_s }) => Some(retry_after_s),
+            _ => None,
+        };
         let state = match s.ending {
             Some(reason) => SubscriptionState::Terminated {
                 reason: Some(
                     match reason {
                         "unsubscribed" => "timeout",
                         "versions-exhausted" => "deactivated",
+                        "restart" => "probation",
                         other => other,
                     }
                     .to_owned(),
                 ),
-                retry_after: None,
+                retry_after: retry_after.filter(|_| reason == "restart"),
             },
             None => SubscriptionState::Active {
                 expires: Some(remaining as u32),

@@ -37,11 +37,21 @@
 //!   ([`SubscriberEvent::NothingToUpdate`]).
 //! - `terminated` withdraws every rule of this notifier (§4.8: subscribers "MUST also
 //!   terminate previously received load-filtering policies from that notifier"). What comes
-//!   next follows RFC 6665 §4.1.3: `deactivated` and `timeout` re-subscribe at once (a new
-//!   dialog, §4.4.2), `probation` and `giveup` after `retry-after` (or back-off), `rejected`,
-//!   `noresource` and `invariant` stop; no reason or an unknown one re-subscribes at once, or
-//!   after `retry-after` when it is given ("SHOULD NOT attempt re-subscription until after
-//!   the number of seconds specified").
+//!   next follows RFC 6665 §4.1.3:
+//!
+//!   | reason | RFC 6665 §4.1.3 | the subscriber |
+//!   |---|---|---|
+//!   | `deactivated` | "SHOULD retry immediately with a new subscription" | a new subscription at once (a new dialog, §4.4.2); when subscriptions keep ending this way within 60 s (or half the granted duration) of their grant, from the second in a row after the back-off (1 s, doubling) |
+//!   | `timeout` | "MAY re-subscribe immediately" | the same |
+//!   | `probation` | "SHOULD wait at least the number of seconds specified" | a new subscription after `retry-after`; without it after the back-off delay (1 s after a subscription that was granted) |
+//!   | `giveup` | the same | the same |
+//!   | `rejected`, `noresource`, `invariant` | "SHOULD NOT attempt to re-subscribe" | stops ([`SubscriberEvent::Stopped`]) until [`Subscriber::resubscribe`] |
+//!   | none, or unknown | "MAY attempt to re-subscribe at any time (unless a "retry-after" parameter is present" | at once, or after `retry-after` |
+//!
+//!   A new SUBSCRIBE that fails (no final response within 32 s, 5xx, 408, …) is retried after
+//!   a back-off of 1 s doubling to 300 s ([`SubscriberConfig::retry_initial_ns`],
+//!   [`SubscriberConfig::retry_max_ns`]), or after the Retry-After of a 5xx; the first 2xx
+//!   resets it.
 //! - **In-dialog requests go to the remote target** (RFC 3261 §12.2.1.1; SUBSCRIBE and NOTIFY
 //!   are target refresh requests, RFC 6665 §3.1–3.2). The remote target is the Contact of the
 //!   2xx to the SUBSCRIBE, replaced by the Contact of every NOTIFY and of every 2xx to a
@@ -59,9 +69,14 @@
 //!   [`crate::compile::CompileConfig`]); each rule the engine refuses to redirect is reported
 //!   once ([`SubscriberEvent::RedirectOutsideAllowList`]). Rules without `target-sip-entity`
 //!   apply whatever the request's target unless [`SubscriberConfig::scope_to_notifier`] is set.
-//! - **A subscription that merely lapses (refreshes failing) keeps the rules it received**:
-//!   RFC 7200 says a rule whose validity starts in the future is enforced when it starts,
-//!   whether or not a later refresh succeeds. Only a `terminated` NOTIFY removes them.
+//! - **A notifier that goes silent (dead, unreachable) leaves its rules in force**: through the
+//!   rest of the subscription (up to the granted duration, 3600 s by default), and after it
+//!   lapses too ([`SubscriberEvent::Lapsed`]) while the subscriber keeps trying to subscribe
+//!   again (a refresh, then new subscriptions with the back-off above): RFC 7200 §4.8 has a
+//!   rule whose validity starts later enforced "[r]egardless of whether or not this
+//!   re-activation of subscription is successful". They go with a `terminated` NOTIFY, a new
+//!   document from the notifier, or their own `<validity>` end; an overloaded server that
+//!   dies is not a reason to let its upstream flood it once it is back.
 
 use std::collections::VecDeque;
 
@@ -71,6 +86,11 @@ use super::{
 };
 use crate::engine::{Engine, PublishError, Source};
 use crate::policy::{self, Body, MergeError, State, Uri};
+
+/// A subscription that a `deactivated` or `timeout` ends sooner than this (or than half its
+/// granted duration) after its grant is "young": two such ends in a row make the next
+/// SUBSCRIBE wait the back-off.
+const YOUNG_NS: u64 = 60 * SECOND_NS;
 
 /// How a subscriber behaves.
 #[derive(Clone, Debug)]
@@ -277,6 +297,8 @@ struct Dialog {
     answered: bool,
     /// A NOTIFY of this dialog came.
     notified: bool,
+    /// A 2xx granted this dialog's subscription.
+    granted: bool,
 }
 
 impl Dialog {
@@ -291,6 +313,7 @@ impl Dialog {
             route_set_fixed: false,
             answered: false,
             notified: false,
+            granted: false,
         }
     }
 }
@@ -330,6 +353,11 @@ pub struct Subscriber {
     retry_delay: u64,
     /// When the last granted subscription runs out (survives re-subscribing).
     lapses_at: Option<u64>,
+    /// Until when the current subscription is young: [`YOUNG_NS`] or half its granted
+    /// duration after the 2xx that created it, whichever is sooner.
+    young_until: Option<u64>,
+    /// Subscriptions ended at once (`deactivated`, `timeout`) while young, in a row.
+    young_ends: u32,
     applied_any: bool,
     /// Ids of this notifier's rules whose redirect the engine refuses and that were reported
     /// already (each is reported once while it stays refused).
@@ -358,6 +386,8 @@ impl Subscriber {
             source,
             phase: Phase::Subscribing,
             lapses_at: None,
+            young_until: None,
+            young_ends: 0,
             subscriptions: 0,
             cseq: 0,
             txn: None,
@@ -462,6 +492,23 @@ impl Subscriber {
         self.phase = Phase::Ending;
     }
 
+    /// Starts a new subscription now, whatever the state: after a stop (`noresource`,
+    /// `rejected`, 403, an unsubscribe), during a wait (`probation`'s `retry-after`, back-off)
+    /// or on a live dialog — an operator's "the notifier is back" (an RPC). The back-off starts
+    /// again from [`SubscriberConfig::retry_initial_ns`]. The rules in force stay until the new
+    /// subscription's first document replaces them; a live dialog is abandoned (not
+    /// unsubscribed): the notifier's next NOTIFY on it is answered 481, which ends it there.
+    pub fn resubscribe(&mut self, now_ns: u64) {
+        self.retry_delay = self.config.retry_initial_ns;
+        // Out of `Ending` too: `send_subscribe` keeps that phase.
+        self.phase = Phase::Subscribing;
+        self.events.push_back(SubscriberEvent::Retrying {
+            at_ns: now_ns,
+            why: "re-subscription requested".into(),
+        });
+        self.new_subscription(now_ns);
+    }
+
     fn new_subscription(&mut self, now_ns: u64) {
         self.subscriptions += 1;
         let n = self.subscriptions;
@@ -524,7 +571,12 @@ impl Subscriber {
                 d
             }
         };
-        let at = now_ns + delay;
+        self.wait(now_ns, delay, why);
+    }
+
+    /// A new subscription `delay` from now.
+    fn wait(&mut self, now_ns: u64, delay: u64, why: &str) {
+        let at = now_ns.saturating_add(delay);
         self.txn = None;
         self.phase = Phase::Waiting { retry_at: at };
         self.events.push_back(SubscriberEvent::Retrying {
@@ -582,6 +634,13 @@ impl Subscriber {
                 }
                 self.retry_delay = self.config.retry_initial_ns;
                 let duration = u64::from(granted) * SECOND_NS;
+                if self.dialog.granted {
+                    // A refresh went through: this dialog works.
+                    self.young_ends = 0;
+                } else {
+                    self.dialog.granted = true;
+                    self.young_until = Some(now_ns + YOUNG_NS.min(duration / 2));
+                }
                 self.lapses_at = Some(now_ns + duration);
                 let before = (60 * SECOND_NS).min(duration / 2);
                 self.phase = Phase::Active {
@@ -727,7 +786,24 @@ impl Subscriber {
         Response::to(req, 200, None)
     }
 
+    /// A new subscription at once (`deactivated`, `timeout`), unless subscriptions keep ending
+    /// young (see [`YOUNG_NS`]): from the second such end in a row, after the back-off (the
+    /// first delay, doubling), so that a notifier that ends every subscription at once does
+    /// not get a SUBSCRIBE per round trip. The 2xx of each cycle resets the ordinary back-off,
+    /// hence the count of its own; a refresh that goes through resets this one.
     fn resubscribe_now(&mut self, now_ns: u64) {
+        let young = self.young_until.is_some_and(|t| now_ns < t);
+        self.young_ends = if young { self.young_ends + 1 } else { 0 };
+        if self.young_ends > 1 {
+            let shift = (self.young_ends - 2).min(32);
+            let delay = self
+                .config
+                .retry_initial_ns
+                .saturating_mul(1 << shift)
+                .min(self.config.retry_max_ns);
+            self.wait(now_ns, delay, "terminated again soon after it was granted");
+            return;
+        }
         self.events.push_back(SubscriberEvent::Retrying {
             at_ns: now_ns,
             why: "terminated".into(),
@@ -793,7 +869,7 @@ impl Subscriber {
                     version,
                     reason: IgnoreReason::Gap { expected },
                 });
-                self.resubscribe(now_ns);
+                self.refetch(now_ns);
                 return;
             }
         }
@@ -829,7 +905,7 @@ impl Subscriber {
                     version,
                     reason: IgnoreReason::Gap { expected },
                 });
-                self.resubscribe(now_ns);
+                self.refetch(now_ns);
             }
             Err(error) => {
                 self.stats.refused += 1;
@@ -844,7 +920,7 @@ impl Subscriber {
 
     /// Asks for the full state again: a refresh SUBSCRIBE in the dialog (the notifier answers
     /// every refresh with a full NOTIFY), unless one is already outstanding.
-    fn resubscribe(&mut self, now_ns: u64) {
+    fn refetch(&mut self, now_ns: u64) {
         if self.txn.is_none() && self.phase != Phase::Ending {
             self.send_subscribe(now_ns, self.config.expires);
         }
