@@ -16,6 +16,8 @@ C_TESTS := $(basename $(notdir $(wildcard ffi/tests/*.c)))
 
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+# the SONAME's number: the major version (ffi/abi/README.md)
+SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 .PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary kamailio-summary-reset
 
@@ -187,37 +189,37 @@ lib:
 	$(CARGO) build --release -p loadctl-ffi
 	mkdir -p $(LIBDIR)
 	cp target/release/libloadctl_ffi.a $(LIBDIR)/libloadctl.a
-	cp target/release/libloadctl_ffi.so $(LIBDIR)/libloadctl.so.0
-	ln -sf libloadctl.so.0 $(LIBDIR)/libloadctl.so
+	cp target/release/libloadctl_ffi.so $(LIBDIR)/libloadctl.so.$(SOMAJOR)
+	ln -sf libloadctl.so.$(SOMAJOR) $(LIBDIR)/libloadctl.so
 
-## symbols-check: the shared library as it is installed: SONAME libloadctl.so.0, exports exactly
+## symbols-check: the shared library as it is installed: SONAME libloadctl.so.$(SOMAJOR), exports exactly
 ## the functions include/loadctl.h declares (all `lc_`; nothing of Rust's std or of a dependency),
 ## and a C program built against the header and linked with it (ffi/abi/version_check.c) sees
 ## the header's version (LC_VERSION, LC_VERSION_MAJOR/MINOR/PATCH/NUMBER)
 symbols-check: tools lib
 	mkdir -p target/abi
-	@readelf -d $(LIBDIR)/libloadctl.so.0 | grep -q 'Library soname: \[libloadctl.so.0\]' || \
-	  { echo "symbols-check: $(LIBDIR)/libloadctl.so.0 does not have the SONAME libloadctl.so.0"; exit 1; }
+	@readelf -d $(LIBDIR)/libloadctl.so.$(SOMAJOR) | grep -q 'Library soname: \[libloadctl.so.$(SOMAJOR)\]' || \
+	  { echo "symbols-check: $(LIBDIR)/libloadctl.so.$(SOMAJOR) does not have the SONAME libloadctl.so.$(SOMAJOR)"; exit 1; }
 	awk -v names=1 -f ffi/abi/stub.awk include/loadctl.h | sort > target/abi/declared.txt
-	nm -D --defined-only $(LIBDIR)/libloadctl.so.0 | awk '{ print $$NF }' | sort > target/abi/exported.txt
+	nm -D --defined-only $(LIBDIR)/libloadctl.so.$(SOMAJOR) | awk '{ print $$NF }' | sort > target/abi/exported.txt
 	@diff -u target/abi/declared.txt target/abi/exported.txt >target/abi/symbols.diff || \
 	  { cat target/abi/symbols.diff; echo "symbols-check: libloadctl.so exports (+) or lacks (-) symbols" \
 	    "other than the functions include/loadctl.h declares"; exit 1; }
-	@echo "symbols-check: SONAME libloadctl.so.0, $$(wc -l < target/abi/exported.txt) symbols, all declared in the header"
-	$(CC) $(CFLAGS_C) ffi/abi/version_check.c -L$(LIBDIR) -l:libloadctl.so.0 -o target/abi/version_check
+	@echo "symbols-check: SONAME libloadctl.so.$(SOMAJOR), $$(wc -l < target/abi/exported.txt) symbols, all declared in the header"
+	$(CC) $(CFLAGS_C) ffi/abi/version_check.c -L$(LIBDIR) -l:libloadctl.so.$(SOMAJOR) -o target/abi/version_check
 	LD_LIBRARY_PATH=$(LIBDIR) ./target/abi/version_check
 
 ## abi-dump: the C ABI of include/loadctl.h as libabigail describes it (target/abi/libloadctl.abi):
 ## ffi/abi/stub.awk defines each declared function with a trapping body (plus one enum per numeric
-## #define and one struct per scalar typedef), compiled with -g into a stand-in libloadctl.so.0,
+## #define and one struct per scalar typedef), compiled with -g into a stand-in libloadctl.so.$(SOMAJOR),
 ## read by abidw with every type kept (ffi/abi/README.md says why not the Rust .so)
 ABIDW := abidw --load-all-types --no-corpus-path --no-comp-dir-path --no-show-locs
 abi-dump: tools
 	mkdir -p target/abi
 	awk -f ffi/abi/stub.awk include/loadctl.h > target/abi/stub.c
 	$(CC) -std=c11 -Wall -Werror -Wno-unused-parameter -O0 -g -fno-eliminate-unused-debug-types \
-	  -fPIC -shared -Iinclude -Wl,-soname,libloadctl.so.0 target/abi/stub.c -o target/abi/libloadctl.so.0
-	$(ABIDW) target/abi/libloadctl.so.0 > target/abi/libloadctl.abi
+	  -fPIC -shared -Iinclude -Wl,-soname,libloadctl.so.$(SOMAJOR) target/abi/stub.c -o target/abi/libloadctl.so.$(SOMAJOR)
+	$(ABIDW) target/abi/libloadctl.so.$(SOMAJOR) > target/abi/libloadctl.abi
 
 ## abi-check: fail when the C ABI differs from the committed baseline ffi/abi/libloadctl.abi
 ## (abidiff --non-reachable-types: a struct, field, enum value, #define value, typedef or
@@ -241,8 +243,8 @@ abi-baseline:
 install: lib
 	install -D -m 644 include/loadctl.h $(PREFIX)/include/loadctl.h
 	install -D -m 644 $(LIBDIR)/libloadctl.a $(PREFIX)/lib/libloadctl.a
-	install -D -m 755 $(LIBDIR)/libloadctl.so.0 $(PREFIX)/lib/libloadctl.so.0
-	ln -sf libloadctl.so.0 $(PREFIX)/lib/libloadctl.so
+	install -D -m 755 $(LIBDIR)/libloadctl.so.$(SOMAJOR) $(PREFIX)/lib/libloadctl.so.$(SOMAJOR)
+	ln -sf libloadctl.so.$(SOMAJOR) $(PREFIX)/lib/libloadctl.so
 	install -D -m 644 ffi/cmake/loadctlConfig.cmake $(PREFIX)/lib/cmake/loadctl/loadctlConfig.cmake
 	mkdir -p $(PREFIX)/lib/pkgconfig
 	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|' ffi/loadctl.pc.in > $(PREFIX)/lib/pkgconfig/loadctl.pc

@@ -517,3 +517,28 @@ fn short_subscriptions_that_time_out_normally_are_followed_at_once() {
         sub.handle_notify(now, &end);
     }
 }
+
+#[test]
+fn an_unsubscribe_answered_481_ends_the_subscription_without_a_new_one() {
+    // RFC 6665 §4.1.2.3: unsubscribing is a SUBSCRIBE with Expires 0; a notifier that lost the
+    // dialog (restarted without its state) answers 481, and a subscriber on its way out must
+    // not take that for "start a new subscription" (§4.1.2.2), which is right only for a refresh.
+    let mut net = Net::new(1800, notifier_process("n1", 20));
+    net.run_until(10 * S);
+    net.notifier = Some(notifier_process("n2", 20));
+    let sent_before = net.subscribes.len();
+    net.sub.unsubscribe(net.now);
+    net.run_until(60 * S);
+    assert_eq!(
+        net.subscribes.len(),
+        sent_before + 1,
+        "only the unsubscribe went out: {:?}",
+        net.subscribes
+    );
+    assert!(
+        net.events()
+            .iter()
+            .any(|e| matches!(e, SubscriberEvent::Stopped(StopReason::Unsubscribed))),
+        "the subscription ended as unsubscribed"
+    );
+}

@@ -1,6 +1,6 @@
 # Reads include/loadctl.h and prints, for `make abi-dump`, a C file that defines every function
 # the header declares, with the header's own prototype and a trapping body, and the helper types
-# below; compiled with -g it is a stand-in libloadctl.so.0 whose DWARF describes the C ABI
+# below; compiled with -g it is a stand-in libloadctl.so.MAJOR whose DWARF describes the C ABI
 # exactly as a C caller sees it (why not the Rust library itself: ffi/abi/README.md). With
 # `-v names=1` it prints only the function names, one a line (`make symbols-check` compares them
 # with what the library exports).

@@ -1,12 +1,12 @@
-/* Built by `make symbols-check` against the shared library (target/libloadctl/libloadctl.so.0,
+/* Built by `make symbols-check` against the shared library (target/libloadctl/libloadctl.so.MAJOR,
  * found through its SONAME): the header's compile-time version check as a C program would
  * write it, and the library it runs with reports the header's version. */
 #include <stdio.h>
 #include <string.h>
 #include "loadctl.h"
 
-#if LC_VERSION_MAJOR != 0 || LC_VERSION_NUMBER < 100
-#error "needs loadctl 0.x, 0.1.0 or later"
+#if LC_VERSION_MAJOR != 1 || LC_VERSION_NUMBER < 10000
+#error "needs loadctl 1.x, 1.0.0 or later"
 #endif
 
 #if LC_VERSION_NUMBER != LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH

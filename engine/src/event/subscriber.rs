@@ -605,6 +605,12 @@ impl Subscriber {
             return;
         }
         self.txn = None;
+        if self.phase == Phase::Ending && resp.status >= 300 {
+            // Unsubscribing: whatever refused it (a 481 from a notifier that had already
+            // forgotten the dialog), the subscription is over; a new one would outlive us.
+            self.stop(StopReason::Unsubscribed);
+            return;
+        }
         match resp.status {
             200..=299 => {
                 if self.dialog.remote_tag.is_none() {
