@@ -21,7 +21,8 @@
  * (msg_send; retransmissions get the same answer again), sends NOTIFYs
  * through tm (t_uac inside the subscription's dialog: its Call-ID, tags, CSeq,
  * remote target and route set), runs the notifier's timers, and ends every
- * subscription (terminated;reason=noresource) when Kamailio stops.
+ * subscription for a restart (terminated;reason=probation;retry-after=2, so
+ * subscribers come back) when Kamailio stops.
  *
  * Policies: `notifier_policy_file` (every subscriber) or
  * `notifier_capacity_file` (a template rule whose <rate> is shared among the

@@ -83,14 +83,15 @@ enum
 {
 	LC_REC_NOTIFY = 1,
 	LC_REC_REPLY = 2,
-	LC_REC_SHUTDOWN = 3
+	LC_REC_SHUTDOWN = 3,
+	LC_REC_RESUBSCRIBE = 4
 };
 
 /* One message for the owner (shm; the owner frees it). */
 typedef struct lc_sub_rec
 {
 	int kind;
-	int sub;			  /* REPLY: the subscription */
+	int sub; /* REPLY: the subscription; RESUBSCRIBE: which (-1: all) */
 	unsigned int cseq;	  /* REPLY: of the SUBSCRIBE it answers */
 	int status;			  /* REPLY: the final status */
 	struct dest_info dst; /* NOTIFY: where to send the answer */
@@ -654,6 +655,20 @@ static void lc_sub_take(lc_sub_rec_t *rec)
 			}
 			lc_sub_pump(i);
 			break;
+		case LC_REC_RESUBSCRIBE:
+			for(i = 0; i < _lc_sub_n; i++) {
+				if(rec->sub >= 0 && rec->sub != i)
+					continue;
+				r = lc_subscriber_resubscribe(_lc_subs[i].sub, now);
+				if(r != LC_RESULT_OK)
+					LM_ERR("subscription to %s: cannot resubscribe: %s\n",
+							_lc_subs[i].notifier, lc_result_text(r));
+				else
+					LM_INFO("subscription to %s: new subscription (RPC)\n",
+							_lc_subs[i].notifier);
+				lc_sub_pump(i);
+			}
+			break;
 		case LC_REC_SHUTDOWN:
 			for(i = 0; i < _lc_sub_n; i++) {
 				lc_subscriber_unsubscribe(_lc_subs[i].sub, now);
@@ -842,6 +857,41 @@ int lc_sub_child_init(int rank)
 		return -1; /* not reached */
 	}
 	return 0;
+}
+
+void lc_sub_rpc_resubscribe(rpc_t *rpc, void *ctx)
+{
+	str uri = STR_NULL;
+	lc_sub_rec_t *rec;
+	int i, which = -1;
+
+	if(_lc_sub_n == 0 || _lc_sub_sh == NULL || _lc_sub_sh->owner_pid <= 0) {
+		rpc->fault(ctx, 404, "no subscribe parameter (no subscriber)");
+		return;
+	}
+	if(rpc->scan(ctx, "*S", &uri) == 1 && uri.len > 0) {
+		for(i = 0; i < _lc_sub_n; i++) {
+			if((int)strlen(_lc_sub_uris[i]) == uri.len
+					&& strncasecmp(_lc_sub_uris[i], uri.s, uri.len) == 0)
+				which = i;
+		}
+		if(which < 0) {
+			rpc->fault(ctx, 404, "no subscribe parameter %.*s", uri.len, uri.s);
+			return;
+		}
+	}
+	rec = lc_sub_rec_new(LC_REC_RESUBSCRIBE, NULL, 0);
+	if(rec == NULL) {
+		rpc->fault(ctx, 500, "out of shared memory");
+		return;
+	}
+	rec->sub = which;
+	if(lc_sub_hand(rec) < 0) {
+		rpc->fault(ctx, 503, "the subscriber process is behind, try again");
+		return;
+	}
+	rpc->rpl_printf(ctx, "ok: new subscription to %s",
+			which < 0 ? "every notifier" : _lc_sub_uris[which]);
 }
 
 unsigned long long lc_sub_total(lc_sub_counter_t c)

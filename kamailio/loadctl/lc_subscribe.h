@@ -60,5 +60,7 @@ typedef enum lc_sub_counter
 unsigned long long lc_sub_total(lc_sub_counter_t c);
 /* loadctl.subscriptions */
 void lc_sub_rpc_list(rpc_t *rpc, void *ctx);
+/* loadctl.resubscribe [NOTIFIER-URI] */
+void lc_sub_rpc_resubscribe(rpc_t *rpc, void *ctx);
 
 #endif

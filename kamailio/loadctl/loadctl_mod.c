@@ -1245,6 +1245,12 @@ static const char *lc_rpc_subscriptions_doc[] = {
 		"event, version applied, counters.",
 		0};
 
+static const char *lc_rpc_resubscribe_doc[] = {
+		"Starts a new subscription now: loadctl.resubscribe [NOTIFIER-URI] "
+		"(every subscribe notifier without one), e.g. after a notifier "
+		"ended it with noresource.",
+		0};
+
 static const char *lc_rpc_notifier_doc[] = {
 		"The RFC 7200 notifier (notifier_uri): mode, counters, and per "
 		"subscriber its address, requests observed, demand, target and "
@@ -1269,6 +1275,8 @@ static rpc_export_t lc_rpc_cmds[] = {
 	{"loadctl.stats", lc_rpc_stats, lc_rpc_stats_doc, 0},
 	{"loadctl.rules", lc_rpc_rules, lc_rpc_rules_doc, 0},
 	{"loadctl.subscriptions", lc_sub_rpc_list, lc_rpc_subscriptions_doc, 0},
+	{"loadctl.resubscribe", lc_sub_rpc_resubscribe, lc_rpc_resubscribe_doc,
+		0},
 	{"loadctl.notifier", lc_ntf_rpc_list, lc_rpc_notifier_doc, 0},
 	{"loadctl.notifier_policy", lc_ntf_rpc_policy, lc_rpc_notifier_policy_doc,
 		0},

@@ -95,7 +95,7 @@ CRASH = re.compile(r"SIGSEGV|segfault|signal 11|terminating due to|CRITICAL|core
 RPCS = [
     ("loadctl.publish",), ("loadctl.publish", "<not-xml"), ("loadctl.publish", "/nonexistent/policy.xml"),
     ("loadctl.withdraw",), ("loadctl.withdraw", "nobody"), ("loadctl.reload",), ("loadctl.stats",), ("loadctl.rules",),
-    ("loadctl.subscriptions",), ("loadctl.notifier",), ("loadctl.notifier_policy",),
+    ("loadctl.subscriptions",), ("loadctl.resubscribe",), ("loadctl.notifier",), ("loadctl.notifier_policy",),
     ("loadctl.notifier_policy", "/nonexistent/policy.xml"), ("loadctl.notifier_capacity",),
     ("loadctl.notifier_capacity", "/nonexistent/capacity.xml"),
 ]

@@ -51,6 +51,8 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   invalid (logged at WARNING with the notifier and its version), gap and re-SUBSCRIBE,
   terminated.
 - subscriber_dialog: two Python notifiers: SUBSCRIBE through tm, retry, refresh, unsubscribe.
+- subscriber_resubscribe: noresource stops the subscriber (rules withdrawn), loadctl.resubscribe
+  starts a new subscription, probation;retry-after=1 brings it back after that second.
 - subscriber_remote_target: the notifier's Contact names a second SIPp; the re-SUBSCRIBE after
   a gap and the unsubscribe on shutdown reach it through tm (RFC 3261 §12.2.1.1), never the
   first.
@@ -806,6 +808,52 @@ class Notifier(Peer):
         return ""
 
 
+def subscriber_resubscribe(run: Run) -> Checks:
+    """RFC 6665 §4.1.3: after `terminated;reason=noresource` the subscriber "SHOULD NOT attempt to
+    re-subscribe" (it stops, the rules withdrawn, RFC 7200 §4.8); `probation;retry-after=1`
+    brings it back after at least that second; loadctl.resubscribe starts a new one at once."""
+    c = Checks("subscriber_resubscribe: noresource stops the subscriber, probation brings it back, loadctl.resubscribe restarts it")
+    n, hop = Notifier(), Peer()
+    try:
+        kam = Kamailio(run, "kamailio", None, 2, hop.port, subscribe=[n.uri], defines=["SUB_EXPIRES=60"])
+        addr_k = ("127.0.0.1", kam.port)
+
+        def subscribed(policy_rate: int) -> str:
+            sub, _ = n.wait_request("SUBSCRIBE", 5.0)
+            if sub:
+                n.answer(sub, addr_k, extra="Expires: 60\r\n")
+                n.wait_response(n.notify(sub, addr_k, document(0, "full", rate_rule(policy_rate, "n-rule", "+1555"))))
+            return sub
+
+        sub = subscribed(0)
+        c.that(bool(sub), "the first SUBSCRIBE came and was granted")
+        n.wait_response(n.notify(sub, addr_k, "", state="terminated;reason=noresource"))
+        time.sleep(0.3)
+        st = kam.rpc("loadctl.subscriptions")["result"]["subscriptions"][0]["state"]
+        again, _ = n.wait_request("SUBSCRIBE", 3.0)
+        rules = kam.rpc("loadctl.rules")["result"]["rules"]
+        c.that(not again and st == "stopped" and rules == [],
+               f"noresource: no new SUBSCRIBE in 3 s, state {st!r}, rules withdrawn ({rules})")
+        t_rpc = time.monotonic()
+        res = kam.rpc("loadctl.resubscribe")
+        sub = subscribed(0)
+        c.that("result" in res and bool(sub) and time.monotonic() - t_rpc < 1.0,
+               f"loadctl.resubscribe: {res.get('result') or res.get('error')}; a new SUBSCRIBE within "
+               f"{time.monotonic() - t_rpc:.2f} s")
+        t_term = time.monotonic()
+        n.wait_response(n.notify(sub, addr_k, "", state="terminated;reason=probation;retry-after=1"))
+        back = subscribed(0)
+        waited = time.monotonic() - t_term
+        c.that(bool(back) and 1.0 <= waited <= 3.0,
+               f"probation;retry-after=1: a new SUBSCRIBE {waited:.2f} s later (at least 1 s: \"SHOULD wait at least the number of seconds\")")
+        bad = kam.rpc("loadctl.resubscribe", "sip:nobody@127.0.0.1:9")
+        c.that("error" in bad, f"an unknown notifier is refused: {bad.get('error')}")
+    finally:
+        n.close()
+        hop.close()
+    return c
+
+
 def subscriber_dialog(run: Run) -> Checks:
     c = Checks("subscriber_dialog: two notifiers (Python sockets), children=2: SUBSCRIBE through tm, NOTIFY answers, "
                "retry, refresh, unsubscribe on shutdown")
@@ -1382,6 +1430,7 @@ TESTS = {
     "drop_over_tcp": drop_over_tcp,
     "subscriber_lifecycle": subscriber_lifecycle,
     "subscriber_dialog": subscriber_dialog,
+    "subscriber_resubscribe": subscriber_resubscribe,
     "targets_and_exemptions": targets_and_exemptions,
     "redirect_agreement": redirect_agreement,
     "subscriber_remote_target": subscriber_remote_target,
