@@ -1478,6 +1478,10 @@ def fallback_withdrawn(run: Run) -> Checks:
     c.that(stats.get("edge_notifier_policy_pending") == 0, f"edge_notifier_policy_pending = {stats.get('edge_notifier_policy_pending')}")
     run.stop(edge)
     notifier.close()
+    return c
+
+
+# ---------------------------------------------------------------------------------------------
 # the notifier's lifecycle: reload, graceful stop, hard restart
 
 # Which policy is in force, seen from one INVITE each: "old" refuses +1555, "new" refuses +1666
@@ -1675,6 +1679,9 @@ def metrics_endpoint(run: Run) -> Checks:
     stats = edge_stats(edge)
     c.that(stats.get("edge_forwarded_total") == 51, f"SIGUSR1 still prints the counters: edge_forwarded_total {stats.get('edge_forwarded_total')}")
     peers.close()
+    return c
+
+
 def uac_without_user_phone(run: Run) -> Path:
     """scenarios/uac_invite.xml with `;user=phone` taken out of every request line and To."""
     text = (harness.SCENARIOS / "uac_invite.xml").read_text()
@@ -1750,6 +1757,9 @@ def sip_user_numbers(run: Run) -> Checks:
             unmatched = counters.get("loadctl_unmatched_total", -1)
             c.that(unmatched == unread, f"user-phone: every unmatched INVITE was an unread number: loadctl_unmatched_total {unmatched}")
         run.stop(edge)
+    return c
+
+
 def notifier_graceful_restart(run: Run) -> Checks:
     """SIGTERM: every subscription ends with probation;retry-after=2 and the notifier exits 0;
     the edge withdraws the rules (RFC 7200 §4.8) and SUBSCRIBEs again after retry-after. A
