@@ -525,6 +525,19 @@ class KamailioBuild:
         return ["-A", f'LOADCTL_SO="{self.module}"', "-A", f'MPATH="{self.mpath}/"']
 
 
+def jsonrpc(port: int, method: str, *params, timeout: float = 3.0) -> dict:
+    """One JSON-RPC request to Kamailio's jsonrpcs datagram socket on 127.0.0.1:`port`; the
+    whole response object."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        s.settimeout(timeout)
+        s.sendto(json.dumps({"jsonrpc": "2.0", "method": method, "params": list(params), "id": 1}).encode(), ("127.0.0.1", port))
+        return json.loads(s.recv(1 << 20))
+    finally:
+        s.close()
+
+
 def write_injection(path: Path, rows) -> Path:
     """An -inf file: SEQUENTIAL, one call per row, fields separated by ';' (field0 = callee,
     field1 = method for uac_noninvite.xml). SIPp cycles through the rows."""

@@ -1056,7 +1056,7 @@ def notifier_observe_reports(run: Run) -> Checks:
 
 
 # ---------------------------------------------------------------------------------------------
-# issue 29: validation, fail-closed start, Retry-After, daemon behaviour
+# request validation, the start before a policy arrives, Retry-After, daemon behaviour
 
 
 def scrape(port: int, path: str = "/metrics", method: str = "GET") -> tuple:

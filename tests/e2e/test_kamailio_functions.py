@@ -7,8 +7,8 @@ the configuration left off.
     (LOADCTL_KAMAILIO_BUILD=DIR picks the Kamailio build, default target/kamailio: Debian's)
 
 One Kamailio (tests/e2e/kamailio/functions.cfg, 2 UDP workers) per configuration: no role, tm not
-loaded, a policy_file only (the configuration in which one NOTIFY used to kill Kamailio: the
-subscriber's sl binding was never made), a subscriber, a notifier, overload control, and all of
+loaded, a policy_file only (the subscriber role off, so lc_handle_notify() must answer through
+the module's own sl binding), a subscriber, a notifier, overload control, and all of
 them. Into each, from one UDP socket: every request method (new and in-dialog), load-control
 SUBSCRIBEs and NOTIFYs (with a document, bodyless, terminated, an invalid body, another
 package), each with X-Fn naming the function the script calls (functions.cfg); "relay" sends the
@@ -29,7 +29,6 @@ Checks per configuration:
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import select
 import socket
@@ -41,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
-from harness import Run, free_udp_port, wait_udp_port  # noqa: E402
+from harness import Run, free_udp_port, jsonrpc as rpc, wait_udp_port  # noqa: E402
 from test_edge import Checks, document, rate_rule, run_tests  # noqa: E402
 
 CFG = HERE / "kamailio" / "functions.cfg"
@@ -264,17 +263,6 @@ def exercise(run: Run, name: str, defines: list, notifier: bool = False, subscri
            f"no Kamailio process died: {len(before)} processes before, {len(before & after)} of them after")
     c.that(not crashes, "no crash in Kamailio's log" + (f": {crashes[:3]}" if crashes else ""))
     return c
-
-
-def rpc(port: int, method: str, *params, timeout: float = 3.0) -> dict:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        s.bind(("127.0.0.1", 0))
-        s.settimeout(timeout)
-        s.sendto(json.dumps({"jsonrpc": "2.0", "method": method, "params": list(params), "id": 1}).encode(), ("127.0.0.1", port))
-        return json.loads(s.recv(1 << 20))
-    finally:
-        s.close()
 
 
 def policy(run: Run) -> str:

@@ -68,7 +68,6 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import signal
 import socket
@@ -145,14 +144,7 @@ class Kamailio:
 
     def rpc(self, method: str, *params, timeout: float = 5.0) -> dict:
         """One JSON-RPC request over jsonrpcs's datagram socket; the whole response object."""
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            s.bind(("127.0.0.1", 0))
-            s.settimeout(timeout)
-            s.sendto(json.dumps({"jsonrpc": "2.0", "method": method, "params": list(params), "id": 1}).encode(), ("127.0.0.1", self.rpc_port))
-            return json.loads(s.recv(1 << 20))
-        finally:
-            s.close()
+        return harness.jsonrpc(self.rpc_port, method, *params, timeout=timeout)
 
     def log(self) -> str:
         return self.proc.stderr_path.read_text(errors="replace")

@@ -31,7 +31,6 @@ sys.path.insert(0, str(HERE))
 import harness  # noqa: E402
 from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wait_udp_port  # noqa: E402
 from test_edge import Checks, run_tests  # noqa: E402
-from test_kamailio_functions import rpc  # noqa: E402
 from test_overload import CALLEE, CALLS_CAPACITY, MU, OFFERED, SERVER, WINDOW_S, response_ms, stats_of  # noqa: E402
 
 CFG = HERE / "kamailio" / "dispatcher-oc.cfg"
@@ -51,7 +50,7 @@ class OcList(threading.Thread):
     def run(self):
         while not self.stop.wait(0.1):
             try:
-                res = rpc(self.port, "dispatcher.oclist", 1, timeout=0.5).get("result")
+                res = harness.jsonrpc(self.port, "dispatcher.oclist", 1, timeout=0.5).get("result")
             except (OSError, ValueError):
                 continue
             row = res[0] if isinstance(res, list) and res else res
