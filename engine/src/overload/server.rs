@@ -17,7 +17,7 @@
 //!    An appliance with its own signal ([`Load::Occupancy`]: CPU, memory, anything with a
 //!    target) gets the occupancy law instead, `λ* = λ_admitted · target / measured`, once per
 //!    report (report once per period or less often, each report measured over the time since
-//!    the previous one).
+//!    the previous one; `λ_admitted` is counted over that same interval).
 //! 3. **Overload.** Control starts when `d > D` (or the occupancy is above its target), or when
 //!    more than [`ServerConfig::retransmission_alarm`] of the requests arriving are
 //!    retransmissions (clients are already timing out), and stops after
@@ -36,8 +36,9 @@
 //!    (RFC 7339 §5.10.2: "A SIP server that is in overload and has started to throttle incoming
 //!    traffic MUST reject some requests from non-participating clients").
 //!
-//! Every period under overload gets a new `oc-seq` (a timestamp, strictly increasing, its
-//! integer part raised with every value for clients that read only that part), so
+//! Every period under overload gets a new `oc-seq` (a timestamp counted in law periods,
+//! strictly increasing, its integer part raised with every value for clients that read only
+//! that part, on one scale for every server with the same clock and period), so
 //! clients restart their validity period with each update (RFC 7339 §5.4); when control stops
 //! the server says so with `oc=0;oc-validity=0` and a new `oc-seq` (§5.7: "the SIP server MUST
 //! set the value of the "oc-validity" parameter to 0. The SIP server MUST increment the value of
@@ -67,7 +68,9 @@ pub struct ServerConfig {
     /// `oc-validity` sent under overload, ms. Default 500 (RFC 7339 §4.3's default). Must be
     /// more than a period.
     pub validity_ms: u64,
-    /// How often the law runs. Default 100 ms.
+    /// How often the law runs. Default 100 ms. `oc-seq` counts periods of at least 10 ms on
+    /// the caller's clock: servers that answer the same client (the workers of one appliance)
+    /// use the same period and clock, so their values order by time at that client.
     pub period_ns: u64,
     /// `D`: the queueing delay of new requests the law aims at. Default 50 ms (a tenth of
     /// RFC 3261's T1, so INVITE clients do not retransmit).
@@ -173,7 +176,8 @@ pub enum Load {
     /// report.
     Queue(QueueLoad),
     /// An appliance's own occupancy signal: `measured` against `target` (same unit, e.g. CPU
-    /// utilisation 0.93 against 0.8), at the time of the report.
+    /// utilisation 0.93 against 0.8), measured over the interval since the previous report
+    /// (the law scales the rate admitted over that same interval).
     Occupancy {
         /// The measured occupancy.
         measured: f64,
@@ -279,10 +283,15 @@ pub struct Server {
     occupancy: Option<(f64, f64)>,
     /// An occupancy report arrived since the law last used one.
     occupancy_fresh: bool,
+    /// The rate admitted over the interval the latest occupancy report measured, per s.
+    occupancy_admitted: f64,
+    /// When the previous occupancy report arrived (the first: when the server started).
+    report_at: u64,
+    /// New requests admitted since the previous occupancy report.
+    admitted_since_report: u64,
     queue_reported: bool,
     arrivals_retx: u64,
     arrivals_new: u64,
-    rejected_period: u64,
     retx_share: f64,
     seq: Seq,
     rng: u64,
@@ -307,10 +316,12 @@ impl Server {
             busy_ns: 0,
             occupancy: None,
             occupancy_fresh: false,
+            occupancy_admitted: 0.0,
+            report_at: 0,
+            admitted_since_report: 0,
             queue_reported: false,
             arrivals_retx: 0,
             arrivals_new: 0,
-            rejected_period: 0,
             retx_share: 0.0,
             seq: Seq(0),
             rng: 0x6f63_2d73_6572_7665,
@@ -334,8 +345,9 @@ impl Server {
         match self.next_tick {
             None => {
                 self.last_tick = now_ns;
+                self.report_at = now_ns;
                 self.next_tick = Some(now_ns.saturating_add(self.config.period_ns));
-                self.seq = Seq::from_ns(now_ns);
+                self.seq = self.period_seq(now_ns);
             }
             Some(at) if now_ns >= at => {
                 self.tick(now_ns);
@@ -414,9 +426,9 @@ impl Server {
             && draw < state.loss
         {
             state.rejected += 1;
-            self.rejected_period += 1;
             return Admission::Reject;
         }
+        self.admitted_since_report += 1;
         Admission::Admit
     }
 
@@ -475,6 +487,14 @@ impl Server {
                     });
                 }
                 self.handle_timeout(now_ns);
+                // The rate the measurement saw: what was admitted over the same interval. A
+                // law period's count instead would set a rate from a fraction of what the
+                // occupancy measured (two independent samples: their ratio's noise, not the
+                // load, would move the target).
+                let dt = now_ns.saturating_sub(self.report_at).max(1) as f64 / 1e9;
+                self.occupancy_admitted = self.admitted_since_report as f64 / dt;
+                self.admitted_since_report = 0;
+                self.report_at = now_ns;
                 self.occupancy = Some((measured, target));
                 self.occupancy_fresh = true;
             }
@@ -557,6 +577,24 @@ impl Server {
         self.clients.get_mut(key).expect("present")
     }
 
+    /// `oc-seq` as a timestamp in law periods (at least 10 ms, so realtime nanoseconds still
+    /// fit the grammar's 12 digits): its integer part rises with every period, so a client
+    /// that reads only the part before the "." (Kamailio 5.8+ and 6.x keep a value only if
+    /// that integer rose) sees each new value too, and every server on the same clock and
+    /// period (the worker processes of one appliance, each with its own law) stamps on one
+    /// scale, so a client they all answer keeps the newest value of any of them. A count
+    /// of each server's own periods instead would drift apart between servers, and the
+    /// client would follow whichever had counted more, ignoring the others for good.
+    fn period_seq(&self, now_ns: u64) -> Seq {
+        let unit = self.config.period_ns.max(10_000_000);
+        let (int, frac) = (now_ns / unit, now_ns % unit);
+        let frac = (frac as u128 * Seq::SCALE as u128 / unit as u128) as u64;
+        Seq(int
+            .saturating_mul(Seq::SCALE)
+            .saturating_add(frac)
+            .min(Seq::MAX.0))
+    }
+
     fn tick(&mut self, now_ns: u64) {
         let c = self.config;
         let dt = (now_ns - self.last_tick).max(1) as f64 / 1e9;
@@ -566,7 +604,6 @@ impl Server {
         } else {
             0.0
         };
-        let admitted = (self.arrivals_new - self.rejected_period) as f64 / dt;
 
         // 1–2: capacity and target.
         let mut signal = self.retx_share > c.retransmission_alarm;
@@ -576,13 +613,9 @@ impl Server {
             // again every period until the next report would compound it.
             if self.occupancy_fresh {
                 self.occupancy_fresh = false;
-                let base = if measured > 0.0 {
+                let admitted = self.occupancy_admitted;
+                self.target = if measured > 0.0 {
                     admitted * target / measured
-                } else {
-                    f64::INFINITY
-                };
-                self.target = if base.is_finite() {
-                    base
                 } else {
                     self.target.max(admitted * 2.0)
                 };
@@ -688,12 +721,10 @@ impl Server {
             }
         }
         if self.overloaded || was {
-            // Each value gets a larger integer part than the last: Kamailio (5.8+, 6.x) reads
-            // oc-seq up to its "." and keeps a value only if that integer rose, so values a
-            // period apart inside one second would look stale to it. Still a timestamp while
-            // periods are a second or longer, and strictly increasing for every reading.
-            let next_integer = Seq((self.seq.0 / Seq::SCALE + 1) * Seq::SCALE);
-            self.seq = Seq::from_ns(now_ns).max(next_integer).min(Seq::MAX);
+            self.seq = self
+                .period_seq(now_ns)
+                .max(Seq(self.seq.0 + 1))
+                .min(Seq::MAX);
         }
 
         // Forget clients not heard from for the hold time (§5.1: "a client the server has
@@ -707,7 +738,6 @@ impl Server {
         self.queue_reported = false;
         self.arrivals_new = 0;
         self.arrivals_retx = 0;
-        self.rejected_period = 0;
     }
 }
 
@@ -1051,6 +1081,89 @@ mod tests {
                 }
             )
             .is_err()
+        );
+    }
+
+    #[test]
+    fn the_occupancy_law_counts_admissions_over_the_measured_interval() {
+        // Reports every 200 ms, twice the law's period, of traffic that arrives in the first
+        // half of each report's interval only (200 requests, then 100 ms of silence): the
+        // measurement covers 1000/s, so 100 % against a target of 80 % means 800/s. A count
+        // over the law's last period alone would read 0/s or 2000/s.
+        let mut s = Server::new(ServerConfig::default()).expect("test input");
+        s.handle_timeout(0);
+        let mut now = 0;
+        for _ in 0..5 {
+            for k in 0..200 {
+                s.on_request(
+                    now + k * MS / 2,
+                    b"a",
+                    offer(Algorithms::BOTH),
+                    Class::Original,
+                    Category::Reducible,
+                );
+            }
+            now += 200 * MS;
+            s.report(
+                now,
+                Load::Occupancy {
+                    measured: 1.0,
+                    target: 0.8,
+                },
+            )
+            .expect("test input");
+            s.handle_timeout(now + 100 * MS);
+            let target = s.status().target;
+            assert!((target - 800.0).abs() < 1e-6, "{:?}", s.status());
+        }
+    }
+
+    #[test]
+    fn servers_on_one_clock_order_their_values_by_time() {
+        // RFC 7339 §4.4: values "generated ... at time t and t+1 MUST have an increasing value
+        // in the "oc-seq" parameter". Two workers of one appliance, each with its own law,
+        // answer the same client: a busy one runs its law every period, a quiet one every
+        // 500 ms. The value the quiet one makes last is the newest, so it must carry the
+        // higher oc-seq, or the client would keep following the busy one.
+        let load = |s: &mut Server, now: u64| {
+            s.on_request(
+                now,
+                b"c",
+                offer(Algorithms::LOSS),
+                Class::Original,
+                Category::Reducible,
+            );
+            s.report(
+                now,
+                Load::Queue(QueueLoad {
+                    delay_ns: 400 * MS,
+                    served: 10,
+                    served_retransmissions: 0,
+                    busy_ns: 10 * MS,
+                }),
+            )
+            .expect("test input");
+        };
+        let (mut busy, mut quiet) = (
+            Server::new(ServerConfig::default()).expect("test input"),
+            Server::new(ServerConfig::default()).expect("test input"),
+        );
+        let t0 = 7_000 * MS;
+        for k in 0..=300 {
+            load(&mut busy, t0 + k * 10 * MS);
+            if k % 50 == 0 && k < 300 {
+                load(&mut quiet, t0 + k * 10 * MS);
+            }
+        }
+        quiet.handle_timeout(t0 + 3_150 * MS);
+        let (b, q) = (busy.status(), quiet.status());
+        assert!(b.overloaded && q.overloaded, "{b:?} {q:?}");
+        assert!(q.seq > b.seq, "the later value {} after {}", q.seq, b.seq);
+        assert!(
+            q.seq.0 / Seq::SCALE > b.seq.0 / Seq::SCALE,
+            "{} after {}",
+            q.seq,
+            b.seq
         );
     }
 
