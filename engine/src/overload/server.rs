@@ -1044,6 +1044,10 @@ mod tests {
         );
     }
 
+    fn occupancy(measured: f64, target: f64) -> Load {
+        Load::Occupancy { measured, target }
+    }
+
     #[test]
     fn occupancy_signal_scales_the_admitted_rate() {
         // The occupancy law: admitted 1000/s at 100 % CPU against a target of 80 % → 800/s.
@@ -1060,28 +1064,12 @@ mod tests {
                 );
             }
             now += 100 * MS;
-            s.report(
-                now - 1,
-                Load::Occupancy {
-                    measured: 1.0,
-                    target: 0.8,
-                },
-            )
-            .expect("test input");
+            s.report(now - 1, occupancy(1.0, 0.8)).expect("test input");
         }
         s.handle_timeout(now + 1);
         assert!(s.status().overloaded);
         assert!((s.status().target - 800.0).abs() < 20.0, "{:?}", s.status());
-        assert!(
-            s.report(
-                now,
-                Load::Occupancy {
-                    measured: f64::NAN,
-                    target: 0.8
-                }
-            )
-            .is_err()
-        );
+        assert!(s.report(now, occupancy(f64::NAN, 0.8)).is_err());
     }
 
     #[test]
@@ -1104,14 +1092,7 @@ mod tests {
                 );
             }
             now += 200 * MS;
-            s.report(
-                now,
-                Load::Occupancy {
-                    measured: 1.0,
-                    target: 0.8,
-                },
-            )
-            .expect("test input");
+            s.report(now, occupancy(1.0, 0.8)).expect("test input");
             s.handle_timeout(now + 100 * MS);
             let target = s.status().target;
             assert!((target - 800.0).abs() < 1e-6, "{:?}", s.status());
