@@ -53,23 +53,26 @@ soak:
 	SOAK_SECONDS=$(SOAK_SECONDS) $(CARGO) test --release -p loadctl --test soak -- --ignored --nocapture
 
 ## fuzz-smoke: every cargo-fuzz target (fuzz/) for FUZZ_SECONDS on a copy of its committed
-## corpus, under AddressSanitizer. The machine has only the stable toolchain: RUSTC_BOOTSTRAP=1
+## corpus, under AddressSanitizer, two at a time. The machine has only the stable toolchain: RUSTC_BOOTSTRAP=1
 ## lets it take the sanitizer flags cargo-fuzz passes. A crash fails the target (and leaves its
 ## input in fuzz/artifacts/).
 fuzz-smoke: tools
 	@cargo fuzz --version 2>/dev/null | grep -q "$(CARGO_FUZZ_VERSION)" || \
 	  $(CARGO) install --locked cargo-fuzz --version $(CARGO_FUZZ_VERSION)
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build -O
-	@set -e; mkdir -p fuzz/target/smoke-logs; for t in $(FUZZ_TARGETS); do \
-	  rm -rf fuzz/target/smoke/$$t && mkdir -p fuzz/target/smoke/$$t && cp fuzz/corpus/$$t/* fuzz/target/smoke/$$t/; \
-	  dict=policy.dict; case $$t in uri|sip_*) dict=sip.dict;; esac; \
-	  echo "fuzz-smoke: $$t for $(FUZZ_SECONDS) s"; \
-	  (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O $$t target/smoke/$$t -- \
+	@mkdir -p fuzz/target/smoke-logs
+	@$(MAKE) --no-print-directory -j2 $(addprefix fuzz-run-,$(FUZZ_TARGETS))
+
+# One fuzz-smoke target; fuzz-smoke runs two at a time (a libFuzzer run uses one core).
+fuzz-run-%:
+	@rm -rf fuzz/target/smoke/$* && mkdir -p fuzz/target/smoke/$* && cp fuzz/corpus/$*/* fuzz/target/smoke/$*/
+	@dict=policy.dict; case $* in uri|sip_*) dict=sip.dict;; esac; \
+	  echo "fuzz-smoke: $* for $(FUZZ_SECONDS) s"; \
+	  (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O $* target/smoke/$* -- \
 	    -max_total_time=$(FUZZ_SECONDS) -dict=dict/$$dict -timeout=10 -rss_limit_mb=2048 \
-	    -print_final_stats=1 > target/smoke-logs/$$t.log 2>&1) || \
-	    { tail -n 60 fuzz/target/smoke-logs/$$t.log; echo "fuzz-smoke: $$t FAILED"; exit 1; }; \
-	  grep -E "^stat::(number_of_executed_units|peak_rss_mb)" fuzz/target/smoke-logs/$$t.log; \
-	done
+	    -print_final_stats=1 > target/smoke-logs/$*.log 2>&1) || \
+	    { tail -n 60 fuzz/target/smoke-logs/$*.log; echo "fuzz-smoke: $* FAILED"; exit 1; }; \
+	  grep -E "^stat::(number_of_executed_units|peak_rss_mb)" fuzz/target/smoke-logs/$*.log | sed "s/^/fuzz-smoke: $*: /"
 
 ## tools: what the C side needs (valgrind, a C/C++ compiler, pkg-config, binutils' nm and
 ## readelf, libabigail's abidw/abidiff, the pinned cbindgen)

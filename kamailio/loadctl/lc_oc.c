@@ -55,6 +55,18 @@ static char _lc_oc_xavp_name[] = "lc_oc_via";
 
 #define LC_OC_PPM_MASK ((1ULL << 21) - 1)
 
+/* The algorithms offered downstream (RFC 7339 §4.2, RFC 7415). Before 5.8, Kamailio's Via
+ * parser takes the comma of oc-algo="loss,rate" for the end of the Via and refuses the
+ * message, and a next hop without overload control echoes the parameters back in its
+ * replies, to this Kamailio too: loss only there. 5.8 keeps a quoted value's comma inside it. */
+#if defined(VERSIONVAL) && VERSIONVAL >= 5008000
+#define LC_OC_OFFER "\"loss,rate\""
+#define LC_OC_OFFER_ALGORITHMS (LC_OC_ALGORITHMS_LOSS | LC_OC_ALGORITHMS_RATE)
+#else
+#define LC_OC_OFFER "\"loss\""
+#define LC_OC_OFFER_ALGORITHMS LC_OC_ALGORITHMS_LOSS
+#endif
+
 static uint64_t lc_oc_now(void)
 {
 	struct timespec ts;
@@ -142,7 +154,7 @@ static int lc_oc_proc(const char *fn)
 		return -1;
 	}
 	lc_oc_client_config_default(&cc);
-	cc.algorithms = LC_OC_ALGORITHMS_LOSS;
+	cc.algorithms = LC_OC_OFFER_ALGORITHMS;
 	/* In-dialog requests come in bursts (BYEs after answered calls): a
 	 * tolerance of oc_tau_priority times T for them (RFC 7415's TAU2 is 10 T;
 	 * the long-term rate stays 1/T). */
@@ -194,17 +206,14 @@ static int lc_oc_hop(str *dst, uint32_t *hop)
 	return 0;
 }
 
-/* Makes the core add `oc;oc-algo="loss,rate"` to the Via of the request sent
+/* Makes the core add `oc;oc-algo=LC_OC_OFFER` to the Via of the request sent
  * (RFC 7339 §4.1, §4.2): fields of the xavp named by xavp_via_params. */
 static int lc_oc_add_via_params(sip_msg_t *msg)
 {
 	static str oc = str_init("oc");
 	static str algo = str_init("oc-algo");
 	static str empty = str_init("");
-	/* loss only: Kamailio's own Via parser (5.6) takes the comma of "loss,rate" for the end of
-	 * the Via and refuses the message, and a next hop without overload control echoes the
-	 * parameters back in its replies */
-	static str list = str_init("\"loss\"");
+	static str list = str_init(LC_OC_OFFER);
 
 	if(xavp_set_child_sval(&_ksr_xavp_via_params, &oc, &empty) < 0
 			|| xavp_set_child_sval(&_ksr_xavp_via_params, &algo, &list) < 0) {

@@ -1339,6 +1339,58 @@ def oc_client_loss(run: Run) -> Checks:
     return c
 
 
+def oc_client_offer(run: Run) -> Checks:
+    """Kamailio (children=2, tm) as an RFC 7339 client: the algorithms it offers for its
+    Kamailio version, and a SIPp UAS that selects the rate algorithm (RFC 7415) for it."""
+    rate_offered = build().major_minor >= (5, 8)
+    offer = "loss,rate" if rate_offered else "loss"
+    c = Checks(f"oc_client_offer: Kamailio {build().version} children=2 offers oc-algo=\"{offer}\"; "
+               f"a SIPp UAS answers oc=20;oc-algo=\"rate\"")
+    offered, warm, on, limit = 50.0, 150, 600, 20.0
+    uas_ports = SippPorts.pick()
+    # Warm-up: oc=0;oc-validity=0 (supported, not overloaded), then oc=20 with a new oc-seq
+    # per answer, valid 1 s.
+    rows = [["oc", "0", "0", "1.0", "rate"]] * warm
+    rows += [["oc", f"{limit:.0f}", "1000", f"{k + 2}.0", "rate"] for k in range(on)]
+    uas = run.start("uas", sipp_command("uas_oc.xml", uas_ports, inf=harness.write_injection(run.path("uas.csv"), rows),
+                                        timeout_s=60, extra=("-trace_msg", "-message_file", "messages.log")))
+    wait_udp_port(uas_ports.sip, proc=uas)
+    kam = Kamailio(run, "kamailio", document(0, "full", ""), 2, uas_ports.sip, stateful=True,
+                   defines=(f'OC_CLIENT="127.0.0.1:{uas_ports.sip}"',))
+    inf = harness.write_injection(run.path("callees.csv"), [MATCH])
+    uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{kam.port}", inf=inf,
+                                        rate=offered, calls=warm + on, timeout_s=40, logs=False))
+    uac.wait(timeout=60)
+    time.sleep(0.5)
+    messages = (uas.cwd / "messages.log").read_text(errors="replace")
+    top = re.search(r"^INVITE sip:.*?^Via:([^\r\n]*)", messages, re.S | re.M)
+    algos = re.findall(r'oc-algo="([^"]*)"', top.group(1) if top else "")
+    # RFC 7339 §4.2: the client lists "the algorithms supported by the SIP client". Kamailio
+    # before 5.8 refuses a Via with a comma inside a quoted parameter value, so the module
+    # offers loss alone there.
+    c.that(algos[:1] == [offer], f"the INVITE's top Via offers oc-algo={algos[:1]} (expected [{offer!r}])")
+    ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
+    c.that(len(ts) > warm + 100, f"{len(ts)} INVITEs reached the UAS")
+    if len(ts) <= warm + 100:
+        return c
+    c.rate("warm-up (oc=0, oc-validity=0)", ts, ts[20], ts[warm - 20], offered, 0.10)
+    log = kam.log()
+    if rate_offered:
+        # RFC 7415 §3.5.1: the client "limits the message rate to the "oc" parameter in units
+        # of messages per second" — across both processes (the hop's bucket is shared).
+        c.rate("oc=20 (rate) in force", ts, ts[warm] + 1.0, ts[-1], limit, 0.10)
+        c.that("feedback from" not in log, "Kamailio refused no feedback")
+    else:
+        # §4.2: the server "chooses one algorithm from the list": a rate answer to a loss-only
+        # offer is not one, and is refused rather than applied.
+        c.rate("a rate answer to a loss-only offer is not applied", ts, ts[warm] + 1.0, ts[-1], offered, 0.10)
+        c.that("feedback from" in log, "Kamailio logged the refused feedback")
+    counts = SippOutputs(uac.cwd).counts()
+    failed = SippOutputs(uac.cwd).stat().get("FailedCall(C)", -1)
+    c.that(failed == 0, f"no UAC call failed ({failed}; {sum(n for k, n in counts.items() if k.endswith('_503_Recv'))} shed with 503)")
+    return c
+
+
 def oc_server_occupancy(run: Run) -> Checks:
     """Kamailio (children=2, tm) as an RFC 7339 server on an occupancy signal the test computes
     from the UAS's arrival rate (a server of CAPACITY calls/s): a participating client (the edge
@@ -1436,6 +1488,7 @@ TESTS = {
     "notifier_shares_by_demand": notifier_shares_by_demand,
     "notifier_restart": notifier_restart,
     "oc_client_loss": oc_client_loss,
+    "oc_client_offer": oc_client_offer,
     "oc_server_occupancy": oc_server_occupancy,
 }
 

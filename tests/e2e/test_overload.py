@@ -180,9 +180,9 @@ def loss_feedback_through(run: Run, c: Checks, start_proxy) -> dict:
     # Warm-up: "oc=0;oc-validity=0" (§5.1: supported, not overloaded); then oc=50 with a new
     # oc-seq per answer; then answers without feedback (no `oc` parameter), so the last value
     # runs out after its validity.
-    rows = [["oc", "0", "0", "1.0"]] * WARM_CALLS
-    rows += [["oc", "50", str(VALIDITY_MS), f"{k + 2}.0"] for k in range(ON_CALLS)]
-    rows += [["x-oc", "50", str(VALIDITY_MS), f"{ON_CALLS + 2}.0"]] * 1000
+    rows = [["oc", "0", "0", "1.0", "loss"]] * WARM_CALLS
+    rows += [["oc", "50", str(VALIDITY_MS), f"{k + 2}.0", "loss"] for k in range(ON_CALLS)]
+    rows += [["x-oc", "50", str(VALIDITY_MS), f"{ON_CALLS + 2}.0", "loss"]] * 1000
     uas_inf = harness.write_injection(run.path("uas.csv"), rows)
     uas = run.start("uas", sipp_command("uas_oc.xml", uas_ports, inf=uas_inf, timeout_s=80))
     wait_udp_port(uas_ports.sip, proc=uas)
