@@ -15,7 +15,15 @@
 #ifndef _LOADCTL_MOD_H_
 #define _LOADCTL_MOD_H_
 
+#include "../../core/str.h"
 #include "../../core/parser/msg_parser.h"
+
+/* The policy_file modparam (checked when the configuration is read), NULL
+ * when none. */
+extern char *lc_policy_file;
+/* The source modparam: the name policy_file and loadctl.publish publish
+ * under by default. */
+extern str lc_source;
 
 /* A stateless reply through the sl API, which mod_init binds before any
  * role's init runs (so every script function may answer whatever the

@@ -1391,6 +1391,33 @@ def oc_client_offer(run: Run) -> Checks:
     return c
 
 
+def feed_occupancy(uas, port: int, capacity: float, seconds: float) -> tuple[float, list]:
+    """The occupancy signal of a server of `capacity` calls/s, for `seconds`, to the Kamailio
+    on `port` (loadctl.cfg's OC_SERVER OPTIONS): every 200 ms the INVITEs the UAS logged since
+    the previous report / (capacity × the time since it) — what a CPU meter of such a server
+    would read over that time —, against a target of 100 %. Windows follow each other without
+    gap or overlap: the server scales what it admitted between two reports by the report.
+    Returns the start time and the (from, to, measured) of each report."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    t0 = time.time()
+    prev, n, fed = t0, 0, []
+    while prev - t0 < seconds:
+        time.sleep(max(0.0, prev + 0.2 - time.time()))
+        ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
+        now = time.time()
+        measured = harness.count_in(ts, prev, now) / (capacity * (now - prev))
+        fed.append((prev, now, measured))
+        prev = now
+        n += 1
+        msg = (f"OPTIONS sip:kamailio@127.0.0.1:{port} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{probe.getsockname()[1]};branch=z9hG4bK-occ{n}\r\n"
+               f"From: <sip:test@127.0.0.1>;tag=o{n}\r\nTo: <sip:kamailio@127.0.0.1>\r\nCall-ID: occ{n}\r\nCSeq: 1 OPTIONS\r\n"
+               f"X-Measured: {int(measured * 1e6)}\r\nX-Target: 1000000\r\nContent-Length: 0\r\n\r\n")
+        probe.sendto(msg.encode(), ("127.0.0.1", port))
+    probe.close()
+    return t0, fed
+
+
 def oc_server_occupancy(run: Run) -> Checks:
     """Kamailio (children=2, tm) as an RFC 7339 server on an occupancy signal the test computes
     from the UAS's arrival rate (a server of CAPACITY calls/s): a participating client (the edge
@@ -1416,27 +1443,7 @@ def oc_server_occupancy(run: Run) -> Checks:
                                               rate=offered, calls=calls, timeout_s=seconds + 30, logs=False))
     uac_plain = run.start("uac-plain", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{kam.port}", inf=inf,
                                                     rate=offered, calls=calls, timeout_s=seconds + 30, logs=False))
-    # The occupancy signal every 200 ms: INVITEs at the UAS since the previous report /
-    # (capacity × the time since it) (what a CPU meter of a server of that capacity would read
-    # over that time), against a target of 100 %. Windows follow each other without gap or
-    # overlap: the server scales what it admitted between two reports by the report.
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    probe.bind(("127.0.0.1", 0))
-    t0 = time.time()
-    prev, n, fed = t0, 0, []
-    while prev - t0 < seconds:
-        time.sleep(max(0.0, prev + 0.2 - time.time()))
-        ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
-        now = time.time()
-        measured = harness.count_in(ts, prev, now) / (capacity * (now - prev))
-        fed.append((prev, now, measured))
-        prev = now
-        n += 1
-        msg = (f"OPTIONS sip:kamailio@127.0.0.1:{kam.port} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{probe.getsockname()[1]};branch=z9hG4bK-occ{n}\r\n"
-               f"From: <sip:test@127.0.0.1>;tag=o{n}\r\nTo: <sip:kamailio@127.0.0.1>\r\nCall-ID: occ{n}\r\nCSeq: 1 OPTIONS\r\n"
-               f"X-Measured: {int(measured * 1e6)}\r\nX-Target: 1000000\r\nContent-Length: 0\r\n\r\n")
-        probe.sendto(msg.encode(), ("127.0.0.1", kam.port))
-    probe.close()
+    t0, fed = feed_occupancy(uas, kam.port, capacity, seconds)
     uac_oc.wait(timeout=60)
     uac_plain.wait(timeout=60)
     edge.send_signal(signal.SIGUSR1)
