@@ -328,13 +328,18 @@ int ki_lc_oc_occupancy(sip_msg_t *msg, int measured_ppm, int target_ppm)
 		lc_oc_off("lc_oc_occupancy");
 		return -4;
 	}
-	if(measured_ppm < 0 || (uint64_t)measured_ppm > LC_OC_PPM_MASK
-			|| target_ppm <= 0 || (uint64_t)target_ppm > LC_OC_PPM_MASK) {
-		LM_ERR("lc_oc_occupancy(%d, %d): measured 0 to 2097151 ppm, target 1 "
+	if(measured_ppm < 0 || target_ppm <= 0
+			|| (uint64_t)target_ppm > LC_OC_PPM_MASK) {
+		LM_ERR("lc_oc_occupancy(%d, %d): measured 0 or more ppm, target 1 "
 			   "to 2097151 ppm\n",
 				measured_ppm, target_ppm);
 		return -4;
 	}
+	/* a load past what the shared word holds (209 %) is reported as that
+	 * much: refusing it would switch the law off when it is needed most;
+	 * the law's next reports take it the rest of the way down */
+	if((uint64_t)measured_ppm > LC_OC_PPM_MASK)
+		measured_ppm = (int)LC_OC_PPM_MASK;
 	old = __atomic_load_n(_lc_oc_load, __ATOMIC_ACQUIRE);
 	gen = ((old >> 42) + 1) & ((1ULL << 22) - 1);
 	if(gen == 0)

@@ -14,6 +14,10 @@ dispatcher-oc.cfg; no loadctl module in that Kamailio).
   answering with values, the reply route copying them into the destination record). Measured:
   goodput, 503s, retransmissions, failed calls, response time, and how often Kamailio took a new
   value (`dispatcher.oclist` every 100 ms).
+- dispatcher_module_server: the same client in front of a second Kamailio of the same release
+  running the loadctl module as the RFC 7339 server (tests/e2e/kamailio/loadctl.cfg's OC_SERVER:
+  lc_oc_check() on requests, lc_oc_via() on the replies it relays upstream), fed the occupancy
+  of a server of 60 calls/s; SIPp offers three times that.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
+import test_kamailio_module as module_e2e  # noqa: E402
 from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wait_udp_port  # noqa: E402
-from test_edge import Checks, run_tests  # noqa: E402
+from test_edge import MATCH, Checks, document, run_tests  # noqa: E402
 from test_overload import CALLEE, CALLS_CAPACITY, MU, OFFERED, SERVER, WINDOW_S, response_ms, stats_of  # noqa: E402
 
 CFG = HERE / "kamailio" / "dispatcher-oc.cfg"
@@ -59,12 +64,11 @@ class OcList(threading.Thread):
                                      row.get("octime_sec", 0) + row.get("octime_usec", 0) / 1e6))
 
 
-def dispatcher_run(run: Run, label: str, loop: bool) -> dict:
-    sport, kport, rport = free_udp_port(), free_udp_port(), free_udp_port()
-    flags = ["--overload-control"] if loop else []
-    server = run.start(f"server-{label}", [SERVER, "--listen", f"127.0.0.1:{sport}", "--rate", MU, "--buffer", 10000, *flags])
-    wait_udp_port(sport, proc=server)
-    dest = f"sip:127.0.0.1:{sport}"
+def start_dispatcher(run: Run, label: str, dest_port: int, loop: bool):
+    """Kamailio's dispatcher (dispatcher-oc.cfg) in front of 127.0.0.1:`dest_port`: (process,
+    SIP port, RPC port)."""
+    kport, rport = free_udp_port(), free_udp_port()
+    dest = f"sip:127.0.0.1:{dest_port}"
     ds_list = run.path(f"dispatcher-{label}.list")
     # ocmin=0: the record's floor for the skip rate (default 10 %), or oc=0 would still shed
     ds_list.write_text(f"1 {dest} 0 0 ocmin=0\n")
@@ -78,6 +82,15 @@ def dispatcher_run(run: Run, label: str, loop: bool) -> dict:
     kam = run.start(f"kamailio-{label}", argv)
     wait_udp_port(kport, proc=kam)
     wait_udp_port(rport, proc=kam)
+    return kam, kport, rport
+
+
+def dispatcher_run(run: Run, label: str, loop: bool) -> dict:
+    sport, kport, rport = free_udp_port(), free_udp_port(), free_udp_port()
+    flags = ["--overload-control"] if loop else []
+    server = run.start(f"server-{label}", [SERVER, "--listen", f"127.0.0.1:{sport}", "--rate", MU, "--buffer", 10000, *flags])
+    wait_udp_port(sport, proc=server)
+    kam, kport, rport = start_dispatcher(run, label, sport, loop)
     oclist = OcList(rport)
     oclist.start()
     inf = harness.write_injection(run.path(f"callees-{label}.csv"), [CALLEE])
@@ -152,8 +165,72 @@ def dispatcher_loop(run: Run) -> Checks:
     return c
 
 
+def sl_replies(rpc_port: int) -> dict:
+    """The sl module's reply counters of the Kamailio whose jsonrpcs socket is `rpc_port`
+    (kex's `stats.get_statistics sl:`): {name: value}."""
+    out = {}
+    for line in harness.jsonrpc(rpc_port, "stats.get_statistics", "sl:").get("result", []):
+        name, _, value = line.partition(" = ")
+        out[name.split(":", 1)[-1].strip()] = int(value)
+    return out
+
+
+def dispatcher_module_server(run: Run) -> Checks:
+    capacity, offered, seconds = 60.0, 180.0, 16.0
+    c = Checks(f"dispatcher_module_server: SIPp {offered:.0f} calls/s → Kamailio {BUILD.version} dispatcher (RFC 7339 client) → "
+               f"Kamailio {BUILD.version} with the loadctl module as RFC 7339 server (occupancy of {capacity:.0f} calls/s) → SIPp UAS")
+    uas_ports = SippPorts.pick()
+    uas = run.start("uas", sipp_command("uas_invite_only.xml", uas_ports, timeout_s=seconds + 40))
+    wait_udp_port(uas_ports.sip, proc=uas)
+    server = module_e2e.Kamailio(run, "kamailio-server", document(0, "full", ""), 2, uas_ports.sip, stateful=True,
+                                 defines=("OC_SERVER",))
+    kam, kport, rport = start_dispatcher(run, "client", server.port, True)
+    oclist = OcList(rport)
+    oclist.start()
+    inf = harness.write_injection(run.path("callees.csv"), [MATCH])
+    uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{kport}", inf=inf,
+                                        rate=offered, calls=int(offered * seconds), timeout_s=seconds + 30, logs=False))
+    t0, fed = module_e2e.feed_occupancy(uas, server.port, capacity, seconds)
+    uac.wait(timeout=60)
+    oclist.stop.set()
+    oclist.join(timeout=2)
+    ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
+    run.path("occupancy.tsv").write_text("".join(f"{a - t0:.3f}\t{b - t0:.3f}\t{m:.3f}\n" for a, b, m in fed))
+    out = harness.invite_outcomes(SippOutputs(uac.cwd))
+    client_sl = sl_replies(rport)
+    server_sl = sl_replies(server.rpc_port)
+    first = ts[0] if ts else t0
+    # Physics: the loop aims at the capacity: CAPACITY ± 15 % at the UAS once it has settled.
+    c.rate("INVITEs at the UAS after 4 s", ts, first + 4.0, first + seconds - 1.0, capacity, 0.15)
+    samples = oclist.samples
+    shedding = [s for s in samples if s[1] and s[1] > 0 and s[3] > s[0]]
+    seqs = sorted({s[2] for s in shedding})
+    span = (shedding[-1][0] - shedding[0][0]) if len(shedding) > 1 else 0.0
+    rates = [s[1] for s in shedding]
+    c.record(True, f"Kamailio's record while it shed: {len(shedding)} of {len(samples)} samples, ocrate "
+             f"{min(rates) if rates else '-'}–{max(rates) if rates else '-'} %, {len(seqs)} distinct ocseq over {span:.1f} s")
+    # RFC 7339 §5.2: the client reduces; the module's loss values took effect in the dispatcher
+    c.that(len(shedding) > 0, f"the dispatcher applied the module's oc values (ocrate > 0 while valid in {len(shedding)} samples)")
+    # §4.4 with Kamailio's integer reading of oc-seq: the module's values are taken more than
+    # once a second (its law's period is 100 ms)
+    c.that(span > 0 and len(seqs) / span >= 3.0,
+           f"the dispatcher took new values at {len(seqs) / max(span, 1e-9):.1f}/s while shedding (≥ 3/s)")
+    # Physics: of 3 × capacity offered, about 2/3 is shed (± 15 %), and by the client itself:
+    # the dispatcher's own 503s (sl) are the 503s the UAC got
+    shed = out["rejected_503"] / max(out["invites"], 1)
+    c.that(abs(shed - 2.0 / 3.0) <= 0.15, f"503s to {out['rejected_503']} of {out['invites']} INVITEs ({shed:.0%}; 67 % ± 15 %)")
+    c.that(client_sl.get("5xx_replies") == out["rejected_503"],
+           f"the dispatcher sent those 503s itself ({client_sl.get('5xx_replies')} sl 5xx replies)")
+    # RFC 7339 §5.10.2 sheds the requests of clients that do not take part; the dispatcher
+    # offers oc in its Via, so the module rejected none of its requests
+    c.that(server_sl.get("5xx_replies") == 0, f"the module's Kamailio answered no request 503 ({server_sl.get('5xx_replies')} sl 5xx replies)")
+    c.that(out["failed_calls"] <= 0.01 * out["invites"], f"failed calls {out['failed_calls']} ≤ 1 % of {out['invites']}")
+    return c
+
+
 TESTS = {
     "dispatcher_loop": dispatcher_loop,
+    "dispatcher_module_server": dispatcher_module_server,
 }
 
 
