@@ -16,9 +16,9 @@
 //
 // and check the library it runs with (the same major version, by its SONAME, but possibly
 // older than the header it was built with): `lc_version_number() >= LC_VERSION_NUMBER`.
-#define LC_VERSION "1.0.0"
+#define LC_VERSION "1.1.0"
 #define LC_VERSION_MAJOR 1
-#define LC_VERSION_MINOR 0
+#define LC_VERSION_MINOR 1
 #define LC_VERSION_PATCH 0
 // MAJOR × 10000 + MINOR × 100 + PATCH (MINOR and PATCH stay below 100): 0.1.0 is 100.
 #define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH)
@@ -230,6 +230,47 @@ typedef struct lc_rule_stats {
   // Redirects turned into 503 by the allow-list.
   uint64_t redirect_refused;
 } lc_rule_stats;
+
+// What a rule's `limit` counts (`lc_rule_info.limit_kind`): an `LC_LIMIT_*` value.
+typedef uint32_t lc_limit_kind;
+
+// What to do with a request: an `LC_VERDICT_*` value (`lc_decision.verdict`).
+typedef uint32_t lc_verdict;
+
+// One rule of the published policy as it is enforced, for `lc_engine_rules_each` (its counters
+// are `lc_engine_stats_each`'s). The strings are valid during the callback.
+typedef struct lc_rule_info {
+  // Position in the published policy (the order rules are tried). To pair a row with
+  // `lc_engine_stats_each`'s, match `source` and `rule`: a publish between the two calls
+  // may move indexes.
+  size_t index;
+  // The source that published the rule.
+  struct lc_str source;
+  // The rule id.
+  struct lc_str rule;
+  // The whole rule on one line, as `loadctl check` prints it (`r1: to in
+  // {tel:+1-212-555-1234}; method INVITE -> accept rate 100/s, else reject (503)`). For
+  // people: the format may change in any release, do not parse it.
+  struct lc_str text;
+  // The version (the `version` attribute of `<ruleset>`, RFC 7200) of the source's current
+  // policy: that of the last document applied to it, full or partial (partial documents
+  // merged in), as `lc_engine_source_version` gives it. The same in every row of a source.
+  uint32_t source_version;
+  // What `limit` counts: an `LC_LIMIT_*` value.
+  lc_limit_kind limit_kind;
+  // The amount accepted: requests per second (`LC_LIMIT_RATE`), the percentage of matching
+  // requests (`LC_LIMIT_PERCENT`) or the outstanding requests (`LC_LIMIT_WINDOW`).
+  double limit;
+  // For `LC_VERDICT_REDIRECT`: the `alt-target` URIs, in document order, separated by single
+  // spaces. Empty (`len` 0) otherwise.
+  struct lc_str alt_targets;
+  // What the requests over the limit get (the rule's `alt-action`), as the `lc_decision`
+  // verdict they are given: `LC_VERDICT_REJECT` (503), `LC_VERDICT_REDIRECT` (302 to
+  // `alt_targets`) or `LC_VERDICT_DROP`. The policy as written: a notifier's redirect that
+  // the engine answers with a reject (its targets are outside `redirect_allow`, see
+  // `lc_rule_stats.redirect_refused`) is still `LC_VERDICT_REDIRECT` here.
+  lc_verdict alt_action;
+} lc_rule_info;
 
 // Subscriber settings for `lc_subscriber_new` (zero-initialise, then set the required
 // strings). Read during `lc_subscriber_new` only: the subscriber keeps copies.
@@ -751,9 +792,6 @@ typedef struct lc_request {
   struct lc_str resource_priority;
 } lc_request;
 
-// What to do with a request: an `LC_VERDICT_*` value (`lc_decision.verdict`).
-typedef uint32_t lc_verdict;
-
 // Why a request was let through without trying any rule (`lc_decision.exempt_reason`).
 typedef uint32_t lc_exempt_reason;
 
@@ -929,6 +967,16 @@ typedef uint32_t lc_sip_flags;
 // Let emergency requests through: Request-URI (or To, when the Request-URI is not a URN)
 // `urn:service:sos` or `urn:service:sos.*` (RFC 5031).
 #define LC_EXEMPT_EMERGENCY 1
+
+// `<rate>`: `limit` is requests per second.
+#define LC_LIMIT_RATE 1
+
+// `<percent>`: `limit` is the percentage (0 to 100) of the matching requests accepted.
+#define LC_LIMIT_PERCENT 2
+
+// `<win>`: `limit` is how many accepted requests may be outstanding at once (a window rule's
+// admission holds its slot until its ticket goes back through `lc_complete`).
+#define LC_LIMIT_WINDOW 3
 
 // SUBSCRIBE.
 #define LC_METHOD_SUBSCRIBE 0
@@ -1324,6 +1372,38 @@ lc_result lc_engine_stats(const struct lc_engine *engine, struct lc_stats *out);
 lc_result lc_engine_stats_each(const struct lc_engine *engine,
                                void (*callback)(void *userdata, const struct lc_rule_stats *row),
                                void *userdata);
+
+// Calls `callback(userdata, &row)` once for each rule of the published policy, in the order
+// rules are tried, on the calling thread, before returning: what each rule is (its source and
+// the version of the source's policy, its limit, what the excess gets), where
+// `lc_engine_stats_each` gives what it counted. The rows are a copy taken when the call starts:
+// the callback may call any `lc_` function, publishing to this engine included, without
+// changing what the remaining rows report. `row` and its strings (`source`, `rule`, `text`,
+// `alt_targets`) are valid during that callback only: copy what you keep. The callback must
+// not unwind (no C++ exceptions, no `longjmp` out of it). `callback` NULL:
+// `LC_RESULT_NULL_PARAMETER`. A source whose policy has no rules has no row
+// (`lc_engine_source_version` gives its version).
+//
+// # Safety
+// `engine` from `lc_engine_new`; `callback` a valid function that does not unwind; `userdata`
+// is passed through untouched.
+lc_result lc_engine_rules_each(const struct lc_engine *engine,
+                               void (*callback)(void *userdata, const struct lc_rule_info *row),
+                               void *userdata);
+
+// Writes the version (the `version` attribute of `<ruleset>`, RFC 7200) of `source`'s current
+// policy into `*out`: that of the last document applied to it, full or partial. The next
+// partial document `lc_engine_apply` takes for the source carries this version + 1. A source
+// whose policy has no rules has a version too (and no row in `lc_engine_rules_each`).
+//
+// Errors: `LC_RESULT_UNKNOWN_SOURCE` when the source has no policy (none published, or
+// withdrawn).
+//
+// # Safety
+// `engine` from `lc_engine_new`; `source` readable; `out` writable.
+lc_result lc_engine_source_version(const struct lc_engine *engine,
+                                   struct lc_str source,
+                                   uint32_t *out);
 
 // Writes the counters in the Prometheus text exposition format (version 0.0.4) into `buf` and
 // the length into `*written` (not NUL-terminated). When `cap` is too small returns

@@ -307,6 +307,21 @@ pub struct Snapshot {
     /// new), so shards that follow every publish re-map without hashing.
     pub(crate) previous: Vec<u32>,
     sources: Vec<Name>,
+    /// The version of each source's policy, indexed like `sources`.
+    source_versions: Vec<u32>,
+}
+
+/// One rule of a published [`Snapshot`], as [`Snapshot::rules`] lists it: the rule as it is
+/// enforced, with the source that published it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PublishedRule<'a> {
+    /// The name of the source that published the rule.
+    pub source: &'a str,
+    /// The version (RFC 7200: the `version` attribute of `<ruleset>`) of that source's policy
+    /// in this snapshot: that of the last document applied to it, full or partial.
+    pub source_version: u32,
+    /// The rule, with the source's partial documents merged in.
+    pub rule: &'a Rule,
 }
 
 impl Snapshot {
@@ -342,6 +357,28 @@ impl Snapshot {
             .get(i)
             .and_then(|r| self.sources.get(r.source() as usize))
             .map_or("", |s| s)
+    }
+
+    /// The rules in the order they are tried (the first match wins), each with its source and
+    /// the version of the source's policy. The snapshot is immutable: a later publish makes a
+    /// new one and leaves this list as it is.
+    pub fn rules(&self) -> impl ExactSizeIterator<Item = PublishedRule<'_>> + '_ {
+        self.policy.rules().iter().map(|r| {
+            let s = r.source() as usize;
+            PublishedRule {
+                source: self.sources.get(s).map_or("", |n| n),
+                source_version: self.source_versions.get(s).copied().unwrap_or(0),
+                rule: r.rule(),
+            }
+        })
+    }
+
+    /// The version (RFC 7200: the `version` attribute of `<ruleset>`) of `source`'s policy in
+    /// this snapshot: that of the last document applied to it, full or partial. `None` when
+    /// the source has no policy here. A source whose policy holds no rule has a version too.
+    pub fn source_version(&self, source: &str) -> Option<u32> {
+        let i = self.sources.iter().position(|s| &**s == source)?;
+        self.source_versions.get(i).copied()
     }
 
     /// Rule `i`'s shared cell.
@@ -493,6 +530,7 @@ impl Engine {
             rules: Vec::new(),
             previous: Vec::new(),
             sources: Vec::new(),
+            source_versions: Vec::new(),
         };
         Self {
             inner: Arc::new(Inner {
@@ -695,6 +733,7 @@ impl Engine {
                 .iter()
                 .map(|(s, _)| Name::from(s.name.as_str()))
                 .collect(),
+            source_versions: sources.iter().map(|(_, r)| r.version()).collect(),
         };
         let old_cells = std::mem::replace(cells, next_cells);
         retired.retain(|key, _| !cells.contains_key(key));
@@ -761,3 +800,114 @@ impl std::fmt::Display for PinError {
 }
 
 impl std::error::Error for PinError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(version: u32, state: &str, rules: &str) -> Ruleset {
+        let text = format!(
+            "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" \
+             xmlns:lc=\"urn:ietf:params:xml:ns:load-control\" version=\"{version}\" \
+             state=\"{state}\">{rules}</ruleset>"
+        );
+        policy::read(text.as_bytes(), &Limits::default())
+            .unwrap_or_else(|e| panic!("{e}\n{text}"))
+            .ruleset
+    }
+
+    fn rule(id: &str, accept: &str) -> String {
+        format!("<rule id=\"{id}\"><actions>{accept}</actions></rule>")
+    }
+
+    /// (source, version, rule id, limit) of each published rule.
+    fn listed(snapshot: &Snapshot) -> Vec<(String, u32, String, Limit)> {
+        snapshot
+            .rules()
+            .map(|r| {
+                (
+                    r.source.to_owned(),
+                    r.source_version,
+                    r.rule.id.to_string(),
+                    r.rule.accept.limit,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_snapshot_lists_its_rules_with_their_sources_and_versions() {
+        let e = Engine::new(EngineConfig::default());
+        assert_eq!(e.snapshot().rules().len(), 0);
+        assert_eq!(e.snapshot().source_version("a"), None);
+        let rate = |r: f64| Limit::Rate(policy::Rate::new(r).expect("rate"));
+        e.publish(
+            &Source::local("a"),
+            doc(
+                7,
+                "full",
+                &(rule("r1", "<lc:accept><lc:rate>20</lc:rate></lc:accept>")
+                    + &rule("r2", "<lc:accept><lc:win>5</lc:win></lc:accept>")),
+            ),
+        )
+        .expect("a");
+        e.publish(&Source::local("empty"), doc(3, "full", ""))
+            .expect("empty");
+        e.publish(
+            &Source::local("b"),
+            doc(
+                0,
+                "full",
+                &rule("r1", "<lc:accept><lc:rate>1</lc:rate></lc:accept>"),
+            ),
+        )
+        .expect("b");
+        let before = e.snapshot();
+        // A partial document: r1 retuned in place, r3 appended, the version is the partial's.
+        e.apply(
+            &Source::local("a"),
+            doc(
+                8,
+                "partial",
+                &(rule("r1", "<lc:accept><lc:rate>30</lc:rate></lc:accept>")
+                    + &rule("r3", "<lc:accept><lc:percent>40</lc:percent></lc:accept>")),
+            ),
+        )
+        .expect("partial");
+        let s = e.snapshot();
+        let row = |src: &str, v: u32, id: &str, l: Limit| (src.to_owned(), v, id.to_owned(), l);
+        assert_eq!(
+            listed(&s),
+            [
+                row("a", 8, "r1", rate(30.0)),
+                row("a", 8, "r2", Limit::Window(5)),
+                row(
+                    "a",
+                    8,
+                    "r3",
+                    Limit::Percent(policy::Percent::new(40.0).expect("percent"))
+                ),
+                row("b", 0, "r1", rate(1.0)),
+            ]
+        );
+        // The rows are the snapshot's: in the order rules are tried, with source_of's names.
+        for (i, r) in s.rules().enumerate() {
+            assert_eq!(r.source, s.source_of(i));
+            assert_eq!(r.rule.id, *s.policy().rules()[i].id());
+        }
+        assert_eq!(s.source_version("a"), Some(8));
+        assert_eq!(s.source_version("empty"), Some(3));
+        assert_eq!(s.source_version("b"), Some(0));
+        assert_eq!(s.source_version("c"), None);
+        assert_eq!(
+            s.source_version("a"),
+            e.source_policy("a").map(|p| p.version())
+        );
+        // An older snapshot keeps what it had.
+        assert_eq!(before.source_version("a"), Some(7));
+        assert_eq!(listed(&before)[0], row("a", 7, "r1", rate(20.0)));
+        e.withdraw("empty").expect("withdraw");
+        assert_eq!(e.snapshot().source_version("empty"), None);
+        assert_eq!(e.snapshot().source_version("b"), Some(0));
+    }
+}

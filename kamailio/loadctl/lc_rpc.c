@@ -82,7 +82,7 @@ static void lc_rpc_publish(rpc_t *rpc, void *ctx)
 				"%u)\n",
 				source.len, source.s, path ? " from " : "", path ? path : "",
 				lc_store_version());
-		rpc->rpl_printf(ctx, "ok: source %.*s, version %u", source.len,
+		rpc->rpl_printf(ctx, "ok: source %.*s, store version %u", source.len,
 				source.s, lc_store_version());
 	}
 	if(path)
@@ -121,7 +121,7 @@ static void lc_rpc_reload(rpc_t *rpc, void *ctx)
 	pkg_free(body);
 	LM_INFO("loadctl.reload: %s published as source %.*s (store version %u)\n",
 			lc_policy_file, lc_source.len, lc_source.s, lc_store_version());
-	rpc->rpl_printf(ctx, "ok: %s as source %.*s, version %u", lc_policy_file,
+	rpc->rpl_printf(ctx, "ok: %s as source %.*s, store version %u", lc_policy_file,
 			lc_source.len, lc_source.s, lc_store_version());
 }
 
@@ -139,7 +139,7 @@ static void lc_rpc_withdraw(rpc_t *rpc, void *ctx)
 				ctx, 404, "no policy from source %.*s", source.len, source.s);
 		return;
 	}
-	rpc->rpl_printf(ctx, "ok: source %.*s withdrawn, version %u", source.len,
+	rpc->rpl_printf(ctx, "ok: source %.*s withdrawn, store version %u", source.len,
 			source.s, lc_store_version());
 }
 
@@ -177,7 +177,8 @@ static void lc_rpc_proc_cb(void *p, const lc_proc_totals_t *t)
 	if(a->rpc->array_add(a->arr, "{", &st) < 0)
 		return;
 	a->rpc->struct_add(st, "ddduJJJJJJJJJJJJ", "pid", t->pid, "rank", t->rank,
-			"synced", t->version == lc_store_version(), "version", t->version,
+			"synced", t->version == lc_store_version(), "store_version",
+			t->version,
 			"total", t->total, "exempt", t->exempt, "unmatched", t->unmatched,
 			"matched", t->matched, "accepted", t->accepted, "rejected",
 			t->rejected, "redirected", t->redirected, "dropped", t->dropped,
@@ -245,7 +246,8 @@ static void lc_rpc_stats(rpc_t *rpc, void *ctx)
 	lc_stats_each_proc(lc_rpc_proc_cb, &acc);
 	if(rpc->add(ctx, "{", &top) < 0)
 		return;
-	rpc->struct_add(top, "udddJJJJJJJJJJJJ", "version", lc_store_version(),
+	rpc->struct_add(top, "udddJJJJJJJJJJJJ", "store_version",
+			lc_store_version(),
 			"shared_cells", lc_shared_cells(), "cells_in_use",
 			lc_shared_cells_in_use(), "processes", acc.nprocs, "total",
 			acc.sum.total, "exempt", acc.sum.exempt, "exempt_emergency",
@@ -288,32 +290,54 @@ typedef struct lc_rpc_rules_acc
 } lc_rpc_rules_acc_t;
 
 static void lc_rpc_source_cb(void *p, const char *name, unsigned int seq,
-		const char *body, size_t len)
+		long doc_version, size_t len)
 {
 	lc_rpc_rules_acc_t *a = (lc_rpc_rules_acc_t *)p;
 	void *st;
 
 	if(a->rpc->array_add(a->arr, "{", &st) < 0)
 		return;
-	a->rpc->struct_add(
-			st, "sud", "source", name, "version", seq, "bytes", (int)len);
+	a->rpc->struct_add(st, "s", "source", name);
+	if(doc_version >= 0)
+		a->rpc->struct_add(st, "u", "version", (unsigned int)doc_version);
+	a->rpc->struct_add(st, "ud", "store_version", seq, "bytes", (int)len);
 }
 
-static void lc_rpc_rule_cb(void *p, const lc_rule_stats *row)
+static str lc_rpc_str(lc_str s)
 {
+	str r;
+	r.s = (char *)s.ptr;
+	r.len = (int)s.len;
+	return r;
+}
+
+static void lc_rpc_rule_cb(void *p, const lc_rule_info *row)
+{
+	static const char *kinds[] = {"", "rate", "percent", "window"};
+	static const char *actions[] = {"", "reject", "redirect", "drop"};
 	lc_rpc_rules_acc_t *a = (lc_rpc_rules_acc_t *)p;
+	str source = lc_rpc_str(row->source), rule = lc_rpc_str(row->rule);
+	str text = lc_rpc_str(row->text), targets = lc_rpc_str(row->alt_targets);
 	void *st;
 
 	if(a->rpc->array_add(a->arr, "{", &st) < 0)
 		return;
-	a->rpc->struct_add(st, "dSS", "index", (int)row->index, "source",
-			&(str){(char *)row->source.ptr, (int)row->source.len}, "rule",
-			&(str){(char *)row->rule.ptr, (int)row->rule.len});
+	a->rpc->struct_add(st, "dSuSfsS", "index", (int)row->index, "source",
+			&source, "version", row->source_version, "rule", &rule, "limit",
+			row->limit, "limit_kind",
+			kinds[row->limit_kind <= LC_LIMIT_WINDOW ? row->limit_kind : 0],
+			"text", &text);
+	a->rpc->struct_add(st, "s", "alt_action",
+			actions[row->alt_action <= LC_VERDICT_DROP ? row->alt_action : 0]);
+	if(row->alt_action == LC_VERDICT_REDIRECT)
+		a->rpc->struct_add(st, "S", "alt_targets", &targets);
 }
 
 static const char *lc_rpc_rules_doc[] = {
-		"The published sources (in the order rules are tried) and their "
-		"rules.",
+		"The published sources (in the order rules are tried: name, the "
+		"RFC 7200 version of its document, size) and their rules as enforced "
+		"(index, source, version, rule id, limit and its kind, what the "
+		"excess gets, the rule on one line).",
 		0};
 
 static void lc_rpc_rules(rpc_t *rpc, void *ctx)
@@ -323,7 +347,7 @@ static void lc_rpc_rules(rpc_t *rpc, void *ctx)
 
 	if(rpc->add(ctx, "{", &top) < 0)
 		return;
-	rpc->struct_add(top, "u", "version", lc_store_version());
+	rpc->struct_add(top, "u", "store_version", lc_store_version());
 	if(rpc->struct_add(top, "[", "sources", &arr) < 0)
 		return;
 	acc.rpc = rpc;
@@ -333,7 +357,7 @@ static void lc_rpc_rules(rpc_t *rpc, void *ctx)
 		return;
 	/* the rule list as an engine compiles the stored documents */
 	acc.arr = arr;
-	if(lc_store_rules(lc_rpc_rule_cb, &acc) < 0)
+	if(lc_store_rule_info(lc_rpc_rule_cb, &acc) < 0)
 		rpc->fault(ctx, 500, "cannot compile the stored policy");
 }
 

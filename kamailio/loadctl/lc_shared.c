@@ -452,34 +452,76 @@ int lc_store_withdraw(str *source)
 	return 0;
 }
 
+static lc_str lc_name_str(const char *name)
+{
+	lc_str r;
+	r.ptr = (const uint8_t *)name;
+	r.len = strlen(name);
+	return r;
+}
+
+/* This process's validating engine, up to date with the store (the caller
+ * holds the store lock). NULL when it cannot be made (logged). */
+static lc_proc_t *lc_validator_synced(void)
+{
+	if(_lc_validator == NULL)
+		_lc_validator = lc_proc_alloc(1);
+	if(_lc_validator != NULL)
+		lc_sync_locked(_lc_validator);
+	return _lc_validator;
+}
+
 int lc_store_rules(void (*cb)(void *p, const lc_rule_stats *row), void *p)
 {
+	lc_proc_t *v;
+
 	if(_lc_store == NULL)
 		return -1;
-	if(_lc_validator == NULL) {
-		_lc_validator = lc_proc_alloc(1);
-		if(_lc_validator == NULL)
-			return -1;
-	}
 	lock_get(&_lc_store->lock);
-	lc_sync_locked(_lc_validator);
-	lc_engine_stats_each(_lc_validator->engine, cb, p);
+	v = lc_validator_synced();
+	if(v != NULL)
+		lc_engine_stats_each(v->engine, cb, p);
 	lock_release(&_lc_store->lock);
-	return 0;
+	return v != NULL ? 0 : -1;
+}
+
+int lc_store_rule_info(void (*cb)(void *p, const lc_rule_info *row), void *p)
+{
+	lc_proc_t *v;
+
+	if(_lc_store == NULL)
+		return -1;
+	lock_get(&_lc_store->lock);
+	v = lc_validator_synced();
+	if(v != NULL)
+		lc_engine_rules_each(v->engine, cb, p);
+	lock_release(&_lc_store->lock);
+	return v != NULL ? 0 : -1;
 }
 
 void lc_store_each(void (*cb)(void *p, const char *name, unsigned int seq,
-						   const char *body, size_t len),
+						   long doc_version, size_t len),
 		void *p)
 {
+	lc_proc_t *v;
+	uint32_t version;
+	long doc_version;
 	int i;
 
 	if(_lc_store == NULL)
 		return;
 	lock_get(&_lc_store->lock);
-	for(i = 0; i < _lc_store->ndocs; i++)
-		cb(p, _lc_store->docs[i].name, _lc_store->docs[i].seq,
-				_lc_store->docs[i].body, _lc_store->docs[i].len);
+	v = lc_validator_synced();
+	for(i = 0; i < _lc_store->ndocs; i++) {
+		doc_version = -1;
+		if(v != NULL
+				&& lc_engine_source_version(v->engine,
+						   lc_name_str(_lc_store->docs[i].name), &version)
+						   == LC_RESULT_OK)
+			doc_version = (long)version;
+		cb(p, _lc_store->docs[i].name, _lc_store->docs[i].seq, doc_version,
+				_lc_store->docs[i].len);
+	}
 	lock_release(&_lc_store->lock);
 }
 

@@ -148,15 +148,19 @@ int lc_store_publish_from(str *source, str *notifier, const char *body,
 void lc_store_drop_validator(void);
 /* Removes `source`'s document. -1 if there is none. */
 int lc_store_withdraw(str *source);
-/* Calls cb for each stored source: name, version of the store when it was
- * published, body. Under the store lock: do not publish from cb. */
+/* Calls cb for each stored source: name, the store version that published
+ * it, its document's RFC 7200 version (-1 when this process cannot compile
+ * the store), its size. Under the store lock: do not publish from cb. */
 void lc_store_each(void (*cb)(void *p, const char *name, unsigned int seq,
-						   const char *body, size_t len),
+						   long doc_version, size_t len),
 		void *p);
+/* The store's change counter: one more at every publish or withdraw. */
 unsigned int lc_store_version(void);
 /* Calls cb for each rule of the stored policy, in the order rules are tried
- * (compiled in the calling process; under the store lock). -1 on failure. */
+ * (compiled in the calling process; under the store lock): its counters in
+ * that engine, or (lc_store_rule_info) what it is. -1 on failure. */
 int lc_store_rules(void (*cb)(void *p, const lc_rule_stats *row), void *p);
+int lc_store_rule_info(void (*cb)(void *p, const lc_rule_info *row), void *p);
 
 /* The calling process's engine and worker, created on first use. NULL on
  * failure (logged). Brings the engine up to date with the store. */

@@ -281,8 +281,15 @@ def policy_reload(run: Run) -> Checks:
     good = kam.rpc("loadctl.reload")
     c.that("result" in good, f"the edited file is published: {good.get('result') or good.get('error')}")
     c.that(first_line_of_call(3) == "forwarded", "its rate 1000 admits the call")
-    rules = [r["rule"] for r in kam.rpc("loadctl.rules")["result"]["rules"]]
+    listed = kam.rpc("loadctl.rules")["result"]
+    rules = [r["rule"] for r in listed["rules"]]
     c.that(rules == ["reload"], f"it replaced the source's policy, the one published by RPC under it too: {rules}")
+    # the file's <ruleset version="2"> and <rate>1000</rate> (RFC 7200 §5), not the store's counter
+    row = (listed["rules"] or [{}])[0]
+    c.that(row.get("version") == 2 and row.get("limit_kind") == "rate" and row.get("limit") == 1000.0 and row.get("alt_action") == "reject",
+           f"loadctl.rules shows the reloaded document's version and limit: version {row.get('version')}, {row.get('limit_kind')} {row.get('limit')}, "
+           f"else {row.get('alt_action')}")
+    c.that([(x["source"], x.get("version")) for x in listed["sources"]] == [("local", 2)], f"loadctl.rules sources: {listed['sources']}")
     peer.close()
     hop.close()
     return c
@@ -385,10 +392,10 @@ def children4_rpc(run: Run) -> Checks:
         bound = [p for p in s1 if s1[p]["matched"] - s0.get(p, {"matched": 0})["matched"] > 1.1 * r * span]
         c.that(len(bound) >= 2, f"{len(bound)} processes saw more than R·t, so their own limit bound")
     # An invalid document over RPC is refused and changes nothing.
-    version = kam.rpc("loadctl.stats")["result"]["version"]
+    version = kam.rpc("loadctl.stats")["result"]["store_version"]
     bad = kam.rpc("loadctl.publish", document(1, "full", rate_rule(-1)))
     c.that("error" in bad and "negative" in bad["error"]["message"], f"invalid document refused: {bad.get('error')}")
-    c.that(kam.rpc("loadctl.stats")["result"]["version"] == version, "the store's version did not move")
+    c.that(kam.rpc("loadctl.stats")["result"]["store_version"] == version, "the store's version did not move")
     time.sleep(1.0)
     # rate 0: no child may admit a matching call from 1 s after the publish on.
     zero = kam.rpc("loadctl.publish", document(1, "full", rate_rule(0)))
@@ -420,7 +427,7 @@ def children4_rpc(run: Run) -> Checks:
     other_rate = harness.count_in([a for a in other], t_withdraw + 1.0, t_end - 1.0) / max(0.1, t_end - 2.0 - t_withdraw)
     c.rate("after withdraw: every matching call passes (3× the non-matching rate)", matching, t_withdraw + 1.0, t_end - 1.0, 3 * other_rate, tolerance=0.05)
     synced = [p for p in stats["per_process"] if p["total"] > 0]
-    c.that(synced and all(p["synced"] for p in synced), f"every process that handled traffic synced to store version {stats['version']}: {[(p['pid'], p['version']) for p in synced]}")
+    c.that(synced and all(p["synced"] for p in synced), f"every process that handled traffic synced to store version {stats['store_version']}: {[(p['pid'], p['store_version']) for p in synced]}")
     # the same counters as Kamailio statistics (kex's stats.get_statistics), summed over the
     # processes: equal to loadctl.stats's totals read right after (no traffic in between)
     kstats = kamailio_statistics(kam, "loadctl:")
@@ -481,6 +488,13 @@ def actions(run: Run) -> Checks:
                f"loadctl.stats per rule: {[(k, v['matched'], v['accepted'], v['rejected'], v['redirected']) for k, v in rows.items()]}")
         rules = kam.rpc("loadctl.rules")["result"]
         c.that([x["rule"] for x in rules["rules"]] == ["redirect", "drop", "window"], f"loadctl.rules: {rules['rules']}")
+        # what the document says each rule does (RFC 7200 §5.3: <rate>, <win>, alt-action, alt-target)
+        got = [(x["rule"], x["limit_kind"], x["limit"], x["alt_action"], x.get("alt_targets"), x["version"]) for x in rules["rules"]]
+        want = [("redirect", "rate", 0.0, "redirect", "sip:overflow@example.net", 0), ("drop", "rate", 0.0, "drop", None, 0),
+                ("window", "window", 3.0, "reject", None, 0)]
+        c.that(got == want, f"loadctl.rules: limit, excess and document version per rule: {got}")
+        c.that(all(x["text"].startswith(x["rule"] + ":") for x in rules["rules"]), f"loadctl.rules: each rule on one line: {[x['text'] for x in rules['rules']]}")
+        c.that([(x["source"], x.get("version")) for x in rules["sources"]] == [("local", 0)], f"loadctl.rules sources: {rules['sources']}")
     finally:
         hop.close()
         client.close()
