@@ -471,32 +471,41 @@ static lc_proc_t *lc_validator_synced(void)
 	return _lc_validator;
 }
 
-int lc_store_rules(void (*cb)(void *p, const lc_rule_stats *row), void *p)
+/* Takes the store lock and returns this process's validating engine, synced;
+ * NULL (lock not held) when there is no store or no engine. */
+static lc_proc_t *lc_validator_lock(void)
 {
 	lc_proc_t *v;
 
 	if(_lc_store == NULL)
-		return -1;
+		return NULL;
 	lock_get(&_lc_store->lock);
 	v = lc_validator_synced();
-	if(v != NULL)
-		lc_engine_stats_each(v->engine, cb, p);
+	if(v == NULL)
+		lock_release(&_lc_store->lock);
+	return v;
+}
+
+int lc_store_rules(void (*cb)(void *p, const lc_rule_stats *row), void *p)
+{
+	lc_proc_t *v = lc_validator_lock();
+
+	if(v == NULL)
+		return -1;
+	lc_engine_stats_each(v->engine, cb, p);
 	lock_release(&_lc_store->lock);
-	return v != NULL ? 0 : -1;
+	return 0;
 }
 
 int lc_store_rule_info(void (*cb)(void *p, const lc_rule_info *row), void *p)
 {
-	lc_proc_t *v;
+	lc_proc_t *v = lc_validator_lock();
 
-	if(_lc_store == NULL)
+	if(v == NULL)
 		return -1;
-	lock_get(&_lc_store->lock);
-	v = lc_validator_synced();
-	if(v != NULL)
-		lc_engine_rules_each(v->engine, cb, p);
+	lc_engine_rules_each(v->engine, cb, p);
 	lock_release(&_lc_store->lock);
-	return v != NULL ? 0 : -1;
+	return 0;
 }
 
 void lc_store_each(void (*cb)(void *p, const char *name, unsigned int seq,
