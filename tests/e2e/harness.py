@@ -39,6 +39,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import socket
 import statistics
@@ -196,6 +197,25 @@ except (ValueError, OSError):
     pass
 
 
+def run_base():
+    """Where run directories go: $LOADCTL_E2E_DIR if set, else /dev/shm when it is a writable
+    tmpfs, else the temporary directory. Every process under measurement writes its logs and
+    statistics there, and on a disk those writes can block for seconds while the file system
+    commits other work (a fresh-clone CI run saw the UAC, the UAS and the notifier SIPp all
+    write no statistics line for 8.7 s at once, a few minutes after a large build); a RAM disk
+    does not wait on the disk."""
+    explicit = os.environ.get("LOADCTL_E2E_DIR")
+    if explicit:
+        return explicit
+    shm = Path("/dev/shm")
+    try:
+        with open("/proc/mounts") as mounts:
+            tmpfs = any(line.split()[1:3] == [str(shm), "tmpfs"] for line in mounts if len(line.split()) > 2)
+    except OSError:
+        tmpfs = False
+    return str(shm) if tmpfs and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 class Run:
     """A per-run directory and the processes started in it; a context manager.
 
@@ -208,7 +228,7 @@ class Run:
     """
 
     def __init__(self, name: str = "e2e", keep: bool = False, base=None):
-        self.dir = Path(tempfile.mkdtemp(prefix=f"loadctl-{name}-", dir=base))
+        self.dir = Path(tempfile.mkdtemp(prefix=f"loadctl-{name}-", dir=base or run_base()))
         self.keep = keep
         self.procs: list = []
 
@@ -218,7 +238,15 @@ class Run:
     def __exit__(self, exc_type, exc, tb):
         self.stop_all()
         if exc_type is not None or self.keep:
-            print(f"[harness] logs kept in {self.dir}", flush=True)
+            kept = self.dir
+            if kept.parent != Path(tempfile.gettempdir()):
+                # Off the RAM disk, so that kept logs neither fill it nor vanish at a reboot.
+                try:
+                    kept = Path(tempfile.gettempdir()) / kept.name
+                    shutil.move(str(self.dir), str(kept))
+                except OSError:
+                    kept = self.dir
+            print(f"[harness] logs kept in {kept}", flush=True)
         else:
             _rmtree(self.dir)
         return False

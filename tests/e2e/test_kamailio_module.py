@@ -424,8 +424,7 @@ def children4_rpc(run: Run) -> Checks:
     else:
         c.rate("before the publish, at the UAS: what the processes admitted together (4 per-process limits)",
                matching, t0, t1, sum(a for _, a in seen_by.values()) / span, tolerance=0.05)
-    other_rate = harness.count_in([a for a in other], t_withdraw + 1.0, t_end - 1.0) / max(0.1, t_end - 2.0 - t_withdraw)
-    c.rate("after withdraw: every matching call passes (3× the non-matching rate)", matching, t_withdraw + 1.0, t_end - 1.0, 3 * other_rate, tolerance=0.05)
+    c.all_pass("after withdraw: every matching call passes", matching, other, t_withdraw + 1.0, t_end - 1.0)
     synced = [p for p in stats["per_process"] if p["total"] > 0]
     c.that(synced and all(p["synced"] for p in synced), f"every process that handled traffic synced to store version {stats['store_version']}: {[(p['pid'], p['store_version']) for p in synced]}")
     # the same counters as Kamailio statistics (kex's stats.get_statistics), summed over the
@@ -702,7 +701,7 @@ def subscriber_lifecycle(run: Run) -> Checks:
     c.rate("invalid v2 ignored, 2R kept", matching, t_bad + 0.1, t_gap, 2 * r)
     c.that(t_gap < t6, "the gap (v5) was ignored and the full state (v6) applied after the re-SUBSCRIBE")
     c.rate("full v6 after the gap, rate R", matching, t6 + 1.0, t_term, r)
-    c.rate("terminated: rule lifted, all 3R pass", matching, t_term + 1.0, last - 0.5, 3 * r, tolerance=0.05)
+    c.all_pass("terminated: rule lifted, every matching call passes", matching, other, t_term + 1.0, last - 0.5)
     trace = (notifier.cwd / "messages.log").read_text(errors="replace") if (notifier.cwd / "messages.log").exists() else ""
     received = re.findall(r"message received.*?\n\s*\n?(\S+ \S+)", trace)
     subscribes = [m for m in received if m.startswith("SUBSCRIBE ")]
