@@ -186,10 +186,8 @@ fn rfc_example_3_first_match_wins() {
 }
 
 fn policy_file(name: &str, accept: &str) -> String {
-    let path = std::env::temp_dir().join(format!(
-        "loadctl-cli-test-{}-{name}.xml",
-        std::process::id()
-    ));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("loadctl-cli-test-{name}.xml"));
     let doc = format!(
         "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"0\" state=\"full\">\
          <rule id=\"{name}\"><conditions><method>INVITE</method></conditions><actions>{accept}</actions></rule></ruleset>"
@@ -494,8 +492,7 @@ fn explain_says_why_a_request_is_exempt() {
 /// one list (RFC 3261 §7.3.1): `explain --pai` may be repeated.
 #[test]
 fn explain_takes_two_p_asserted_identities() {
-    let path =
-        std::env::temp_dir().join(format!("loadctl-cli-test-{}-pai.xml", std::process::id()));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("loadctl-cli-test-pai.xml");
     std::fs::write(
         &path,
         "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\" version=\"0\" state=\"full\">\
@@ -532,8 +529,7 @@ fn explain_takes_two_p_asserted_identities() {
 /// A policy with a `many-tel prefix="+1555"` rate rule on the Request-URI and one on a
 /// `pbx.example.com` context on To.
 fn tel_policy() -> String {
-    let path =
-        std::env::temp_dir().join(format!("loadctl-cli-test-{}-tel.xml", std::process::id()));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("loadctl-cli-test-tel.xml");
     let doc = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\" version=\"0\" state=\"full\">\
         <rule id=\"p1555\"><conditions><lc:call-identity><lc:sip><lc:request-uri><many-tel prefix=\"+1555\"/></lc:request-uri></lc:sip></lc:call-identity></conditions>\
         <actions><lc:accept alt-action=\"reject\"><lc:rate>10</lc:rate></lc:accept></actions></rule>\
