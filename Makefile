@@ -86,11 +86,12 @@ tools:
 	  $(CARGO) install --locked cbindgen --version $(CBINDGEN_VERSION)
 
 ## e2e-tools: what the end-to-end tests need (tests/e2e/): SIPp (Debian's sip-tester), Kamailio,
-## taskset, python3 — installed without letting the kamailio package start its system service
+## taskset, python3, tshark — installed without letting the kamailio package start its system service
 ## (tests/e2e/install-tools.sh)
 e2e-tools:
 	@command -v sipp >/dev/null && command -v kamailio >/dev/null && command -v taskset >/dev/null && \
-	  command -v python3 >/dev/null || sh tests/e2e/install-tools.sh
+	  command -v python3 >/dev/null && command -v tshark >/dev/null && command -v dumpcap >/dev/null || \
+	  sh tests/e2e/install-tools.sh
 
 ## e2e: the edge with real SIP peers on loopback (tests/e2e/test_edge.py): a SIPp notifier
 ## (full, partial, invalid, gap, terminated), SIPp UAC and UAS, rule actions over UDP, two

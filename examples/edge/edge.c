@@ -8,7 +8,7 @@
  *        [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]
  *        [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]
  *        [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]
- *                            [--oc-timeout-ms N]]
+ *                            [--oc-timeout-ms N] [--log-oc FILE]]
  *
  * With --subscribe it is an RFC 7200 subscriber: it SUBSCRIBEs to the notifier (the `load-control`
  * event package, through libloadctl's subscriber state machine and its SIP wire functions),
@@ -325,6 +325,7 @@ typedef struct {
     uint32_t oc_hop;
     char oc_params[64]; /* what the client adds to its Via */
     lc_oc_server *oc_srv;
+    FILE *oc_log; /* --log-oc: a line per Via this server wrote values into, or NULL */
     uint32_t oc_target_ppm;
     uint64_t oc_timeout_ns;
     /* "Retry-After: N\r\n" for the 503s of rules, or "" (--retry-after 0, the default). */
@@ -1002,28 +1003,40 @@ static void client_key(const struct sockaddr_in *src, const char *via, size_t vi
 
 /* Writes the Via entry `value` (one header value, possibly with further entries after a comma)
  * going upstream to `to`: with this edge's overload-control values for that client when it is
- * an overload-control server and the client takes part, else as it was. */
-static void put_upstream_via(worker_t *w, char *out, size_t *at, size_t cap, const char *value, size_t len,
-                             const peer_t *to, int have_to) {
+ * an overload-control server and the client takes part, else as it was. Returns the length of
+ * the value written with values (at `*oc_at`, for the client `oc_key`), 0 without. */
+static size_t put_upstream_via(worker_t *w, char *out, size_t *at, size_t cap, const char *value, size_t len,
+                               const peer_t *to, int have_to, size_t *oc_at, char oc_key[32]) {
     put(out, at, cap, "Via: ", 5);
     const struct sockaddr_in *client = NULL;
     if (have_to && !to->tcp) client = &to->addr;
     else if (have_to && w->conns && to->slot < w->nconns && w->conns[to->slot].gen == to->gen) client = &w->conns[to->slot].peer;
     if (w->e->oc_srv && client) {
-        char key[32];
-        addr_key(client, key, sizeof key);
+        addr_key(client, oc_key, 32);
         size_t written = 0;
-        lc_str k = {(const uint8_t *)key, strlen(key)};
+        lc_str k = {(const uint8_t *)oc_key, strlen(oc_key)};
         lc_str v = {(const uint8_t *)value, len};
         if (*at < cap && lc_oc_server_write_via(w->e->oc_srv, now_ns(), k, v, (uint8_t *)out + *at, cap - *at, &written) ==
                              LC_RESULT_OK) {
+            *oc_at = *at;
             *at += written;
             put(out, at, cap, "\r\n", 2);
-            return;
+            return written;
         }
     }
     put(out, at, cap, value, len);
     put(out, at, cap, "\r\n", 2);
+    return 0;
+}
+
+/* --log-oc: `oc-sent|CLIENT|CALL-ID|CSEQ|STATUS|VIA` for a response sent with this edge's values
+ * in `via` (what a capture of it must decode to). */
+static void log_oc_sent(const edge_t *e, const char *key, const char *msg, size_t len, const char *via, size_t via_len) {
+    size_t cl = 0, sl = 0;
+    size_t c = find_header(msg, len, "Call-ID", "i", &cl), q = find_header(msg, len, "CSeq", NULL, &sl);
+    unsigned status = len > 12 ? (unsigned)strtoul(msg + 8, NULL, 10) : 0;
+    fprintf(e->oc_log, "oc-sent|%s|%.*s|%.*s|%u|%.*s\n", key, (int)(c ? cl : 0), c ? msg + c : "", (int)(q ? sl : 0),
+            q ? msg + q : "", status, (int)via_len, via);
 }
 
 static void oc_answered(worker_t *w, unsigned long h);
@@ -1039,6 +1052,8 @@ static void forward_response(worker_t *w, const char *msg, size_t len, int local
     size_t at = 0;
     size_t i = 0;
     int dropped = 0, next_done = 0;
+    size_t oc_at = 0, oc_len = 0;
+    char oc_key[32] = "";
     peer_t to;
     memset(&to, 0, sizeof to);
     int have_to = 0;
@@ -1075,7 +1090,7 @@ static void forward_response(worker_t *w, const char *msg, size_t len, int local
                 v += comma + 1;
                 while (v < line_len && (h[v] == ' ' || h[v] == '\t')) v++;
                 if (!have_to) have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to.addr);
-                put_upstream_via(w, out, &at, cap, h + v, line_len - v, &to, have_to);
+                oc_len = put_upstream_via(w, out, &at, cap, h + v, line_len - v, &to, have_to, &oc_at, oc_key);
                 next_done = 1;
                 i = end + 1;
                 continue;
@@ -1083,7 +1098,7 @@ static void forward_response(worker_t *w, const char *msg, size_t len, int local
             if (!have_to) have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to.addr);
             if (!next_done) {
                 next_done = 1;
-                put_upstream_via(w, out, &at, cap, h + v, line_len - v, &to, have_to);
+                oc_len = put_upstream_via(w, out, &at, cap, h + v, line_len - v, &to, have_to, &oc_at, oc_key);
                 i = end + 1;
                 continue;
             }
@@ -1094,6 +1109,7 @@ static void forward_response(worker_t *w, const char *msg, size_t len, int local
     /* A final response ends the transaction: release its window slot. */
     if (len > 12 && msg[7] == ' ' && msg[8] >= '2') release(w, transaction_hash(msg, len));
     if (have_to && deliver(w, out, at, &to) != 0) BUMP(w->c.tcp_responses_orphaned); /* its connection has gone */
+    else if (have_to && oc_len && w->e->oc_log) log_oc_sent(w->e, oc_key, msg, len, out + oc_at, oc_len);
 }
 
 /* ------------------------------------------------------------------ overload control */
@@ -2039,6 +2055,7 @@ static const char HELP[] =
     "  --oc-algorithms A           loss | loss,rate | rate,loss (default loss,rate; needs --overload-control)\n"
     "  --oc-occupancy-target PCT   busy share above which this edge reports overload (default 80)\n"
     "  --oc-timeout-ms N           no response within N ms counts as a timeout (default 32000)\n"
+    "  --log-oc FILE               append a line per response sent with this edge's oc values (oc-sent|...)\n"
     "\n"
     "Operation:\n"
     "  --metrics IP:PORT           serve GET /metrics (Prometheus text format 0.0.4) over HTTP\n"
@@ -2084,6 +2101,7 @@ int main(int argc, char **argv) {
     const char *redirect_allow = NULL, *priority_namespaces = NULL;
     int emergency_exempt = 1, overload_control = 0;
     const char *oc_algorithms = "loss,rate";
+    const char *log_oc = NULL;
     long linger_us = 200, max_conns = 1024, idle_s = 300, oc_timeout_ms = 32000;
     double oc_target_pct = 80;
     long user_numbers = LC_SIP_USER_NUMBERS_GLOBAL;
@@ -2116,7 +2134,7 @@ int main(int argc, char **argv) {
                                                  "--uri", "--expires", "--startup-hold-ms", "--linger-us", "--transport",
                                                  "--max-connections", "--tcp-idle-s", "--redirect-allow", "--priority-namespaces",
                                                  "--oc-occupancy-target", "--oc-timeout-ms", "--oc-algorithms", "--retry-after",
-                                                 "--metrics", "--fallback-policy", "--sip-user-numbers"};
+                                                 "--metrics", "--fallback-policy", "--sip-user-numbers", "--log-oc"};
         int known = 0;
         for (size_t k = 0; k < sizeof WITH_VALUE / sizeof *WITH_VALUE; k++) known |= strcmp(opt, WITH_VALUE[k]) == 0;
         if (!known) return usage_error("unknown option %s", opt);
@@ -2154,6 +2172,9 @@ int main(int argc, char **argv) {
             oc_algorithms = val;
             bad = strcmp(val, "loss") && strcmp(val, "loss,rate") && strcmp(val, "rate,loss");
             oc_option = 1;
+        } else if (strcmp(opt, "--log-oc") == 0) {
+            log_oc = val;
+            oc_option = 1;
         } else if (strcmp(opt, "--retry-after") == 0) bad = number(val, 0, 86400, &retry_after);
         else if (strcmp(opt, "--metrics") == 0) metrics_at = val;
         else if (strcmp(opt, "--fallback-policy") == 0) e.fallback_path = val;
@@ -2167,7 +2188,8 @@ int main(int argc, char **argv) {
     e.udp_on = strcmp(transport, "udp") == 0 || strcmp(transport, "both") == 0;
     e.tcp_on = strcmp(transport, "tcp") == 0 || strcmp(transport, "both") == 0;
     if (!e.udp_on && !e.tcp_on) return usage_error("--transport: '%s' is not udp, tcp or both", transport);
-    if (oc_option && !overload_control) return usage_error("%s", "--oc-algorithms, --oc-occupancy-target and --oc-timeout-ms need --overload-control");
+    if (oc_option && !overload_control)
+        return usage_error("%s", "--oc-algorithms, --oc-occupancy-target, --oc-timeout-ms and --log-oc need --overload-control");
     if (!subscribe && (notifier_at || own_uri || expires_l || e.fallback_path))
         return usage_error("%s", "--notifier, --uri, --expires and --fallback-policy need --subscribe");
     if (!listen_at) return usage_error("%s", "--listen IP:PORT is required");
@@ -2262,6 +2284,11 @@ int main(int argc, char **argv) {
         }
         memcpy(e.oc_params, params.ptr, params.len);
         e.oc_params[params.len] = 0;
+        if (log_oc && !(e.oc_log = fopen(log_oc, "a"))) {
+            elog("cannot open %s: %s\n", log_oc, strerror(errno));
+            return 1;
+        }
+        if (e.oc_log) setvbuf(e.oc_log, NULL, _IOLBF, 0); /* a line as soon as it is sent: tail -f, a kill */
         e.oc_target_ppm = (uint32_t)(oc_target_pct * 10000.0 + 0.5);
         e.oc_timeout_ns = (uint64_t)oc_timeout_ms * 1000000ull;
     }
@@ -2431,6 +2458,7 @@ int main(int argc, char **argv) {
     free(e.held); /* what a hold still held at exit */
     lc_oc_client_free(e.oc);
     lc_oc_server_free(e.oc_srv);
+    if (e.oc_log) fclose(e.oc_log);
     lc_detector_free(e.det);
     if (e.tcp_on) {
         tcp_finish(&tcp_w);

@@ -1,7 +1,7 @@
 /* server: a capacity-limited SIP server built on libloadctl, to show overload control end to end.
  *
  *   server --listen IP:PORT --rate MU [--scheduler prsm|fifo] [--buffer N] [--overload-control]
- *          [--validity-ms N]
+ *          [--validity-ms N] [--log-oc FILE]
  *
  * It serves at most MU messages per second over UDP (every message costs the same service slot:
  * a 1/MU pacing in the serving thread), from a finite queue of --buffer messages (default 10000)
@@ -18,7 +18,8 @@
  * newest original served, the requests served that it counts — not ACKs — and how long the
  * server was busy, ACKs included), and every response's
  * top Via carries the oc values for its client (lc_oc_server_write_via, --validity-ms sets
- * oc-validity, default 500).
+ * oc-validity, default 500). --log-oc appends a line per such response to FILE:
+ * `oc-sent|CLIENT|CALL-ID|CSEQ|STATUS|VIA`, the Via as written (what a capture must decode to).
  *
  * SIGUSR1 prints counters; SIGINT/SIGTERM print them and exit. */
 #define _GNU_SOURCE
@@ -69,6 +70,7 @@ typedef struct {
     lc_detector *det;
     lc_oc_server *oc; /* NULL without --overload-control */
     lc_engine *engine; /* for the requests' categories (lc_oc_category_sip) */
+    FILE *oc_log;      /* --log-oc, or NULL */
     atomic_ulong received, served, served_retx, dropped, rejected, answered, malformed;
 } server_t;
 
@@ -84,6 +86,9 @@ static void respond(server_t *s, const char *msg, size_t len, const struct socka
     char key[32];
     addr_key(to, key, sizeof key);
     int via_done = 0;
+    size_t via_at = 0, via_len = 0; /* the oc Via as written, for --log-oc */
+    const char *callid = "", *cseq = "";
+    size_t callid_len = 0, cseq_len = 0;
     size_t i = 0;
     while (i < len && msg[i] != '\n') i++;
     i++;
@@ -105,6 +110,8 @@ static void respond(server_t *s, const char *msg, size_t len, const struct socka
             put(out, &at, sizeof out, "Via: ", 5);
             if (s->oc && lc_oc_server_write_via(s->oc, now_ns(), k, value, (uint8_t *)out + at, sizeof out - at, &written) ==
                              LC_RESULT_OK) {
+                via_at = at;
+                via_len = written;
                 at += written;
             } else {
                 put(out, &at, sizeof out, h + v, ll - v);
@@ -112,6 +119,18 @@ static void respond(server_t *s, const char *msg, size_t len, const struct socka
             put(out, &at, sizeof out, "\r\n", 2);
         } else if (header_is(h, ll, "Via", "v") || header_is(h, ll, "From", "f") || header_is(h, ll, "Call-ID", "i") ||
                    header_is(h, ll, "CSeq", NULL)) {
+            if (header_is(h, ll, "Call-ID", "i") || header_is(h, ll, "CSeq", NULL)) {
+                const char *colon = memchr(h, ':', ll);
+                size_t v = colon ? (size_t)(colon - h) + 1 : ll;
+                while (v < ll && (h[v] == ' ' || h[v] == '\t')) v++;
+                if (header_is(h, ll, "CSeq", NULL)) {
+                    cseq = h + v;
+                    cseq_len = ll - v;
+                } else {
+                    callid = h + v;
+                    callid_len = ll - v;
+                }
+            }
             put(out, &at, sizeof out, h, ll);
             put(out, &at, sizeof out, "\r\n", 2);
         } else if (header_is(h, ll, "To", "t")) {
@@ -122,7 +141,12 @@ static void respond(server_t *s, const char *msg, size_t len, const struct socka
         i = end + 1;
     }
     put(out, &at, sizeof out, "Content-Length: 0\r\n\r\n", 21);
-    if (sendto(s->sock, out, at, 0, (const struct sockaddr *)to, sizeof *to) >= 0) atomic_fetch_add(&s->answered, 1);
+    if (sendto(s->sock, out, at, 0, (const struct sockaddr *)to, sizeof *to) >= 0) {
+        atomic_fetch_add(&s->answered, 1);
+        if (s->oc_log && via_len > 0)
+            fprintf(s->oc_log, "oc-sent|%s|%.*s|%.*s|%u|%.*s\n", key, (int)callid_len, callid, (int)cseq_len, cseq, status,
+                    (int)via_len, out + via_at);
+    }
 }
 
 /* The serving thread: takes MU messages a second out of the scheduler, answers them, and reports
@@ -206,7 +230,7 @@ static void print_stats(server_t *s) {
 
 static int usage(void) {
     fprintf(stderr, "usage: server --listen IP:PORT --rate MU [--scheduler prsm|fifo] [--buffer N] [--overload-control]\n"
-                    "              [--validity-ms N]\n");
+                    "              [--validity-ms N] [--log-oc FILE]\n");
     return 2;
 }
 
@@ -215,6 +239,7 @@ int main(int argc, char **argv) {
     const char *listen_at = NULL, *scheduler = "prsm";
     long buffer = 10000, validity_ms = 500;
     int overload_control = 0;
+    const char *log_oc = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--overload-control") == 0) {
             overload_control = 1;
@@ -226,6 +251,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--scheduler") == 0) scheduler = argv[++i];
         else if (strcmp(argv[i], "--buffer") == 0) buffer = atol(argv[++i]);
         else if (strcmp(argv[i], "--validity-ms") == 0) validity_ms = atol(argv[++i]);
+        else if (strcmp(argv[i], "--log-oc") == 0) log_oc = argv[++i];
         else return usage();
     }
     struct sockaddr_in addr;
@@ -255,6 +281,11 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (log_oc && !(s.oc_log = fopen(log_oc, "a"))) {
+        fprintf(stderr, "server: cannot open %s: %s\n", log_oc, strerror(errno));
+        return 1;
+    }
+    if (s.oc_log) setvbuf(s.oc_log, NULL, _IOLBF, 0); /* a line as soon as it is sent: tail -f, a kill */
     s.sock = socket(AF_INET, SOCK_DGRAM, 0);
     if (s.sock < 0 || bind(s.sock, (struct sockaddr *)&addr, sizeof addr) < 0) {
         fprintf(stderr, "server: cannot listen on %s: %s\n", listen_at, strerror(errno));
@@ -339,6 +370,7 @@ int main(int argc, char **argv) {
     lc_detector_free(s.det);
     lc_oc_server_free(s.oc);
     lc_engine_free(s.engine);
+    if (s.oc_log) fclose(s.oc_log);
     close(s.sock);
     return 0;
 }

@@ -34,6 +34,7 @@ int lc_oc_enable = 0;
 int lc_oc_hops = 64;
 int lc_oc_validity_ms = 500;
 int lc_oc_tau_priority = 100;
+int lc_oc_log = 0;
 
 /* The hop table (shared memory, 64-byte aligned) and the load signal. */
 static char *_lc_oc_raw = NULL;
@@ -445,6 +446,16 @@ int ki_lc_oc_via(sip_msg_t *msg)
 		LM_ERR("cannot rewrite the upstream Via\n");
 		pkg_free(out);
 		return -4;
+	}
+	if(lc_oc_log) {
+		/* what this server told the client, for interop traces (1.3.23) */
+		str cid, cs;
+		/* a reply without them is logged with empty fields */
+		(void)parse_headers(msg, HDR_CALLID_F | HDR_CSEQ_F, 0);
+		cid = msg->callid ? msg->callid->body : (str){"", 0};
+		cs = msg->cseq ? msg->cseq->body : (str){"", 0};
+		LM_INFO("oc-sent|%s|%.*s|%.*s|%u|%.*s\n", key, cid.len, cid.s, cs.len,
+				cs.s, msg->first_line.u.reply.statuscode, (int)written, out);
 	}
 	return 1;
 }

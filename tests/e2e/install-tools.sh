@@ -1,6 +1,10 @@
 #!/bin/sh
 # Installs what the end-to-end tests need from Debian's packages: SIPp (sip-tester), Kamailio,
-# taskset (util-linux), python3. Used by `make e2e-tools` when one of them is missing.
+# taskset (util-linux), python3, tshark and dumpcap (the second reader of the RFC 7339 values
+# on the wire). Used by `make e2e-tools` when one of them is missing.
+#
+# wireshark-common asks whether non-root users may capture; the tests capture as root, so the
+# answer is preseeded "no" (no setuid dumpcap) and the install asks nothing.
 #
 # The kamailio package enables and starts a system service (Debian's default config, listening
 # on port 5060). The tests start their own instances, so the service must not run: a
@@ -20,7 +24,8 @@ cleanup() { if [ -n "$created" ]; then rm -f "$policy"; fi; }
 trap cleanup EXIT
 
 apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sip-tester kamailio util-linux python3
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sip-tester kamailio util-linux python3 tshark
 
 if command -v systemctl >/dev/null 2>&1; then
   systemctl disable kamailio.service >/dev/null 2>&1 || true  # works offline too (no systemd running)

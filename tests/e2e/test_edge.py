@@ -1575,7 +1575,7 @@ ISO_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z edge: ")
 OPTIONS = ["--listen", "--next-hop", "--policy", "--source", "--subscribe", "--notifier", "--uri", "--expires", "--startup-hold-ms",
            "--fallback-policy", "--redirect-allow", "--no-emergency-exempt", "--priority-namespaces", "--retry-after", "--transport",
            "--max-connections", "--tcp-idle-s", "--linger-us", "--overload-control", "--oc-algorithms", "--oc-occupancy-target",
-           "--oc-timeout-ms", "--metrics", "--help", "--version"]
+           "--oc-timeout-ms", "--log-oc", "--metrics", "--help", "--version"]
 
 
 def cli_and_logs(run: Run) -> Checks:
@@ -1606,6 +1606,7 @@ def cli_and_logs(run: Run) -> Checks:
         ("a value missing, the next option in its place", ["--listen", "--next-hop", hop, "--policy", str(policy)], "--listen"),
         ("a stray argument", base + ["stray"], "stray"),
         ("--oc-algorithms without --overload-control", base + ["--oc-algorithms", "loss"], "--overload-control"),
+        ("--log-oc without --overload-control", base + ["--log-oc", str(policy) + ".oc"], "--overload-control"),
         ("--listen 127.0.0.1:99999 (port out of range)", ["--listen", "127.0.0.1:99999", "--next-hop", hop, "--policy", str(policy)], "99999"),
         ("--next-hop 127.0.0.1:0", ["--listen", f"127.0.0.1:{port}", "--next-hop", "127.0.0.1:0", "--policy", str(policy)], "--next-hop"),
         ("no --next-hop (required)", ["--listen", f"127.0.0.1:{port}", "--policy", str(policy)], "--next-hop"),

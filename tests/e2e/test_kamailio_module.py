@@ -1448,6 +1448,7 @@ def oc_server_occupancy(run: Run) -> Checks:
     policy.write_text(document(0, "full", ""))
     # `loss` only: Kamailio 5.6's Via parser refuses the comma inside oc-algo="loss,rate"
     # ("bad header field [,rate\"]"): an interoperability limit of that peer, not of RFC 7339.
+    capture = harness.WireCapture(run, "capture", [kam.port, eport])
     edge = start_edge(run, "edge", eport, kam.port, "--policy", policy, "--transport", "udp", "--overload-control",
                       "--oc-algorithms", "loss")
     inf = harness.write_injection(run.path("callees.csv"), [MATCH])
@@ -1487,6 +1488,15 @@ def oc_server_occupancy(run: Run) -> Checks:
     c.that(0.3 <= plain["rejected_503"] / max(plain["invites"], 1) <= 0.7,
            f"Kamailio answered 503 to {plain['rejected_503']} of the plain UAC's {plain['invites']} INVITEs ({plain['rejected_503'] / max(plain['invites'], 1):.0%}; half ± 20 %)")
     c.that(oc_out["failed_calls"] == 0 and plain["failed_calls"] == 0, f"no call failed ({oc_out['failed_calls']}, {plain['failed_calls']})")
+    # A second reader of the wire: tshark's decoding of the replies the module's Kamailio sent
+    # the edge against what the module logged it wrote (oc_log), and the edge's offer in the
+    # requests it sent (`loss`, as configured).
+    capture.stop()
+    harness.oc_wire_vs_sent(c, "module → edge", capture.top_via_oc(kam.port, eport), harness.oc_sent(kam.log()))
+    offers = [harness.via_oc(r["via"] or "") for r in capture.top_via_oc(eport, kam.port, requests=True)]
+    requests = capture.count(eport, kam.port, "sip.Request-Line")
+    c.that(requests > 100 and len(offers) == requests and all(o["oc"] and o["oc_algo"] == "loss" for o in offers),
+           f"tshark: every one of the {requests} requests the edge sent offers `;oc;oc-algo=\"loss\"` ({len(offers)} with oc)")
     return c
 
 

@@ -23,6 +23,7 @@ dispatcher-oc.cfg; no loadctl module in that Kamailio).
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import threading
@@ -64,7 +65,7 @@ class OcList(threading.Thread):
                                      row.get("octime_sec", 0) + row.get("octime_usec", 0) / 1e6))
 
 
-def start_dispatcher(run: Run, label: str, dest_port: int, loop: bool):
+def start_dispatcher(run: Run, label: str, dest_port: int, loop: bool, log_oc: bool = False):
     """Kamailio's dispatcher (dispatcher-oc.cfg) in front of 127.0.0.1:`dest_port`: (process,
     SIP port, RPC port)."""
     kport, rport = free_udp_port(), free_udp_port()
@@ -79,6 +80,8 @@ def start_dispatcher(run: Run, label: str, dest_port: int, loop: bool):
             "-A", f'RPC_SOCKET="udp:127.0.0.1:{rport}"']
     if loop:
         argv += ["-A", "OC"]
+    if log_oc:
+        argv += ["-A", "OC_LOG"]
     kam = run.start(f"kamailio-{label}", argv)
     wait_udp_port(kport, proc=kam)
     wait_udp_port(rport, proc=kam)
@@ -184,7 +187,8 @@ def dispatcher_module_server(run: Run) -> Checks:
     wait_udp_port(uas_ports.sip, proc=uas)
     server = module_e2e.Kamailio(run, "kamailio-server", document(0, "full", ""), 2, uas_ports.sip, stateful=True,
                                  defines=("OC_SERVER",))
-    kam, kport, rport = start_dispatcher(run, "client", server.port, True)
+    kam, kport, rport = start_dispatcher(run, "client", server.port, True, log_oc=True)
+    capture = harness.WireCapture(run, "capture", [server.port])
     oclist = OcList(rport)
     oclist.start()
     inf = harness.write_injection(run.path("callees.csv"), [MATCH])
@@ -194,6 +198,7 @@ def dispatcher_module_server(run: Run) -> Checks:
     uac.wait(timeout=60)
     oclist.stop.set()
     oclist.join(timeout=2)
+    capture.stop()
     ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
     run.path("occupancy.tsv").write_text("".join(f"{a - t0:.3f}\t{b - t0:.3f}\t{m:.3f}\n" for a, b, m in fed))
     out = harness.invite_outcomes(SippOutputs(uac.cwd))
@@ -225,7 +230,38 @@ def dispatcher_module_server(run: Run) -> Checks:
     # offers oc in its Via, so the module rejected none of its requests
     c.that(server_sl.get("5xx_replies") == 0, f"the module's Kamailio answered no request 503 ({server_sl.get('5xx_replies')} sl 5xx replies)")
     c.that(out["failed_calls"] <= 0.01 * out["invites"], f"failed calls {out['failed_calls']} ≤ 1 % of {out['invites']}")
+    wire = capture.top_via_oc(server.port, kport)
+    harness.oc_wire_vs_sent(c, "module → dispatcher", wire, harness.oc_sent(server.log()))
+    wire_agrees(c, wire, kam.stderr_path.read_text(errors="replace"))
     return c
+
+
+def wire_agrees(c: Checks, wire: list, kamailio_log: str) -> None:
+    """Wireshark's and Kamailio's readings of the same replies (the loadctl module's values in
+    the dispatcher's Via) agree. Kamailio's `$via0(ocseq)` is the integer part of oc-seq (its
+    parser reads it with str2int: core/parser/parse_via.c, parse_via_oc), so that is what it is
+    compared with; the values themselves are checked against the sender's log and RFC 7339 §9
+    by harness.oc_wire_vs_sent."""
+    read = {}
+    for line in kamailio_log.splitlines():
+        _, sep, rest = line.partition("oc-read|")
+        if sep:
+            f = rest.split("|")
+            if len(f) == 7:
+                read[(f[0], f[1], int(f[2]))] = tuple(harness.unquote(v) for v in f[3:])
+    valued = [w for w in wire if harness.unquote(w["oc_val"]) not in (None, "oc")]
+    both = [(w, read.get((w["call_id"], w["cseq"], w["status"]))) for w in valued]
+    seen = [(w, k) for w, k in both if k is not None]
+    c.that(len(valued) > 100 and len(seen) >= 0.99 * len(valued),
+           f"tshark decoded oc values in {len(valued)} replies to the dispatcher; Kamailio logged its reading of {len(seen)} of them")
+    def tshark_reading(w):
+        seq = harness.unquote(w["oc_seq"]) or ""
+        return (harness.unquote(w["oc_val"]), harness.unquote(w["oc_validity"]), seq.split(".")[0] or None, harness.unquote(w["oc_algo"]))
+    differ = [(w, k) for w, k in seen if tshark_reading(w) != k]
+    c.that(not differ, f"tshark and Kamailio read the same oc, oc-validity, oc-seq (integer part) and oc-algo in every one of them "
+           f"({len(differ)} differ{': ' + repr(differ[:3]) if differ else ''})")
+    algos = {harness.unquote(w["oc_algo"]) for w in valued}
+    c.that(algos == {"loss"}, f"the module selected the algorithm the dispatcher offered, loss: {sorted(a or '' for a in algos)}")
 
 
 TESTS = {

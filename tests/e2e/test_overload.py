@@ -95,8 +95,13 @@ WINDOW_S = 20
 def one_loop(run: Run, label: str, overload_control: bool) -> dict:
     sport, eport = free_udp_port(), free_udp_port(tcp=True)
     flags = ["--overload-control"] if overload_control else []
-    server = run.start(f"server-{label}", [SERVER, "--listen", f"127.0.0.1:{sport}", "--rate", MU, "--buffer", 10000, *flags])
+    log_oc = run.path(f"server-{label}", "oc-sent.log")
+    server = run.start(f"server-{label}", [SERVER, "--listen", f"127.0.0.1:{sport}", "--rate", MU, "--buffer", 10000, *flags,
+                                           *(["--log-oc", log_oc] if overload_control else [])])
     wait_udp_port(sport, proc=server)
+    # the second reader of the values on the wire (with overload control only: without, nothing
+    # carries them)
+    capture = harness.WireCapture(run, f"capture-{label}", [sport, eport]) if overload_control else None
     edge = start_edge(run, f"edge-{label}", eport, sport, "--policy", pass_all_policy(run), "--transport", "udp", *flags)
     inf = harness.write_injection(run.path(f"callees-{label}.csv"), [CALLEE])
     ports = SippPorts.pick()
@@ -121,6 +126,12 @@ def one_loop(run: Run, label: str, overload_control: bool) -> dict:
     run.stop(edge)
     run.stop(server)
     out["server"] = stats_of(server) or out["server"]
+    if capture:
+        capture.stop()
+        out["wire_responses"] = capture.top_via_oc(sport, eport)
+        out["wire_requests"] = capture.count(eport, sport, "sip.Request-Line")
+        out["wire_offers"] = capture.top_via_oc(eport, sport, requests=True)
+        out["sent"] = harness.oc_sent(log_oc.read_text(errors="replace") if log_oc.exists() else "")
     return out
 
 
@@ -152,6 +163,7 @@ def loop_goodput(run: Run) -> Checks:
     shed = w["edge"].get("edge_oc_shed_total", -1)
     c.that(abs(shed - w["rejected_503"]) <= 0.01 * w["invites"], f"with: the 503s are the edge's overload-control sheds ({shed:.0f} shed, {w['rejected_503']} at the UAC)")
     c.that(w["response_ms"] < 500, f"with: mean response time {w['response_ms']:.0f} ms < T1 (500 ms)")
+    wire_checks(c, w)
     # Without control the offered 3× cannot be served: the queue grows by about twice the
     # capacity each second until the buffer overflows, answers come seconds late (past T1) and
     # clients retransmit.
@@ -161,6 +173,24 @@ def loop_goodput(run: Run) -> Checks:
            f"without: INVITE retransmissions {wo['invite_retransmissions']} ≫ with ({w['invite_retransmissions']})")
     c.that(wo["server"].get("server_dropped_total", 0) > 0, f"without: the server's buffer overflowed ({wo['server'].get('server_dropped_total', 0):.0f} dropped)")
     return c
+
+
+def wire_checks(c: Checks, o: dict) -> None:
+    """tshark's reading of the with-control run: the server's values decode to what it logged,
+    and every request the edge forwarded offers overload control as the edge's README says
+    (`;oc;oc-algo="loss,rate"` by default, RFC 7339 §5.1 and RFC 7415 §3.3)."""
+    harness.oc_wire_vs_sent(c, "with: server → edge", o["wire_responses"], o["sent"])
+    offers = o["wire_offers"]
+    # the offer as the top Via's text shows it (tshark's sip.Via), read by RFC 7339 §9's grammar
+    sent = [harness.via_oc(r["via"] or "") for r in offers]
+    c.that(o["wire_requests"] > 100 and len(offers) == o["wire_requests"]
+           and all(v["oc"] and v["oc_val"] is None and v["oc_algo"] == "loss,rate" for v in sent),
+           f"with: every one of the {o['wire_requests']} requests the edge sent to the server offers `;oc;oc-algo=\"loss,rate\"` "
+           f"in its top Via ({len(offers)} with oc; §5.1: the client's oc has no value)")
+    # Wireshark's own fields: its SIP dissector (4.0) ends the Via entry at the comma inside the
+    # quotes, so it reads oc-algo as "loss (an interoperability note, not judged)
+    algos = sorted({r["oc_algo"] or "" for r in offers})
+    c.lines.append(f"info  tshark's sip.Via.oc_algo of those offers: {algos}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,8 +277,10 @@ def edge_as_server(run: Run) -> Checks:
     uas = run.start("uas", sipp_command("uas_invite_only.xml", uas_ports, timeout_s=60))
     wait_udp_port(uas_ports.sip, proc=uas)
     bport, aport = free_udp_port(tcp=True), free_udp_port(tcp=True)
+    log_b = run.path("edge-b", "oc-sent.log")
+    capture = harness.WireCapture(run, "capture", [bport, aport])
     b = start_edge(run, "edge-b", bport, uas_ports.sip, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control",
-                   "--oc-occupancy-target", "0.005")
+                   "--oc-occupancy-target", "0.005", "--log-oc", log_b)
     a = start_edge(run, "edge-a", aport, bport, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control")
     inf = harness.write_injection(run.path("callees.csv"), [CALLEE])
     seconds, rate = 12, 50
@@ -276,6 +308,8 @@ def edge_as_server(run: Run) -> Checks:
     c.that(out_b["rejected_503"] > 0.3 * out_b["invites"], f"edge B answered 503 to {out_b['rejected_503']} of the plain UAC's {out_b['invites']} INVITEs")
     c.that(sb.get("edge_oc_rejected_total", -1) == out_b["rejected_503"], f"those 503s are B's rejections ({sb.get('edge_oc_rejected_total', -1):.0f})")
     c.that(out_a["failed_calls"] == 0 and out_b["failed_calls"] == 0, f"no call failed ({out_a['failed_calls']}, {out_b['failed_calls']})")
+    capture.stop()
+    harness.oc_wire_vs_sent(c, "edge B → edge A", capture.top_via_oc(bport, aport), harness.oc_sent(log_b.read_text(errors="replace")))
     return c
 
 
