@@ -42,10 +42,10 @@ unit:
 ## broken engine code, which they must catch (loom-tests/; separate target directories keep
 ## the normal build's artefacts)
 loom:
-	RUSTFLAGS="--cfg loadctl_loom" $(CARGO) test -p loadctl-loom --release \
+	RUSTFLAGS="--cfg loadctl_loom" $(CARGO) test -p loadctl-loom --profile loom \
 		--target-dir target/loom -- --nocapture
 	RUSTFLAGS="--cfg loadctl_loom --cfg loadctl_loom_mutant" $(CARGO) test -p loadctl-loom \
-		--release --target-dir target/loom-mutant
+		--profile loom --target-dir target/loom-mutant
 
 ## soak: classifiers on real threads for SOAK_SECONDS while policies are published, a source is
 ## withdrawn and restored, and window tickets complete out of order (engine/tests/soak.rs)
