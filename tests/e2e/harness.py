@@ -954,8 +954,10 @@ class WireCapture:
     capture (root)."""
 
     def __init__(self, run: "Run", name: str, ports):
+        """Captures what comes from or goes to `ports` (and decodes them as SIP)."""
         self.path = run.path(name, "capture.pcapng")
         self.ports = list(ports)
+        self._rows = None
         bpf = " or ".join(f"udp port {p}" for p in self.ports)
         self.run = run
         self.proc = run.start(name, ["dumpcap", "-q", "-i", "lo", "-f", bpf, "-w", self.path])
@@ -969,39 +971,42 @@ class WireCapture:
         time.sleep(0.3)  # the last datagrams
         self.run.stop(self.proc, sig=signal.SIGINT)
 
-    def _tshark(self, display_filter: str, fields) -> str:
-        # decode the test's ports as SIP, not only 5060 and what the heuristics catch
-        decode = [a for p in self.ports for a in ("-d", f"udp.port=={p},sip")]
-        argv = ["tshark", "-r", self.path, *decode, "-Y", display_filter, "-T", "fields", "-E", "separator=\t",
-                "-E", "occurrence=f"] + [a for f in fields for a in ("-e", f)]
-        res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=120)
-        if res.returncode != 0:
-            raise HarnessError(f"tshark failed: {res.stderr[-2000:]}")
-        return res.stdout
+    def _messages(self) -> list:
+        """Every SIP message in the capture as tshark decodes it, read once (one tshark pass:
+        the captures hold tens of thousands of datagrams)."""
+        if self._rows is None:
+            # decode the test's ports as SIP, not only 5060 and what the heuristics catch
+            decode = [a for p in self.ports for a in ("-d", f"udp.port=={p},sip")]
+            fields = ["frame.time_epoch", "udp.srcport", "udp.dstport", "sip.Method", "sip.Status-Code", "sip.Call-ID",
+                      "sip.CSeq", "sip.Via"] + [f"sip.Via.{f}" for f in OC_FIELDS]
+            argv = ["tshark", "-r", self.path, *decode, "-Y", "sip", "-T", "fields", "-E", "separator=\t",
+                    "-E", "occurrence=f"] + [a for f in fields for a in ("-e", f)]
+            res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300)
+            if res.returncode != 0:
+                raise HarnessError(f"tshark failed: {res.stderr[-2000:]}")
+            self._rows = []
+            for line in res.stdout.splitlines():
+                cells = line.split("\t")
+                cells += [""] * (len(fields) - len(cells))
+                row = {"t": float(cells[0] or 0), "src": int(cells[1] or 0), "dst": int(cells[2] or 0), "method": cells[3],
+                       "status": int(cells[4] or 0), "call_id": cells[5], "cseq": cells[6], "via": cells[7]}
+                for f, v in zip(OC_FIELDS, cells[8:]):
+                    row[f] = v if v != "" else None
+                self._rows.append(row)
+        return self._rows
 
-    def count(self, src_port: int, dst_port: int, what: str) -> int:
-        """How many SIP messages from `src_port` to `dst_port` match the display filter `what`
-        (e.g. "sip.Request-Line", "sip.Request-Line && sip.Via.oc")."""
-        out = self._tshark(f"udp.srcport == {src_port} && udp.dstport == {dst_port} && ({what})", ["frame.number"])
-        return len(out.splitlines())
+    def requests(self, src_port: int, dst_port: int) -> int:
+        """How many SIP requests went from `src_port` to `dst_port`."""
+        return sum(1 for m in self._messages() if m["src"] == src_port and m["dst"] == dst_port and m["method"])
 
     def top_via_oc(self, src_port: int, dst_port: int, requests: bool = False) -> list:
         """Every SIP response (`requests`: request) from 127.0.0.1:`src_port` to `dst_port`
         with `oc` in a Via, as tshark decodes it: dicts with call_id, cseq, status (0 for a
         request), its capture time t, the Via's text (via) and OC_FIELDS (tshark's first
-        occurrence, the top Via's when it has them; None when absent)."""
-        kind = "sip.Request-Line" if requests else "sip.Status-Line"
-        out = self._tshark(f"udp.srcport == {src_port} && udp.dstport == {dst_port} && {kind} && sip.Via.oc",
-                           ["frame.time_epoch", "sip.Call-ID", "sip.CSeq", "sip.Status-Code", "sip.Via"] + [f"sip.Via.{f}" for f in OC_FIELDS])
-        rows = []
-        for line in out.splitlines():
-            cells = line.split("\t")
-            cells += [""] * (5 + len(OC_FIELDS) - len(cells))
-            row = {"t": float(cells[0] or 0), "call_id": cells[1], "cseq": cells[2], "status": int(cells[3] or 0), "via": cells[4]}
-            for f, v in zip(OC_FIELDS, cells[5:]):
-                row[f] = v if v != "" else None
-            rows.append(row)
-        return rows
+        occurrence, the top Via's when it has them; None when absent; `oc` is "oc" for the
+        parameter without a value)."""
+        return [m for m in self._messages() if m["src"] == src_port and m["dst"] == dst_port
+                and bool(m["method"]) == requests and m["oc"] is not None]
 
 
 _OC_PARAM = re.compile(r';\s*(oc-validity|oc-seq|oc-algo|oc)\s*(?:=\s*("[^"]*"|[^;,\s]*))?(?=\s*(?:[;,]|$))', re.IGNORECASE)

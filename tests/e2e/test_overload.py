@@ -101,7 +101,7 @@ def one_loop(run: Run, label: str, overload_control: bool) -> dict:
     wait_udp_port(sport, proc=server)
     # the second reader of the values on the wire (with overload control only: without, nothing
     # carries them)
-    capture = harness.WireCapture(run, f"capture-{label}", [sport, eport]) if overload_control else None
+    capture = harness.WireCapture(run, f"capture-{label}", [sport]) if overload_control else None
     edge = start_edge(run, f"edge-{label}", eport, sport, "--policy", pass_all_policy(run), "--transport", "udp", *flags)
     inf = harness.write_injection(run.path(f"callees-{label}.csv"), [CALLEE])
     ports = SippPorts.pick()
@@ -129,7 +129,7 @@ def one_loop(run: Run, label: str, overload_control: bool) -> dict:
     if capture:
         capture.stop()
         out["wire_responses"] = capture.top_via_oc(sport, eport)
-        out["wire_requests"] = capture.count(eport, sport, "sip.Request-Line")
+        out["wire_requests"] = capture.requests(eport, sport)
         out["wire_offers"] = capture.top_via_oc(eport, sport, requests=True)
         out["sent"] = harness.oc_sent(log_oc.read_text(errors="replace") if log_oc.exists() else "")
     return out
@@ -278,7 +278,7 @@ def edge_as_server(run: Run) -> Checks:
     wait_udp_port(uas_ports.sip, proc=uas)
     bport, aport = free_udp_port(tcp=True), free_udp_port(tcp=True)
     log_b = run.path("edge-b", "oc-sent.log")
-    capture = harness.WireCapture(run, "capture", [bport, aport])
+    capture = harness.WireCapture(run, "capture", [bport])
     b = start_edge(run, "edge-b", bport, uas_ports.sip, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control",
                    "--oc-occupancy-target", "0.005", "--log-oc", log_b)
     a = start_edge(run, "edge-a", aport, bport, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control")
