@@ -1,6 +1,6 @@
 /* sipmsg.h: the small helpers the example programs (edge/, server/) share: the monotonic
- * clock, IPv4 "IP:PORT" addresses, and finding and copying header lines of a raw SIP message.
- * No allocation. */
+ * clock, IPv4 "IP:PORT" addresses, finding and copying header lines of a raw SIP message, and
+ * the --log-oc line. No allocation. */
 #ifndef LOADCTL_EXAMPLES_SIPMSG_H
 #define LOADCTL_EXAMPLES_SIPMSG_H
 
@@ -83,6 +83,27 @@ static inline int put(char *out, size_t *at, size_t cap, const char *s, size_t l
     memcpy(out + *at, s, len);
     *at += len;
     return 0;
+}
+
+/* The status code of a response ("SIP/2.0 200 OK": 200); 0 when `msg` does not start with one. */
+static inline unsigned status_code(const char *msg, size_t len) {
+    unsigned code = 0;
+    if (len < 12 || strncmp(msg, "SIP/2.0 ", 8) != 0) return 0;
+    for (size_t k = 8; k < 11; k++) {
+        if (msg[k] < '0' || msg[k] > '9') return 0;
+        code = code * 10 + (unsigned)(msg[k] - '0');
+    }
+    return code;
+}
+
+/* --log-oc: `oc-sent|CLIENT|CALL-ID|CSEQ|STATUS|VIA` for a response to the request or response
+ * `msg` sent with RFC 7339 values in `via` (the Via as written: what a capture must decode to). */
+static inline void log_oc_sent(FILE *log, const char *client, const char *msg, size_t len, unsigned status, const char *via,
+                               size_t via_len) {
+    size_t cl = 0, ql = 0;
+    size_t c = find_header(msg, len, "Call-ID", "i", &cl), q = find_header(msg, len, "CSeq", NULL, &ql);
+    fprintf(log, "oc-sent|%s|%.*s|%.*s|%u|%.*s\n", client, (int)(c ? cl : 0), c ? msg + c : "", (int)(q ? ql : 0),
+            q ? msg + q : "", status, (int)via_len, via);
 }
 
 #endif

@@ -1029,16 +1029,6 @@ static size_t put_upstream_via(worker_t *w, char *out, size_t *at, size_t cap, c
     return 0;
 }
 
-/* --log-oc: `oc-sent|CLIENT|CALL-ID|CSEQ|STATUS|VIA` for a response sent with this edge's values
- * in `via` (what a capture of it must decode to). */
-static void log_oc_sent(const edge_t *e, const char *key, const char *msg, size_t len, const char *via, size_t via_len) {
-    size_t cl = 0, sl = 0;
-    size_t c = find_header(msg, len, "Call-ID", "i", &cl), q = find_header(msg, len, "CSeq", NULL, &sl);
-    unsigned status = len > 12 ? (unsigned)strtoul(msg + 8, NULL, 10) : 0;
-    fprintf(e->oc_log, "oc-sent|%s|%.*s|%.*s|%u|%.*s\n", key, (int)(c ? cl : 0), c ? msg + c : "", (int)(q ? sl : 0),
-            q ? msg + q : "", status, (int)via_len, via);
-}
-
 static void oc_answered(worker_t *w, unsigned long h);
 
 /* Sends a response back: drops the top Via entry (ours; several entries may share one header
@@ -1109,7 +1099,7 @@ static void forward_response(worker_t *w, const char *msg, size_t len, int local
     /* A final response ends the transaction: release its window slot. */
     if (len > 12 && msg[7] == ' ' && msg[8] >= '2') release(w, transaction_hash(msg, len));
     if (have_to && deliver(w, out, at, &to) != 0) BUMP(w->c.tcp_responses_orphaned); /* its connection has gone */
-    else if (have_to && oc_len && w->e->oc_log) log_oc_sent(w->e, oc_key, msg, len, out + oc_at, oc_len);
+    else if (have_to && oc_len && w->e->oc_log) log_oc_sent(w->e->oc_log, oc_key, msg, len, status_code(msg, len), out + oc_at, oc_len);
 }
 
 /* ------------------------------------------------------------------ overload control */

@@ -87,8 +87,6 @@ static void respond(server_t *s, const char *msg, size_t len, const struct socka
     addr_key(to, key, sizeof key);
     int via_done = 0;
     size_t via_at = 0, via_len = 0; /* the oc Via as written, for --log-oc */
-    const char *callid = "", *cseq = "";
-    size_t callid_len = 0, cseq_len = 0;
     size_t i = 0;
     while (i < len && msg[i] != '\n') i++;
     i++;
@@ -119,18 +117,6 @@ static void respond(server_t *s, const char *msg, size_t len, const struct socka
             put(out, &at, sizeof out, "\r\n", 2);
         } else if (header_is(h, ll, "Via", "v") || header_is(h, ll, "From", "f") || header_is(h, ll, "Call-ID", "i") ||
                    header_is(h, ll, "CSeq", NULL)) {
-            if (header_is(h, ll, "Call-ID", "i") || header_is(h, ll, "CSeq", NULL)) {
-                const char *colon = memchr(h, ':', ll);
-                size_t v = colon ? (size_t)(colon - h) + 1 : ll;
-                while (v < ll && (h[v] == ' ' || h[v] == '\t')) v++;
-                if (header_is(h, ll, "CSeq", NULL)) {
-                    cseq = h + v;
-                    cseq_len = ll - v;
-                } else {
-                    callid = h + v;
-                    callid_len = ll - v;
-                }
-            }
             put(out, &at, sizeof out, h, ll);
             put(out, &at, sizeof out, "\r\n", 2);
         } else if (header_is(h, ll, "To", "t")) {
@@ -143,9 +129,7 @@ static void respond(server_t *s, const char *msg, size_t len, const struct socka
     put(out, &at, sizeof out, "Content-Length: 0\r\n\r\n", 21);
     if (sendto(s->sock, out, at, 0, (const struct sockaddr *)to, sizeof *to) >= 0) {
         atomic_fetch_add(&s->answered, 1);
-        if (s->oc_log && via_len > 0)
-            fprintf(s->oc_log, "oc-sent|%s|%.*s|%.*s|%u|%.*s\n", key, (int)callid_len, callid, (int)cseq_len, cseq, status,
-                    (int)via_len, out + via_at);
+        if (s->oc_log && via_len > 0) log_oc_sent(s->oc_log, key, msg, len, status, out + via_at, via_len);
     }
 }
 
