@@ -259,6 +259,8 @@ example: tools
 	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror examples/minimal.c -o target/minimal \
 	  $$(PKG_CONFIG_PATH=target/prefix/lib/pkgconfig pkg-config --cflags --libs --static loadctl)
 	LD_LIBRARY_PATH=target/prefix/lib ./target/minimal
+	$(CARGO) run -q -p loadctl --example readme_taste
+	python3 tests/docs/samples.py README.md
 
 ## edge: the example edge proxy (examples/edge/) and the capacity-limited example server
 ## (examples/server/) the overload-control tests put behind it
