@@ -448,7 +448,7 @@ int ki_lc_oc_via(sip_msg_t *msg)
 		return -4;
 	}
 	if(lc_oc_log) {
-		/* what this server told the client, for interop traces (1.3.23) */
+		/* what this server told the client, for interop traces (README 1.3.25) */
 		str cid, cs;
 		/* a reply without them is logged with empty fields */
 		(void)parse_headers(msg, HDR_CALLID_F | HDR_CSEQ_F, 0);
