@@ -1017,6 +1017,12 @@ def unquote(v):
     return None if v in (None, "", "<null>") else v.strip().strip('"')
 
 
+def carries_values(row: dict) -> bool:
+    """Whether a WireCapture row's Via carries a server's values: `oc` with a value (a bare
+    `oc`, tshark's "oc", is a client's offer, or one echoed back)."""
+    return unquote(row["oc_val"]) not in (None, "oc")
+
+
 def via_oc(via: str) -> dict:
     """The oc_val, oc_validity, oc_seq and oc_algo of the first Via entry in `via` (RFC 7339 §9;
     a quoted oc-algo may hold commas), None when absent, quotes removed."""
@@ -1055,8 +1061,8 @@ def oc_wire_vs_sent(c, label: str, wire: list, sent: list) -> None:
     reach a process before any request did. Then each value against RFC 7339 §9's grammar: oc-value and oc-validity
     1*DIGIT, oc-seq 1*12DIGIT "." 1*5DIGIT."""
     start = min((w["t"] for w in wire), default=0.0)
-    echoed = [w for w in wire if unquote(w["oc_val"]) is None or w["oc_val"] == "oc"]
-    wire = [w for w in wire if not (unquote(w["oc_val"]) is None or w["oc_val"] == "oc")]
+    echoed = [w for w in wire if not carries_values(w)]
+    wire = [w for w in wire if carries_values(w)]
     by_status = {}
     for w in echoed:
         by_status[w["status"]] = by_status.get(w["status"], 0) + 1
