@@ -78,6 +78,8 @@ _HEADERS = {
     "cseq": re.compile(rb"\r\nCSeq[ \t]*:[ \t]*(\d+)[ \t]+([A-Za-z]+)", re.I),
     "branch": re.compile(rb"\r\n(?:Via|v)[ \t]*:[^\r\n]*?;[ \t]*branch=([^;,\s]+)", re.I),
     "state": re.compile(rb"\r\nSubscription-State[ \t]*:[ \t]*([^\r\n;]*)", re.I),
+    # the Kamailio test configuration's decision stamp (loadctl.cfg, STAMP)
+    "lc_at": re.compile(rb"\r\nX-LC-At[ \t]*:[ \t]*([0-9]+\.[0-9]+)", re.I),
     "version": re.compile(rb"<ruleset[^>]*?\sversion=\"(\d+)\"[^>]*?\sstate=\"(\w+)\"", re.S),
 }
 _RATE_RULE = re.compile(rb"<rule\s+id=\"([^\"]+)\".*?<(?:\w+:)?rate>\s*([0-9.]+)\s*</(?:\w+:)?rate>", re.S)
@@ -85,10 +87,10 @@ _RATE_RULE = re.compile(rb"<rule\s+id=\"([^\"]+)\".*?<(?:\w+:)?rate>\s*([0-9.]+)
 
 def sip_summary(data: bytes) -> dict:
     """What a datagram is, for the log: `method` (with the Request-URI's `user`) or `status`,
-    `call_id`, `cseq` (number and
-    method), the top Via `branch`, and for load-control NOTIFYs the `state` of the subscription,
-    the document's `version` and `doc` state and the `rates` of its rate rules (id: rate).
-    Fields that are absent are left out."""
+    `call_id`, `cseq` (number and method), the top Via `branch`, the `lc_at` decision stamp
+    of the Kamailio test configuration (X-LC-At, wall-clock seconds), and for load-control
+    NOTIFYs the `state` of the subscription, the document's `version` and `doc` state and the
+    `rates` of its rate rules (id: rate). Fields that are absent are left out."""
     out: dict = {}
     m = _FIRST.match(data)
     if not m:
@@ -104,6 +106,8 @@ def sip_summary(data: bytes) -> dict:
             continue
         if name == "cseq":
             out["cseq"] = [int(h.group(1)), h.group(2).decode().upper()]
+        elif name == "lc_at":
+            out["lc_at"] = float(h.group(1))
         elif name == "version":
             out["version"], out["doc"] = int(h.group(1)), h.group(2).decode()
             out["rates"] = {r.group(1).decode(): float(r.group(2)) for r in _RATE_RULE.finditer(data)}
