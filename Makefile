@@ -19,9 +19,9 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 # the SONAME's number: the major version (ffi/abi/README.md)
 SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 
-.PHONY: test lint unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary kamailio-summary-reset
+.PHONY: test lint doc unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary kamailio-summary-reset
 
-## test: formatting, lints, every Rust test, the loom models (and their mutants), the C ABI
+## test: formatting, lints, the API docs (no warnings, no broken links), every Rust test, the loom models (and their mutants), the C ABI
 ## header check, the ABI baseline check, the shared library's SONAME/exports/version, the C test
 ## suite, the installed library used the way a C project would
 ## (pkg-config), the edge against real SIP peers (SIPp), the short Kamailio comparison and the
@@ -29,11 +29,15 @@ SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 ## side-by-side with pipelimit, the fault-injection scenarios (short form), the module against the
 ## Kamailio releases given (KAMAILIO_E2E_SOURCES, KAMAILIO_GATE_SOURCES), and a summary of the
 ## Kamailio versions the module was tested with
-test: kamailio-summary-reset lint unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example edge-test e2e kamailio-compare kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary
+test: kamailio-summary-reset lint doc unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example edge-test e2e kamailio-compare kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary
 
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## doc: the API documentation of every crate, warnings (broken intra-doc links among them) denied
+doc:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace
 
 unit:
 	$(CARGO) test --workspace

@@ -4,7 +4,7 @@
 //! Errno-like: only failing calls set it (in `boundary`, when a body returns a code other
 //! than `LC_RESULT_OK`); a successful call leaves it as it was. A body that knows more than
 //! its code says (the reader's `LINE:COLUMN` message, a version gap's numbers, which
-//! argument is out of range) calls [`detail`] before it fails; otherwise the message is the
+//! argument is out of range) calls `detail` before it fails; otherwise the message is the
 //! code's `lc_result_text`, and a panic gives its payload when that is a string.
 
 use std::borrow::Cow;

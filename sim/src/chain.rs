@@ -8,12 +8,12 @@
 //! - **Proxy.** No capacity limit. For each new INVITE it asks the overload control (below);
 //!   a shed call gets a 503 without Retry-After at once (counted as *shed*: a final answer,
 //!   neither failed nor goodput). A forwarded call starts an INVITE client transaction
-//!   towards the server ([`ClientTimers`]): Timer A re-sends it at 0.5, 1.5, 3.5, … s until a
+//!   towards the server (`ClientTimers`): Timer A re-sends it at 0.5, 1.5, 3.5, … s until a
 //!   response from the server arrives; Timer B (32 s) gives up and the call *fails*.
 //!   Retransmissions are the transaction layer's and are not asked.
 //! - **Link.** Every message between proxy and server takes `link_delay` (1 ms) plus a
 //!   uniform 0–`jitter` (0–1 ms), each way.
-//! - **Server.** The [`Station`] of [`crate::des`] (μ messages/s, every message one slot,
+//! - **Server.** The `Station` of [`crate::des`] (μ messages/s, every message one slot,
 //!   buffer B, tail drop, the engine's FIFO or PRSM [`loadctl::prsm::Scheduler`], the engine's
 //!   [`loadctl::prsm::RetransmissionDetector`] classifying every arriving copy — under FIFO
 //!   only for the counts the law needs). It answers a call when it finishes serving one of

@@ -14,9 +14,9 @@
 //! and no heap: copy j of every call leaves a fixed offset after the call's arrival, so each
 //! lane is already sorted.
 //!
-//! The pieces [`crate::chain`] reuses live here too: the server ([`Station`]: the engine's
+//! The pieces [`crate::chain`] reuses live here too: the server (`Station`: the engine's
 //! scheduler and detector, one service at a time), the INVITE client transactions' timers
-//! ([`ClientTimers`]) and the messages in flight ([`Timed`]).
+//! (`ClientTimers`) and the messages in flight (`Timed`).
 
 use std::collections::{BinaryHeap, VecDeque};
 use std::io::Write as _;

@@ -10,7 +10,7 @@
 //! What a walk costs on a large policy is cache misses, one per node below the few top levels
 //! that stay cached, so nodes are small: 16 bytes, four to a cache line. A node's children sit
 //! next to each other in the arena, found from one index and a bitmap of the digits present
-//! (`first_child + popcount(mask below d)`); the label holds up to [`MAX_LABEL`] digits, four
+//! (`first_child + popcount(mask below d)`); the label holds up to `MAX_LABEL` digits, four
 //! bits each; a prefix's single entry is stored in the node itself, and only prefixes with
 //! several entries point into a side list. A 10,000-prefix trie is then about 200 KB instead of
 //! 800 KB with one-line nodes of ten 32-bit child slots, and a walk touches no line outside the

@@ -73,7 +73,7 @@
 //!   rest of the subscription (up to the granted duration, 3600 s by default), and after it
 //!   lapses too ([`SubscriberEvent::Lapsed`]) while the subscriber keeps trying to subscribe
 //!   again (a refresh, then new subscriptions with the back-off above): RFC 7200 §4.8 has a
-//!   rule whose validity starts later enforced "[r]egardless of whether or not this
+//!   rule whose validity starts later enforced "\[r\]egardless of whether or not this
 //!   re-activation of subscription is successful". They go with a `terminated` NOTIFY, a new
 //!   document from the notifier, or their own `<validity>` end; an overloaded server that
 //!   dies is not a reason to let its upstream flood it once it is back.

@@ -13,7 +13,7 @@
 //! Everything here works on one `via-parm` (`SIP/2.0/UDP host:port;param;param=value`): the
 //! topmost one of a header line that holds several (a comma outside quotes ends it; the commas
 //! inside `oc-algo="loss,rate"` do not). Parameter names are case-insensitive (RFC 3261 §7.3.1:
-//! "field names [and] parameter names ... are case-insensitive"). Nothing allocates.
+//! "field names \[and\] parameter names ... are case-insensitive"). Nothing allocates.
 
 use std::fmt::{self, Write as _};
 

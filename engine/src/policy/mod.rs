@@ -1,7 +1,7 @@
 //! Load-filtering policy documents (`application/load-control+xml`, RFC 7200 §5–6).
 //!
 //! This module owns the document layer: the model ([`Ruleset`] and friends), the reader
-//! ([`read`]: namespace-aware, validating, with line:column errors), the writer ([`write`]:
+//! ([`read`]: namespace-aware, validating, with line:column errors), the writer ([`write()`]:
 //! canonical form, `read(write(r)) == r`) and the partial-update merge ([`merge`]).
 //! It knows nothing of requests or limiters; `compile` turns a full [`Ruleset`] into the
 //! matching structure.

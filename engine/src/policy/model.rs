@@ -666,7 +666,7 @@ impl Validity {
 }
 
 /// A `<from>` / `<until>` pair: `from` ≤ t < `until` (RFC 4745 §7.4: "TRUE if the current
-/// time is greater than or equal to at least one <from> child, but less than the <until> child
+/// time is greater than or equal to at least one `<from>` child, but less than the `<until>` child
 /// after it").
 ///
 /// A pair whose `until` is not after its `from` is schema-valid and contains no instant: it is

@@ -12,7 +12,7 @@
 //! - a `<from>` / `<until>` without a time zone is read as UTC (see [`Timestamp`]);
 //! - a `<from>`/`<until>` pair whose `until` is not after its `from` (equal, or earlier) is an
 //!   empty interval: RFC 4745 §7.4 makes validity "TRUE if the current time is greater than or
-//!   equal to at least one <from> child, but less than the <until> child after it", which no
+//!   equal to at least one `<from>` child, but less than the `<until>` child after it", which no
 //!   instant satisfies, so the rule is never in force in it (other pairs still count);
 //! - an `alt-target` with more URIs than [`Limits::max_alt_targets`] keeps the first ones.
 //!
