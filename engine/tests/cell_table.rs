@@ -231,7 +231,7 @@ fn new_rules_leave_the_slot_of_a_rule_that_left_alone() {
         .count();
     assert!((10..=11).contains(&burst), "a burst of {burst}");
     e.withdraw(&n.name).expect("withdraw");
-    s.classify(&call("<tel:+3555>", 0));
+    let _ = s.classify(&call("<tel:+3555>", 0));
     e.publish(&m, doc(&[])).expect("publish");
     assert_eq!(table.in_use(), 0);
     // Seven new rules for the seven slots the rule did not use.

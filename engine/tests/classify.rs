@@ -84,6 +84,27 @@ fn matched(s: &mut Shard, r: &Request<'_>) -> String {
 
 // ------------------------------------------------------------------ which requests
 
+/// RFC 7200 §5.1 filters initial requests; a request built from `Request::default()` with a
+/// method and a Request-URI is one, so a rule refusing everything refuses it.
+#[test]
+fn a_request_from_default_is_initial_and_filtered() {
+    let mut s = shard(&rule("all", "", REJECT_ALL));
+    let r = Request {
+        method: "INVITE",
+        identities: Identities {
+            request_uri: Some("sip:b@y.example"),
+            ..Identities::default()
+        },
+        ..Request::default()
+    };
+    assert!(r.initial);
+    let d = s.classify(&r);
+    assert_eq!(
+        (d.verdict, d.exempt, d.rule.map(|r| r.id().to_string())),
+        (Verdict::Reject, None, Some("all".to_string()))
+    );
+}
+
 #[test]
 fn only_initial_requests_are_filtered() {
     let mut s = shard(&rule("all", "", REJECT_ALL));
@@ -166,7 +187,7 @@ fn rule_without_method_covers_the_default_set_only() {
 }
 
 /// The same for rules found through the index (a call-identity to anchor on): their entries
-/// carry the method test (issue 18), and must give the default set for a rule without
+/// carry the method test, and must give the default set for a rule without
 /// `<method>`, exactly one method for a well-known one, and the full check for an extension.
 #[test]
 fn indexed_rules_test_methods_like_scanned_ones() {

@@ -364,7 +364,7 @@ fn a_withdrawn_rate_rule_that_returns_on_a_shared_table_keeps_its_limiter() {
             e.withdraw(&n.name).expect("withdraw");
         }
         for s in shards.iter_mut() {
-            s.classify(&call("<tel:+3555>", t));
+            let _ = s.classify(&call("<tel:+3555>", t));
         }
         for e in &es {
             e.publish(&m, doc(0, "full", &other)).expect("publish");
@@ -433,10 +433,9 @@ fn the_most_recently_withdrawn_rules_keep_their_limiters() {
 
 /// A rate rule's tolerance is min(τ, b·T − 1) less the look-ahead a lease may reach, and the shard
 /// must look ahead by that same amount. A lease period past `u64` nanoseconds (584 years) is
-/// read as `LimitParams` reads it (`as_nanos() as u64`, here 1 ms): a shard that used another
-/// look-ahead leased 65,536 tokens for one burst, moved the shared TAT 65 s ahead, and left
-/// the other shards nothing a second later (issue 18 review: the hot row re-derived the
-/// look-ahead from the lease period with a saturating conversion).
+/// read as `LimitParams` reads it (`as_nanos() as u64`, here 1 ms): a shard that derived
+/// its look-ahead another way (a saturating conversion) would lease 65,536 tokens for one
+/// burst, move the shared TAT 65 s ahead, and leave the other shards nothing a second later.
 #[test]
 fn a_shards_look_ahead_is_the_one_the_tolerance_was_reduced_by() {
     let lease_period =
@@ -829,9 +828,9 @@ fn stats_add_up_per_rule_and_source_including_removed_rules_and_dropped_shards()
     for i in 0..100u64 {
         let s = if i % 2 == 0 { &mut s1 } else { &mut s2 };
         let to = ["<tel:+1555>", "<tel:+44207>", "<tel:+33>"][i as usize % 3];
-        s.classify(&call(to, i));
+        let _ = s.classify(&call(to, i));
     }
-    s1.classify(&Request {
+    let _ = s1.classify(&Request {
         method: "BYE",
         ..call("<tel:+1555>", 0)
     });
@@ -847,7 +846,7 @@ fn stats_add_up_per_rule_and_source_including_removed_rules_and_dropped_shards()
     );
     // Remove r1 and drop a shard: nothing counted disappears.
     e.publish(&a, doc(1, "full", "")).expect("a empty");
-    s1.classify(&call("<tel:+1555>", 200));
+    let _ = s1.classify(&call("<tel:+1555>", 200));
     drop(s2);
     let st = e.stats();
     assert_eq!(st.total(), 102);
@@ -931,7 +930,7 @@ fn shared_writes_per_thousand_classifications_on_the_standard_mix_are_reported()
     let n = 300_000u64;
     for i in 0..n {
         let t = i * 10_000; // 100,000 requests/s for 3 s: ~1,000/s per rule.
-        s[i as usize % SHARDS].classify(&call(&numbers[i as usize % 100], t));
+        let _ = s[i as usize % SHARDS].classify(&call(&numbers[i as usize % 100], t));
     }
     let writes: u64 = s.iter().map(Shard::shared_writes).sum();
     let per_thousand = writes as f64 * 1000.0 / n as f64;

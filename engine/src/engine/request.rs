@@ -74,7 +74,9 @@ pub struct Time {
 }
 
 /// A request to classify: header values as the SIP stack holds them, borrowed.
-#[derive(Clone, Copy, Debug, Default)]
+/// `Request::default()` is an initial request (outside a dialog) with nothing else set, so a
+/// request built from it is filtered unless `initial` is cleared.
+#[derive(Clone, Copy, Debug)]
 pub struct Request<'r> {
     /// The method (case-sensitive, e.g. `INVITE`).
     pub method: &'r str,
@@ -90,6 +92,21 @@ pub struct Request<'r> {
     pub time: Option<Time>,
     /// The `Resource-Priority` values (RFC 4412), for the priority exemption.
     pub resource_priority: crate::sip::HeaderValues<'r>,
+}
+
+impl Default for Request<'_> {
+    fn default() -> Self {
+        Request {
+            method: "",
+            identities: Identities::default(),
+            transport: Transport::default(),
+            // A default that skipped every rule (`NotFiltered`) would fail open without a word.
+            initial: true,
+            event: None,
+            time: None,
+            resource_priority: crate::sip::HeaderValues::default(),
+        }
+    }
 }
 
 impl<'r> Request<'r> {
@@ -422,7 +439,7 @@ impl Verdict {
     }
 }
 
-/// Proof that a window rule admitted a request: give it back with [`Shard::complete`] when
+/// Proof that a window rule admitted a request: give it back with [`Shard::complete`](super::Shard::complete) when
 /// the transaction ends. Not `Clone`, so one admission is released once.
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "a window slot stays taken until the ticket is completed"]
@@ -452,8 +469,11 @@ impl Ticket {
     }
 }
 
-/// The outcome of [`Shard::classify`].
+/// The outcome of [`Shard::classify`](super::Shard::classify). A window rule's admission carries its slot in
+/// `ticket`: give it back with [`Shard::complete`](super::Shard::complete) when the transaction ends, or the slot stays
+/// taken.
 #[derive(Debug)]
+#[must_use = "a window admission's ticket must go back to the shard (Shard::complete)"]
 pub struct Decision<'p> {
     /// What to do.
     pub verdict: Verdict,
@@ -503,8 +523,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The emergency check as it was before the quick looks (`may_be_urn`,
-    /// `may_hold_sos_urn`): the fast version must agree with it on every input.
+    /// The exact emergency check alone, without the quick looks (`may_be_urn`,
+    /// `may_hold_sos_urn`) that skip it: the fast version must agree with it on every input.
     fn is_emergency_reference(request_uri: Option<&str>, to: Option<&str>) -> bool {
         match request_uri.map(bare_uri) {
             Some(ruri) if has_scheme(ruri, "urn") => is_sos_urn(ruri),
