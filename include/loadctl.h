@@ -291,10 +291,11 @@ typedef struct lc_subscriber_config {
   // URI; any other scheme is never trusted). Absent: the notifier's host only. A NOTIFY from
   // outside is answered 481 and reported (`LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED`).
   struct lc_str trust;
-  // Not used: which redirect targets the notifier may use is the engine's
+  // Reserved: never read (whatever it holds, even bytes that are not UTF-8), removed at the
+  // next major version. Which redirect targets a notifier may use is the engine's
   // `lc_engine_config.redirect_allow` (plus the notifier's own domain, RFC 7200 §7); the
   // subscriber reports (`LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST`) each rule the
-  // engine refuses, once. Kept for source compatibility.
+  // engine refuses, once.
   struct lc_str redirect_allow;
   // Scope rules without target-sip-entity to the notifier's URI (RFC 7200 §5.3.3 MAY): they
   // then match only requests classified with that target (`lc_request.target`,

@@ -451,7 +451,7 @@ struct WriterCells {
     /// continues its limiter instead of starting with a full burst. A notifier's `terminated` NOTIFY withdraws a policy (RFC 7200
     /// §4.8) and the re-subscription's first NOTIFY brings the same rules back moments later;
     /// with fresh cells every such round trip admitted up to r·τ + 1 more than the rule allows
-    /// in that second (found by tests/e2e/test_faults.py).
+    /// in that second.
     /// With the generation that withdrew it: the oldest go first when there are too many (a
     /// notifier that changes rates often parks a cell per old rate).
     resting: FxHashMap<u64, (Arc<CellRef>, u64)>,

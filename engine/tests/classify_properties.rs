@@ -386,8 +386,8 @@ proptest! {
 
     /// [`index_finds_the_same_rule_as_a_scan`] over every method (rules and requests),
     /// validity and never-matching rules: an entry's method code must agree with the rule's
-    /// full check (issue 18 review: with only INVITE and MESSAGE requests, an entry for the
-    /// default set that accepted any well-known method went unnoticed).
+    /// full check (with only INVITE and MESSAGE requests, an entry for the default set that
+    /// accepted any well-known method would go unnoticed).
     #[test]
     fn index_finds_the_same_rule_as_a_scan_for_every_method(
         rules in any_policy_xml(),

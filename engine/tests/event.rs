@@ -462,7 +462,7 @@ fn versions_repeats_gaps_invalid_and_unknown_bodies() {
         ),
     );
     assert_eq!(r.status, 200);
-    // The report names the notifier and the version the document claims (issue 16, item 10).
+    // The report names the notifier and the version the document claims.
     assert!(
         matches!(&events(&mut s)[..], [SubscriberEvent::InvalidDocument { notifier, version: Some(9), error }]
             if error.contains("negative") && notifier == "sip:sbc.example.com")
@@ -1127,7 +1127,7 @@ fn several_subscribers_feed_one_engine_as_separate_sources() {
     assert_eq!(towards("sip:west.example.com").as_deref(), Some("r1"));
 }
 
-// ------------------------------------------------------------------ issue 16: interoperability
+// ------------------------------------------------------------------ third-party notifiers
 
 /// RFC 7200 §4.8: "A NOTIFY request without a body indicates that no load-filtering policies
 /// need to be updated." A third-party notifier that refreshes with a bodyless NOTIFY leaves
@@ -1275,7 +1275,7 @@ fn partials_only_add_or_replace_and_the_deletion_form_is_still_read() {
     assert_eq!(left, ["b"]);
 }
 
-/// Version wrap (issue 16 item 7). §4.11: "For each NOTIFY transaction in a subscription, a
+/// Version wrap. §4.11: "For each NOTIFY transaction in a subscription, a
 /// version number that increases by exactly one MUST be included"; none follows 4294967295,
 /// so loadctl's notifier ends the subscription with `terminated;reason=deactivated` (RFC 6665
 /// §4.1.3: the subscriber "SHOULD retry immediately with a new subscription") and the new
@@ -1551,7 +1551,7 @@ fn refreshes_go_to_the_notifiers_contact() {
     assert!(fresh.route.is_empty());
 }
 
-/// Issue 16 item 10: a schema-valid document with reader warnings is applied and the warnings
+/// A schema-valid document with reader warnings is applied and the warnings
 /// reported; a refused document is counted and reported with the notifier and the version.
 #[test]
 fn warnings_are_reported_and_refusals_name_the_notifier_and_version() {

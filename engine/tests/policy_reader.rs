@@ -236,7 +236,7 @@ fn unknown_namespace_condition_makes_rule_never_match_without_failing() {
 /// Found by the `policy_read` fuzz target: a foreign namespace whose declaration held `<` and
 /// `>` was kept as written, the writer escaped it, and reading that back gave another name.
 #[test]
-fn fuzz_regression_namespace_names_are_unescaped_and_lt_in_attributes_refused() {
+fn namespace_names_are_unescaped_and_lt_in_attributes_refused() {
     let crash = include_bytes!("data/fuzz/policy_read-round-trip-1.bin");
     let e = read(crash, &Limits::default()).expect_err("'<' in an attribute value");
     assert!(matches!(e.kind, ErrorKind::Xml(_)), "{e}");
@@ -1055,7 +1055,7 @@ fn limit_value_length() {
 }
 
 /// `max_alt_targets` is a soft limit: the schema's alt-target is an `xs:list` of any length,
-/// so a longer list keeps its first URIs and the reader warns (issue 16, item 10).
+/// so a longer list keeps its first URIs and the reader warns.
 #[test]
 fn alt_targets_over_the_soft_limit_keep_the_first_ones_with_a_warning() {
     let limits = Limits {

@@ -1308,7 +1308,7 @@ static struct sockaddr_in subscriber_destination(edge_t *e) {
  * answer is absorbed (its branch no longer matches). That matters after a `terminated` NOTIFY
  * that arrives while a refresh is still being retransmitted (a notifier that was unreachable
  * and comes back): the new subscription must start at once, not after the old refresh got its
- * 481, since the policy is withdrawn meanwhile (found by tests/e2e/test_faults.py). */
+ * 481, since the policy is withdrawn meanwhile. */
 static void subscriber_transmit(edge_t *e) {
     if (!e->sub) return;
     char branch[64];

@@ -374,6 +374,14 @@ static void test_refusals_and_nulls(void) {
     sc.call_id = str("c");
     sc.tag = str("t");
     CHECK(lc_subscriber_new(e, &sc, 0, &s) == LC_RESULT_NULL_PARAMETER && s == NULL);
+    /* The reserved redirect_allow is never read: bytes that are not UTF-8 there (a field that
+     * does nothing must not fail the call) still give a subscriber. */
+    static const uint8_t not_utf8[] = {0xff, 0xfe};
+    sc.notifier = str("sip:sbc@example.net");
+    sc.redirect_allow.ptr = not_utf8;
+    sc.redirect_allow.len = sizeof not_utf8;
+    CHECK(lc_subscriber_new(e, &sc, 0, &s) == LC_RESULT_OK && s != NULL);
+    lc_subscriber_free(s);
     lc_subscriber_free(NULL);
     lc_notifier_free(NULL);
     lc_notifier_free(n);
@@ -468,7 +476,7 @@ static void test_over_the_wire(void) {
     lc_engine_free(e);
 }
 
-/* Issue 16 through the C ABI: a NOTIFY without a body keeps the policy (RFC 7200 §4.8), an
+/* Third-party notifiers through the C ABI: a NOTIFY without a body keeps the policy (RFC 7200 §4.8), an
  * invalid document is reported with its notifier and version, warnings are reported, and the
  * counters say so. */
 static void test_bodyless_warnings_and_refusals(void) {

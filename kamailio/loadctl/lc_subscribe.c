@@ -724,11 +724,6 @@ static int lc_sub_owner_init(void)
 		c.call_id = lc_cs(s->stem);
 		c.tag = lc_cs(s->tag);
 		c.expires = (uint32_t)lc_sub_expires;
-		if(lc_settings.redirect_allow.s && lc_settings.redirect_allow.len > 0) {
-			c.redirect_allow.ptr =
-					(const uint8_t *)lc_settings.redirect_allow.s;
-			c.redirect_allow.len = lc_settings.redirect_allow.len;
-		}
 		c.scope_to_notifier = false;
 		r = lc_subscriber_new(_lc_sub_engine, &c, now, &s->sub);
 		if(r != LC_RESULT_OK) {

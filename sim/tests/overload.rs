@@ -1,4 +1,4 @@
-//! Issue 20's claims on the chain clients → stateful proxy → server (`loadctl_sim::chain`), at
+//! The claims on the chain clients → stateful proxy → server (`loadctl_sim::chain`), at
 //! 3μ offered (μ = 1000/s): with RFC 7339 loss-based or RFC 7415 rate-based feedback the
 //! server keeps (almost) all of its capacity as goodput and (almost) no call fails; RFC 7200
 //! static filtering at μ does as well; FIFO without control collapses; the loop is stable.

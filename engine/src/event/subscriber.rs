@@ -108,11 +108,6 @@ pub struct SubscriberConfig {
     /// Hosts or domains notifiers may be at (a host matches an entry equal to it or a parent
     /// domain of it). Empty: only the configured notifier's host.
     pub trust: Vec<String>,
-    /// Not used any more: which redirect targets a notifier may use is the engine's
-    /// [`crate::compile::CompileConfig::redirect_allow`] (plus the notifier's own domain), and
-    /// the subscriber reports exactly the rules the engine refuses. Kept so that existing
-    /// configurations still build.
-    pub redirect_allow: Option<Vec<String>>,
     /// Scope rules without `target-sip-entity` to the notifier's URI (RFC 7200 §5.3.3: the
     /// subscriber MAY record the originator as the target). Only sensible where every request
     /// is classified with its target entity: a scoped rule never matches a request without
@@ -134,7 +129,6 @@ impl SubscriberConfig {
             tag: tag.to_owned(),
             expires: 3600,
             trust: Vec::new(),
-            redirect_allow: None,
             scope_to_notifier: false,
             retry_initial_ns: SECOND_NS,
             retry_max_ns: 300 * SECOND_NS,
