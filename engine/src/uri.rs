@@ -1417,10 +1417,6 @@ pub fn params_and_headers_match_with(
 }
 
 #[cfg(test)]
-#[path = "uri_reference.rs"]
-pub(crate) mod reference;
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

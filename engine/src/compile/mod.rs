@@ -1140,18 +1140,6 @@ fn header_text(value: &str, n: usize) -> Option<&str> {
     uri::header_uris(value).nth(n)?.ok()
 }
 
-/// The first URI of a header value that parses, canonicalised into `buf` (what the view
-/// builds for From and To; tested against the reference copy).
-#[cfg(test)]
-pub(crate) fn header_canonical<'b, 'r>(
-    value: &'r str,
-    n: usize,
-    buf: &'b mut Vec<u8>,
-) -> Option<Canonical<'b, 'r>> {
-    let parsed = uri::parse(header_text(value, n)?).ok()?;
-    Some(uri::canonicalize(parsed, buf))
-}
-
 /// The text of the URI of one element of a list header (`"name" <uri>;params` or
 /// `uri;params`).
 #[inline]
