@@ -379,7 +379,7 @@ impl<'a> TryFrom<&SipRequest<'a>> for TransactionParts<'a> {
 }
 
 /// (sent-by, branch) of a Via value `SIP / 2.0 / UDP host:port ;branch=…;…`.
-fn via_parts(via: &[u8]) -> Result<(&[u8], Option<&[u8]>), KeyError> {
+pub(crate) fn via_parts(via: &[u8]) -> Result<(&[u8], Option<&[u8]>), KeyError> {
     // sent-protocol: three tokens separated by '/', with optional white space around them.
     let mut i = 0;
     let mut slashes = 0;

@@ -18,6 +18,8 @@
 //! Header values keep their display names and parameters; [`uri_part`] cuts the URI out of one
 //! at the byte level, so a display name in a legacy 8-bit charset never stops classification.
 
+pub mod via;
+
 /// Why a message was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SipError {

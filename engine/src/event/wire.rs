@@ -294,7 +294,12 @@ fn opt_text(v: Option<&[u8]>, header: &'static str) -> Result<Option<String>, Wi
 impl Raw<'_> {
     /// The topmost Via's `branch` parameter.
     pub fn top_branch(&self) -> Option<&[u8]> {
-        let top = self.vias.first()?;
+        top_branch_of(self.vias.first()?)
+    }
+}
+
+pub(crate) fn top_branch_of(top: &[u8]) -> Option<&[u8]> {
+    {
         let top = top.split(|&b| b == b',').next()?;
         top.split(|&b| b == b';').skip(1).find_map(|p| {
             let mut kv = p.splitn(2, |&b| b == b'=');
@@ -304,7 +309,9 @@ impl Raw<'_> {
                 .then(|| kv.next().unwrap_or(&[]).trim_ascii())
         })
     }
+}
 
+impl Raw<'_> {
     /// The request, for the state machines (an error for a response).
     pub fn request(&self) -> Result<Request, WireError> {
         if self.status != 0 {

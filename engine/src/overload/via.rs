@@ -39,16 +39,16 @@ pub fn request_params(algorithms: Algorithms) -> &'static str {
 /// One `;name[=value]` parameter of a via-parm, as written (value without surrounding
 /// quotes, name as written).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Param<'a> {
-    name: &'a str,
-    value: Option<&'a str>,
+pub(crate) struct Param<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) value: Option<&'a str>,
     /// The parameter as written, with its leading `;`, for copying.
-    raw: &'a str,
+    pub(crate) raw: &'a str,
 }
 
 /// Whether the first via-parm of `value` closes every quoted string it opens (a via-parm that
 /// does not is malformed: RFC 3261 §25.1 `quoted-string`).
-fn balanced(value: &str) -> bool {
+pub(crate) fn balanced(value: &str) -> bool {
     let mut quoted = false;
     let bytes = value.as_bytes();
     let mut i = 0;
@@ -66,7 +66,7 @@ fn balanced(value: &str) -> bool {
 
 /// The first via-parm of `value` (up to a comma outside quotes), and the parameters after its
 /// sent-by.
-fn params(value: &str) -> (usize, impl Iterator<Item = Param<'_>>) {
+pub(crate) fn params(value: &str) -> (usize, impl Iterator<Item = Param<'_>>) {
     let bytes = value.as_bytes();
     let mut end = bytes.len();
     let mut quoted = false;
