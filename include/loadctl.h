@@ -1918,7 +1918,8 @@ lc_result lc_oc_client_hop(const struct lc_oc_client *client, struct lc_str addr
 // A response from `hop` arrived at `now_ns`; `top_via` is its topmost Via value. Records that
 // the hop is alive (ending a suspension) and applies the feedback, writing what happened to
 // `*applied`. A feedback value that breaks RFC 7339 (grammar, a loss above 100, several or
-// unoffered algorithms, a parameter twice) returns `LC_RESULT_OC_BAD_FEEDBACK` with the reason
+// unoffered algorithms, a parameter twice) or a via-parm that leaves a quoted string open
+// returns `LC_RESULT_OC_BAD_FEEDBACK` with the reason
 // in `lc_last_error` and leaves the values in force unchanged (the liveness is still
 // recorded). `LC_RESULT_INVALID_ARGUMENT` for an unknown hop. Thread-safe.
 //
@@ -2000,7 +2001,8 @@ lc_result lc_oc_category_sip(const struct lc_engine *engine,
 // Reads the overload-control values of a response's top Via (`top_via`, its first via-parm
 // counts) into `*out`. `LC_RESULT_EMPTY` when it carries none (no `oc`, or `oc` without a
 // value: the next hop does not do overload control); `LC_RESULT_OC_BAD_FEEDBACK` when a value
-// breaks RFC 7339 (the reason in `lc_last_error`). A missing `oc-validity` reads as 500, a
+// breaks RFC 7339 or the via-parm leaves a quoted string open (the reason in
+// `lc_last_error`). A missing `oc-validity` reads as 500, a
 // missing `oc-algo` as loss.
 //
 // # Safety

@@ -50,6 +50,7 @@ use std::hash::{BuildHasher, Hasher, RandomState};
 use crossbeam::queue::ArrayQueue;
 use crossbeam::utils::CachePadded;
 
+use crate::sip::via::ViaParm;
 use crate::sip::{SipRequest, trim};
 use crate::sync::{AtomicU64, Mutex, Ordering};
 
@@ -378,46 +379,10 @@ impl<'a> TryFrom<&SipRequest<'a>> for TransactionParts<'a> {
     }
 }
 
-/// (sent-by, branch) of a Via value `SIP / 2.0 / UDP host:port ;branch=…;…`.
-pub(crate) fn via_parts(via: &[u8]) -> Result<(&[u8], Option<&[u8]>), KeyError> {
-    // sent-protocol: three tokens separated by '/', with optional white space around them.
-    let mut i = 0;
-    let mut slashes = 0;
-    while i < via.len() && slashes < 2 {
-        if via[i] == b'/' {
-            slashes += 1;
-        }
-        i += 1;
-    }
-    if slashes < 2 {
-        return Err(KeyError::BadVia);
-    }
-    while i < via.len() && via[i].is_ascii_whitespace() {
-        i += 1;
-    }
-    let transport = i;
-    while i < via.len() && !via[i].is_ascii_whitespace() && via[i] != b';' {
-        i += 1;
-    }
-    if i == transport {
-        return Err(KeyError::BadVia);
-    }
-    let rest = &via[i..];
-    let end = rest
-        .iter()
-        .position(|&b| b == b';' || b == b',')
-        .unwrap_or(rest.len());
-    let sent_by = trim(&rest[..end]);
-    if sent_by.is_empty() {
-        return Err(KeyError::BadVia);
-    }
-    let branch = rest[end..].split(|&b| b == b';').skip(1).find_map(|p| {
-        let mut kv = p.splitn(2, |&b| b == b'=');
-        let name = trim(kv.next().unwrap_or(&[]));
-        name.eq_ignore_ascii_case(b"branch")
-            .then(|| trim(kv.next().unwrap_or(&[])))
-    });
-    Ok((sent_by, branch))
+/// (sent-by, branch) of the top via-parm of a Via value `SIP / 2.0 / UDP host:port ;branch=…`.
+fn via_parts(via: &[u8]) -> Result<(&[u8], Option<&[u8]>), KeyError> {
+    let top = ViaParm::top(via).map_err(|_| KeyError::BadVia)?;
+    Ok((top.sent_by().ok_or(KeyError::BadVia)?, top.branch()))
 }
 
 /// Feeds `bytes` to `h` lower-cased, a stack buffer at a time (no allocation).
@@ -1101,6 +1066,32 @@ mod tests {
             };
             assert_eq!(d.key_from_parts(&parts), Err(KeyError::BadVia));
         }
+    }
+
+    #[test]
+    fn the_key_takes_the_top_via_parms_own_branch() {
+        // a `;branch=` inside a quoted value is text, not a parameter; a quote left open
+        // leaves the via-parm's end unknown
+        let d = detector(16, 1);
+        let parts = |top_via: &'static [u8]| TransactionParts {
+            method: b"INVITE",
+            request_uri: b"sip:x",
+            top_via,
+            call_id: b"c",
+            cseq: 1,
+            from_tag: None,
+            to_tag: None,
+        };
+        assert_eq!(
+            d.key_from_parts(&parts(
+                b"SIP/2.0/UDP h;x=\"a;branch=z9hG4bKfake\";branch=z9hG4bKreal"
+            )),
+            d.key_from_parts(&parts(b"SIP/2.0/UDP h;branch=z9hG4bKreal"))
+        );
+        assert_eq!(
+            d.key_from_parts(&parts(b"SIP/2.0/UDP h;x=\"a;branch=z9hG4bK1")),
+            Err(KeyError::BadVia)
+        );
     }
 
     #[test]

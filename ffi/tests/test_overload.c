@@ -319,6 +319,8 @@ static void test_feedback_text(void) {
     CHECK(f.oc == 7 && f.algorithm == LC_OC_ALGORITHM_LOSS && f.validity_ms == 500 && f.has_seq == 0);
     CHECK_RESULT(lc_oc_feedback_parse(str("SIP/2.0/UDP p;oc=7;oc-algo=\"loss,rate\""), &f),
                  LC_RESULT_OC_BAD_FEEDBACK);
+    /* A quote left open: where the via-parm's parameters end cannot be known. */
+    CHECK_RESULT(lc_oc_feedback_parse(str("SIP/2.0/UDP p;oc=7;x=\"open"), &f), LC_RESULT_OC_BAD_FEEDBACK);
 
     /* RFC 7415 §4's response to its request. */
     const char *request = "SIP/2.0/TLS p1.example.net;branch=z9hG4bK2d4790.1;received=192.0.2.111;"

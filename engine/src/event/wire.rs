@@ -294,24 +294,11 @@ fn opt_text(v: Option<&[u8]>, header: &'static str) -> Result<Option<String>, Wi
 impl Raw<'_> {
     /// The topmost Via's `branch` parameter.
     pub fn top_branch(&self) -> Option<&[u8]> {
-        top_branch_of(self.vias.first()?)
+        crate::sip::via::ViaParm::top(*self.vias.first()?)
+            .ok()?
+            .branch()
     }
-}
 
-pub(crate) fn top_branch_of(top: &[u8]) -> Option<&[u8]> {
-    {
-        let top = top.split(|&b| b == b',').next()?;
-        top.split(|&b| b == b';').skip(1).find_map(|p| {
-            let mut kv = p.splitn(2, |&b| b == b'=');
-            kv.next()?
-                .trim_ascii()
-                .eq_ignore_ascii_case(b"branch")
-                .then(|| kv.next().unwrap_or(&[]).trim_ascii())
-        })
-    }
-}
-
-impl Raw<'_> {
     /// The request, for the state machines (an error for a response).
     pub fn request(&self) -> Result<Request, WireError> {
         if self.status != 0 {
@@ -515,6 +502,14 @@ mod tests {
         assert_eq!(raw.method, b"NOTIFY");
         assert_eq!(raw.vias.len(), 2);
         assert_eq!(raw.top_branch(), Some(&b"z9hG4bKnotify1"[..]));
+        // a quoted comma does not end the top via-parm before its branch (RFC 7339 §9 oc-algo)
+        let quoted = String::from_utf8_lossy(NOTIFY).replacen(
+            "192.0.2.20:5060;branch",
+            "192.0.2.20:5060;oc;oc-algo=\"loss,rate\";branch",
+            1,
+        );
+        let quoted = scan(quoted.as_bytes()).expect("scans");
+        assert_eq!(quoted.top_branch(), Some(&b"z9hG4bKnotify1"[..]));
         assert_eq!(raw.cseq, 7);
         assert_eq!(raw.body, b"<x/>\n");
         let req = raw.request().expect("request");

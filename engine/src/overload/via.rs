@@ -11,11 +11,13 @@
 //! ```
 //!
 //! Everything here works on one `via-parm` (`SIP/2.0/UDP host:port;param;param=value`): the
-//! topmost one of a header line that holds several (a comma outside quotes ends it; the commas
-//! inside `oc-algo="loss,rate"` do not). Parameter names are case-insensitive (RFC 3261 §7.3.1:
-//! "field names \[and\] parameter names ... are case-insensitive"). Nothing allocates.
+//! topmost one of a header line that holds several, as [`crate::sip::via`] reads it (a comma
+//! outside quotes ends it; the commas inside `oc-algo="loss,rate"` do not; parameter names are
+//! case-insensitive). Nothing allocates but what [`Feedback::write_via`] writes.
 
 use std::fmt::{self, Write as _};
+
+use crate::sip::via::ViaParm;
 
 use super::{Algorithm, Algorithms, OcError, Seq};
 
@@ -34,99 +36,6 @@ pub fn request_params(algorithms: Algorithms) -> &'static str {
     } else {
         ";oc;oc-algo=\"loss\""
     }
-}
-
-/// One `;name[=value]` parameter of a via-parm, as written (value without surrounding
-/// quotes, name as written).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Param<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) value: Option<&'a str>,
-    /// The parameter as written, with its leading `;`, for copying.
-    pub(crate) raw: &'a str,
-}
-
-/// Whether the first via-parm of `value` closes every quoted string it opens (a via-parm that
-/// does not is malformed: RFC 3261 §25.1 `quoted-string`).
-pub(crate) fn balanced(value: &str) -> bool {
-    let mut quoted = false;
-    let bytes = value.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => quoted = !quoted,
-            b'\\' if quoted => i += 1,
-            b',' if !quoted => return true,
-            _ => {}
-        }
-        i += 1;
-    }
-    !quoted
-}
-
-/// The first via-parm of `value` (up to a comma outside quotes), and the parameters after its
-/// sent-by.
-pub(crate) fn params(value: &str) -> (usize, impl Iterator<Item = Param<'_>>) {
-    let bytes = value.as_bytes();
-    let mut end = bytes.len();
-    let mut quoted = false;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => quoted = !quoted,
-            b'\\' if quoted => i += 1,
-            b',' if !quoted => {
-                end = i;
-                break;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    let parm = &value[..end];
-    let first = first_semicolon(parm).unwrap_or(parm.len());
-    let mut rest = &parm[first..];
-    let iter = std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        // `rest` starts at a ';'.
-        let body = &rest[1..];
-        let len = first_semicolon(body).map_or(body.len(), |n| n);
-        let raw = &rest[..=len];
-        rest = &rest[1 + len..];
-        let text = &body[..len];
-        let (name, value) = match text.find('=') {
-            Some(eq) => {
-                let v = text[eq + 1..].trim();
-                let v = v
-                    .strip_prefix('"')
-                    .and_then(|v| v.strip_suffix('"'))
-                    .unwrap_or(v);
-                (text[..eq].trim(), Some(v))
-            }
-            None => (text.trim(), None),
-        };
-        Some(Param { name, value, raw })
-    });
-    (end, iter)
-}
-
-/// The position of the first `;` outside quotes.
-fn first_semicolon(s: &str) -> Option<usize> {
-    let mut quoted = false;
-    let bytes = s.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => quoted = !quoted,
-            b'\\' if quoted => i += 1,
-            b';' if !quoted => return Some(i),
-            _ => {}
-        }
-        i += 1;
-    }
-    None
 }
 
 fn is_oc_param(name: &str) -> bool {
@@ -151,13 +60,10 @@ impl Offer {
     /// `loss` (§4.2: "with a default value of "loss""). A value on the request's `oc` (which
     /// "MUST NOT" be there, §4.1) is ignored.
     pub fn parse(via: &str) -> Option<Offer> {
-        if !balanced(via) {
-            return None;
-        }
-        let (_, params) = params(via);
+        let top = ViaParm::top(via).ok()?;
         let mut oc = false;
         let mut algos: Option<&str> = None;
-        for p in params {
+        for p in top.params() {
             if p.name.eq_ignore_ascii_case("oc") {
                 oc = true;
             } else if p.name.eq_ignore_ascii_case("oc-algo") {
@@ -231,19 +137,23 @@ impl Feedback {
     /// - `Ok(Some(_))`: the values; a missing `oc-validity` is 500 (§4.3), a missing `oc-algo`
     ///   is `loss` (§4.2's default), a missing `oc-seq` is `None` (the server broke §4.4's
     ///   MUST; the values still apply, unordered).
-    /// - `Err`: a value that breaks the grammar or the ranges: an `oc` that is not `1*DIGIT`, a
+    /// - `Err`: a via-parm that leaves a quoted string open, or a value that breaks the
+    ///   grammar or the ranges: an `oc` that is not `1*DIGIT`, a
     ///   loss percentage above 100 (§7.1: "This value MUST be in the range of [0, 100]"), more
     ///   than one algorithm (§4.2: the server "MUST return the single selected algorithm"), an
     ///   algorithm this client does not support, a bad `oc-validity` or `oc-seq`, or a
     ///   parameter given twice. Rate values above [`super::MAX_RATE`] are cut to it, validities
     ///   above [`MAX_VALIDITY_MS`] to it.
     pub fn parse(via: &str) -> Result<Option<Feedback>, OcError> {
-        let (_, params) = params(via);
+        let top = ViaParm::top(via).map_err(|_| OcError::BadValue {
+            param: "Via",
+            value: clip(via),
+        })?;
         let mut oc: Option<Option<&str>> = None;
         let mut algo: Option<&str> = None;
         let mut validity: Option<&str> = None;
         let mut seq: Option<&str> = None;
-        for p in params {
+        for p in top.params() {
             let slot = if p.name.eq_ignore_ascii_case("oc") {
                 if oc.is_some() {
                     return Err(OcError::Duplicate("oc"));
@@ -318,22 +228,18 @@ impl Feedback {
     /// that leaves a quoted string open cannot carry parameters after it: refused, with
     /// nothing written.
     pub fn write_via(&self, via: &str, out: &mut String) -> Result<(), OcError> {
-        if !balanced(via) {
-            return Err(OcError::BadValue {
-                param: "Via",
-                value: clip(via),
-            });
-        }
-        let (end, params) = params(via);
-        let head_end = first_semicolon(&via[..end]).unwrap_or(end);
-        out.push_str(via[..head_end].trim_end());
-        for p in params {
+        let top = ViaParm::top(via).map_err(|_| OcError::BadValue {
+            param: "Via",
+            value: clip(via),
+        })?;
+        out.push_str(top.head());
+        for p in top.params() {
             if !is_oc_param(p.name) {
                 out.push_str(p.raw.trim_end());
             }
         }
         let _ = write!(out, "{self}");
-        out.push_str(&via[end..]);
+        out.push_str(top.rest());
         Ok(())
     }
 }
@@ -438,6 +344,11 @@ mod tests {
             Feedback::parse("SIP/2.0/UDP h;oc=5;oc=6"),
             Err(OcError::Duplicate("oc"))
         );
+        // a quote left open: where the parameters end cannot be known
+        assert!(matches!(
+            Feedback::parse("SIP/2.0/UDP h;oc=5;x=\"open"),
+            Err(OcError::BadValue { param: "Via", .. })
+        ));
         let f = Feedback::parse("SIP/2.0/UDP h;oc=99999999;oc-algo=rate;oc-validity=0")
             .expect("test input")
             .expect("test input");
