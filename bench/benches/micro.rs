@@ -30,9 +30,9 @@ use governor::{Quota, RateLimiter};
 use loadctl::compile::trie::TrieBuilder;
 use loadctl::compile::{CompileConfig, compile};
 use loadctl::engine::{Engine, EngineConfig, RuleCell, Source};
-use loadctl::limit::RateGate;
 use loadctl::policy::{Change, Limit, Rate, Ruleset};
 use loadctl::uri;
+use loadctl_bench::naive::RateGate;
 use loadctl_bench::workload::{Rng, carrier_policy};
 
 fn bench_trie(c: &mut Criterion) {

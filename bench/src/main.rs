@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 use governor::{Quota, RateLimiter};
 use loadctl::clock::{Clock, SystemClock};
 use loadctl::engine::{Engine, EngineConfig, Source, Time};
-use loadctl::limit::RateGate;
 use loadctl::policy::{self, Change, Limits, Ruleset};
 use loadctl_bench::machine::{CpuTimes, Machine};
 use loadctl_bench::naive::NaiveEvaluator;
+use loadctl_bench::naive::RateGate;
 use loadctl_bench::peers::{LockedLimiter, floor};
 use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests, small_policy};
 

@@ -11,7 +11,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use loadctl::engine::{Exemptions, Request, Time, Verdict};
-use loadctl::limit::Limiter;
 use loadctl::policy::{
     AltAction, Except, ExceptTel, Field, Identity, Rule, Ruleset, TelPrefix, Uri,
 };
@@ -299,5 +298,80 @@ mod tests {
         }
         // The workload aims ~60 % at rules; some miss on method, target or validity.
         assert!(matched > reqs.len() * 45 / 100, "{matched}");
+    }
+}
+
+/// One owner's GCRA (no atomics, no leases) over the engine's arithmetic
+/// (`loadctl::limit`): what a single-threaded limiter costs, beside the engine's shared one.
+#[derive(Clone, Debug)]
+pub struct RateGate {
+    interval_ns: Option<u64>,
+    tolerance_ns: u64,
+    tat_ns: u64,
+}
+
+impl RateGate {
+    /// A gate admitting `per_second` on average with burst tolerance `tolerance`.
+    pub fn new(per_second: f64, tolerance: Duration) -> Self {
+        let interval_ns = loadctl::limit::interval_ns(per_second);
+        RateGate {
+            interval_ns,
+            tolerance_ns: interval_ns.map_or(0, |t| {
+                loadctl::limit::tolerance_ns(t, per_second, tolerance)
+            }),
+            tat_ns: 0,
+        }
+    }
+
+    /// Admits one request at `now_ns` if the rate allows, and accounts for it.
+    #[inline]
+    pub fn try_acquire(&mut self, now_ns: u64) -> bool {
+        let Some(interval) = self.interval_ns else {
+            return false;
+        };
+        let (k, _, tat) =
+            loadctl::limit::gcra_lease(self.tat_ns, now_ns, interval, self.tolerance_ns, 0, 1);
+        self.tat_ns = tat;
+        k == 1
+    }
+}
+
+/// A rule's limiter in the naive peer. It never completes a transaction, so a window only
+/// fills: a count of what it admitted, up to its size.
+#[derive(Clone, Debug)]
+enum Limiter {
+    Rate(RateGate),
+    Percent { step: u32, accumulator: u32 },
+    Window { size: u32, taken: u32 },
+}
+
+impl Limiter {
+    fn new(limit: &loadctl::policy::Limit, tolerance: Duration) -> Self {
+        match *limit {
+            loadctl::policy::Limit::Rate(r) => {
+                Limiter::Rate(RateGate::new(r.per_second(), tolerance))
+            }
+            loadctl::policy::Limit::Percent(p) => Limiter::Percent {
+                step: loadctl::limit::percent_step(p.value()),
+                accumulator: 0,
+            },
+            loadctl::policy::Limit::Window(size) => Limiter::Window { size, taken: 0 },
+        }
+    }
+
+    fn try_acquire(&mut self, now_ns: u64) -> bool {
+        match self {
+            Limiter::Rate(g) => g.try_acquire(now_ns),
+            Limiter::Percent { step, accumulator } => {
+                let (admit, next) = loadctl::limit::percent_advance(*step, *accumulator);
+                *accumulator = next;
+                admit
+            }
+            Limiter::Window { size, taken } => {
+                let admit = taken < size;
+                *taken += u32::from(admit);
+                admit
+            }
+        }
     }
 }

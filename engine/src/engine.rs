@@ -209,7 +209,7 @@ pub(crate) enum LimitParams {
     Rate {
         /// Emission interval T; `None` for rate 0.
         interval_ns: Option<u64>,
-        /// min(τ, b·T − 1) ([`crate::limit::RateGate::tolerance_for`]), less the look-ahead
+        /// min(τ, b·T − 1) ([`crate::limit::tolerance_ns`]), less the look-ahead
         /// (so leased tokens never widen the burst).
         tolerance_ns: u64,
         /// Tokens per lease. A lease of more than one token may reach the engine's lease
@@ -230,16 +230,14 @@ impl LimitParams {
         match *limit {
             Limit::Rate(r) => {
                 let r = r.per_second();
-                if r <= 0.0 {
+                let Some(interval) = crate::limit::interval_ns(r) else {
                     return LimitParams::Rate {
                         interval_ns: None,
                         tolerance_ns: 0,
                         lease: 1,
                     };
-                }
-                let interval = (1e9 / r).round() as u64;
-                let tolerance =
-                    crate::limit::RateGate::tolerance_for(interval, r, config.burst_tolerance);
+                };
+                let tolerance = crate::limit::tolerance_ns(interval, r, config.burst_tolerance);
                 let lease = ((r * config.lease_period.as_secs_f64()).floor() as u64)
                     .clamp(1, 1 << 16) as u32;
                 // With one token per lease there is nothing to look ahead for.
@@ -394,7 +392,7 @@ impl Snapshot {
 
 /// A stable 64-bit key for (source, rule id, action): FNV-1a, identical in every process.
 fn rule_key(source: &str, rule: &Rule) -> u64 {
-    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    let mut h = crate::hash::Fnv1a::OFFSET;
     h.bytes(source.as_bytes());
     h.bytes(b"\0");
     h.bytes(rule.id.as_str().as_bytes());
@@ -402,24 +400,6 @@ fn rule_key(source: &str, rule: &Rule) -> u64 {
     // The action's canonical text, hashed as it is formatted (no allocation).
     let _ = std::fmt::Write::write_fmt(&mut h, format_args!("{}", rule.accept));
     h.0.max(1)
-}
-
-struct Fnv(u64);
-
-impl Fnv {
-    fn bytes(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
-
-impl std::fmt::Write for Fnv {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.bytes(s.as_bytes());
-        Ok(())
-    }
 }
 
 struct SourceState {

@@ -8,7 +8,6 @@
 //! - [`policy`]: the `application/load-control+xml` document — model, reader, writer, merge.
 //! - [`uri`]: SIP / tel URI views and canonical comparison.
 //! - [`compile`]: policy → immutable, indexed [`compile::CompiledPolicy`].
-//! - [`limit`]: single-owner limiters (GCRA rate gate, percent gate, window).
 //! - [`engine`]: the multi-core runtime — [`engine::Engine`] publishes snapshots (RCU), each
 //!   worker's [`engine::Shard`] classifies with its own limiter state; requests, decisions, stats.
 //! - [`sip`]: zero-copy scanner for the fields of a raw SIP request.
@@ -24,6 +23,10 @@ pub mod clock;
 pub mod compile;
 pub mod engine;
 pub mod event;
+mod hash;
+// The limiters' arithmetic (GCRA, percent gate), for the cells and shards and for the bench's
+// naive peer: not API.
+#[doc(hidden)]
 pub mod limit;
 pub mod overload;
 pub mod policy;

@@ -27,18 +27,17 @@
 //! `target-sip-entity` compares as an entity, so a `transport` parameter on only one side does
 //! not count there (RFC 7200 §5.3.3 "the next-hop SIP entity").
 
-pub mod hash;
 pub mod trie;
 
 use std::sync::Arc;
 
+pub(crate) use crate::hash::FxHashMap;
 use crate::policy::{
     self, AltAction, Except, ExceptTel, Field, Identity, Limit, Rule, RuleId, Ruleset, TelPrefix,
     Uri,
 };
 use crate::sip::HeaderValues;
 use crate::uri::{self, Canonical, CanonicalParam, Number, Parts, SipUserNumbers, UriRef};
-pub use hash::FxHashMap;
 use trie::{DigitTrie, TrieBuilder};
 
 /// Methods a rule without `<method>` applies to (RFC 7200 §5.2).

@@ -78,19 +78,13 @@ impl RuleCell {
         ahead_ns: u64,
         max: u32,
     ) -> (u32, u64) {
-        let reach = tolerance_ns.saturating_add(ahead_ns);
         let mut tat = self.state.load(Ordering::Acquire);
         loop {
-            let base = tat.max(now_ns);
-            let behind = base - now_ns;
-            if behind > reach {
+            let (k, base, new) =
+                crate::limit::gcra_lease(tat, now_ns, interval_ns, tolerance_ns, ahead_ns, max);
+            if k == 0 {
                 return (0, base);
             }
-            let conforming = (reach - behind)
-                .checked_div(interval_ns)
-                .map_or(u64::from(max), |n| n + 1);
-            let k = conforming.min(u64::from(max)) as u32;
-            let new = base.saturating_add(u64::from(k) * interval_ns);
             match self.replace(tat, new) {
                 Ok(_) => return (k, base),
                 Err(current) => tat = current,

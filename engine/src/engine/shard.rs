@@ -16,7 +16,6 @@ use super::stats::{Alt, CounterTable, HotRow, RowLimit, ShardCounters};
 use super::{Decision, ExemptReason, Request, RuleStats, Ticket, Time, Verdict};
 use super::{Inner, LimitParams, NOT_CARRIED, Snapshot};
 use crate::compile::Scratch;
-use crate::limit::PercentGate;
 use crate::sync::{Arc, Ordering, lock};
 
 /// Wall-clock time derived from the monotonic clock, re-synchronised about once a second.
@@ -311,7 +310,7 @@ fn acquire(row: &HotRow, now: u64, lease_period_ns: u64) -> (bool, bool) {
     match row.limit {
         RowLimit::Percent { step } => {
             let acc = u32::try_from(row.state.load(Ordering::Relaxed)).unwrap_or(0);
-            let (admit, next) = PercentGate::advance(step, acc);
+            let (admit, next) = crate::limit::percent_advance(step, acc);
             row.state.store(u64::from(next), Ordering::Relaxed);
             (admit, false)
         }

@@ -13,7 +13,6 @@ use std::fmt::Write as _;
 
 use super::cell::CellRef;
 use super::{ExemptReason, Inner, LimitParams, RuleStats, Snapshot, SnapshotRule};
-use crate::limit::PercentGate;
 use crate::policy::{AltAction, Limit};
 use crate::sync::{Arc, ArcSwap, AtomicU32, AtomicU64, Mutex, Name, Ordering, lock};
 
@@ -45,7 +44,7 @@ pub(crate) enum RowLimit {
     },
     /// Rate 0: nothing is admitted.
     Closed,
-    /// The percent gate's step ([`PercentGate::step`]); its accumulator is the row's `state`.
+    /// The percent gate's step ([`crate::limit::percent_step`]); its accumulator is the row's `state`.
     Percent { step: u32 },
     /// A window; `key` goes into the tickets it issues.
     Window { key: u64 },
@@ -95,7 +94,7 @@ impl HotRow {
             } => (RowLimit::Closed, 0),
             LimitParams::Percent(p) => (
                 RowLimit::Percent {
-                    step: PercentGate::new(p).step(),
+                    step: crate::limit::percent_step(p),
                 },
                 0,
             ),

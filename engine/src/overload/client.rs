@@ -136,12 +136,7 @@ impl ClientConfig {
 /// The key of a next hop's address (for example `"192.0.2.7:5060"`, or the bytes of a socket
 /// address): FNV-1a, the same in every process, never 0.
 pub fn hop_key(address: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in address {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    if h == 0 { 1 } else { h }
+    crate::hash::fnv1a(address).max(1)
 }
 
 /// One next hop's shared state: 64 bytes of atomics, no pointers.
