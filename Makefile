@@ -52,9 +52,9 @@ loom:
 		--profile loom --target-dir target/loom-mutant
 
 ## soak: classifiers on real threads for SOAK_SECONDS while policies are published, a source is
-## withdrawn and restored, and window tickets complete out of order (engine/tests/soak.rs)
+## withdrawn and restored, and window tickets complete out of order (engine/tests/it/soak.rs)
 soak:
-	SOAK_SECONDS=$(SOAK_SECONDS) $(CARGO) test --release -p loadctl --test soak -- --ignored --nocapture
+	SOAK_SECONDS=$(SOAK_SECONDS) $(CARGO) test --release -p loadctl --test it -- --ignored --nocapture soak::
 
 ## fuzz-smoke: every cargo-fuzz target (fuzz/) for FUZZ_SECONDS on a copy of its committed
 ## corpus, under AddressSanitizer, two at a time. The machine has only the stable toolchain: RUSTC_BOOTSTRAP=1

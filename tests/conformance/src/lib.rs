@@ -2,7 +2,7 @@
 //!
 //! Each file in `vectors/` holds the vectors of one RFC section; each vector quotes the
 //! sentence it checks. [`run_all`] runs every vector of every file and returns the failures;
-//! the test in `tests/vectors.rs` prints them (file, vector, citation, expected, got) and fails
+//! the test in `tests/it/vectors.rs` prints them (file, vector, citation, expected, got) and fails
 //! when there is any.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

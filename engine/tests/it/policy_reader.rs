@@ -3,9 +3,9 @@
 
 use loadctl::policy::*;
 
-const EXAMPLE1: &str = include_str!("data/rfc7200-example1.xml");
-const EXAMPLE2: &str = include_str!("data/rfc7200-example2.xml");
-const EXAMPLE3: &str = include_str!("data/rfc7200-example3.xml");
+const EXAMPLE1: &str = include_str!("../data/rfc7200-example1.xml");
+const EXAMPLE2: &str = include_str!("../data/rfc7200-example2.xml");
+const EXAMPLE3: &str = include_str!("../data/rfc7200-example3.xml");
 
 fn ok(doc: &str) -> Document {
     match read(doc.as_bytes(), &Limits::default()) {
@@ -237,7 +237,7 @@ fn unknown_namespace_condition_makes_rule_never_match_without_failing() {
 /// `>` was kept as written, the writer escaped it, and reading that back gave another name.
 #[test]
 fn namespace_names_are_unescaped_and_lt_in_attributes_refused() {
-    let crash = include_bytes!("data/fuzz/policy_read-round-trip-1.bin");
+    let crash = include_bytes!("../data/fuzz/policy_read-round-trip-1.bin");
     let e = read(crash, &Limits::default()).expect_err("'<' in an attribute value");
     assert!(matches!(e.kind, ErrorKind::Xml(_)), "{e}");
     let e = err(&rule_doc(

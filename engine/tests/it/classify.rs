@@ -295,7 +295,7 @@ fn sip_blocks_or_fields_and_identities_or_excepts_subtract() {
 #[test]
 fn first_match_wins_and_later_limiters_are_untouched() {
     // RFC 7200 Appendix D.1 example 3.
-    let doc = include_str!("data/rfc7200-example3.xml");
+    let doc = include_str!("../data/rfc7200-example3.xml");
     let rs = read(doc.as_bytes(), &Limits::default())
         .expect("valid")
         .ruleset;
@@ -498,7 +498,7 @@ fn target_sip_entity_scopes_a_rule() {
 fn validity_uses_the_injected_wall_clock() {
     // RFC example 1: 2008-05-31 12:00–15:00 at -05:00 (17:00–20:00Z).
     let rs = read(
-        include_bytes!("data/rfc7200-example1.xml"),
+        include_bytes!("../data/rfc7200-example1.xml"),
         &Limits::default(),
     )
     .expect("valid")

@@ -89,7 +89,9 @@ fn invalid_document_reports_file_line_column_and_exits_1() {
 fn valid_document_on_stdin() {
     let out = loadctl(
         &["check", "-"],
-        Some(include_str!("../../engine/tests/data/rfc7200-example3.xml")),
+        Some(include_str!(
+            "../../../engine/tests/data/rfc7200-example3.xml"
+        )),
     );
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).starts_with("<stdin>: version 2, full, 2 rules\n"));
