@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::common::NS;
 use loadctl::compile::Identities;
 use loadctl::engine::{
     Engine, EngineConfig, Request as SipRequest, Shard, Time, Transport, Verdict,
@@ -17,7 +18,6 @@ use loadctl::policy::{self, Limit, Limits, Rule, Uri};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 const NOTIFIER: &str = "sip:sbc.example.com";
 
 fn uri(s: &str) -> Uri {

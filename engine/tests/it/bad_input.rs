@@ -2,12 +2,11 @@
 //! it is tested): NUL bytes, a million rules, prefixes longer than the digit trie keeps. Each
 //! is refused with an error value or handled exactly, and nothing is applied half-way.
 
+use crate::common::NS;
 use loadctl::compile::Identities;
 use loadctl::engine::*;
 use loadctl::policy::{Limits, PolicyError, read};
 use loadctl::sip::scan;
-
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 
 fn document(rules: &str) -> String {
     format!("<ruleset {NS} version=\"1\" state=\"full\">{rules}</ruleset>")

@@ -1,12 +1,11 @@
 //! Several engines sharing one `CellTable` — as the processes of a forking appliance do —
 //! enforce one global limit per rule, in simulated time.
 
+use crate::common::{NS, invite_to};
 use loadctl::clock::{Clock, SystemClock};
-use loadctl::compile::Identities;
 use loadctl::engine::*;
 use loadctl::policy::{Limits, Ruleset, read};
 
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 const SECOND: u64 = 1_000_000_000;
 const ENGINES: usize = 4;
 const SHARDS: usize = 4;
@@ -33,21 +32,7 @@ fn region(cells: usize) -> &'static [RuleCell] {
 }
 
 fn call(to: &str, monotonic_ns: u64) -> Request<'_> {
-    Request {
-        method: "INVITE",
-        identities: Identities {
-            to: Some(to),
-            ..Identities::default()
-        },
-        transport: Transport::Udp,
-        initial: true,
-        event: None,
-        time: Some(Time {
-            monotonic_ns,
-            unix_ns: 1_700_000_000_000_000_000,
-        }),
-        ..Request::default()
-    }
+    invite_to(to, Transport::Udp, monotonic_ns)
 }
 
 /// `ENGINES` engines, each with its own copy of the policy; on one table when `table` is set.

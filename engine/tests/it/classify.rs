@@ -3,18 +3,10 @@
 
 use std::time::Duration;
 
+use crate::common::ruleset;
 use loadctl::compile::{CompileConfig, Identities};
 use loadctl::engine::*;
 use loadctl::policy::{Limits, Ruleset, read};
-
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
-
-fn ruleset(rules: &str) -> Ruleset {
-    let doc = format!("<ruleset {NS} version=\"0\" state=\"full\">{rules}</ruleset>");
-    read(doc.as_bytes(), &Limits::default())
-        .unwrap_or_else(|e| panic!("{e}\n{doc}"))
-        .ruleset
-}
 
 /// A shard of a one-shard engine enforcing `rs`.
 fn shard_for(rs: Ruleset, config: EngineConfig) -> Shard {

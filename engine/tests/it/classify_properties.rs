@@ -3,21 +3,13 @@
 
 use std::sync::Arc;
 
+use crate::common::{NS, ruleset};
 use loadctl::compile::{CompileConfig, CompiledPolicy, Identities, Scratch, compile};
 use loadctl::engine::*;
-use loadctl::policy::Ruleset;
 use loadctl::policy::{Limits, read};
 use proptest::prelude::*;
 
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 const SECOND: u64 = 1_000_000_000;
-
-fn ruleset(rules: &str) -> Ruleset {
-    let doc = format!("<ruleset {NS} version=\"0\" state=\"full\">{rules}</ruleset>");
-    read(doc.as_bytes(), &Limits::default())
-        .unwrap_or_else(|e| panic!("{e}\n{doc}"))
-        .ruleset
-}
 
 /// A shard of a one-shard engine enforcing `rules`.
 fn shard_of(rules: &str) -> Shard {

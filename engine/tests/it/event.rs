@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::common::NS;
 use loadctl::compile::Identities;
 use loadctl::engine::{Engine, EngineConfig, Request as SipRequest, Time, Transport};
 use loadctl::event::notifier::{
@@ -16,7 +17,6 @@ use loadctl::event::*;
 use loadctl::policy::{self, Limits, Rule, Ruleset, State, Uri};
 
 const S: u64 = 1_000_000_000;
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 
 fn uri(s: &str) -> Uri {
     Uri::new(s).expect("uri")

@@ -6,6 +6,7 @@ mod bad_input;
 mod cell_table;
 mod classify;
 mod classify_properties;
+mod common;
 mod event;
 mod policy_merge;
 mod policy_reader;

@@ -1,26 +1,15 @@
 //! The multi-core runtime in simulated time: 64 virtual shards driven from one thread, so
 //! many-core behaviour is checked deterministically on a small machine.
 
-use loadctl::compile::Identities;
+use crate::common::{doc, invite_to, to_rule};
 use loadctl::engine::*;
-use loadctl::policy::{Limits, Ruleset, Uri, read};
+use loadctl::policy::{Limits, Uri};
 
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 const SECOND: u64 = 1_000_000_000;
 const SHARDS: usize = 64;
 
-fn doc(version: u32, state: &str, rules: &str) -> Ruleset {
-    let text = format!("<ruleset {NS} version=\"{version}\" state=\"{state}\">{rules}</ruleset>");
-    read(text.as_bytes(), &Limits::default())
-        .unwrap_or_else(|e| panic!("{e}\n{text}"))
-        .ruleset
-}
-
 fn rule(id: &str, prefix: &str, accept: &str) -> String {
-    format!(
-        "<rule id=\"{id}\"><conditions><lc:call-identity><lc:sip><lc:to><many-tel prefix=\"{prefix}\"/></lc:to></lc:sip></lc:call-identity></conditions>\
-         <actions>{accept}</actions></rule>"
-    )
+    to_rule(id, prefix, accept)
 }
 
 fn engine(config: EngineConfig) -> Engine {
@@ -35,21 +24,7 @@ fn shards(engine: &Engine) -> Vec<Shard> {
 }
 
 fn call(to: &str, monotonic_ns: u64) -> Request<'_> {
-    Request {
-        method: "INVITE",
-        identities: Identities {
-            to: Some(to),
-            ..Identities::default()
-        },
-        transport: Transport::Tcp,
-        initial: true,
-        event: None,
-        time: Some(Time {
-            monotonic_ns,
-            unix_ns: 1_700_000_000_000_000_000,
-        }),
-        ..Request::default()
-    }
+    invite_to(to, Transport::Tcp, monotonic_ns)
 }
 
 /// Offers 3r for 10 s, choosing the shard with `pick(i, t)`; returns admissions.

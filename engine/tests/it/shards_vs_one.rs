@@ -5,12 +5,12 @@
 
 use std::collections::VecDeque;
 
+use crate::common::NS;
 use loadctl::compile::Identities;
 use loadctl::engine::*;
 use loadctl::policy::{Limits, Ruleset, read};
 use proptest::prelude::*;
 
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 const MS: u64 = 1_000_000;
 
 fn policy(limit: &str) -> Ruleset {

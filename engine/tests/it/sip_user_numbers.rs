@@ -12,20 +12,12 @@
 //! 'local-number-digits' must be equal, after removing all visual separators" (§3:
 //! `visual-separator = "-" / "." / "(" / ")"`).
 
+use crate::common::ruleset;
 use loadctl::compile::{CompileConfig, Identities};
 use loadctl::engine::*;
-use loadctl::policy::{Limits, Ruleset, read};
 use loadctl::uri::SipUserNumbers::{self, Digits, Global, UserPhone};
 
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 const REJECT_ALL: &str = "<lc:accept><lc:rate>0</lc:rate></lc:accept>";
-
-fn ruleset(rules: &str) -> Ruleset {
-    let doc = format!("<ruleset {NS} version=\"0\" state=\"full\">{rules}</ruleset>");
-    read(doc.as_bytes(), &Limits::default())
-        .unwrap_or_else(|e| panic!("{e}\n{doc}"))
-        .ruleset
-}
 
 /// One rule `id` whose `<sip>` block tests `field` with `identity`.
 fn rule(id: &str, field: &str, identity: &str) -> String {

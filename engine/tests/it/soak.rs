@@ -12,20 +12,13 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::common::doc;
 use loadctl::compile::Identities;
 use loadctl::engine::*;
-use loadctl::policy::{Limits, Ruleset, read};
+use loadctl::policy::Ruleset;
 
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 const WIN_A: i64 = 8;
 const WIN_B: i64 = 4;
-
-fn doc(version: u32, state: &str, rules: &str) -> Ruleset {
-    let text = format!("<ruleset {NS} version=\"{version}\" state=\"{state}\">{rules}</ruleset>");
-    read(text.as_bytes(), &Limits::default())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .ruleset
-}
 
 fn rule(id: &str, prefix: &str, limit: &str) -> String {
     format!(

@@ -5,24 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::common::{doc, to_rule};
 use loadctl::compile::Identities;
 use loadctl::engine::*;
-use loadctl::policy::{Limits, Ruleset, read};
-
-const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
-
-fn doc(version: u32, state: &str, rules: &str) -> Ruleset {
-    let text = format!("<ruleset {NS} version=\"{version}\" state=\"{state}\">{rules}</ruleset>");
-    read(text.as_bytes(), &Limits::default())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .ruleset
-}
 
 fn rule(id: &str, prefix: &str, accept: &str) -> String {
-    format!(
-        "<rule id=\"{id}\"><conditions><lc:call-identity><lc:sip><lc:to><many-tel prefix=\"{prefix}\"/></lc:to></lc:sip></lc:call-identity></conditions>\
-         <actions>{accept}</actions></rule>"
-    )
+    to_rule(id, prefix, accept)
 }
 
 const WINDOW: u32 = 16;
