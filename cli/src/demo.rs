@@ -213,7 +213,7 @@ fn apply_update(engine: &Engine, source: &Source, original: &Ruleset) -> Option<
         return None;
     };
     let mut changed = rule.clone();
-    changed.accept.limit = Limit::Rate(Rate::new(rate.per_second() / 2.0)?);
+    changed.accept.limit = Limit::Rate(Rate::new(rate.per_second() / 2.0).ok()?);
     let partial = Ruleset::partial(
         original.version().wrapping_add(1),
         vec![Change::Put(changed)],

@@ -249,7 +249,7 @@ impl Allocation {
         config: AllocatorConfig,
         now_ns: u64,
     ) -> Result<Self, AllocatorError> {
-        if Rate::new(capacity).is_none() {
+        if Rate::new(capacity).is_err() {
             return Err(AllocatorError::Capacity(capacity));
         }
         config.check()?;
@@ -285,7 +285,7 @@ impl Allocation {
 
     /// Changes R and re-splits at once (no hysteresis).
     pub fn set_capacity(&mut self, capacity: f64) -> Result<(), AllocatorError> {
-        if Rate::new(capacity).is_none() {
+        if Rate::new(capacity).is_err() {
             return Err(AllocatorError::Capacity(capacity));
         }
         self.capacity = capacity;

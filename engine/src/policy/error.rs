@@ -376,6 +376,49 @@ impl fmt::Display for ErrorKind {
     }
 }
 
+/// A value refused by its constructor ([`crate::policy::Uri::new`], [`crate::policy::RuleId::new`],
+/// [`crate::policy::Rate::new`] …): what the value must be. The same reason the reader gives for
+/// it in a document ([`ErrorKind`]). A `std::error::Error`, so `?` carries it into any error
+/// type that takes one:
+///
+/// ```
+/// use loadctl::policy::{Domain, Rate, RuleId, Uri};
+///
+/// fn values() -> Result<(), Box<dyn std::error::Error>> {
+///     let _id = RuleId::new("r1")?;
+///     let _uri = Uri::new("sip:ivr@example.net")?;
+///     let _domain = Domain::new("example.net")?;
+///     let _rate = Rate::new(20.0)?;
+///     Ok(())
+/// }
+/// values().unwrap();
+/// assert_eq!(RuleId::new("").unwrap_err().reason(), "a rule id is not empty");
+/// assert!(Rate::new(-1.0).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueError {
+    reason: &'static str,
+}
+
+impl ValueError {
+    pub(crate) fn new(reason: &'static str) -> Self {
+        ValueError { reason }
+    }
+
+    /// Why the value was refused, as a sentence fragment ("a rule id is not empty").
+    pub fn reason(&self) -> &'static str {
+        self.reason
+    }
+}
+
+impl fmt::Display for ValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.reason)
+    }
+}
+
+impl std::error::Error for ValueError {}
+
 /// A rejected document: what, where, and in which rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PolicyError {

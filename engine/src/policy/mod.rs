@@ -27,7 +27,9 @@ mod reader;
 mod time;
 mod writer;
 
-pub use error::{ErrorKind, Limit as LimitKind, NumberProblem, PolicyError, Position, Warning};
+pub use error::{
+    ErrorKind, Limit as LimitKind, NumberProblem, PolicyError, Position, ValueError, Warning,
+};
 pub use merge::{MergeError, merge};
 pub use model::*;
 pub use reader::{Document, read};

@@ -10,6 +10,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::error::ValueError;
 use super::time::Timestamp;
 
 /// A non-empty list, in document order.
@@ -224,15 +225,15 @@ pub struct RuleId(Box<str>);
 impl RuleId {
     /// A rule id: non-empty, no control characters, no white space at either end (XML
     /// attribute normalisation would not keep it). The error says why not.
-    pub fn new(id: &str) -> Result<Self, &'static str> {
+    pub fn new(id: &str) -> Result<Self, ValueError> {
         if id.is_empty() {
-            return Err("a rule id is not empty");
+            return Err(ValueError::new("a rule id is not empty"));
         }
         if id.chars().any(char::is_control) {
-            return Err("a rule id holds no control characters");
+            return Err(ValueError::new("a rule id holds no control characters"));
         }
         if id.trim() != id {
-            return Err("a rule id has no white space at its ends");
+            return Err(ValueError::new("a rule id has no white space at its ends"));
         }
         Ok(Self(id.into()))
     }
@@ -470,11 +471,11 @@ impl Uri {
     /// A URI, checked: `sip:`, `sips:` and `tel:` URIs must parse as such (host, port,
     /// escapes), any other scheme needs a non-empty rest; no white space, control characters,
     /// `<`, `>` or `"` anywhere. The error says why not.
-    pub fn new(s: &str) -> Result<Self, &'static str> {
+    pub fn new(s: &str) -> Result<Self, ValueError> {
         if s.trim() != s {
-            return Err(crate::uri::UriError::BadCharacter.message());
+            return Err(ValueError::new(crate::uri::UriError::BadCharacter.message()));
         }
-        crate::uri::parse(s).map_err(crate::uri::UriError::message)?;
+        crate::uri::parse(s).map_err(|e| ValueError::new(e.message()))?;
         Ok(Self(s.into()))
     }
 
@@ -495,14 +496,14 @@ impl Uri {
 
 impl Domain {
     /// A domain, checked for the lexical shape described on the type.
-    pub fn new(s: &str) -> Result<Self, &'static str> {
+    pub fn new(s: &str) -> Result<Self, ValueError> {
         if s.is_empty() {
-            return Err("the domain is empty");
+            return Err(ValueError::new("the domain is empty"));
         }
         if s.chars().any(|c| {
             c.is_whitespace() || c.is_control() || matches!(c, '@' | '<' | '>' | '/' | ';' | '?')
         }) {
-            return Err("a domain holds no white space, control characters or any of @ < > / ; ?");
+            return Err(ValueError::new("a domain holds no white space, control characters or any of @ < > / ; ?"));
         }
         Ok(Self(s.into()))
     }
@@ -516,12 +517,12 @@ pub fn is_visual_separator(c: char) -> bool {
 impl TelPrefix {
     /// A prefix, checked: a global prefix (`+` then digits and visual separators, at least one
     /// digit), a run of digits and separators, or a phone-context domain name.
-    pub fn new(s: &str) -> Result<Self, &'static str> {
+    pub fn new(s: &str) -> Result<Self, ValueError> {
         if s.is_empty() {
-            return Err("the prefix is empty");
+            return Err(ValueError::new("the prefix is empty"));
         }
         if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err("a prefix holds no white space or control characters");
+            return Err(ValueError::new("a prefix holds no white space or control characters"));
         }
         let digits_part = s.strip_prefix('+').unwrap_or(s);
         let numeric = digits_part
@@ -529,12 +530,12 @@ impl TelPrefix {
             .all(|c| c.is_ascii_digit() || is_visual_separator(c));
         if numeric {
             if !digits_part.chars().any(|c| c.is_ascii_digit()) {
-                return Err("a number prefix needs at least one digit");
+                return Err(ValueError::new("a number prefix needs at least one digit"));
             }
         } else if s.starts_with('+') {
-            return Err("a global number prefix holds only digits and - . ( ) after the '+'");
+            return Err(ValueError::new("a global number prefix holds only digits and - . ( ) after the '+'"));
         } else if Domain::new(s).is_err() {
-            return Err("a phone-context prefix must be a domain name");
+            return Err(ValueError::new("a phone-context prefix must be a domain name"));
         }
         Ok(Self(s.into()))
     }
@@ -613,9 +614,9 @@ impl Method {
 
     /// Parses an RFC 3261 token. Method names are case-sensitive, so `invite` is an extension
     /// method, not INVITE.
-    pub fn new(s: &str) -> Result<Self, &'static str> {
+    pub fn new(s: &str) -> Result<Self, ValueError> {
         if s.is_empty() {
-            return Err("the method is empty");
+            return Err(ValueError::new("the method is empty"));
         }
         let is_token_char = |c: char| {
             c.is_ascii_alphanumeric()
@@ -625,7 +626,7 @@ impl Method {
                 )
         };
         if !s.chars().all(is_token_char) {
-            return Err("a method is a SIP token (letters, digits and - . ! % * _ + ` ' ~)");
+            return Err(ValueError::new("a method is a SIP token (letters, digits and - . ! % * _ + ` ' ~)"));
         }
         Ok(Self::KNOWN
             .iter()
@@ -742,10 +743,13 @@ impl Rate {
     /// No request at all.
     pub const ZERO: Rate = Rate(0.0);
 
-    /// A rate; `None` unless 0 ≤ `per_second` ≤ [`Rate::MAX`].
-    pub fn new(per_second: f64) -> Option<Self> {
+    /// A rate; refused unless 0 ≤ `per_second` ≤ [`Rate::MAX`].
+    pub fn new(per_second: f64) -> Result<Self, ValueError> {
         (per_second.is_finite() && (0.0..=Self::MAX).contains(&per_second))
             .then_some(Self(per_second + 0.0))
+            .ok_or(ValueError::new(
+                "a rate is a number of requests per second from 0 to 10^12",
+            ))
     }
 
     /// Requests per second.
@@ -759,9 +763,11 @@ impl Rate {
 pub struct Percent(f64);
 
 impl Percent {
-    /// A percentage; `None` outside 0..=100.
-    pub fn new(value: f64) -> Option<Self> {
-        (value.is_finite() && (0.0..=100.0).contains(&value)).then_some(Self(value + 0.0))
+    /// A percentage; refused outside 0..=100.
+    pub fn new(value: f64) -> Result<Self, ValueError> {
+        (value.is_finite() && (0.0..=100.0).contains(&value))
+            .then_some(Self(value + 0.0))
+            .ok_or(ValueError::new("a percentage is a number from 0 to 100"))
     }
 
     /// The percentage.

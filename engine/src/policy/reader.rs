@@ -675,7 +675,7 @@ impl<'i, 'l> Reader<'i, 'l> {
                 self.attr_offset(e, "id"),
                 ErrorKind::InvalidRuleId {
                     value: id_text.to_owned(),
-                    reason,
+                    reason: reason.reason(),
                 },
             )
         })?;
@@ -741,7 +741,7 @@ impl<'i, 'l> Reader<'i, 'l> {
                     }
                     let (text, at) = r.text("method", &child)?;
                     c.method = Some(Method::new(&text).map_err(|reason| {
-                        r.error_at(at, ErrorKind::InvalidMethod { value: text.clone(), reason })
+                        r.error_at(at, ErrorKind::InvalidMethod { value: text.clone(), reason: reason.reason() })
                     })?);
                 }
                 Some("target-sip-entity") => {
@@ -1221,14 +1221,14 @@ impl<'i, 'l> Reader<'i, 'l> {
             let (text, at) = r.text(which, &child)?;
             let limit = match which {
                 "rate" => parse_decimal(&text)
-                    .and_then(|v| Rate::new(v).ok_or(NumberProblem::TooLarge))
+                    .and_then(|v| Rate::new(v).map_err(|_| NumberProblem::TooLarge))
                     .map(Limit::Rate)
                     .map_err(|problem| ErrorKind::InvalidRate {
                         value: text.clone(),
                         problem,
                     }),
                 "percent" => parse_decimal(&text)
-                    .and_then(|v| Percent::new(v).ok_or(NumberProblem::TooLarge))
+                    .and_then(|v| Percent::new(v).map_err(|_| NumberProblem::TooLarge))
                     .map(Limit::Percent)
                     .map_err(|problem| ErrorKind::InvalidPercent {
                         value: text.clone(),
@@ -1265,7 +1265,7 @@ impl<'i, 'l> Reader<'i, 'l> {
                 at,
                 ErrorKind::InvalidUri {
                     value: value.to_owned(),
-                    reason,
+                    reason: reason.reason(),
                 },
             )
         })
@@ -1277,7 +1277,7 @@ impl<'i, 'l> Reader<'i, 'l> {
                 at,
                 ErrorKind::InvalidDomain {
                     value: value.to_owned(),
-                    reason,
+                    reason: reason.reason(),
                 },
             )
         })
@@ -1289,7 +1289,7 @@ impl<'i, 'l> Reader<'i, 'l> {
                 at,
                 ErrorKind::InvalidPrefix {
                     value: value.to_owned(),
-                    reason,
+                    reason: reason.reason(),
                 },
             )
         })
