@@ -223,29 +223,29 @@ unsafe fn request_from_c(m: &lc_sip_message) -> Result<Request, Code> {
     let method = crate::abi::checked(m.method, "lc_sip_message.method")?;
     // SAFETY: the caller promises readable strings.
     unsafe {
-        Ok(Request {
+        let mut r = Request::new(
             method,
-            request_uri: uri(m.request_uri, "lc_sip_message.request_uri")?,
-            call_id: m.call_id.to_str("lc_sip_message.call_id")?.to_owned(),
-            from: NameAddr {
+            uri(m.request_uri, "lc_sip_message.request_uri")?,
+            m.call_id.to_str("lc_sip_message.call_id")?,
+            NameAddr {
                 uri: uri(m.from_uri, "lc_sip_message.from_uri")?,
                 tag: text(m.from_tag, "lc_sip_message.from_tag")?,
             },
-            to: NameAddr {
+            NameAddr {
                 uri: uri(m.to_uri, "lc_sip_message.to_uri")?,
                 tag: text(m.to_tag, "lc_sip_message.to_tag")?,
             },
-            cseq: m.cseq,
-            event: text(m.event, "lc_sip_message.event")?,
-            expires: from_num(m.expires),
-            accept: text(m.accept, "lc_sip_message.accept")?,
-            subscription_state: text(m.subscription_state, "lc_sip_message.subscription_state")?,
-            content_type: text(m.content_type, "lc_sip_message.content_type")?,
-            body: m.body.bytes().map(<[u8]>::to_vec).unwrap_or_default(),
-            contact: opt_uri(m.contact, "lc_sip_message.contact")?,
-            record_route: uri_list(m.record_route, "lc_sip_message.record_route")?,
-            route: Vec::new(),
-        })
+            m.cseq,
+        );
+        r.event = text(m.event, "lc_sip_message.event")?;
+        r.expires = from_num(m.expires);
+        r.accept = text(m.accept, "lc_sip_message.accept")?;
+        r.subscription_state = text(m.subscription_state, "lc_sip_message.subscription_state")?;
+        r.content_type = text(m.content_type, "lc_sip_message.content_type")?;
+        r.body = m.body.bytes().map(<[u8]>::to_vec).unwrap_or_default();
+        r.contact = opt_uri(m.contact, "lc_sip_message.contact")?;
+        r.record_route = uri_list(m.record_route, "lc_sip_message.record_route")?;
+        Ok(r)
     }
 }
 

@@ -122,30 +122,21 @@ fuzz_target!(|steps: Vec<Step>| {
                     1 => Some("text/plain".to_owned()),
                     _ => None,
                 };
-                let notify = Request {
-                    method: Method::Notify,
-                    request_uri: sub.from.uri.clone(),
-                    call_id: if other_dialog {
-                        "other".into()
-                    } else {
-                        sub.call_id.clone()
-                    },
-                    from: NameAddr {
+                let mut notify = Request::new(
+                    Method::Notify,
+                    sub.from.uri.clone(),
+                    if other_dialog { "other" } else { &sub.call_id },
+                    NameAddr {
                         uri: uri("sip:sbc.example.com"),
                         tag: Some("n1".into()),
                     },
-                    to: sub.from.clone(),
-                    cseq: u32::from(cseq),
-                    event: Some("load-control".into()),
-                    expires: None,
-                    accept: None,
-                    subscription_state: Some(state.into()),
-                    content_type,
-                    body: body(b),
-                    contact: None,
-                    record_route: Vec::new(),
-                    route: Vec::new(),
-                };
+                    sub.from.clone(),
+                    u32::from(cseq),
+                );
+                notify.event = Some("load-control".into());
+                notify.subscription_state = Some(state.into());
+                notify.content_type = content_type;
+                notify.body = body(b);
                 let r = s.handle_notify(now, &notify);
                 assert!((200..700).contains(&r.status), "status {}", r.status);
             }

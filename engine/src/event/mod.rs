@@ -96,8 +96,11 @@ impl Method {
     }
 }
 
-/// A SUBSCRIBE or NOTIFY as the state machines see it: the fields they need, parsed.
+/// A SUBSCRIBE or NOTIFY as the state machines see it: the fields they need, parsed. A SIP
+/// stack that parses messages itself builds one with [`Request::new`] and sets the other
+/// fields (new ones may be added: the struct is `#[non_exhaustive]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Request {
     /// SUBSCRIBE or NOTIFY.
     pub method: Method,
@@ -138,6 +141,36 @@ pub struct Request {
 }
 
 impl Request {
+    /// A request with the fields every SUBSCRIBE and NOTIFY has (RFC 3261 §8.1.1: Request-URI,
+    /// Call-ID, From, To, CSeq) and no others: no Event, Expires, Accept, Subscription-State,
+    /// Content-Type, body, Contact, Record-Route or Route.
+    pub fn new(
+        method: Method,
+        request_uri: Uri,
+        call_id: &str,
+        from: NameAddr,
+        to: NameAddr,
+        cseq: u32,
+    ) -> Self {
+        Request {
+            method,
+            request_uri,
+            call_id: call_id.to_owned(),
+            from,
+            to,
+            cseq,
+            event: None,
+            expires: None,
+            accept: None,
+            subscription_state: None,
+            content_type: None,
+            body: Vec::new(),
+            contact: None,
+            record_route: Vec::new(),
+            route: Vec::new(),
+        }
+    }
+
     /// Where the request is sent (RFC 3261 §8.1.2): the first Route URI when there is a route
     /// set, else the Request-URI (the remote target). Every route-set entry is treated as a
     /// loose router (`;lr`, RFC 3261 §16.12); the strict-routing rewrite of RFC 2543 is not

@@ -473,7 +473,9 @@ impl Uri {
     /// `<`, `>` or `"` anywhere. The error says why not.
     pub fn new(s: &str) -> Result<Self, ValueError> {
         if s.trim() != s {
-            return Err(ValueError::new(crate::uri::UriError::BadCharacter.message()));
+            return Err(ValueError::new(
+                crate::uri::UriError::BadCharacter.message(),
+            ));
         }
         crate::uri::parse(s).map_err(|e| ValueError::new(e.message()))?;
         Ok(Self(s.into()))
@@ -503,7 +505,9 @@ impl Domain {
         if s.chars().any(|c| {
             c.is_whitespace() || c.is_control() || matches!(c, '@' | '<' | '>' | '/' | ';' | '?')
         }) {
-            return Err(ValueError::new("a domain holds no white space, control characters or any of @ < > / ; ?"));
+            return Err(ValueError::new(
+                "a domain holds no white space, control characters or any of @ < > / ; ?",
+            ));
         }
         Ok(Self(s.into()))
     }
@@ -522,7 +526,9 @@ impl TelPrefix {
             return Err(ValueError::new("the prefix is empty"));
         }
         if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(ValueError::new("a prefix holds no white space or control characters"));
+            return Err(ValueError::new(
+                "a prefix holds no white space or control characters",
+            ));
         }
         let digits_part = s.strip_prefix('+').unwrap_or(s);
         let numeric = digits_part
@@ -533,9 +539,13 @@ impl TelPrefix {
                 return Err(ValueError::new("a number prefix needs at least one digit"));
             }
         } else if s.starts_with('+') {
-            return Err(ValueError::new("a global number prefix holds only digits and - . ( ) after the '+'"));
+            return Err(ValueError::new(
+                "a global number prefix holds only digits and - . ( ) after the '+'",
+            ));
         } else if Domain::new(s).is_err() {
-            return Err(ValueError::new("a phone-context prefix must be a domain name"));
+            return Err(ValueError::new(
+                "a phone-context prefix must be a domain name",
+            ));
         }
         Ok(Self(s.into()))
     }
@@ -626,7 +636,9 @@ impl Method {
                 )
         };
         if !s.chars().all(is_token_char) {
-            return Err(ValueError::new("a method is a SIP token (letters, digits and - . ! % * _ + ` ' ~)"));
+            return Err(ValueError::new(
+                "a method is a SIP token (letters, digits and - . ! % * _ + ` ' ~)",
+            ));
         }
         Ok(Self::KNOWN
             .iter()

@@ -73,26 +73,23 @@ fn notify(
     content_type: Option<&str>,
     body: Vec<u8>,
 ) -> Request {
-    Request {
-        method: Method::Notify,
-        request_uri: sub.from.uri.clone(),
-        call_id: sub.call_id.clone(),
-        from: NameAddr {
+    let mut r = Request::new(
+        Method::Notify,
+        sub.from.uri.clone(),
+        &sub.call_id,
+        NameAddr {
             uri: uri("sip:sbc.example.com"),
             tag: Some("n1".into()),
         },
-        to: sub.from.clone(),
+        sub.from.clone(),
         cseq,
-        event: Some("load-control".into()),
-        expires: None,
-        accept: None,
-        subscription_state: Some(state.into()),
-        content_type: content_type.map(str::to_owned),
-        body,
-        contact: Some(uri("sip:sbc.example.com")),
-        record_route: Vec::new(),
-        route: Vec::new(),
-    }
+    );
+    r.event = Some("load-control".into());
+    r.subscription_state = Some(state.into());
+    r.content_type = content_type.map(str::to_owned);
+    r.body = body;
+    r.contact = Some(uri("sip:sbc.example.com"));
+    r
 }
 
 fn ok(req: &Request, expires: u32) -> Response {
@@ -568,29 +565,25 @@ fn future_rules_are_enforced_when_they_start_even_if_refreshes_failed() {
 // ------------------------------------------------------------------ notifier
 
 fn sub_req(call_id: &str, from: &str, expires: Option<u32>, accept: Option<&str>) -> Request {
-    Request {
-        method: Method::Subscribe,
-        request_uri: uri("sip:sbc.example.com"),
-        call_id: call_id.into(),
-        from: NameAddr {
+    let mut r = Request::new(
+        Method::Subscribe,
+        uri("sip:sbc.example.com"),
+        call_id,
+        NameAddr {
             uri: uri(from),
             tag: Some(format!("t-{call_id}")),
         },
-        to: NameAddr {
+        NameAddr {
             uri: uri("sip:sbc.example.com"),
             tag: None,
         },
-        cseq: 1,
-        event: Some("load-control".into()),
-        expires,
-        accept: accept.map(str::to_owned),
-        subscription_state: None,
-        content_type: None,
-        body: Vec::new(),
-        contact: Some(uri(from)),
-        record_route: Vec::new(),
-        route: Vec::new(),
-    }
+        1,
+    );
+    r.event = Some("load-control".into());
+    r.expires = expires;
+    r.accept = accept.map(str::to_owned);
+    r.contact = Some(uri(from));
+    r
 }
 
 fn notifier() -> Notifier {
