@@ -1,6 +1,6 @@
 //! The Rust sample of the README: `make test` runs it, and checks that the README shows this file.
 
-use loadctl::engine::{Engine, EngineConfig, Request, Source, Transport, Verdict};
+use loadctl::{Engine, EngineConfig, Request, Source, Transport, Verdict};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new(EngineConfig::default()); // Send + Sync, cheap to clone

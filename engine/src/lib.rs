@@ -16,8 +16,20 @@
 //! - [`event`]: the sans-I/O `load-control` event package (subscriber, notifier, allocator).
 //! - [`clock`]: injected time sources.
 //! - [`sync`]: the only module naming atomics and arc-swap (loom shim under `--cfg loadctl_loom`).
+//!
+//! The types a first program needs are re-exported at the root: [`Engine`], [`EngineConfig`],
+//! [`Shard`], [`Request`], [`Identities`], [`Decision`], [`Verdict`], [`Source`], [`Time`],
+//! [`Transport`], [`Ruleset`] and the errors [`PublishError`] and [`PolicyError`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+// The types a first program uses, at the root: an engine, its shards, the request and the
+// decision, a policy's source and document (see README.md's Rust sample).
+pub use compile::Identities;
+pub use engine::{
+    Decision, Engine, EngineConfig, PublishError, Request, Shard, Source, Time, Transport, Verdict,
+};
+pub use policy::{PolicyError, Ruleset};
 
 pub mod clock;
 pub mod compile;
