@@ -257,14 +257,20 @@ install: lib
 	mkdir -p $(PREFIX)/lib/pkgconfig
 	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|' ffi/loadctl.pc.in > $(PREFIX)/lib/pkgconfig/loadctl.pc
 
-## example: install into target/prefix and build examples/minimal.c through pkg-config
+## example: install into target/prefix, build examples/minimal.c and examples/guide_c.c through
+## pkg-config and run them, run the Rust samples (engine/examples/), and check that the README
+## and the guides show them as they are (tests/docs/samples.py)
 example: tools
 	$(MAKE) install PREFIX=target/prefix
 	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror examples/minimal.c -o target/minimal \
 	  $$(PKG_CONFIG_PATH=target/prefix/lib/pkgconfig pkg-config --cflags --libs --static loadctl)
 	LD_LIBRARY_PATH=target/prefix/lib ./target/minimal
+	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror examples/guide_c.c -o target/guide_c \
+	  $$(PKG_CONFIG_PATH=target/prefix/lib/pkgconfig pkg-config --cflags --libs --static loadctl)
+	LD_LIBRARY_PATH=target/prefix/lib ./target/guide_c
 	$(CARGO) run -q -p loadctl --example readme_taste
-	python3 tests/docs/samples.py README.md
+	$(CARGO) run -q -p loadctl --example guide_overload
+	python3 tests/docs/samples.py
 
 ## edge: the example edge proxy (examples/edge/) and the capacity-limited example server
 ## (examples/server/) the overload-control tests put behind it
