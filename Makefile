@@ -247,15 +247,24 @@ abi-baseline:
 	$(MAKE) abi-dump
 	cp target/abi/libloadctl.abi ffi/abi/libloadctl.abi
 
-## install: header, libraries, pkg-config file and CMake config under $(PREFIX)
-install: lib
-	install -D -m 644 include/loadctl.h $(PREFIX)/include/loadctl.h
-	install -D -m 644 $(LIBDIR)/libloadctl.a $(PREFIX)/lib/libloadctl.a
-	install -D -m 755 $(LIBDIR)/libloadctl.so.$(SOMAJOR) $(PREFIX)/lib/libloadctl.so.$(SOMAJOR)
-	ln -sf libloadctl.so.$(SOMAJOR) $(PREFIX)/lib/libloadctl.so
-	install -D -m 644 ffi/cmake/loadctlConfig.cmake $(PREFIX)/lib/cmake/loadctl/loadctlConfig.cmake
-	mkdir -p $(PREFIX)/lib/pkgconfig
-	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|' ffi/loadctl.pc.in > $(PREFIX)/lib/pkgconfig/loadctl.pc
+## install: everything a user runs or links under $(DESTDIR)$(PREFIX): the header, the libraries,
+## the pkg-config file and CMake config, the `loadctl` CLI and the edge (bin/loadctl-edge), and the
+## Kamailio module (lib/kamailio/modules/loadctl.so) when `make kamailio-module` has built it.
+## DESTDIR is for packagers: the pkg-config file names $(PREFIX), not the staging directory.
+install: lib edge
+	$(CARGO) build --release -p loadctl-cli
+	install -D -m 644 include/loadctl.h $(DESTDIR)$(PREFIX)/include/loadctl.h
+	install -D -m 644 $(LIBDIR)/libloadctl.a $(DESTDIR)$(PREFIX)/lib/libloadctl.a
+	install -D -m 755 $(LIBDIR)/libloadctl.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libloadctl.so.$(SOMAJOR)
+	ln -sf libloadctl.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libloadctl.so
+	install -D -m 644 ffi/cmake/loadctlConfig.cmake $(DESTDIR)$(PREFIX)/lib/cmake/loadctl/loadctlConfig.cmake
+	mkdir -p $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|' ffi/loadctl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loadctl.pc
+	install -D -m 755 target/release/loadctl $(DESTDIR)$(PREFIX)/bin/loadctl
+	install -D -m 755 target/edge $(DESTDIR)$(PREFIX)/bin/loadctl-edge
+	if [ -f target/kamailio/loadctl.so ]; then \
+	  install -D -m 644 target/kamailio/loadctl.so $(DESTDIR)$(PREFIX)/lib/kamailio/modules/loadctl.so; \
+	else echo "install: no Kamailio module (make kamailio-module builds it)"; fi
 
 ## example: install into target/prefix, build examples/minimal.c and examples/guide_c.c through
 ## pkg-config and run them, run the Rust samples (engine/examples/), and check that the README
