@@ -102,7 +102,7 @@ e2e-tools:
 ## edges sharing a global rate through `loadctl notifier`, and SIPp over TCP (-t t1, -t tn);
 ## then RFC 7339/7415 overload control (tests/e2e/test_overload.py): the edge against a SIPp
 ## UAS answering oc=50 (loss), and SIPp at 3x the example server's capacity with and without
-## the loop closed
+## the loop closed. NEIGHBOUR=1 (here and for every suite below) keeps one CPU busy meanwhile.
 e2e: e2e-tools edge
 	$(CARGO) build --release -p loadctl-cli
 	python3 tests/e2e/faultrelay.py --self-test

@@ -44,6 +44,7 @@ import shutil
 import signal
 import socket
 import statistics
+import sys
 import subprocess
 import tempfile
 import time
@@ -215,6 +216,31 @@ def run_base():
     except OSError:
         tmpfs = False
     return str(shm) if tmpfs and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+class Neighbour:
+    """With NEIGHBOUR=1 in the environment: a process that keeps one CPU busy (a spin loop
+    pinned to the last CPU) while the suite runs, as another job on a CI machine would; the
+    suites' timing-sensitive checks must hold beside it. A context manager; without
+    NEIGHBOUR=1 it does nothing."""
+
+    def __init__(self):
+        self.proc = None
+
+    def __enter__(self):
+        if os.environ.get("NEIGHBOUR") != "1":
+            return self
+        cpu = max(os.sched_getaffinity(0))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"])
+        print(f"[harness] NEIGHBOUR=1: process {self.proc.pid} keeps CPU {cpu} busy while the suite runs", flush=True)
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        return False
 
 
 class Run:

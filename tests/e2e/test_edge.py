@@ -67,6 +67,7 @@ call completes (ACK and BYE pass).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import socket
@@ -997,12 +998,22 @@ def redirect_agreement(run: Run) -> Checks:
 def run_tests(tests: dict, names: list, keep: bool, label: str, prefix: str = "") -> int:
     """Runs `names` (all of `tests` when empty), each in its own `Run` (kept when it fails or
     with `keep`), prints each test's checks and a summary line; the exit status."""
-    failed = []
     started_all = time.monotonic()
+    unknown = [name for name in names if name not in tests]
+    if unknown:
+        print(f"unknown test {unknown[0]}", file=sys.stderr)
+        return 2
+    with harness.Neighbour():
+        failed = _run_each(tests, names, keep, prefix)
+    n = len(names or tests)
+    print(f"{label}{' (NEIGHBOUR=1)' if os.environ.get('NEIGHBOUR') == '1' else ''}: {n} tests, {len(failed)} failed "
+          f"{failed if failed else ''} ({time.monotonic() - started_all:.0f} s)")
+    return 1 if failed else 0
+
+
+def _run_each(tests: dict, names: list, keep: bool, prefix: str) -> list:
+    failed = []
     for name in names or tests:
-        if name not in tests:
-            print(f"unknown test {name}", file=sys.stderr)
-            return 2
         started = time.monotonic()
         try:
             with Run(f"{prefix}{name}", keep=keep) as run:
@@ -1015,9 +1026,7 @@ def run_tests(tests: dict, names: list, keep: bool, label: str, prefix: str = ""
         print(f"   ({time.monotonic() - started:.1f} s)")
         if not ok:
             failed.append(name)
-    n = len(names or tests)
-    print(f"{label}: {n} tests, {len(failed)} failed {failed if failed else ''} ({time.monotonic() - started_all:.0f} s)")
-    return 1 if failed else 0
+    return failed
 
 
 SHARE = re.compile(r"^loadctl notifier: (\S+) share ([0-9.]+)/s")
