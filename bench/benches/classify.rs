@@ -19,14 +19,8 @@ fn bench_classify(c: &mut Criterion) {
     for (name, rules) in [("small-10", 10usize), ("carrier-10k", 10_000)] {
         let policy = carrier_policy(rules, 42);
         let reqs: Vec<OwnedRequest> = requests(&policy, 10_000, 7);
-        let engine = Engine::from_ruleset(
-            policy.clone(),
-            EngineConfig {
-                shards: 1,
-                ..EngineConfig::default()
-            },
-        )
-        .expect("publishes");
+        let engine = Engine::from_ruleset(policy.clone(), EngineConfig::default().with_shards(1))
+            .expect("publishes");
         let mut shard = engine.attach();
         let mut i = 0usize;
         group.bench_function(format!("loadctl/{name}"), |b| {

@@ -32,10 +32,7 @@ fn run(
     policy: &Ruleset,
     mix: &Arc<Vec<OwnedRequest>>,
 ) -> Run {
-    let config = EngineConfig {
-        shards: threads,
-        ..EngineConfig::default()
-    };
+    let config = EngineConfig::default().with_shards(threads);
     let engine = if shared_table {
         // Room for every rule four times over (a retuned rule takes a new cell until the old
         // snapshot is gone). Leaked: it stands for memory mapped for the process's life.

@@ -52,10 +52,7 @@ fn main() {
         floor_loop(&mix, n);
         return;
     }
-    let engine = Engine::new(EngineConfig {
-        shards: 1,
-        ..EngineConfig::default()
-    });
+    let engine = Engine::new(EngineConfig::default().with_shards(1));
     engine
         .publish(&Source::local("bench"), policy)
         .expect("publish");

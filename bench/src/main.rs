@@ -386,10 +386,7 @@ fn rss() -> u64 {
 }
 
 fn engine_with(policy: &Ruleset, shards: usize) -> Engine {
-    let e = Engine::new(EngineConfig {
-        shards,
-        ..EngineConfig::default()
-    });
+    let e = Engine::new(EngineConfig::default().with_shards(shards));
     e.publish(&Source::local("bench"), policy.clone())
         .expect("publish");
     e

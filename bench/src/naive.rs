@@ -271,14 +271,8 @@ mod tests {
         let policy = carrier_policy(2_000, 42);
         let reqs = requests(&policy, 3_000, 7);
         let naive = NaiveEvaluator::new(&policy, Duration::from_millis(100));
-        let engine = Engine::from_ruleset(
-            policy.clone(),
-            EngineConfig {
-                shards: 1,
-                ..EngineConfig::default()
-            },
-        )
-        .expect("publishes");
+        let engine = Engine::from_ruleset(policy.clone(), EngineConfig::default().with_shards(1))
+            .expect("publishes");
         let mut shard = engine.attach();
         let mut matched = 0;
         for (i, r) in reqs.iter().enumerate() {

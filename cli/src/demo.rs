@@ -60,11 +60,11 @@ pub fn run(opts: &Options<'_>) -> u8 {
     }
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let threads = opts.threads.unwrap_or(cores).max(1);
-    let engine = Engine::new(EngineConfig {
-        shards: threads,
-        compile: crate::policy_file::compile_config(opts.numbers),
-        ..EngineConfig::default()
-    });
+    let engine = Engine::new(
+        EngineConfig::default()
+            .with_shards(threads)
+            .with_compile(crate::policy_file::compile_config(opts.numbers)),
+    );
     let source = Source::local("demo-notifier");
     if let Err(e) = engine.publish(&source, ruleset.clone()) {
         eprintln!("loadctl: {e}");

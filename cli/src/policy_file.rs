@@ -55,12 +55,10 @@ pub fn shard(
 ) -> Result<Shard, u8> {
     let engine = Engine::from_ruleset(
         ruleset,
-        EngineConfig {
-            shards: 1,
-            exemptions: exemptions.clone(),
-            compile: compile_config(numbers),
-            ..EngineConfig::default()
-        },
+        EngineConfig::default()
+            .with_shards(1)
+            .with_exemptions(exemptions.clone())
+            .with_compile(compile_config(numbers)),
     )
     .map_err(|e| {
         eprintln!("loadctl: {e}");

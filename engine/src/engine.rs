@@ -45,8 +45,23 @@ use crate::compile::{
 use crate::policy::{self, Limit, Limits, MergeError, Rule, Ruleset, State, Uri};
 use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Name, Ordering, StdArc, lock};
 
-/// How an [`Engine`] behaves.
+/// How an [`Engine`] behaves. Start from `EngineConfig::default()` and change what you need
+/// with the `with_*` methods (or the fields); new settings may be added, so the struct is
+/// `#[non_exhaustive]`:
+///
+/// ```
+/// use std::time::Duration;
+/// use loadctl::{Engine, EngineConfig};
+///
+/// let engine = Engine::new(
+///     EngineConfig::default()
+///         .with_shards(4)
+///         .with_burst_tolerance(Duration::from_millis(50)),
+/// );
+/// assert_eq!(engine.config().shards, 4);
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct EngineConfig {
     /// How many shards (worker threads) are expected. Default: the number of cores.
     pub shards: usize,
@@ -67,6 +82,50 @@ pub struct EngineConfig {
     /// away from a shard, so short periods keep the aggregate exact; long ones mean fewer
     /// shared writes. Default 0.5 ms.
     pub lease_period: Duration,
+}
+
+impl EngineConfig {
+    /// With [`EngineConfig::shards`] set.
+    pub fn with_shards(mut self, shards: usize) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// With [`EngineConfig::clock`] set.
+    pub fn with_clock(mut self, clock: StdArc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// With [`EngineConfig::compile`] set.
+    pub fn with_compile(mut self, compile: CompileConfig) -> Self {
+        self.compile = compile;
+        self
+    }
+
+    /// With [`EngineConfig::exemptions`] set.
+    pub fn with_exemptions(mut self, exemptions: Exemptions) -> Self {
+        self.exemptions = exemptions;
+        self
+    }
+
+    /// With [`EngineConfig::limits`] set.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// With [`EngineConfig::burst_tolerance`] set.
+    pub fn with_burst_tolerance(mut self, burst_tolerance: Duration) -> Self {
+        self.burst_tolerance = burst_tolerance;
+        self
+    }
+
+    /// With [`EngineConfig::lease_period`] set.
+    pub fn with_lease_period(mut self, lease_period: Duration) -> Self {
+        self.lease_period = lease_period;
+        self
+    }
 }
 
 impl Default for EngineConfig {

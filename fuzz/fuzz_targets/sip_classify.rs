@@ -25,10 +25,7 @@ fn engine() -> &'static Engine {
         let doc = read(POLICY.as_bytes(), &Limits::default()).expect("the fuzz policy reads");
         Engine::from_ruleset(
             doc.ruleset,
-            EngineConfig {
-                shards: 1,
-                ..EngineConfig::default()
-            },
+            EngineConfig::default().with_shards(1),
         )
         .expect("the fuzz policy publishes")
     })

@@ -82,10 +82,7 @@ fn body(b: Body) -> Vec<u8> {
 }
 
 fuzz_target!(|steps: Vec<Step>| {
-    let engine = Engine::new(EngineConfig {
-        shards: 1,
-        ..EngineConfig::default()
-    });
+    let engine = Engine::new(EngineConfig::default().with_shards(1));
     let mut config = SubscriberConfig::new(
         uri("sip:sbc.example.com"),
         uri("sip:proxy.upstream.example"),

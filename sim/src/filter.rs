@@ -107,10 +107,7 @@ impl UpstreamFilter {
     pub fn new(rate: f64) -> Result<Self, String> {
         let doc = loadctl::policy::read(policy_document(rate, 0).as_bytes(), &Default::default())
             .map_err(|e| format!("the upstream rate rule does not validate: {e}"))?;
-        let config = EngineConfig {
-            shards: 1,
-            ..EngineConfig::default()
-        };
+        let config = EngineConfig::default().with_shards(1);
         let engine = Engine::new(config);
         engine
             .publish(&Source::local(SOURCE), doc.ruleset)

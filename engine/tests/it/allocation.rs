@@ -107,10 +107,7 @@ impl World {
             .expect("capacity");
         let edges = (0..edges)
             .map(|i| {
-                let engine = Engine::new(EngineConfig {
-                    shards: 1,
-                    ..EngineConfig::default()
-                });
+                let engine = Engine::new(EngineConfig::default().with_shards(1));
                 let u = format!("sip:edge{i}.example.net");
                 let mut c = SubscriberConfig::new(
                     uri(NOTIFIER),

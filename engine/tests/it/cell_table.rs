@@ -39,10 +39,7 @@ fn call(to: &str, monotonic_ns: u64) -> Request<'_> {
 fn engines(table: Option<CellTable>, policy: &Ruleset) -> Vec<Engine> {
     (0..ENGINES)
         .map(|_| {
-            let config = EngineConfig {
-                shards: SHARDS,
-                ..EngineConfig::default()
-            };
+            let config = EngineConfig::default().with_shards(SHARDS);
             let e = match table {
                 Some(t) => Engine::with_cell_table(
                     config,

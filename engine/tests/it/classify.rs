@@ -10,15 +10,9 @@ use loadctl::policy::{Limits, Ruleset, read};
 
 /// A shard of a one-shard engine enforcing `rs`.
 fn shard_for(rs: Ruleset, config: EngineConfig) -> Shard {
-    Engine::from_ruleset(
-        rs,
-        EngineConfig {
-            shards: 1,
-            ..config
-        },
-    )
-    .expect("publishes")
-    .attach()
+    Engine::from_ruleset(rs, config.with_shards(1))
+        .expect("publishes")
+        .attach()
 }
 
 fn shard(rules: &str) -> Shard {
@@ -571,11 +565,7 @@ fn drop_over_udp_is_reject_and_redirect_carries_targets() {
 
 /// A shard over `rules` published by the notifier `notifier` (not a local, trusted policy).
 fn notifier_shard(notifier: &str, rules: &str, compile: CompileConfig) -> Shard {
-    let e = Engine::new(EngineConfig {
-        shards: 1,
-        compile,
-        ..EngineConfig::default()
-    });
+    let e = Engine::new(EngineConfig::default().with_shards(1).with_compile(compile));
     let source = Source::notifier(loadctl::policy::Uri::new(notifier).expect("uri"));
     e.publish(&source, ruleset(rules)).expect("publishes");
     e.attach()
@@ -739,10 +729,7 @@ fn percent_rule_accepts_its_share() {
 fn burst_tolerance_is_configurable() {
     let rules = rule("r", "", "<lc:accept><lc:rate>1000</lc:rate></lc:accept>");
     for (tau_ms, burst) in [(100u64, 100usize), (10, 10), (0, 1)] {
-        let config = EngineConfig {
-            burst_tolerance: Duration::from_millis(tau_ms),
-            ..EngineConfig::default()
-        };
+        let config = EngineConfig::default().with_burst_tolerance(Duration::from_millis(tau_ms));
         let mut s = shard_for(ruleset(&rules), config);
         let r = invite("<sip:a@b>", "<sip:c@d>");
         let at_once = (0..1000)
@@ -905,13 +892,10 @@ fn emergency_calls_are_never_throttled() {
     // Switched off: filtered like any other call.
     let mut off = shard_for(
         ruleset(&rule("all", "", REJECT_ALL)),
-        EngineConfig {
-            exemptions: Exemptions {
-                emergency: false,
-                ..Exemptions::default()
-            },
-            ..EngineConfig::default()
-        },
+        EngineConfig::default().with_exemptions(Exemptions {
+            emergency: false,
+            ..Exemptions::default()
+        }),
     );
     let d = off.classify(&call("urn:service:sos", "<urn:service:sos>"));
     assert_eq!((d.verdict, d.exempt), (Verdict::Reject, None));
@@ -965,13 +949,10 @@ Resource-Priority: dsn.flash\r\nCall-ID: rp@x\r\nCSeq: 1 INVITE\r\nresource-prio
     // A configured list replaces the default; entries compare case-insensitively.
     let mut dsn = shard_for(
         ruleset(&rule("all", "", REJECT_ALL)),
-        EngineConfig {
-            exemptions: Exemptions {
-                emergency: true,
-                resource_priority: vec![" DSN ".into()],
-            },
-            ..EngineConfig::default()
-        },
+        EngineConfig::default().with_exemptions(Exemptions {
+            emergency: true,
+            resource_priority: vec![" DSN ".into()],
+        }),
     );
     assert_eq!(
         dsn.classify(&with("dsn.flash")).exempt,
@@ -980,10 +961,7 @@ Resource-Priority: dsn.flash\r\nCall-ID: rp@x\r\nCSeq: 1 INVITE\r\nresource-prio
     assert_eq!(dsn.classify(&with("ets.0")).exempt, None);
     let mut none = shard_for(
         ruleset(&rule("all", "", REJECT_ALL)),
-        EngineConfig {
-            exemptions: Exemptions::none(),
-            ..EngineConfig::default()
-        },
+        EngineConfig::default().with_exemptions(Exemptions::none()),
     );
     assert_eq!(none.classify(&with("ets.0")).verdict, Verdict::Reject);
 }
@@ -998,10 +976,7 @@ fn exempt_requests_are_counted_per_reason() {
             &ci("<lc:to><one id=\"sip:b@y.example\"/></lc:to>"),
             REJECT_ALL,
         )),
-        EngineConfig {
-            shards: 1,
-            ..EngineConfig::default()
-        },
+        EngineConfig::default().with_shards(1),
     )
     .expect("publishes");
     let mut s = engine.attach();

@@ -13,15 +13,9 @@ const SECOND: u64 = 1_000_000_000;
 
 /// A shard of a one-shard engine enforcing `rules`.
 fn shard_of(rules: &str) -> Shard {
-    Engine::from_ruleset(
-        ruleset(rules),
-        EngineConfig {
-            shards: 1,
-            ..EngineConfig::default()
-        },
-    )
-    .expect("publishes")
-    .attach()
+    Engine::from_ruleset(ruleset(rules), EngineConfig::default().with_shards(1))
+        .expect("publishes")
+        .attach()
 }
 
 fn compiled(rules: &str) -> Arc<CompiledPolicy> {

@@ -55,10 +55,7 @@ fn subscriber(engine: &Engine) -> Subscriber {
 }
 
 fn engine() -> Engine {
-    Engine::new(EngineConfig {
-        shards: 1,
-        ..EngineConfig::default()
-    })
+    Engine::new(EngineConfig::default().with_shards(1))
 }
 
 fn events(s: &mut Subscriber) -> Vec<SubscriberEvent> {
@@ -1012,14 +1009,12 @@ fn redirect_targets_are_checked_against_the_agreed_list() {
         (None, vec!["listed", "victim"]),
         (Some(vec!["partner.example".to_owned()]), vec!["victim"]),
     ] {
-        let e = Engine::new(EngineConfig {
-            shards: 1,
-            compile: loadctl::compile::CompileConfig {
+        let e = Engine::new(EngineConfig::default().with_shards(1).with_compile(
+            loadctl::compile::CompileConfig {
                 redirect_allow: allow.clone(),
                 ..loadctl::compile::CompileConfig::default()
             },
-            ..EngineConfig::default()
-        });
+        ));
         let mut s = subscriber(&e);
         let sub = s.poll_transmit().expect("SUBSCRIBE");
         s.handle_notify(0, &notify(&sub, 1, "active", CT, body(0, "full", &doc)));
@@ -1559,14 +1554,10 @@ fn warnings_are_reported_and_refusals_name_the_notifier_and_version() {
         "{ev:?}"
     );
     assert_eq!(classify_to(&e, "<tel:+1555>", 0).as_deref(), Some("w"));
-    let engine_small = Engine::new(EngineConfig {
-        shards: 1,
-        limits: Limits {
-            max_rules: 1,
-            ..Limits::default()
-        },
-        ..EngineConfig::default()
-    });
+    let engine_small = Engine::new(EngineConfig::default().with_shards(1).with_limits(Limits {
+        max_rules: 1,
+        ..Limits::default()
+    }));
     let mut s2 = subscriber(&engine_small);
     let sub2 = s2.poll_transmit().expect("SUBSCRIBE");
     let two = format!("{}{}", rule_xml("a", "+1", 1), rule_xml("b", "+2", 1));

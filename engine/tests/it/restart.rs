@@ -56,10 +56,7 @@ struct Net {
 
 impl Net {
     fn new(expires: u32, notifier: Notifier) -> Self {
-        let engine = Engine::new(EngineConfig {
-            shards: 1,
-            ..EngineConfig::default()
-        });
+        let engine = Engine::new(EngineConfig::default().with_shards(1));
         let mut c = SubscriberConfig::new(uri(NOTIFIER), uri("sip:edge.example.net"), "c", "t");
         c.expires = expires;
         let sub = Subscriber::new(c, engine.clone(), 0);

@@ -13,10 +13,7 @@ fn rule(id: &str, prefix: &str, accept: &str) -> String {
 }
 
 fn engine(config: EngineConfig) -> Engine {
-    Engine::new(EngineConfig {
-        shards: SHARDS,
-        ..config
-    })
+    Engine::new(config.with_shards(SHARDS))
 }
 
 fn shards(engine: &Engine) -> Vec<Shard> {
@@ -415,11 +412,11 @@ fn the_most_recently_withdrawn_rules_keep_their_limiters() {
 fn a_shards_look_ahead_is_the_one_the_tolerance_was_reduced_by() {
     let lease_period =
         std::time::Duration::from_nanos(u64::MAX) + std::time::Duration::from_nanos(1_000_001);
-    let e = Engine::new(EngineConfig {
-        shards: 2,
-        lease_period,
-        ..EngineConfig::default()
-    });
+    let e = Engine::new(
+        EngineConfig::default()
+            .with_shards(2)
+            .with_lease_period(lease_period),
+    );
     e.publish(
         &Source::local("n"),
         doc(
@@ -739,13 +736,10 @@ fn partial_documents_merge_and_errors_change_nothing() {
         Err(PublishError::Merge(_))
     ));
     // All sources together respect the rule limit.
-    let small = engine(EngineConfig {
-        limits: Limits {
-            max_rules: 2,
-            ..Limits::default()
-        },
-        ..EngineConfig::default()
-    });
+    let small = engine(EngineConfig::default().with_limits(Limits {
+        max_rules: 2,
+        ..Limits::default()
+    }));
     small
         .publish(
             &Source::local("x"),
@@ -852,11 +846,11 @@ fn stats_add_up_per_rule_and_source_including_removed_rules_and_dropped_shards()
 #[test]
 fn engine_clock_is_used_when_requests_carry_no_time() {
     let clock = std::sync::Arc::new(loadctl::clock::ManualClock::new(1_700_000_000_000_000_000));
-    let e = Engine::new(EngineConfig {
-        clock: clock.clone(),
-        shards: 1,
-        ..EngineConfig::default()
-    });
+    let e = Engine::new(
+        EngineConfig::default()
+            .with_clock(clock.clone())
+            .with_shards(1),
+    );
     e.publish(
         &Source::local("n"),
         doc(

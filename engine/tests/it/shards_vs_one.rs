@@ -27,14 +27,8 @@ fn policy(limit: &str) -> Ruleset {
 /// Offers `arrivals` (time, shard choice) to `n` shards; window tickets are completed
 /// `hold_ns` after their admission on the shard that got them. Returns admissions.
 fn admitted(n: usize, limit: &str, arrivals: &[(u64, usize)], hold_ns: u64) -> u64 {
-    let engine = Engine::from_ruleset(
-        policy(limit),
-        EngineConfig {
-            shards: n,
-            ..EngineConfig::default()
-        },
-    )
-    .expect("publishes");
+    let engine = Engine::from_ruleset(policy(limit), EngineConfig::default().with_shards(n))
+        .expect("publishes");
     let mut shards: Vec<Shard> = (0..n).map(|_| engine.attach()).collect();
     let mut held: VecDeque<(u64, usize, Ticket)> = VecDeque::new();
     let mut count = 0;

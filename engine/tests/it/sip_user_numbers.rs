@@ -29,14 +29,12 @@ fn rule(id: &str, field: &str, identity: &str) -> String {
 fn engine(rules: &str, numbers: SipUserNumbers) -> Engine {
     Engine::from_ruleset(
         ruleset(rules),
-        EngineConfig {
-            shards: 1,
-            compile: CompileConfig {
+        EngineConfig::default()
+            .with_shards(1)
+            .with_compile(CompileConfig {
                 sip_user_numbers: numbers,
                 ..CompileConfig::default()
-            },
-            ..EngineConfig::default()
-        },
+            }),
     )
     .expect("publishes")
 }

@@ -99,10 +99,7 @@ fn soak_classify_publish_withdraw_and_complete_out_of_order() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(60);
     let run_for = Duration::from_secs(seconds);
-    let engine = Engine::new(EngineConfig {
-        shards: 2,
-        ..EngineConfig::default()
-    });
+    let engine = Engine::new(EngineConfig::default().with_shards(2));
     let (a, b) = (Source::local("a"), Source::local("b"));
     engine.publish(&a, source_a(0)).expect("a");
     engine.publish(&b, source_b(0)).expect("b");

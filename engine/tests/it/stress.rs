@@ -39,10 +39,7 @@ fn base_rules() -> String {
 
 #[test]
 fn classify_while_publishing_a_thousand_times() {
-    let engine = Engine::new(EngineConfig {
-        shards: 2,
-        ..EngineConfig::default()
-    });
+    let engine = Engine::new(EngineConfig::default().with_shards(2));
     let src = Source::local("notifier");
     engine
         .publish(&src, doc(0, "full", &base_rules()))

@@ -101,10 +101,7 @@ pub fn window_slots_are_never_oversold_or_leaked() {
 /// interleaving (the classify entirely before the publish).
 pub fn a_shard_sees_a_publish_whole_and_eventually() {
     model(|| {
-        let engine = Engine::new(EngineConfig {
-            shards: 1,
-            ..EngineConfig::default()
-        });
+        let engine = Engine::new(EngineConfig::default().with_shards(1));
         let mut shard = engine.attach();
         let reader = thread::spawn(move || {
             let d = shard.classify(&invite());
@@ -136,10 +133,7 @@ pub fn a_shard_sees_a_publish_whole_and_eventually() {
 /// snapshot uses.
 pub fn a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost() {
     model(|| {
-        let engine = Engine::new(EngineConfig {
-            shards: 2,
-            ..EngineConfig::default()
-        });
+        let engine = Engine::new(EngineConfig::default().with_shards(2));
         let src = Source::local("n");
         engine
             .publish(&src, one_rule(1, "w", "<lc:win>1</lc:win>"))
@@ -169,10 +163,7 @@ pub fn a_window_slot_held_across_a_publish_is_neither_doubled_nor_lost() {
 /// counted exactly once. Three preemptions: the reading must fall inside the detach.
 pub fn statistics_add_up_and_never_go_back_when_a_shard_detaches() {
     model_bounded(3, || {
-        let engine = Engine::new(EngineConfig {
-            shards: 1,
-            ..EngineConfig::default()
-        });
+        let engine = Engine::new(EngineConfig::default().with_shards(1));
         let mut shard = engine.attach();
         let worker = thread::spawn(move || {
             let mut bye = invite();

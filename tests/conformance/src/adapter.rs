@@ -105,14 +105,8 @@ impl Classifier {
     /// A one-shard engine enforcing `policy` (a full document), like `loadctl classify`.
     pub fn new(policy_xml: &[u8]) -> Result<Self, String> {
         let doc = policy::read(policy_xml, &Limits::default()).map_err(|e| e.to_string())?;
-        let engine = Engine::from_ruleset(
-            doc.ruleset,
-            EngineConfig {
-                shards: 1,
-                ..EngineConfig::default()
-            },
-        )
-        .map_err(|e| e.to_string())?;
+        let engine = Engine::from_ruleset(doc.ruleset, EngineConfig::default().with_shards(1))
+            .map_err(|e| e.to_string())?;
         Ok(Self {
             shard: engine.attach(),
         })
@@ -279,10 +273,7 @@ pub fn subscriber(keys: &BTreeMap<String, String>, now_ns: u64) -> Result<Box<dy
     if let Some(t) = keys.get("trust") {
         config.trust = t.split(',').map(|s| s.trim().to_owned()).collect();
     }
-    let engine = Engine::new(EngineConfig {
-        shards: 1,
-        ..EngineConfig::default()
-    });
+    let engine = Engine::new(EngineConfig::default().with_shards(1));
     let classifier = Classifier::of(&engine);
     let subscriber = Subscriber::new(config, engine, now_ns);
     Ok(Box::new(SubscriberSide {

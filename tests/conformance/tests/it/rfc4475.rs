@@ -67,10 +67,7 @@ fn matches_by_field(bytes: &[u8], ruri: &str, to: &str, from: &str) -> [bool; 3]
             .ruleset;
         let engine = Engine::from_ruleset(
             ruleset,
-            EngineConfig {
-                shards: 1,
-                ..EngineConfig::default()
-            },
+            EngineConfig::default().with_shards(1),
         )
         .expect("publishes");
         let mut shard = engine.attach();
@@ -132,10 +129,7 @@ fn wsinv() {
         [true; 3]
     );
     // Its To has a tag: in a dialog, never filtered (RFC 7200 §5.1).
-    let engine = Engine::new(EngineConfig {
-        shards: 1,
-        ..EngineConfig::default()
-    });
+    let engine = Engine::new(EngineConfig::default().with_shards(1));
     let mut shard = engine.attach();
     let d = shard.classify(&Request::from_sip(&r, Transport::Udp, None));
     assert_eq!(d.exempt, Some(ExemptReason::NotFiltered));
@@ -491,10 +485,7 @@ fn invalid_and_other_messages_give_an_error_or_a_decision() {
         read(policy.as_bytes(), &Limits::default())
             .expect("reads")
             .ruleset,
-        EngineConfig {
-            shards: 1,
-            ..EngineConfig::default()
-        },
+        EngineConfig::default().with_shards(1),
     )
     .expect("publishes");
     let mut shard = engine.attach();
