@@ -172,6 +172,13 @@ pub struct Source {
     pub scope: Option<Uri>,
 }
 
+impl AsRef<str> for Source {
+    /// The source's name, which identifies it ([`Engine::withdraw`], [`Engine::source_policy`]).
+    fn as_ref(&self) -> &str {
+        &self.name
+    }
+}
+
 impl Source {
     /// A policy the operator loaded (file, RPC, API): trusted, unscoped.
     pub fn local(name: &str) -> Self {
@@ -669,8 +676,10 @@ impl Engine {
         Ok(generation)
     }
 
-    /// Removes every rule `source` published (its subscription ended).
-    pub fn withdraw(&self, source: &str) -> Result<u64, PublishError> {
+    /// Removes every rule `source` published (its subscription ended). A source is known by its
+    /// name: pass the [`Source`] that published (as [`Engine::apply`] takes it) or its name.
+    pub fn withdraw(&self, source: impl AsRef<str>) -> Result<u64, PublishError> {
+        let source = source.as_ref();
         let mut guard = lock(&self.inner.writer);
         let w = &mut *guard;
         let i = w
@@ -691,8 +700,9 @@ impl Engine {
         Ok(generation)
     }
 
-    /// The current policy of `source`, if it has one.
-    pub fn source_policy(&self, source: &str) -> Option<Ruleset> {
+    /// The current policy of `source` (a [`Source`] or its name), if it has one.
+    pub fn source_policy(&self, source: impl AsRef<str>) -> Option<Ruleset> {
+        let source = source.as_ref();
         lock(&self.inner.writer)
             .sources
             .iter()

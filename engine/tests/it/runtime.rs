@@ -631,6 +631,14 @@ fn sources_are_kept_apart_ordered_scoped_and_withdrawn() {
         e.withdraw("sip:nobody"),
         Err(PublishError::UnknownSource("sip:nobody".into()))
     );
+    // The Source that published withdraws as its name does.
+    assert!(e.source_policy(&west).is_some());
+    e.withdraw(&west).expect("withdraw west by its Source");
+    assert_eq!(e.source_policy(&west), None);
+    assert_eq!(
+        e.withdraw(&west),
+        Err(PublishError::UnknownSource("sip:west.example.com".into()))
+    );
 }
 
 /// RFC 7200 §5.3.3: recording the originator as the target is a MAY ("If the load-filtering
