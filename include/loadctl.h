@@ -73,14 +73,14 @@
 // ---------------------------------------------------------------------------------------------
 
 
-// `lc_subscriber_event.number` of an INVALID_DOCUMENT whose version could not be read.
-#define LC_VERSION_UNKNOWN UINT64_MAX
-
 // The `retry-after` of `lc_notifier_shutdown`, seconds: when the subscribers' new SUBSCRIBE
 // goes out. One that finds the notifier not yet back is retransmitted by the subscriber's SIP
 // stack (every T2 = 4 s for 32 s), so a short value costs little and shortens the time
 // without protection when the restart is quick.
 #define LC_SHUTDOWN_DEFAULT_RETRY_AFTER_S 2
+
+// `lc_subscriber_event.number` of an INVALID_DOCUMENT whose version could not be read.
+#define LC_VERSION_UNKNOWN UINT64_MAX
 
 // Most redirect targets a decision reports.
 #define LC_MAX_TARGETS 16
@@ -272,135 +272,6 @@ typedef struct lc_rule_info {
   lc_verdict alt_action;
 } lc_rule_info;
 
-// Subscriber settings for `lc_subscriber_new` (zero-initialise, then set the required
-// strings). Read during `lc_subscriber_new` only: the subscriber keeps copies.
-typedef struct lc_subscriber_config {
-  // The notifier's URI (required).
-  struct lc_str notifier;
-  // This server's URI (required).
-  struct lc_str subscriber;
-  // Call-ID stem (required; subscription n uses `stem-n`).
-  struct lc_str call_id;
-  // From-tag stem (required).
-  struct lc_str tag;
-  // Requested duration, seconds; 0 means the default 3600.
-  uint32_t expires;
-  // Who may send NOTIFYs besides the notifier's own host: space-separated hosts or domains
-  // (`example.net` takes `example.net` and `p1.example.net`; a leading `*.` is ignored),
-  // compared case-insensitively with the host of the NOTIFY's From URI (a `sip:`/`sips:`
-  // URI; any other scheme is never trusted). Absent: the notifier's host only. A NOTIFY from
-  // outside is answered 481 and reported (`LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED`).
-  struct lc_str trust;
-  // Reserved: never read (whatever it holds, even bytes that are not UTF-8), removed at the
-  // next major version. Which redirect targets a notifier may use is the engine's
-  // `lc_engine_config.redirect_allow` (plus the notifier's own domain, RFC 7200 §7); the
-  // subscriber reports (`LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST`) each rule the
-  // engine refuses, once.
-  struct lc_str redirect_allow;
-  // Scope rules without target-sip-entity to the notifier's URI (RFC 7200 §5.3.3 MAY): they
-  // then match only requests classified with that target (`lc_request.target`,
-  // `lc_sip_options.target`), never requests without one. Default (zero) false: they apply
-  // whatever the target. A C boolean as a byte: 0 or 1, anything else
-  // `LC_RESULT_INVALID_ARGUMENT`.
-  uint8_t scope_to_notifier;
-} lc_subscriber_config;
-
-// SUBSCRIBE or NOTIFY: an `LC_METHOD_*` value (anything else passed in is
-// `LC_RESULT_INVALID_ARGUMENT`).
-typedef uint32_t lc_method;
-
-// A SUBSCRIBE or NOTIFY request (`status` 0) or a response to one (`status` ≥ 100).
-// Absent strings have a NULL `ptr`; absent numbers are -1.
-typedef struct lc_sip_message {
-  // 0 for a request, else the response status.
-  uint16_t status;
-  // The request's method (for a response: the method it answers): an `LC_METHOD_*` value.
-  lc_method method;
-  // Request-URI (requests).
-  struct lc_str request_uri;
-  // Call-ID.
-  struct lc_str call_id;
-  // From URI.
-  struct lc_str from_uri;
-  // From tag.
-  struct lc_str from_tag;
-  // To URI.
-  struct lc_str to_uri;
-  // To tag.
-  struct lc_str to_tag;
-  // CSeq number.
-  uint32_t cseq;
-  // Event header value.
-  struct lc_str event;
-  // Accept header value.
-  struct lc_str accept;
-  // Subscription-State header value.
-  struct lc_str subscription_state;
-  // Content-Type header value.
-  struct lc_str content_type;
-  // The body.
-  struct lc_str body;
-  // Expires, or -1.
-  int64_t expires;
-  // Min-Expires, or -1.
-  int64_t min_expires;
-  // Retry-After, or -1.
-  int64_t retry_after;
-  // The Contact URI of a received request or response (the remote target: a 2xx to
-  // SUBSCRIBE and every NOTIFY carry the notifier's, a SUBSCRIBE the subscriber's). Absent
-  // on what the handles produce: the SIP stack adds its own Contact.
-  struct lc_str contact;
-  // The Record-Route header values of a received message, comma-separated, in message
-  // order (`<sip:p1;lr>, <sip:p2;lr>`); absent for none. Ignored on a response to a NOTIFY.
-  struct lc_str record_route;
-  // On a request a handle produces: the dialog's route set as one Route header value
-  // (`<sip:p1;lr>, <sip:p2;lr>`), absent when empty. Put it in the request as Route and
-  // send the request to its first URI, or to the Request-URI when absent (RFC 3261 §8.1.2;
-  // every entry is taken as a loose router). Ignored on what the caller passes in.
-  struct lc_str route;
-} lc_sip_message;
-
-// What a subscriber reports: an `LC_SUBSCRIBER_EVENT_KIND_*` value (`lc_subscriber_event.kind`;
-// later versions may add kinds: switch with a `default`).
-typedef uint32_t lc_subscriber_event_kind;
-
-// One subscriber event; `text` is valid until the next call on the handle.
-typedef struct lc_subscriber_event {
-  // What happened.
-  lc_subscriber_event_kind kind;
-  // Version, seconds or status, by kind.
-  uint64_t number;
-  // Engine generation (`POLICY_APPLIED`).
-  uint64_t generation;
-  // When (`RETRYING`).
-  uint64_t at_ns;
-  // Details, by kind.
-  struct lc_str text;
-  // Who sent the document (the NOTIFY's From URI) for DOCUMENT_WARNINGS,
-  // INVALID_DOCUMENT and APPLY_FAILED; absent otherwise. Valid until the next call.
-  struct lc_str notifier;
-} lc_subscriber_event;
-
-// What a subscriber has counted since it was created (`lc_subscriber_stats`).
-typedef struct lc_subscriber_counters {
-  // NOTIFYs handled.
-  uint64_t notifies;
-  // Documents applied.
-  uint64_t applied;
-  // Documents applied with reader warnings.
-  uint64_t warned;
-  // NOTIFYs without a body (nothing to update).
-  uint64_t bodyless;
-  // Documents ignored (stale version or gap).
-  uint64_t ignored;
-  // Documents refused (invalid, or refused by the engine).
-  uint64_t refused;
-  // Times the notifier's rules were withdrawn (`terminated`).
-  uint64_t withdrawn;
-  // NOTIFYs answered with an error.
-  uint64_t rejected;
-} lc_subscriber_counters;
-
 // Notifier settings for `lc_notifier_new`, read during that call only (they must end up as
 // min ≤ default ≤ max expires, defaults included: a `max_expires` below 3600 needs a
 // `default_expires` too); zero numbers mean the
@@ -466,6 +337,61 @@ typedef struct lc_share {
   bool constrained;
 } lc_share;
 
+// SUBSCRIBE or NOTIFY: an `LC_METHOD_*` value (anything else passed in is
+// `LC_RESULT_INVALID_ARGUMENT`).
+typedef uint32_t lc_method;
+
+// A SUBSCRIBE or NOTIFY request (`status` 0) or a response to one (`status` ≥ 100).
+// Absent strings have a NULL `ptr`; absent numbers are -1.
+typedef struct lc_sip_message {
+  // 0 for a request, else the response status.
+  uint16_t status;
+  // The request's method (for a response: the method it answers): an `LC_METHOD_*` value.
+  lc_method method;
+  // Request-URI (requests).
+  struct lc_str request_uri;
+  // Call-ID.
+  struct lc_str call_id;
+  // From URI.
+  struct lc_str from_uri;
+  // From tag.
+  struct lc_str from_tag;
+  // To URI.
+  struct lc_str to_uri;
+  // To tag.
+  struct lc_str to_tag;
+  // CSeq number.
+  uint32_t cseq;
+  // Event header value.
+  struct lc_str event;
+  // Accept header value.
+  struct lc_str accept;
+  // Subscription-State header value.
+  struct lc_str subscription_state;
+  // Content-Type header value.
+  struct lc_str content_type;
+  // The body.
+  struct lc_str body;
+  // Expires, or -1.
+  int64_t expires;
+  // Min-Expires, or -1.
+  int64_t min_expires;
+  // Retry-After, or -1.
+  int64_t retry_after;
+  // The Contact URI of a received request or response (the remote target: a 2xx to
+  // SUBSCRIBE and every NOTIFY carry the notifier's, a SUBSCRIBE the subscriber's). Absent
+  // on what the handles produce: the SIP stack adds its own Contact.
+  struct lc_str contact;
+  // The Record-Route header values of a received message, comma-separated, in message
+  // order (`<sip:p1;lr>, <sip:p2;lr>`); absent for none. Ignored on a response to a NOTIFY.
+  struct lc_str record_route;
+  // On a request a handle produces: the dialog's route set as one Route header value
+  // (`<sip:p1;lr>, <sip:p2;lr>`), absent when empty. Put it in the request as Route and
+  // send the request to its first URI, or to the Request-URI when absent (RFC 3261 §8.1.2;
+  // every entry is taken as a loose router). Ignored on what the caller passes in.
+  struct lc_str route;
+} lc_sip_message;
+
 // Why a notifier ends every subscription: an `LC_SHUTDOWN_*` value
 // (`lc_notifier_shutdown_with_reason`; anything else is `LC_RESULT_INVALID_ARGUMENT`).
 typedef uint32_t lc_shutdown_reason;
@@ -483,6 +409,80 @@ typedef struct lc_notifier_event {
   // Details.
   struct lc_str text;
 } lc_notifier_event;
+
+// Subscriber settings for `lc_subscriber_new` (zero-initialise, then set the required
+// strings). Read during `lc_subscriber_new` only: the subscriber keeps copies.
+typedef struct lc_subscriber_config {
+  // The notifier's URI (required).
+  struct lc_str notifier;
+  // This server's URI (required).
+  struct lc_str subscriber;
+  // Call-ID stem (required; subscription n uses `stem-n`).
+  struct lc_str call_id;
+  // From-tag stem (required).
+  struct lc_str tag;
+  // Requested duration, seconds; 0 means the default 3600.
+  uint32_t expires;
+  // Who may send NOTIFYs besides the notifier's own host: space-separated hosts or domains
+  // (`example.net` takes `example.net` and `p1.example.net`; a leading `*.` is ignored),
+  // compared case-insensitively with the host of the NOTIFY's From URI (a `sip:`/`sips:`
+  // URI; any other scheme is never trusted). Absent: the notifier's host only. A NOTIFY from
+  // outside is answered 481 and reported (`LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED`).
+  struct lc_str trust;
+  // Reserved: never read (whatever it holds, even bytes that are not UTF-8), removed at the
+  // next major version. Which redirect targets a notifier may use is the engine's
+  // `lc_engine_config.redirect_allow` (plus the notifier's own domain, RFC 7200 §7); the
+  // subscriber reports (`LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST`) each rule the
+  // engine refuses, once.
+  struct lc_str redirect_allow;
+  // Scope rules without target-sip-entity to the notifier's URI (RFC 7200 §5.3.3 MAY): they
+  // then match only requests classified with that target (`lc_request.target`,
+  // `lc_sip_options.target`), never requests without one. Default (zero) false: they apply
+  // whatever the target. A C boolean as a byte: 0 or 1, anything else
+  // `LC_RESULT_INVALID_ARGUMENT`.
+  uint8_t scope_to_notifier;
+} lc_subscriber_config;
+
+// What a subscriber reports: an `LC_SUBSCRIBER_EVENT_KIND_*` value (`lc_subscriber_event.kind`;
+// later versions may add kinds: switch with a `default`).
+typedef uint32_t lc_subscriber_event_kind;
+
+// One subscriber event; `text` is valid until the next call on the handle.
+typedef struct lc_subscriber_event {
+  // What happened.
+  lc_subscriber_event_kind kind;
+  // Version, seconds or status, by kind.
+  uint64_t number;
+  // Engine generation (`POLICY_APPLIED`).
+  uint64_t generation;
+  // When (`RETRYING`).
+  uint64_t at_ns;
+  // Details, by kind.
+  struct lc_str text;
+  // Who sent the document (the NOTIFY's From URI) for DOCUMENT_WARNINGS,
+  // INVALID_DOCUMENT and APPLY_FAILED; absent otherwise. Valid until the next call.
+  struct lc_str notifier;
+} lc_subscriber_event;
+
+// What a subscriber has counted since it was created (`lc_subscriber_stats`).
+typedef struct lc_subscriber_counters {
+  // NOTIFYs handled.
+  uint64_t notifies;
+  // Documents applied.
+  uint64_t applied;
+  // Documents applied with reader warnings.
+  uint64_t warned;
+  // NOTIFYs without a body (nothing to update).
+  uint64_t bodyless;
+  // Documents ignored (stale version or gap).
+  uint64_t ignored;
+  // Documents refused (invalid, or refused by the engine).
+  uint64_t refused;
+  // Times the notifier's rules were withdrawn (`terminated`).
+  uint64_t withdrawn;
+  // NOTIFYs answered with an error.
+  uint64_t rejected;
+} lc_subscriber_counters;
 
 // A set of algorithms a client offers (flags).
 typedef uint32_t lc_oc_algorithms;
@@ -985,6 +985,28 @@ typedef uint32_t lc_sip_flags;
 // NOTIFY.
 #define LC_METHOD_NOTIFY 1
 
+// A new subscription (`text`: subscriber; `number`: seconds).
+#define LC_NOTIFIER_EVENT_KIND_SUBSCRIBED 0
+
+// A refresh (`text`: subscriber).
+#define LC_NOTIFIER_EVENT_KIND_REFRESHED 1
+
+// A SUBSCRIBE was refused (`number`: status; `text`: why).
+#define LC_NOTIFIER_EVENT_KIND_REFUSED 2
+
+// A subscription ended (`text`: subscriber and reason).
+#define LC_NOTIFIER_EVENT_KIND_ENDED 3
+
+// The notifier goes down to come back (a restart, an upgrade): `terminated;reason=probation;
+// retry-after=N`. Subscribers withdraw its rules and SUBSCRIBE again after N seconds (RFC
+// 6665 §4.1.3: "SHOULD wait at least the number of seconds specified").
+#define LC_SHUTDOWN_RESTART 0
+
+// The notifier is taken out of service for good: `terminated;reason=noresource`. Subscribers
+// withdraw its rules and do not SUBSCRIBE again ("SHOULD NOT attempt to re-subscribe") until
+// an operator tells them (`lc_subscriber_resubscribe`).
+#define LC_SHUTDOWN_DECOMMISSION 1
+
 // Subscribed (`number`: granted seconds).
 #define LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED 0
 
@@ -1032,28 +1054,6 @@ typedef uint32_t lc_sip_flags;
 
 // A NOTIFY without a body: nothing to update, the policy stays (RFC 7200 §4.8).
 #define LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE 14
-
-// A new subscription (`text`: subscriber; `number`: seconds).
-#define LC_NOTIFIER_EVENT_KIND_SUBSCRIBED 0
-
-// A refresh (`text`: subscriber).
-#define LC_NOTIFIER_EVENT_KIND_REFRESHED 1
-
-// A SUBSCRIBE was refused (`number`: status; `text`: why).
-#define LC_NOTIFIER_EVENT_KIND_REFUSED 2
-
-// A subscription ended (`text`: subscriber and reason).
-#define LC_NOTIFIER_EVENT_KIND_ENDED 3
-
-// The notifier goes down to come back (a restart, an upgrade): `terminated;reason=probation;
-// retry-after=N`. Subscribers withdraw its rules and SUBSCRIBE again after N seconds (RFC
-// 6665 §4.1.3: "SHOULD wait at least the number of seconds specified").
-#define LC_SHUTDOWN_RESTART 0
-
-// The notifier is taken out of service for good: `terminated;reason=noresource`. Subscribers
-// withdraw its rules and do not SUBSCRIBE again ("SHOULD NOT attempt to re-subscribe") until
-// an operator tells them (`lc_subscriber_resubscribe`).
-#define LC_SHUTDOWN_DECOMMISSION 1
 
 // No algorithm (outputs only: no feedback, or a client that does not take part).
 #define LC_OC_ALGORITHM_NONE 0
@@ -1488,133 +1488,6 @@ lc_result lc_engine_source_policy(const struct lc_engine *engine,
 // `buf` writable for `cap` bytes (or NULL with `cap` 0); `written` writable.
 lc_result lc_last_error(uint8_t *buf, size_t cap, size_t *written);
 
-// Creates a subscriber feeding `engine` (which it keeps alive: the engine may be freed first)
-// and writes it to `*out` (the caller's, freed with `lc_subscriber_free`). Its first SUBSCRIBE
-// is ready in `lc_subscriber_poll_transmit` (or `lc_subscriber_transmit_wire`). The subscriber
-// copies `config` and its strings during the call.
-//
-// - The notifier's documents are published to `engine` under the source name
-//   `config->notifier`, exactly as spelled there (so `lc_engine_withdraw(engine,
-//   config->notifier, …)` removes them), with the notifier as their origin (its redirect targets
-//   are checked against its own domain and `lc_engine_config.redirect_allow`, RFC 7200 §7).
-// - A NOTIFY is taken only from the trust domain: its From URI must be a `sip:`/`sips:` URI
-//   whose host equals `config->notifier`'s host, or equals or lies under (`p1.example.net` under
-//   `example.net`) one of the space-separated entries of `trust` (compared case-insensitively;
-//   a leading `*.` is allowed and ignored). Others are answered 481 and reported
-//   (`LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED`).
-//
-// Errors: `LC_RESULT_NULL_PARAMETER` for a NULL `notifier`, `subscriber`, `call_id` or `tag`;
-// `LC_RESULT_INVALID_ARGUMENT` when `notifier` or `subscriber` is not a URI or
-// `scope_to_notifier` is neither 0 nor 1; `LC_RESULT_INVALID_UTF8` for a string that is not
-// UTF-8 (`lc_last_error` names the field).
-//
-// # Safety
-// `engine` from `lc_engine_new`; `config` valid with readable strings; `out` writable.
-lc_result lc_subscriber_new(const struct lc_engine *engine,
-                            const struct lc_subscriber_config *config,
-                            uint64_t now_ns,
-                            struct lc_subscriber **out);
-
-// Frees a subscriber. Nothing is sent (call `lc_subscriber_unsubscribe` and send its SUBSCRIBE
-// first to end the subscription politely) and its rules stay in the engine (withdraw them with
-// `lc_engine_withdraw(engine, config->notifier, …)` if wanted). Strings it handed out become
-// invalid. `NULL` is a no-op.
-//
-// # Safety
-// `sub` NULL or from `lc_subscriber_new`, not used afterwards.
-void lc_subscriber_free(struct lc_subscriber *sub);
-
-// Takes the next SUBSCRIBE to send (`LC_RESULT_EMPTY` when none) as fields, for a SIP stack
-// that builds its own messages: send it to the first URI of `route` when present, else to its
-// Request-URI. The strings written into `*out` point into the handle: valid until the next call on the
-// same handle, or its free.
-//
-// # Safety
-// `sub` from `lc_subscriber_new`; `out` writable.
-lc_result lc_subscriber_poll_transmit(struct lc_subscriber *sub,
-                                      struct lc_sip_message *out);
-
-// Feeds a final response to a SUBSCRIBE (a provisional one, or one that answers no SUBSCRIBE of
-// this subscriber's current transaction, is ignored). Results show in the events
-// (`LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED`, `RETRYING`, `STOPPED`, …) and timers.
-//
-// Errors: `LC_RESULT_INVALID_ARGUMENT` when `msg->status` is below 100, `msg->method` is no
-// `LC_METHOD_*` value, or a URI field is not a URI; `LC_RESULT_NULL_PARAMETER` for a NULL
-// `call_id`, `from_uri` or `to_uri`.
-//
-// # Safety
-// `sub` from `lc_subscriber_new`; `msg` valid with readable strings.
-lc_result lc_subscriber_handle_response(struct lc_subscriber *sub,
-                                        uint64_t now_ns,
-                                        const struct lc_sip_message *msg);
-
-// Feeds a NOTIFY: when it is this subscription's and from the trust domain, applies its body to
-// the engine (a full document replaces the notifier's rules, a partial one merges, a bodyless
-// one keeps them, `terminated` withdraws them) and writes the response to send into
-// `*response` — 200, or an error status (400, 481, 489, …) for a NOTIFY refused; either way the
-// call returns `LC_RESULT_OK` and the events say what happened. The strings written into `*response` point into the handle: valid until the next call on the
-// same handle, or its free.
-//
-// Errors: `LC_RESULT_INVALID_ARGUMENT` when `msg->method` is no `LC_METHOD_*` value or a URI
-// field is not a URI; `LC_RESULT_NULL_PARAMETER` for a NULL `request_uri`, `call_id`,
-// `from_uri` or `to_uri` (nothing is counted, no response is written).
-//
-// # Safety
-// `sub` from `lc_subscriber_new`; `msg` valid with readable strings; `response` writable.
-lc_result lc_subscriber_handle_notify(struct lc_subscriber *sub,
-                                      uint64_t now_ns,
-                                      const struct lc_sip_message *msg,
-                                      struct lc_sip_message *response);
-
-// Writes when `lc_subscriber_handle_timeout` is next due, in the `now_ns` clock
-// (`LC_RESULT_EMPTY`: no timer). Ask again after every call that feeds the subscriber.
-//
-// # Safety
-// `sub` from `lc_subscriber_new`; `out` writable.
-lc_result lc_subscriber_poll_timeout(const struct lc_subscriber *sub, uint64_t *out);
-
-// Advances the subscriber's timers to `now_ns` (refreshes, retries, expiry); then poll for
-// messages and events. Calling it early or often is harmless.
-//
-// # Safety
-// `sub` from `lc_subscriber_new`.
-lc_result lc_subscriber_handle_timeout(struct lc_subscriber *sub, uint64_t now_ns);
-
-// Starts a new subscription now, whatever the state: after `LC_SUBSCRIBER_EVENT_KIND_STOPPED`
-// (the notifier sent `noresource` or `rejected`, answered 403 or 489, or the subscription was
-// unsubscribed), while waiting out a `retry-after` or a back-off, or on a live dialog (which
-// is abandoned: the notifier's next NOTIFY on it is answered 481). For an operator's "the
-// notifier is back" (an RPC). The back-off starts again from its first delay; the rules in
-// force stay until the new subscription's first document replaces them. Poll the SUBSCRIBE
-// it queues and send it.
-//
-// # Safety
-// `sub` from `lc_subscriber_new`.
-lc_result lc_subscriber_resubscribe(struct lc_subscriber *sub, uint64_t now_ns);
-
-// Ends the subscription: with a dialog, a SUBSCRIBE with `Expires: 0` is queued (poll it and
-// send it), and the notifier's rules stay until its final NOTIFY (`terminated`) arrives.
-// Without one (never subscribed, or waiting to retry) it stops at once
-// (`LC_SUBSCRIBER_EVENT_KIND_STOPPED`). Either way the rules stay in the engine until a
-// `terminated` NOTIFY or `lc_engine_withdraw`.
-//
-// # Safety
-// `sub` from `lc_subscriber_new`.
-lc_result lc_subscriber_unsubscribe(struct lc_subscriber *sub, uint64_t now_ns);
-
-// Takes the next event (`LC_RESULT_EMPTY` when none). Its `text` and `notifier` point into the
-// handle: valid until the next call on the same handle, or its free.
-//
-// # Safety
-// `sub` from `lc_subscriber_new`; `out` writable.
-lc_result lc_subscriber_poll_event(struct lc_subscriber *sub, struct lc_subscriber_event *out);
-
-// Writes what the subscriber has counted into `*out`.
-//
-// # Safety
-// `sub` from `lc_subscriber_new`; `out` writable.
-lc_result lc_subscriber_stats(const struct lc_subscriber *sub, struct lc_subscriber_counters *out);
-
 // Creates a notifier and writes it to `*out` (the caller's, freed with `lc_notifier_free`). It
 // starts with no policy (subscribers get bodyless NOTIFYs until `lc_notifier_set_policy`). The
 // notifier copies `config` and its strings during the call.
@@ -1848,6 +1721,133 @@ lc_result lc_notifier_deactivate_saved(struct lc_notifier *n,
 // # Safety
 // `n` from `lc_notifier_new`; `out` writable.
 lc_result lc_notifier_poll_event(struct lc_notifier *n, struct lc_notifier_event *out);
+
+// Creates a subscriber feeding `engine` (which it keeps alive: the engine may be freed first)
+// and writes it to `*out` (the caller's, freed with `lc_subscriber_free`). Its first SUBSCRIBE
+// is ready in `lc_subscriber_poll_transmit` (or `lc_subscriber_transmit_wire`). The subscriber
+// copies `config` and its strings during the call.
+//
+// - The notifier's documents are published to `engine` under the source name
+//   `config->notifier`, exactly as spelled there (so `lc_engine_withdraw(engine,
+//   config->notifier, …)` removes them), with the notifier as their origin (its redirect targets
+//   are checked against its own domain and `lc_engine_config.redirect_allow`, RFC 7200 §7).
+// - A NOTIFY is taken only from the trust domain: its From URI must be a `sip:`/`sips:` URI
+//   whose host equals `config->notifier`'s host, or equals or lies under (`p1.example.net` under
+//   `example.net`) one of the space-separated entries of `trust` (compared case-insensitively;
+//   a leading `*.` is allowed and ignored). Others are answered 481 and reported
+//   (`LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED`).
+//
+// Errors: `LC_RESULT_NULL_PARAMETER` for a NULL `notifier`, `subscriber`, `call_id` or `tag`;
+// `LC_RESULT_INVALID_ARGUMENT` when `notifier` or `subscriber` is not a URI or
+// `scope_to_notifier` is neither 0 nor 1; `LC_RESULT_INVALID_UTF8` for a string that is not
+// UTF-8 (`lc_last_error` names the field).
+//
+// # Safety
+// `engine` from `lc_engine_new`; `config` valid with readable strings; `out` writable.
+lc_result lc_subscriber_new(const struct lc_engine *engine,
+                            const struct lc_subscriber_config *config,
+                            uint64_t now_ns,
+                            struct lc_subscriber **out);
+
+// Frees a subscriber. Nothing is sent (call `lc_subscriber_unsubscribe` and send its SUBSCRIBE
+// first to end the subscription politely) and its rules stay in the engine (withdraw them with
+// `lc_engine_withdraw(engine, config->notifier, …)` if wanted). Strings it handed out become
+// invalid. `NULL` is a no-op.
+//
+// # Safety
+// `sub` NULL or from `lc_subscriber_new`, not used afterwards.
+void lc_subscriber_free(struct lc_subscriber *sub);
+
+// Takes the next SUBSCRIBE to send (`LC_RESULT_EMPTY` when none) as fields, for a SIP stack
+// that builds its own messages: send it to the first URI of `route` when present, else to its
+// Request-URI. The strings written into `*out` point into the handle: valid until the next call on the
+// same handle, or its free.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `out` writable.
+lc_result lc_subscriber_poll_transmit(struct lc_subscriber *sub,
+                                      struct lc_sip_message *out);
+
+// Feeds a final response to a SUBSCRIBE (a provisional one, or one that answers no SUBSCRIBE of
+// this subscriber's current transaction, is ignored). Results show in the events
+// (`LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED`, `RETRYING`, `STOPPED`, …) and timers.
+//
+// Errors: `LC_RESULT_INVALID_ARGUMENT` when `msg->status` is below 100, `msg->method` is no
+// `LC_METHOD_*` value, or a URI field is not a URI; `LC_RESULT_NULL_PARAMETER` for a NULL
+// `call_id`, `from_uri` or `to_uri`.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `msg` valid with readable strings.
+lc_result lc_subscriber_handle_response(struct lc_subscriber *sub,
+                                        uint64_t now_ns,
+                                        const struct lc_sip_message *msg);
+
+// Feeds a NOTIFY: when it is this subscription's and from the trust domain, applies its body to
+// the engine (a full document replaces the notifier's rules, a partial one merges, a bodyless
+// one keeps them, `terminated` withdraws them) and writes the response to send into
+// `*response` — 200, or an error status (400, 481, 489, …) for a NOTIFY refused; either way the
+// call returns `LC_RESULT_OK` and the events say what happened. The strings written into `*response` point into the handle: valid until the next call on the
+// same handle, or its free.
+//
+// Errors: `LC_RESULT_INVALID_ARGUMENT` when `msg->method` is no `LC_METHOD_*` value or a URI
+// field is not a URI; `LC_RESULT_NULL_PARAMETER` for a NULL `request_uri`, `call_id`,
+// `from_uri` or `to_uri` (nothing is counted, no response is written).
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `msg` valid with readable strings; `response` writable.
+lc_result lc_subscriber_handle_notify(struct lc_subscriber *sub,
+                                      uint64_t now_ns,
+                                      const struct lc_sip_message *msg,
+                                      struct lc_sip_message *response);
+
+// Writes when `lc_subscriber_handle_timeout` is next due, in the `now_ns` clock
+// (`LC_RESULT_EMPTY`: no timer). Ask again after every call that feeds the subscriber.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `out` writable.
+lc_result lc_subscriber_poll_timeout(const struct lc_subscriber *sub, uint64_t *out);
+
+// Advances the subscriber's timers to `now_ns` (refreshes, retries, expiry); then poll for
+// messages and events. Calling it early or often is harmless.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`.
+lc_result lc_subscriber_handle_timeout(struct lc_subscriber *sub, uint64_t now_ns);
+
+// Starts a new subscription now, whatever the state: after `LC_SUBSCRIBER_EVENT_KIND_STOPPED`
+// (the notifier sent `noresource` or `rejected`, answered 403 or 489, or the subscription was
+// unsubscribed), while waiting out a `retry-after` or a back-off, or on a live dialog (which
+// is abandoned: the notifier's next NOTIFY on it is answered 481). For an operator's "the
+// notifier is back" (an RPC). The back-off starts again from its first delay; the rules in
+// force stay until the new subscription's first document replaces them. Poll the SUBSCRIBE
+// it queues and send it.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`.
+lc_result lc_subscriber_resubscribe(struct lc_subscriber *sub, uint64_t now_ns);
+
+// Ends the subscription: with a dialog, a SUBSCRIBE with `Expires: 0` is queued (poll it and
+// send it), and the notifier's rules stay until its final NOTIFY (`terminated`) arrives.
+// Without one (never subscribed, or waiting to retry) it stops at once
+// (`LC_SUBSCRIBER_EVENT_KIND_STOPPED`). Either way the rules stay in the engine until a
+// `terminated` NOTIFY or `lc_engine_withdraw`.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`.
+lc_result lc_subscriber_unsubscribe(struct lc_subscriber *sub, uint64_t now_ns);
+
+// Takes the next event (`LC_RESULT_EMPTY` when none). Its `text` and `notifier` point into the
+// handle: valid until the next call on the same handle, or its free.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `out` writable.
+lc_result lc_subscriber_poll_event(struct lc_subscriber *sub, struct lc_subscriber_event *out);
+
+// Writes what the subscriber has counted into `*out`.
+//
+// # Safety
+// `sub` from `lc_subscriber_new`; `out` writable.
+lc_result lc_subscriber_stats(const struct lc_subscriber *sub, struct lc_subscriber_counters *out);
 
 // Writes the default client configuration into `*out`.
 //
