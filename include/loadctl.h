@@ -484,6 +484,24 @@ typedef struct lc_subscriber_counters {
   uint64_t rejected;
 } lc_subscriber_counters;
 
+// An overload-control algorithm: `LC_OC_ALGORITHM_LOSS` or `LC_OC_ALGORITHM_RATE`
+// (`LC_OC_ALGORITHM_NONE` only in outputs).
+typedef uint32_t lc_oc_algorithm;
+
+// Overload-control values of a response's top Via (RFC 7339 §4).
+typedef struct lc_oc_feedback {
+  // `oc`: a loss percentage (0–100) or a rate in requests/s.
+  uint64_t oc;
+  // `LC_OC_ALGORITHM_LOSS` or `LC_OC_ALGORITHM_RATE`.
+  lc_oc_algorithm algorithm;
+  // `oc-validity`, ms (0: no overload control in effect).
+  uint64_t validity_ms;
+  // `oc-seq` in units of 10⁻⁵ (see `lc_oc_hop_status.seq`).
+  uint64_t seq;
+  // 1 when `seq` is present.
+  uint8_t has_seq;
+} lc_oc_feedback;
+
 // A set of algorithms a client offers (flags).
 typedef uint32_t lc_oc_algorithms;
 
@@ -518,10 +536,6 @@ typedef struct lc_oc_client_config {
 
 // What a response did to a hop's state (`lc_oc_client_on_response`).
 typedef uint32_t lc_oc_applied;
-
-// An overload-control algorithm: `LC_OC_ALGORITHM_LOSS` or `LC_OC_ALGORITHM_RATE`
-// (`LC_OC_ALGORITHM_NONE` only in outputs).
-typedef uint32_t lc_oc_algorithm;
 
 // A hop's state, as `lc_oc_client_status` writes it.
 typedef struct lc_oc_hop_status {
@@ -568,20 +582,6 @@ typedef struct lc_oc_shard_counters {
   // Priority requests asked about.
   uint64_t priority;
 } lc_oc_shard_counters;
-
-// Overload-control values of a response's top Via (RFC 7339 §4).
-typedef struct lc_oc_feedback {
-  // `oc`: a loss percentage (0–100) or a rate in requests/s.
-  uint64_t oc;
-  // `LC_OC_ALGORITHM_LOSS` or `LC_OC_ALGORITHM_RATE`.
-  lc_oc_algorithm algorithm;
-  // `oc-validity`, ms (0: no overload control in effect).
-  uint64_t validity_ms;
-  // `oc-seq` in units of 10⁻⁵ (see `lc_oc_hop_status.seq`).
-  uint64_t seq;
-  // 1 when `seq` is present.
-  uint8_t has_seq;
-} lc_oc_feedback;
 
 // Server settings. Get the defaults with `lc_oc_server_config_default`.
 typedef struct lc_oc_server_config {
@@ -1849,6 +1849,33 @@ lc_result lc_subscriber_poll_event(struct lc_subscriber *sub, struct lc_subscrib
 // `sub` from `lc_subscriber_new`; `out` writable.
 lc_result lc_subscriber_stats(const struct lc_subscriber *sub, struct lc_subscriber_counters *out);
 
+// Reads the overload-control values of a response's top Via (`top_via`, its first via-parm
+// counts) into `*out`. `LC_RESULT_EMPTY` when it carries none (no `oc`, or `oc` without a
+// value: the next hop does not do overload control); `LC_RESULT_OC_BAD_FEEDBACK` when a value
+// breaks RFC 7339 or the via-parm leaves a quoted string open (the reason in
+// `lc_last_error`). A missing `oc-validity` reads as 500, a
+// missing `oc-algo` as loss.
+//
+// # Safety
+// `top_via` readable; `out` writable.
+lc_result lc_oc_feedback_parse(struct lc_str top_via, struct lc_oc_feedback *out);
+
+// Writes `top_via` (a request's top Via as received) with `feedback` in place of the
+// client's `oc` / `oc-algo` (and any `oc-validity` / `oc-seq`) into `buf` (`cap` bytes, not
+// NUL-terminated), its length to `*written`; `LC_RESULT_BUFFER_TOO_SMALL` with the length
+// needed when it does not fit; `LC_RESULT_SIP_BAD_VIA` when the Via leaves a quoted string
+// open. For servers with their own law; `lc_oc_server_write_via` does this with the server's
+// values.
+//
+// # Safety
+// `feedback` readable; `top_via` readable; `buf` NULL or writable for `cap` bytes;
+// `written` writable.
+lc_result lc_oc_feedback_write_via(const struct lc_oc_feedback *feedback,
+                                   struct lc_str top_via,
+                                   uint8_t *buf,
+                                   size_t cap,
+                                   size_t *written);
+
 // Writes the default client configuration into `*out`.
 //
 // # Safety
@@ -1997,33 +2024,6 @@ lc_result lc_oc_category_sip(const struct lc_engine *engine,
                              const uint8_t *msg,
                              size_t len,
                              lc_oc_category *category);
-
-// Reads the overload-control values of a response's top Via (`top_via`, its first via-parm
-// counts) into `*out`. `LC_RESULT_EMPTY` when it carries none (no `oc`, or `oc` without a
-// value: the next hop does not do overload control); `LC_RESULT_OC_BAD_FEEDBACK` when a value
-// breaks RFC 7339 or the via-parm leaves a quoted string open (the reason in
-// `lc_last_error`). A missing `oc-validity` reads as 500, a
-// missing `oc-algo` as loss.
-//
-// # Safety
-// `top_via` readable; `out` writable.
-lc_result lc_oc_feedback_parse(struct lc_str top_via, struct lc_oc_feedback *out);
-
-// Writes `top_via` (a request's top Via as received) with `feedback` in place of the
-// client's `oc` / `oc-algo` (and any `oc-validity` / `oc-seq`) into `buf` (`cap` bytes, not
-// NUL-terminated), its length to `*written`; `LC_RESULT_BUFFER_TOO_SMALL` with the length
-// needed when it does not fit; `LC_RESULT_SIP_BAD_VIA` when the Via leaves a quoted string
-// open. For servers with their own law; `lc_oc_server_write_via` does this with the server's
-// values.
-//
-// # Safety
-// `feedback` readable; `top_via` readable; `buf` NULL or writable for `cap` bytes;
-// `written` writable.
-lc_result lc_oc_feedback_write_via(const struct lc_oc_feedback *feedback,
-                                   struct lc_str top_via,
-                                   uint8_t *buf,
-                                   size_t cap,
-                                   size_t *written);
 
 // Writes the default server configuration into `*out`.
 //

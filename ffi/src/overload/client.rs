@@ -1,0 +1,539 @@
+//! `lc_oc_client` (one per proxy: the next hops' feedback) and `lc_oc_shard` (one per worker:
+//! the decision), RFC 7339 / RFC 7415's client.
+
+use super::*;
+
+/// Client settings. Get the defaults (RFC 7415's suggested values) with
+/// `lc_oc_client_config_default` and change what you need.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lc_oc_client_config {
+    /// `LC_OC_ALGORITHMS_*` flags offered in requests; must include `LC_OC_ALGORITHMS_LOSS`.
+    /// Default loss and rate.
+    pub algorithms: lc_oc_algorithms,
+    /// `TAU1`, the rate bucket's tolerance for reducible requests, in thousandths of `T = 1/oc`
+    /// (default 5,000: 5·T).
+    pub tau_reducible_milli: u32,
+    /// `TAU2`, for priority requests, thousandths of `T`, at least `tau_reducible_milli`
+    /// (default 10,000).
+    pub tau_priority_milli: u32,
+    /// `TAU0`, the bucket at activation, thousandths of `T`, at most `tau_reducible_milli`
+    /// (default 0).
+    pub tau0_milli: u32,
+    /// 1: randomise the bucket (RFC 7415 §3.5.3, default), 0: do not.
+    pub resonance: u8,
+    /// How long each shard samples its category mix, ns (default 5 s).
+    pub mix_period_ns: u64,
+    /// The reducible share assumed before a mix is sampled, ppm (default 800,000).
+    pub reducible_share_ppm: u32,
+    /// Consecutive timeouts that suspend a hop (default 3).
+    pub suspend_after: u32,
+    /// First probe interval of a suspended hop, ns (default 1 s).
+    pub probe_min_ns: u64,
+    /// Longest probe interval, ns (default 64 s).
+    pub probe_max_ns: u64,
+}
+
+impl lc_oc_client_config {
+    fn from_rust(c: &ClientConfig) -> Self {
+        let mut algorithms = 0;
+        if c.algorithms.loss {
+            algorithms |= LC_OC_ALGORITHMS_LOSS;
+        }
+        if c.algorithms.rate {
+            algorithms |= LC_OC_ALGORITHMS_RATE;
+        }
+        if c.algorithms.prefer_rate {
+            algorithms |= LC_OC_ALGORITHMS_PREFER_RATE;
+        }
+        let m = |x: f64| (x * 1e3).round() as u32;
+        Self {
+            algorithms,
+            tau_reducible_milli: m(c.tau_reducible),
+            tau_priority_milli: m(c.tau_priority),
+            tau0_milli: m(c.tau0),
+            resonance: u8::from(c.resonance),
+            mix_period_ns: c.mix_period_ns,
+            reducible_share_ppm: ppm(c.reducible_share),
+            suspend_after: c.suspend_after,
+            probe_min_ns: c.probe_min_ns,
+            probe_max_ns: c.probe_max_ns,
+        }
+    }
+
+    fn to_rust(self) -> Result<ClientConfig, Code> {
+        let flags = crate::abi::checked_flags(
+            self.algorithms,
+            LC_OC_ALGORITHMS_LOSS | LC_OC_ALGORITHMS_RATE | LC_OC_ALGORITHMS_PREFER_RATE,
+            "lc_oc_client_config.algorithms",
+        )?;
+        let rate = flags & LC_OC_ALGORITHMS_RATE != 0;
+        let m = |v: u32| f64::from(v) / 1e3;
+        Ok(ClientConfig {
+            algorithms: Algorithms {
+                loss: flags & LC_OC_ALGORITHMS_LOSS != 0,
+                rate,
+                prefer_rate: rate && flags & LC_OC_ALGORITHMS_PREFER_RATE != 0,
+            },
+            tau_reducible: m(self.tau_reducible_milli),
+            tau_priority: m(self.tau_priority_milli),
+            tau0: m(self.tau0_milli),
+            resonance: crate::abi::checked_bool(self.resonance, "lc_oc_client_config.resonance")?,
+            mix_period_ns: self.mix_period_ns,
+            reducible_share: from_ppm(self.reducible_share_ppm),
+            suspend_after: self.suspend_after,
+            probe_min_ns: self.probe_min_ns,
+            probe_max_ns: self.probe_max_ns,
+        })
+    }
+}
+
+/// The client's table of next hops. Thread-safe.
+pub struct lc_oc_client {
+    client: Arc<Client>,
+}
+
+impl lc_oc_client {
+    /// The Rust client behind the handle (for Rust code that links the rlib).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn hop(&self, index: u32) -> Result<Hop, Code> {
+        self.client.hop_at(index as usize).ok_or_else(|| {
+            crate::abi::invalid("hop", format_args!("{index} is no hop of this client"))
+        })
+    }
+}
+
+/// One worker's side of an `lc_oc_client`. Used by one thread at a time.
+pub struct lc_oc_shard {
+    client: Arc<Client>,
+    shard: ClientShard,
+}
+
+/// A hop's state, as `lc_oc_client_status` writes it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lc_oc_hop_status {
+    /// 1 when overload control is in effect for the hop now.
+    pub active: u8,
+    /// The algorithm the hop selected last (`LC_OC_ALGORITHM_NONE` before any feedback).
+    pub algorithm: lc_oc_algorithm,
+    /// The `oc` value in force (0 when not active).
+    pub oc: u64,
+    /// Milliseconds until the values in force expire (0 when not active).
+    pub remaining_ms: u64,
+    /// The stored `oc-seq` in units of 10⁻⁵ (`1282321615.782` is 128,232,161,578,200), 0 if none.
+    pub seq: u64,
+    /// 1 when a `seq` is stored.
+    pub has_seq: u8,
+    /// Consecutive timeouts.
+    pub timeouts: u32,
+    /// 1 when the hop is suspended (probing only, RFC 7339 §5.9).
+    pub suspended: u8,
+    /// Feedback updates applied.
+    pub updates: u64,
+}
+
+fn hop_status(s: &HopStatus) -> lc_oc_hop_status {
+    lc_oc_hop_status {
+        active: u8::from(s.active.is_some()),
+        algorithm: algorithm_to_c(s.algorithm),
+        oc: s.active.map_or(0, |(_, oc)| oc),
+        remaining_ms: s.remaining_ms,
+        seq: s.seq.map_or(0, |q| q.0),
+        has_seq: u8::from(s.seq.is_some()),
+        timeouts: s.timeouts,
+        suspended: u8::from(s.suspended),
+        updates: s.updates,
+    }
+}
+
+/// One shard's counters for a hop, as `lc_oc_shard_stats` writes them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lc_oc_shard_counters {
+    /// Requests forwarded (probes included).
+    pub forwarded: u64,
+    /// Liveness probes.
+    pub probes: u64,
+    /// Shed by the loss-based algorithm.
+    pub shed_loss: u64,
+    /// Shed by the rate-based bucket.
+    pub shed_rate: u64,
+    /// Shed because the hop is suspended.
+    pub shed_unreachable: u64,
+    /// Reducible requests asked about.
+    pub reducible: u64,
+    /// Priority requests asked about.
+    pub priority: u64,
+}
+
+fn shard_counters(s: &ShardHopStats) -> lc_oc_shard_counters {
+    lc_oc_shard_counters {
+        forwarded: s.forwarded,
+        probes: s.probes,
+        shed_loss: s.shed_loss,
+        shed_rate: s.shed_rate,
+        shed_unreachable: s.shed_unreachable,
+        reducible: s.reducible,
+        priority: s.priority,
+    }
+}
+
+/// Writes the default client configuration into `*out`.
+///
+/// # Safety
+/// `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_config_default(out: *mut lc_oc_client_config) -> lc_result {
+    boundary(|| {
+        try_out!(out).write(lc_oc_client_config::from_rust(&ClientConfig::default()));
+        Code::Ok
+    })
+}
+
+/// Creates a client with room for `capacity` next hops (1 to 1,048,576; all memory allocated
+/// here) and writes it to `*out`. `config` NULL means the defaults. `LC_RESULT_INVALID_ARGUMENT`
+/// names the first field out of range (algorithms without loss, unknown flags, tolerances out
+/// of order, a share above 1,000,000 ppm, a zero period, zero `suspend_after`, probe intervals
+/// out of order).
+///
+/// # Safety
+/// `config` NULL or readable; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_new(
+    config: *const lc_oc_client_config,
+    capacity: u32,
+    out: *mut *mut lc_oc_client,
+) -> lc_result {
+    boundary(|| {
+        let out = try_out!(out);
+        // SAFETY: the caller promises NULL or a valid struct.
+        let config = match unsafe { config.as_ref() } {
+            None => ClientConfig::default(),
+            Some(c) => try_!(c.to_rust()),
+        };
+        let client = try_!(Client::new(config, capacity as usize).map_err(oc_error));
+        out.write(Box::into_raw(Box::new(lc_oc_client {
+            client: Arc::new(client),
+        })));
+        Code::Ok
+    })
+}
+
+/// Bytes a shared hop table for `capacity` next hops takes (64 per hop; 0 when `capacity` is 0
+/// or above 1,048,576), for `lc_oc_client_new_shared`.
+#[unsafe(no_mangle)]
+pub extern "C" fn lc_oc_table_bytes(capacity: u32) -> usize {
+    if capacity == 0 || capacity > 1 << 20 {
+        0
+    } else {
+        capacity as usize * size_of::<HopCell>()
+    }
+}
+
+/// Creates a client on a hop table in memory the caller owns — typically memory every process
+/// of a forking host maps (Kamailio's `shm_malloc`, `mmap(MAP_SHARED)` before `fork`), so that
+/// every process sees the same feedback, suspension and rate bucket per next hop — and writes
+/// it to `*out`. `mem` must be 64-byte aligned and `len` bytes long (`lc_oc_table_bytes`;
+/// whole 64-byte cells count); it must be zeroed once before any client uses it (in the parent,
+/// before the fork) and never again while one does. Every process creates its own client on
+/// the same memory, with the same configuration, and its own shards; times must come from
+/// `CLOCK_MONOTONIC`. `config` NULL means the defaults. `LC_RESULT_INVALID_ARGUMENT` for a NULL
+/// or misaligned `mem`, fewer than one or more than 1,048,576 cells, or a configuration out of
+/// range.
+///
+/// # Safety
+/// `config` NULL or readable; `mem` NULL or `len` bytes readable and writable by atomic
+/// operations, initialised (zeroed), for as long as any client or shard on it exists; `out`
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_new_shared(
+    config: *const lc_oc_client_config,
+    mem: *mut std::ffi::c_void,
+    len: usize,
+    out: *mut *mut lc_oc_client,
+) -> lc_result {
+    boundary(|| {
+        let out = try_out!(out);
+        // SAFETY: the caller promises NULL or a valid struct.
+        let config = match unsafe { config.as_ref() } {
+            None => ClientConfig::default(),
+            Some(c) => try_!(c.to_rust()),
+        };
+        let cell = size_of::<HopCell>();
+        if mem.is_null() || !(mem as usize).is_multiple_of(cell) {
+            return crate::abi::invalid(
+                "mem",
+                format_args!("{mem:p} is NULL or not aligned to {cell} bytes"),
+            );
+        }
+        let n = len / cell;
+        // SAFETY: non-null and aligned to HopCell's alignment (64); the caller promises `len`
+        // initialised bytes that stay valid while any client uses them. A HopCell is
+        // #[repr(C)] atomics, valid for every bit pattern and only accessed atomically, so
+        // other processes writing it concurrently is fine.
+        let cells: &'static [HopCell] =
+            unsafe { std::slice::from_raw_parts(mem.cast::<HopCell>(), n) };
+        let client = try_!(Client::shared(config, cells).map_err(oc_error));
+        out.write(Box::into_raw(Box::new(lc_oc_client {
+            client: Arc::new(client),
+        })));
+        Code::Ok
+    })
+}
+
+/// Frees a client. Shards made from it keep what they need and stay usable until freed.
+/// `NULL` is a no-op.
+///
+/// # Safety
+/// `client` NULL or from `lc_oc_client_new`, not used by another thread, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_free(client: *mut lc_oc_client) {
+    // SAFETY: NULL or from Box::into_raw in lc_oc_client_new, freed once.
+    let _ = boundary(|| unsafe { crate::free_box(client) });
+}
+
+/// The parameters to append to the Via you insert into every request to a hop
+/// (`;oc;oc-algo="loss,rate"`, RFC 7339 §4.1–4.2), written to `*out`: a static string (valid
+/// for the life of the program, not NUL-terminated).
+///
+/// # Safety
+/// `client` from `lc_oc_client_new`; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_request_params(
+    client: *const lc_oc_client,
+    out: *mut lc_str,
+) -> lc_result {
+    boundary(|| {
+        let c = try_ref!(client);
+        let out = try_out!(out);
+        out.write(lc_str::from_static(c.client.request_params()));
+        Code::Ok
+    })
+}
+
+/// The hop of a next hop's address (`address`: any bytes that identify it, e.g.
+/// `"192.0.2.7:5060"` — RFC 7339 §5.4 scopes overload control to IP and port), added if new,
+/// written to `*hop` (an index below the capacity). `LC_RESULT_OC_TABLE_FULL` when the table has
+/// no room. Thread-safe; two threads adding the same address get the same hop.
+///
+/// # Safety
+/// `client` from `lc_oc_client_new`; `address` readable; `hop` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_hop(
+    client: *const lc_oc_client,
+    address: lc_str,
+    hop: *mut u32,
+) -> lc_result {
+    boundary(|| {
+        let c = try_ref!(client);
+        // SAFETY: readable by contract.
+        let Some(address) = (unsafe { address.bytes() }) else {
+            return crate::abi::null("address");
+        };
+        let hop = try_out!(hop);
+        let h = try_!(c.client.hop(hop_key(address)).map_err(oc_error));
+        hop.write(h.index() as u32);
+        Code::Ok
+    })
+}
+
+/// A response from `hop` arrived at `now_ns`; `top_via` is its topmost Via value. Records that
+/// the hop is alive (ending a suspension) and applies the feedback, writing what happened to
+/// `*applied`. A feedback value that breaks RFC 7339 (grammar, a loss above 100, several or
+/// unoffered algorithms, a parameter twice) or a via-parm that leaves a quoted string open
+/// returns `LC_RESULT_OC_BAD_FEEDBACK` with the reason
+/// in `lc_last_error` and leaves the values in force unchanged (the liveness is still
+/// recorded). `LC_RESULT_INVALID_ARGUMENT` for an unknown hop. Thread-safe.
+///
+/// # Safety
+/// `client` from `lc_oc_client_new`; `top_via` readable; `applied` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_on_response(
+    client: *const lc_oc_client,
+    hop: u32,
+    now_ns: u64,
+    top_via: lc_str,
+    applied: *mut lc_oc_applied,
+) -> lc_result {
+    boundary(|| {
+        let c = try_ref!(client);
+        let h = try_!(c.hop(hop));
+        let via = try_str!(top_via);
+        let applied = try_out!(applied);
+        let a = try_!(c.client.on_response(h, now_ns, via).map_err(oc_error));
+        applied.write(match a {
+            Applied::NoFeedback => LC_OC_APPLIED_NO_FEEDBACK,
+            Applied::Updated => LC_OC_APPLIED_UPDATED,
+            Applied::Same => LC_OC_APPLIED_SAME,
+            Applied::Stale => LC_OC_APPLIED_STALE,
+            Applied::Busy => LC_OC_APPLIED_BUSY,
+        });
+        Code::Ok
+    })
+}
+
+/// A request sent to `hop` timed out, or met a fatal transport error (RFC 7339 §5.9).
+/// `suspend_after` of these in a row suspend the hop: every request is shed except one probe
+/// per back-off interval, until a response arrives. Thread-safe.
+///
+/// # Safety
+/// `client` from `lc_oc_client_new`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_on_timeout(
+    client: *const lc_oc_client,
+    hop: u32,
+    now_ns: u64,
+) -> lc_result {
+    boundary(|| {
+        let c = try_ref!(client);
+        let h = try_!(c.hop(hop));
+        c.client.on_timeout(h, now_ns);
+        Code::Ok
+    })
+}
+
+/// Writes `hop`'s state at `now_ns` into `*out`. Thread-safe.
+///
+/// # Safety
+/// `client` from `lc_oc_client_new`; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_status(
+    client: *const lc_oc_client,
+    hop: u32,
+    now_ns: u64,
+    out: *mut lc_oc_hop_status,
+) -> lc_result {
+    boundary(|| {
+        let c = try_ref!(client);
+        let h = try_!(c.hop(hop));
+        try_out!(out).write(hop_status(&c.client.status(h, now_ns)));
+        Code::Ok
+    })
+}
+
+/// Creates a worker's shard of `client` (its memory allocated here) and writes it to `*out`.
+/// `seed` seeds its random numbers (give each worker its own). The shard keeps the client
+/// alive. Use it from one thread at a time.
+///
+/// # Safety
+/// `client` from `lc_oc_client_new`; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_shard_new(
+    client: *const lc_oc_client,
+    seed: u64,
+    out: *mut *mut lc_oc_shard,
+) -> lc_result {
+    boundary(|| {
+        let c = try_ref!(client);
+        let out = try_out!(out);
+        let shard = ClientShard::new(&c.client, seed);
+        out.write(Box::into_raw(Box::new(lc_oc_shard {
+            client: Arc::clone(&c.client),
+            shard,
+        })));
+        Code::Ok
+    })
+}
+
+/// Frees a shard. `NULL` is a no-op.
+///
+/// # Safety
+/// `shard` NULL or from `lc_oc_shard_new`, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_shard_free(shard: *mut lc_oc_shard) {
+    // SAFETY: NULL or from Box::into_raw in lc_oc_shard_new, freed once.
+    let _ = boundary(|| unsafe { crate::free_box(shard) });
+}
+
+/// Whether to send a new request of `category` (`LC_OC_CATEGORY_REDUCIBLE` or
+/// `LC_OC_CATEGORY_PRIORITY`) to `hop` at `now_ns`; writes an `LC_OC_VERDICT_*` to `*verdict`.
+/// Ask for new requests only (not for retransmissions, ACK or CANCEL). No allocation, no lock.
+///
+/// # Safety
+/// `shard` from `lc_oc_shard_new`, used by this thread only during the call; `verdict`
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_decide(
+    shard: *mut lc_oc_shard,
+    hop: u32,
+    now_ns: u64,
+    category: lc_oc_category,
+    verdict: *mut lc_oc_verdict,
+) -> lc_result {
+    boundary(|| {
+        let s = try_mut!(shard);
+        let category = match try_value!(category, "lc_oc_decide: category") {
+            CategoryC::Reducible => Category::Reducible,
+            CategoryC::Priority => Category::Priority,
+        };
+        let Some(h) = s.client.hop_at(hop as usize) else {
+            return crate::abi::invalid("hop", format_args!("{hop} is no hop of this client"));
+        };
+        let verdict = try_out!(verdict);
+        verdict.write(match s.shard.decide(&s.client, h, now_ns, category) {
+            Verdict::Forward => LC_OC_VERDICT_FORWARD,
+            Verdict::Probe => LC_OC_VERDICT_PROBE,
+            Verdict::Shed(ShedReason::Loss) => LC_OC_VERDICT_SHED_LOSS,
+            Verdict::Shed(ShedReason::Rate) => LC_OC_VERDICT_SHED_RATE,
+            Verdict::Shed(ShedReason::Unreachable) => LC_OC_VERDICT_SHED_UNREACHABLE,
+        });
+        Code::Ok
+    })
+}
+
+/// Writes this shard's counters for `hop` into `*out`.
+///
+/// # Safety
+/// `shard` from `lc_oc_shard_new`; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_shard_stats(
+    shard: *const lc_oc_shard,
+    hop: u32,
+    out: *mut lc_oc_shard_counters,
+) -> lc_result {
+    boundary(|| {
+        let s = try_ref!(shard);
+        let Some(h) = s.client.hop_at(hop as usize) else {
+            return crate::abi::invalid("hop", format_args!("{hop} is no hop of this client"));
+        };
+        try_out!(out).write(shard_counters(&s.shard.stats(h)));
+        Code::Ok
+    })
+}
+
+/// The category of a raw SIP request (`len` bytes) under `engine`'s exemptions, written to
+/// `*category`: `LC_OC_CATEGORY_PRIORITY` for in-dialog requests, emergency calls and listed
+/// Resource-Priority namespaces (RFC 7339 §5.10.1), `LC_OC_CATEGORY_NONE` for ACK and CANCEL
+/// (send them without asking), else `LC_OC_CATEGORY_REDUCIBLE`. Malformed messages get an
+/// `LC_RESULT_SIP_*` code.
+///
+/// # Safety
+/// `engine` from `lc_engine_new`; `msg` readable for `len` bytes; `category` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_category_sip(
+    engine: *const lc_engine,
+    msg: *const u8,
+    len: usize,
+    category: *mut lc_oc_category,
+) -> lc_result {
+    boundary(|| {
+        let e = try_ref!(engine);
+        let bytes = try_slice!(msg, len);
+        let category = try_out!(category);
+        let scanned = try_!(sip::scan(bytes).map_err(sip_error_detail));
+        let request =
+            loadctl::engine::Request::from_sip(&scanned, loadctl::engine::Transport::Udp, None);
+        category.write(
+            match Category::of(&request, &e.engine.config().exemptions) {
+                None => LC_OC_CATEGORY_NONE,
+                Some(Category::Reducible) => LC_OC_CATEGORY_REDUCIBLE,
+                Some(Category::Priority) => LC_OC_CATEGORY_PRIORITY,
+            },
+        );
+        Code::Ok
+    })
+}
