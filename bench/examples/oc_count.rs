@@ -1,5 +1,5 @@
 //! A fixed-work driver for instruction counts of the overload-control client's decision
-//! (`ClientShard::decide`, `engine/src/overload/client.rs`): `N` decisions on one hop, with
+//! (`ClientShard::decide`, `engine/src/overload/client/shard.rs`): `N` decisions on one hop, with
 //! synthetic time (1 µs apart) and the default mix (one request in five in the priority
 //! category), inside one non-inlined function so callgrind can count just that part.
 //!

@@ -1,0 +1,565 @@
+use super::*;
+
+const MS: u64 = 1_000_000;
+const S: u64 = 1_000_000_000;
+
+fn client(config: ClientConfig) -> (Client, Hop) {
+    let c = Client::new(config, 8).expect("test input");
+    let hop = c.hop(hop_key(b"192.0.2.7:5060")).expect("test input");
+    (c, hop)
+}
+
+#[test]
+fn hops_are_found_again_and_the_table_fills() {
+    let c = Client::new(ClientConfig::default(), 2).expect("test input");
+    let a = c.hop(hop_key(b"a")).expect("test input");
+    assert_eq!(c.hop(hop_key(b"a")).expect("test input"), a);
+    assert_eq!(c.find(hop_key(b"a")), Some(a));
+    let b = c.hop(hop_key(b"b")).expect("test input");
+    assert_ne!(a, b);
+    assert_eq!(c.find(hop_key(b"zz")), None);
+    assert_eq!(
+        c.hop(hop_key(b"c")),
+        Err(OcError::TableFull { capacity: 2 })
+    );
+}
+
+#[test]
+fn uncontrolled_hops_forward_everything() {
+    // RFC 7339 §5: "If overload controls are not currently active with this server ...
+    // the SIP client sends the SIP message to the server without invoking any overload
+    // control algorithm."
+    let (c, hop) = client(ClientConfig::default());
+    let mut shard = ClientShard::new(&c, 1);
+    for k in 0..1000 {
+        assert_eq!(
+            shard.decide(&c, hop, k * MS, Category::Reducible),
+            Verdict::Forward
+        );
+    }
+}
+
+#[test]
+fn loss_sheds_the_percentage_converted_onto_the_reducible_category() {
+    // RFC 7339 §7.2: "if "oc=10" and 40% of the requests should be included in the first
+    // category, then: 10 / 40 * 100 = 25 ... 25% of the requests in the first category
+    // can be reduced to get an overall reduction of 10%."
+    let config = ClientConfig {
+        mix_period_ns: S,
+        ..ClientConfig::default()
+    };
+    let (c, hop) = client(config);
+    let mut shard = ClientShard::new(&c, 7);
+    // One second of 40 % reducible traffic samples the mix.
+    let cat = |k: u64| {
+        if k % 5 < 2 {
+            Category::Reducible
+        } else {
+            Category::Priority
+        }
+    };
+    for k in 0..1000 {
+        shard.decide(&c, hop, k * MS, cat(k));
+    }
+    let via = "SIP/2.0/UDP p;branch=z9hG4bK1;oc=10;oc-algo=\"loss\";oc-validity=100000;oc-seq=1.0";
+    assert_eq!(c.on_response(hop, S, via), Ok(Applied::Updated));
+    let before = shard.stats(hop);
+    let n = 100_000u64;
+    for k in 0..n {
+        shard.decide(&c, hop, S + k * 10_000, cat(k));
+    }
+    assert!((shard.reducible_share(&c, hop) - 0.4).abs() < 1e-9);
+    let after = shard.stats(hop);
+    let shed = after.shed_loss - before.shed_loss;
+    // All shed requests are reducible: 25 % of 40 % of n = 10 % of n, within 4σ.
+    let expect = 0.10 * n as f64;
+    let sigma = (n as f64 * 0.4 * 0.25 * 0.75).sqrt();
+    assert!(
+        (shed as f64 - expect).abs() < 4.0 * sigma,
+        "shed {shed}, expected {expect}"
+    );
+}
+
+#[test]
+fn loss_above_the_reducible_share_sheds_into_the_priority_category() {
+    // RFC 7339 §7.2: "oc_value > category 1. Reduce 100% of msgs from category 1 and
+    // remaining from category 2": oc=90 with the default 80/20 mix sheds every reducible
+    // request and (90−80)/20 = 50 % of the priority ones.
+    let (c, hop) = client(ClientConfig::default());
+    let mut shard = ClientShard::new(&c, 3);
+    let via = "SIP/2.0/UDP p;oc=90;oc-algo=\"loss\";oc-validity=10000;oc-seq=5.0";
+    c.on_response(hop, 0, via).expect("test input");
+    let n = 20_000;
+    let mut shed = [0u64; 2];
+    for k in 0..n {
+        let cat = if k % 2 == 0 {
+            Category::Reducible
+        } else {
+            Category::Priority
+        };
+        if let Verdict::Shed(ShedReason::Loss) = shard.decide(&c, hop, k * 100_000, cat) {
+            shed[(k % 2) as usize] += 1;
+        }
+    }
+    assert_eq!(shed[0], n / 2, "every reducible request");
+    let p = shed[1] as f64 / (n / 2) as f64;
+    assert!((p - 0.5).abs() < 0.03, "priority shed share {p}");
+}
+
+#[test]
+fn validity_expires_and_zero_stops() {
+    // RFC 7339 §4.3: "After the value specified in the "oc-validity" parameter expires ...
+    // overload control is not in effect"; the default is 500 ms.
+    let (c, hop) = client(ClientConfig::default());
+    let mut shard = ClientShard::new(&c, 1);
+    c.on_response(hop, 0, "SIP/2.0/UDP p;oc=100;oc-algo=\"loss\";oc-seq=1.0")
+        .expect("test input");
+    assert_eq!(
+        shard.decide(&c, hop, 499 * MS, Category::Reducible),
+        Verdict::Shed(ShedReason::Loss)
+    );
+    assert_eq!(
+        shard.decide(&c, hop, 500 * MS, Category::Reducible),
+        Verdict::Forward
+    );
+    // §5.7: "If the value of the "oc-validity" parameter is 0, this indicates to the client
+    // that overload control ... is no longer necessary".
+    c.on_response(
+        hop,
+        S,
+        "SIP/2.0/UDP p;oc=100;oc-algo=\"loss\";oc-validity=5000;oc-seq=2.0",
+    )
+    .expect("test input");
+    assert!(matches!(
+        shard.decide(&c, hop, S + MS, Category::Reducible),
+        Verdict::Shed(_)
+    ));
+    c.on_response(
+        hop,
+        S + 2 * MS,
+        "SIP/2.0/UDP p;oc=100;oc-algo=\"loss\";oc-validity=0;oc-seq=3.0",
+    )
+    .expect("test input");
+    assert_eq!(
+        shard.decide(&c, hop, S + 3 * MS, Category::Reducible),
+        Verdict::Forward
+    );
+    assert_eq!(c.status(hop, S + 3 * MS).active, None);
+}
+
+#[test]
+fn seq_orders_updates() {
+    // RFC 7339 §5.4.
+    let (c, hop) = client(ClientConfig::default());
+    let v = |oc: u32, seq: &str| {
+        format!("SIP/2.0/UDP p;oc={oc};oc-algo=\"loss\";oc-validity=10000;oc-seq={seq}")
+    };
+    assert_eq!(c.on_response(hop, 0, &v(20, "100.5")), Ok(Applied::Updated));
+    assert_eq!(c.on_response(hop, MS, &v(30, "100.5")), Ok(Applied::Same));
+    assert_eq!(c.on_response(hop, MS, &v(40, "100.4")), Ok(Applied::Stale));
+    assert_eq!(c.status(hop, 2 * MS).active, Some((Algorithm::Loss, 20)));
+    assert_eq!(
+        c.on_response(hop, 3 * MS, &v(50, "100.6")),
+        Ok(Applied::Updated)
+    );
+    assert_eq!(c.status(hop, 4 * MS).active, Some((Algorithm::Loss, 50)));
+    // §4.4: a value "significantly less than several previous values" is an overflow.
+    assert_eq!(
+        c.on_response(hop, 5 * MS, &v(60, "3.0")),
+        Ok(Applied::Updated)
+    );
+    assert_eq!(c.status(hop, 6 * MS).active, Some((Algorithm::Loss, 60)));
+    // Expired values are reset: any seq applies afterwards.
+    assert_eq!(
+        c.on_response(hop, 20 * S, &v(70, "2.0")),
+        Ok(Applied::Updated)
+    );
+}
+
+#[test]
+fn bad_feedback_changes_nothing() {
+    let (c, hop) = client(ClientConfig::default());
+    c.on_response(
+        hop,
+        0,
+        "SIP/2.0/UDP p;oc=20;oc-algo=\"loss\";oc-validity=10000;oc-seq=1.0",
+    )
+    .expect("test input");
+    let before = c.status(hop, MS);
+    for bad in [
+        "SIP/2.0/UDP p;oc=200;oc-algo=\"loss\";oc-seq=2.0",
+        "SIP/2.0/UDP p;oc=x;oc-seq=2.0",
+        "SIP/2.0/UDP p;oc=5;oc-algo=\"loss,rate\";oc-seq=2.0",
+        "SIP/2.0/UDP p;oc=5;oc-validity=-1;oc-seq=2.0",
+    ] {
+        assert!(c.on_response(hop, MS, bad).is_err(), "{bad}");
+    }
+    assert_eq!(c.status(hop, MS), before);
+    // A client that offered only loss refuses a rate selection.
+    let config = ClientConfig {
+        algorithms: Algorithms::LOSS,
+        ..ClientConfig::default()
+    };
+    let (c, hop) = client(config);
+    assert!(matches!(
+        c.on_response(hop, 0, "SIP/2.0/UDP p;oc=5;oc-algo=\"rate\";oc-seq=1.0"),
+        Err(OcError::UnknownAlgorithm(_))
+    ));
+}
+
+/// RFC 7415 §3.5.1's reference algorithm, run as written (X, LCT), for comparison.
+fn reference_bucket(arrivals: &[u64], oc: u64, tau_t: f64) -> Vec<bool> {
+    let t = 1e9 / oc as f64;
+    let tau = tau_t * t;
+    let mut x = 0.0; // TAU0 = 0
+    let mut lct = arrivals[0] as f64; // "initialized to the first arrival time"
+    arrivals
+        .iter()
+        .map(|&ta| {
+            let xp = x - (ta as f64 - lct);
+            if xp <= tau {
+                x = f64::max(0.0, xp) + t;
+                lct = ta as f64;
+                true
+            } else {
+                false
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn rate_matches_rfc7415_reference_bucket() {
+    let config = ClientConfig {
+        resonance: false,
+        ..ClientConfig::default()
+    };
+    let (c, hop) = client(config);
+    let mut shard = ClientShard::new(&c, 1);
+    c.on_response(
+        hop,
+        0,
+        "SIP/2.0/UDP p;oc=100;oc-algo=\"rate\";oc-validity=100000;oc-seq=1.0",
+    )
+    .expect("test input");
+    // Irregular arrivals averaging 4 ms apart (250/s offered against 100/s).
+    let mut rng = 99u64;
+    let mut t = 0u64;
+    let arrivals: Vec<u64> = (0..5000)
+        .map(|_| {
+            rng = splitmix(rng);
+            t += rng % (8 * MS);
+            t
+        })
+        .collect();
+    let expect = reference_bucket(&arrivals, 100, 5.0);
+    let got: Vec<bool> = arrivals
+        .iter()
+        .map(|&ta| shard.decide(&c, hop, ta, Category::Reducible) == Verdict::Forward)
+        .collect();
+    let mismatch = expect.iter().zip(&got).filter(|(a, b)| a != b).count();
+    assert_eq!(mismatch, 0);
+    // The long-term rate stays at most 1/T (§3.5.1 "as long as the long-term rate remains
+    // below 1/T"), bursts aside: ≤ 100·span + TAU1/T + 1.
+    let span_s = (arrivals[4999] - arrivals[0]) as f64 / 1e9;
+    let admitted = got.iter().filter(|&&a| a).count() as f64;
+    assert!(admitted <= 100.0 * span_s + 6.0, "{admitted} in {span_s} s");
+    assert!(
+        admitted >= 100.0 * span_s * 0.97,
+        "{admitted} in {span_s} s"
+    );
+}
+
+#[test]
+fn rate_gives_priority_requests_the_larger_tolerance() {
+    // RFC 7415 §3.5.2: "Only higher-priority requests would be admitted when the leaky
+    // bucket counter is between TAU1 and TAU2."
+    let config = ClientConfig {
+        resonance: false,
+        ..ClientConfig::default()
+    };
+    let (c, hop) = client(config);
+    let mut shard = ClientShard::new(&c, 1);
+    c.on_response(
+        hop,
+        0,
+        "SIP/2.0/UDP p;oc=10;oc-algo=\"rate\";oc-validity=100000;oc-seq=1.0",
+    )
+    .expect("test input");
+    // T = 100 ms. At one instant: X' ≤ TAU1 = 5T admits reducible requests while X ≤ 5T,
+    // i.e. 6 of them (X' = 0, T, …, 5T); then priority ones until X' > 10T: 5 more.
+    let t0 = S;
+    let mut reducible = 0;
+    while shard.decide(&c, hop, t0, Category::Reducible) == Verdict::Forward {
+        reducible += 1;
+    }
+    let mut priority = 0;
+    while shard.decide(&c, hop, t0, Category::Priority) == Verdict::Forward {
+        priority += 1;
+    }
+    assert_eq!((reducible, priority), (6, 5));
+    // oc=0 with a non-zero validity rejects everything (§3.5.1).
+    c.on_response(
+        hop,
+        t0,
+        "SIP/2.0/UDP p;oc=0;oc-algo=\"rate\";oc-validity=100000;oc-seq=2.0",
+    )
+    .expect("test input");
+    assert_eq!(
+        shard.decide(&c, hop, t0 + 10 * S, Category::Priority),
+        Verdict::Shed(ShedReason::Rate)
+    );
+}
+
+#[test]
+fn resonance_randomises_an_empty_bucket_within_half_t() {
+    // RFC 7415 §3.5.3: "classic gapping where TAU=0 ... the minimum time between admissions
+    // is uniformly distributed over [T/2, 3T/2]".
+    let config = ClientConfig {
+        tau_reducible: 0.0,
+        tau_priority: 0.0,
+        ..ClientConfig::default()
+    };
+    let (c, hop) = client(config);
+    let mut shard = ClientShard::new(&c, 5);
+    c.on_response(
+        hop,
+        0,
+        "SIP/2.0/UDP p;oc=10;oc-algo=\"rate\";oc-validity=1000000;oc-seq=1.0",
+    )
+    .expect("test input");
+    let mut last: Option<u64> = None;
+    let mut gaps = Vec::new();
+    for k in 0..200_000u64 {
+        let now = k * MS;
+        if shard.decide(&c, hop, now, Category::Reducible) == Verdict::Forward {
+            if let Some(l) = last {
+                gaps.push(now - l);
+            }
+            last = Some(now);
+        }
+    }
+    let (lo, hi) = (
+        gaps.iter().min().expect("test input"),
+        gaps.iter().max().expect("test input"),
+    );
+    assert!(*lo >= 50 * MS && *hi <= 151 * MS, "gaps {lo}..{hi}");
+    assert!(
+        *lo < 60 * MS && *hi > 140 * MS,
+        "gaps {lo}..{hi} not spread"
+    );
+}
+
+#[test]
+fn repeated_timeouts_suspend_the_hop_until_a_response() {
+    // RFC 7339 §5.9.
+    let (c, hop) = client(ClientConfig::default());
+    let mut shard = ClientShard::new(&c, 1);
+    c.on_timeout(hop, 0);
+    c.on_timeout(hop, MS);
+    assert_eq!(
+        shard.decide(&c, hop, 2 * MS, Category::Reducible),
+        Verdict::Forward
+    );
+    c.on_timeout(hop, 3 * MS);
+    assert!(c.status(hop, 3 * MS).suspended);
+    // Everything is shed, emergency calls too, until the first probe at +1 s.
+    assert_eq!(
+        shard.decide(&c, hop, 4 * MS, Category::Priority),
+        Verdict::Shed(ShedReason::Unreachable)
+    );
+    assert_eq!(
+        shard.decide(&c, hop, 3 * MS + S, Category::Reducible),
+        Verdict::Probe
+    );
+    assert_eq!(
+        shard.decide(&c, hop, 3 * MS + S, Category::Reducible),
+        Verdict::Shed(ShedReason::Unreachable)
+    );
+    // The probe times out too: the back-off doubles (2 s).
+    c.on_timeout(hop, 5 * S);
+    assert_eq!(
+        shard.decide(&c, hop, 6 * S, Category::Reducible),
+        Verdict::Shed(ShedReason::Unreachable)
+    );
+    assert_eq!(
+        shard.decide(&c, hop, 7 * S, Category::Reducible),
+        Verdict::Probe
+    );
+    // A response ends the suspension.
+    assert_eq!(
+        c.on_response(hop, 8 * S, "SIP/2.0/UDP p;branch=z9hG4bK1"),
+        Ok(Applied::NoFeedback)
+    );
+    assert_eq!(
+        shard.decide(&c, hop, 8 * S, Category::Reducible),
+        Verdict::Forward
+    );
+    assert_eq!(shard.stats(hop).probes, 2);
+}
+
+#[test]
+fn two_clients_on_one_table_share_feedback_and_the_bucket() {
+    // Forked workers attach to the same cells: feedback one applies, the other enforces,
+    // and the rate bucket is one (RFC 7415 §3.5.1: at most 1/T over time for the hop).
+    let cells: &'static [HopCell] = Box::leak((0..4).map(|_| HopCell::default()).collect());
+    let config = ClientConfig {
+        resonance: false,
+        ..ClientConfig::default()
+    };
+    let a = Client::shared(config, cells).expect("test input");
+    let b = Client::shared(config, cells).expect("test input");
+    let hop = a.hop(hop_key(b"192.0.2.7:5060")).expect("test input");
+    assert_eq!(b.hop(hop_key(b"192.0.2.7:5060")), Ok(hop));
+    a.on_response(
+        hop,
+        0,
+        "SIP/2.0/UDP p;oc=10;oc-algo=\"rate\";oc-validity=100000;oc-seq=1.0",
+    )
+    .expect("test input");
+    let (mut sa, mut sb) = (ClientShard::new(&a, 1), ClientShard::new(&b, 2));
+    // Both at one instant: together 6 reducible admissions (X' = 0 … 5T), as one client.
+    let mut admitted = 0;
+    for _ in 0..10 {
+        for (shard, client) in [(&mut sa, &a), (&mut sb, &b)] {
+            if shard.decide(client, hop, S, Category::Reducible) == Verdict::Forward {
+                admitted += 1;
+            }
+        }
+    }
+    assert_eq!(admitted, 6);
+    assert!(Client::shared(config, &[]).is_err());
+}
+
+#[test]
+fn only_probe_timeouts_grow_the_back_off() {
+    // RFC 7339 §5.9: "conservative in their probing (e.g., using an exponential back-off)":
+    // the back-off follows failed probes, not the requests already in flight.
+    let (c, hop) = client(ClientConfig::default());
+    let mut shard = ClientShard::new(&c, 1);
+    for k in 0..100 {
+        c.on_timeout(hop, k * 10 * MS);
+    }
+    // Suspended at the third (20 ms): the first probe 1 s later, whatever came after.
+    assert_eq!(
+        shard.decide(&c, hop, 1019 * MS, Category::Reducible),
+        Verdict::Shed(ShedReason::Unreachable)
+    );
+    assert_eq!(
+        shard.decide(&c, hop, 1020 * MS, Category::Reducible),
+        Verdict::Probe
+    );
+    // The probe's timeout doubles it; a second timeout without a new probe does not.
+    c.on_timeout(hop, 2 * S);
+    c.on_timeout(hop, 2 * S + MS);
+    assert_eq!(
+        shard.decide(&c, hop, 4 * S - MS, Category::Reducible),
+        Verdict::Shed(ShedReason::Unreachable)
+    );
+    assert_eq!(
+        shard.decide(&c, hop, 4 * S, Category::Reducible),
+        Verdict::Probe
+    );
+    assert_eq!(c.status(hop, 4 * S).timeouts, 3);
+}
+
+#[test]
+fn a_raised_rate_is_not_held_back_by_the_old_backlog() {
+    let config = ClientConfig {
+        resonance: false,
+        ..ClientConfig::default()
+    };
+    let (c, hop) = client(config);
+    let mut shard = ClientShard::new(&c, 1);
+    let v = |oc: u64, seq: u32| {
+        format!("SIP/2.0/UDP p;oc={oc};oc-algo=\"rate\";oc-validity=100000;oc-seq={seq}.0")
+    };
+    c.on_response(hop, 0, &v(1, 1)).expect("test input");
+    // oc=1: priority requests fill the bucket to TAU2 = 10 s ahead.
+    while shard.decide(&c, hop, MS, Category::Priority) == Verdict::Forward {}
+    c.on_response(hop, 2 * MS, &v(1000, 2)).expect("test input");
+    // At 1000/s the backlog is at most TAU2 + T = 11 ms, not 10 s: a reducible request
+    // goes within 11 ms + TAU1 (5 ms).
+    let first = (2..100)
+        .map(|k| k * MS)
+        .find(|&t| shard.decide(&c, hop, t, Category::Reducible) == Verdict::Forward);
+    assert!(first.is_some_and(|t| t <= 14 * MS), "{first:?}");
+}
+
+#[test]
+fn a_tardy_response_after_a_stop_does_not_restart_control() {
+    // §5.7: a stop is a value with its oc-seq like any other; an older one is ignored.
+    let (c, hop) = client(ClientConfig::default());
+    let v = |oc: u32, validity: u32, seq: u32| {
+        format!("SIP/2.0/UDP p;oc={oc};oc-algo=\"loss\";oc-validity={validity};oc-seq={seq}.0")
+    };
+    assert_eq!(
+        c.on_response(hop, 0, &v(50, 10000, 10)),
+        Ok(Applied::Updated)
+    );
+    assert_eq!(c.on_response(hop, MS, &v(0, 0, 11)), Ok(Applied::Updated));
+    assert_eq!(
+        c.on_response(hop, 2 * MS, &v(50, 10000, 10)),
+        Ok(Applied::Stale)
+    );
+    assert_eq!(c.status(hop, 3 * MS).active, None);
+}
+
+#[test]
+fn a_lock_left_by_a_dead_writer_is_taken_over() {
+    // A forked process killed while applying feedback leaves the cell's lock held.
+    let (c, hop) = client(ClientConfig::default());
+    let via =
+        |seq: u32| format!("SIP/2.0/UDP p;oc=20;oc-algo=\"loss\";oc-validity=10000;oc-seq={seq}.0");
+    c.cells[hop.index()]
+        .lock
+        .store(5 * S + 1, Ordering::Release);
+    assert_eq!(
+        c.on_response(hop, 5 * S + 500 * MS, &via(1)),
+        Ok(Applied::Busy)
+    );
+    assert_eq!(c.on_response(hop, 6 * S + 2, &via(1)), Ok(Applied::Updated));
+    assert_eq!(
+        c.cells[hop.index()].lock.load(Ordering::Acquire),
+        0,
+        "released"
+    );
+    assert_eq!(c.on_response(hop, 6 * S + 3, &via(2)), Ok(Applied::Updated));
+}
+
+#[test]
+fn configuration_is_checked() {
+    let bad = [
+        ClientConfig {
+            algorithms: Algorithms {
+                loss: false,
+                rate: true,
+                prefer_rate: true,
+            },
+            ..ClientConfig::default()
+        },
+        ClientConfig {
+            tau_priority: 1.0,
+            ..ClientConfig::default()
+        },
+        ClientConfig {
+            tau0: 7.0,
+            ..ClientConfig::default()
+        },
+        ClientConfig {
+            reducible_share: f64::NAN,
+            ..ClientConfig::default()
+        },
+        ClientConfig {
+            suspend_after: 0,
+            ..ClientConfig::default()
+        },
+    ];
+    for b in bad {
+        assert!(
+            matches!(Client::new(b, 4), Err(OcError::Config { .. })),
+            "{b:?}"
+        );
+    }
+    assert!(Client::new(ClientConfig::default(), 0).is_err());
+}
