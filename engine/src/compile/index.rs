@@ -1,0 +1,189 @@
+//! Where rules are found: per header field, the tries and maps of their anchors, and the
+//! entry encoding that lets the common rule be checked without reading it.
+
+use super::*;
+
+/// Where the anchors of one header field are indexed. Entries are
+/// `rule << ENTRY_RULE_SHIFT | method << 1 | sufficient` (see [`entry`]): `sufficient` says a hit
+/// alone proves the rule's call-identity matches (the hit identity has no excepts or parameters
+/// to compare, and its `<sip>` block tests no other field); `method` lets the common rule be
+/// checked from the entry alone, without reading the rule.
+///
+/// A numeric prefix is found through the tries both ways it can match: by the number's digits
+/// (a walk) and by a local number's phone-context naming exactly the prefix (an exact lookup
+/// of the context's digits), so only domain prefixes need the `context` map.
+#[derive(Debug, Default)]
+pub(super) struct FieldIndex {
+    pub(super) exact: FxHashMap<Box<[u8]>, Vec<u32>>,
+    pub(super) domain: FxHashMap<Box<[u8]>, Vec<u32>>,
+    pub(super) context: FxHashMap<Box<[u8]>, Vec<u32>>,
+    pub(super) global: DigitTrie,
+    pub(super) local: DigitTrie,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct FieldIndexBuilder {
+    pub(super) exact: FxHashMap<Box<[u8]>, Vec<u32>>,
+    pub(super) domain: FxHashMap<Box<[u8]>, Vec<u32>>,
+    pub(super) context: FxHashMap<Box<[u8]>, Vec<u32>>,
+    pub(super) global: TrieBuilder,
+    pub(super) local: TrieBuilder,
+}
+
+pub(super) fn push_unique(map: &mut FxHashMap<Box<[u8]>, Vec<u32>>, key: &[u8], entry: u32) {
+    let list = map.entry(key.into()).or_default();
+    if list.last() != Some(&entry) {
+        list.push(entry);
+    }
+}
+
+impl FieldIndexBuilder {
+    pub(super) fn insert(&mut self, identity: &CompiledIdentity, entry: u32) {
+        match identity {
+            CompiledIdentity::One(u) => push_unique(&mut self.exact, &u.key, entry),
+            CompiledIdentity::Many {
+                domain: Some(d), ..
+            } => push_unique(&mut self.domain, d, entry),
+            CompiledIdentity::Many { domain: None, .. } => {}
+            // Not indexable (see `indexable`): checked for every request.
+            CompiledIdentity::ManyTel { prefix: None, .. } => {}
+            CompiledIdentity::ManyTel {
+                prefix: Some(prefix),
+                ..
+            } => match prefix.digits() {
+                Some(d) if prefix.global => self.global.insert(d, entry),
+                Some(d) => self.local.insert(d, entry),
+                None => push_unique(&mut self.context, &prefix.context, entry),
+            },
+        }
+    }
+
+    pub(super) fn build(self) -> FieldIndex {
+        FieldIndex {
+            exact: self.exact,
+            domain: self.domain,
+            context: self.context,
+            global: self.global.build(),
+            local: self.local.build(),
+        }
+    }
+}
+
+impl FieldIndex {
+    #[inline]
+    pub(super) fn lookup(&self, c: &Canonical<'_, '_>, out: &mut Vec<u32>) {
+        if !self.exact.is_empty()
+            && let Some(l) = self.exact.get(c.key)
+        {
+            out.extend_from_slice(l);
+        }
+        if let Some(host) = c.host
+            && !self.domain.is_empty()
+            && let Some(l) = self.domain.get(host)
+        {
+            out.extend_from_slice(l);
+        }
+        if let Some(n) = c.number {
+            if n.global {
+                self.global.walk(n.digits, |l| out.extend_from_slice(l));
+            } else {
+                self.local.walk(n.digits, |l| out.extend_from_slice(l));
+                match n.context {
+                    Some([b'+', digits @ ..]) => {
+                        self.global.exact(digits, |l| out.extend_from_slice(l));
+                    }
+                    Some(ctx) => {
+                        self.local.exact(ctx, |l| out.extend_from_slice(l));
+                        if let Some(l) = self.context.get(ctx) {
+                            out.extend_from_slice(l);
+                        }
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+}
+
+/// The hot part of a rule for candidate checks.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RuleMeta {
+    /// Bit per [`method_code`] the rule applies to.
+    pub(super) methods: u16,
+    /// The rule names an extension method (compared as a string).
+    pub(super) other_method: bool,
+    pub(super) never: bool,
+    /// Has validity or a target: check those on the rule itself.
+    pub(super) slow: bool,
+}
+
+/// A small code per well-known method (bit positions in [`RuleMeta::methods`]).
+pub(super) fn method_code(method: &str) -> Option<u8> {
+    Some(match method {
+        "INVITE" => 0,
+        "MESSAGE" => 1,
+        "REGISTER" => 2,
+        "SUBSCRIBE" => 3,
+        "OPTIONS" => 4,
+        "PUBLISH" => 5,
+        "ACK" => 6,
+        "BYE" => 7,
+        "CANCEL" => 8,
+        "NOTIFY" => 9,
+        "INFO" => 10,
+        "PRACK" => 11,
+        "UPDATE" => 12,
+        "REFER" => 13,
+        _ => return None,
+    })
+}
+
+/// The default set (INVITE … PUBLISH) as method bits.
+pub(super) const DEFAULT_METHOD_BITS: u16 = 0b11_1111;
+
+/// Where the rule index starts in an index entry.
+pub(super) const ENTRY_RULE_SHIFT: u32 = 5;
+/// Rules past this index are not indexed (they are checked for every request instead): their
+/// index does not fit an entry. No real policy comes near (134 million rules).
+pub(super) const ENTRY_MAX_RULE: u32 = u32::MAX >> ENTRY_RULE_SHIFT;
+/// Entry method code: the rule applies to the default methods and nothing else is to check.
+pub(super) const ENTRY_DEFAULT_METHODS: u32 = 14;
+/// Entry method code: check the rule's conditions in full (an extension method, validity, a
+/// target, or a rule that never matches).
+pub(super) const ENTRY_CHECK: u32 = 15;
+// Codes 0..=13 are one well-known method (`method_code`): they must stay below the two above.
+const _: () = assert!(13 < ENTRY_DEFAULT_METHODS && ENTRY_CHECK < 1 << (ENTRY_RULE_SHIFT - 1));
+
+/// The index entry of rule `rule` (at most [`ENTRY_MAX_RULE`]) with `meta`: what a candidate
+/// check needs when the rule is plain (a well-known method or the default ones, no validity,
+/// no target), so that checking it reads no per-rule data.
+pub(super) fn entry(rule: u32, meta: &RuleMeta, sufficient: bool) -> u32 {
+    let plain = !meta.never && !meta.other_method && !meta.slow;
+    let code = match meta.methods {
+        _ if !plain => ENTRY_CHECK,
+        DEFAULT_METHOD_BITS => ENTRY_DEFAULT_METHODS,
+        m if m.count_ones() == 1 => m.trailing_zeros(),
+        _ => ENTRY_CHECK,
+    };
+    rule << ENTRY_RULE_SHIFT | code << 1 | u32::from(sufficient)
+}
+
+/// Whether a request with method code `request` passes the method test of an entry with
+/// `code`; `None` when the entry says to check the rule in full.
+#[inline]
+pub(super) fn entry_method_ok(code: u32, request: Option<u8>) -> Option<bool> {
+    match code {
+        ENTRY_CHECK => None,
+        ENTRY_DEFAULT_METHODS => Some(request.is_some_and(|c| DEFAULT_METHOD_BITS & (1 << c) != 0)),
+        one => Some(request.is_some_and(|c| u32::from(c) == one)),
+    }
+}
+
+pub(super) fn field_slot(f: Field) -> usize {
+    match f {
+        Field::From => 0,
+        Field::To => 1,
+        Field::RequestUri => 2,
+        Field::PAssertedIdentity => 3,
+    }
+}
