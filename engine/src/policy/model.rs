@@ -513,11 +513,6 @@ impl Domain {
     }
 }
 
-/// Characters RFC 3966 allows as visual separators inside a telephone number.
-pub fn is_visual_separator(c: char) -> bool {
-    matches!(c, '-' | '.' | '(' | ')')
-}
-
 impl TelPrefix {
     /// A prefix, checked: a global prefix (`+` then digits and visual separators, at least one
     /// digit), a run of digits and separators, or a phone-context domain name.
@@ -532,8 +527,8 @@ impl TelPrefix {
         }
         let digits_part = s.strip_prefix('+').unwrap_or(s);
         let numeric = digits_part
-            .chars()
-            .all(|c| c.is_ascii_digit() || is_visual_separator(c));
+            .bytes()
+            .all(|c| c.is_ascii_digit() || crate::uri::is_visual_separator(c));
         if numeric {
             if !digits_part.chars().any(|c| c.is_ascii_digit()) {
                 return Err(ValueError::new("a number prefix needs at least one digit"));
@@ -555,8 +550,8 @@ impl TelPrefix {
     pub fn digits(&self) -> Option<String> {
         let rest = self.0.strip_prefix('+').unwrap_or(&self.0);
         if !rest
-            .chars()
-            .all(|c| c.is_ascii_digit() || is_visual_separator(c))
+            .bytes()
+            .all(|c| c.is_ascii_digit() || crate::uri::is_visual_separator(c))
         {
             return None;
         }
