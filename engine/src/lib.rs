@@ -5,12 +5,14 @@
 //! itself (PRSM).
 //!
 //! The crate is sans-I/O: it owns no threads, sockets or clocks. Modules:
-//! - [`policy`]: the `application/load-control+xml` document — model, reader, writer, merge.
-//! - [`uri`]: SIP / tel URI views and canonical comparison.
+//! - [`policy`]: the `application/load-control+xml` document — model, reader, writer, merge
+//!   (the `loadctl-policy` crate).
+//! - [`uri`]: SIP / tel URI views and canonical comparison (from the `loadctl-sip` crate).
 //! - [`compile`]: policy → immutable, indexed [`compile::CompiledPolicy`].
 //! - [`engine`]: the multi-core runtime — [`engine::Engine`] publishes snapshots (RCU), each
 //!   worker's [`engine::Shard`] classifies with its own limiter state; requests, decisions, stats.
-//! - [`sip`]: zero-copy scanner for the fields of a raw SIP request.
+//! - [`sip`]: zero-copy scanner for the fields of a raw SIP request, and the Via reader (the
+//!   `loadctl-sip` crate).
 //! - [`overload`]: feedback overload control, RFC 7339 (loss) and RFC 7415 (rate), client and server.
 //! - [`prsm`]: the two-queue priority request scheduler and the retransmission detector.
 //! - [`event`]: the sans-I/O `load-control` event package (subscriber, notifier, allocator).
@@ -41,8 +43,11 @@ mod hash;
 #[doc(hidden)]
 pub mod limit;
 pub mod overload;
-pub mod policy;
+#[doc(inline)]
+pub use loadctl_policy as policy;
 pub mod prsm;
-pub mod sip;
+#[doc(inline)]
+pub use loadctl_sip as sip;
 pub mod sync;
-pub mod uri;
+#[doc(inline)]
+pub use loadctl_sip::uri;

@@ -93,7 +93,7 @@ pub fn canonicalize_with<'b, 'a>(
 /// [`unread_number`](super::unread_number) (only looked at when `parts` asks for the key or the
 /// number): what classification counts, found on the way at no extra cost.
 #[inline]
-pub(crate) fn canonicalize_noting<'b, 'a>(
+pub fn canonicalize_noting<'b, 'a>(
     uri: UriRef<'a>,
     buf: &'b mut Vec<u8>,
     parts: Parts,

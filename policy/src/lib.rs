@@ -1,6 +1,9 @@
-//! Load-filtering policy documents (`application/load-control+xml`, RFC 7200 §5–6).
+//! # loadctl-policy — load-filtering policy documents
 //!
-//! This module owns the document layer: the model ([`Ruleset`] and friends), the reader
+//! The `application/load-control+xml` document of RFC 7200 §5–6. Most programs use it through
+//! the `loadctl` crate, which re-exports it as `loadctl::policy`.
+//!
+//! This crate owns the document layer: the model ([`Ruleset`] and friends), the reader
 //! ([`read`]: namespace-aware, validating, with line:column errors), the writer ([`write()`]:
 //! canonical form, `read(write(r)) == r`) and the partial-update merge ([`merge`]).
 //! It knows nothing of requests or limiters; `compile` turns a full [`Ruleset`] into the
@@ -18,6 +21,9 @@
 //! A full document replaces everything, whatever its version (a subscriber decides whether to
 //! take it; see the event package). A partial document applies only to version `v` when it
 //! carries `v + 1`; anything else is [`MergeError::VersionGap`].
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod display;
 mod error;

@@ -5,7 +5,7 @@ use super::escape::{decode_into, decode_lower_into};
 use super::{Params, UriRef};
 
 /// RFC 3966 visual separators.
-pub(crate) fn is_visual_separator(b: u8) -> bool {
+pub fn is_visual_separator(b: u8) -> bool {
     matches!(b, b'-' | b'.' | b'(' | b')')
 }
 

@@ -1,3 +1,11 @@
+//! # loadctl-sip — the SIP text layer of loadctl
+//!
+//! What loadctl reads of SIP text, with no knowledge of policies or limiters: the request
+//! scanner (this page), the one reader of a Via header's top via-parm ([`via`]), and SIP /
+//! tel URIs with their canonical comparison ([`uri`]). Most programs use it through the
+//! `loadctl` crate, which re-exports it as `loadctl::sip` (and `loadctl::uri`).
+//!
+//! # The request scanner
 //! A zero-copy scanner that pulls from a raw SIP request the fields classification needs.
 //!
 //! It reads the request line and the header section only — no body, no full RFC 3261 parse —
@@ -18,6 +26,10 @@
 //! Header values keep their display names and parameters; [`uri_part`] cuts the URI out of one
 //! at the byte level, so a display name in a legacy 8-bit charset never stops classification.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod uri;
 pub mod via;
 
 /// Why a message was refused.
@@ -183,7 +195,8 @@ fn elements(mut rest: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// `b` without leading and trailing ASCII white space.
-pub(crate) fn trim(b: &[u8]) -> &[u8] {
+#[doc(hidden)]
+pub fn trim(b: &[u8]) -> &[u8] {
     let start = b
         .iter()
         .position(|c| !c.is_ascii_whitespace())

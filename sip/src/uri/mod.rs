@@ -58,11 +58,13 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use canonical::canonicalize_noting;
+#[doc(hidden)]
+pub use canonical::canonicalize_noting;
 pub use canonical::{
     Canonical, Parts, SipRest, canonicalize, canonicalize_parts, canonicalize_with,
 };
-pub(crate) use numbers::is_visual_separator;
+#[doc(hidden)]
+pub use numbers::is_visual_separator;
 pub use numbers::{Number, SipUserNumbers, UnknownSipUserNumbers, unread_number};
 pub use params::{
     CanonicalParam, ENTITY_STRICT_PARAMS, STRICT_PARAMS, canonical_headers, canonical_params,

@@ -474,17 +474,17 @@ impl Uri {
     pub fn new(s: &str) -> Result<Self, ValueError> {
         if s.trim() != s {
             return Err(ValueError::new(
-                crate::uri::UriError::BadCharacter.message(),
+                loadctl_sip::uri::UriError::BadCharacter.message(),
             ));
         }
-        crate::uri::parse(s).map_err(|e| ValueError::new(e.message()))?;
+        loadctl_sip::uri::parse(s).map_err(|e| ValueError::new(e.message()))?;
         Ok(Self(s.into()))
     }
 
     /// The parsed form.
-    pub fn parsed(&self) -> crate::uri::UriRef<'_> {
+    pub fn parsed(&self) -> loadctl_sip::uri::UriRef<'_> {
         // Checked by the constructor.
-        crate::uri::parse(&self.0).unwrap_or(crate::uri::UriRef::Other {
+        loadctl_sip::uri::parse(&self.0).unwrap_or(loadctl_sip::uri::UriRef::Other {
             scheme: "",
             rest: &self.0,
         })
@@ -528,7 +528,7 @@ impl TelPrefix {
         let digits_part = s.strip_prefix('+').unwrap_or(s);
         let numeric = digits_part
             .bytes()
-            .all(|c| c.is_ascii_digit() || crate::uri::is_visual_separator(c));
+            .all(|c| c.is_ascii_digit() || loadctl_sip::uri::is_visual_separator(c));
         if numeric {
             if !digits_part.chars().any(|c| c.is_ascii_digit()) {
                 return Err(ValueError::new("a number prefix needs at least one digit"));
@@ -551,7 +551,7 @@ impl TelPrefix {
         let rest = self.0.strip_prefix('+').unwrap_or(&self.0);
         if !rest
             .bytes()
-            .all(|c| c.is_ascii_digit() || crate::uri::is_visual_separator(c))
+            .all(|c| c.is_ascii_digit() || loadctl_sip::uri::is_visual_separator(c))
         {
             return None;
         }

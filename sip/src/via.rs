@@ -22,7 +22,7 @@
 //! `&str` alike ([`ViaText`]) and hands back pieces of what it was given. Nothing allocates.
 //!
 //! ```
-//! use loadctl::sip::via::ViaParm;
+//! use loadctl_sip::via::ViaParm;
 //!
 //! let via = "SIP/2.0/UDP 192.0.2.1:5060;oc;oc-algo=\"loss,rate\";branch=z9hG4bK7, SIP/2.0/TCP p.example";
 //! let top = ViaParm::top(via).unwrap();

@@ -376,13 +376,13 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// A value refused by its constructor ([`crate::policy::Uri::new`], [`crate::policy::RuleId::new`],
-/// [`crate::policy::Rate::new`] …): what the value must be. The same reason the reader gives for
+/// A value refused by its constructor ([`crate::Uri::new`], [`crate::RuleId::new`],
+/// [`crate::Rate::new`] …): what the value must be. The same reason the reader gives for
 /// it in a document ([`ErrorKind`]). A `std::error::Error`, so `?` carries it into any error
 /// type that takes one:
 ///
 /// ```
-/// use loadctl::policy::{Domain, Rate, RuleId, Uri};
+/// use loadctl_policy::{Domain, Rate, RuleId, Uri};
 ///
 /// fn values() -> Result<(), Box<dyn std::error::Error>> {
 ///     let _id = RuleId::new("r1")?;
