@@ -92,7 +92,6 @@ pub fn canonicalize_with<'b, 'a>(
 /// [`canonicalize_with`], also setting `*unread` when `uri` is an
 /// [`unread_number`](super::unread_number) (only looked at when `parts` asks for the key or the
 /// number): what classification counts, found on the way at no extra cost.
-#[inline]
 pub fn canonicalize_noting<'b, 'a>(
     uri: UriRef<'a>,
     buf: &'b mut Vec<u8>,
