@@ -29,33 +29,23 @@
  *   (its terminated NOTIFYs go out through tm) and waits up to 1 s.
  */
 
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
-#include <unistd.h>
-#include <sys/socket.h>
 
 #include "../../core/sr_module.h"
 #include "../../core/dprint.h"
 #include "../../core/locking.h"
 #include "../../core/mem/mem.h"
 #include "../../core/mem/shm_mem.h"
-#include "../../core/pt.h"
-#include "../../core/ut.h"
 #include "../../core/ip_addr.h"
 #include "../../core/forward.h"
-#include "../../core/socket_info.h"
-#include "../../core/events.h"
-#include "../../core/cfg/cfg_struct.h"
 #include "../../core/parser/msg_parser.h"
 #include "../../core/parser/parse_cseq.h"
-#include "../../core/parser/parse_rr.h"
 
 #include "lc_shared.h"
 #include "lc_owner.h"
+#include "lc_uac.h"
 #include "lc_mod.h"
 #include "lc_notify.h"
 
@@ -77,12 +67,9 @@ int lc_ntf_min_expires = 60;
 
 enum
 {
-	LC_NTF_SUBSCRIBE = 1,
-	LC_NTF_REPLY = 2,
-	LC_NTF_POLICY = 3,
-	LC_NTF_CAPACITY = 4,
-	LC_NTF_SHUTDOWN = 5,
-	LC_NTF_TIMEOUT = 6
+	LC_NTF_SUBSCRIBE = LC_REC_ROLE,
+	LC_NTF_POLICY,
+	LC_NTF_CAPACITY
 };
 
 /* NOTIFY transactions in flight, by the index tm hands back to its callback
@@ -99,15 +86,12 @@ typedef struct lc_ntf_txn
 	char to[LC_NTF_URI_MAX];
 } lc_ntf_txn_t;
 
-/* One message for the owner (shm; the owner frees it). */
+/* One message for the owner (shm; the owner frees it). A response to a
+ * NOTIFY carries its lc_ntf_txn_t (index, use) as its param. */
 typedef struct lc_ntf_rec
 {
-	int kind;
-	struct dest_info dst;		/* SUBSCRIBE: where to answer */
+	lc_rec_t h;
 	char key[LC_NTF_KEY_MAX]; /* SUBSCRIBE: Call-ID, CSeq, branch */
-	uintptr_t txn;				/* TIMEOUT: the NOTIFY's lc_ntf_txn_t (index, use) */
-	unsigned int len;
-	char buf[1];
 } lc_ntf_rec_t;
 
 /* One subscriber: written by the owner (uri and address before nslots
@@ -130,20 +114,31 @@ typedef struct lc_ntf_slot
 typedef struct lc_ntf_shared
 {
 	gen_lock_t lock;
-	int owner_pid;
-	volatile int shutdown_done;
 	volatile int nslots;
 	lc_ntf_slot_t slot[LC_MAX_NOTIFY_SLOTS];
 	char mode[16];
 	lc_ntf_txn_t txn[LC_NTF_TXNS];
 	unsigned long long subscribes, retransmissions, refused, notifies,
-			responses, send_errors, channel_full, unknown_observations;
+			responses, send_errors, unknown_observations;
 } lc_ntf_shared_t;
 
 static lc_ntf_shared_t *_lc_ntf_sh = NULL;
-static int _lc_ntf_chan[2] = {-1, -1};
-static struct tm_binds *_lc_ntf_tmb = NULL;
-static sr_corecb_void_f _lc_ntf_prev_shutdown = NULL;
+
+static int lc_ntf_owner_init(void);
+static uint64_t lc_ntf_tick(uint64_t now);
+static void lc_ntf_take(lc_rec_t *rec, uint64_t now);
+static void lc_ntf_stop(uint64_t now);
+static void lc_ntf_tm_cb(struct cell *t, int type, struct tmcb_params *ps);
+
+static lc_owner_t _lc_ntf_owner = {
+		.role = "notifier",
+		.rec_size = sizeof(lc_ntf_rec_t),
+		.init = lc_ntf_owner_init,
+		.tick = lc_ntf_tick,
+		.take = lc_ntf_take,
+		.stop = lc_ntf_stop,
+		.tm_cb = lc_ntf_tm_cb,
+};
 /* Read in mod_init (pkg memory, inherited by the owner). */
 static char *_lc_ntf_policy = NULL;
 static size_t _lc_ntf_policy_len = 0;
@@ -168,6 +163,8 @@ static int _lc_ntf_cache_next = 0;
 static unsigned long long _lc_ntf_seen[LC_MAX_NOTIFY_SLOTS];
 static int _lc_ntf_txn_next = 0;
 static unsigned int _lc_ntf_txn_seq = 0;
+/* When the owner next reads the observation slots. */
+static uint64_t _lc_ntf_sweep_at = 0;
 
 int lc_ntf_enabled(void)
 {
@@ -231,50 +228,11 @@ static lc_result lc_ntf_apply(lc_notifier *n, int capacity, const char *body,
 
 /* ---- any process: to the owner ---- */
 
-static lc_ntf_rec_t *lc_ntf_rec_new(int kind, const char *buf, unsigned int len)
-{
-	lc_ntf_rec_t *rec = (lc_ntf_rec_t *)shm_malloc(sizeof(lc_ntf_rec_t) + len);
-	if(rec == NULL) {
-		SHM_MEM_ERROR;
-		return NULL;
-	}
-	memset(rec, 0, sizeof(lc_ntf_rec_t));
-	rec->kind = kind;
-	rec->len = len;
-	if(len > 0)
-		memcpy(rec->buf, buf, len);
-	rec->buf[len] = '\0';
-	return rec;
-}
-
-static int lc_ntf_hand(lc_ntf_rec_t *rec)
-{
-	if(lc_chan_send(_lc_ntf_chan[1], rec) < 0) {
-		if(_lc_ntf_sh)
-			__sync_fetch_and_add(&_lc_ntf_sh->channel_full, 1);
-		shm_free(rec);
-		return -1;
-	}
-	return 0;
-}
-
 /* tm: the final response to a NOTIFY, or tm's own (a timeout: the NOTIFY
  * got no answer within fr_timer), which ends the subscription. */
 static void lc_ntf_tm_cb(struct cell *t, int type, struct tmcb_params *ps)
 {
-	lc_ntf_rec_t *rec;
-
-	if(ps == NULL)
-		return;
-	if(ps->rpl && ps->rpl != FAKED_REPLY) {
-		rec = lc_ntf_rec_new(LC_NTF_REPLY, ps->rpl->buf, ps->rpl->len);
-	} else {
-		rec = lc_ntf_rec_new(LC_NTF_TIMEOUT, NULL, 0);
-		if(rec)
-			rec->txn = ps->param ? (uintptr_t)*ps->param : 0;
-	}
-	if(rec && lc_ntf_hand(rec) < 0)
-		LM_ERR("cannot hand a NOTIFY response to the notifier process\n");
+	lc_uac_response(&_lc_ntf_owner, ps, "NOTIFY");
 }
 
 int lc_ntf_handle_subscribe(sip_msg_t *msg)
@@ -288,7 +246,7 @@ int lc_ntf_handle_subscribe(sip_msg_t *msg)
 		LM_ERR("lc_handle_subscribe() on something else than a SUBSCRIBE\n");
 		return -1;
 	}
-	if(!lc_ntf_enabled() || _lc_ntf_chan[1] < 0) {
+	if(!lc_ntf_enabled() || !lc_owner_on(&_lc_ntf_owner)) {
 		/* RFC 6665 §4.2.1.1: "If not [understood], the notifier SHOULD
 		 * return a 489 (Bad Event) response" (the package is not served) */
 		static int warned = 0;
@@ -305,24 +263,19 @@ int lc_ntf_handle_subscribe(sip_msg_t *msg)
 		lc_sl_reply(msg, 400, "Bad Request");
 		return -1;
 	}
-	rec = lc_ntf_rec_new(LC_NTF_SUBSCRIBE, msg->buf, msg->len);
-	if(rec == NULL)
-		goto busy;
-	init_dst_from_rcv(&rec->dst, &msg->rcv);
-	cseq = get_cseq(msg);
-	n = snprintf(rec->key, sizeof(rec->key), "%.*s %.*s %.*s",
-			msg->callid->body.len, msg->callid->body.s, cseq->number.len,
-			cseq->number.s, msg->via1->branch ? msg->via1->branch->value.len : 0,
-			msg->via1->branch ? msg->via1->branch->value.s : "");
-	if(n < 0 || n >= (int)sizeof(rec->key))
-		rec->key[0] = '\0'; /* too long to recognise: never absorbed */
-	if(lc_ntf_hand(rec) < 0)
-		goto busy;
-	return 1;
-busy:
-	/* the owner is behind (or gone): the subscriber retries */
-	lc_sl_reply(msg, 503, "Service Unavailable");
-	return -1;
+	rec = (lc_ntf_rec_t *)lc_rec_request(&_lc_ntf_owner, LC_NTF_SUBSCRIBE, msg);
+	if(rec) {
+		cseq = get_cseq(msg);
+		n = snprintf(rec->key, sizeof(rec->key), "%.*s %.*s %.*s",
+				msg->callid->body.len, msg->callid->body.s, cseq->number.len,
+				cseq->number.s,
+				msg->via1->branch ? msg->via1->branch->value.len : 0,
+				msg->via1->branch ? msg->via1->branch->value.s : "");
+		if(n < 0 || n >= (int)sizeof(rec->key))
+			rec->key[0] = '\0'; /* too long to recognise: never absorbed */
+	}
+	/* the subscriber retries a 503 */
+	return lc_owner_hand_request(&_lc_ntf_owner, msg, (lc_rec_t *)rec);
 }
 
 int lc_ntf_observe(sip_msg_t *msg, str *subscriber)
@@ -440,67 +393,24 @@ static void lc_ntf_status(void)
 static void lc_ntf_failed(const lc_sip_message *m)
 {
 	lc_sip_message resp;
-	memset(&resp, 0, sizeof(resp));
-	resp.status = 408;
-	resp.method = LC_METHOD_NOTIFY;
-	resp.call_id = m->call_id;
+	lc_uac_local_response(&resp, 408, LC_METHOD_NOTIFY, m->call_id, m->cseq);
 	resp.from_uri = m->from_uri;
 	resp.from_tag = m->from_tag;
 	resp.to_uri = m->to_uri;
 	resp.to_tag = m->to_tag;
-	resp.cseq = m->cseq;
-	resp.expires = resp.min_expires = resp.retry_after = -1;
 	lc_notifier_handle_response(_lc_n, lc_now_ns(), &resp);
 }
 
 /* Sends one NOTIFY of the notifier through tm, inside its dialog. */
 static int lc_ntf_send(const lc_sip_message *m)
 {
-	str method = str_init("NOTIFY");
-	str callid, ftag, furi, turi, ruri, totag, hdrs, body;
+	str hdrs, body;
 	char hbuf[1024];
-	dlg_t *dlg = NULL;
-	uac_req_t uac_r;
-	int ret;
+	lc_ntf_txn_t *x;
+	int k;
 
-	callid.s = (char *)m->call_id.ptr;
-	callid.len = (int)m->call_id.len;
-	ftag.s = (char *)m->from_tag.ptr;
-	ftag.len = (int)m->from_tag.len;
-	furi.s = (char *)m->from_uri.ptr;
-	furi.len = (int)m->from_uri.len;
-	turi.s = (char *)m->to_uri.ptr;
-	turi.len = (int)m->to_uri.len;
-	ruri.s = (char *)m->request_uri.ptr;
-	ruri.len = (int)m->request_uri.len;
 	body.s = (char *)m->body.ptr;
 	body.len = (int)m->body.len;
-
-	if(_lc_ntf_tmb->new_dlg_uac(&callid, &ftag, m->cseq, &furi, &turi, &dlg) < 0
-			|| dlg == NULL)
-		goto failed;
-	if(m->to_tag.ptr && m->to_tag.len > 0) {
-		totag.s = (char *)m->to_tag.ptr;
-		totag.len = (int)m->to_tag.len;
-		if(shm_str_dup(&dlg->id.rem_tag, &totag) < 0)
-			goto failed;
-	}
-	dlg->state = DLG_CONFIRMED;
-	if(m->route.ptr && m->route.len > 0) {
-		/* the subscription's route set (the SUBSCRIBE's Record-Route) */
-		rr_t *rs = NULL;
-		int bad;
-		bad = parse_rr_body((char *)m->route.ptr, (int)m->route.len, &rs) < 0
-			  || shm_duplicate_rr(&dlg->route_set, rs) < 0;
-		if(rs)
-			free_rr(&rs);
-		if(bad)
-			goto failed;
-	}
-	/* the remote target: the Contact of the SUBSCRIBE or its last refresh */
-	if(shm_str_dup(&dlg->rem_target, &ruri) < 0
-			|| _lc_ntf_tmb->calculate_hooks(dlg) < 0)
-		goto failed;
 	hdrs.len = snprintf(hbuf, sizeof(hbuf),
 			"Event: %.*s\r\nSubscription-State: %.*s\r\nContact: <%s>\r\n"
 			"%s%.*s%s",
@@ -514,34 +424,30 @@ static int lc_ntf_send(const lc_sip_message *m)
 	if(hdrs.len <= 0 || hdrs.len >= (int)sizeof(hbuf))
 		goto failed;
 	hdrs.s = hbuf;
-	{
-		/* what a timeout needs to be reported as the NOTIFY's answer */
-		lc_ntf_txn_t *x = &_lc_ntf_sh->txn[_lc_ntf_txn_next];
-		x->seq = ++_lc_ntf_txn_seq;
-		x->cseq = m->cseq;
-		snprintf(x->callid, sizeof(x->callid), "%.*s", callid.len, callid.s);
-		snprintf(x->from, sizeof(x->from), "%.*s", furi.len, furi.s);
-		snprintf(x->to, sizeof(x->to), "%.*s", turi.len, turi.s);
-	}
+	/* what a timeout needs to be reported as the NOTIFY's answer */
+	k = _lc_ntf_txn_next;
+	_lc_ntf_txn_next = (k + 1) % LC_NTF_TXNS;
+	x = &_lc_ntf_sh->txn[k];
+	x->seq = ++_lc_ntf_txn_seq;
+	x->cseq = m->cseq;
+	snprintf(x->callid, sizeof(x->callid), "%.*s", (int)m->call_id.len,
+			(const char *)m->call_id.ptr);
+	snprintf(x->from, sizeof(x->from), "%.*s", (int)m->from_uri.len,
+			(const char *)m->from_uri.ptr);
+	snprintf(x->to, sizeof(x->to), "%.*s", (int)m->to_uri.len,
+			(const char *)m->to_uri.ptr);
 	/* the parameter: the entry's index (8 bits) and its use (the rest) */
-	set_uac_req(&uac_r, &method, &hdrs, body.len > 0 ? &body : NULL, dlg,
-			TMCB_LOCAL_COMPLETED, lc_ntf_tm_cb,
-			(void *)(((uintptr_t)_lc_ntf_txn_seq << 8)
-					 | (uintptr_t)_lc_ntf_txn_next));
-	_lc_ntf_txn_next = (_lc_ntf_txn_next + 1) % LC_NTF_TXNS;
-	ret = _lc_ntf_tmb->t_uac(&uac_r);
-	_lc_ntf_tmb->free_dlg(dlg);
-	dlg = NULL;
-	if(ret < 0)
+	if(lc_uac_send(&_lc_ntf_owner, "NOTIFY", m, &hdrs, &body,
+			   ((uintptr_t)x->seq << 8) | (uintptr_t)k, "notifier")
+			< 0)
 		goto failed;
 	__sync_fetch_and_add(&_lc_ntf_sh->notifies, 1ull);
 	return 0;
 failed:
-	if(dlg)
-		_lc_ntf_tmb->free_dlg(dlg);
 	__sync_fetch_and_add(&_lc_ntf_sh->send_errors, 1ull);
-	LM_ERR("cannot send the NOTIFY to %.*s (Call-ID %.*s)\n", turi.len, turi.s,
-			callid.len, callid.s);
+	LM_ERR("cannot send the NOTIFY to %.*s (Call-ID %.*s)\n",
+			(int)m->to_uri.len, (const char *)m->to_uri.ptr,
+			(int)m->call_id.len, (const char *)m->call_id.ptr);
 	return -1;
 }
 
@@ -619,7 +525,7 @@ static void lc_ntf_take_subscribe(lc_ntf_rec_t *rec, uint64_t now)
 			if(c->out && now - c->at < LC_NTF_CACHE_NS
 					&& strcmp(c->key, rec->key) == 0) {
 				__sync_fetch_and_add(&_lc_ntf_sh->retransmissions, 1ull);
-				if(msg_send(&rec->dst, c->out, (int)c->len) < 0)
+				if(msg_send(&rec->h.dst, c->out, (int)c->len) < 0)
 					LM_ERR("notifier: cannot answer a retransmitted "
 						   "SUBSCRIBE\n");
 				return;
@@ -627,14 +533,14 @@ static void lc_ntf_take_subscribe(lc_ntf_rec_t *rec, uint64_t now)
 		}
 	}
 	__sync_fetch_and_add(&_lc_ntf_sh->subscribes, 1ull);
-	r = lc_notifier_receive_wire(_lc_n, now, (const uint8_t *)rec->buf,
-			rec->len, &_lc_ntf_wire, (uint8_t *)out, sizeof(out), &olen);
+	r = lc_notifier_receive_wire(_lc_n, now, (const uint8_t *)rec->h.buf,
+			rec->h.len, &_lc_ntf_wire, (uint8_t *)out, sizeof(out), &olen);
 	if(r != LC_RESULT_OK) {
 		LM_WARN("notifier: SUBSCRIBE not taken: %s\n", lc_result_text(r));
 		return;
 	}
 	if(olen > 0) {
-		if(msg_send(&rec->dst, out, (int)olen) < 0)
+		if(msg_send(&rec->h.dst, out, (int)olen) < 0)
 			LM_ERR("notifier: cannot answer the SUBSCRIBE\n");
 		if(rec->key[0]) {
 			c = &_lc_ntf_cache[_lc_ntf_cache_next];
@@ -646,12 +552,12 @@ static void lc_ntf_take_subscribe(lc_ntf_rec_t *rec, uint64_t now)
 				memcpy(c->out, out, olen);
 				c->len = olen;
 				c->at = now;
-				c->dst = rec->dst;
+				c->dst = rec->h.dst;
 				snprintf(c->key, sizeof(c->key), "%s", rec->key);
 			}
 		}
 	}
-	lc_ntf_pump(&rec->dst);
+	lc_ntf_pump(&rec->h.dst);
 }
 
 static void lc_ntf_mode(int capacity)
@@ -662,69 +568,65 @@ static void lc_ntf_mode(int capacity)
 	lock_release(&_lc_ntf_sh->lock);
 }
 
-static void lc_ntf_take(lc_ntf_rec_t *rec)
+static void lc_ntf_take(lc_rec_t *h, uint64_t now)
 {
 	static char out[LC_NTF_OUT_MAX];
 	char err[512];
 	size_t olen = 0;
 	lc_result r;
-	uint64_t now = lc_now_ns();
 
-	switch(rec->kind) {
+	switch(h->kind) {
 		case LC_NTF_SUBSCRIBE:
-			lc_ntf_take_subscribe(rec, now);
+			lc_ntf_take_subscribe((lc_ntf_rec_t *)h, now);
 			break;
-		case LC_NTF_REPLY:
-			__sync_fetch_and_add(&_lc_ntf_sh->responses, 1ull);
-			r = lc_notifier_receive_wire(_lc_n, now, (const uint8_t *)rec->buf,
-					rec->len, &_lc_ntf_wire, (uint8_t *)out, sizeof(out),
-					&olen);
-			if(r != LC_RESULT_OK)
-				LM_WARN("notifier: NOTIFY response not taken: %s\n",
-						lc_result_text(r));
+		case LC_REC_RESPONSE:
+			if(h->len > 0) {
+				__sync_fetch_and_add(&_lc_ntf_sh->responses, 1ull);
+				r = lc_notifier_receive_wire(_lc_n, now,
+						(const uint8_t *)h->buf, h->len, &_lc_ntf_wire,
+						(uint8_t *)out, sizeof(out), &olen);
+				if(r != LC_RESULT_OK)
+					LM_WARN("notifier: NOTIFY response not taken: %s\n",
+							lc_result_text(r));
+			} else if(_lc_ntf_sh->txn[h->param & 0xff].seq
+					  == (unsigned int)(h->param >> 8)) {
+				/* tm's own (a timeout); an entry reused since: that NOTIFY's
+				 * own timer ends it */
+				lc_ntf_txn_t *x = &_lc_ntf_sh->txn[h->param & 0xff];
+				lc_sip_message resp;
+				lc_uac_local_response(&resp, 408, LC_METHOD_NOTIFY,
+						lc_cs(x->callid), x->cseq);
+				resp.from_uri = lc_cs(x->from);
+				resp.to_uri = lc_cs(x->to);
+				__sync_fetch_and_add(&_lc_ntf_sh->responses, 1ull);
+				lc_notifier_handle_response(_lc_n, now, &resp);
+			}
 			lc_ntf_pump(NULL);
 			break;
 		case LC_NTF_POLICY:
 		case LC_NTF_CAPACITY:
 			/* a policy is set before the capacity is cleared, so no subscriber
 			 * is ever sent "no rules" in between */
-			r = lc_ntf_apply(_lc_n, rec->kind == LC_NTF_CAPACITY, rec->buf,
-					rec->len, err, sizeof(err));
+			r = lc_ntf_apply(_lc_n, h->kind == LC_NTF_CAPACITY, h->buf, h->len,
+					err, sizeof(err));
 			if(r != LC_RESULT_OK) {
 				LM_ERR("notifier: document refused: %s: %s\n",
 						lc_result_text(r), err);
 			} else {
-				if(rec->kind == LC_NTF_POLICY)
+				if(h->kind == LC_NTF_POLICY)
 					lc_notifier_clear_capacity(_lc_n, now);
-				lc_ntf_mode(rec->kind == LC_NTF_CAPACITY);
+				lc_ntf_mode(h->kind == LC_NTF_CAPACITY);
 			}
 			lc_ntf_pump(NULL);
-			break;
-		case LC_NTF_TIMEOUT:
-			if(_lc_ntf_sh->txn[rec->txn & 0xff].seq
-					== (unsigned int)(rec->txn >> 8)) {
-				/* (an entry reused since: that NOTIFY's own timer ends it) */
-				lc_ntf_txn_t *x = &_lc_ntf_sh->txn[rec->txn & 0xff];
-				lc_sip_message resp;
-				memset(&resp, 0, sizeof(resp));
-				resp.status = 408;
-				resp.method = LC_METHOD_NOTIFY;
-				resp.call_id = lc_cs(x->callid);
-				resp.from_uri = lc_cs(x->from);
-				resp.to_uri = lc_cs(x->to);
-				resp.cseq = x->cseq;
-				resp.expires = resp.min_expires = resp.retry_after = -1;
-				__sync_fetch_and_add(&_lc_ntf_sh->responses, 1ull);
-				lc_notifier_handle_response(_lc_n, now, &resp);
-			}
-			lc_ntf_pump(NULL);
-			break;
-		case LC_NTF_SHUTDOWN:
-			lc_notifier_shutdown(_lc_n, now);
-			lc_ntf_pump(NULL);
-			_lc_ntf_sh->shutdown_done = 1;
 			break;
 	}
+}
+
+/* Kamailio stops: end every subscription for a restart. */
+static void lc_ntf_stop(uint64_t now)
+{
+	lc_notifier_shutdown(_lc_n, now);
+	lc_ntf_pump(NULL);
 }
 
 /* Feeds the counts the workers added since the last sweep. */
@@ -750,21 +652,16 @@ static void lc_ntf_sweep(uint64_t now)
 
 static int lc_ntf_owner_init(void)
 {
-	struct socket_info *si;
 	char err[512];
 
 	_lc_n = lc_ntf_new();
 	if(_lc_n == NULL)
 		return -1;
-	si = get_first_socket();
-	if(si == NULL) {
+	if(lc_owner_wire(&_lc_ntf_wire, _lc_ntf_sent_by, sizeof(_lc_ntf_sent_by))
+			< 0) {
 		LM_ERR("no listening socket for the notifier\n");
 		return -1;
 	}
-	snprintf(_lc_ntf_sent_by, sizeof(_lc_ntf_sent_by), "%.*s:%d",
-			si->address_str.len, si->address_str.s, si->port_no);
-	_lc_ntf_wire.transport = lc_cs("UDP");
-	_lc_ntf_wire.sent_by = lc_cs(_lc_ntf_sent_by);
 	_lc_ntf_wire.contact = lc_cs(lc_ntf_uri);
 	if(_lc_ntf_capacity) {
 		if(lc_ntf_apply(_lc_n, 1, _lc_ntf_capacity, _lc_ntf_capacity_len, err,
@@ -781,53 +678,30 @@ static int lc_ntf_owner_init(void)
 	}
 	LM_INFO("notifier %s: answering SUBSCRIBEs (%s)\n", lc_ntf_uri,
 			_lc_ntf_sh->mode);
+	_lc_ntf_sweep_at = lc_now_ns() + LC_NTF_SWEEP_NS;
 	return 0;
 }
 
-/* lc_chan_serve's callback. */
-static void lc_ntf_take_any(void *rec)
+/* Reads the slots every 100 ms and runs the notifier's due timers; when
+ * next to. */
+static uint64_t lc_ntf_tick(uint64_t now)
 {
-	lc_ntf_take((lc_ntf_rec_t *)rec);
-}
+	uint64_t due, next;
 
-static void lc_ntf_owner_loop(void)
-{
-	uint64_t now, due, next, sweep;
-
-	sweep = lc_now_ns() + LC_NTF_SWEEP_NS;
-	for(;;) {
-		cfg_update();
-		now = lc_now_ns();
-		if(now >= sweep) {
-			lc_ntf_sweep(now);
-			sweep = now + LC_NTF_SWEEP_NS;
-		}
-		if(lc_notifier_poll_timeout(_lc_n, &due) == LC_RESULT_OK
-				&& due <= now) {
-			/* the counts so far belong to the period that ends now */
-			lc_ntf_sweep(now);
-			lc_notifier_handle_timeout(_lc_n, now);
-			lc_ntf_pump(NULL);
-		}
-		next = sweep;
-		if(lc_notifier_poll_timeout(_lc_n, &due) == LC_RESULT_OK && due < next)
-			next = due;
-		lc_chan_serve(_lc_ntf_chan[0], next, lc_ntf_take_any);
+	if(now >= _lc_ntf_sweep_at) {
+		lc_ntf_sweep(now);
+		_lc_ntf_sweep_at = now + LC_NTF_SWEEP_NS;
 	}
-}
-
-/* Main process, before the children are killed: end every subscription. */
-static void lc_ntf_app_shutdown(void)
-{
-	lc_ntf_rec_t *rec;
-
-	if(_lc_ntf_sh && _lc_ntf_sh->owner_pid > 0) {
-		rec = lc_ntf_rec_new(LC_NTF_SHUTDOWN, NULL, 0);
-		if(rec && lc_ntf_hand(rec) == 0)
-			lc_wait_done(&_lc_ntf_sh->shutdown_done);
+	if(lc_notifier_poll_timeout(_lc_n, &due) == LC_RESULT_OK && due <= now) {
+		/* the counts so far belong to the period that ends now */
+		lc_ntf_sweep(now);
+		lc_notifier_handle_timeout(_lc_n, now);
+		lc_ntf_pump(NULL);
 	}
-	if(_lc_ntf_prev_shutdown)
-		_lc_ntf_prev_shutdown();
+	next = _lc_ntf_sweep_at;
+	if(lc_notifier_poll_timeout(_lc_n, &due) == LC_RESULT_OK && due < next)
+		next = due;
+	return next;
 }
 
 /* Reads and checks a document for the notifier (`capacity`: a template). */
@@ -858,7 +732,6 @@ static char *lc_ntf_read(const char *param, const char *path, int capacity,
 
 int lc_ntf_mod_init(struct tm_binds *tmb, int tm_loaded)
 {
-	sr_corecb_t *cb;
 	lc_notifier *probe;
 
 	if(!lc_ntf_enabled())
@@ -901,7 +774,6 @@ int lc_ntf_mod_init(struct tm_binds *tmb, int tm_loaded)
 		if(_lc_ntf_capacity == NULL)
 			return -1;
 	}
-	_lc_ntf_tmb = tmb;
 	_lc_ntf_sh = (lc_ntf_shared_t *)shm_malloc(sizeof(lc_ntf_shared_t));
 	if(_lc_ntf_sh == NULL) {
 		SHM_MEM_ERROR;
@@ -911,40 +783,12 @@ int lc_ntf_mod_init(struct tm_binds *tmb, int tm_loaded)
 	if(lock_init(&_lc_ntf_sh->lock) == NULL)
 		return -1;
 	snprintf(_lc_ntf_sh->mode, sizeof(_lc_ntf_sh->mode), "none");
-	if(lc_chan_open(_lc_ntf_chan) < 0)
-		return -1;
-	register_procs(1);
-	cfg_register_child(1);
-	cb = sr_corecb_get();
-	if(cb) {
-		_lc_ntf_prev_shutdown = cb->app_shutdown;
-		cb->app_shutdown = lc_ntf_app_shutdown;
-	}
-	return 0;
+	return lc_owner_mod_init(&_lc_ntf_owner, tmb);
 }
 
 int lc_ntf_child_init(int rank)
 {
-	int pid;
-
-	if(!lc_ntf_enabled() || rank != PROC_MAIN)
-		return 0;
-	pid = fork_process(PROC_RPC, "loadctl notifier", 1);
-	if(pid < 0)
-		return -1;
-	if(pid == 0) {
-		if(cfg_child_init())
-			return -1;
-		_lc_ntf_sh->owner_pid = getpid();
-		if(lc_ntf_owner_init() < 0) {
-			LM_CRIT("the notifier process cannot start\n");
-			_lc_ntf_sh->owner_pid = 0;
-			return -1;
-		}
-		lc_ntf_owner_loop();
-		return -1; /* not reached */
-	}
-	return 0;
+	return lc_owner_child_init(&_lc_ntf_owner, rank);
 }
 
 /* ---- RPC ---- */
@@ -966,14 +810,14 @@ void lc_ntf_rpc_list(rpc_t *rpc, void *ctx)
 	lock_get(&_lc_ntf_sh->lock);
 	memcpy(mode, _lc_ntf_sh->mode, sizeof(mode));
 	lock_release(&_lc_ntf_sh->lock);
-	rpc->struct_add(top, "dss", "notifier_pid", _lc_ntf_sh->owner_pid, "uri",
-			lc_ntf_uri, "mode", mode);
+	rpc->struct_add(top, "dss", "notifier_pid", lc_owner_pid(&_lc_ntf_owner),
+			"uri", lc_ntf_uri, "mode", mode);
 	rpc->struct_add(top, "JJJJJJJJ", "subscribes", _lc_ntf_sh->subscribes,
 			"retransmissions", _lc_ntf_sh->retransmissions, "refused",
 			_lc_ntf_sh->refused, "notifies", _lc_ntf_sh->notifies, "responses",
 			_lc_ntf_sh->responses, "send_errors", _lc_ntf_sh->send_errors,
-			"channel_full", _lc_ntf_sh->channel_full, "unknown_observations",
-			_lc_ntf_sh->unknown_observations);
+			"channel_full", lc_owner_channel_full(&_lc_ntf_owner),
+			"unknown_observations", _lc_ntf_sh->unknown_observations);
 	if(rpc->struct_add(top, "[", "subscribers", &arr) < 0)
 		return;
 	n = _lc_ntf_sh->nslots;
@@ -1000,15 +844,16 @@ void lc_ntf_rpc_list(rpc_t *rpc, void *ctx)
 	}
 }
 
+
 static void lc_ntf_rpc_doc(rpc_t *rpc, void *ctx, int capacity)
 {
 	str path;
 	char cpath[1024];
 	size_t len = 0;
 	char *body;
-	lc_ntf_rec_t *rec;
+	lc_rec_t *rec;
 
-	if(_lc_ntf_sh == NULL || _lc_ntf_sh->owner_pid <= 0) {
+	if(_lc_ntf_sh == NULL || lc_owner_pid(&_lc_ntf_owner) <= 0) {
 		rpc->fault(ctx, 500, "the notifier role is off (notifier_uri)");
 		return;
 	}
@@ -1028,10 +873,10 @@ static void lc_ntf_rpc_doc(rpc_t *rpc, void *ctx, int capacity)
 		rpc->fault(ctx, 400, "document refused (see the log)");
 		return;
 	}
-	rec = lc_ntf_rec_new(
-			capacity ? LC_NTF_CAPACITY : LC_NTF_POLICY, body, (unsigned)len);
+	rec = lc_rec_new(&_lc_ntf_owner, capacity ? LC_NTF_CAPACITY : LC_NTF_POLICY,
+			body, (unsigned)len);
 	pkg_free(body);
-	if(rec == NULL || lc_ntf_hand(rec) < 0) {
+	if(rec == NULL || lc_owner_hand(&_lc_ntf_owner, rec) < 0) {
 		rpc->fault(ctx, 500, "the notifier process is busy");
 		return;
 	}

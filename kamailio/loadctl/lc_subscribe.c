@@ -37,30 +37,21 @@
  * version and counted (loadctl.subscriptions: invalid, apply_failed, warned).
  */
 
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/socket.h>
 
 #include "../../core/sr_module.h"
 #include "../../core/dprint.h"
 #include "../../core/locking.h"
 #include "../../core/mem/mem.h"
 #include "../../core/mem/shm_mem.h"
-#include "../../core/pt.h"
-#include "../../core/ut.h"
-#include "../../core/forward.h"
-#include "../../core/socket_info.h"
-#include "../../core/events.h"
-#include "../../core/cfg/cfg_struct.h"
 #include "../../core/parser/msg_parser.h"
-#include "../../core/parser/parse_rr.h"
 
 #include "lc_shared.h"
 #include "lc_owner.h"
+#include "lc_uac.h"
 #include "lc_mod.h"
 #include "lc_subscribe.h"
 
@@ -74,30 +65,19 @@ char *lc_sub_from = NULL;
 static char *_lc_sub_uris[LC_MAX_SUBSCRIPTIONS];
 static int _lc_sub_n = 0;
 
-/* The channel: workers write to [1], the owner reads [0]. */
-static int _lc_chan[2] = {-1, -1};
-static struct tm_binds *_lc_tmb = NULL;
-static sr_corecb_void_f _lc_prev_shutdown = NULL;
-
 enum
 {
-	LC_REC_NOTIFY = 1,
-	LC_REC_REPLY = 2,
-	LC_REC_SHUTDOWN = 3,
-	LC_REC_RESUBSCRIBE = 4
+	LC_REC_NOTIFY = LC_REC_ROLE,
+	LC_REC_RESUBSCRIBE
 };
 
-/* One message for the owner (shm; the owner frees it). */
+/* One message for the owner (shm; the owner frees it). A response to a
+ * SUBSCRIBE carries (subscription << 32 | CSeq) as its param. */
 typedef struct lc_sub_rec
 {
-	int kind;
-	int sub; /* REPLY: the subscription; RESUBSCRIBE: which (-1: all) */
-	unsigned int cseq;	  /* REPLY: of the SUBSCRIBE it answers */
-	int status;			  /* REPLY: the final status */
-	struct dest_info dst; /* NOTIFY: where to send the answer */
-	char callid[128];	  /* NOTIFY: its Call-ID (to pick the subscription) */
-	unsigned int len;
-	char buf[1];
+	lc_rec_t h;
+	int sub;		  /* RESUBSCRIBE: which (-1: all) */
+	char callid[128]; /* NOTIFY: its Call-ID (to pick the subscription) */
 } lc_sub_rec_t;
 
 /* What loadctl.subscriptions shows of one subscription (shm, written by the
@@ -120,14 +100,27 @@ typedef struct lc_sub_status
 typedef struct lc_sub_shared
 {
 	gen_lock_t lock;
-	int owner_pid;
 	char contact[LC_URI_MAX]; /* set by the owner */
-	volatile int shutdown_done;
-	unsigned long long handed, channel_full;
 	lc_sub_status_t st[LC_MAX_SUBSCRIPTIONS];
 } lc_sub_shared_t;
 
 static lc_sub_shared_t *_lc_sub_sh = NULL;
+
+static int lc_sub_owner_init(void);
+static uint64_t lc_sub_tick(uint64_t now);
+static void lc_sub_take(lc_rec_t *rec, uint64_t now);
+static void lc_sub_stop(uint64_t now);
+static void lc_sub_tm_cb(struct cell *t, int type, struct tmcb_params *ps);
+
+static lc_owner_t _lc_sub_owner = {
+		.role = "subscriber",
+		.rec_size = sizeof(lc_sub_rec_t),
+		.init = lc_sub_owner_init,
+		.tick = lc_sub_tick,
+		.take = lc_sub_take,
+		.stop = lc_sub_stop,
+		.tm_cb = lc_sub_tm_cb,
+};
 
 /* The owner's private state. */
 typedef struct lc_sub
@@ -173,56 +166,11 @@ int lc_sub_count(void)
 
 /* ---- any process: to the owner ---- */
 
-static int lc_sub_hand(lc_sub_rec_t *rec)
-{
-	if(lc_chan_send(_lc_chan[1], rec) < 0) {
-		if(_lc_sub_sh)
-			__sync_fetch_and_add(&_lc_sub_sh->channel_full, 1);
-		shm_free(rec);
-		return -1;
-	}
-	if(_lc_sub_sh)
-		__sync_fetch_and_add(&_lc_sub_sh->handed, 1);
-	return 0;
-}
-
-static lc_sub_rec_t *lc_sub_rec_new(int kind, const char *buf, unsigned int len)
-{
-	lc_sub_rec_t *rec = (lc_sub_rec_t *)shm_malloc(sizeof(lc_sub_rec_t) + len);
-	if(rec == NULL) {
-		SHM_MEM_ERROR;
-		return NULL;
-	}
-	memset(rec, 0, sizeof(lc_sub_rec_t));
-	rec->kind = kind;
-	rec->len = len;
-	if(len > 0)
-		memcpy(rec->buf, buf, len);
-	rec->buf[len] = '\0';
-	return rec;
-}
-
 /* tm: the final response to a SUBSCRIBE (in whichever process read it, or
  * tm's timer for a local 408). */
 static void lc_sub_tm_cb(struct cell *t, int type, struct tmcb_params *ps)
 {
-	lc_sub_rec_t *rec;
-	uintptr_t v;
-
-	if(ps == NULL || ps->param == NULL)
-		return;
-	v = (uintptr_t)*ps->param;
-	if(ps->rpl && ps->rpl != FAKED_REPLY)
-		rec = lc_sub_rec_new(LC_REC_REPLY, ps->rpl->buf, ps->rpl->len);
-	else
-		rec = lc_sub_rec_new(LC_REC_REPLY, NULL, 0);
-	if(rec == NULL)
-		return;
-	rec->sub = (int)(v >> 32);
-	rec->cseq = (unsigned int)(v & 0xffffffffu);
-	rec->status = ps->code;
-	if(lc_sub_hand(rec) < 0)
-		LM_ERR("cannot hand a SUBSCRIBE response to the subscriber process\n");
+	lc_uac_response(&_lc_sub_owner, ps, "SUBSCRIBE");
 }
 
 int lc_sub_handle_notify(sip_msg_t *msg)
@@ -234,28 +182,20 @@ int lc_sub_handle_notify(sip_msg_t *msg)
 		LM_ERR("lc_handle_notify() on something else than a NOTIFY\n");
 		return -1;
 	}
-	if(_lc_sub_n == 0 || _lc_chan[1] < 0) {
+	if(_lc_sub_n == 0 || !lc_owner_on(&_lc_sub_owner)) {
 		lc_sl_reply(msg, 481, "Subscription does not exist");
 		return -1;
 	}
-	rec = lc_sub_rec_new(LC_REC_NOTIFY, msg->buf, msg->len);
-	if(rec == NULL)
-		goto busy;
-	init_dst_from_rcv(&rec->dst, &msg->rcv);
-	if(parse_headers(msg, HDR_CALLID_F, 0) == 0 && msg->callid) {
+	rec = (lc_sub_rec_t *)lc_rec_request(&_lc_sub_owner, LC_REC_NOTIFY, msg);
+	if(rec && parse_headers(msg, HDR_CALLID_F, 0) == 0 && msg->callid) {
 		int n = msg->callid->body.len < (int)sizeof(rec->callid) - 1
 						? msg->callid->body.len
 						: (int)sizeof(rec->callid) - 1;
 		memcpy(rec->callid, msg->callid->body.s, n);
 		rec->callid[n] = '\0';
 	}
-	if(lc_sub_hand(rec) < 0)
-		goto busy;
-	return 1;
-busy:
-	/* the owner is behind (or gone): the notifier retries */
-	lc_sl_reply(msg, 503, "Service Unavailable");
-	return -1;
+	/* the notifier retries a 503 */
+	return lc_owner_hand_request(&_lc_sub_owner, msg, (lc_rec_t *)rec);
 }
 
 /* ---- the owner ---- */
@@ -330,26 +270,13 @@ static void lc_sub_sync_store(int i)
 static void lc_sub_send(int i, const lc_sip_message *m)
 {
 	lc_sub_t *s = &_lc_subs[i];
-	str method = str_init("SUBSCRIBE");
-	str callid, ftag, furi, turi, ruri, totag, hdrs;
+	str hdrs;
 	char hbuf[1024];
-	dlg_t *dlg = NULL;
-	uac_req_t uac_r;
-	int ret;
+	char who[LC_URI_MAX + 32];
 	long long expires = m->expires >= 0 ? m->expires : lc_sub_expires;
 
-	callid.s = (char *)m->call_id.ptr;
-	callid.len = (int)m->call_id.len;
-	ftag.s = (char *)m->from_tag.ptr;
-	ftag.len = (int)m->from_tag.len;
-	furi.s = (char *)m->from_uri.ptr;
-	furi.len = (int)m->from_uri.len;
-	turi.s = (char *)m->to_uri.ptr;
-	turi.len = (int)m->to_uri.len;
-	ruri.s = (char *)m->request_uri.ptr;
-	ruri.len = (int)m->request_uri.len;
-
-	snprintf(s->call_id, sizeof(s->call_id), "%.*s", callid.len, callid.s);
+	snprintf(s->call_id, sizeof(s->call_id), "%.*s", (int)m->call_id.len,
+			(const char *)m->call_id.ptr);
 	s->cseq = m->cseq;
 	lock_get(&_lc_sub_sh->lock);
 	_lc_sub_sh->st[i].subscribes++;
@@ -361,70 +288,20 @@ static void lc_sub_send(int i, const lc_sip_message *m)
 		lc_sub_status_set(i, "subscribing", NULL);
 	lock_release(&_lc_sub_sh->lock);
 
-	if(_lc_tmb->new_dlg_uac(&callid, &ftag, m->cseq, &furi, &turi, &dlg) < 0
-			|| dlg == NULL) {
-		LM_ERR("subscription to %s: cannot create the dialog\n", s->notifier);
-		goto failed;
-	}
-	if(m->to_tag.ptr && m->to_tag.len > 0) {
-		totag.s = (char *)m->to_tag.ptr;
-		totag.len = (int)m->to_tag.len;
-		if(shm_str_dup(&dlg->id.rem_tag, &totag) < 0)
-			goto failed;
-		dlg->state = DLG_CONFIRMED;
-	}
-	if(m->route.ptr && m->route.len > 0) {
-		/* the dialog's route set, as the machine keeps it (RFC 3261
-		 * §12.2.1.1); tm wants it parsed, in shared memory */
-		rr_t *rs = NULL;
-		int bad;
-		bad = parse_rr_body((char *)m->route.ptr, (int)m->route.len, &rs) < 0
-			  || shm_duplicate_rr(&dlg->route_set, rs) < 0;
-		if(rs)
-			free_rr(&rs);
-		if(bad) {
-			LM_ERR("subscription to %s: cannot use the route set %.*s\n",
-					s->notifier, (int)m->route.len, (const char *)m->route.ptr);
-			goto failed;
-		}
-	}
-	if(ruri.len > 0) {
-		/* the remote target: the notifier URI on a new subscription, the
-		 * Contact of its 200 / NOTIFYs inside the dialog */
-		if(shm_str_dup(&dlg->rem_target, &ruri) < 0)
-			goto failed;
-		if(_lc_tmb->calculate_hooks(dlg) < 0)
-			goto failed;
-	}
 	hdrs.len = snprintf(hbuf, sizeof(hbuf),
 			"Event: %.*s\r\nAccept: %.*s\r\nExpires: %lld\r\nContact: <%s>\r\n",
 			(int)m->event.len, m->event.ptr ? (char *)m->event.ptr : "",
 			(int)m->accept.len, m->accept.ptr ? (char *)m->accept.ptr : "",
 			expires, _lc_contact);
 	hdrs.s = hbuf;
-	set_uac_req(&uac_r, &method, &hdrs, NULL, dlg, TMCB_LOCAL_COMPLETED,
-			lc_sub_tm_cb, (void *)(((uintptr_t)i << 32) | m->cseq));
-	ret = _lc_tmb->t_uac(&uac_r);
-	_lc_tmb->free_dlg(dlg);
-	dlg = NULL;
-	if(ret < 0) {
-		LM_ERR("subscription to %s: tm could not send the SUBSCRIBE (%d)\n",
-				s->notifier, ret);
-		goto failed;
-	}
-	return;
-failed:
-	if(dlg)
-		_lc_tmb->free_dlg(dlg);
-	{
+	snprintf(who, sizeof(who), "subscription to %s", s->notifier);
+	if(lc_uac_send(&_lc_sub_owner, "SUBSCRIBE", m, &hdrs, NULL,
+			   ((uintptr_t)i << 32) | m->cseq, who)
+			< 0) {
 		/* as a 503: the state machine backs off and tries again */
 		lc_sip_message resp;
-		memset(&resp, 0, sizeof(resp));
-		resp.status = 503;
-		resp.method = LC_METHOD_SUBSCRIBE;
-		resp.call_id = m->call_id;
-		resp.cseq = m->cseq;
-		resp.expires = resp.min_expires = resp.retry_after = -1;
+		lc_uac_local_response(
+				&resp, 503, LC_METHOD_SUBSCRIBE, m->call_id, m->cseq);
 		lc_subscriber_handle_response(s->sub, lc_now_ns(), &resp);
 	}
 }
@@ -595,62 +472,57 @@ static int lc_sub_pick(const char *callid)
 	return 0; /* its machine answers 481 */
 }
 
-static void lc_sub_take(lc_sub_rec_t *rec)
+static void lc_sub_take(lc_rec_t *h, uint64_t now)
 {
 	static char out[LC_SUB_OUT_MAX];
+	lc_sub_rec_t *rec = (lc_sub_rec_t *)h;
 	size_t olen = 0;
 	lc_result r;
 	lc_sub_t *s;
 	int i;
-	uint64_t now = lc_now_ns();
 
-	switch(rec->kind) {
+	switch(h->kind) {
 		case LC_REC_NOTIFY:
 			i = lc_sub_pick(rec->callid);
 			s = &_lc_subs[i];
 			lock_get(&_lc_sub_sh->lock);
 			_lc_sub_sh->st[i].notifies++;
 			lock_release(&_lc_sub_sh->lock);
-			r = lc_subscriber_receive_wire(s->sub, now,
-					(const uint8_t *)rec->buf, rec->len, &_lc_wire,
-					(uint8_t *)out, sizeof(out), &olen);
+			r = lc_subscriber_receive_wire(s->sub, now, (const uint8_t *)h->buf,
+					h->len, &_lc_wire, (uint8_t *)out, sizeof(out), &olen);
 			if(r != LC_RESULT_OK) {
 				LM_WARN("subscription to %s: NOTIFY not taken: %s\n",
 						s->notifier, lc_result_text(r));
 			} else if(olen > 0) {
-				if(msg_send(&rec->dst, out, (int)olen) < 0)
+				if(msg_send(&h->dst, out, (int)olen) < 0)
 					LM_ERR("subscription to %s: cannot send the NOTIFY's "
 						   "answer\n",
 							s->notifier);
 			}
 			lc_sub_pump(i);
 			break;
-		case LC_REC_REPLY:
-			if(rec->sub < 0 || rec->sub >= _lc_sub_n)
+		case LC_REC_RESPONSE:
+			i = (int)(h->param >> 32);
+			if(i < 0 || i >= _lc_sub_n)
 				break;
-			i = rec->sub;
 			s = &_lc_subs[i];
 			lock_get(&_lc_sub_sh->lock);
 			_lc_sub_sh->st[i].responses++;
-			_lc_sub_sh->st[i].last_status = rec->status;
+			_lc_sub_sh->st[i].last_status = h->status;
 			lock_release(&_lc_sub_sh->lock);
-			if(rec->len > 0) {
+			if(h->len > 0) {
 				r = lc_subscriber_receive_wire(s->sub, now,
-						(const uint8_t *)rec->buf, rec->len, &_lc_wire,
+						(const uint8_t *)h->buf, h->len, &_lc_wire,
 						(uint8_t *)out, sizeof(out), &olen);
 				if(r != LC_RESULT_OK)
 					LM_WARN("subscription to %s: response not taken: %s\n",
 							s->notifier, lc_result_text(r));
-			} else if(rec->cseq == s->cseq) {
+			} else if((unsigned int)(h->param & 0xffffffffu) == s->cseq) {
 				/* tm's own final answer (408 on timeout) */
 				lc_sip_message resp;
-				memset(&resp, 0, sizeof(resp));
-				resp.status =
-						(uint16_t)(rec->status >= 300 ? rec->status : 408);
-				resp.method = LC_METHOD_SUBSCRIBE;
-				resp.call_id = lc_cs(s->call_id);
-				resp.cseq = rec->cseq;
-				resp.expires = resp.min_expires = resp.retry_after = -1;
+				lc_uac_local_response(&resp,
+						(uint16_t)(h->status >= 300 ? h->status : 408),
+						LC_METHOD_SUBSCRIBE, lc_cs(s->call_id), s->cseq);
 				lc_subscriber_handle_response(s->sub, now, &resp);
 			}
 			lc_sub_pump(i);
@@ -669,20 +541,23 @@ static void lc_sub_take(lc_sub_rec_t *rec)
 				lc_sub_pump(i);
 			}
 			break;
-		case LC_REC_SHUTDOWN:
-			for(i = 0; i < _lc_sub_n; i++) {
-				lc_subscriber_unsubscribe(_lc_subs[i].sub, now);
-				lc_sub_pump(i);
-			}
-			_lc_sub_sh->shutdown_done = 1;
-			break;
+	}
+}
+
+/* Kamailio stops: unsubscribe. */
+static void lc_sub_stop(uint64_t now)
+{
+	int i;
+
+	for(i = 0; i < _lc_sub_n; i++) {
+		lc_subscriber_unsubscribe(_lc_subs[i].sub, now);
+		lc_sub_pump(i);
 	}
 }
 
 static int lc_sub_owner_init(void)
 {
 	lc_subscriber_config c;
-	struct socket_info *si;
 	lc_result r;
 	uint64_t now = lc_now_ns();
 	int i;
@@ -690,13 +565,10 @@ static int lc_sub_owner_init(void)
 	_lc_sub_engine = lc_private_engine_new();
 	if(_lc_sub_engine == NULL)
 		return -1;
-	si = get_first_socket();
-	if(si == NULL) {
+	if(lc_owner_wire(&_lc_wire, _lc_sent_by, sizeof(_lc_sent_by)) < 0) {
 		LM_ERR("no listening socket for the subscriber's Contact\n");
 		return -1;
 	}
-	snprintf(_lc_sent_by, sizeof(_lc_sent_by), "%.*s:%d", si->address_str.len,
-			si->address_str.s, si->port_no);
 	if(lc_sub_contact && *lc_sub_contact)
 		snprintf(_lc_contact, sizeof(_lc_contact), "%s", lc_sub_contact);
 	else
@@ -707,8 +579,6 @@ static int lc_sub_owner_init(void)
 	lock_get(&_lc_sub_sh->lock);
 	snprintf(_lc_sub_sh->contact, LC_URI_MAX, "%s", _lc_contact);
 	lock_release(&_lc_sub_sh->lock);
-	_lc_wire.transport = lc_cs("UDP");
-	_lc_wire.sent_by = lc_cs(_lc_sent_by);
 	_lc_wire.contact = lc_cs(_lc_contact);
 	for(i = 0; i < _lc_sub_n; i++) {
 		lc_sub_t *s = &_lc_subs[i];
@@ -734,62 +604,35 @@ static int lc_sub_owner_init(void)
 		LM_INFO("subscribing to %s as %s (Contact %s)\n", s->notifier, _lc_from,
 				_lc_contact);
 	}
+	for(i = 0; i < _lc_sub_n; i++)
+		lc_sub_pump(i);
 	return 0;
 }
 
-/* lc_chan_serve's callback. */
-static void lc_sub_take_any(void *rec)
+/* Runs the machines' due timers; the next one (at the latest in 1 s). */
+static uint64_t lc_sub_tick(uint64_t now)
 {
-	lc_sub_take((lc_sub_rec_t *)rec);
-}
-
-static void lc_sub_owner_loop(void)
-{
-	uint64_t now, due, next;
+	uint64_t due, next = now + 1000000000ull;
 	int i;
 
-	for(i = 0; i < _lc_sub_n; i++)
-		lc_sub_pump(i);
-	for(;;) {
-		cfg_update();
-		now = lc_now_ns();
-		next = now + 1000000000ull;
-		for(i = 0; i < _lc_sub_n; i++) {
+	for(i = 0; i < _lc_sub_n; i++) {
+		if(lc_subscriber_poll_timeout(_lc_subs[i].sub, &due) != LC_RESULT_OK)
+			continue;
+		if(due <= now) {
+			lc_subscriber_handle_timeout(_lc_subs[i].sub, now);
+			lc_sub_pump(i);
 			if(lc_subscriber_poll_timeout(_lc_subs[i].sub, &due)
 					!= LC_RESULT_OK)
 				continue;
-			if(due <= now) {
-				lc_subscriber_handle_timeout(_lc_subs[i].sub, now);
-				lc_sub_pump(i);
-				if(lc_subscriber_poll_timeout(_lc_subs[i].sub, &due)
-						!= LC_RESULT_OK)
-					continue;
-			}
-			if(due < next)
-				next = due;
 		}
-		lc_chan_serve(_lc_chan[0], next, lc_sub_take_any);
+		if(due < next)
+			next = due;
 	}
-}
-
-/* Main process, before the children are killed: unsubscribe. */
-static void lc_sub_app_shutdown(void)
-{
-	lc_sub_rec_t *rec;
-
-	if(_lc_sub_sh && _lc_sub_sh->owner_pid > 0) {
-		rec = lc_sub_rec_new(LC_REC_SHUTDOWN, NULL, 0);
-		if(rec && lc_sub_hand(rec) == 0)
-			lc_wait_done(&_lc_sub_sh->shutdown_done);
-	}
-	if(_lc_prev_shutdown)
-		_lc_prev_shutdown();
+	return next;
 }
 
 int lc_sub_mod_init(struct tm_binds *tmb, int tm_loaded)
 {
-	sr_corecb_t *cb;
-
 	if(_lc_sub_n == 0)
 		return 0;
 	if(!tm_loaded) {
@@ -801,7 +644,6 @@ int lc_sub_mod_init(struct tm_binds *tmb, int tm_loaded)
 		LM_ERR("subscribe_expires must be > 0\n");
 		return -1;
 	}
-	_lc_tmb = tmb;
 	_lc_sub_sh = (lc_sub_shared_t *)shm_malloc(sizeof(lc_sub_shared_t));
 	if(_lc_sub_sh == NULL) {
 		SHM_MEM_ERROR;
@@ -815,43 +657,12 @@ int lc_sub_mod_init(struct tm_binds *tmb, int tm_loaded)
 		snprintf(_lc_sub_sh->st[i].state, 32, "starting");
 		_lc_sub_sh->st[i].version = -1;
 	}
-	if(lc_chan_open(_lc_chan) < 0)
-		return -1;
-	register_procs(1);
-	cfg_register_child(1);
-	cb = sr_corecb_get();
-	if(cb) {
-		_lc_prev_shutdown = cb->app_shutdown;
-		cb->app_shutdown = lc_sub_app_shutdown;
-	}
-	return 0;
+	return lc_owner_mod_init(&_lc_sub_owner, tmb);
 }
 
 int lc_sub_child_init(int rank)
 {
-	int pid;
-
-	if(_lc_sub_n == 0 || rank != PROC_MAIN)
-		return 0;
-	pid = fork_process(PROC_RPC, "loadctl subscriber", 1);
-	if(pid < 0)
-		return -1;
-	if(pid == 0) {
-		/* the owner */
-		if(cfg_child_init())
-			return -1;
-		/* [1] stays open: a tm callback that runs in this process (a
-		 * SUBSCRIBE tm fails at once) reaches the loop the same way */
-		_lc_sub_sh->owner_pid = getpid();
-		if(lc_sub_owner_init() < 0) {
-			LM_CRIT("the subscriber process cannot start\n");
-			_lc_sub_sh->owner_pid = 0;
-			return -1;
-		}
-		lc_sub_owner_loop();
-		return -1; /* not reached */
-	}
-	return 0;
+	return lc_owner_child_init(&_lc_sub_owner, rank);
 }
 
 void lc_sub_rpc_resubscribe(rpc_t *rpc, void *ctx)
@@ -860,7 +671,8 @@ void lc_sub_rpc_resubscribe(rpc_t *rpc, void *ctx)
 	lc_sub_rec_t *rec;
 	int i, which = -1;
 
-	if(_lc_sub_n == 0 || _lc_sub_sh == NULL || _lc_sub_sh->owner_pid <= 0) {
+	if(_lc_sub_n == 0 || _lc_sub_sh == NULL
+			|| lc_owner_pid(&_lc_sub_owner) <= 0) {
 		rpc->fault(ctx, 404, "no subscribe parameter (no subscriber)");
 		return;
 	}
@@ -875,13 +687,14 @@ void lc_sub_rpc_resubscribe(rpc_t *rpc, void *ctx)
 			return;
 		}
 	}
-	rec = lc_sub_rec_new(LC_REC_RESUBSCRIBE, NULL, 0);
+	rec = (lc_sub_rec_t *)lc_rec_new(
+			&_lc_sub_owner, LC_REC_RESUBSCRIBE, NULL, 0);
 	if(rec == NULL) {
 		rpc->fault(ctx, 500, "out of shared memory");
 		return;
 	}
 	rec->sub = which;
-	if(lc_sub_hand(rec) < 0) {
+	if(lc_owner_hand(&_lc_sub_owner, &rec->h) < 0) {
 		rpc->fault(ctx, 503, "the subscriber process is behind, try again");
 		return;
 	}
@@ -940,10 +753,9 @@ void lc_sub_rpc_list(rpc_t *rpc, void *ctx)
 		lock_release(&_lc_sub_sh->lock);
 	}
 	rpc->struct_add(top, "dsdJJ", "subscriber_pid",
-			_lc_sub_sh ? _lc_sub_sh->owner_pid : 0, "contact", contact,
-			"expires", lc_sub_expires, "handed",
-			_lc_sub_sh ? _lc_sub_sh->handed : 0ull, "channel_full",
-			_lc_sub_sh ? _lc_sub_sh->channel_full : 0ull);
+			lc_owner_pid(&_lc_sub_owner), "contact", contact, "expires",
+			lc_sub_expires, "handed", lc_owner_handed(&_lc_sub_owner),
+			"channel_full", lc_owner_channel_full(&_lc_sub_owner));
 	if(rpc->struct_add(top, "[", "subscriptions", &arr) < 0)
 		return;
 	for(i = 0; _lc_sub_sh && i < _lc_sub_n; i++) {
