@@ -15,8 +15,8 @@
  * - SIP worker, lc_handle_subscribe(): copies the SUBSCRIBE (bytes, where it
  *   came from, Call-ID + CSeq + branch) into shm and hands the pointer to the
  *   owner through the channel.
- * - SIP worker, lc_observe(): adds one to the subscriber's slot (an atomic
- *   add; slots are created by the owner only, so workers only read the table).
+ * - SIP worker, lc_observe(): adds one to the subscriber's slot
+ *   (lc_demand.c).
  * - any process, tm's TMCB_LOCAL_COMPLETED callback: copies the final
  *   response to a NOTIFY into shm and hands it over.
  * - the owner: the only caller of lc_notifier_*. It answers each SUBSCRIBE
@@ -38,7 +38,6 @@
 #include "../../core/locking.h"
 #include "../../core/mem/mem.h"
 #include "../../core/mem/shm_mem.h"
-#include "../../core/ip_addr.h"
 #include "../../core/forward.h"
 #include "../../core/parser/msg_parser.h"
 #include "../../core/parser/parse_cseq.h"
@@ -46,6 +45,7 @@
 #include "lc_shared.h"
 #include "lc_owner.h"
 #include "lc_uac.h"
+#include "lc_demand.h"
 #include "lc_mod.h"
 #include "lc_notify.h"
 
@@ -94,32 +94,13 @@ typedef struct lc_ntf_rec
 	char key[LC_NTF_KEY_MAX]; /* SUBSCRIBE: Call-ID, CSeq, branch */
 } lc_ntf_rec_t;
 
-/* One subscriber: written by the owner (uri and address before nslots
- * grows; the status under the lock), counted by the workers. */
-typedef struct lc_ntf_slot
-{
-	char uri[LC_NTF_URI_MAX];
-	struct ip_addr ip;
-	unsigned short port;
-	int has_addr;
-	volatile unsigned long long count;
-	/* when the last one was counted (CLOCK_MONOTONIC), so the owner measures
-	 * rates over the requests' own span, not its 100 ms sweeps */
-	volatile unsigned long long last_ns;
-	int active; /* its live subscriptions (several while an edge re-subscribes) */
-	long long usage_milli, target_milli, in_force_milli; /* -1: none */
-	int constrained;
-} lc_ntf_slot_t;
-
 typedef struct lc_ntf_shared
 {
 	gen_lock_t lock;
-	volatile int nslots;
-	lc_ntf_slot_t slot[LC_MAX_NOTIFY_SLOTS];
 	char mode[16];
 	lc_ntf_txn_t txn[LC_NTF_TXNS];
 	unsigned long long subscribes, retransmissions, refused, notifies,
-			responses, send_errors, unknown_observations;
+			responses, send_errors;
 } lc_ntf_shared_t;
 
 static lc_ntf_shared_t *_lc_ntf_sh = NULL;
@@ -160,7 +141,6 @@ static lc_sip_wire _lc_ntf_wire;
 static char _lc_ntf_sent_by[128];
 static lc_ntf_cached_t _lc_ntf_cache[LC_NTF_CACHE];
 static int _lc_ntf_cache_next = 0;
-static unsigned long long _lc_ntf_seen[LC_MAX_NOTIFY_SLOTS];
 static int _lc_ntf_txn_next = 0;
 static unsigned int _lc_ntf_txn_seq = 0;
 /* When the owner next reads the observation slots. */
@@ -278,115 +258,7 @@ int lc_ntf_handle_subscribe(sip_msg_t *msg)
 	return lc_owner_hand_request(&_lc_ntf_owner, msg, (lc_rec_t *)rec);
 }
 
-int lc_ntf_observe(sip_msg_t *msg, str *subscriber)
-{
-	int i, n;
-
-	if(_lc_ntf_sh == NULL)
-		return -1;
-	n = _lc_ntf_sh->nslots;
-	__sync_synchronize();
-	for(i = 0; i < n; i++) {
-		lc_ntf_slot_t *s = &_lc_ntf_sh->slot[i];
-		int hit;
-		if(subscriber)
-			hit = (int)strlen(s->uri) == subscriber->len
-				  && strncasecmp(s->uri, subscriber->s, subscriber->len) == 0;
-		else
-			hit = s->active && s->has_addr && s->port == msg->rcv.src_port
-				  && ip_addr_cmp(&s->ip, &msg->rcv.src_ip);
-		if(hit) {
-			s->last_ns = lc_now_ns();
-			__sync_fetch_and_add(&s->count, 1ull);
-			return 1;
-		}
-	}
-	__sync_fetch_and_add(&_lc_ntf_sh->unknown_observations, 1ull);
-	return -1;
-}
-
 /* ---- the owner ---- */
-
-/* The slot of `uri`, -1 when it has none. */
-static int lc_ntf_find(const char *uri, size_t len)
-{
-	int i, n = _lc_ntf_sh->nslots;
-
-	for(i = 0; i < n; i++) {
-		lc_ntf_slot_t *s = &_lc_ntf_sh->slot[i];
-		if(strlen(s->uri) == len && strncasecmp(s->uri, uri, len) == 0)
-			return i;
-	}
-	return -1;
-}
-
-/* The slot of `uri`, created (with `dst` as its address, when given) if
- * new; -1 when the table is full. */
-static int lc_ntf_slot(const char *uri, size_t len, struct dest_info *dst)
-{
-	int i, n = _lc_ntf_sh->nslots;
-	lc_ntf_slot_t *s;
-
-	for(i = 0; i < n; i++) {
-		s = &_lc_ntf_sh->slot[i];
-		if(strlen(s->uri) == len && strncasecmp(s->uri, uri, len) == 0)
-			break;
-	}
-	if(i == n) {
-		if(n >= LC_MAX_NOTIFY_SLOTS || len >= LC_NTF_URI_MAX) {
-			LM_ERR("no slot for subscriber %.*s (at most %d)\n", (int)len, uri,
-					LC_MAX_NOTIFY_SLOTS);
-			return -1;
-		}
-		s = &_lc_ntf_sh->slot[n];
-		memset(s, 0, sizeof(*s));
-		memcpy(s->uri, uri, len);
-		s->uri[len] = '\0';
-		s->usage_milli = s->target_milli = s->in_force_milli = -1;
-		_lc_ntf_seen[n] = 0;
-		__sync_synchronize();
-		_lc_ntf_sh->nslots = n + 1;
-	}
-	s = &_lc_ntf_sh->slot[i];
-	if(dst) {
-		/* the address a re-SUBSCRIBE came from replaces the old one; the
-		 * workers may read it meanwhile (at worst one count is missed) */
-		su2ip_addr(&s->ip, &dst->to);
-		s->port = su_getport(&dst->to);
-		__sync_synchronize();
-		s->has_addr = 1;
-	}
-	return i;
-}
-
-/* Copies the allocation's view of each subscriber into its slot. */
-static void lc_ntf_status(void)
-{
-	lc_share sh;
-	size_t i;
-	int k;
-
-	lock_get(&_lc_ntf_sh->lock);
-	for(k = 0; k < _lc_ntf_sh->nslots; k++)
-		_lc_ntf_sh->slot[k].target_milli = _lc_ntf_sh->slot[k].in_force_milli =
-				_lc_ntf_sh->slot[k].usage_milli = -1;
-	lock_release(&_lc_ntf_sh->lock);
-	for(i = 0; lc_notifier_share(_lc_n, i, &sh) == LC_RESULT_OK; i++) {
-		k = lc_ntf_find((const char *)sh.subscriber.ptr, sh.subscriber.len);
-		if(k < 0)
-			continue;
-		lock_get(&_lc_ntf_sh->lock);
-		_lc_ntf_sh->slot[k].usage_milli = sh.usage_milli == UINT64_MAX
-													  ? -1
-													  : (long long)sh.usage_milli;
-		_lc_ntf_sh->slot[k].target_milli = (long long)sh.target_milli;
-		_lc_ntf_sh->slot[k].in_force_milli =
-				sh.in_force_milli == UINT64_MAX ? -1
-												: (long long)sh.in_force_milli;
-		_lc_ntf_sh->slot[k].constrained = sh.constrained;
-		lock_release(&_lc_ntf_sh->lock);
-	}
-}
 
 /* A final response to a NOTIFY that never left: the notifier ends that
  * subscription (as RFC 6665 §4.2.2 says of an error response). */
@@ -457,7 +329,7 @@ static void lc_ntf_pump(struct dest_info *dst)
 {
 	lc_sip_message m;
 	lc_notifier_event ev;
-	int round, k;
+	int round;
 	const char *sp;
 
 	for(round = 0; round < 8; round++) {
@@ -477,15 +349,10 @@ static void lc_ntf_pump(struct dest_info *dst)
 			case LC_NOTIFIER_EVENT_KIND_SUBSCRIBED:
 				LM_INFO("notifier: %.*s subscribed for %llu s\n", tl, t,
 						(unsigned long long)ev.number);
-				k = lc_ntf_slot(t, (size_t)tl, dst);
-				if(k >= 0) {
-					lock_get(&_lc_ntf_sh->lock);
-					_lc_ntf_sh->slot[k].active++;
-					lock_release(&_lc_ntf_sh->lock);
-				}
+				lc_demand_subscription(t, (size_t)tl, dst, 1);
 				break;
 			case LC_NOTIFIER_EVENT_KIND_REFRESHED:
-				lc_ntf_slot(t, (size_t)tl, dst);
+				lc_demand_subscription(t, (size_t)tl, dst, 0);
 				break;
 			case LC_NOTIFIER_EVENT_KIND_REFUSED:
 				__sync_fetch_and_add(&_lc_ntf_sh->refused, 1ull);
@@ -496,19 +363,14 @@ static void lc_ntf_pump(struct dest_info *dst)
 				/* "URI reason" */
 				LM_INFO("notifier: subscription ended: %.*s\n", tl, t);
 				sp = memchr(t, ' ', (size_t)tl);
-				k = lc_ntf_find(t, sp ? (size_t)(sp - t) : (size_t)tl);
-				if(k >= 0) {
-					lock_get(&_lc_ntf_sh->lock);
-					if(_lc_ntf_sh->slot[k].active > 0)
-						_lc_ntf_sh->slot[k].active--;
-					lock_release(&_lc_ntf_sh->lock);
-				}
+				lc_demand_subscription(
+						t, sp ? (size_t)(sp - t) : (size_t)tl, NULL, -1);
 				break;
 			default:
 				break;
 		}
 	}
-	lc_ntf_status();
+	lc_demand_shares(_lc_n);
 }
 
 static void lc_ntf_take_subscribe(lc_ntf_rec_t *rec, uint64_t now)
@@ -629,27 +491,6 @@ static void lc_ntf_stop(uint64_t now)
 	lc_ntf_pump(NULL);
 }
 
-/* Feeds the counts the workers added since the last sweep. */
-static void lc_ntf_sweep(uint64_t now)
-{
-	int i, n = _lc_ntf_sh->nslots;
-
-	for(i = 0; i < n; i++) {
-		lc_ntf_slot_t *s = &_lc_ntf_sh->slot[i];
-		unsigned long long c = s->count;
-		unsigned long long at = s->last_ns;
-		if(c == _lc_ntf_seen[i])
-			continue;
-		if(at == 0 || at > now)
-			at = now;
-		if(lc_notifier_observe(_lc_n, at, lc_cs(s->uri), c - _lc_ntf_seen[i])
-				!= LC_RESULT_OK)
-			__sync_fetch_and_add(&_lc_ntf_sh->unknown_observations,
-					c - _lc_ntf_seen[i]);
-		_lc_ntf_seen[i] = c;
-	}
-}
-
 static int lc_ntf_owner_init(void)
 {
 	char err[512];
@@ -689,12 +530,12 @@ static uint64_t lc_ntf_tick(uint64_t now)
 	uint64_t due, next;
 
 	if(now >= _lc_ntf_sweep_at) {
-		lc_ntf_sweep(now);
+		lc_demand_feed(_lc_n, now);
 		_lc_ntf_sweep_at = now + LC_NTF_SWEEP_NS;
 	}
 	if(lc_notifier_poll_timeout(_lc_n, &due) == LC_RESULT_OK && due <= now) {
 		/* the counts so far belong to the period that ends now */
-		lc_ntf_sweep(now);
+		lc_demand_feed(_lc_n, now);
 		lc_notifier_handle_timeout(_lc_n, now);
 		lc_ntf_pump(NULL);
 	}
@@ -783,6 +624,8 @@ int lc_ntf_mod_init(struct tm_binds *tmb, int tm_loaded)
 	if(lock_init(&_lc_ntf_sh->lock) == NULL)
 		return -1;
 	snprintf(_lc_ntf_sh->mode, sizeof(_lc_ntf_sh->mode), "none");
+	if(lc_demand_init() < 0)
+		return -1;
 	return lc_owner_mod_init(&_lc_ntf_owner, tmb);
 }
 
@@ -795,11 +638,8 @@ int lc_ntf_child_init(int rank)
 
 void lc_ntf_rpc_list(rpc_t *rpc, void *ctx)
 {
-	void *top, *arr, *st;
-	lc_ntf_slot_t copy;
+	void *top, *arr;
 	char mode[16];
-	char addr[128];
-	int i, n;
 
 	if(_lc_ntf_sh == NULL) {
 		rpc->fault(ctx, 500, "the notifier role is off (notifier_uri)");
@@ -817,31 +657,10 @@ void lc_ntf_rpc_list(rpc_t *rpc, void *ctx)
 			_lc_ntf_sh->refused, "notifies", _lc_ntf_sh->notifies, "responses",
 			_lc_ntf_sh->responses, "send_errors", _lc_ntf_sh->send_errors,
 			"channel_full", lc_owner_channel_full(&_lc_ntf_owner),
-			"unknown_observations", _lc_ntf_sh->unknown_observations);
+			"unknown_observations", lc_demand_unknown());
 	if(rpc->struct_add(top, "[", "subscribers", &arr) < 0)
 		return;
-	n = _lc_ntf_sh->nslots;
-	for(i = 0; i < n; i++) {
-		lock_get(&_lc_ntf_sh->lock);
-		copy = _lc_ntf_sh->slot[i];
-		lock_release(&_lc_ntf_sh->lock);
-		addr[0] = '\0';
-		if(copy.has_addr)
-			snprintf(addr, sizeof(addr), "%s:%u", ip_addr2a(&copy.ip),
-					(unsigned)copy.port);
-		if(rpc->array_add(arr, "{", &st) < 0)
-			return;
-		rpc->struct_add(st, "ssdJ", "subscriber", copy.uri, "address", addr,
-				"active", copy.active, "observed", copy.count);
-		rpc->struct_add(st, "fffd", "demand",
-				copy.usage_milli < 0 ? -1.0 : (double)copy.usage_milli / 1000.0,
-				"target",
-				copy.target_milli < 0 ? -1.0 : (double)copy.target_milli / 1000.0,
-				"share",
-				copy.in_force_milli < 0 ? -1.0
-										: (double)copy.in_force_milli / 1000.0,
-				"constrained", copy.constrained);
-	}
+	lc_demand_rpc(rpc, arr);
 }
 
 

@@ -26,11 +26,8 @@
  *
  * Policies: `notifier_policy_file` (every subscriber) or
  * `notifier_capacity_file` (a template rule whose <rate> is shared among the
- * subscribers by demand), replaced over RPC. Demand comes from lc_observe():
- * each call counts one request of the shared class for a subscriber — the one
- * whose SUBSCRIBE came from the request's source address, or the one named —
- * in a shared-memory slot; the owner reads the slots every 100 ms and feeds
- * the counts to lc_notifier_observe.
+ * subscribers by demand), replaced over RPC. Demand comes from lc_observe()
+ * (lc_demand.h).
  */
 
 #ifndef _LOADCTL_NOTIFY_H_
@@ -39,9 +36,6 @@
 #include "../../core/parser/msg_parser.h"
 #include "../../core/rpc.h"
 #include "../../modules/tm/tm_load.h"
-
-/* Most subscribers one notifier keeps slots for. */
-#define LC_MAX_NOTIFY_SLOTS 64
 
 extern char *lc_ntf_uri;
 extern char *lc_ntf_allow;
@@ -58,8 +52,6 @@ int lc_ntf_mod_init(struct tm_binds *tmb, int tm_loaded);
 int lc_ntf_child_init(int rank);
 /* lc_handle_subscribe(): hands the SUBSCRIBE to the owner (which answers). */
 int lc_ntf_handle_subscribe(sip_msg_t *msg);
-/* lc_observe([subscriber]): counts one request of the shared class. */
-int lc_ntf_observe(sip_msg_t *msg, str *subscriber);
 /* loadctl.notifier, loadctl.notifier_policy, loadctl.notifier_capacity */
 void lc_ntf_rpc_list(rpc_t *rpc, void *ctx);
 void lc_ntf_rpc_policy(rpc_t *rpc, void *ctx);

@@ -36,6 +36,7 @@
 #include "lc_shared.h"
 #include "lc_subscribe.h"
 #include "lc_notify.h"
+#include "lc_demand.h"
 #include "lc_oc.h"
 #include "lc_mod.h"
 #include "lc_stats.h"
@@ -274,12 +275,12 @@ static int w_lc_handle_subscribe(sip_msg_t *msg, char *p1, char *p2)
 
 static int ki_lc_observe(sip_msg_t *msg)
 {
-	return lc_ntf_observe(msg, NULL);
+	return lc_demand_count(msg, NULL);
 }
 
 static int ki_lc_observe_uri(sip_msg_t *msg, str *subscriber)
 {
-	return lc_ntf_observe(msg, subscriber);
+	return lc_demand_count(msg, subscriber);
 }
 
 static int w_lc_observe0(sip_msg_t *msg, char *p1, char *p2)
