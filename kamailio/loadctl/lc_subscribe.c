@@ -53,6 +53,7 @@
 #include "lc_owner.h"
 #include "lc_uac.h"
 #include "lc_mod.h"
+#include "lc_sub_event.h"
 #include "lc_subscribe.h"
 
 #define LC_URI_MAX 256
@@ -306,43 +307,6 @@ static void lc_sub_send(int i, const lc_sip_message *m)
 	}
 }
 
-static const char *lc_sub_event_name(lc_subscriber_event_kind k)
-{
-	switch(k) {
-		case LC_SUBSCRIBER_EVENT_KIND_SUBSCRIBED:
-			return "subscribed (seconds)";
-		case LC_SUBSCRIBER_EVENT_KIND_PENDING:
-			return "pending";
-		case LC_SUBSCRIBER_EVENT_KIND_POLICY_APPLIED:
-			return "policy applied (version)";
-		case LC_SUBSCRIBER_EVENT_KIND_POLICY_WITHDRAWN:
-			return "policy withdrawn";
-		case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_IGNORED:
-			return "document ignored (version)";
-		case LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT:
-			return "invalid document, policy kept";
-		case LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED:
-			return "document refused by the engine";
-		case LC_SUBSCRIBER_EVENT_KIND_UNKNOWN_BODY:
-			return "unknown body discarded";
-		case LC_SUBSCRIBER_EVENT_KIND_REDIRECT_OUTSIDE_ALLOW_LIST:
-			return "redirect outside the allow-list";
-		case LC_SUBSCRIBER_EVENT_KIND_NOTIFY_REJECTED:
-			return "NOTIFY rejected (status)";
-		case LC_SUBSCRIBER_EVENT_KIND_RETRYING:
-			return "retrying";
-		case LC_SUBSCRIBER_EVENT_KIND_LAPSED:
-			return "subscription lapsed";
-		case LC_SUBSCRIBER_EVENT_KIND_STOPPED:
-			return "subscription stopped";
-		case LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS:
-			return "document warnings (version)";
-		case LC_SUBSCRIBER_EVENT_KIND_NOTHING_TO_UPDATE:
-			return "NOTIFY without body, policy kept";
-	}
-	return "event";
-}
-
 /* Sends what the machine queued, then takes its events. */
 static void lc_sub_pump(int i)
 {
@@ -351,49 +315,18 @@ static void lc_sub_pump(int i)
 	lc_subscriber_event ev;
 	struct timespec wall;
 	char line[1024];
-	char detail[768];
-	size_t dl, k;
 	int sync = 0;
 
 	while(lc_subscriber_poll_transmit(s->sub, &m) == LC_RESULT_OK)
 		lc_sub_send(i, &m);
 	while(lc_subscriber_poll_event(s->sub, &ev) == LC_RESULT_OK) {
 		lc_sub_status_t *st = &_lc_sub_sh->st[i];
-		const char *what = lc_sub_event_name(ev.kind);
 		const char *state = NULL;
 
-		/* the notifier that sent a document, then the text on one line
-		 * (warnings come one per line) */
-		dl = 0;
-		if(ev.notifier.ptr) {
-			int w = snprintf(detail, sizeof(detail), "from %.*s: ",
-					(int)ev.notifier.len, (const char *)ev.notifier.ptr);
-			dl = w < 0 ? 0
-					   : ((size_t)w < sizeof(detail) ? (size_t)w
-													 : sizeof(detail) - 1);
-		}
-		for(k = 0; ev.text.ptr && k < ev.text.len && dl + 3 < sizeof(detail);
-				k++) {
-			if(ev.text.ptr[k] == '\n') {
-				detail[dl++] = ';';
-				detail[dl++] = ' ';
-			} else {
-				detail[dl++] = (char)ev.text.ptr[k];
-			}
-		}
-		detail[dl] = '\0';
-		if(ev.number == LC_VERSION_UNKNOWN
-				&& ev.kind == LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT)
-			snprintf(line, sizeof(line), "%s (version unknown) 0 %s", what,
-					detail);
-		else
-			snprintf(line, sizeof(line), "%s %llu %s", what,
-					(unsigned long long)ev.number, detail);
+		lc_sub_event_line(&ev, line, sizeof(line));
 		/* wall-clock time, to line the log up with the SIP peers' traces */
 		clock_gettime(CLOCK_REALTIME, &wall);
-		if(ev.kind == LC_SUBSCRIBER_EVENT_KIND_INVALID_DOCUMENT
-				|| ev.kind == LC_SUBSCRIBER_EVENT_KIND_APPLY_FAILED
-				|| ev.kind == LC_SUBSCRIBER_EVENT_KIND_DOCUMENT_WARNINGS)
+		if(lc_sub_event_warns(ev.kind))
 			LM_WARN("subscription to %s at %lld.%06ld: %s\n", s->notifier,
 					(long long)wall.tv_sec, wall.tv_nsec / 1000, line);
 		else
