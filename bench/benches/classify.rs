@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use loadctl::engine::{Engine, EngineConfig, Time};
+use loadctl::runtime::{Engine, EngineConfig, Time};
 use loadctl_bench::naive::NaiveEvaluator;
 use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests};
 

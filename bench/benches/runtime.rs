@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use loadctl::engine::{CellTable, Engine, EngineConfig, RuleCell, Source};
 use loadctl::policy::{Change, Limit, Rate, Ruleset};
+use loadctl::runtime::{CellTable, Engine, EngineConfig, RuleCell, Source};
 use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests};
 
 struct Run {

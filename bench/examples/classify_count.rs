@@ -11,7 +11,7 @@
 
 use std::hint::black_box;
 
-use loadctl::engine::{Engine, EngineConfig, Shard, Source, Time};
+use loadctl::runtime::{Engine, EngineConfig, Shard, Source, Time};
 use loadctl_bench::peers::floor;
 use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests, small_policy};
 
@@ -26,7 +26,7 @@ fn classify_loop(shard: &mut Shard, mix: &[OwnedRequest], n: usize) -> u64 {
             unix_ns: WALL,
         };
         let d = shard.classify(&mix[i % mix.len()].as_request(t));
-        accepted += u64::from(d.verdict == loadctl::engine::Verdict::Accept);
+        accepted += u64::from(d.verdict == loadctl::runtime::Verdict::Accept);
     }
     accepted
 }

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use governor::{Quota, RateLimiter};
 use loadctl::clock::{Clock, SystemClock};
-use loadctl::engine::{Engine, EngineConfig, Source, Time};
 use loadctl::policy::{self, Change, Limits, Ruleset};
+use loadctl::runtime::{Engine, EngineConfig, Source, Time};
 use loadctl_bench::machine::{CpuTimes, Machine};
 use loadctl_bench::naive::NaiveEvaluator;
 use loadctl_bench::naive::RateGate;

@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use loadctl::engine::{Exemptions, Request, Time, Verdict};
 use loadctl::policy::{
     AltAction, Except, ExceptTel, Field, Identity, Rule, Ruleset, TelPrefix, Uri,
 };
+use loadctl::runtime::{Exemptions, Request, Time, Verdict};
 use loadctl::uri::{self, UriRef};
 
 /// A canonical URI as owned strings.
@@ -264,7 +264,7 @@ impl NaiveEvaluator {
 mod tests {
     use super::*;
     use crate::workload::{carrier_policy, requests};
-    use loadctl::engine::{Engine, EngineConfig};
+    use loadctl::runtime::{Engine, EngineConfig};
 
     #[test]
     fn naive_and_engine_agree_on_the_standard_workload() {

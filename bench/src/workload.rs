@@ -252,7 +252,7 @@ pub struct OwnedRequest {
     /// Outside a dialog.
     pub initial: bool,
     /// Transport.
-    pub transport: loadctl::engine::Transport,
+    pub transport: loadctl::runtime::Transport,
 }
 
 impl OwnedRequest {
@@ -278,8 +278,8 @@ impl OwnedRequest {
     }
 
     /// Borrowed view for the engine, at time `time`.
-    pub fn as_request(&self, time: loadctl::engine::Time) -> loadctl::engine::Request<'_> {
-        loadctl::engine::Request {
+    pub fn as_request(&self, time: loadctl::runtime::Time) -> loadctl::runtime::Request<'_> {
+        loadctl::runtime::Request {
             method: self.method,
             identities: loadctl::compile::Identities {
                 from: Some(&self.from),
@@ -361,9 +361,9 @@ pub fn requests(policy: &Ruleset, n: usize, seed: u64) -> Vec<OwnedRequest> {
                     .then(|| format!("sip:sbc{}.example.com", rng.below(8))),
                 initial: true,
                 transport: if rng.chance(70) {
-                    loadctl::engine::Transport::Udp
+                    loadctl::runtime::Transport::Udp
                 } else {
-                    loadctl::engine::Transport::Tcp
+                    loadctl::runtime::Transport::Tcp
                 },
             };
             if kind < 60 && !rules.is_empty() {

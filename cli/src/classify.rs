@@ -15,7 +15,7 @@ use std::collections::BinaryHeap;
 use std::io::{BufRead, Write};
 
 use loadctl::compile::Identities;
-use loadctl::engine::{Exemptions, Request, Ticket, Time, Transport, Verdict};
+use loadctl::runtime::{Exemptions, Request, Ticket, Time, Transport, Verdict};
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use loadctl::engine::{Engine, EngineConfig, EngineStats, RuleRow, Source, Ticket, Time};
 use loadctl::policy::{self, Change, Limit, Limits, Rate, Rule, Ruleset};
+use loadctl::runtime::{Engine, EngineConfig, EngineStats, RuleRow, Source, Ticket, Time};
 use loadctl_bench::workload::requests;
 
 /// Options of the demo.

@@ -1,8 +1,8 @@
 //! `loadctl explain`: for a person, how one request is classified and why.
 
 use loadctl::compile::{CompiledPolicy, Identities, Miss, Scratch, compile, describe_canonical};
-use loadctl::engine::{Exemptions, Request, Time, Transport};
 use loadctl::policy::Ruleset;
+use loadctl::runtime::{Exemptions, Request, Time, Transport};
 use loadctl::uri::{SipUserNumbers, UriRef, header_uris, parse, unread_number};
 
 /// The request as given on the command line.

@@ -223,7 +223,7 @@ struct NumberFlag {
 }
 
 impl ExemptionFlags {
-    fn exemptions(&self) -> Result<loadctl::engine::Exemptions, u8> {
+    fn exemptions(&self) -> Result<loadctl::runtime::Exemptions, u8> {
         policy_file::exemptions(
             self.no_emergency_exempt,
             self.priority_namespaces.as_deref(),

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use loadctl::compile::{CompileConfig, CompiledPolicy, compile};
-use loadctl::engine::{Engine, EngineConfig, Exemptions, Shard};
 use loadctl::policy::{self, Limits, Ruleset};
+use loadctl::runtime::{Engine, EngineConfig, Exemptions, Shard};
 use loadctl::uri::SipUserNumbers;
 
 /// Reads, validates and compiles a full policy, SIP user parts read as `numbers` says; on

@@ -19,7 +19,7 @@ pub trait Clock: Send + Sync + Debug {
 /// few milliseconds) and the system's real-time clock. Never the TSC.
 ///
 /// Its monotonic time counts from the host's boot, not from the clock's creation, so engines
-/// in different processes read the same time — which engines sharing a [`crate::engine::CellTable`]
+/// in different processes read the same time — which engines sharing a [`crate::runtime::CellTable`]
 /// need (their rate cells hold absolute times).
 #[derive(Debug, Default)]
 pub struct SystemClock {

@@ -9,8 +9,8 @@
 //!   (the `loadctl-policy` crate).
 //! - [`uri`]: SIP / tel URI views and canonical comparison (from the `loadctl-sip` crate).
 //! - [`compile`]: policy → immutable, indexed [`compile::CompiledPolicy`].
-//! - [`engine`]: the multi-core runtime — [`engine::Engine`] publishes snapshots (RCU), each
-//!   worker's [`engine::Shard`] classifies with its own limiter state; requests, decisions, stats.
+//! - [`runtime`]: the multi-core runtime — [`Engine`] publishes snapshots (RCU), each
+//!   worker's [`Shard`] classifies with its own limiter state; requests, decisions, stats.
 //! - [`sip`]: zero-copy scanner for the fields of a raw SIP request, and the Via reader (the
 //!   `loadctl-sip` crate).
 //! - [`overload`]: feedback overload control, RFC 7339 (loss) and RFC 7415 (rate), client and server.
@@ -28,16 +28,16 @@
 // The types a first program uses, at the root: an engine, its shards, the request and the
 // decision, a policy's source and document (see README.md's Rust sample).
 pub use compile::Identities;
-pub use engine::{
+pub use policy::{PolicyError, Ruleset};
+pub use runtime::{
     Decision, Engine, EngineConfig, PublishError, Request, Shard, Source, Time, Transport, Verdict,
 };
-pub use policy::{PolicyError, Ruleset};
 
 pub mod clock;
 pub mod compile;
-pub mod engine;
 pub mod event;
 mod hash;
+pub mod runtime;
 // The limiters' arithmetic (GCRA, percent gate), for the cells and shards and for the bench's
 // naive peer: not API.
 #[doc(hidden)]

@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use loadctl::engine::Time;
+use loadctl::runtime::Time;
 use loadctl_bench::workload::{OwnedRequest, carrier_policy, requests};
 use loadctl_ffi::engine::{lc_engine, lc_engine_free, lc_engine_new, lc_engine_publish};
 use loadctl_ffi::worker::*;

@@ -11,7 +11,7 @@
 
 use std::ffi::c_void;
 
-use loadctl::engine::{CellTable, CellTableError, Engine, RuleCell};
+use loadctl::runtime::{CellTable, CellTableError, Engine, RuleCell};
 
 use crate::engine::{lc_engine, lc_engine_config, new_engine};
 use crate::{Code, boundary, lc_result};

@@ -3,8 +3,8 @@
 use std::ffi::c_void;
 use std::time::Duration;
 
-use loadctl::engine::{Engine, EngineConfig, EngineStats, PublishError, Source};
 use loadctl::policy::{self, AltAction, Limit, MergeError, Uri};
+use loadctl::runtime::{Engine, EngineConfig, EngineStats, PublishError, Source};
 use loadctl::uri::SipUserNumbers;
 
 use crate::worker::{LC_VERDICT_DROP, LC_VERDICT_REDIRECT, LC_VERDICT_REJECT, lc_verdict};
@@ -1155,7 +1155,7 @@ mod tests {
     fn the_default_namespaces_are_the_engines() {
         assert_eq!(
             namespaces(DEFAULT_NAMESPACES.as_bytes()),
-            Ok(loadctl::engine::Exemptions::default().resource_priority)
+            Ok(loadctl::runtime::Exemptions::default().resource_priority)
         );
     }
 

@@ -8,7 +8,7 @@
 //! Publishing from another thread never invalidates them by itself. Copy what you keep longer.
 
 use loadctl::compile::Identities;
-use loadctl::engine::{Decision, ExemptReason, Request, Shard, Ticket, Time, Transport, Verdict};
+use loadctl::runtime::{Decision, ExemptReason, Request, Shard, Ticket, Time, Transport, Verdict};
 use loadctl::sip::{self, SipError};
 
 use crate::abi::FromC;

@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use loadctl::engine::{Engine, EngineConfig, Request, Time, Transport, Verdict};
+use loadctl::runtime::{Engine, EngineConfig, Request, Time, Transport, Verdict};
 use loadctl::policy::{Limits, read};
 use loadctl::sip::scan;
 

@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
-use loadctl::engine::{Engine, EngineConfig};
+use loadctl::runtime::{Engine, EngineConfig};
 use loadctl::event::subscriber::{Subscriber, SubscriberConfig};
 use loadctl::event::{Method, NameAddr, Request, Response};
 use loadctl::policy::Uri;

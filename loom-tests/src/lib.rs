@@ -28,8 +28,8 @@
 #![forbid(unsafe_code)]
 
 use loadctl::compile::Identities;
-use loadctl::engine::{Request, Time, Transport};
 use loadctl::policy::{Limits, Ruleset, read};
+use loadctl::runtime::{Request, Time, Transport};
 
 const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" \
                   xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";

@@ -9,10 +9,10 @@
 //! says when.
 
 use loadctl::compile::Identities;
-use loadctl::engine::Source;
+use loadctl::runtime::Source;
 
 use crate::Workload;
-use loadctl::engine::{Engine, EngineConfig, Request, Shard, Time, Transport, Verdict};
+use loadctl::runtime::{Engine, EngineConfig, Request, Shard, Time, Transport, Verdict};
 
 /// The wall clock the simulated day starts at (validity periods are not used here).
 const UNIX_ORIGIN_NS: i128 = 1_796_000_000_000_000_000;

@@ -1,7 +1,7 @@
 //! Policy → immutable [`CompiledPolicy`]: canonical identities, indexes, and the rule checks.
 //!
 //! This module owns *matching*: deciding which rule, if any, a request falls under. It knows
-//! nothing of limiter state (a [`crate::engine::Shard`] owns that), so one compiled policy is
+//! nothing of limiter state (a [`crate::runtime::Shard`] owns that), so one compiled policy is
 //! shared read-only by every shard.
 //!
 //! # How a request finds its rule

@@ -10,7 +10,7 @@
 //! timeout after [`TRANSACTION_TIMEOUT_NS`]).
 //!
 //! - [`subscriber::Subscriber`]: the upstream server that receives policies and applies them to
-//!   an [`crate::engine::Engine`] as one source.
+//!   an [`crate::runtime::Engine`] as one source.
 //! - [`notifier::Notifier`]: the overloaded or protected server that pushes policies.
 //! - [`allocator`]: max-min fair shares of a capacity among several subscribers.
 //! - [`wire`]: the package's messages as SIP text and back, for callers without a SIP stack.
@@ -20,7 +20,7 @@
 //! the [`Request`]s and [`Response`]s into messages on the wire and back.
 //!
 //! ```
-//! use loadctl::engine::{Engine, EngineConfig};
+//! use loadctl::runtime::{Engine, EngineConfig};
 //! use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig};
 //! use loadctl::event::subscriber::{Subscriber, SubscriberConfig, SubscriberEvent};
 //! use loadctl::policy::{self, Uri};

@@ -84,8 +84,8 @@ use super::{
     EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, SubscriptionState,
     TRANSACTION_TIMEOUT_NS, is_load_control, is_policy_type,
 };
-use crate::engine::{Engine, PublishError, Source};
 use crate::policy::{self, Body, MergeError, State, Uri};
+use crate::runtime::{Engine, PublishError, Source};
 
 /// A subscription that a `deactivated` or `timeout` ends sooner than this (or than half its
 /// granted duration) after its grant is "young": two such ends in a row make the next

@@ -563,7 +563,7 @@ mod tests {
             .expect("policy")
             .ruleset;
         notifier.set_policy(0, rules.rules().map(|r| r.to_vec()));
-        let engine = crate::engine::Engine::new(crate::engine::EngineConfig::default());
+        let engine = crate::runtime::Engine::new(crate::runtime::EngineConfig::default());
         let mut sub = Subscriber::new(
             SubscriberConfig::new(sbc, proxy, "cid", "ftag"),
             engine.clone(),
@@ -641,7 +641,7 @@ mod tests {
             "n7",
             Authorization::Any,
         ));
-        let engine = crate::engine::Engine::new(crate::engine::EngineConfig::default());
+        let engine = crate::runtime::Engine::new(crate::runtime::EngineConfig::default());
         let mut sub = Subscriber::new(
             SubscriberConfig::new(subscribed.clone(), edge.clone(), "cid", "ftag"),
             engine,

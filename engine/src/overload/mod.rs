@@ -165,13 +165,13 @@ pub enum Category {
 
 impl Category {
     /// The category of a request under the same local policy as load filtering: requests
-    /// [`crate::engine::Request::is_exempt`] lets through (in-dialog requests, emergency
+    /// [`crate::runtime::Request::is_exempt`] lets through (in-dialog requests, emergency
     /// calls, listed Resource-Priority namespaces) are [`Category::Priority`], the rest
     /// [`Category::Reducible`]. `None` for ACK and CANCEL: they belong to a transaction
     /// already sent to that hop and are forwarded without asking.
     pub fn of(
-        request: &crate::engine::Request<'_>,
-        exemptions: &crate::engine::Exemptions,
+        request: &crate::runtime::Request<'_>,
+        exemptions: &crate::runtime::Exemptions,
     ) -> Option<Category> {
         if matches!(request.method, "ACK" | "CANCEL") {
             return None;

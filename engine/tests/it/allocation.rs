@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use crate::common::NS;
 use loadctl::compile::Identities;
-use loadctl::engine::{
-    Engine, EngineConfig, Request as SipRequest, Shard, Time, Transport, Verdict,
-};
 use loadctl::event::allocator::AllocatorConfig;
 use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig};
 use loadctl::event::subscriber::{Subscriber, SubscriberConfig};
 use loadctl::event::*;
 use loadctl::policy::{self, Limit, Limits, Rule, Uri};
+use loadctl::runtime::{
+    Engine, EngineConfig, Request as SipRequest, Shard, Time, Transport, Verdict,
+};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;

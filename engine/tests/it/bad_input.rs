@@ -4,8 +4,8 @@
 
 use crate::common::NS;
 use loadctl::compile::Identities;
-use loadctl::engine::*;
 use loadctl::policy::{Limits, PolicyError, read};
+use loadctl::runtime::*;
 use loadctl::sip::scan;
 
 fn document(rules: &str) -> String {

@@ -3,8 +3,8 @@
 
 use crate::common::{NS, invite_to};
 use loadctl::clock::{Clock, SystemClock};
-use loadctl::engine::*;
 use loadctl::policy::{Limits, Ruleset, read};
+use loadctl::runtime::*;
 
 const SECOND: u64 = 1_000_000_000;
 const ENGINES: usize = 4;

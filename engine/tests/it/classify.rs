@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::common::ruleset;
 use loadctl::compile::{CompileConfig, Identities};
-use loadctl::engine::*;
 use loadctl::policy::{Limits, Ruleset, read};
+use loadctl::runtime::*;
 
 /// A shard of a one-shard engine enforcing `rs`.
 fn shard_for(rs: Ruleset, config: EngineConfig) -> Shard {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use crate::common::{NS, ruleset};
 use loadctl::compile::{CompileConfig, CompiledPolicy, Identities, Scratch, compile};
-use loadctl::engine::*;
 use loadctl::policy::{Limits, read};
+use loadctl::runtime::*;
 use proptest::prelude::*;
 
 const SECOND: u64 = 1_000_000_000;

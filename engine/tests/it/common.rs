@@ -2,8 +2,8 @@
 //! fragments, a rule on a To prefix, and an INVITE to classify.
 
 use loadctl::compile::Identities;
-use loadctl::engine::{Request, Time, Transport};
 use loadctl::policy::{Limits, Ruleset, read};
+use loadctl::runtime::{Request, Time, Transport};
 
 /// The two namespaces of an RFC 7200 document (common-policy and load-control as `lc:`).
 pub const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";

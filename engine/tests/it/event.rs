@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use crate::common::NS;
 use loadctl::compile::Identities;
-use loadctl::engine::{Engine, EngineConfig, Request as SipRequest, Time, Transport};
 use loadctl::event::notifier::{
     Authorization, Notifier, NotifierConfig, NotifierEvent, ShutdownReason,
 };
@@ -15,6 +14,7 @@ use loadctl::event::subscriber::{
 };
 use loadctl::event::*;
 use loadctl::policy::{self, Limits, Rule, Ruleset, State, Uri};
+use loadctl::runtime::{Engine, EngineConfig, Request as SipRequest, Time, Transport};
 
 const S: u64 = 1_000_000_000;
 
@@ -110,7 +110,7 @@ fn classify_to(engine: &Engine, to: &str, unix_s: i128) -> Option<String> {
             monotonic_ns: 0,
             unix_ns: unix_s * 1_000_000_000,
         }),
-        ..loadctl::engine::Request::default()
+        ..loadctl::runtime::Request::default()
     };
     shard.classify(&req).rule.map(|r| r.id().to_string())
 }
@@ -1100,7 +1100,7 @@ fn several_subscribers_feed_one_engine_as_separate_sources() {
                 monotonic_ns: 0,
                 unix_ns: 0,
             }),
-            ..loadctl::engine::Request::default()
+            ..loadctl::runtime::Request::default()
         };
         shard.classify(&req).rule.map(|r| r.id().to_string())
     };

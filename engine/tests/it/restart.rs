@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use loadctl::engine::{Engine, EngineConfig};
 use loadctl::event::allocator::AllocatorConfig;
 use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig, ShutdownReason};
 use loadctl::event::subscriber::{StopReason, Subscriber, SubscriberConfig, SubscriberEvent};
 use loadctl::event::*;
 use loadctl::policy::{self, Limits, Rule, Uri};
+use loadctl::runtime::{Engine, EngineConfig};
 
 const S: u64 = 1_000_000_000;
 const NOTIFIER: &str = "sip:sbc.example.com";

@@ -2,8 +2,8 @@
 //! many-core behaviour is checked deterministically on a small machine.
 
 use crate::common::{doc, invite_to, to_rule};
-use loadctl::engine::*;
 use loadctl::policy::{Limits, Uri};
+use loadctl::runtime::*;
 
 const SECOND: u64 = 1_000_000_000;
 const SHARDS: usize = 64;

@@ -7,8 +7,8 @@ use std::collections::VecDeque;
 
 use crate::common::NS;
 use loadctl::compile::Identities;
-use loadctl::engine::*;
 use loadctl::policy::{Limits, Ruleset, read};
+use loadctl::runtime::*;
 use proptest::prelude::*;
 
 const MS: u64 = 1_000_000;

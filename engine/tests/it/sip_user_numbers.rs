@@ -14,7 +14,7 @@
 
 use crate::common::ruleset;
 use loadctl::compile::{CompileConfig, Identities};
-use loadctl::engine::*;
+use loadctl::runtime::*;
 use loadctl::uri::SipUserNumbers::{self, Digits, Global, UserPhone};
 
 const REJECT_ALL: &str = "<lc:accept><lc:rate>0</lc:rate></lc:accept>";

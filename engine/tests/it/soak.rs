@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::doc;
 use loadctl::compile::Identities;
-use loadctl::engine::*;
 use loadctl::policy::Ruleset;
+use loadctl::runtime::*;
 
 const WIN_A: i64 = 8;
 const WIN_B: i64 = 4;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::{doc, to_rule};
 use loadctl::compile::Identities;
-use loadctl::engine::*;
+use loadctl::runtime::*;
 
 fn rule(id: &str, prefix: &str, accept: &str) -> String {
     to_rule(id, prefix, accept)

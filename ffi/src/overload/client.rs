@@ -526,7 +526,7 @@ pub unsafe extern "C" fn lc_oc_category_sip(
         let category = try_out!(category);
         let scanned = try_!(sip::scan(bytes).map_err(sip_error_detail));
         let request =
-            loadctl::engine::Request::from_sip(&scanned, loadctl::engine::Transport::Udp, None);
+            loadctl::runtime::Request::from_sip(&scanned, loadctl::runtime::Transport::Udp, None);
         category.write(
             match Category::of(&request, &e.engine.config().exemptions) {
                 None => LC_OC_CATEGORY_NONE,

@@ -1,7 +1,7 @@
 //! The loom scenarios, shared by `models.rs` (which expects them to hold) and `mutants.rs`
 //! (which expects each to catch its deliberately broken engine variant).
 
-use loadctl::engine::{
+use loadctl::runtime::{
     CellTable, CellTableError, Engine, EngineConfig, PublishError, RuleCell, Source, Verdict,
 };
 use loadctl::sync::{Arc, AtomicU32, Ordering};

@@ -13,11 +13,11 @@
 use std::collections::BTreeMap;
 
 use loadctl::compile::Identities;
-use loadctl::engine::{Engine, EngineConfig, Request, Shard, Time, Transport, Verdict};
 use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig};
 use loadctl::event::subscriber::{Subscriber, SubscriberConfig};
 use loadctl::event::wire;
 use loadctl::policy::{self, Body, Change, Limit, Limits, Uri};
+use loadctl::runtime::{Engine, EngineConfig, Request, Shard, Time, Transport, Verdict};
 use serde_json::{Value, json};
 
 /// What `loadctl check` decides about a document: its warnings when valid, the error when not.

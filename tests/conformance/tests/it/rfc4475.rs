@@ -4,8 +4,8 @@
 //! an error or a decision, never a panic.
 
 use loadctl::compile::{CompileConfig, CompiledPolicy, Scratch, compile};
-use loadctl::engine::{Engine, EngineConfig, ExemptReason, Request, Time, Transport, Verdict};
 use loadctl::policy::{Limits, read};
+use loadctl::runtime::{Engine, EngineConfig, ExemptReason, Request, Time, Transport, Verdict};
 use loadctl::sip::{SipError, SipRequest, has_tag, scan, tag, uri_part};
 use loadctl::uri::{UriRef, parse};
 
