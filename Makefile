@@ -281,10 +281,10 @@ example: tools
 	$(CARGO) run -q -p loadctl --example guide_overload
 	python3 tests/docs/samples.py
 
-## edge: the example edge proxy (examples/edge/) and the capacity-limited example server
-## (examples/server/) the overload-control tests put behind it
+## edge: the edge proxy (edge/) and the capacity-limited example server (examples/server/) the
+## overload-control tests put behind it
 edge: lib
-	$(CC) $(CFLAGS_C) -O2 examples/edge/edge.c examples/edge/validate.c examples/edge/metrics.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge
+	$(CC) $(CFLAGS_C) -O2 edge/edge.c edge/validate.c edge/metrics.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge
 	$(CC) $(CFLAGS_C) -O2 examples/server/server.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/server
 
 ## edge-test: the stream framer's and the request validation's unit tests, then the edge driven
@@ -292,12 +292,12 @@ edge: lib
 ## as built and built with ASan+UBSan (all under -Werror)
 EDGE_SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 edge-test: edge
-	$(CC) $(CFLAGS_C) $(EDGE_SAN) examples/edge/test_stream.c -o target/test_stream
+	$(CC) $(CFLAGS_C) $(EDGE_SAN) edge/test_stream.c -o target/test_stream
 	./target/test_stream
-	$(CC) $(CFLAGS_C) $(EDGE_SAN) examples/edge/test_validate.c examples/edge/validate.c -o target/test_validate
+	$(CC) $(CFLAGS_C) $(EDGE_SAN) edge/test_validate.c edge/validate.c -o target/test_validate
 	./target/test_validate
-	$(CC) $(CFLAGS_C) $(EDGE_SAN) -O1 examples/edge/edge.c examples/edge/validate.c examples/edge/metrics.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge-asan
-	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror examples/edge/test_edge.c -o target/test_edge
+	$(CC) $(CFLAGS_C) $(EDGE_SAN) -O1 edge/edge.c edge/validate.c edge/metrics.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge-asan
+	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror edge/test_edge.c -o target/test_edge
 	./target/test_edge ./target/edge
 	ASAN_OPTIONS=detect_leaks=1 ./target/test_edge ./target/edge-asan
 

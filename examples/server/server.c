@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "loadctl.h"
-#include "../sipmsg.h"
+#include "../../edge/sipmsg.h"
 
 #define MAX_MSG 65535
 

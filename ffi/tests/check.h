@@ -1,4 +1,4 @@
-/* The C tests' checks, shared by the C tests in ffi/tests and examples/edge: CHECK counts and
+/* The C tests' checks, shared by the C tests in ffi/tests and edge/: CHECK counts and
  * reports a failed condition and goes on; main() prints `checks` and `failures` and fails when
  * any check did. Included after loadctl.h, it also gives CHECK_RESULT (reports the result's
  * text) and the lc_str helpers str(), NONE and str_is(). */

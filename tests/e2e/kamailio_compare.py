@@ -130,8 +130,8 @@ PROXIES = [
         available=kamailio_available,
         accuracy_only=True,
     ),
-    # The C edge (examples/edge) with libloadctl, measured the same way.
-    Proxy("edge", "examples/edge with libloadctl, one rate rule", edge_command, available=edge_available),
+    # The C edge (edge/) with libloadctl, measured the same way.
+    Proxy("edge", "edge/ with libloadctl, one rate rule", edge_command, available=edge_available),
 ]
 DEFAULT_PROXIES = "kamailio,edge"
 

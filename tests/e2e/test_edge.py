@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end tests of the C edge (examples/edge/) with real SIP peers on loopback.
+"""End-to-end tests of the C edge (edge/) with real SIP peers on loopback.
 
     python3 tests/e2e/test_edge.py [--keep] [NAME ...]      (make e2e builds what it needs first)
 

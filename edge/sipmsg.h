@@ -1,8 +1,8 @@
-/* sipmsg.h: the small helpers the example programs (edge/, server/) share: the monotonic
- * clock, IPv4 "IP:PORT" addresses, finding and copying header lines of a raw SIP message, and
- * the --log-oc line. No allocation. */
-#ifndef LOADCTL_EXAMPLES_SIPMSG_H
-#define LOADCTL_EXAMPLES_SIPMSG_H
+/* sipmsg.h: the edge's small helpers for raw SIP text, which the example server
+ * (examples/server/) borrows: the monotonic clock, IPv4 "IP:PORT" addresses, finding and
+ * copying header lines of a raw SIP message, and the --log-oc line. No allocation. */
+#ifndef LOADCTL_EDGE_SIPMSG_H
+#define LOADCTL_EDGE_SIPMSG_H
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -28,7 +28,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "../../ffi/tests/check.h"
+#include "../ffi/tests/check.h"
 
 static void pause_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

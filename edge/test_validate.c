@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "validate.h"
-#include "../../ffi/tests/check.h"
+#include "../ffi/tests/check.h"
 
 #define OWN "127.0.0.1:5070"
 

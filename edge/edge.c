@@ -130,7 +130,7 @@
 #include "metrics.h"
 #include "sipstream.h"
 #include "validate.h"
-#include "../sipmsg.h"
+#include "sipmsg.h"
 
 #define MAX_MSG 65535
 #define PENDING 4096

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "sipstream.h"
-#include "../../ffi/tests/check.h"
+#include "../ffi/tests/check.h"
 
 #define MAX 65535
 
