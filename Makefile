@@ -281,10 +281,11 @@ example: tools
 	$(CARGO) run -q -p loadctl --example guide_overload
 	python3 tests/docs/samples.py
 
-## edge: the edge proxy (edge/) and the capacity-limited example server (examples/server/) the
-## overload-control tests put behind it
+## edge: the edge proxy (edge/, every .c there but the tests) and the capacity-limited example
+## server (examples/server/) the overload-control tests put behind it
+EDGE_SRC := $(filter-out edge/test_%.c,$(wildcard edge/*.c))
 edge: lib
-	$(CC) $(CFLAGS_C) -O2 edge/edge.c edge/validate.c edge/metrics.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge
+	$(CC) $(CFLAGS_C) -O2 $(EDGE_SRC) $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge
 	$(CC) $(CFLAGS_C) -O2 examples/server/server.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/server
 
 ## edge-test: the stream framer's and the request validation's unit tests, then the edge driven
@@ -296,7 +297,7 @@ edge-test: edge
 	./target/test_stream
 	$(CC) $(CFLAGS_C) $(EDGE_SAN) edge/test_validate.c edge/validate.c -o target/test_validate
 	./target/test_validate
-	$(CC) $(CFLAGS_C) $(EDGE_SAN) -O1 edge/edge.c edge/validate.c edge/metrics.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge-asan
+	$(CC) $(CFLAGS_C) $(EDGE_SAN) -O1 $(EDGE_SRC) $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge-asan
 	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror edge/test_edge.c -o target/test_edge
 	./target/test_edge ./target/edge
 	ASAN_OPTIONS=detect_leaks=1 ./target/test_edge ./target/edge-asan

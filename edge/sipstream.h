@@ -42,11 +42,11 @@ typedef struct {
     size_t total;      /* header_len + Content-Length, once known */
 } sf_state;
 
-static int sf_lower(int c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+static inline int sf_lower(int c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 
 /* Whether the header name [p, p+n) (trailing blanks already trimmed) is Content-Length or
  * its compact form `l`, case-insensitively. */
-static int sf_is_content_length(const char *p, size_t n) {
+static inline int sf_is_content_length(const char *p, size_t n) {
     static const char name[] = "content-length";
     if (n == 1) return sf_lower((unsigned char)p[0]) == 'l';
     if (n != sizeof name - 1) return 0;
@@ -60,7 +60,7 @@ static int sf_is_content_length(const char *p, size_t n) {
  * limit + 1 so that it cannot overflow), 0 absent, -1 invalid. Header lines may be folded (a
  * line starting with a blank continues the previous one, also inside the value); lines end in
  * CRLF or a bare LF as on the datagram path. The start-line is skipped. */
-static int sf_content_length(const char *buf, size_t hlen, size_t limit, size_t *out) {
+static inline int sf_content_length(const char *buf, size_t hlen, size_t limit, size_t *out) {
     size_t i = 0;
     while (i < hlen && buf[i] != '\n') i++;
     i++;
@@ -125,7 +125,7 @@ static int sf_content_length(const char *buf, size_t hlen, size_t limit, size_t 
 }
 
 /* What the bytes at the start of buf[0, len) are, for a message of at most `max` bytes. */
-static sf_frame sf_next(sf_state *st, const char *buf, size_t len, size_t max) {
+static inline sf_frame sf_next(sf_state *st, const char *buf, size_t len, size_t max) {
     sf_frame f = {SF_MORE, 0, 0};
     if (len == 0) return f;
     if (st->total) { /* header block parsed earlier: only the body is awaited */

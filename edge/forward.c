@@ -1,0 +1,255 @@
+/* forward.c: the messages the edge sends, over the transport a peer_t names (`deliver` is the
+ * one place that looks at it): its own answers, built from the request (503 and 302 of rules,
+ * the 4xx of validation, 503 for overload control); requests forwarded statelessly to the next
+ * hop with this proxy's Via on top (RFC 3261 §16.11: the branch is derived from the incoming
+ * one, so retransmissions get the same branch); and responses, which lose that Via and go to
+ * the address in the next Via (received/rport when present) or to the inbound TCP connection
+ * named in ours. */
+#define _GNU_SOURCE /* struct mmsghdr (edge.h), clock_gettime */
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "edge.h"
+#include "forward.h"
+#include "oc.h"
+#include "tcp.h"
+#include "udp.h"
+#include "via.h"
+#include "window.h"
+
+/* Sends a message to a peer: a datagram, or onto its connection. -1 when that cannot be done
+ * (the connection has gone). */
+int deliver(worker_t *w, const char *msg, size_t len, const peer_t *to) {
+    if (!to->tcp) {
+        send_to(w, msg, len, &to->addr);
+        return 0;
+    }
+    if (!w->conns) return -1; /* a TCP peer seen by the UDP thread: not ours to reach */
+    return conn_queue(w, to->slot, to->gen, msg, len);
+}
+
+/* Builds the answer to a request in w->reply_buf: `status` and `reason` (302 with the
+ * decision's targets as Contacts), copying Via, From, To (with a tag added when it has none),
+ * Call-ID and CSeq, then the header lines `extra` (NULL: none). Returns its length. */
+size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, const char *reason, const lc_decision *d,
+                          const char *extra) {
+    char *out = w->reply_buf;
+    const size_t cap = sizeof w->reply_buf;
+    size_t at = 0;
+    char line[128];
+    int n = snprintf(line, sizeof line, "SIP/2.0 %u %s\r\n", status, reason);
+    put(out, &at, cap, line, (size_t)n);
+    size_t i = 0;
+    while (i < len && msg[i] != '\n') i++;
+    i++;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && msg[end] != '\n') end++;
+        size_t line_len = end - i;
+        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
+        if (line_len == 0) break;
+        const char *h = msg + i;
+        if (header_is(h, line_len, "Via", "v") || header_is(h, line_len, "From", "f") ||
+            header_is(h, line_len, "Call-ID", "i") || header_is(h, line_len, "CSeq", NULL)) {
+            put(out, &at, cap, h, line_len);
+            put(out, &at, cap, "\r\n", 2);
+        } else if (header_is(h, line_len, "To", "t")) {
+            put(out, &at, cap, h, line_len);
+            int tagged = 0;
+            for (size_t k = 0; k + 4 <= line_len; k++) {
+                if (strncasecmp(h + k, "tag=", 4) == 0) tagged = 1;
+            }
+            if (!tagged) put(out, &at, cap, ";tag=" EDGE_TAG, 5 + strlen(EDGE_TAG));
+            put(out, &at, cap, "\r\n", 2);
+        }
+        i = end + 1;
+    }
+    for (size_t t = 0; d && d->verdict == LC_VERDICT_REDIRECT && t < d->target_count; t++) {
+        put(out, &at, cap, "Contact: <", 10);
+        put(out, &at, cap, (const char *)d->targets[t].ptr, d->targets[t].len);
+        put(out, &at, cap, ">\r\n", 3);
+    }
+    if (extra) put(out, &at, cap, extra, strlen(extra));
+    put(out, &at, cap, "Content-Length: 0\r\n\r\n", 21);
+    return at;
+}
+
+void reply_with(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned status, const char *reason,
+                       const lc_decision *d, const char *extra) {
+    size_t at = build_reply(w, msg, len, status, reason, d, extra);
+    if (deliver(w, w->reply_buf, at, from) == 0) BUMP(w->c.answered);
+}
+
+/* A 503 carries the --retry-after of the house (none by default: RFC 3261 §21.5.4, a client
+ * "SHOULD NOT forward any other requests to that server for the duration specified in the
+ * Retry-After header field", so one rule over its limit would stop all traffic to the edge). */
+void reply(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned status, const char *reason,
+                  const lc_decision *d) {
+    reply_with(w, msg, len, from, status, reason, d, status == 503 ? w->e->retry_hdr : NULL);
+}
+
+/* RFC 7339 §5.10 / §5.10.2: a request shed for overload control is answered 503 without
+ * Retry-After; so is one refused because no notifier policy has arrived (the edge, not the
+ * next hop, lacks something). */
+void reply_overload(worker_t *w, const char *msg, size_t len, const peer_t *from) {
+    reply_with(w, msg, len, from, 503, "Service Unavailable", NULL, NULL);
+}
+
+void answer(worker_t *w, const char *msg, size_t len, const peer_t *from, const lc_decision *d) {
+    reply(w, msg, len, from, d->status, d->status == 302 ? "Moved Temporarily" : "Service Unavailable", d);
+}
+
+/* Forwards a request with this proxy's Via on top, received= on the sender's Via, and
+ * Max-Forwards decremented, over the transport it came on. Over TCP the Via names the inbound
+ * connection (lc-conn=SLOT.GEN) for the response's way back. */
+void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *from) {
+    char *out = w->fwd_buf;
+    const size_t cap = sizeof w->fwd_buf;
+    size_t at = 0;
+    size_t first = 0;
+    while (first < len && msg[first] != '\n') first++;
+    first++;
+    put(out, &at, cap, msg, first);
+    size_t vl = 0;
+    size_t v = find_header(msg, len, "Via", "v", &vl);
+    char via[256];
+    int n;
+    /* The branch in two parts (RFC 3261 §16.6 step 8): the transaction's, from the incoming top
+     * Via and request line, and after the dot the loop-detection hash that sv_check compares
+     * when the request comes back (validate.h). */
+    unsigned long loop = sv_loop_hash(msg, len);
+    if (from->tcp) {
+        n = snprintf(via, sizeof via, "Via: SIP/2.0/TCP %s;branch=z9hG4bK-lc%lx.%lx" CONN_PARAM "%u.%u%s\r\n", w->e->via_host,
+                     hash_bytes(msg + v, vl, msg, first), loop, from->slot, (unsigned)from->gen, w->e->oc_params);
+    } else {
+        n = snprintf(via, sizeof via, "Via: SIP/2.0/UDP %s;branch=z9hG4bK-lc%lx.%lx%s\r\n", w->e->via_host,
+                     hash_bytes(msg + v, vl, msg, first), loop, w->e->oc_params);
+    }
+    put(out, &at, cap, via, (size_t)n);
+    size_t i = first;
+    int via_done = 0, mf_done = 0;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && msg[end] != '\n') end++;
+        size_t line_len = end - i;
+        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
+        const char *h = msg + i;
+        if (line_len == 0) {
+            /* RFC 3261 §16.6 step 3: "If the copy does not contain a Max-Forwards header field,
+             * the proxy MUST add one with a field value, which SHOULD be 70." */
+            if (!mf_done) put(out, &at, cap, "Max-Forwards: 70\r\n", 18);
+            put(out, &at, cap, msg + i, len - i); /* the empty line and the body */
+            break;
+        }
+        if (!via_done && header_is(h, line_len, "Via", "v")) {
+            via_done = 1;
+            put(out, &at, cap, h, line_len);
+            char extra[96];
+            char src[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &from->addr.sin_addr, src, sizeof src);
+            int m = snprintf(extra, sizeof extra, ";received=%s", src);
+            put(out, &at, cap, extra, (size_t)m);
+            put(out, &at, cap, "\r\n", 2);
+        } else if (header_is(h, line_len, "Max-Forwards", NULL)) {
+            mf_done = 1;
+            const char *colon = memchr(h, ':', line_len);
+            int mf = colon ? atoi(colon + 1) : 70;
+            char mfl[32];
+            int m = snprintf(mfl, sizeof mfl, "Max-Forwards: %d\r\n", mf > 0 ? mf - 1 : 0);
+            put(out, &at, cap, mfl, (size_t)m);
+        } else {
+            put(out, &at, cap, h, end + 1 - i);
+        }
+        i = end + 1;
+    }
+    if (!from->tcp) {
+        send_to(w, out, at, &w->e->next_hop);
+        BUMP(w->c.forwarded);
+        return;
+    }
+    int hop = hop_slot(w);
+    if (hop >= 0 && conn_queue(w, (unsigned)hop, w->conns[hop].gen, out, at) == 0) {
+        BUMP(w->c.forwarded);
+        return;
+    }
+    /* RFC 3261 §16.9: a transport error forwarding a request counts as a 503 from the next
+     * hop. A stateless proxy answers it on the spot (an ACK gets nothing). */
+    BUMP(w->c.forward_failures);
+    if (w->e->oc) lc_oc_client_on_timeout(w->e->oc, w->e->oc_hop, now_ns()); /* RFC 7339 §5.9 */
+    if (!(len >= 4 && strncmp(msg, "ACK ", 4) == 0)) reply(w, msg, len, from, 503, "Service Unavailable", NULL);
+}
+
+/* Sends a response back: drops the top Via entry (ours; several entries may share one header
+ * line, as SIPp writes them) and goes to the inbound connection named in it, or over UDP to the
+ * address of the next entry. With overload control, the oc values in our entry are applied
+ * (the next hop's feedback; not for a response the edge made itself, `local`) and the next
+ * entry gets this edge's own. */
+void forward_response(worker_t *w, const char *msg, size_t len, int local) {
+    char *out = w->fwd_buf;
+    const size_t cap = sizeof w->fwd_buf;
+    size_t at = 0;
+    size_t i = 0;
+    int dropped = 0, next_done = 0;
+    size_t oc_at = 0, oc_len = 0;
+    char oc_key[32] = "";
+    peer_t to;
+    memset(&to, 0, sizeof to);
+    int have_to = 0;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && msg[end] != '\n') end++;
+        size_t line_len = end - i;
+        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
+        const char *h = msg + i;
+        if (i > 0 && line_len == 0) {
+            put(out, &at, cap, msg + i, len - i);
+            break;
+        }
+        if (i > 0 && header_is(h, line_len, "Via", "v")) {
+            const char *colon = memchr(h, ':', line_len);
+            size_t v = colon ? (size_t)(colon - h) + 1 : line_len;
+            while (v < line_len && (h[v] == ' ' || h[v] == '\t')) v++;
+            if (!dropped) {
+                dropped = 1; /* ours: the first entry */
+                size_t comma = via_comma(h + v, line_len - v);
+                have_to = via_connection(h + v, comma, &to);
+                if (w->e->oc && !local) { /* the next hop's answer, not one the edge made */
+                    lc_oc_applied applied;
+                    lc_str ours = {(const uint8_t *)h + v, comma};
+                    if (lc_oc_client_on_response(w->e->oc, w->e->oc_hop, now_ns(), ours, &applied) != LC_RESULT_OK) {
+                        BUMP(w->c.oc_bad_feedback);
+                    }
+                    oc_answered(w, transaction_hash(msg, len));
+                }
+                if (comma == line_len - v) {
+                    i = end + 1;
+                    continue;
+                }
+                v += comma + 1;
+                while (v < line_len && (h[v] == ' ' || h[v] == '\t')) v++;
+                if (!have_to) have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to.addr);
+                oc_len = put_upstream_via(w, out, &at, cap, h + v, line_len - v, &to, have_to, &oc_at, oc_key);
+                next_done = 1;
+                i = end + 1;
+                continue;
+            }
+            if (!have_to) have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to.addr);
+            if (!next_done) {
+                next_done = 1;
+                oc_len = put_upstream_via(w, out, &at, cap, h + v, line_len - v, &to, have_to, &oc_at, oc_key);
+                i = end + 1;
+                continue;
+            }
+        }
+        put(out, &at, cap, h, end + 1 - i);
+        i = end + 1;
+    }
+    /* A final response ends the transaction: release its window slot. */
+    if (len > 12 && msg[7] == ' ' && msg[8] >= '2') release(w, transaction_hash(msg, len));
+    if (have_to && deliver(w, out, at, &to) != 0) BUMP(w->c.tcp_responses_orphaned); /* its connection has gone */
+    else if (have_to && oc_len && w->e->oc_log) log_oc_sent(w->e->oc_log, oc_key, msg, len, status_code(msg, len), out + oc_at, oc_len);
+}

@@ -1,0 +1,20 @@
+/* The messages the edge sends (forward.c). */
+#ifndef LOADCTL_EDGE_FORWARD_H
+#define LOADCTL_EDGE_FORWARD_H
+
+#include "edge.h"
+
+int deliver(worker_t *w, const char *msg, size_t len, const peer_t *to);
+size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, const char *reason, const lc_decision *d,
+                   const char *extra);
+void reply_with(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned status, const char *reason,
+                const lc_decision *d, const char *extra);
+void reply(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned status, const char *reason,
+           const lc_decision *d);
+void reply_overload(worker_t *w, const char *msg, size_t len, const peer_t *from);
+void answer(worker_t *w, const char *msg, size_t len, const peer_t *from, const lc_decision *d);
+void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *from);
+/* Sends a response back upstream; `local`: one the edge made itself. */
+void forward_response(worker_t *w, const char *msg, size_t len, int local);
+
+#endif

@@ -1,0 +1,210 @@
+/* edge: a small stateless SIP edge proxy (UDP and TCP) that enforces RFC 7200 load-filtering
+ * policies with libloadctl.
+ *
+ *   edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]
+ *        [--subscribe NOTIFIER-URI [--notifier IP:PORT] [--uri OWN-URI] [--expires S]
+ *                     [--startup-hold-ms N] [--fallback-policy FILE]]
+ *        [--retry-after SECONDS] [--metrics IP:PORT] [--help] [--version]
+ *        [--transport udp|tcp|both] [--max-connections N] [--tcp-idle-s S] [--linger-us N]
+ *        [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]
+ *        [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]
+ *                            [--oc-timeout-ms N] [--log-oc FILE]]
+ *
+ * main.c starts the edge (the engine, a shard per thread, the sockets, the TCP thread, the
+ * metrics endpoint, the subscriber), runs the main thread's loop (udp.c) until SIGINT/SIGTERM
+ * and stops it. The jobs have files of their own: config.c (the command line, the policy
+ * files), udp.c and tcp.c (the transports), handle.c (what is done with a message), forward.c
+ * (the messages sent: answers, forwarded requests, responses on their way back), via.c (Via
+ * values), window.c (window admissions), memory.c (decisions remembered for retransmissions),
+ * oc.c (RFC 7339 overload control), subscriber.c (RFC 7200), hold.c (until the notifier's
+ * policy is in force), stats.c (the metrics), with metrics.c (the endpoint and the per-rule
+ * totals), validate.c (RFC 3261 §16.3), sipstream.h (TCP framing) and sipmsg.h (SIP text).
+ *
+ * Transports. The request and response handling (`handle`) is the same for both; a `peer_t`
+ * says where a message came from and where an answer goes, and only `deliver` looks at the
+ * transport. Each transport has its own thread and its own `lc_worker` (engine shard), so the
+ * UDP loop is the one it was before TCP existed (one blocking recvmmsg per batch, no epoll)
+ * and the engine enforces every limit across both:
+ * - UDP (main thread, udp.c): recvmmsg/sendmmsg in batches of 32;
+ * - TCP (second thread, epoll, tcp.c).
+ *
+ * SIGHUP reloads the policy file (an invalid file is reported and the old policy stays);
+ * SIGUSR1 prints what --metrics serves (metrics.c: Prometheus text, per-rule totals kept
+ * monotonic over policy changes); SIGINT/SIGTERM unsubscribe once and exit. Log lines on
+ * stderr start with the UTC time (ISO 8601, milliseconds). */
+#define _GNU_SOURCE /* struct mmsghdr (edge.h), clock_gettime */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "edge.h"
+#include "hold.h"
+#include "metrics.h"
+#include "oc.h"
+#include "stats.h"
+#include "subscriber.h"
+#include "tcp.h"
+#include "udp.h"
+#include "window.h"
+
+volatile sig_atomic_t reload_requested;
+volatile sig_atomic_t stats_requested;
+volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig) {
+    if (sig == SIGHUP) reload_requested = 1;
+    else if (sig == SIGUSR1) stats_requested = 1;
+    else stop_requested = 1;
+}
+
+/* One log line on stderr, `2026-01-31T12:00:00.123Z edge: …`: UTC wall-clock time with
+ * milliseconds, so the lines of several hosts sort together. One fprintf per line: the two
+ * threads' lines do not interleave. */
+void elog(const char *fmt, ...) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char line[4096];
+    size_t n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
+    n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ edge: ", ts.tv_nsec / 1000000);
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(line + n, sizeof line - n, fmt, ap);
+    va_end(ap);
+    if (k < 0) return;
+    n = n + (size_t)k < sizeof line ? n + (size_t)k : sizeof line - 1;
+    if (n > 0 && line[n - 1] == '\n') n--;
+    fprintf(stderr, "%.*s\n", (int)n, line);
+}
+
+int main(int argc, char **argv) {
+    static edge_t e;
+    static worker_t udp_w, tcp_w;
+    options_t o;
+    e.udp_sock = e.tcp_sock = -1;
+    int status = options_parse(argc, argv, &e, &o);
+    if (status >= 0) return status;
+    pthread_mutex_init(&e.sub_mu, NULL);
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &e.listen_addr.sin_addr, ip, sizeof ip);
+    snprintf(e.via_host, sizeof e.via_host, "%s:%u", ip, ntohs(e.listen_addr.sin_port));
+    inet_ntop(AF_INET, &e.next_hop.sin_addr, ip, sizeof ip);
+    snprintf(e.next_hop_uri, sizeof e.next_hop_uri, "sip:%s:%u", ip, ntohs(e.next_hop.sin_port));
+    lc_engine_config config;
+    lc_result er = lc_engine_config_default(&config);
+    if (er == LC_RESULT_OK) {
+        if (o.redirect_allow) config.redirect_allow = cstr(o.redirect_allow);
+        if (!o.emergency_exempt) config.exempt_flags &= ~(uint32_t)LC_EXEMPT_EMERGENCY;
+        if (o.priority_namespaces) config.priority_namespaces = cstr(o.priority_namespaces);
+        config.sip_user_numbers = (lc_sip_user_numbers)o.user_numbers;
+        er = lc_engine_new(&config, &e.engine);
+    }
+    if (er != LC_RESULT_OK) {
+        elog("cannot start the engine: %s%s\n", lc_result_text(er),
+                er == LC_RESULT_INVALID_ARGUMENT ? " (check --priority-namespaces: RFC 4412 namespace names)" : "");
+        return er == LC_RESULT_INVALID_ARGUMENT || er == LC_RESULT_INVALID_UTF8 ? 2 : 1;
+    }
+    /* One engine shard per thread; limits hold across both (the engine's shared cells). */
+    e.udp = &udp_w;
+    udp_w.e = &e;
+    udp_w.epfd = -1;
+    udp_w.hop = -1;
+    if (lc_worker_attach(e.engine, -1, &udp_w.lw) != LC_RESULT_OK) return 1;
+    if (e.tcp_on) {
+        e.tcp = &tcp_w;
+        tcp_w.e = &e;
+        if (lc_worker_attach(e.engine, -1, &tcp_w.lw) != LC_RESULT_OK) return 1;
+    }
+    if (e.policy_path && load_policy(&e) != 0) return 1;
+    if (o.subscribe && fallback_start(&e) != 0) return 1;
+    /* The retransmission detector (default: 262,144 transactions, 64·T1 = 32 s). */
+    if (lc_detector_new(NULL, &e.det) != LC_RESULT_OK) {
+        elog("cannot start the retransmission detector\n");
+        return 1;
+    }
+    if (o.overload_control && oc_start(&e, o.oc_algorithms, o.log_oc, o.oc_target_pct, o.oc_timeout_ms) != 0) return 1;
+    if (e.udp_on && udp_open(&e) != 0) {
+        elog("cannot listen on udp %s: %s\n", o.listen_at, strerror(errno));
+        return 1;
+    }
+    if (e.tcp_on && tcp_start(&e, &tcp_w) != 0) {
+        elog("cannot listen on tcp %s: %s\n", o.listen_at, strerror(errno));
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGPIPE, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
+    /* The startup hold starts before the TCP thread does, which waits while it lasts. */
+    if (o.subscribe && o.hold_ms > 0) hold_start(&e, o.hold_ms);
+    pthread_t tcp_thread;
+    if (e.tcp_on) {
+        /* Signals go to the main thread only: its blocking read is what they interrupt. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        int r = pthread_create(&tcp_thread, NULL, tcp_main, &tcp_w);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r != 0) {
+            elog("cannot start the TCP thread\n");
+            return 1;
+        }
+    }
+    if (o.metrics_at && metrics_serve_start(&o.metrics_addr, render_stats, &e) != 0) {
+        elog("cannot serve metrics on %s: %s", o.metrics_at, strerror(errno));
+        return 1;
+    }
+    if (o.metrics_at) elog("metrics on http://%s/metrics", o.metrics_at);
+    elog("listening on %s (%s), next hop %s\n", o.listen_at,
+            e.udp_on && e.tcp_on ? "udp and tcp" : e.udp_on ? "udp" : "tcp", o.next_hop);
+    if (o.subscribe && start_subscriber(&e, o.subscribe, o.own_uri, o.expires) != 0) return 1;
+    udp_loop(&e, o.linger_us);
+    metrics_serve_stop(); /* before what it reads goes */
+    if (e.tcp_on) {
+        atomic_store(&tcp_stop, 1);
+        pthread_join(tcp_thread, NULL);
+    }
+    if (e.udp_on) stop_subscriber(&e);
+    worker_t *ws[2] = {&udp_w, e.tcp};
+    unsigned long f = 0, a = 0, ab = 0, m = 0;
+    for (int k = 0; k < 2; k++) {
+        worker_t *w = ws[k];
+        if (!w) continue;
+        window_finish(w);
+        f += READ(w->c.forwarded);
+        a += READ(w->c.answered);
+        ab += READ(w->c.absorbed);
+        m += READ(w->c.malformed);
+        lc_worker_free(w->lw);
+        lc_oc_shard_free(w->ocs);
+    }
+    free(e.held); /* what a hold still held at exit */
+    lc_oc_client_free(e.oc);
+    lc_oc_server_free(e.oc_srv);
+    if (e.oc_log) fclose(e.oc_log);
+    lc_detector_free(e.det);
+    if (e.tcp_on) {
+        tcp_finish(&tcp_w);
+        close(e.tcp_sock);
+    }
+    if (e.udp_sock >= 0) close(e.udp_sock);
+    lc_engine_free(e.engine);
+    elog("stopped (%lu forwarded, %lu answered, %lu ACKs absorbed, %lu malformed, %lu NOTIFYs)\n", f, a, ab, m,
+            e.notifies);
+    return 0;
+}

@@ -1,0 +1,62 @@
+/* memory.c: the decision memory, so that a retransmission gets what its original got.
+ *
+ * Over UDP a UAC sends a request again until it hears back (Timer A/E). Every
+ * request but ACK and CANCEL is shown once to libloadctl's retransmission detector (RFC 3261
+ * transaction key, remembered 64·T1); only originals are classified. What was done with one
+ * (forwarded, answered 503, shed for overload control, dropped) is remembered per thread in a
+ * 4-way set-associative table (DECIDED entries, 32 s), and its retransmissions get the same without
+ * being classified again: forwarded with the same branch (RFC 3261 §16.11: "a retransmitted
+ * request MUST be forwarded to the same destination each time it is processed"), or the same
+ * 503. So a retransmission takes no second rate token and no second window slot (RFC 7200
+ * limits new requests; a window slot is per transaction), and the retransmitted INVITE of an
+ * admitted call is not answered 503 while the UAS has the original. A retransmission whose
+ * decision is not remembered (evicted, its original before a restart, or a 302: its Contacts
+ * are not kept) is classified like an original; SIGUSR1 counts originals, retransmissions,
+ * repeated and unremembered ones. */
+#define _GNU_SOURCE /* struct mmsghdr (edge.h), clock_gettime */
+
+#include <stdint.h>
+
+#include "edge.h"
+#include "memory.h"
+#include "via.h"
+#include "window.h"
+
+/* The key of a request's transaction in the decision memory: Call-ID, CSeq (number and method)
+ * and the top Via's branch. The detector's RFC 3261 key (branch, sent-by, method, CSeq number)
+ * is not exposed; this one is the same for every copy of a request, and the memory is asked
+ * only about requests the detector has already called retransmissions. The Call-ID keeps
+ * apart requests of RFC 2543 clients, whose branches may be missing or not unique. */
+unsigned long decision_key(const char *msg, size_t len) {
+    size_t cl = 0, sl = 0;
+    size_t c = find_header(msg, len, "Call-ID", "i", &cl);
+    size_t s = find_header(msg, len, "CSeq", NULL, &sl);
+    lc_str via = top_via(msg, len);
+    const char *v = (const char *)via.ptr;
+    size_t bl = 0;
+    size_t b = v ? via_branch(v, via.len, &bl) : 0;
+    unsigned long h = hash_bytes(msg + c, cl, msg + s, sl);
+    return h ^ (hash_bytes(v ? v + b : "", bl, "", 0) * 0x9e3779b97f4a7c15ul);
+}
+
+/* The decision-memory entry of transaction `key`: its own when it has one, else the oldest of
+ * its set (the one a new decision replaces). */
+decided_t *decision_slot(decided_t *table, unsigned long key) {
+    decided_t *set = &table[(key % (DECIDED / DECIDED_WAYS)) * DECIDED_WAYS];
+    decided_t *oldest = &set[0];
+    for (int i = 0; i < DECIDED_WAYS; i++) {
+        if (set[i].hash == key) return &set[i];
+        if (set[i].at_ns < oldest->at_ns) oldest = &set[i];
+    }
+    return oldest;
+}
+
+/* Records what was done with a request for its retransmissions (`slot` NULL: the request was
+ * not observed by the detector, nothing is recorded). */
+void record_decision(decided_t *slot, unsigned long key, int kind, unsigned status, uint64_t now) {
+    if (!slot) return;
+    slot->hash = key;
+    slot->kind = (uint8_t)kind;
+    slot->status = (uint16_t)status;
+    slot->at_ns = now;
+}

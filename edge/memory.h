@@ -1,0 +1,11 @@
+/* The decision memory for retransmissions (memory.c). */
+#ifndef LOADCTL_EDGE_MEMORY_H
+#define LOADCTL_EDGE_MEMORY_H
+
+#include "edge.h"
+
+unsigned long decision_key(const char *msg, size_t len);
+decided_t *decision_slot(decided_t *table, unsigned long key);
+void record_decision(decided_t *slot, unsigned long key, int kind, unsigned status, uint64_t now);
+
+#endif

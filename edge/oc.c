@@ -1,0 +1,136 @@
+/* oc.c: overload control.
+ *
+ * With --overload-control the edge takes part in feedback overload control (RFC 7339
+ * loss-based, RFC 7415 rate-based; libloadctl's lc_oc_* functions), in both roles:
+ * - client of its next hop: its Via carries `;oc;oc-algo="loss,rate"` (--oc-algorithms; `loss`
+ *   for a next hop whose SIP parser cannot take a comma inside a quoted Via parameter, as
+ *   Kamailio 5.6's cannot); the oc values in the
+ *   responses coming back through that Via are applied; each new request (an original, told
+ *   from retransmissions by libloadctl's retransmission detector; not ACK or CANCEL) is asked
+ *   lc_oc_decide after classification, in its category (in-dialog, emergency and priority
+ *   namespaces are the category reduced last; for the rate algorithm their tolerance is 100·T
+ *   instead of RFC 7415's 10·T, so bursts of BYEs pass); a shed request is answered 503 without
+ *   Retry-After (RFC 7339 §5.10: the edge has no other next hop). A new request that got no
+ *   response within --oc-timeout-ms (default 32000, Timer B) counts as a timeout: three in a row
+ *   suspend the next hop, probed with back-off until it answers (§5.9; tracked best effort in a
+ *   direct-mapped table of 8192 transactions per thread);
+ * - server to its upstream clients when its own processing is the bottleneck: the UDP thread's
+ *   busy share (time spent on messages over wall time, per 100 ms) is reported as an occupancy
+ *   against --oc-occupancy-target (default 80 %); the next Via of every response going upstream
+ *   (the client's) gets this edge's oc values for that client (by its address), and requests of
+ *   clients without `oc` are answered 503 without Retry-After in the share the law sets
+ *   (§5.10.2). Values a downstream server put into that Via are replaced, never passed on
+ *   (§5.4). */
+#define _GNU_SOURCE /* struct mmsghdr (edge.h), clock_gettime */
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "edge.h"
+#include "oc.h"
+#include "via.h"
+
+/* Starts overload control: the client of the next hop with a shard per thread, and the server
+ * to upstream clients. 0, or -1 (logged). */
+int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc_target_pct, long oc_timeout_ms) {
+    /* RFC 7339 client of the next hop (one hop: the table has room for it) and server to
+     * upstream clients; one shard of the client per thread. */
+    lc_str params = {NULL, 0};
+    char hop_key[32];
+    addr_key(&e->next_hop, hop_key, sizeof hop_key);
+    lc_str hk = {(const uint8_t *)hop_key, strlen(hop_key)};
+    lc_oc_server_config sc;
+    lc_oc_client_config cc;
+    lc_oc_client_config_default(&cc);
+    /* In-dialog requests (BYE after an answered call) come in bursts; with RFC 7415's TAU2 =
+     * 10·T a burst of more than ~5 of them in a few T was shed (seen end to end: 178 BYEs of
+     * 2,064 calls at 3x overload). 100·T keeps them; the long-term rate is still 1/T, since
+     * every admission of either category fills the same bucket and new requests yield. */
+    cc.tau_priority_milli = 100000;
+    if (strcmp(oc_algorithms, "loss") == 0) cc.algorithms = LC_OC_ALGORITHMS_LOSS;
+    else if (strcmp(oc_algorithms, "rate,loss") == 0)
+        cc.algorithms = LC_OC_ALGORITHMS_LOSS | LC_OC_ALGORITHMS_RATE | LC_OC_ALGORITHMS_PREFER_RATE;
+
+    if (lc_oc_client_new(&cc, 1, &e->oc) != LC_RESULT_OK || lc_oc_client_hop(e->oc, hk, &e->oc_hop) != LC_RESULT_OK ||
+        lc_oc_client_request_params(e->oc, &params) != LC_RESULT_OK || params.len >= sizeof e->oc_params ||
+        lc_oc_server_config_default(&sc) != LC_RESULT_OK ||
+        lc_oc_server_new(&sc, &e->oc_srv) != LC_RESULT_OK || lc_oc_shard_new(e->oc, 1, &e->udp->ocs) != LC_RESULT_OK ||
+        (e->tcp_on && lc_oc_shard_new(e->oc, 2, &e->tcp->ocs) != LC_RESULT_OK)) {
+        elog("cannot start overload control\n");
+        return -1;
+    }
+    memcpy(e->oc_params, params.ptr, params.len);
+    e->oc_params[params.len] = 0;
+    if (log_oc && !(e->oc_log = fopen(log_oc, "a"))) {
+        elog("cannot open %s: %s\n", log_oc, strerror(errno));
+        return -1;
+    }
+    if (e->oc_log) setvbuf(e->oc_log, NULL, _IOLBF, 0); /* a line as soon as it is sent: tail -f, a kill */
+    e->oc_target_ppm = (uint32_t)(oc_target_pct * 10000.0 + 0.5);
+    e->oc_timeout_ns = (uint64_t)oc_timeout_ms * 1000000ull;
+    return 0;
+}
+
+/* A new request was forwarded with overload control: wait for a response to it. */
+void oc_track(worker_t *w, unsigned long h, uint64_t now) {
+    oc_wait_t *slot = &w->ocw[h % OC_WAIT];
+    slot->hash = h; /* an older transaction in this slot is no longer tracked (best effort) */
+    slot->deadline_ns = now + w->e->oc_timeout_ns;
+}
+
+/* Any response for the transaction ends its wait. */
+void oc_answered(worker_t *w, unsigned long h) {
+    oc_wait_t *slot = &w->ocw[h % OC_WAIT];
+    if (slot->deadline_ns && slot->hash == h) slot->deadline_ns = 0;
+}
+
+/* Transactions that waited past the timeout: a timeout each (RFC 7339 §5.9). */
+void oc_expire(worker_t *w, uint64_t now) {
+    if (!w->e->oc) return;
+    for (size_t k = 0; k < OC_WAIT; k++) {
+        if (w->ocw[k].deadline_ns && w->ocw[k].deadline_ns <= now) {
+            w->ocw[k].deadline_ns = 0;
+            lc_oc_client_on_timeout(w->e->oc, w->e->oc_hop, now);
+            BUMP(w->c.oc_timeouts);
+        }
+    }
+}
+
+/* The key of an upstream client as both directions know it: the request's source IP and its
+ * Via sent-by port — where this edge sends the responses (received=IP, sent-by port, RFC 3261
+ * §18.2.2), so a request and the response to it name the same client. */
+void client_key(const struct sockaddr_in *src, const char *via, size_t via_len, char *out, size_t cap) {
+    struct sockaddr_in a = *src;
+    struct sockaddr_in v;
+    if (via && via_destination(via, via_len, &v)) a.sin_port = v.sin_port;
+    addr_key(&a, out, cap);
+}
+
+/* Writes the Via entry `value` (one header value, possibly with further entries after a comma)
+ * going upstream to `to`: with this edge's overload-control values for that client when it is
+ * an overload-control server and the client takes part, else as it was. Returns the length of
+ * the value written with values (at `*oc_at`, for the client `oc_key`), 0 without. */
+size_t put_upstream_via(worker_t *w, char *out, size_t *at, size_t cap, const char *value, size_t len,
+                               const peer_t *to, int have_to, size_t *oc_at, char oc_key[32]) {
+    put(out, at, cap, "Via: ", 5);
+    const struct sockaddr_in *client = NULL;
+    if (have_to && !to->tcp) client = &to->addr;
+    else if (have_to && w->conns && to->slot < w->nconns && w->conns[to->slot].gen == to->gen) client = &w->conns[to->slot].peer;
+    if (w->e->oc_srv && client) {
+        addr_key(client, oc_key, 32);
+        size_t written = 0;
+        lc_str k = {(const uint8_t *)oc_key, strlen(oc_key)};
+        lc_str v = {(const uint8_t *)value, len};
+        if (*at < cap && lc_oc_server_write_via(w->e->oc_srv, now_ns(), k, v, (uint8_t *)out + *at, cap - *at, &written) ==
+                             LC_RESULT_OK) {
+            *oc_at = *at;
+            *at += written;
+            put(out, at, cap, "\r\n", 2);
+            return written;
+        }
+    }
+    put(out, at, cap, value, len);
+    put(out, at, cap, "\r\n", 2);
+    return 0;
+}

@@ -1,0 +1,146 @@
+/* stats.c: the edge's metrics as one exposition, served at --metrics (metrics.c) and printed
+ * on SIGUSR1: libloadctl's counters, its per-rule rows replaced by totals kept monotonic over
+ * policy changes, then the edge's own counters summed over both threads, the detector's, the
+ * subscriber's, overload control's and the TCP side's. */
+#define _GNU_SOURCE /* struct mmsghdr (edge.h), clock_gettime */
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "edge.h"
+#include "metrics.h"
+#include "stats.h"
+
+static void metric(mbuf *b, const char *name, const char *type, const char *help, unsigned long long v) {
+    mbuf_family(b, name, type, help);
+    mbuf_printf(b, "%s %llu\n", name, v);
+}
+
+/* The sum of one counter over both threads. */
+#define SUM(field) (READ(e->udp->c.field) + (e->tcp ? READ(e->tcp->c.field) : 0ul))
+
+/* The whole exposition (Prometheus text format 0.0.4): the engine's counters — its per-rule
+ * rows replaced by the edge's monotonic totals (metrics.h) —, then the edge's own. Every
+ * family has # HELP and # TYPE. Called on the metrics thread (a scrape) and on the main thread
+ * (SIGUSR1); it reads counters only. */
+void render_stats(void *userdata, mbuf *b) {
+    edge_t *e = userdata;
+    size_t need = 0;
+    lc_engine_prometheus(e->engine, NULL, 0, &need);
+    char *text = malloc(need + 4096);
+    size_t n = 0;
+    if (text && lc_engine_prometheus(e->engine, (uint8_t *)text, need + 4096, &n) == LC_RESULT_OK) {
+        for (size_t at = 0; at < n;) {
+            const char *nl = memchr(text + at, '\n', n - at);
+            size_t end = nl ? (size_t)(nl - text) + 1 : n;
+            const char *l = text + at;
+            size_t ll = end - at;
+            int rule_row = (ll > 13 && strncmp(l, "loadctl_rule_", 13) == 0) ||
+                           (ll > 20 && (strncmp(l, "# HELP loadctl_rule_", 20) == 0 || strncmp(l, "# TYPE loadctl_rule_", 20) == 0));
+            if (!rule_row) mbuf_put(b, l, ll);
+            at = end;
+        }
+    }
+    free(text);
+    metrics_write_rules(e->engine, b);
+    metric(b, "edge_forwarded_total", "counter", "Requests forwarded to the next hop.", SUM(forwarded));
+    metric(b, "edge_answered_total", "counter", "Requests the edge answered itself (503, 302, 4xx of validation).", SUM(answered));
+    metric(b, "edge_malformed_total", "counter", "Messages libloadctl could not scan as SIP requests (dropped).", SUM(malformed));
+    metric(b, "edge_acks_absorbed_total", "counter", "ACKs to the edge's own answers, not forwarded.", SUM(absorbed));
+    metric(b, "edge_dropped_total", "counter", "Requests dropped by a rule (TCP).", SUM(dropped));
+    mbuf_family(b, "edge_invalid_requests_total", "counter",
+                "Requests not forwarded by RFC 3261 section 16.3 request validation, by reason.");
+    for (int r = 1; r < SV_COUNT; r++) mbuf_printf(b, "edge_invalid_requests_total{reason=\"%s\"} %lu\n", SV_LABELS[r], SUM(invalid[r]));
+    metric(b, "edge_no_policy_rejected_total", "counter",
+           "New requests no rule matched, answered 503 because no notifier policy had arrived (no --fallback-policy).",
+           SUM(no_policy_rejected));
+    metric(b, "edge_notifier_policy_pending", "gauge", "1 while no notifier policy has arrived (--subscribe).",
+           (unsigned long long)atomic_load(&e->no_policy));
+    /* Requests shown to the retransmission detector (all but ACK and CANCEL): originals +
+     * retransmissions; retransmissions: repeated + unremembered. */
+    metric(b, "edge_requests_original_total", "counter", "Requests the retransmission detector saw first.", SUM(originals));
+    metric(b, "edge_requests_retransmission_total", "counter", "Requests the detector called retransmissions.",
+           SUM(retransmissions));
+    metric(b, "edge_retransmissions_repeated_total", "counter", "Retransmissions given their original's decision.",
+           SUM(retx_repeated));
+    metric(b, "edge_retransmissions_unremembered_total", "counter",
+           "Retransmissions whose original's decision was not remembered (classified again).", SUM(retx_unremembered));
+    lc_detector_counters dc;
+    memset(&dc, 0, sizeof dc);
+    lc_detector_stats(e->det, &dc);
+    metric(b, "edge_detector_originals_total", "counter", "The detector's originals (both threads).", dc.originals);
+    metric(b, "edge_detector_retransmissions_total", "counter", "The detector's retransmissions (both threads).",
+           dc.retransmissions);
+    metric(b, "edge_detector_evicted_total", "counter", "Transactions evicted from the detector (nonzero: too small).",
+           dc.evicted);
+    metric(b, "edge_detector_tracked", "gauge", "Transactions the detector remembers now.", dc.tracked);
+    pthread_mutex_lock(&e->sub_mu);
+    lc_subscriber_counters sc = e->sub_stats;
+    int have_sub = e->sub_stats_valid;
+    pthread_mutex_unlock(&e->sub_mu);
+    if (have_sub) {
+        metric(b, "edge_subscriber_notifies_total", "counter", "NOTIFYs received.", sc.notifies);
+        metric(b, "edge_subscriber_documents_applied_total", "counter", "Policy documents applied.", sc.applied);
+        metric(b, "edge_subscriber_documents_with_warnings_total", "counter", "Documents applied with warnings.", sc.warned);
+        metric(b, "edge_subscriber_notifies_without_body_total", "counter", "NOTIFYs without a body (nothing to update).",
+               sc.bodyless);
+        metric(b, "edge_subscriber_documents_ignored_total", "counter", "Documents ignored (old version).", sc.ignored);
+        metric(b, "edge_subscriber_documents_refused_total", "counter", "Documents refused (policy kept).", sc.refused);
+        metric(b, "edge_subscriber_withdrawals_total", "counter", "Times the notifier's rules were withdrawn.", sc.withdrawn);
+        metric(b, "edge_subscriber_notifies_rejected_total", "counter", "NOTIFYs answered with an error.", sc.rejected);
+    }
+    if (e->oc) {
+        lc_oc_hop_status hs;
+        memset(&hs, 0, sizeof hs);
+        lc_oc_client_status(e->oc, e->oc_hop, now_ns(), &hs);
+        lc_oc_server_state ss;
+        memset(&ss, 0, sizeof ss);
+        lc_oc_server_status(e->oc_srv, &ss);
+        metric(b, "edge_oc_shed_total", "counter", "Requests shed by overload control toward the next hop (503).", SUM(oc_shed));
+        metric(b, "edge_oc_rejected_total", "counter", "Requests of upstream clients without oc rejected (503).",
+               SUM(oc_rejected));
+        metric(b, "edge_oc_bad_feedback_total", "counter", "Responses with overload-control values that did not parse.",
+               SUM(oc_bad_feedback));
+        metric(b, "edge_oc_timeouts_total", "counter", "Requests without any response within --oc-timeout-ms.", SUM(oc_timeouts));
+        metric(b, "edge_oc_next_hop_active", "gauge", "1 while the next hop's feedback is in force.", hs.active);
+        metric(b, "edge_oc_next_hop_algorithm", "gauge", "The algorithm in force (libloadctl's LC_OC_ALGORITHM_*).", hs.algorithm);
+        metric(b, "edge_oc_next_hop_oc", "gauge", "The next hop's oc value in force.", hs.oc);
+        metric(b, "edge_oc_next_hop_suspended", "gauge", "1 while the next hop is suspended after timeouts.", hs.suspended);
+        metric(b, "edge_oc_next_hop_updates_total", "counter", "Feedback updates applied.", hs.updates);
+        metric(b, "edge_oc_server_overloaded", "gauge", "1 while this edge reports overload to its clients.", ss.overloaded);
+        mbuf_family(b, "edge_oc_server_target_per_second", "gauge", "The rate this edge's law targets.");
+        mbuf_printf(b, "edge_oc_server_target_per_second %.3f\n", (double)ss.target_milli / 1000.0);
+    }
+    if (e->tcp) {
+        counters_t *c = &e->tcp->c;
+        metric(b, "edge_tcp_accepted_total", "counter", "Inbound TCP connections accepted.", READ(c->tcp_accepted));
+        metric(b, "edge_tcp_refused_total", "counter", "Inbound connections closed at once (--max-connections).",
+               READ(c->tcp_refused));
+        metric(b, "edge_tcp_closed_total", "counter", "TCP connections closed.", READ(c->tcp_closed));
+        metric(b, "edge_tcp_framing_errors_total", "counter", "Messages without a usable Content-Length (400, close).",
+               READ(c->tcp_framing_errors));
+        metric(b, "edge_tcp_too_large_total", "counter", "Messages over 65,535 bytes (513, close).", READ(c->tcp_too_large));
+        metric(b, "edge_tcp_overflows_total", "counter", "Connections closed because their output buffer was full.",
+               READ(c->tcp_overflows));
+        metric(b, "edge_tcp_pings_total", "counter", "RFC 5626 keep-alive pings answered.", READ(c->tcp_pings));
+        metric(b, "edge_tcp_responses_orphaned_total", "counter", "Responses whose inbound connection had gone (dropped).",
+               READ(c->tcp_responses_orphaned));
+        metric(b, "edge_tcp_hop_connects_total", "counter", "Connections opened to the next hop.", READ(c->hop_connects));
+        metric(b, "edge_tcp_hop_failures_total", "counter", "Failed connects to the next hop.", READ(c->hop_failures));
+        metric(b, "edge_tcp_forward_failures_total", "counter", "Requests answered 503 because the next hop was unreachable.",
+               READ(c->forward_failures));
+        metric(b, "edge_tcp_idle_closed_total", "counter", "Inbound connections closed after --tcp-idle-s.",
+               READ(c->tcp_idle_closed));
+    }
+}
+
+/* SIGUSR1: the same exposition as GET /metrics, on stdout. */
+void print_stats(edge_t *e) {
+    mbuf b = {0};
+    render_stats(e, &b);
+    if (b.p) fwrite(b.p, 1, b.len, stdout);
+    fflush(stdout);
+    free(b.p);
+}

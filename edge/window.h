@@ -1,0 +1,16 @@
+/* Window admissions and transaction hashes (window.c). */
+#ifndef LOADCTL_EDGE_WINDOW_H
+#define LOADCTL_EDGE_WINDOW_H
+
+#include "edge.h"
+
+unsigned long hash_bytes(const char *a, size_t alen, const char *b, size_t blen);
+unsigned long transaction_hash(const char *msg, size_t len);
+/* Keeps a window ticket until the transaction's final response (release) or Timer B. */
+void remember(worker_t *w, unsigned long h, lc_ticket t);
+void release(worker_t *w, unsigned long h);
+/* The timers of a worker's tables (window admissions, overload-control waits). */
+void expire(worker_t *w);
+void window_finish(worker_t *w);
+
+#endif
