@@ -43,16 +43,10 @@ size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, co
     char line[128];
     int n = snprintf(line, sizeof line, "SIP/2.0 %u %s\r\n", status, reason);
     put(out, &at, cap, line, (size_t)n);
-    size_t i = 0;
-    while (i < len && msg[i] != '\n') i++;
-    i++;
-    while (i < len) {
-        size_t end = i;
-        while (end < len && msg[end] != '\n') end++;
-        size_t line_len = end - i;
-        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
-        if (line_len == 0) break;
-        const char *h = msg + i;
+    size_t i = first_header(msg, len);
+    const char *h;
+    size_t line_len;
+    while (next_header(msg, len, &i, &h, &line_len)) {
         if (header_is(h, line_len, "Via", "v") || header_is(h, line_len, "From", "f") ||
             header_is(h, line_len, "Call-ID", "i") || header_is(h, line_len, "CSeq", NULL)) {
             put(out, &at, cap, h, line_len);
@@ -66,7 +60,6 @@ size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, co
             if (!tagged) put(out, &at, cap, ";tag=" EDGE_TAG, 5 + strlen(EDGE_TAG));
             put(out, &at, cap, "\r\n", 2);
         }
-        i = end + 1;
     }
     for (size_t t = 0; d && d->verdict == LC_VERDICT_REDIRECT && t < d->target_count; t++) {
         put(out, &at, cap, "Contact: <", 10);
@@ -110,9 +103,7 @@ void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *fro
     char *out = w->fwd_buf;
     const size_t cap = sizeof w->fwd_buf;
     size_t at = 0;
-    size_t first = 0;
-    while (first < len && msg[first] != '\n') first++;
-    first++;
+    size_t first = first_header(msg, len);
     put(out, &at, cap, msg, first);
     size_t vl = 0;
     size_t v = find_header(msg, len, "Via", "v", &vl);
@@ -132,19 +123,9 @@ void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *fro
     put(out, &at, cap, via, (size_t)n);
     size_t i = first;
     int via_done = 0, mf_done = 0;
-    while (i < len) {
-        size_t end = i;
-        while (end < len && msg[end] != '\n') end++;
-        size_t line_len = end - i;
-        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
-        const char *h = msg + i;
-        if (line_len == 0) {
-            /* RFC 3261 §16.6 step 3: "If the copy does not contain a Max-Forwards header field,
-             * the proxy MUST add one with a field value, which SHOULD be 70." */
-            if (!mf_done) put(out, &at, cap, "Max-Forwards: 70\r\n", 18);
-            put(out, &at, cap, msg + i, len - i); /* the empty line and the body */
-            break;
-        }
+    const char *h;
+    size_t line_len;
+    while (next_header(msg, len, &i, &h, &line_len)) {
         if (!via_done && header_is(h, line_len, "Via", "v")) {
             via_done = 1;
             put(out, &at, cap, h, line_len);
@@ -162,9 +143,14 @@ void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *fro
             int m = snprintf(mfl, sizeof mfl, "Max-Forwards: %d\r\n", mf > 0 ? mf - 1 : 0);
             put(out, &at, cap, mfl, (size_t)m);
         } else {
-            put(out, &at, cap, h, end + 1 - i);
+            put(out, &at, cap, h, (size_t)(msg + i - h)); /* the line as it came, with its line end */
         }
-        i = end + 1;
+    }
+    if (i < len) {
+        /* RFC 3261 §16.6 step 3: "If the copy does not contain a Max-Forwards header field,
+         * the proxy MUST add one with a field value, which SHOULD be 70." */
+        if (!mf_done) put(out, &at, cap, "Max-Forwards: 70\r\n", 18);
+        put(out, &at, cap, msg + i, len - i); /* the empty line and the body */
     }
     if (!from->tcp) {
         send_to(w, out, at, &w->e->next_hop);
@@ -192,24 +178,18 @@ void forward_response(worker_t *w, const char *msg, size_t len, int local) {
     char *out = w->fwd_buf;
     const size_t cap = sizeof w->fwd_buf;
     size_t at = 0;
-    size_t i = 0;
+    size_t i = first_header(msg, len);
+    put(out, &at, cap, msg, i); /* the status line as it came */
     int dropped = 0, next_done = 0;
     size_t oc_at = 0, oc_len = 0;
     char oc_key[32] = "";
     peer_t to;
     memset(&to, 0, sizeof to);
     int have_to = 0;
-    while (i < len) {
-        size_t end = i;
-        while (end < len && msg[end] != '\n') end++;
-        size_t line_len = end - i;
-        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
-        const char *h = msg + i;
-        if (i > 0 && line_len == 0) {
-            put(out, &at, cap, msg + i, len - i);
-            break;
-        }
-        if (i > 0 && header_is(h, line_len, "Via", "v")) {
+    const char *h;
+    size_t line_len;
+    while (next_header(msg, len, &i, &h, &line_len)) {
+        if (header_is(h, line_len, "Via", "v")) {
             const char *colon = memchr(h, ':', line_len);
             size_t v = colon ? (size_t)(colon - h) + 1 : line_len;
             while (v < line_len && (h[v] == ' ' || h[v] == '\t')) v++;
@@ -225,29 +205,24 @@ void forward_response(worker_t *w, const char *msg, size_t len, int local) {
                     }
                     oc_answered(w, transaction_hash(msg, len));
                 }
-                if (comma == line_len - v) {
-                    i = end + 1;
-                    continue;
-                }
+                if (comma == line_len - v) continue;
                 v += comma + 1;
                 while (v < line_len && (h[v] == ' ' || h[v] == '\t')) v++;
                 if (!have_to) have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to.addr);
                 oc_len = put_upstream_via(w, out, &at, cap, h + v, line_len - v, &to, have_to, &oc_at, oc_key);
                 next_done = 1;
-                i = end + 1;
                 continue;
             }
             if (!have_to) have_to = via_destination(h + v, via_comma(h + v, line_len - v), &to.addr);
             if (!next_done) {
                 next_done = 1;
                 oc_len = put_upstream_via(w, out, &at, cap, h + v, line_len - v, &to, have_to, &oc_at, oc_key);
-                i = end + 1;
                 continue;
             }
         }
-        put(out, &at, cap, h, end + 1 - i);
-        i = end + 1;
+        put(out, &at, cap, h, (size_t)(msg + i - h));
     }
+    if (i < len) put(out, &at, cap, msg + i, len - i); /* the empty line and the body */
     /* A final response ends the transaction: release its window slot. */
     if (len > 12 && msg[7] == ' ' && msg[8] >= '2') release(w, transaction_hash(msg, len));
     if (have_to && deliver(w, out, at, &to) != 0) BUMP(w->c.tcp_responses_orphaned); /* its connection has gone */

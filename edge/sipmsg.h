@@ -52,26 +52,45 @@ static inline int header_is(const char *line, size_t len, const char *name, cons
     return 0;
 }
 
+/* Where a message's first header line starts: just past its start line. */
+static inline size_t first_header(const char *msg, size_t len) {
+    const char *nl = memchr(msg, '\n', len);
+    return (nl ? (size_t)(nl - msg) : len) + 1;
+}
+
+/* The header line at *at (first_header() for the first), without its line end (CRLF or a bare
+ * LF): 1, the line in *line and *line_len, and *at moved to the next line; 0 at the empty line
+ * that ends the header block (*at is left on it: what follows is that line and the body) or at
+ * the end of the message. Every walk over a message's header lines goes through it. */
+static inline int next_header(const char *msg, size_t len, size_t *at, const char **line, size_t *line_len) {
+    size_t i = *at;
+    if (i >= len) return 0;
+    const char *nl = memchr(msg + i, '\n', len - i);
+    size_t end = nl ? (size_t)(nl - msg) : len;
+    size_t n = end - i;
+    if (n > 0 && msg[end - 1] == '\r') n--;
+    if (n == 0) return 0;
+    *line = msg + i;
+    *line_len = n;
+    *at = end + 1;
+    return 1;
+}
+
 /* Finds the value of the first header with that name: start offset and length (0 if absent). */
 static inline size_t find_header(const char *msg, size_t len, const char *name, const char *compact, size_t *value_len) {
-    size_t i = 0;
-    while (i < len && msg[i] != '\n') i++; /* skip the first line */
-    i++;
-    while (i < len) {
-        size_t end = i;
-        while (end < len && msg[end] != '\n') end++;
-        size_t line_len = end - i;
-        if (line_len > 0 && msg[end - 1] == '\r') line_len--;
-        if (line_len == 0) break;
-        if (header_is(msg + i, line_len, name, compact)) {
-            const char *colon = memchr(msg + i, ':', line_len);
+    size_t at = first_header(msg, len);
+    const char *h;
+    size_t line_len;
+    while (next_header(msg, len, &at, &h, &line_len)) {
+        if (header_is(h, line_len, name, compact)) {
+            const char *colon = memchr(h, ':', line_len);
             if (!colon) return 0;
+            size_t i = (size_t)(h - msg);
             size_t v = (size_t)(colon - msg) + 1;
             while (v < i + line_len && (msg[v] == ' ' || msg[v] == '\t')) v++;
             *value_len = i + line_len - v;
             return v;
         }
-        i = end + 1;
     }
     *value_len = 0;
     return 0;

@@ -1,9 +1,13 @@
 /* RFC 3261 §16.3 request validation (validate.h). */
+#define _POSIX_C_SOURCE 200809L /* sipmsg.h: clock_gettime */
+
 #include "validate.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+
+#include "sipmsg.h"
 
 const char *const SV_LABELS[SV_COUNT] = {
     "valid", "no-via", "bad-syntax", "bad-scheme", "too-many-hops", "options-max-forwards-0", "loop", "bad-extension", "bad-ack",
@@ -18,15 +22,9 @@ typedef struct {
 /* The next header line from *at (the start of a line); 0 at the end of the header block. A
  * folded continuation (RFC 3261 §7.3.1) is returned as a line without a name. */
 static int next_line(const char *msg, size_t len, size_t *at, hline *h) {
-    size_t i = *at;
-    if (i >= len) return 0;
-    const char *nl = memchr(msg + i, '\n', len - i);
-    size_t end = nl ? (size_t)(nl - msg) : len;
-    size_t line_len = end - i;
-    if (line_len > 0 && msg[end - 1] == '\r') line_len--;
-    if (line_len == 0) return 0;
-    *at = end + 1;
-    const char *l = msg + i;
+    const char *l;
+    size_t line_len;
+    if (!next_header(msg, len, at, &l, &line_len)) return 0;
     memset(h, 0, sizeof *h);
     if (l[0] == ' ' || l[0] == '\t') return 1;
     const char *colon = memchr(l, ':', line_len);
@@ -161,9 +159,7 @@ unsigned long sv_loop_hash(const char *msg, size_t len) {
     size_t first = 0;
     while (first < len && msg[first] != '\n' && msg[first] != '\r') first++;
     h = fnv(h, msg, first);
-    size_t at = first;
-    while (at < len && msg[at] != '\n') at++;
-    at++;
+    size_t at = first_header(msg, len);
     hline l;
     while (next_line(msg, len, &at, &l)) {
         int id = header_id(&l);

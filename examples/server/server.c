@@ -87,16 +87,10 @@ static void respond(server_t *s, const char *msg, size_t len, const struct socka
     addr_key(to, key, sizeof key);
     int via_done = 0;
     size_t via_at = 0, via_len = 0; /* the oc Via as written, for --log-oc */
-    size_t i = 0;
-    while (i < len && msg[i] != '\n') i++;
-    i++;
-    while (i < len) {
-        size_t end = i;
-        while (end < len && msg[end] != '\n') end++;
-        size_t ll = end - i;
-        if (ll > 0 && msg[end - 1] == '\r') ll--;
-        if (ll == 0) break;
-        const char *h = msg + i;
+    size_t i = first_header(msg, len);
+    const char *h;
+    size_t ll;
+    while (next_header(msg, len, &i, &h, &ll)) {
         if (header_is(h, ll, "Via", "v") && !via_done) {
             via_done = 1;
             const char *colon = memchr(h, ':', ll);
@@ -124,7 +118,6 @@ static void respond(server_t *s, const char *msg, size_t len, const struct socka
             if (!memmem(h, ll, "tag=", 4)) put(out, &at, sizeof out, ";tag=lc-server", 14);
             put(out, &at, sizeof out, "\r\n", 2);
         }
-        i = end + 1;
     }
     put(out, &at, sizeof out, "Content-Length: 0\r\n\r\n", 21);
     if (sendto(s->sock, out, at, 0, (const struct sockaddr *)to, sizeof *to) >= 0) {
