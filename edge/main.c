@@ -67,9 +67,6 @@ static void on_signal(int sig) {
     else stop_requested = 1;
 }
 
-/* One log line on stderr, `2026-01-31T12:00:00.123Z edge: …`: UTC wall-clock time with
- * milliseconds, so the lines of several hosts sort together. One fprintf per line: the two
- * threads' lines do not interleave. */
 void elog(const char *fmt, ...) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
