@@ -16,6 +16,7 @@
 //! - [`overload`]: feedback overload control, RFC 7339 (loss) and RFC 7415 (rate), client and server.
 //! - [`prsm`]: the two-queue priority request scheduler and the retransmission detector.
 //! - [`event`]: the sans-I/O `load-control` event package (subscriber, notifier, allocator).
+//! - [`fair`]: max-min fair shares of a capacity (the allocator's and the RFC 7339 server's split).
 //! - [`clock`]: injected time sources.
 //! - [`sync`]: the only module naming atomics and arc-swap (loom shim under `--cfg loadctl_loom`).
 //!
@@ -36,6 +37,7 @@ pub use runtime::{
 pub mod clock;
 pub mod compile;
 pub mod event;
+pub mod fair;
 mod hash;
 pub mod runtime;
 // The limiters' arithmetic (GCRA, percent gate), for the cells and shards and for the bench's
