@@ -314,9 +314,9 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
     let mut oc = match config.control {
         Control::Loss | Control::Rate => {
             let algorithms = if config.control == Control::Loss {
-                Algorithms::LOSS
+                Algorithms::Loss
             } else {
-                Algorithms::BOTH
+                Algorithms::LossThenRate
             };
             let client = Client::new(
                 ClientConfig {

@@ -71,37 +71,47 @@ impl fmt::Display for Algorithm {
     }
 }
 
-/// A set of algorithms with an order of preference (an `oc-algo` list).
+/// The algorithms of an `oc-algo` list that this implementation knows, in the list's order of
+/// preference: every list that names at least one of them is one of these four.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Algorithms {
-    /// `loss` is in the list.
-    pub loss: bool,
-    /// `rate` is in the list.
-    pub rate: bool,
-    /// Both are, and `rate` comes first.
-    pub prefer_rate: bool,
+pub enum Algorithms {
+    /// `loss` alone (RFC 7339 §4.2's default when `oc-algo` is absent).
+    Loss,
+    /// `rate` alone (a client must also offer `loss`, §4.2; a server may meet such a list).
+    Rate,
+    /// `loss,rate`.
+    LossThenRate,
+    /// `rate,loss`.
+    RateThenLoss,
 }
 
 impl Algorithms {
-    /// Only `loss`.
-    pub const LOSS: Algorithms = Algorithms {
-        loss: true,
-        rate: false,
-        prefer_rate: false,
-    };
-    /// `loss,rate`.
-    pub const BOTH: Algorithms = Algorithms {
-        loss: true,
-        rate: true,
-        prefer_rate: false,
-    };
-
-    /// Whether `a` is in the set.
+    /// Whether `a` is in the list.
     pub fn contains(self, a: Algorithm) -> bool {
         match a {
-            Algorithm::Loss => self.loss,
-            Algorithm::Rate => self.rate,
+            Algorithm::Loss => self != Algorithms::Rate,
+            Algorithm::Rate => self != Algorithms::Loss,
         }
+    }
+
+    /// The list's first algorithm.
+    pub fn preferred(self) -> Algorithm {
+        match self {
+            Algorithms::Loss | Algorithms::LossThenRate => Algorithm::Loss,
+            Algorithms::Rate | Algorithms::RateThenLoss => Algorithm::Rate,
+        }
+    }
+
+    /// The list of `loss` and `rate` at these positions of an `oc-algo` list (a smaller
+    /// position is preferred), or `None` when it names neither.
+    pub fn from_positions(loss: Option<usize>, rate: Option<usize>) -> Option<Algorithms> {
+        Some(match (loss, rate) {
+            (Some(_), None) => Algorithms::Loss,
+            (None, Some(_)) => Algorithms::Rate,
+            (Some(l), Some(r)) if r < l => Algorithms::RateThenLoss,
+            (Some(_), Some(_)) => Algorithms::LossThenRate,
+            (None, None) => return None,
+        })
     }
 }
 

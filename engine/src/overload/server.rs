@@ -397,7 +397,7 @@ impl Server {
                 if !keep {
                     let chosen = if offer.algorithms.contains(config.preference) {
                         config.preference
-                    } else if offer.algorithms.loss {
+                    } else if offer.algorithms.contains(Algorithm::Loss) {
                         Algorithm::Loss
                     } else {
                         Algorithm::Rate
@@ -768,7 +768,7 @@ mod tests {
         s.on_request(
             0,
             b"a",
-            offer(Algorithms::BOTH),
+            offer(Algorithms::LossThenRate),
             Class::Original,
             Category::Reducible,
         );
@@ -778,7 +778,7 @@ mod tests {
         s.on_request(
             0,
             b"b",
-            offer(Algorithms::LOSS),
+            offer(Algorithms::Loss),
             Class::Original,
             Category::Reducible,
         );
@@ -798,11 +798,7 @@ mod tests {
             ..ServerConfig::default()
         };
         let mut s = Server::new(config).expect("test input");
-        let rate_only = Algorithms {
-            loss: false,
-            rate: true,
-            prefer_rate: true,
-        };
+        let rate_only = Algorithms::Rate;
         s.on_request(
             0,
             b"a",
@@ -818,7 +814,7 @@ mod tests {
         s.on_request(
             1000 * MS,
             b"a",
-            offer(Algorithms::BOTH),
+            offer(Algorithms::LossThenRate),
             Class::Original,
             Category::Reducible,
         );
@@ -830,7 +826,7 @@ mod tests {
         s.on_request(
             later,
             b"a",
-            offer(Algorithms::BOTH),
+            offer(Algorithms::LossThenRate),
             Class::Original,
             Category::Reducible,
         );
@@ -911,8 +907,8 @@ mod tests {
         let (admitted, s) = run_fluid(
             1000.0,
             &[
-                (1500.0, Some(Algorithms::BOTH)),
-                (1500.0, Some(Algorithms::LOSS)),
+                (1500.0, Some(Algorithms::LossThenRate)),
+                (1500.0, Some(Algorithms::Loss)),
             ],
             30,
         );
@@ -942,8 +938,8 @@ mod tests {
         let (admitted, s) = run_fluid(
             1000.0,
             &[
-                (100.0, Some(Algorithms::BOTH)),
-                (2000.0, Some(Algorithms::BOTH)),
+                (100.0, Some(Algorithms::LossThenRate)),
+                (2000.0, Some(Algorithms::LossThenRate)),
                 (2000.0, None),
             ],
             30,
@@ -960,7 +956,7 @@ mod tests {
     fn control_stops_with_validity_zero_and_a_new_seq_when_load_falls() {
         // RFC 7339 §5.7: "the SIP server MUST set the value of the "oc-validity" parameter to
         // 0. The SIP server MUST increment the value of "oc-seq"".
-        let (_, mut s) = run_fluid(1000.0, &[(3000.0, Some(Algorithms::BOTH))], 10);
+        let (_, mut s) = run_fluid(1000.0, &[(3000.0, Some(Algorithms::LossThenRate))], 10);
         let before = s.feedback(10_000 * MS, b"c\0").expect("test input");
         assert!(before.validity_ms > 0);
         // Load falls to half the capacity.
@@ -971,7 +967,7 @@ mod tests {
                 s.on_request(
                     now,
                     b"c\0",
-                    offer(Algorithms::BOTH),
+                    offer(Algorithms::LossThenRate),
                     Class::Original,
                     Category::Reducible,
                 );
@@ -998,7 +994,7 @@ mod tests {
         // in the "oc-seq" parameter". A client that compares only the integer before the "."
         // (Kamailio's core Via parser) must see each of them increase too: here the period is
         // 100 ms, so ten values a second.
-        let (_, mut s) = run_fluid(1000.0, &[(3000.0, Some(Algorithms::BOTH))], 10);
+        let (_, mut s) = run_fluid(1000.0, &[(3000.0, Some(Algorithms::LossThenRate))], 10);
         let mut now = 10_000 * MS;
         let seq_of = |s: &mut Server, now| {
             s.feedback(now, b"c\0")
@@ -1013,7 +1009,7 @@ mod tests {
                 s.on_request(
                     now,
                     b"c\0",
-                    offer(Algorithms::BOTH),
+                    offer(Algorithms::LossThenRate),
                     Class::Original,
                     Category::Reducible,
                 );
@@ -1058,7 +1054,7 @@ mod tests {
                 s.on_request(
                     now + k * MS,
                     b"a",
-                    offer(Algorithms::BOTH),
+                    offer(Algorithms::LossThenRate),
                     Class::Original,
                     Category::Reducible,
                 );
@@ -1086,7 +1082,7 @@ mod tests {
                 s.on_request(
                     now + k * MS / 2,
                     b"a",
-                    offer(Algorithms::BOTH),
+                    offer(Algorithms::LossThenRate),
                     Class::Original,
                     Category::Reducible,
                 );
@@ -1110,7 +1106,7 @@ mod tests {
             s.on_request(
                 now,
                 b"c",
-                offer(Algorithms::LOSS),
+                offer(Algorithms::Loss),
                 Class::Original,
                 Category::Reducible,
             );
@@ -1160,7 +1156,7 @@ mod tests {
             s.on_request(
                 k * MS,
                 b"a",
-                offer(Algorithms::LOSS),
+                offer(Algorithms::Loss),
                 class,
                 Category::Reducible,
             );
@@ -1174,13 +1170,13 @@ mod tests {
         // RFC 7415 §3.5.1: "when the "oc" parameter is 0 with a non-zero "oc-validity", then the
         // client should reject 100% of SIP requests": a newcomer must not be told oc=0 before
         // the law has measured it, or it could never be measured.
-        let (_, mut s) = run_fluid(1000.0, &[(3000.0, Some(Algorithms::BOTH))], 5);
+        let (_, mut s) = run_fluid(1000.0, &[(3000.0, Some(Algorithms::LossThenRate))], 5);
         assert!(s.status().overloaded);
         let now = 5_000 * MS;
         s.on_request(
             now,
             b"newcomer",
-            offer(Algorithms::BOTH),
+            offer(Algorithms::LossThenRate),
             Class::Original,
             Category::Reducible,
         );

@@ -27,14 +27,10 @@ use super::{Algorithm, Algorithms, OcError, Seq};
 /// the token "loss""). `algorithms` must contain [`Algorithm::Loss`]; the order is the
 /// client's preference.
 pub fn request_params(algorithms: Algorithms) -> &'static str {
-    if algorithms.rate {
-        if algorithms.prefer_rate {
-            ";oc;oc-algo=\"rate,loss\""
-        } else {
-            ";oc;oc-algo=\"loss,rate\""
-        }
-    } else {
-        ";oc;oc-algo=\"loss\""
+    match algorithms {
+        Algorithms::RateThenLoss => ";oc;oc-algo=\"rate,loss\"",
+        Algorithms::LossThenRate => ";oc;oc-algo=\"loss,rate\"",
+        Algorithms::Loss | Algorithms::Rate => ";oc;oc-algo=\"loss\"",
     }
 }
 
@@ -75,7 +71,7 @@ impl Offer {
         }
         let Some(list) = algos else {
             return Some(Offer {
-                algorithms: Algorithms::LOSS,
+                algorithms: Algorithms::Loss,
             });
         };
         let mut loss_at = None;
@@ -87,19 +83,8 @@ impl Offer {
                 rate_at = Some(i);
             }
         }
-        if loss_at.is_none() && rate_at.is_none() {
-            return None;
-        }
         Some(Offer {
-            algorithms: Algorithms {
-                loss: loss_at.is_some(),
-                rate: rate_at.is_some(),
-                prefer_rate: match (loss_at, rate_at) {
-                    (Some(l), Some(r)) => r < l,
-                    (None, Some(_)) => true,
-                    _ => false,
-                },
-            },
+            algorithms: Algorithms::from_positions(loss_at, rate_at)?,
         })
     }
 }
@@ -363,7 +348,7 @@ mod tests {
         let via = "SIP/2.0/UDP a;branch=z9hG4bK1;oc-algo=\"loss,rate\";oc, SIP/2.0/UDP b;oc=50";
         assert_eq!(Feedback::parse(via), Ok(None));
         let offer = Offer::parse(via).expect("test input");
-        assert!(offer.algorithms.loss && offer.algorithms.rate && !offer.algorithms.prefer_rate);
+        assert_eq!(offer.algorithms, Algorithms::LossThenRate);
     }
 
     #[test]
@@ -371,17 +356,17 @@ mod tests {
         assert_eq!(Offer::parse("SIP/2.0/UDP a;branch=z9hG4bK1"), None);
         assert_eq!(
             Offer::parse("SIP/2.0/UDP a;oc").map(|o| o.algorithms),
-            Some(Algorithms::LOSS)
+            Some(Algorithms::Loss)
         );
         // RFC 7339 §6's client offers "loss" and an algorithm "A" this implementation does not
         // know: it is offering loss.
         assert_eq!(
             Offer::parse("SIP/2.0/TLS p1.example.net;branch=z9hG4bK2d4790.1;oc;oc-algo=\"loss,A\"")
                 .map(|o| o.algorithms),
-            Some(Algorithms::LOSS)
+            Some(Algorithms::Loss)
         );
         let o = Offer::parse("SIP/2.0/UDP a;oc;oc-algo=\"rate,loss\"").expect("test input");
-        assert!(o.algorithms.prefer_rate);
+        assert_eq!(o.algorithms, Algorithms::RateThenLoss);
         assert_eq!(Offer::parse("SIP/2.0/UDP a;oc;oc-algo=\"A\""), None);
     }
 
@@ -414,12 +399,12 @@ mod tests {
 
     #[test]
     fn request_params_always_offer_loss() {
-        assert_eq!(request_params(Algorithms::LOSS), ";oc;oc-algo=\"loss\"");
+        assert_eq!(request_params(Algorithms::Loss), ";oc;oc-algo=\"loss\"");
         assert_eq!(
-            request_params(Algorithms::BOTH),
+            request_params(Algorithms::LossThenRate),
             ";oc;oc-algo=\"loss,rate\""
         );
-        for p in [Algorithms::LOSS, Algorithms::BOTH] {
+        for p in [Algorithms::Loss, Algorithms::LossThenRate] {
             let offer = Offer::parse(&format!(
                 "SIP/2.0/UDP a;branch=z9hG4bK1{}",
                 request_params(p)

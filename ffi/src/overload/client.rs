@@ -34,18 +34,20 @@ pub struct lc_oc_client_config {
     pub probe_max_ns: u64,
 }
 
+/// What `algorithms` must hold, in the words `ClientConfig::check` uses for a list without
+/// `loss`: an empty set of flags is refused the same way.
+const ALGORITHMS_EXPECTED: &str = "a list containing loss (RFC 7339 §4.2)";
+
 impl lc_oc_client_config {
     fn from_rust(c: &ClientConfig) -> Self {
-        let mut algorithms = 0;
-        if c.algorithms.loss {
-            algorithms |= LC_OC_ALGORITHMS_LOSS;
-        }
-        if c.algorithms.rate {
-            algorithms |= LC_OC_ALGORITHMS_RATE;
-        }
-        if c.algorithms.prefer_rate {
-            algorithms |= LC_OC_ALGORITHMS_PREFER_RATE;
-        }
+        let algorithms = match c.algorithms {
+            Algorithms::Loss => LC_OC_ALGORITHMS_LOSS,
+            Algorithms::Rate => LC_OC_ALGORITHMS_RATE,
+            Algorithms::LossThenRate => LC_OC_ALGORITHMS_LOSS | LC_OC_ALGORITHMS_RATE,
+            Algorithms::RateThenLoss => {
+                LC_OC_ALGORITHMS_LOSS | LC_OC_ALGORITHMS_RATE | LC_OC_ALGORITHMS_PREFER_RATE
+            }
+        };
         let m = |x: f64| (x * 1e3).round() as u32;
         Self {
             algorithms,
@@ -67,14 +69,25 @@ impl lc_oc_client_config {
             LC_OC_ALGORITHMS_LOSS | LC_OC_ALGORITHMS_RATE | LC_OC_ALGORITHMS_PREFER_RATE,
             "lc_oc_client_config.algorithms",
         )?;
-        let rate = flags & LC_OC_ALGORITHMS_RATE != 0;
+        // PREFER_RATE orders a list holding both; alone with either it changes nothing.
+        let algorithms = match (
+            flags & LC_OC_ALGORITHMS_LOSS != 0,
+            flags & LC_OC_ALGORITHMS_RATE != 0,
+        ) {
+            (true, false) => Algorithms::Loss,
+            (false, true) => Algorithms::Rate,
+            (true, true) if flags & LC_OC_ALGORITHMS_PREFER_RATE != 0 => Algorithms::RateThenLoss,
+            (true, true) => Algorithms::LossThenRate,
+            (false, false) => {
+                return Err(oc_error(OcError::Config {
+                    field: "algorithms",
+                    expected: ALGORITHMS_EXPECTED,
+                }));
+            }
+        };
         let m = |v: u32| f64::from(v) / 1e3;
         Ok(ClientConfig {
-            algorithms: Algorithms {
-                loss: flags & LC_OC_ALGORITHMS_LOSS != 0,
-                rate,
-                prefer_rate: rate && flags & LC_OC_ALGORITHMS_PREFER_RATE != 0,
-            },
+            algorithms,
             tau_reducible: m(self.tau_reducible_milli),
             tau_priority: m(self.tau_priority_milli),
             tau0: m(self.tau0_milli),

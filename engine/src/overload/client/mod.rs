@@ -83,7 +83,7 @@ pub struct ClientConfig {
 impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
-            algorithms: Algorithms::BOTH,
+            algorithms: Algorithms::LossThenRate,
             tau_reducible: 5.0,
             tau_priority: 10.0,
             tau0: 0.0,
@@ -101,7 +101,7 @@ impl ClientConfig {
     /// Checks every field; the error names the first one out of range.
     pub fn check(&self) -> Result<(), OcError> {
         let bad = |field, expected| Err(OcError::Config { field, expected });
-        if !self.algorithms.loss {
+        if !self.algorithms.contains(Algorithm::Loss) {
             return bad("algorithms", "a list containing loss (RFC 7339 §4.2)");
         }
         let tau_ok = |t: f64| t.is_finite() && (0.0..=1e6).contains(&t);

@@ -197,7 +197,7 @@ fn bad_feedback_changes_nothing() {
     assert_eq!(c.status(hop, MS), before);
     // A client that offered only loss refuses a rate selection.
     let config = ClientConfig {
-        algorithms: Algorithms::LOSS,
+        algorithms: Algorithms::Loss,
         ..ClientConfig::default()
     };
     let (c, hop) = client(config);
@@ -531,11 +531,7 @@ fn a_lock_left_by_a_dead_writer_is_taken_over() {
 fn configuration_is_checked() {
     let bad = [
         ClientConfig {
-            algorithms: Algorithms {
-                loss: false,
-                rate: true,
-                prefer_rate: true,
-            },
+            algorithms: Algorithms::Rate,
             ..ClientConfig::default()
         },
         ClientConfig {
