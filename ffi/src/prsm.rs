@@ -390,12 +390,13 @@ pub unsafe extern "C" fn lc_detector_new(
     boundary(|| {
         let out = try_out!(out);
         // SAFETY: the caller promises NULL or a valid struct.
-        let c =
-            unsafe { config.as_ref() }.map_or_else(DetectorConfig::default, |c| DetectorConfig {
-                capacity: c.capacity,
-                t1_ns: c.t1_ns,
-                stripes: c.stripes,
-            });
+        let c = unsafe { config.as_ref() }.map_or_else(DetectorConfig::default, |c| {
+            let mut config = DetectorConfig::default();
+            config.capacity = c.capacity;
+            config.t1_ns = c.t1_ns;
+            config.stripes = c.stripes;
+            config
+        });
         let detector = try_!(RetransmissionDetector::new(c).map_err(config_error));
         out.write(Box::into_raw(Box::new(lc_detector { detector })));
         Code::Ok

@@ -319,9 +319,10 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
                 Algorithms::LossThenRate
             };
             let client = Client::new(
-                ClientConfig {
-                    algorithms,
-                    ..ClientConfig::default()
+                {
+                    let mut config = ClientConfig::default();
+                    config.algorithms = algorithms;
+                    config
                 },
                 1,
             )

@@ -184,10 +184,12 @@ impl Station {
         let scheduler = Scheduler::new(config.queues()).map_err(|e| SimError(e.to_string()))?;
         let detector = if detect {
             Some(
-                RetransmissionDetector::new(DetectorConfig {
-                    capacity: most_within(arrivals, crate::timer_b(config.t1)).max(1),
-                    t1_ns: (config.t1 * 1e9) as u64,
-                    stripes: 1,
+                RetransmissionDetector::new({
+                    let mut d = DetectorConfig::default();
+                    d.capacity = most_within(arrivals, crate::timer_b(config.t1)).max(1);
+                    d.t1_ns = (config.t1 * 1e9) as u64;
+                    d.stripes = 1;
+                    d
                 })
                 .map_err(|e| SimError(e.to_string()))?,
             )

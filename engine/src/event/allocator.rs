@@ -39,6 +39,7 @@ use crate::policy::{Accept, Limit, Rate, Rule};
 
 /// How the allocator measures and shares.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct AllocatorConfig {
     /// How often demand is measured and shares recomputed, nanoseconds. Default 1 s.
     pub period_ns: u64,

@@ -103,6 +103,7 @@ impl Authorization {
 
 /// How a notifier behaves.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct NotifierConfig {
     /// This server's URI (From of the NOTIFYs).
     pub uri: Uri,

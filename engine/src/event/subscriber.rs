@@ -94,6 +94,7 @@ const YOUNG_NS: u64 = 60 * SECOND_NS;
 
 /// How a subscriber behaves.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SubscriberConfig {
     /// The notifier's URI: Request-URI and To of the SUBSCRIBE, and the source name.
     pub notifier: Uri,

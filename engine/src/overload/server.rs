@@ -61,6 +61,7 @@ use crate::prsm::Class;
 
 /// Server settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// The algorithm chosen when a client offers both. Default rate (it tells a client a
     /// number it can enforce exactly, RFC 7415 §3.4).

@@ -93,6 +93,7 @@ impl TransactionKey {
 
 /// Sizes of a [`RetransmissionDetector`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DetectorConfig {
     /// Most transactions remembered at once. When the table is full the oldest entry is
     /// forgotten early (counted in [`DetectorStats::evicted`]). Size it for the new

@@ -314,14 +314,16 @@ impl lc_allocator_config {
 
     fn to_rust(self) -> AllocatorConfig {
         let f = |ppm: u32| f64::from(ppm) / 1e6;
-        AllocatorConfig {
-            period_ns: self.period_ns,
-            alpha: f(self.alpha_ppm),
-            busy: f(self.busy_ppm),
-            probe: f(self.probe_ppm),
-            headroom: f(self.headroom_ppm),
-            hysteresis: f(self.hysteresis_ppm),
-            min_share: self.min_share_milli as f64 / 1e3,
+        {
+            let mut config = AllocatorConfig::default();
+            config.period_ns = self.period_ns;
+            config.alpha = f(self.alpha_ppm);
+            config.busy = f(self.busy_ppm);
+            config.probe = f(self.probe_ppm);
+            config.headroom = f(self.headroom_ppm);
+            config.hysteresis = f(self.hysteresis_ppm);
+            config.min_share = self.min_share_milli as f64 / 1e3;
+            config
         }
     }
 }

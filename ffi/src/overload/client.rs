@@ -86,17 +86,20 @@ impl lc_oc_client_config {
             }
         };
         let m = |v: u32| f64::from(v) / 1e3;
-        Ok(ClientConfig {
-            algorithms,
-            tau_reducible: m(self.tau_reducible_milli),
-            tau_priority: m(self.tau_priority_milli),
-            tau0: m(self.tau0_milli),
-            resonance: crate::abi::checked_bool(self.resonance, "lc_oc_client_config.resonance")?,
-            mix_period_ns: self.mix_period_ns,
-            reducible_share: from_ppm(self.reducible_share_ppm),
-            suspend_after: self.suspend_after,
-            probe_min_ns: self.probe_min_ns,
-            probe_max_ns: self.probe_max_ns,
+        Ok({
+            let mut config = ClientConfig::default();
+            config.algorithms = algorithms;
+            config.tau_reducible = m(self.tau_reducible_milli);
+            config.tau_priority = m(self.tau_priority_milli);
+            config.tau0 = m(self.tau0_milli);
+            config.resonance =
+                crate::abi::checked_bool(self.resonance, "lc_oc_client_config.resonance")?;
+            config.mix_period_ns = self.mix_period_ns;
+            config.reducible_share = from_ppm(self.reducible_share_ppm);
+            config.suspend_after = self.suspend_after;
+            config.probe_min_ns = self.probe_min_ns;
+            config.probe_max_ns = self.probe_max_ns;
+            config
         })
     }
 }

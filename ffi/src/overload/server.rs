@@ -58,24 +58,26 @@ impl lc_oc_server_config {
     }
 
     fn to_rust(self) -> Result<ServerConfig, Code> {
-        Ok(ServerConfig {
-            preference: algorithm_from_c(crate::abi::checked(
+        Ok({
+            let mut config = ServerConfig::default();
+            config.preference = algorithm_from_c(crate::abi::checked(
                 self.preference,
                 "lc_oc_server_config.preference",
-            )?),
-            validity_ms: self.validity_ms,
-            period_ns: self.period_ns,
-            target_delay_ns: self.target_delay_ns,
-            drain_ns: self.drain_ns,
-            retransmission_alarm: from_ppm(self.retransmission_alarm_ppm),
-            busy: from_ppm(self.busy_ppm),
-            probe: from_ppm(self.probe_ppm),
-            headroom: from_ppm(self.headroom_ppm),
-            min_rate: self.min_rate,
-            alpha: from_ppm(self.alpha_ppm),
-            calm_periods: self.calm_periods,
-            hold_algorithm_ns: self.hold_algorithm_ns,
-            max_clients: self.max_clients as usize,
+            )?);
+            config.validity_ms = self.validity_ms;
+            config.period_ns = self.period_ns;
+            config.target_delay_ns = self.target_delay_ns;
+            config.drain_ns = self.drain_ns;
+            config.retransmission_alarm = from_ppm(self.retransmission_alarm_ppm);
+            config.busy = from_ppm(self.busy_ppm);
+            config.probe = from_ppm(self.probe_ppm);
+            config.headroom = from_ppm(self.headroom_ppm);
+            config.min_rate = self.min_rate;
+            config.alpha = from_ppm(self.alpha_ppm);
+            config.calm_periods = self.calm_periods;
+            config.hold_algorithm_ns = self.hold_algorithm_ns;
+            config.max_clients = self.max_clients as usize;
+            config
         })
     }
 }

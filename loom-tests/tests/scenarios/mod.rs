@@ -190,10 +190,11 @@ pub fn one_original_per_transaction_however_copies_race() {
     use loadctl::prsm::{Class, DetectorConfig, RetransmissionDetector, TransactionParts};
     model(|| {
         let detector = Arc::new(
-            RetransmissionDetector::new(DetectorConfig {
-                capacity: 8,
-                stripes: 2,
-                ..DetectorConfig::default()
+            RetransmissionDetector::new({
+                let mut config = DetectorConfig::default();
+                config.capacity = 8;
+                config.stripes = 2;
+                config
             })
             .expect("config"),
         );

@@ -52,6 +52,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// Client settings. [`ClientConfig::default`] is RFC 7415's suggested values.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// The algorithms offered in requests (must contain loss: RFC 7339 §4.2 "MUST insert at
     /// least the token "loss""). Default `loss,rate`.
