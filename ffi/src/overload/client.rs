@@ -34,10 +34,6 @@ pub struct lc_oc_client_config {
     pub probe_max_ns: u64,
 }
 
-/// What `algorithms` must hold, in the words `ClientConfig::check` uses for a list without
-/// `loss`: an empty set of flags is refused the same way.
-const ALGORITHMS_EXPECTED: &str = "a list containing loss (RFC 7339 §4.2)";
-
 impl lc_oc_client_config {
     fn from_rust(c: &ClientConfig) -> Self {
         let algorithms = match c.algorithms {
@@ -81,7 +77,7 @@ impl lc_oc_client_config {
             (false, false) => {
                 return Err(oc_error(OcError::Config {
                     field: "algorithms",
-                    expected: ALGORITHMS_EXPECTED,
+                    expected: loadctl::overload::client::ALGORITHMS_EXPECTED,
                 }));
             }
         };

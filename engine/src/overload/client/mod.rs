@@ -98,12 +98,17 @@ impl Default for ClientConfig {
     }
 }
 
+/// What [`ClientConfig::check`] says `algorithms` must be (a binding that cannot even form a
+/// list refuses it in the same words).
+#[doc(hidden)]
+pub const ALGORITHMS_EXPECTED: &str = "a list containing loss (RFC 7339 §4.2)";
+
 impl ClientConfig {
     /// Checks every field; the error names the first one out of range.
     pub fn check(&self) -> Result<(), OcError> {
         let bad = |field, expected| Err(OcError::Config { field, expected });
         if !self.algorithms.contains(Algorithm::Loss) {
-            return bad("algorithms", "a list containing loss (RFC 7339 §4.2)");
+            return bad("algorithms", ALGORITHMS_EXPECTED);
         }
         let tau_ok = |t: f64| t.is_finite() && (0.0..=1e6).contains(&t);
         if !tau_ok(self.tau_reducible) {
