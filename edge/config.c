@@ -143,7 +143,7 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
             return 0;
         }
         if (strcmp(opt, "--version") == 0) {
-            printf("edge (loadctl examples) with libloadctl %s\n", lc_version());
+            printf("loadctl-edge, libloadctl %s\n", lc_version());
             return 0;
         }
         if (strcmp(opt, "--no-emergency-exempt") == 0) {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sipvia.h"
 #include "validate.h"
 #include "../ffi/tests/check.h"
 
@@ -100,6 +101,32 @@ int main(void) {
         snprintf(msg, sizeof msg, "OPTIONS sip:c@example.org SIP/2.0\r\n%s" VIA
                  "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: 2 OPTIONS\r\n\r\n", via);
         CHECK(sv_check(msg, strlen(msg), OWN, &r) == SV_OK); /* retargeted: spiralling */
+        /* A comma inside a quoted string separates no Via entries (§7.3.1: "Multiple header
+         * field rows ... comma-separated list"; a quoted-string is one value): the branch after
+         * oc-algo="loss,rate" (RFC 7339 §9) is still this entry's, so the loop is still seen. */
+        snprintf(via, sizeof via, "Via: SIP/2.0/UDP " OWN ";oc-algo=\"loss,rate\";branch=z9hG4bK-lc1234.%lx\r\n", loop);
+        snprintf(msg, sizeof msg, "OPTIONS sip:b@example.org SIP/2.0\r\n%s" VIA
+                 "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID: c1\r\nCSeq: 2 OPTIONS\r\n\r\n", via);
+        CHECK(sv_check(msg, strlen(msg), OWN, &r) == SV_LOOP && r.status == 482);
+    }
+    /* The one Via reader (sipvia.h): via-parm = sent-protocol LWS sent-by *( SEMI via-params ),
+     * sent-by = host [ COLON port ], via-received = "received" EQUAL (IPv4address / IPv6address)
+     * (RFC 3261 §25.1). */
+    {
+        const char *v = "SIP/2.0/UDP 192.0.2.1:5062;received=198.51.100.7;branch=z9hG4bK-9;oc-algo=\"loss,rate\", SIP/2.0/TCP b";
+        size_t first = via_comma(v, strlen(v));
+        CHECK(first == strlen(v) - strlen(", SIP/2.0/TCP b"));
+        via_entry_t e;
+        CHECK(via_parse(v, first, &e) == 1);
+        CHECK(e.transport_len == 3 && memcmp(e.transport, "UDP", 3) == 0);
+        CHECK(e.host_len == 9 && memcmp(e.host, "192.0.2.1", 9) == 0 && e.port == 5062);
+        CHECK(e.sent_by_len == 14 && memcmp(e.sent_by, "192.0.2.1:5062", 14) == 0);
+        CHECK(e.received_len == 12 && memcmp(e.received, "198.51.100.7", 12) == 0);
+        CHECK(e.branch_len == 9 && memcmp(e.branch, "z9hG4bK-9", 9) == 0);
+        const char *w = "SIP / 2.0 / TLS [2001:db8::1];branch=x";
+        CHECK(via_parse(w, strlen(w), &e) == 1 && e.port == 0 && e.host_len == 13 && e.received == NULL);
+        const char *bad[] = {"SIP/2.0/UDP", "SIP/2.0/UDP 192.0.2.1:0", "SIP/2.0/UDP 192.0.2.1 junk", "SIP/1.0/UDP a", "HTTP/2.0/UDP a"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(via_parse(bad[i], strlen(bad[i]), &e) == 0);
     }
     /* Truncated input never reads past its end (ASan): every prefix of a valid request. */
     {

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "sipmsg.h"
+#include "sipvia.h"
 
 const char *const SV_LABELS[SV_COUNT] = {
     "valid", "no-via", "bad-syntax", "bad-scheme", "too-many-hops", "options-max-forwards-0", "loop", "bad-extension", "bad-ack",
@@ -68,85 +69,6 @@ static int header_id(const hline *h) {
     case 19: return strncasecmp(n, "Proxy-Authorization", 19) == 0 ? H_PROXY_AUTHORIZATION : H_OTHER;
     default: return H_OTHER;
     }
-}
-
-/* RFC 3261 §25.1 token characters. */
-static int token_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '!' ||
-           c == '%' || c == '*' || c == '_' || c == '+' || c == '`' || c == '\'' || c == '~';
-}
-
-static size_t comma_at(const char *v, size_t len) {
-    int quoted = 0;
-    for (size_t k = 0; k < len; k++) {
-        if (v[k] == '"') quoted = !quoted;
-        else if (v[k] == ',' && !quoted) return k;
-    }
-    return len;
-}
-
-/* One Via entry `SIP/2.0/TRANSPORT sent-by[;params]`: 1 when it parses; its sent-by and the
- * value of its branch parameter (empty when none). */
-static int via_entry(const char *v, size_t len, const char **sent_by, size_t *sent_by_len, const char **branch,
-                     size_t *branch_len) {
-    size_t k = 0;
-    while (k < len && (v[k] == ' ' || v[k] == '\t')) k++;
-    if (len - k < 8 || strncasecmp(v + k, "SIP", 3) != 0) return 0;
-    k += 3;
-    while (k < len && v[k] == ' ') k++;
-    if (k >= len || v[k] != '/') return 0;
-    k++;
-    while (k < len && v[k] == ' ') k++;
-    if (len - k < 3 || strncmp(v + k, "2.0", 3) != 0) return 0;
-    k += 3;
-    while (k < len && v[k] == ' ') k++;
-    if (k >= len || v[k] != '/') return 0;
-    k++;
-    while (k < len && v[k] == ' ') k++;
-    size_t t = k;
-    while (k < len && token_char(v[k])) k++;
-    if (k == t || k >= len || (v[k] != ' ' && v[k] != '\t')) return 0;
-    while (k < len && (v[k] == ' ' || v[k] == '\t')) k++;
-    size_t s = k;
-    /* host (a name, IPv4, or [IPv6]) and an optional :port of 1..65535 */
-    if (k < len && v[k] == '[') {
-        while (k < len && v[k] != ']') {
-            char c = v[k];
-            if (!((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') || c == ':' || c == '.' || c == '[')) return 0;
-            k++;
-        }
-        if (k >= len) return 0;
-        k++;
-    } else {
-        while (k < len && v[k] != ':' && v[k] != ';' && v[k] != ' ' && v[k] != '\t') {
-            if (!token_char(v[k])) return 0;
-            k++;
-        }
-    }
-    if (k == s) return 0;
-    if (k < len && v[k] == ':') {
-        k++;
-        unsigned long port = 0;
-        size_t d = k;
-        while (k < len && v[k] >= '0' && v[k] <= '9' && k - d < 6) port = port * 10 + (unsigned long)(v[k++] - '0');
-        if (k == d || port == 0 || port > 65535) return 0;
-    }
-    *sent_by = v + s;
-    *sent_by_len = k - s;
-    *branch = NULL;
-    *branch_len = 0;
-    for (size_t j = k; j + 8 <= len; j++) {
-        if (v[j] == ';' && strncasecmp(v + j + 1, "branch=", 7) == 0) {
-            size_t b = j + 8, n = 0;
-            while (b + n < len && v[b + n] != ';' && v[b + n] != ' ' && v[b + n] != '\t') n++;
-            *branch = v + b;
-            *branch_len = n;
-            break;
-        }
-    }
-    /* anything after sent-by must be parameters */
-    while (k < len && (v[k] == ' ' || v[k] == '\t')) k++;
-    return k == len || v[k] == ';';
 }
 
 static unsigned long fnv(unsigned long h, const char *p, size_t n) {
@@ -219,7 +141,7 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_resu
     size_t first = first_nl ? (size_t)(first_nl - msg) : len;
     size_t line_len = first > 0 && msg[first - 1] == '\r' ? first - 1 : first;
     size_t m = 0;
-    while (m < line_len && token_char(msg[m])) m++;
+    while (m < line_len && sip_token_char(msg[m])) m++;
     const char *sp1 = m < line_len && msg[m] == ' ' ? msg + m : NULL;
     const char *uri = sp1 ? sp1 + 1 : NULL;
     const char *sp2 = uri ? memchr(uri, ' ', (size_t)(msg + line_len - uri)) : NULL;
@@ -242,13 +164,14 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_resu
             const char *v = h.value;
             size_t rest = h.value_len;
             for (;;) {
-                size_t c = comma_at(v, rest);
-                const char *sb, *br;
-                size_t sbl, brl;
-                int ok = via_entry(v, c, &sb, &sbl, &br, &brl);
+                size_t c = via_comma(v, rest);
+                via_entry_t e;
+                int ok = via_parse(v, c, &e);
                 if (vias++ == 0) via_ok = ok;
-                if (ok && own_len && sbl == own_len && strncasecmp(sb, own_sent_by, own_len) == 0 && br && brl > 11 &&
-                    strncmp(br, "z9hG4bK-lc", 10) == 0) {
+                const char *br = e.branch;
+                size_t brl = e.branch_len;
+                if (ok && own_len && e.sent_by_len == own_len && strncasecmp(e.sent_by, own_sent_by, own_len) == 0 && br &&
+                    brl > 11 && strncmp(br, "z9hG4bK-lc", 10) == 0) {
                     const char *dot = memchr(br, '.', brl);
                     if (dot) {
                         if (!loop) loop = sv_loop_hash(msg, len);

@@ -1,8 +1,7 @@
 /* via.c: the edge's reading of Via header values: the entries of a value (split at commas
  * outside quotes), the top entry of a message, the branch of an entry, where a response goes
  * (sent-by, or received=), and the inbound TCP connection named in this edge's own entry
- * (lc-conn). The edge reads Via itself because libloadctl's Via reader (Rust) is not exposed
- * over the C ABI. */
+ * (lc-conn), all through sipvia.h's reader. */
 #define _GNU_SOURCE /* struct mmsghdr (edge.h), clock_gettime */
 
 #include <arpa/inet.h>
@@ -13,24 +12,20 @@
 #include "edge.h"
 #include "via.h"
 
-/* Where a response goes: the sent-by of a Via entry, or its received= address (RFC 3261
+/* Where a response goes: the sent-by of a UDP Via entry, or its received= address (RFC 3261
  * §18.2.2). `entry` is one Via value, up to its comma. */
 int via_destination(const char *entry, size_t len, struct sockaddr_in *to) {
-    if (len == 0) return 0;
-    char buf[256];
-    size_t bl = len < sizeof buf - 1 ? len : sizeof buf - 1;
-    memcpy(buf, entry, bl);
-    buf[bl] = 0;
-    char host[64] = {0};
-    int port = 5060;
-    char *sp = strstr(buf, "UDP ");
-    if (!sp) sp = strstr(buf, "udp ");
-    if (!sp || sscanf(sp + 4, " %63[^:;, ]:%d", host, &port) < 1) return 0;
-    char *rec = strstr(buf, "received=");
-    if (rec) sscanf(rec + 9, "%63[^;, ]", host);
+    via_entry_t e;
+    if (!via_parse(entry, len, &e) || e.transport_len != 3 || strncasecmp(e.transport, "UDP", 3) != 0) return 0;
+    const char *h = e.received_len ? e.received : e.host;
+    size_t hl = e.received_len ? e.received_len : e.host_len;
+    char host[64];
+    if (hl >= sizeof host) return 0;
+    memcpy(host, h, hl);
+    host[hl] = 0;
     memset(to, 0, sizeof *to);
     to->sin_family = AF_INET;
-    to->sin_port = htons((uint16_t)port);
+    to->sin_port = htons((uint16_t)(e.port ? e.port : 5060));
     return inet_pton(AF_INET, host, &to->sin_addr) == 1;
 }
 
@@ -56,16 +51,6 @@ int via_connection(const char *entry, size_t len, peer_t *to) {
     return 0;
 }
 
-/* The offset of the first comma separating Via entries in a header value (len when none). */
-size_t via_comma(const char *v, size_t len) {
-    int quoted = 0;
-    for (size_t k = 0; k < len; k++) {
-        if (v[k] == '"') quoted = !quoted;
-        else if (v[k] == ',' && !quoted) return k;
-    }
-    return len;
-}
-
 /* The first entry of the top Via of a message (empty when none). */
 lc_str top_via(const char *msg, size_t len) {
     size_t vl = 0;
@@ -79,34 +64,23 @@ lc_str top_via(const char *msg, size_t len) {
 }
 
 /* The value of the branch parameter in one Via entry (up to its comma): its offset, and its
- * length in *n (0 when there is none). */
+ * length in *n (0 when there is none or the entry is no Via entry). */
 size_t via_branch(const char *v, size_t len, size_t *n) {
-    size_t b = 0, bl = 0;
-    for (size_t k = 0; k + 7 <= len; k++) {
-        if (strncasecmp(v + k, "branch=", 7) == 0) {
-            b = k + 7;
-            while (b + bl < len && v[b + bl] != ';' && v[b + bl] != ' ' && v[b + bl] != '\t') bl++;
-            break;
-        }
-    }
-    *n = bl;
-    return b;
+    via_entry_t e;
+    *n = 0;
+    if (!via_parse(v, len, &e) || !e.branch) return 0;
+    *n = e.branch_len;
+    return (size_t)(e.branch - v);
 }
 
-/* The top Via's branch of a message, copied into `out` (empty when none). */
+/* The top Via's branch of a message, copied into `out` (empty when none or too long). */
 void top_branch(const char *msg, size_t len, char *out, size_t cap) {
-    size_t vl = 0;
-    size_t v = find_header(msg, len, "Via", "v", &vl);
+    lc_str via = top_via(msg, len);
+    size_t n = 0;
+    size_t b = via.ptr ? via_branch((const char *)via.ptr, via.len, &n) : 0;
     out[0] = 0;
-    for (size_t k = 0; v && k + 7 <= vl; k++) {
-        if (strncasecmp(msg + v + k, "branch=", 7) == 0) {
-            size_t b = v + k + 7, n = 0;
-            while (b + n < v + vl && msg[b + n] != ';' && msg[b + n] != ',' && msg[b + n] != ' ') n++;
-            if (n < cap) {
-                memcpy(out, msg + b, n);
-                out[n] = 0;
-            }
-            return;
-        }
+    if (n > 0 && n < cap) {
+        memcpy(out, via.ptr + b, n);
+        out[n] = 0;
     }
 }

@@ -5,10 +5,10 @@
 #include <stddef.h>
 
 #include "edge.h"
+#include "sipvia.h"
 
 int via_destination(const char *entry, size_t len, struct sockaddr_in *to);
 int via_connection(const char *entry, size_t len, peer_t *to);
-size_t via_comma(const char *v, size_t len);
 lc_str top_via(const char *msg, size_t len);
 size_t via_branch(const char *v, size_t len, size_t *n);
 void top_branch(const char *msg, size_t len, char *out, size_t cap);

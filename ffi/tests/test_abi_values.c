@@ -65,7 +65,8 @@ static int declared(uint32_t v) {
 }
 
 static void test_result_text_is_total(void) {
-    /* The values the issue names, and every value up to 1,000 that is no code. */
+    /* Values just past a block of codes (7, 107, 309), between blocks (99), far ones, the top
+     * of the range, and every value up to 1,000 that is no code. */
     const uint32_t named[] = {7, 99, 107, 309, 99999, 0x80000000u, UINT32_MAX};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
         const char *t = lc_result_text(named[i]);

@@ -19,7 +19,7 @@ fn run(offered: f64, seconds: f64, s: SchedulerKind, buffer: usize, c: Control) 
 
 #[test]
 fn feedback_and_static_control_keep_goodput_at_three_times_capacity() {
-    // The target: at 3μ offered, goodput ≥ 0.95μ and failed calls ≤ 1 % with loss or
+    // The target: at 3μ offered, goodput ≥ 0.95μ and failed calls ≤ 1 % with loss or
     // rate control and PRSM. The law holds the oldest new request's queueing delay near
     // D = 50 ms, a tenth of T1, so the proxy never retransmits and the queue never reaches
     // B: FIFO and PRSM then serve the same messages in the same order, and FIFO must meet
