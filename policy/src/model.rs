@@ -18,12 +18,12 @@ use super::time::Timestamp;
 pub struct NonEmpty<T>(Vec<T>);
 
 impl<T> NonEmpty<T> {
-    /// Wraps `items`; `None` when the list is empty.
-    pub fn new(items: Vec<T>) -> Option<Self> {
+    /// Wraps `items`; an error when the list is empty.
+    pub fn new(items: Vec<T>) -> Result<Self, ValueError> {
         if items.is_empty() {
-            None
+            Err(ValueError::new("the list holds at least one item"))
         } else {
-            Some(Self(items))
+            Ok(Self(items))
         }
     }
 
@@ -294,13 +294,19 @@ pub struct ForeignElement {
 
 impl ForeignElement {
     /// An element named `name` (an XML NCName: no colon) in `namespace` (`None`: no
-    /// namespace). `None` when `name` is not an NCName, so the writer always writes
+    /// namespace). An error when `name` is not an NCName, so the writer always writes
     /// well-formed XML.
-    pub fn new(namespace: Option<String>, name: String) -> Option<Self> {
+    pub fn new(namespace: Option<String>, name: String) -> Result<Self, ValueError> {
         let mut chars = name.chars();
         let start_ok = chars.next().is_some_and(|c| c.is_alphabetic() || c == '_');
         let rest_ok = chars.all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        (start_ok && rest_ok).then_some(Self { namespace, name })
+        if start_ok && rest_ok {
+            Ok(Self { namespace, name })
+        } else {
+            Err(ValueError::new(
+                "an element name is an XML NCName (a letter or '_', then letters, digits, '_', '-', '.')",
+            ))
+        }
     }
 
     /// Namespace URI; `None` for an element in no namespace.
@@ -686,9 +692,14 @@ pub struct Interval {
 }
 
 impl Interval {
-    /// An interval; `None` unless `from` is strictly before `until`.
-    pub fn new(from: Timestamp, until: Timestamp) -> Option<Self> {
-        (from.instant_cmp(&until) == std::cmp::Ordering::Less).then_some(Self { from, until })
+    /// An interval; an error unless `from` is strictly before `until` ([`Interval::pair`]
+    /// keeps an empty pair as written).
+    pub fn new(from: Timestamp, until: Timestamp) -> Result<Self, ValueError> {
+        if from.instant_cmp(&until) == std::cmp::Ordering::Less {
+            Ok(Self { from, until })
+        } else {
+            Err(ValueError::new("an interval's from is before its until"))
+        }
     }
 
     /// The pair as written, in any order: empty (never containing any instant) when `until` is

@@ -786,7 +786,7 @@ impl<'i, 'l> Reader<'i, 'l> {
             ),
         );
         // A name that came out of the XML parser is always an NCName.
-        into.extend(ForeignElement::new(e.namespace(), e.local()));
+        into.extend(ForeignElement::new(e.namespace(), e.local()).ok());
         self.skip()
     }
 
@@ -822,9 +822,9 @@ impl<'i, 'l> Reader<'i, 'l> {
             Ok(())
         })?;
         match NonEmpty::new(sips) {
-            Some(sip) => Ok(Some(CallIdentity { sip })),
-            None if foreign || !unsupported.is_empty() => Ok(None),
-            None => Err(self.error_at(
+            Ok(sip) => Ok(Some(CallIdentity { sip })),
+            Err(_) if foreign || !unsupported.is_empty() => Ok(None),
+            Err(_) => Err(self.error_at(
                 e.offset,
                 ErrorKind::MissingElement {
                     expected: "at least one <sip>",
@@ -960,9 +960,9 @@ impl<'i, 'l> Reader<'i, 'l> {
             Ok(())
         })?;
         match NonEmpty::new(identities) {
-            Some(identities) => Ok(Some(IdentitySet { identities })),
-            None if foreign => Ok(None),
-            None => Err(self.error_at(
+            Ok(identities) => Ok(Some(IdentitySet { identities })),
+            Err(_) if foreign => Ok(None),
+            Err(_) => Err(self.error_at(
                 e.offset,
                 ErrorKind::MissingElement {
                     expected: "at least one of <one>, <many> or <many-tel>",
@@ -1038,7 +1038,13 @@ impl<'i, 'l> Reader<'i, 'l> {
             };
             let (text, at) = r.text(which, &child)?;
             let (t, zoned) = Timestamp::parse_assuming_utc(&text).map_err(|reason| {
-                r.error_at(at, ErrorKind::InvalidDateTime { value: text.clone(), reason })
+                r.error_at(
+                    at,
+                    ErrorKind::InvalidDateTime {
+                        value: text.clone(),
+                        reason: reason.reason(),
+                    },
+                )
             })?;
             if !zoned {
                 r.warn(
@@ -1100,7 +1106,7 @@ impl<'i, 'l> Reader<'i, 'l> {
                 },
             ));
         }
-        let intervals = NonEmpty::new(intervals).ok_or_else(|| {
+        let intervals = NonEmpty::new(intervals).map_err(|_| {
             self.error_at(
                 e.offset,
                 ErrorKind::MissingElement {
@@ -1174,7 +1180,7 @@ impl<'i, 'l> Reader<'i, 'l> {
         let alt_action = match action {
             "reject" => AltAction::Reject,
             "drop" => AltAction::Drop,
-            "redirect" => AltAction::Redirect(NonEmpty::new(targets.clone()).ok_or_else(|| {
+            "redirect" => AltAction::Redirect(NonEmpty::new(targets.clone()).map_err(|_| {
                 self.error_at(
                     self.attr_offset(e, "alt-action"),
                     ErrorKind::RedirectWithoutTarget,

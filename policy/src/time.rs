@@ -15,6 +15,8 @@
 use std::cmp::Ordering;
 use std::fmt;
 
+use super::error::ValueError;
+
 /// A point in time with the UTC offset it was written in.
 ///
 /// Equality compares the written form (instant *and* offset); use [`Timestamp::instant_cmp`]
@@ -96,17 +98,21 @@ impl Timestamp {
     /// Parses an `xs:dateTime` with a time zone (`Z` or `±hh:mm`). Month, day, hour, minute
     /// and second may have one digit (RFC 7200's own examples are not always zero-padded);
     /// fractional seconds are kept to the nanosecond; `24:00:00` means the next midnight.
-    pub fn parse(s: &str) -> Result<Self, &'static str> {
+    pub fn parse(s: &str) -> Result<Self, ValueError> {
         match Self::parse_assuming_utc(s)? {
             (t, true) => Ok(t),
-            (_, false) => Err("a time zone is required (Z or ±hh:mm)"),
+            (_, false) => Err(ValueError::new("a time zone is required (Z or ±hh:mm)")),
         }
     }
 
     /// Parses an `xs:dateTime` like [`Timestamp::parse`], and also one without a time zone,
     /// which is read as UTC (see the module documentation). The flag is true when the value
     /// named its zone, false when UTC was assumed.
-    pub fn parse_assuming_utc(s: &str) -> Result<(Self, bool), &'static str> {
+    pub fn parse_assuming_utc(s: &str) -> Result<(Self, bool), ValueError> {
+        Self::read(s).map_err(ValueError::new)
+    }
+
+    fn read(s: &str) -> Result<(Self, bool), &'static str> {
         let mut p = Cursor {
             s: s.as_bytes(),
             i: 0,
