@@ -191,6 +191,16 @@ class Checks:
         ok = abs(got / expected - 1.0) <= tolerance
         self.record(ok, f"{label}: {n} in {end - start:.2f} s = {got:.2f}/s, expected {expected:g}/s ± {tolerance:.0%}")
 
+    def passed_share(self, label: str, passed, shed, start: float, end: float, expected: float, tolerance: float):
+        """Of the requests decided in [start, end), the share that passed: `passed` are their
+        arrival times downstream, `shed` the times their rejections came back. A share of
+        what was offered, so a pause of the load generator and the burst that catches up after
+        it (SIPp sends missed calls late) change both counts alike; a rate would count them."""
+        n, s = harness.count_in(passed, start, end), harness.count_in(shed, start, end)
+        got = n / (n + s) if n + s else 0.0
+        ok = n + s >= 100 and abs(got - expected) <= tolerance
+        self.record(ok, f"{label}: {n} passed and {s} shed in {end - start:.2f} s = {got:.1%} passed, expected {expected:.0%} ± {tolerance:.1%} (at least 100 decided)")
+
     def all_pass(self, label: str, matching, other, start: float, end: float, per_other: int = 3):
         """Every matching call offered in [start, end) reached the UAS: the UAC's injection file
         repeats `per_other` matching callees then one other, and other calls always pass, so

@@ -220,26 +220,29 @@ def loss_feedback_through(run: Run, c: Checks, start_proxy) -> dict:
     total = 1250
     inf = harness.write_injection(run.path("callees.csv"), [CALLEE])
     uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{port}", inf=inf, rate=RATE,
-                                        calls=total, timeout_s=60, logs=False))
+                                        calls=total, timeout_s=60))
     uac.wait(timeout=70)
     ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
+    shed = [a.t for a in SippOutputs(uac.cwd).arrivals()]
     counts = SippOutputs(uac.cwd).counts()
     shed_uac = sum(n for k, n in counts.items() if k.endswith("_503_Recv"))
     c.that(len(ts) > WARM_CALLS + ON_CALLS + 100, f"{len(ts)} INVITEs reached the UAS")
+    c.that(len(shed) == shed_uac, f"the UAC logged when each of its {shed_uac} 503s came back: {len(shed)}")
     if len(ts) <= WARM_CALLS + ON_CALLS + 100:
         return {"shed": shed_uac}
     on_start, on_end = ts[WARM_CALLS], ts[WARM_CALLS + ON_CALLS - 1]
+    # Judged on the share of the INVITEs decided in each phase that passed, not on rates at the
+    # UAS: the loss algorithm sheds a share of what is offered (RFC 7339 §7: the neighbour
+    # "rejects 10% of the traffic originally destined for that server"), and a share does not
+    # depend on how evenly SIPp offered the calls.
     # Nothing shed before the first oc=50 (RFC 7339 §5: "If overload controls are not currently
     # active ... the SIP client sends the SIP message to the server").
-    c.rate("warm-up (oc=0, oc-validity=0)", ts, ts[20], ts[WARM_CALLS - 20], RATE, 0.10)
-    # §7.2: every decided request is an INVITE (reducible), so oc=50 sheds half of them: 25/s.
-    c.rate("oc=50 in force", ts, on_start + 0.5, on_end, RATE * 0.5, 0.15)
+    c.passed_share("warm-up (oc=0, oc-validity=0)", ts, shed, ts[20], ts[WARM_CALLS - 20], 1.0, 0.0)
+    # §7.2: every decided request is an INVITE (reducible), so oc=50 sheds half of them.
+    c.passed_share("oc=50 in force", ts, shed, on_start + 0.5, on_end, 0.5, 0.5 * 0.15)
     # §4.3: once the validity passed without new values, "overload control is not in effect".
     after = on_end + VALIDITY_MS / 1000.0 + 0.3
-    c.rate("after oc-validity", ts, after, ts[-20], RATE, 0.10)
-    on_offered = (on_end - on_start) * RATE
-    c.that(on_offered > 0 and abs(shed_uac / on_offered - 0.5) <= 0.15,
-           f"{shed_uac} shed of about {on_offered:.0f} INVITEs offered while oc=50 was valid: {shed_uac / max(on_offered, 1):.0%} (50 % ± 15 %)")
+    c.passed_share("after oc-validity", ts, shed, after, ts[-20], 1.0, 0.0)
     failed = SippOutputs(uac.cwd).stat().get("FailedCall(C)", -1)
     c.that(failed == 0, f"no UAC call failed ({failed})")
     stray = SippOutputs(uas.cwd).counts().get("0_ACK_Recv", -1)
