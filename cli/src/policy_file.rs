@@ -86,10 +86,8 @@ pub fn wall_clock(now: Option<&str>) -> Result<i128, u8> {
 /// comma-separated Resource-Priority namespaces (RFC 4412 §3.1 `token-nodot`), or empty for
 /// none. A namespace that is not a token-nodot is a usage error (exit code 2).
 pub fn exemptions(no_emergency: bool, namespaces: Option<&str>) -> Result<Exemptions, u8> {
-    let mut e = Exemptions {
-        emergency: !no_emergency,
-        ..Exemptions::default()
-    };
+    let mut e = Exemptions::default();
+    e.emergency = !no_emergency;
     if let Some(list) = namespaces {
         e.resource_priority = Vec::new();
         for ns in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {

@@ -185,11 +185,13 @@ pub unsafe extern "C" fn lc_scheduler_new(
         let c = *try_ref!(config);
         let out = try_out!(out);
         let scheduler = try_!(
-            Scheduler::new(SchedulerConfig {
-                discipline: try_value!(c.discipline, "lc_scheduler_config.discipline"),
-                primary_capacity: c.primary_capacity,
-                secondary_capacity: c.secondary_capacity,
-            })
+            Scheduler::new(
+                match try_value!(c.discipline, "lc_scheduler_config.discipline") {
+                    Discipline::Priority =>
+                        SchedulerConfig::priority(c.primary_capacity, c.secondary_capacity),
+                    Discipline::Fifo => SchedulerConfig::fifo(c.primary_capacity),
+                }
+            )
             .map_err(config_error)
         );
         out.write(Box::into_raw(Box::new(lc_scheduler { scheduler })));

@@ -13,8 +13,10 @@ pub enum Discipline {
     Fifo,
 }
 
-/// Sizes and discipline of a [`Scheduler`].
+/// Sizes and discipline of a [`Scheduler`]: start from [`SchedulerConfig::priority`] or
+/// [`SchedulerConfig::fifo`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SchedulerConfig {
     /// The ordering.
     pub discipline: Discipline,

@@ -355,6 +355,7 @@ impl ExemptReason {
 /// §4.8: the subscriber SHOULD honour local policy prioritising Resource-Priority and
 /// emergency requests).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Exemptions {
     /// Exempt emergency requests (RFC 5031 service URNs). Default true.
     pub emergency: bool,

@@ -892,9 +892,10 @@ fn emergency_calls_are_never_throttled() {
     // Switched off: filtered like any other call.
     let mut off = shard_for(
         ruleset(&rule("all", "", REJECT_ALL)),
-        EngineConfig::default().with_exemptions(Exemptions {
-            emergency: false,
-            ..Exemptions::default()
+        EngineConfig::default().with_exemptions({
+            let mut e = Exemptions::default();
+            e.emergency = false;
+            e
         }),
     );
     let d = off.classify(&call("urn:service:sos", "<urn:service:sos>"));
@@ -949,9 +950,10 @@ Resource-Priority: dsn.flash\r\nCall-ID: rp@x\r\nCSeq: 1 INVITE\r\nresource-prio
     // A configured list replaces the default; entries compare case-insensitively.
     let mut dsn = shard_for(
         ruleset(&rule("all", "", REJECT_ALL)),
-        EngineConfig::default().with_exemptions(Exemptions {
-            emergency: true,
-            resource_priority: vec![" DSN ".into()],
+        EngineConfig::default().with_exemptions({
+            let mut e = Exemptions::default();
+            e.resource_priority = vec![" DSN ".into()];
+            e
         }),
     );
     assert_eq!(
