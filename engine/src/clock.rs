@@ -3,6 +3,12 @@
 //! runs in simulated time in tests.
 
 use std::fmt::Debug;
+use std::time::Duration;
+
+/// A duration in the nanoseconds the engine's instants count, saturating (at 584 years).
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// Where shards get the time when a request carries none.
 pub trait Clock: Send + Sync + Debug {

@@ -51,11 +51,11 @@ impl lc_oc_client_config {
             tau_priority_milli: m(c.tau_priority),
             tau0_milli: m(c.tau0),
             resonance: u8::from(c.resonance),
-            mix_period_ns: c.mix_period_ns,
+            mix_period_ns: nanos(c.mix_period),
             reducible_share_ppm: ppm(c.reducible_share),
             suspend_after: c.suspend_after,
-            probe_min_ns: c.probe_min_ns,
-            probe_max_ns: c.probe_max_ns,
+            probe_min_ns: nanos(c.probe_min),
+            probe_max_ns: nanos(c.probe_max),
         }
     }
 
@@ -90,11 +90,11 @@ impl lc_oc_client_config {
             config.tau0 = m(self.tau0_milli);
             config.resonance =
                 crate::abi::checked_bool(self.resonance, "lc_oc_client_config.resonance")?;
-            config.mix_period_ns = self.mix_period_ns;
+            config.mix_period = Duration::from_nanos(self.mix_period_ns);
             config.reducible_share = from_ppm(self.reducible_share_ppm);
             config.suspend_after = self.suspend_after;
-            config.probe_min_ns = self.probe_min_ns;
-            config.probe_max_ns = self.probe_max_ns;
+            config.probe_min = Duration::from_nanos(self.probe_min_ns);
+            config.probe_max = Duration::from_nanos(self.probe_max_ns);
             config
         })
     }
@@ -153,7 +153,7 @@ fn hop_status(s: &HopStatus) -> lc_oc_hop_status {
         active: u8::from(s.active.is_some()),
         algorithm: algorithm_to_c(s.algorithm),
         oc: s.active.map_or(0, |(_, oc)| oc),
-        remaining_ms: s.remaining_ms,
+        remaining_ms: millis(s.remaining),
         seq: s.seq.map_or(0, |q| q.0),
         has_seq: u8::from(s.seq.is_some()),
         timeouts: s.timeouts,

@@ -27,6 +27,7 @@
 //! integers only.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use loadctl::overload::client::{
     Applied, Client, ClientConfig, ClientShard, Hop, HopCell, HopStatus, ShardHopStats, ShedReason,
@@ -38,6 +39,7 @@ use loadctl::overload::{Algorithm, Algorithms, Category, OcError, Seq};
 use loadctl::prsm::Class;
 use loadctl::sip;
 
+use crate::abi::{millis, nanos};
 use crate::engine::lc_engine;
 use crate::worker::sip_error_detail;
 use crate::{Code, boundary, lc_result, lc_str};

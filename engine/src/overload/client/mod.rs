@@ -40,14 +40,17 @@
 //!   the SIP client MUST stop sending requests to this server. The SIP client SHOULD
 //!   periodically probe"): after [`ClientConfig::suspend_after`] consecutive timeouts every
 //!   request is shed except one probe per back-off interval (doubling from
-//!   [`ClientConfig::probe_min_ns`] to [`ClientConfig::probe_max_ns`]); any response ends it.
+//!   [`ClientConfig::probe_min`] to [`ClientConfig::probe_max`]); any response ends it.
 //!
 //! A shed request is the caller's to place: another next hop that is not overloaded, else a
 //! 503 *without* `Retry-After` (§5.10: "it will need to reject these requests with a "503
 //! (Service Unavailable)" response without the Retry-After header").
 
+use std::time::Duration;
+
 use super::via::Feedback;
 use super::{Algorithm, Algorithms, Category, MAX_RATE, OcError, Seq};
+use crate::clock::nanos;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Client settings. [`ClientConfig::default`] is RFC 7415's suggested values.
@@ -70,15 +73,15 @@ pub struct ClientConfig {
     pub resonance: bool,
     /// How long each worker samples its category mix before using it (RFC 7339 §7.2:
     /// "Periodically (every 5-10 seconds)"). Default 5 s.
-    pub mix_period_ns: u64,
+    pub mix_period: Duration,
     /// The reducible share assumed before a mix is sampled (§7.2's `cat1 := 80.0`). Default 0.8.
     pub reducible_share: f64,
     /// Consecutive timeouts that suspend a hop (RFC 7339 §5.9). Default 3.
     pub suspend_after: u32,
     /// The first probe interval of a suspended hop. Default 1 s.
-    pub probe_min_ns: u64,
+    pub probe_min: Duration,
     /// The longest probe interval (the back-off doubles up to it). Default 64 s.
-    pub probe_max_ns: u64,
+    pub probe_max: Duration,
 }
 
 impl Default for ClientConfig {
@@ -89,11 +92,11 @@ impl Default for ClientConfig {
             tau_priority: 10.0,
             tau0: 0.0,
             resonance: true,
-            mix_period_ns: 5_000_000_000,
+            mix_period: Duration::from_secs(5),
             reducible_share: 0.8,
             suspend_after: 3,
-            probe_min_ns: 1_000_000_000,
-            probe_max_ns: 64_000_000_000,
+            probe_min: Duration::from_secs(1),
+            probe_max: Duration::from_secs(64),
         }
     }
 }
@@ -120,8 +123,8 @@ impl ClientConfig {
         if !tau_ok(self.tau0) || self.tau0 > self.tau_reducible {
             return bad("tau0", "between 0 and tau_reducible (RFC 7415 §3.5.1)");
         }
-        if self.mix_period_ns == 0 {
-            return bad("mix_period_ns", "positive");
+        if self.mix_period.is_zero() {
+            return bad("mix_period", "positive");
         }
         if !(self.reducible_share.is_finite() && (0.0..=1.0).contains(&self.reducible_share)) {
             return bad("reducible_share", "between 0 and 1");
@@ -129,11 +132,8 @@ impl ClientConfig {
         if self.suspend_after == 0 {
             return bad("suspend_after", "at least 1");
         }
-        if self.probe_min_ns == 0 || self.probe_max_ns < self.probe_min_ns {
-            return bad(
-                "probe_min_ns / probe_max_ns",
-                "0 < probe_min_ns ≤ probe_max_ns",
-            );
+        if self.probe_min.is_zero() || self.probe_max < self.probe_min {
+            return bad("probe_min / probe_max", "0 < probe_min ≤ probe_max");
         }
         Ok(())
     }
@@ -268,8 +268,9 @@ pub struct HopStatus {
     pub active: Option<(Algorithm, u64)>,
     /// The last algorithm the server selected (also when control is not active).
     pub algorithm: Option<Algorithm>,
-    /// Milliseconds until the values in force expire (0 when not active).
-    pub remaining_ms: u64,
+    /// How long until the values in force expire (zero when not active), to the millisecond
+    /// (the resolution of `oc-validity`).
+    pub remaining: Duration,
     /// The `oc-seq` stored.
     pub seq: Option<Seq>,
     /// Consecutive timeouts.
@@ -304,6 +305,8 @@ impl std::ops::Deref for Cells {
 #[derive(Debug)]
 pub struct Client {
     config: ClientConfig,
+    /// `config.mix_period` as the instants count it, converted once: every decision reads it.
+    mix_period_ns: u64,
     cells: Cells,
 }
 
@@ -313,6 +316,7 @@ impl Client {
         config.check()?;
         Self::check_capacity(capacity)?;
         Ok(Client {
+            mix_period_ns: nanos(config.mix_period),
             config,
             cells: Cells::Owned((0..capacity).map(|_| HopCell::default()).collect()),
         })
@@ -327,6 +331,7 @@ impl Client {
         config.check()?;
         Self::check_capacity(cells.len())?;
         Ok(Client {
+            mix_period_ns: nanos(config.mix_period),
             config,
             cells: Cells::Shared(cells),
         })
@@ -601,11 +606,11 @@ impl Client {
         HopStatus {
             active,
             algorithm: s.algorithm(),
-            remaining_ms: if active.is_some() {
+            remaining: Duration::from_millis(if active.is_some() {
                 s.expiry_ms() - now_ms
             } else {
                 0
-            },
+            }),
             seq: cell.seq.load(Ordering::Acquire).checked_sub(1).map(Seq),
             timeouts: fails as u32 & !PROBE_OUT,
             suspended: fails as u32 & !PROBE_OUT >= self.config.suspend_after,
@@ -629,9 +634,9 @@ const PROBE_OUT: u32 = 1 << 31;
 
 /// The probe interval for a back-off exponent.
 fn backoff(c: &ClientConfig, exponent: u32) -> u64 {
-    c.probe_min_ns
+    nanos(c.probe_min)
         .saturating_mul(1u64 << exponent.min(40))
-        .min(c.probe_max_ns)
+        .min(nanos(c.probe_max))
 }
 
 fn splitmix(mut z: u64) -> u64 {

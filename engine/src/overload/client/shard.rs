@@ -114,7 +114,7 @@ impl ClientShard {
     fn verdict(&mut self, client: &Client, i: usize, now_ns: u64, category: Category) -> Verdict {
         let c = &client.config;
         let cell = &client.cells[i];
-        self.count_mix(c, i, now_ns, category);
+        self.count_mix(client.mix_period_ns, i, now_ns, category);
 
         // RFC 7339 §5.9: a suspended hop gets only its probes.
         let fails = cell.fails.load(Ordering::Acquire);
@@ -147,12 +147,12 @@ impl ClientShard {
         }
     }
 
-    fn count_mix(&mut self, c: &ClientConfig, i: usize, now_ns: u64, category: Category) {
+    fn count_mix(&mut self, mix_period_ns: u64, i: usize, now_ns: u64, category: Category) {
         let m = &mut self.mix[i];
         if !m.started {
             m.started = true;
             m.since_ns = now_ns;
-        } else if now_ns.saturating_sub(m.since_ns) >= c.mix_period_ns {
+        } else if now_ns.saturating_sub(m.since_ns) >= mix_period_ns {
             let total = u64::from(m.reducible) + u64::from(m.priority);
             if total > 0 {
                 m.share = f64::from(m.reducible) / total as f64;

@@ -45,7 +45,7 @@ fn loss_sheds_the_percentage_converted_onto_the_reducible_category() {
     // category, then: 10 / 40 * 100 = 25 ... 25% of the requests in the first category
     // can be reduced to get an overall reduction of 10%."
     let config = ClientConfig {
-        mix_period_ns: S,
+        mix_period: Duration::from_nanos(S),
         ..ClientConfig::default()
     };
     let (c, hop) = client(config);
