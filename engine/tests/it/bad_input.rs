@@ -108,9 +108,10 @@ fn a_million_rules_are_refused_before_anything_is_built() {
     let e = read_err(doc.as_bytes(), &Limits::default());
     assert!(e.to_string().contains("bytes"), "{e}");
     // … and with the body limit lifted, over the rule limit (100,000).
-    let limits = Limits {
-        max_body_bytes: usize::MAX,
-        ..Limits::default()
+    let limits = {
+        let mut l = Limits::default();
+        l.max_body_bytes = usize::MAX;
+        l
     };
     let e = read_err(doc.as_bytes(), &limits);
     assert!(

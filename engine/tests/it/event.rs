@@ -1554,9 +1554,10 @@ fn warnings_are_reported_and_refusals_name_the_notifier_and_version() {
         "{ev:?}"
     );
     assert_eq!(classify_to(&e, "<tel:+1555>", 0).as_deref(), Some("w"));
-    let engine_small = Engine::new(EngineConfig::default().with_shards(1).with_limits(Limits {
-        max_rules: 1,
-        ..Limits::default()
+    let engine_small = Engine::new(EngineConfig::default().with_shards(1).with_limits({
+        let mut l = Limits::default();
+        l.max_rules = 1;
+        l
     }));
     let mut s2 = subscriber(&engine_small);
     let sub2 = s2.poll_transmit().expect("SUBSCRIBE");

@@ -151,9 +151,10 @@ fn full_replaces_everything_whatever_its_version() {
 
 #[test]
 fn merged_policy_respects_the_rule_limit() {
-    let limits = Limits {
-        max_rules: 2,
-        ..Limits::default()
+    let limits = {
+        let mut l = Limits::default();
+        l.max_rules = 2;
+        l
     };
     let base = doc(0, "full", &[("a", "1"), ("b", "2")]);
     let e = merge(Some(&base), doc(1, "partial", &[("c", "3")]), &limits).expect_err("too many");

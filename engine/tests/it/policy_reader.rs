@@ -945,9 +945,10 @@ fn rejects_rule_without_accept_in_full_document() {
 
 #[test]
 fn limit_body_bytes() {
-    let limits = Limits {
-        max_body_bytes: 100,
-        ..Limits::default()
+    let limits = {
+        let mut l = Limits::default();
+        l.max_body_bytes = 100;
+        l
     };
     let e = err_with(EXAMPLE1, &limits);
     assert_eq!(
@@ -961,9 +962,10 @@ fn limit_body_bytes() {
 
 #[test]
 fn limit_rules() {
-    let limits = Limits {
-        max_rules: 1,
-        ..Limits::default()
+    let limits = {
+        let mut l = Limits::default();
+        l.max_rules = 1;
+        l
     };
     ok(EXAMPLE1);
     let e = err_with(EXAMPLE3, &limits);
@@ -997,9 +999,10 @@ fn limit_depth() {
 
 #[test]
 fn limit_identities_per_rule() {
-    let limits = Limits {
-        max_identities_per_rule: 3,
-        ..Limits::default()
+    let limits = {
+        let mut l = Limits::default();
+        l.max_identities_per_rule = 3;
+        l
     };
     let ids = "<one id=\"sip:a@b\"/>".repeat(3);
     let doc = rule_doc(
@@ -1021,9 +1024,10 @@ fn limit_identities_per_rule() {
 
 #[test]
 fn limit_value_length() {
-    let limits = Limits {
-        max_value_len: 64,
-        ..Limits::default()
+    let limits = {
+        let mut l = Limits::default();
+        l.max_value_len = 64;
+        l
     };
     let long = format!("sip:{}@example.com", "a".repeat(100));
     let doc = rule_doc(
@@ -1058,9 +1062,10 @@ fn limit_value_length() {
 /// so a longer list keeps its first URIs and the reader warns.
 #[test]
 fn alt_targets_over_the_soft_limit_keep_the_first_ones_with_a_warning() {
-    let limits = Limits {
-        max_alt_targets: 2,
-        ..Limits::default()
+    let limits = {
+        let mut l = Limits::default();
+        l.max_alt_targets = 2;
+        l
     };
     let doc = accept_doc(
         "<lc:accept alt-action=\"redirect\" alt-target=\"sip:a@x sip:b@x sip:c@x\"><lc:rate>1</lc:rate></lc:accept>",
@@ -1208,9 +1213,10 @@ fn until_before_from_is_an_empty_interval_with_a_warning() {
 /// What the reader accepted with warnings writes back and reads again to the same ruleset.
 #[test]
 fn documents_read_with_warnings_round_trip() {
-    let limits = Limits {
-        max_alt_targets: 1,
-        ..Limits::default()
+    let limits = {
+        let mut l = Limits::default();
+        l.max_alt_targets = 1;
+        l
     };
     let doc = rule_doc(
         "<validity><from>2008-05-31T12:00:00</from><until>2008-05-31T12:00:00Z</until></validity>",

@@ -744,9 +744,10 @@ fn partial_documents_merge_and_errors_change_nothing() {
         Err(PublishError::Merge(_))
     ));
     // All sources together respect the rule limit.
-    let small = engine(EngineConfig::default().with_limits(Limits {
-        max_rules: 2,
-        ..Limits::default()
+    let small = engine(EngineConfig::default().with_limits({
+        let mut l = Limits::default();
+        l.max_rules = 2;
+        l
     }));
     small
         .publish(
