@@ -53,8 +53,10 @@ pub const CONTENT_TYPE: &str = "application/load-control+xml";
 /// except `max_alt_targets`, a soft limit (the first ones are kept, with a warning).
 ///
 /// The defaults fit a carrier-scale policy (100,000 rules of a few hundred bytes each) while
-/// bounding the memory and time one NOTIFY can cost.
+/// bounding the memory and time one NOTIFY can cost. Start from [`Limits::default`] and set
+/// the fields to change (`#[non_exhaustive]`: a limit added later breaks no caller).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Largest body, in bytes. Default 64 MiB.
     pub max_body_bytes: usize,

@@ -50,10 +50,8 @@ pub(super) fn document(
     }
     let partial = Ruleset::partial(version, changes).ok()?;
     let base = Ruleset::full_shared(version.wrapping_sub(1), sent.clone()).ok()?;
-    let limits = Limits {
-        max_rules: usize::MAX,
-        ..Limits::default()
-    };
+    let mut limits = Limits::default();
+    limits.max_rules = usize::MAX;
     match policy::merge(Some(&base), partial.clone(), &limits) {
         Ok(merged)
             if merged
