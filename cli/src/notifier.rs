@@ -659,7 +659,7 @@ pub fn run(o: &Options<'_>) -> u8 {
     // must not match a subscription of this one.
     let tag = format!("lcn{:x}x{:x}", std::process::id(), unix_ms() & 0xffff_ffff);
     let mut config = NotifierConfig::new(uri, &tag, authorization);
-    config.pacing_ns = o.pacing_ms.saturating_mul(1_000_000);
+    config.pacing = std::time::Duration::from_millis(o.pacing_ms);
     config.max_expires = o.max_expires;
     config.default_expires = config.default_expires.min(o.max_expires);
     let mut notifier = Notifier::new(config);

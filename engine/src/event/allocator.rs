@@ -20,7 +20,7 @@
 //! capacity nobody asks for goes to the constrained edges (equally to all when none is). Every
 //! edge keeps at least [`AllocatorConfig::min_share`] (never more than R / n in all), so an
 //! edge that starts sending again is seen at all. Targets are recomputed once per
-//! [`AllocatorConfig::period_ns`] (RFC 7200 §4.10: "not generate notifications at a rate higher
+//! [`AllocatorConfig::period`] (RFC 7200 §4.10: "not generate notifications at a rate higher
 //! than once per second") and change only when the change is material
 //! ([`AllocatorConfig::hysteresis`]), so measurement noise does not become a NOTIFY storm.
 //!
@@ -33,7 +33,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
+use crate::clock::nanos;
 use crate::fair::water_fill;
 use crate::policy::{Accept, Limit, Rate, Rule};
 
@@ -41,8 +43,8 @@ use crate::policy::{Accept, Limit, Rate, Rule};
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct AllocatorConfig {
-    /// How often demand is measured and shares recomputed, nanoseconds. Default 1 s.
-    pub period_ns: u64,
+    /// How often demand is measured and shares recomputed. Default 1 s.
+    pub period: Duration,
     /// Weight of the newest period's rate in the smoothed demand, 0 < α ≤ 1. Default 1: a
     /// period's rate is already an average over the period, and shares settle within two
     /// periods of a change; lower it where traffic is bursty at low rates (Poisson arrivals at
@@ -75,7 +77,7 @@ pub struct AllocatorConfig {
 impl Default for AllocatorConfig {
     fn default() -> Self {
         Self {
-            period_ns: 1_000_000_000,
+            period: Duration::from_secs(1),
             alpha: 1.0,
             busy: 0.97,
             probe: 0.5,
@@ -127,8 +129,8 @@ impl AllocatorConfig {
                 expected,
             })
         };
-        if self.period_ns == 0 {
-            return bad("period_ns", 0.0, "> 0");
+        if self.period.is_zero() {
+            return bad("period", 0.0, "> 0");
         }
         if !(self.alpha > 0.0 && self.alpha <= 1.0) {
             return bad("alpha", self.alpha, "0 < alpha <= 1");
@@ -231,7 +233,7 @@ impl Allocation {
             template,
             config,
             members: BTreeMap::new(),
-            next_tick: now_ns.saturating_add(config.period_ns),
+            next_tick: now_ns.saturating_add(nanos(config.period)),
             observed: false,
         })
     }
@@ -359,7 +361,7 @@ impl Allocation {
                 continue;
             }
             let window = now_ns.saturating_sub(m.anchor);
-            if window < c.period_ns / 2 {
+            if window < nanos(c.period) / 2 {
                 continue;
             }
             // The requests the rate was measured over, and from when (kept for the next
@@ -419,7 +421,7 @@ impl Allocation {
         }
         // Periods are counted from the last tick, not from when it was due: a late tick
         // measures a longer period, never two at once.
-        self.next_tick = now_ns.saturating_add(c.period_ns);
+        self.next_tick = now_ns.saturating_add(nanos(c.period));
         self.resplit(true)
     }
 
@@ -571,7 +573,7 @@ mod tests {
         };
         let bad = [
             AllocatorConfig {
-                period_ns: 0,
+                period: Duration::ZERO,
                 ..Default::default()
             },
             AllocatorConfig {

@@ -7,7 +7,7 @@
 //! a clock, opens a socket or spawns a thread, so every exchange runs in simulated time. A SIP
 //! stack — the appliance's own, or the test harness — moves the bytes and runs the transaction
 //! layer (retransmissions; a transaction that gets no final response is reported here as a
-//! timeout after [`TRANSACTION_TIMEOUT_NS`]).
+//! timeout after [`TRANSACTION_TIMEOUT`]).
 //!
 //! - [`subscriber::Subscriber`]: the upstream server that receives policies and applies them to
 //!   an [`crate::runtime::Engine`] as one source.
@@ -63,7 +63,10 @@ use crate::policy::Uri;
 pub const EVENT_PACKAGE: &str = "load-control";
 
 /// RFC 3261 Timer F / Timer B: 64·T1 = 32 s without a final response ends a transaction.
-pub const TRANSACTION_TIMEOUT_NS: u64 = 32_000_000_000;
+pub const TRANSACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(32);
+
+/// [`TRANSACTION_TIMEOUT`] in the nanoseconds the state machines' instants count.
+pub(crate) const TRANSACTION_TIMEOUT_NS: u64 = TRANSACTION_TIMEOUT.as_nanos() as u64;
 
 /// Nanoseconds per second.
 pub(crate) const SECOND_NS: u64 = 1_000_000_000;

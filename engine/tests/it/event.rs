@@ -221,7 +221,7 @@ fn subscriber_backs_off_and_honours_retry_after() {
     let mut delays = Vec::new();
     for _ in 0..3 {
         let timeout = s.poll_timeout().expect("txn timer");
-        assert_eq!(timeout, t + TRANSACTION_TIMEOUT_NS);
+        assert_eq!(timeout, t + TRANSACTION_TIMEOUT.as_nanos() as u64);
         s.handle_timeout(timeout);
         let retry = s.poll_timeout().expect("retry timer");
         delays.push((retry - timeout) / S);

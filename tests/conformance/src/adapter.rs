@@ -360,7 +360,7 @@ pub fn notifier(keys: &BTreeMap<String, String>) -> Result<Box<dyn Side>, String
         config.max_expires = u32::try_from(v).map_err(|_| "max-expires too large")?;
     }
     if let Some(v) = number(keys, "pacing-ms")? {
-        config.pacing_ns = v * 1_000_000;
+        config.pacing = std::time::Duration::from_millis(v);
     }
     Ok(Box::new(NotifierSide {
         notifier: Notifier::new(config),

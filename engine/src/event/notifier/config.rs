@@ -1,8 +1,9 @@
 //! The notifier's settings: who may subscribe (RFC 7200 §4.6) and the durations and pacing it
 //! grants: plain data the caller fills in and the state machine only reads.
 
+use std::time::Duration;
+
 use super::uri_key;
-use crate::event::SECOND_NS;
 use crate::policy::Uri;
 
 /// Who may subscribe.
@@ -62,7 +63,7 @@ pub struct NotifierConfig {
     /// Duration when a SUBSCRIBE names none, seconds. Default 3600 (RFC 7200 §4).
     pub default_expires: u32,
     /// Minimum spacing of NOTIFYs on one subscription. Default 1 s (§4.10).
-    pub pacing_ns: u64,
+    pub pacing: Duration,
     /// The version of the first document of each subscription. Default 0 (tests of the
     /// version wrap start close to 4294967295).
     pub first_version: u32,
@@ -78,7 +79,7 @@ impl NotifierConfig {
             min_expires: 60,
             max_expires: 3600,
             default_expires: 3600,
-            pacing_ns: SECOND_NS,
+            pacing: Duration::from_secs(1),
             first_version: 0,
         }
     }

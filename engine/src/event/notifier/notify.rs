@@ -3,6 +3,7 @@
 
 use super::document::{document, same};
 use super::{Notifier, NotifierEvent, ShutdownReason};
+use crate::clock::nanos;
 use crate::event::allocator::Allocation;
 use crate::event::{
     EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, SubscriptionState,
@@ -24,8 +25,10 @@ impl Notifier {
         self.subs
             .iter()
             .flat_map(|s| {
-                let paced = (s.dirty && s.outstanding.is_none())
-                    .then(|| s.last_notify_at.map_or(0, |t| t + self.config.pacing_ns));
+                let paced = (s.dirty && s.outstanding.is_none()).then(|| {
+                    s.last_notify_at
+                        .map_or(0, |t| t + nanos(self.config.pacing))
+                });
                 let txn = s.outstanding.map(|(_, at)| at + TRANSACTION_TIMEOUT_NS);
                 [Some(s.expires_at), paced, txn]
             })
@@ -132,7 +135,7 @@ impl Notifier {
 
     /// Sends subscription `i`'s pending NOTIFY if it is due (`immediate` skips the pacing).
     pub(super) fn send_if_due(&mut self, now_ns: u64, i: usize, immediate: bool) {
-        let pacing = self.config.pacing_ns;
+        let pacing = nanos(self.config.pacing);
         let s = &self.subs[i];
         if s.outstanding.is_some() && s.ending.is_none() {
             return;

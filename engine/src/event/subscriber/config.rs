@@ -2,7 +2,8 @@
 //! trust domain and the retry delays; plain data the caller fills in and the state machine
 //! only reads.
 
-use crate::event::SECOND_NS;
+use std::time::Duration;
+
 use crate::policy::Uri;
 
 /// How a subscriber behaves.
@@ -28,9 +29,9 @@ pub struct SubscriberConfig {
     /// one. Default false: the rules apply whatever the request's target.
     pub scope_to_notifier: bool,
     /// First retry delay after a failure. Default 1 s.
-    pub retry_initial_ns: u64,
+    pub retry_initial: Duration,
     /// Longest retry delay. Default 300 s.
-    pub retry_max_ns: u64,
+    pub retry_max: Duration,
 }
 
 impl SubscriberConfig {
@@ -44,8 +45,8 @@ impl SubscriberConfig {
             expires: 3600,
             trust: Vec::new(),
             scope_to_notifier: false,
-            retry_initial_ns: SECOND_NS,
-            retry_max_ns: 300 * SECOND_NS,
+            retry_initial: Duration::from_secs(1),
+            retry_max: Duration::from_secs(300),
         }
     }
 }

@@ -49,8 +49,8 @@
 //!   | none, or unknown | "MAY attempt to re-subscribe at any time (unless a "retry-after" parameter is present" | at once, or after `retry-after` |
 //!
 //!   A new SUBSCRIBE that fails (no final response within 32 s, 5xx, 408, …) is retried after
-//!   a back-off of 1 s doubling to 300 s ([`SubscriberConfig::retry_initial_ns`],
-//!   [`SubscriberConfig::retry_max_ns`]), or after the Retry-After of a 5xx; the first 2xx
+//!   a back-off of 1 s doubling to 300 s ([`SubscriberConfig::retry_initial`],
+//!   [`SubscriberConfig::retry_max`]), or after the Retry-After of a 5xx; the first 2xx
 //!   resets it.
 //! - **In-dialog requests go to the remote target** (RFC 3261 §12.2.1.1; SUBSCRIBE and NOTIFY
 //!   are target refresh requests, RFC 6665 §3.1–3.2). The remote target is the Contact of the
@@ -98,6 +98,7 @@ mod subscribe;
 use std::collections::VecDeque;
 
 use super::{Request, SECOND_NS};
+use crate::clock::nanos;
 use crate::policy::Uri;
 use crate::runtime::{Engine, Source};
 
@@ -208,7 +209,7 @@ impl Subscriber {
             source
         };
         let mut s = Self {
-            retry_delay: config.retry_initial_ns,
+            retry_delay: nanos(config.retry_initial),
             dialog: Dialog::new(String::new(), String::new()),
             config,
             engine,

@@ -3,6 +3,7 @@
 //! that drive them.
 
 use super::{Dialog, Phase, StopReason, Subscriber, SubscriberEvent, Transaction, YOUNG_NS};
+use crate::clock::nanos;
 use crate::event::{
     EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, TRANSACTION_TIMEOUT_NS,
 };
@@ -69,12 +70,12 @@ impl Subscriber {
     /// `rejected`, 403, an unsubscribe), during a wait (`probation`'s `retry-after`, back-off)
     /// or on a live dialog — an operator's "the notifier is back" (an RPC). The back-off starts
     /// again from
-    /// [`SubscriberConfig::retry_initial_ns`](super::SubscriberConfig::retry_initial_ns). The
+    /// [`SubscriberConfig::retry_initial`](super::SubscriberConfig::retry_initial). The
     /// rules in force stay until the new subscription's first document replaces them; a live
     /// dialog is abandoned (not unsubscribed): the notifier's next NOTIFY on it is answered
     /// 481, which ends it there.
     pub fn resubscribe(&mut self, now_ns: u64) {
-        self.retry_delay = self.config.retry_initial_ns;
+        self.retry_delay = nanos(self.config.retry_initial);
         // Out of `Ending` too: `send_subscribe` keeps that phase.
         self.phase = Phase::Subscribing;
         self.events.push_back(SubscriberEvent::Retrying {
@@ -142,7 +143,7 @@ impl Subscriber {
             None => {
                 let d = self.retry_delay;
                 self.retry_delay =
-                    (self.retry_delay.saturating_mul(2)).min(self.config.retry_max_ns);
+                    (self.retry_delay.saturating_mul(2)).min(nanos(self.config.retry_max));
                 d
             }
         };
@@ -213,7 +214,7 @@ impl Subscriber {
                     });
                     return;
                 }
-                self.retry_delay = self.config.retry_initial_ns;
+                self.retry_delay = nanos(self.config.retry_initial);
                 let duration = u64::from(granted) * SECOND_NS;
                 if self.dialog.granted {
                     // A refresh went through: this dialog works.
@@ -269,11 +270,9 @@ impl Subscriber {
         self.young_ends = if young { self.young_ends + 1 } else { 0 };
         if self.young_ends > 1 {
             let shift = (self.young_ends - 2).min(32);
-            let delay = self
-                .config
-                .retry_initial_ns
+            let delay = nanos(self.config.retry_initial)
                 .saturating_mul(1 << shift)
-                .min(self.config.retry_max_ns);
+                .min(nanos(self.config.retry_max));
             self.wait(now_ns, delay, "terminated again soon after it was granted");
             return;
         }

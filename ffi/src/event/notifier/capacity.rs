@@ -36,7 +36,7 @@ impl lc_allocator_config {
     fn from_rust(c: &AllocatorConfig) -> Self {
         let ppm = |x: f64| (x * 1e6).round() as u32;
         Self {
-            period_ns: c.period_ns,
+            period_ns: crate::abi::nanos(c.period),
             alpha_ppm: ppm(c.alpha),
             busy_ppm: ppm(c.busy),
             probe_ppm: ppm(c.probe),
@@ -50,7 +50,7 @@ impl lc_allocator_config {
         let f = |ppm: u32| f64::from(ppm) / 1e6;
         {
             let mut config = AllocatorConfig::default();
-            config.period_ns = self.period_ns;
+            config.period = std::time::Duration::from_nanos(self.period_ns);
             config.alpha = f(self.alpha_ppm);
             config.busy = f(self.busy_ppm);
             config.probe = f(self.probe_ppm);

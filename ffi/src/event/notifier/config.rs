@@ -72,7 +72,7 @@ pub(super) unsafe fn notifier_config(c: &lc_notifier_config) -> Result<NotifierC
         nc.default_expires = c.default_expires;
     }
     if c.pacing_ms > 0 {
-        nc.pacing_ns = u64::from(c.pacing_ms) * 1_000_000;
+        nc.pacing = std::time::Duration::from_millis(u64::from(c.pacing_ms));
     }
     if !(nc.min_expires <= nc.default_expires && nc.default_expires <= nc.max_expires) {
         return Err(crate::abi::invalid(
