@@ -9,8 +9,9 @@
 //! layer (retransmissions; a transaction that gets no final response is reported here as a
 //! timeout after [`TRANSACTION_TIMEOUT`]).
 //!
-//! - [`subscriber::Subscriber`]: the upstream server that receives policies and applies them to
-//!   an [`crate::runtime::Engine`] as one source.
+//! - [`subscriber::Subscriber`]: the upstream server that receives policies and puts them, as
+//!   one source, into a [`subscriber::PolicySink`]: an [`crate::runtime::Engine`], or anything
+//!   else that keeps policies.
 //! - [`notifier::Notifier`]: the overloaded or protected server that pushes policies.
 //! - [`allocator`]: max-min fair shares of a capacity among several subscribers.
 //! - [`wire`]: the package's messages as SIP text and back, for callers without a SIP stack.

@@ -10,11 +10,13 @@ use loadctl::event::notifier::{
     Authorization, Notifier, NotifierConfig, NotifierEvent, ShutdownReason,
 };
 use loadctl::event::subscriber::{
-    IgnoreReason, StopReason, Subscriber, SubscriberConfig, SubscriberEvent,
+    IgnoreReason, PolicySink, StopReason, Subscriber, SubscriberConfig, SubscriberEvent,
 };
 use loadctl::event::*;
 use loadctl::policy::{self, Limits, Rule, Ruleset, State, Uri};
-use loadctl::runtime::{Engine, EngineConfig, Request as SipRequest, Time, Transport};
+use loadctl::runtime::{
+    Engine, EngineConfig, PublishError, Request as SipRequest, Source, Time, Transport,
+};
 
 const S: u64 = 1_000_000_000;
 
@@ -530,6 +532,88 @@ fn terminated_withdraws_the_notifiers_rules_and_reasons_decide_what_next() {
             assert_eq!(s.poll_timeout(), Some(21 * S));
         }
     }
+}
+
+/// What a subscriber asked of the sink it was given.
+#[derive(Debug, Default)]
+struct RecordingSink {
+    limits: Limits,
+    calls: std::sync::Mutex<Vec<String>>,
+}
+
+impl PolicySink for RecordingSink {
+    fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    fn apply(&self, source: &Source, document: Ruleset) -> Result<u64, PublishError> {
+        let mut calls = self.calls.lock().expect("lock");
+        calls.push(format!("apply {} v{}", source.name, document.version()));
+        Ok(calls.len() as u64)
+    }
+
+    fn withdraw(&self, source: &Source) -> Result<u64, PublishError> {
+        let mut calls = self.calls.lock().expect("lock");
+        calls.push(format!("withdraw {}", source.name));
+        Ok(calls.len() as u64)
+    }
+
+    fn redirect_refused(&self, _rule: &Rule, _source: &Source) -> bool {
+        false
+    }
+}
+
+/// The subscriber keeps no policy itself: it reads each document under its sink's limits,
+/// hands what it accepts to the sink as the notifier's source, and withdraws that source when
+/// the subscription is terminated (RFC 7200 §4.8: "subscribers MUST also terminate previously
+/// received load-filtering policies from that notifier") — with any sink, not only an Engine.
+#[test]
+fn a_subscriber_puts_policies_into_the_sink_it_is_given() {
+    let mut sink = RecordingSink::default();
+    sink.limits.max_rules = 1;
+    let config = SubscriberConfig::new(
+        uri("sip:sbc.example.com"),
+        uri("sip:proxy.upstream.example"),
+        "cid",
+        "up",
+    );
+    let mut s = Subscriber::new(config, sink, 0);
+    let sub = s.poll_transmit().expect("SUBSCRIBE");
+    s.handle_response(0, &ok(&sub, 3600));
+    let one = body(0, "full", &rule_xml("a", "+1", 5));
+    assert_eq!(
+        s.handle_notify(0, &notify(&sub, 1, "active", CT, one))
+            .status,
+        200
+    );
+    let two = body(
+        1,
+        "full",
+        &format!("{}{}", rule_xml("a", "+1", 5), rule_xml("b", "+2", 5)),
+    );
+    s.handle_notify(0, &notify(&sub, 2, "active", CT, two));
+    assert!(
+        std::iter::from_fn(|| s.poll_event()).any(|e| matches!(
+            e,
+            SubscriberEvent::InvalidDocument {
+                version: Some(1),
+                ..
+            }
+        )),
+        "two rules are over the sink's limit of one"
+    );
+    s.handle_notify(
+        S,
+        &notify(&sub, 3, "terminated;reason=noresource", CT, Vec::new()),
+    );
+    let calls = s.sink().calls.lock().expect("lock").clone();
+    assert_eq!(
+        calls,
+        [
+            "apply sip:sbc.example.com v0",
+            "withdraw sip:sbc.example.com"
+        ]
+    );
 }
 
 #[test]

@@ -2,14 +2,14 @@
 //! one (RFC 7200 §4.11, serial arithmetic), applied or withdrawn as this notifier's source,
 //! and the rules whose redirect the engine refuses reported once.
 
-use super::{IgnoreReason, Subscriber, SubscriberEvent};
+use super::{IgnoreReason, PolicySink, Subscriber, SubscriberEvent};
 use crate::event::{Request, is_policy_type};
 use crate::policy::{self, Body, MergeError, State};
 use crate::runtime::PublishError;
 
-impl Subscriber {
+impl<S: PolicySink> Subscriber<S> {
     pub(super) fn withdraw(&mut self) {
-        if self.applied_any && self.engine.withdraw(&self.source.name).is_ok() {
+        if self.applied_any && self.sink.withdraw(&self.source).is_ok() {
             self.stats.withdrawn += 1;
             self.events.push_back(SubscriberEvent::PolicyWithdrawn);
         }
@@ -32,7 +32,7 @@ impl Subscriber {
             return;
         }
         let notifier = req.from.uri.to_string();
-        let doc = match policy::read(&req.body, &self.engine.config().limits) {
+        let doc = match policy::read(&req.body, self.sink.limits()) {
             Ok(d) => d,
             Err(e) => {
                 self.stats.refused += 1;
@@ -73,7 +73,7 @@ impl Subscriber {
         let refused = self.refused_redirects(&doc.ruleset);
         let state = doc.ruleset.state();
         let warnings: Vec<String> = doc.warnings.iter().map(ToString::to_string).collect();
-        match self.engine.apply(&self.source, doc.ruleset) {
+        match self.sink.apply(&self.source, doc.ruleset) {
             Ok(generation) => {
                 self.report_redirects(refused);
                 self.dialog.last_version = Some(version);
@@ -118,12 +118,10 @@ impl Subscriber {
     /// Whether `ruleset` is full, and (rule id, refused) for every rule it puts — refused when
     /// the engine will reject instead of redirecting (RFC 7200 §7) — and every id it deletes.
     fn refused_redirects(&self, ruleset: &policy::Ruleset) -> (bool, Vec<(String, bool)>) {
-        let config = &self.engine.config().compile;
-        let notifier = self.source.notifier_uri();
         let check = |r: &policy::Rule| {
             (
                 r.id.to_string(),
-                crate::compile::redirect_refused(r, notifier, config),
+                self.sink.redirect_refused(r, &self.source),
             )
         };
         match ruleset.body() {

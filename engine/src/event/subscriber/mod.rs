@@ -93,6 +93,7 @@ mod apply;
 mod config;
 mod notify;
 mod report;
+mod sink;
 mod subscribe;
 
 use std::collections::VecDeque;
@@ -104,6 +105,7 @@ use crate::runtime::{Engine, Source};
 
 pub use config::SubscriberConfig;
 pub use report::{IgnoreReason, StopReason, SubscriberEvent, SubscriberStats};
+pub use sink::PolicySink;
 
 /// A subscription that a `deactivated` or `timeout` ends sooner than this (or than half its
 /// granted duration) after its grant is "young": two such ends in a row make the next
@@ -169,11 +171,12 @@ enum Phase {
     Stopped,
 }
 
-/// One subscription to one notifier, feeding one [`Engine`] source.
+/// One subscription to one notifier, feeding one source of a [`PolicySink`]: an [`Engine`]
+/// unless said otherwise.
 #[derive(Debug)]
-pub struct Subscriber {
+pub struct Subscriber<S: PolicySink = Engine> {
     config: SubscriberConfig,
-    engine: Engine,
+    sink: S,
     source: Source,
     phase: Phase,
     dialog: Dialog,
@@ -197,9 +200,10 @@ pub struct Subscriber {
     events: VecDeque<SubscriberEvent>,
 }
 
-impl Subscriber {
-    /// A subscriber that sends its first SUBSCRIBE at `now_ns`.
-    pub fn new(config: SubscriberConfig, engine: Engine, now_ns: u64) -> Self {
+impl<S: PolicySink> Subscriber<S> {
+    /// A subscriber that sends its first SUBSCRIBE at `now_ns` and puts the policies it
+    /// receives into `sink`.
+    pub fn new(config: SubscriberConfig, sink: S, now_ns: u64) -> Self {
         // The origin is always the notifier (its redirect targets are checked against its own
         // domain, RFC 7200 §7); scoping is a separate opt-in.
         let source = Source::notifier(config.notifier.clone());
@@ -212,7 +216,7 @@ impl Subscriber {
             retry_delay: nanos(config.retry_initial),
             dialog: Dialog::new(String::new(), String::new()),
             config,
-            engine,
+            sink,
             source,
             phase: Phase::Subscribing,
             lapses_at: None,
@@ -229,6 +233,11 @@ impl Subscriber {
         };
         s.new_subscription(now_ns);
         s
+    }
+
+    /// The sink this subscriber feeds.
+    pub fn sink(&self) -> &S {
+        &self.sink
     }
 
     /// The engine source this subscriber feeds.

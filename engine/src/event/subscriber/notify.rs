@@ -2,11 +2,11 @@
 //! Subscription-State) and what its state calls for (RFC 6665 §4.1.3 on `terminated`); its body
 //! goes to `apply`.
 
-use super::{Phase, StopReason, Subscriber, SubscriberEvent};
+use super::{Phase, PolicySink, StopReason, Subscriber, SubscriberEvent};
 use crate::event::{Method, Request, Response, SECOND_NS, SubscriptionState, is_load_control};
 use crate::policy::Uri;
 
-impl Subscriber {
+impl<S: PolicySink> Subscriber<S> {
     fn trusted(&self, uri: &Uri) -> bool {
         let host = match uri.parsed() {
             crate::uri::UriRef::Sip(s) => s.host.to_ascii_lowercase(),

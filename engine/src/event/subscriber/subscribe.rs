@@ -2,14 +2,16 @@
 //! retries with back-off, the wait after young ends), what their answers do, and the timers
 //! that drive them.
 
-use super::{Dialog, Phase, StopReason, Subscriber, SubscriberEvent, Transaction, YOUNG_NS};
+use super::{
+    Dialog, Phase, PolicySink, StopReason, Subscriber, SubscriberEvent, Transaction, YOUNG_NS,
+};
 use crate::clock::nanos;
 use crate::event::{
     EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, TRANSACTION_TIMEOUT_NS,
 };
 use crate::policy;
 
-impl Subscriber {
+impl<S: PolicySink> Subscriber<S> {
     /// When [`Subscriber::handle_timeout`] must be called next (monotonic ns).
     pub fn poll_timeout(&self) -> Option<u64> {
         let txn = self.txn.map(|t| t.sent_at + TRANSACTION_TIMEOUT_NS);
