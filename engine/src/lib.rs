@@ -18,7 +18,6 @@
 //! - [`event`]: the sans-I/O `load-control` event package (subscriber, notifier, allocator).
 //! - [`fair`]: max-min fair shares of a capacity (the allocator's and the RFC 7339 server's split).
 //! - [`clock`]: injected time sources.
-//! - [`sync`]: the only module naming atomics and arc-swap (loom shim under `--cfg loadctl_loom`).
 //!
 //! The types a first program needs are re-exported at the root: [`Engine`], [`EngineConfig`],
 //! [`Shard`], [`Request`], [`Identities`], [`Decision`], [`Verdict`], [`Source`], [`Time`],
@@ -50,6 +49,9 @@ pub use loadctl_policy as policy;
 pub mod prsm;
 #[doc(inline)]
 pub use loadctl_sip as sip;
+// The only module naming atomics and arc-swap (a loom shim under `--cfg loadctl_loom`); the
+// loom models (loom-tests/) build on it: not API.
+#[doc(hidden)]
 pub mod sync;
 #[doc(inline)]
 pub use loadctl_sip::uri;

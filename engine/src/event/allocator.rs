@@ -210,7 +210,7 @@ pub struct Allocation {
 
 /// `x` rounded down to a thousandth (what a `<rate>` carries here), so rounded shares never
 /// add up to more than the capacity; 0 for NaN.
-pub fn round_share(x: f64) -> f64 {
+pub(crate) fn round_share(x: f64) -> f64 {
     let r = ((x * 1000.0).floor() / 1000.0).clamp(0.0, Rate::MAX);
     if r.is_nan() { 0.0 } else { r }
 }
