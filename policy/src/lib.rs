@@ -9,6 +9,35 @@
 //! It knows nothing of requests or limiters; `compile` turns a full [`Ruleset`] into the
 //! matching structure.
 //!
+//! # Example
+//! A full document, then a partial one that replaces its rule (RFC 7200 §4.11: the subscriber
+//! "associates the partial updates to the particular policy by matching the appropriate rule
+//! id"), merged, and written back:
+//! ```
+//! use loadctl_policy::{Limit, Limits, merge, read, write};
+//!
+//! let ns = r#"xmlns="urn:ietf:params:xml:ns:common-policy"
+//!     xmlns:lc="urn:ietf:params:xml:ns:load-control""#;
+//! let full = format!(
+//!     r#"<ruleset {ns} version="0" state="full"><rule id="r1"><conditions>
+//!     <lc:call-identity><lc:sip><lc:to><many-tel prefix="+1212"/></lc:to></lc:sip>
+//!     </lc:call-identity></conditions>
+//!     <actions><lc:accept><lc:rate>100</lc:rate></lc:accept></actions></rule></ruleset>"#
+//! );
+//! let limits = Limits::default();
+//! let base = read(full.as_bytes(), &limits)?.ruleset;
+//! let partial = format!(
+//!     r#"<ruleset {ns} version="1" state="partial"><rule id="r1">
+//!     <actions><lc:accept><lc:rate>40</lc:rate></lc:accept></actions></rule></ruleset>"#
+//! );
+//! let update = read(partial.as_bytes(), &limits)?.ruleset;
+//! let merged = merge(Some(&base), update, &limits)?; // version 1 follows 0
+//! let rules = merged.rules().expect("a merge yields a full document");
+//! assert!(matches!(rules[0].accept.limit, Limit::Rate(r) if r.per_second() == 40.0));
+//! assert_eq!(read(write(&merged).as_bytes(), &limits)?.ruleset, merged);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Deletion in partial documents
 //! RFC 7200 says a `state="partial"` document updates the previous one "by matching rule id"
 //! but defines no way to remove a rule. loadctl's choice: **in a partial document, a rule whose

@@ -25,6 +25,25 @@
 //!
 //! Header values keep their display names and parameters; [`uri_part`] cuts the URI out of one
 //! at the byte level, so a display name in a legacy 8-bit charset never stops classification.
+//!
+//! # Example
+//! ```
+//! use loadctl_sip::{scan, tag, uri_part, via::ViaParm};
+//!
+//! let msg = b"INVITE sip:+12125551234@gw.example.com;user=phone SIP/2.0\r\n\
+//!     v: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK776asdhds, SIP/2.0/UDP 10.0.0.1\r\n\
+//!     From: \"Alice\" <sip:alice@example.com>;tag=1928301774\r\n\
+//!     To: <tel:+1-212-555-1234>\r\n\
+//!     Call-ID: a84b4c76e66710@192.0.2.1\r\nCSeq: 314159 INVITE\r\n\r\n";
+//! let req = scan(msg)?;
+//! assert_eq!(req.method, "INVITE");
+//! assert!(req.initial); // no To tag: not inside a dialog
+//! assert_eq!(uri_part(req.from), Some("<sip:alice@example.com>")); // display name skipped
+//! assert_eq!(tag(req.from), Some(&b"1928301774"[..]));
+//! let top = ViaParm::top(req.via.expect("a Via"))?; // the first via-parm only
+//! assert_eq!(top.branch(), Some(&b"z9hG4bK776asdhds"[..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -24,6 +24,35 @@
 //!
 //! Everything takes the time from the caller (`now_ns`, monotonic nanoseconds), so every
 //! behaviour runs in simulated time.
+//!
+//! # Example
+//! A client whose next hop answers `oc=50` with the loss algorithm, in simulated time: after
+//! its first sample of the category mix (5 s) it sheds half of the new requests, all of them
+//! in the reducible category (RFC 7339 §7.2 converts `oc` onto that category's share), and no
+//! request of the category shed last.
+//! ```
+//! use loadctl::overload::Category;
+//! use loadctl::overload::client::{Client, ClientConfig, ClientShard, Verdict, hop_key};
+//!
+//! let client = Client::new(ClientConfig::default(), 64)?; // one per proxy, Sync
+//! let mut shard = ClientShard::new(&client, 0); // one per worker thread
+//! let hop = client.hop(hop_key(b"192.0.2.7:5060"))?;
+//! let ms = 1_000_000; // now_ns counts nanoseconds
+//! // A response from that hop; its top Via, as the server wrote it.
+//! client.on_response(hop, ms,
+//!     "SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK1;oc=50;oc-algo=\"loss\";oc-validity=20000;oc-seq=1")?;
+//! let mut shed = 0;
+//! for k in 0..10_000u64 {
+//!     let now = ms + k * ms; // a new INVITE every millisecond, for 10 s
+//!     let verdict = shard.decide(&client, hop, now, Category::Reducible);
+//!     if k >= 5_000 && matches!(verdict, Verdict::Shed(_)) {
+//!         shed += 1;
+//!     }
+//! }
+//! assert!((2_250..=2_750).contains(&shed), "{shed} of 5,000 shed"); // 50 % ± 5 %
+//! assert!(matches!(shard.decide(&client, hop, 10_001 * ms, Category::Priority), Verdict::Forward));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod client;
 pub mod server;
