@@ -26,6 +26,10 @@ mod events;
 
 pub use capacity::*;
 pub use config::*;
+pub use dialogs::*;
+pub use events::*;
+pub use exchange::*;
+pub use policies::*;
 pub use shutdown::*;
 
 use super::*;
