@@ -163,6 +163,7 @@ kamailio-releases: e2e-tools lib edge kamailio-module
 	$(CARGO) build --release -p loadctl-cli
 	@set -e; for src in $(KAMAILIO_E2E_SOURCES); do \
 	  dir=$$(sh kamailio/build.sh --source "$$src"); \
+	  [ -f "$$dir/build.json" ] || { echo "kamailio/build.sh printed '$$dir', not a build directory" >&2; exit 1; }; \
 	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_kamailio_functions.py; \
 	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_kamailio_module.py; \
 	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_faults.py --kamailio-only; \
@@ -172,6 +173,7 @@ kamailio-releases: e2e-tools lib edge kamailio-module
 	done
 	@set -e; for src in $(KAMAILIO_GATE_SOURCES); do \
 	  dir=$$(sh kamailio/build.sh --source "$$src" --modules "sl tm pv"); \
+	  [ -f "$$dir/build.json" ] || { echo "kamailio/build.sh printed '$$dir', not a build directory" >&2; exit 1; }; \
 	  echo "$$(basename $$dir) gate $$src" >> target/kamailio/tested.txt; \
 	done
 

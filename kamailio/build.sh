@@ -60,6 +60,9 @@ while [ $# -gt 0 ]; do
 done
 
 log() { printf 'kamailio/build.sh: %s\n' "$*" >&2; }
+# stdout carries only the output directory (callers read it with $(...)): every command's own
+# output (apt-get, dpkg-source, make) goes to stderr, the result to fd 3
+exec 3>&1 1>&2
 
 # --- tools -----------------------------------------------------------------------------------
 need=
@@ -263,4 +266,4 @@ json.dump({"version": version, "kamailio": kam, "mpath": mpath, "module": module
           open(path, "w"), indent=2)
 EOF
 log "wrote $out/build.json"
-echo "$out"
+echo "$out" >&3
