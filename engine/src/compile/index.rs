@@ -1,7 +1,11 @@
 //! Where rules are found: per header field, the tries and maps of their anchors, and the
 //! entry encoding that lets the common rule be checked without reading it.
 
-use super::*;
+use super::identity::*;
+use super::trie::{DigitTrie, TrieBuilder};
+use crate::hash::FxHashMap;
+use crate::policy::Field;
+use crate::uri::Canonical;
 
 /// Where the anchors of one header field are indexed. Entries are
 /// `rule << ENTRY_RULE_SHIFT | method << 1 | sufficient` (see [`entry`]): `sufficient` says a hit

@@ -1,7 +1,8 @@
 //! A request as the rule checks read it: its header values, cut out and canonicalised only
 //! when a candidate rule asks for them (the view), and the scratch space they are written to.
 
-use super::*;
+use crate::sip::HeaderValues;
+use crate::uri::{self, Canonical, Parts, SipUserNumbers};
 
 /// A rule condition that did not hold, the first one found (cheapest checks first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,7 +146,7 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// After a [`CompiledPolicy::find_with`] that found no rule in a policy that compares
+    /// After a [`super::CompiledPolicy::find_with`] that found no rule in a policy that compares
     /// telephone numbers: some field a rule looks at was a SIP URI whose user part looks like
     /// a number (digits and visual separators after an optional `+`) that the policy's
     /// [`SipUserNumbers`] setting did not read as one. False after a match.
@@ -244,4 +245,25 @@ pub(super) fn field<'b, 'r>(
     Some(uri::canonicalize_noting(
         parsed, buf, parts, numbers, unread,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
+
+        /// The ASCII shortcut of `trim_unicode` is `str::trim`: ends made of ASCII and
+        /// Unicode white space (VT and NBSP included), letters and multi-byte characters.
+        #[test]
+        fn trim_unicode_is_trim(
+            s in proptest::collection::vec(proptest::sample::select(&[
+                " ", "\t", "\n", "\x0b", "\x0c", "\r", "\u{a0}", "\u{2003}", "\u{3000}", "a",
+                "<", ">", "é", "\u{1f600}", "\x00", "\x1f",
+            ][..]), 0..6).prop_map(|v| v.concat()),
+        ) {
+            prop_assert_eq!(super::trim_unicode(&s), s.trim());
+        }
+    }
 }
