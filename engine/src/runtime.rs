@@ -19,212 +19,35 @@
 //! `target-sip-entity` applies whatever the request's target (RFC 7200 §5.3.3), unless its
 //! [`Source`] was explicitly [scoped](Source::scoped) to a target. Each source records its
 //! [`Origin`]: a notifier's redirect targets are checked against the notifier's own domain and
-//! the allow-list (RFC 7200 §7, [`CompileConfig`]); the operator's local policies are trusted.
+//! the allow-list (RFC 7200 §7, [`CompileConfig`](crate::compile::CompileConfig)); the operator's local policies are trusted.
 //! Withdrawing a source removes exactly its rules.
 
 mod cell;
+mod config;
+mod params;
 mod request;
 mod shard;
+mod snapshot;
+mod source;
 mod stats;
 mod table;
 
-use std::time::Duration;
-
 use cell::CellRef;
 pub use cell::RuleCell;
+pub use config::EngineConfig;
+pub(crate) use params::{LimitParams, lease_ahead_ns};
 pub use request::*;
 pub use shard::Shard;
+pub(crate) use snapshot::{NOT_CARRIED, SnapshotRule, rule_key};
+pub use snapshot::{PublishedRule, Snapshot};
+pub use source::{Origin, Source};
 pub use stats::{EngineStats, ExemptStats, RuleRow, SourceRow};
 use table::CellInit;
 pub use table::{CellTable, CellTableError};
 
-use crate::clock::{Clock, SystemClock};
-use crate::compile::{
-    CompileConfig, CompiledPolicy, FxHashMap, SourcedRule, compile_after, compile_sources,
-};
-use crate::policy::{self, Limit, Limits, MergeError, Rule, Ruleset, State, Uri};
+use crate::compile::{FxHashMap, SourcedRule, compile_after, compile_sources};
+use crate::policy::{self, MergeError, Ruleset, State};
 use crate::sync::{Arc, ArcSwap, AtomicU64, Mutex, Name, Ordering, StdArc, lock};
-
-/// How an [`Engine`] behaves. Start from `EngineConfig::default()` and change what you need
-/// with the `with_*` methods (or the fields); new settings may be added, so the struct is
-/// `#[non_exhaustive]`:
-///
-/// ```
-/// use std::time::Duration;
-/// use loadctl::{Engine, EngineConfig};
-///
-/// let engine = Engine::new(
-///     EngineConfig::default()
-///         .with_shards(4)
-///         .with_burst_tolerance(Duration::from_millis(50)),
-/// );
-/// assert_eq!(engine.config().shards, 4);
-/// ```
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct EngineConfig {
-    /// How many shards (worker threads) are expected. Default: the number of cores.
-    pub shards: usize,
-    /// Where shards read the time when a request carries none.
-    pub clock: StdArc<dyn Clock>,
-    /// Redirect allow-list and other compile options.
-    pub compile: CompileConfig,
-    /// Requests let through before any rule is tried (emergency, priority).
-    pub exemptions: Exemptions,
-    /// Input limits for documents and merged policies.
-    pub limits: Limits,
-    /// GCRA burst tolerance τ of rate rules: a request may come up to τ ahead of its slot, at
-    /// most max(1, ⌈r·τ⌉) pass at the same instant (see [`crate::limit`]).
-    pub burst_tolerance: Duration,
-    /// How far ahead a shard may lease rate tokens, which sizes leases (⌊r·period⌋ tokens, at
-    /// least 1): one shared write buys that many admissions. Tokens a shard leased and then
-    /// had no traffic for are lost to the others, at most ⌊r·period⌋ each time load moves
-    /// away from a shard, so short periods keep the aggregate exact; long ones mean fewer
-    /// shared writes. Default 0.5 ms.
-    pub lease_period: Duration,
-}
-
-impl EngineConfig {
-    /// With [`EngineConfig::shards`] set.
-    pub fn with_shards(mut self, shards: usize) -> Self {
-        self.shards = shards;
-        self
-    }
-
-    /// With [`EngineConfig::clock`] set.
-    pub fn with_clock(mut self, clock: StdArc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// With [`EngineConfig::compile`] set.
-    pub fn with_compile(mut self, compile: CompileConfig) -> Self {
-        self.compile = compile;
-        self
-    }
-
-    /// With [`EngineConfig::exemptions`] set.
-    pub fn with_exemptions(mut self, exemptions: Exemptions) -> Self {
-        self.exemptions = exemptions;
-        self
-    }
-
-    /// With [`EngineConfig::limits`] set.
-    pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// With [`EngineConfig::burst_tolerance`] set.
-    pub fn with_burst_tolerance(mut self, burst_tolerance: Duration) -> Self {
-        self.burst_tolerance = burst_tolerance;
-        self
-    }
-
-    /// With [`EngineConfig::lease_period`] set.
-    pub fn with_lease_period(mut self, lease_period: Duration) -> Self {
-        self.lease_period = lease_period;
-        self
-    }
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        Self {
-            shards: std::thread::available_parallelism().map_or(1, usize::from),
-            clock: StdArc::new(SystemClock::default()),
-            compile: CompileConfig::default(),
-            exemptions: Exemptions::default(),
-            limits: Limits::default(),
-            burst_tolerance: Duration::from_millis(100),
-            lease_period: Duration::from_micros(500),
-        }
-    }
-}
-
-/// Where a source's policy came from: who wrote it, which decides how far it is trusted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// Loaded by the operator (a policy file, an RPC or API publish): trusted, its redirect
-    /// targets are never refused.
-    Local,
-    /// Received from a notifier with this URI (RFC 7200 §4): its redirect targets must lie in
-    /// the notifier's own domain or in the operator's allow-list
-    /// ([`CompileConfig::redirect_allow`], RFC 7200 §7).
-    Notifier(Uri),
-}
-
-/// Who a policy came from (its [`Origin`]), under which name, and which target entity its rules
-/// without `target-sip-entity` are scoped to.
-///
-/// The origin and the scope are separate: by default a rule without `target-sip-entity` applies
-/// **whatever the request's target** (RFC 7200 §5.3.3 only lets a subscriber *record* the
-/// originator as the target, a MAY); [`Source::scoped`] opts into scoping, which only makes
-/// sense where every caller passes the request's target.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Source {
-    /// A stable name (typically the notifier's URI, or "local").
-    pub name: String,
-    /// Who wrote the policy.
-    pub origin: Origin,
-    /// When set, rules without `target-sip-entity` only match requests whose target entity is
-    /// this URI (and never requests without a target). `None`: they match whatever the target.
-    pub scope: Option<Uri>,
-}
-
-impl AsRef<str> for Source {
-    /// The source's name, which identifies it ([`Engine::withdraw`], [`Engine::source_policy`]).
-    fn as_ref(&self) -> &str {
-        &self.name
-    }
-}
-
-impl Source {
-    /// A policy the operator loaded (file, RPC, API): trusted, unscoped.
-    pub fn local(name: &str) -> Self {
-        Self {
-            name: name.to_owned(),
-            origin: Origin::Local,
-            scope: None,
-        }
-    }
-
-    /// A notifier's policy, named by its URI: its redirect targets are checked against the
-    /// notifier's own domain (RFC 7200 §7); its rules apply whatever the request's target.
-    pub fn notifier(notifier: Uri) -> Self {
-        Self {
-            name: notifier.as_str().to_owned(),
-            origin: Origin::Notifier(notifier),
-            scope: None,
-        }
-    }
-
-    /// This source with its rules without `target-sip-entity` scoped to `target` (RFC 7200
-    /// §5.3.3: the subscriber MAY record the policy's originator as its target).
-    pub fn scoped(mut self, target: Uri) -> Self {
-        self.scope = Some(target);
-        self
-    }
-
-    /// This source scoped to its notifier's URI (unchanged for a local source).
-    pub fn scoped_to_notifier(self) -> Self {
-        match &self.origin {
-            Origin::Notifier(uri) => {
-                let uri = uri.clone();
-                self.scoped(uri)
-            }
-            Origin::Local => self,
-        }
-    }
-
-    /// The notifier's URI when the policy came from one.
-    pub fn notifier_uri(&self) -> Option<&Uri> {
-        match &self.origin {
-            Origin::Notifier(uri) => Some(uri),
-            Origin::Local => None,
-        }
-    }
-}
 
 /// Why a policy change was refused (nothing was changed).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -233,7 +56,7 @@ pub enum PublishError {
     NotFull,
     /// The partial document does not apply to the source's current policy.
     Merge(MergeError),
-    /// All sources together would exceed [`Limits::max_rules`].
+    /// All sources together would exceed [`Limits::max_rules`](crate::policy::Limits::max_rules).
     TooManyRules {
         /// The limit.
         max: usize,
@@ -266,206 +89,6 @@ impl From<MergeError> for PublishError {
     fn from(e: MergeError) -> Self {
         PublishError::Merge(e)
     }
-}
-
-/// How a rule's limit is enforced across shards.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum LimitParams {
-    /// GCRA with leases.
-    Rate {
-        /// Emission interval T; `None` for rate 0.
-        interval_ns: Option<u64>,
-        /// min(τ, b·T − 1) ([`crate::limit::tolerance_ns`]), less the look-ahead
-        /// (so leased tokens never widen the burst).
-        tolerance_ns: u64,
-        /// Tokens per lease. A lease of more than one token may reach the engine's lease
-        /// period ahead of now (stale leases expire after as long); one of one token, not.
-        lease: u32,
-    },
-    /// A per-shard deterministic gate.
-    Percent(f64),
-    /// A global window: one slot per admission, taken from and returned to the shared cell.
-    Window {
-        /// Window size.
-        size: u32,
-    },
-}
-
-impl LimitParams {
-    fn new(limit: &Limit, config: &EngineConfig) -> Self {
-        match *limit {
-            Limit::Rate(r) => {
-                let r = r.per_second();
-                let Some(interval) = crate::limit::interval_ns(r) else {
-                    return LimitParams::Rate {
-                        interval_ns: None,
-                        tolerance_ns: 0,
-                        lease: 1,
-                    };
-                };
-                let tolerance = crate::limit::tolerance_ns(interval, r, config.burst_tolerance);
-                let lease = ((r * config.lease_period.as_secs_f64()).floor() as u64)
-                    .clamp(1, 1 << 16) as u32;
-                // With one token per lease there is nothing to look ahead for.
-                let ahead = if lease > 1 { lease_ahead_ns(config) } else { 0 };
-                LimitParams::Rate {
-                    interval_ns: Some(interval),
-                    tolerance_ns: tolerance.saturating_sub(ahead),
-                    lease,
-                }
-            }
-            Limit::Percent(p) => LimitParams::Percent(p.value()),
-            Limit::Window(w) => LimitParams::Window { size: w },
-        }
-    }
-
-    /// A fresh cell for rule `key` with these limits — claimed in `table` when the engine
-    /// has one; percent rules share `unused` (they keep no shared state).
-    fn new_cell(
-        &self,
-        key: u64,
-        unused: &Arc<CellRef>,
-        table: Option<CellTable>,
-    ) -> Result<Arc<CellRef>, CellTableError> {
-        let init = match *self {
-            LimitParams::Rate { .. } => CellInit::Rate,
-            LimitParams::Percent(_) => return Ok(Arc::clone(unused)),
-            LimitParams::Window { size, .. } => CellInit::Window(size),
-        };
-        Ok(Arc::new(match table {
-            Some(t) => CellRef::in_table(t, t.claim(key, init)?),
-            None => CellRef::Own(match init {
-                CellInit::Rate => RuleCell::rate(),
-                CellInit::Window(size) => RuleCell::window(size),
-            }),
-        }))
-    }
-}
-
-/// How far ahead of now a lease of more than one token may reach: the engine's lease period
-/// in nanoseconds. [`LimitParams::Rate`]'s tolerance is reduced by exactly this, and shards
-/// look ahead by exactly this (the one definition for both; a period past `u64` nanoseconds,
-/// 584 years, keeps the low 64 bits, as it always has).
-pub(crate) fn lease_ahead_ns(config: &EngineConfig) -> u64 {
-    config.lease_period.as_nanos() as u64
-}
-
-/// [`Snapshot::previous`] entry of a rule that was not in the previous snapshot.
-pub(crate) const NOT_CARRIED: u32 = u32::MAX;
-
-/// What a snapshot knows about each rule beyond the compiled matcher.
-#[derive(Debug)]
-pub(crate) struct SnapshotRule {
-    pub(crate) key: u64,
-    pub(crate) cell: Arc<CellRef>,
-    pub(crate) limit: LimitParams,
-}
-
-/// One published state: the merged compiled policy plus per-rule keys and shared cells.
-#[derive(Debug)]
-pub struct Snapshot {
-    generation: u64,
-    policy: CompiledPolicy,
-    rules: Vec<SnapshotRule>,
-    /// For each rule, its index in the previous generation's snapshot ([`NOT_CARRIED`] when
-    /// new), so shards that follow every publish re-map without hashing.
-    pub(crate) previous: Vec<u32>,
-    sources: Vec<Name>,
-    /// The version of each source's policy, indexed like `sources`.
-    source_versions: Vec<u32>,
-}
-
-/// One rule of a published [`Snapshot`], as [`Snapshot::rules`] lists it: the rule as it is
-/// enforced, with the source that published it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PublishedRule<'a> {
-    /// The name of the source that published the rule.
-    pub source: &'a str,
-    /// The version (RFC 7200: the `version` attribute of `<ruleset>`) of that source's policy
-    /// in this snapshot: that of the last document applied to it, full or partial.
-    pub source_version: u32,
-    /// The rule, with the source's partial documents merged in.
-    pub rule: &'a Rule,
-}
-
-impl Snapshot {
-    /// Increases by one per publish; 0 is the empty policy the engine starts with.
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// The merged, compiled policy.
-    pub fn policy(&self) -> &CompiledPolicy {
-        &self.policy
-    }
-
-    /// Source names, indexed by [`crate::compile::CompiledRule::source`].
-    pub fn sources(&self) -> &[Name] {
-        &self.sources
-    }
-
-    /// The shared name of the source rule `i` came from.
-    pub(crate) fn source_name(&self, i: usize) -> Name {
-        self.policy
-            .rules()
-            .get(i)
-            .and_then(|r| self.sources.get(r.source() as usize))
-            .cloned()
-            .unwrap_or_else(|| Name::from(""))
-    }
-
-    /// The name of the source rule `i` came from.
-    pub fn source_of(&self, i: usize) -> &str {
-        self.policy
-            .rules()
-            .get(i)
-            .and_then(|r| self.sources.get(r.source() as usize))
-            .map_or("", |s| s)
-    }
-
-    /// The rules in the order they are tried (the first match wins), each with its source and
-    /// the version of the source's policy. The snapshot is immutable: a later publish makes a
-    /// new one and leaves this list as it is.
-    pub fn rules(&self) -> impl ExactSizeIterator<Item = PublishedRule<'_>> + '_ {
-        self.policy.rules().iter().map(|r| {
-            let s = r.source() as usize;
-            PublishedRule {
-                source: self.sources.get(s).map_or("", |n| n),
-                source_version: self.source_versions.get(s).copied().unwrap_or(0),
-                rule: r.rule(),
-            }
-        })
-    }
-
-    /// The version (RFC 7200: the `version` attribute of `<ruleset>`) of `source`'s policy in
-    /// this snapshot: that of the last document applied to it, full or partial. `None` when
-    /// the source has no policy here. A source whose policy holds no rule has a version too.
-    pub fn source_version(&self, source: &str) -> Option<u32> {
-        let i = self.sources.iter().position(|s| &**s == source)?;
-        self.source_versions.get(i).copied()
-    }
-
-    /// Rule `i`'s shared cell.
-    pub fn cell(&self, i: usize) -> Option<&RuleCell> {
-        self.rules.get(i).map(|r| &**r.cell)
-    }
-
-    /// Rule `i`'s key: a stable hash of (source, rule id, action).
-    pub fn key(&self, i: usize) -> u64 {
-        self.rules.get(i).map_or(0, |r| r.key)
-    }
-}
-
-/// A stable 64-bit key for (source, rule id, action): FNV-1a, identical in every process.
-fn rule_key(source: &str, rule: &Rule) -> u64 {
-    let mut h = crate::hash::Fnv1a::OFFSET;
-    h.bytes(source.as_bytes());
-    h.bytes(b"\0");
-    h.bytes(rule.id.as_str().as_bytes());
-    h.bytes(b"\0");
-    // The action's canonical text, hashed as it is formatted (no allocation).
-    let _ = std::fmt::Write::write_fmt(&mut h, format_args!("{}", rule.accept));
-    h.0.max(1)
 }
 
 struct SourceState {
@@ -562,7 +185,7 @@ impl Engine {
     /// engines in several processes (or several engines in one) that share the table and
     /// publish the same policy enforce one global limit per rule. Attach the table after any
     /// `fork` (see [`CellTable`]). Engines sharing a table must read one clock: the default
-    /// [`SystemClock`] does (monotonic time since boot).
+    /// [`SystemClock`](crate::clock::SystemClock) does (monotonic time since boot).
     pub fn with_cell_table(config: EngineConfig, table: CellTable) -> Self {
         Self::build(config, Some(table))
     }
@@ -851,112 +474,4 @@ impl std::fmt::Display for PinError {
 impl std::error::Error for PinError {}
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn doc(version: u32, state: &str, rules: &str) -> Ruleset {
-        let text = format!(
-            "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" \
-             xmlns:lc=\"urn:ietf:params:xml:ns:load-control\" version=\"{version}\" \
-             state=\"{state}\">{rules}</ruleset>"
-        );
-        policy::read(text.as_bytes(), &Limits::default())
-            .unwrap_or_else(|e| panic!("{e}\n{text}"))
-            .ruleset
-    }
-
-    fn rule(id: &str, accept: &str) -> String {
-        format!("<rule id=\"{id}\"><actions>{accept}</actions></rule>")
-    }
-
-    /// (source, version, rule id, limit) of each published rule.
-    fn listed(snapshot: &Snapshot) -> Vec<(String, u32, String, Limit)> {
-        snapshot
-            .rules()
-            .map(|r| {
-                (
-                    r.source.to_owned(),
-                    r.source_version,
-                    r.rule.id.to_string(),
-                    r.rule.accept.limit,
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_snapshot_lists_its_rules_with_their_sources_and_versions() {
-        let e = Engine::new(EngineConfig::default());
-        assert_eq!(e.snapshot().rules().len(), 0);
-        assert_eq!(e.snapshot().source_version("a"), None);
-        let rate = |r: f64| Limit::Rate(policy::Rate::new(r).expect("rate"));
-        e.publish(
-            &Source::local("a"),
-            doc(
-                7,
-                "full",
-                &(rule("r1", "<lc:accept><lc:rate>20</lc:rate></lc:accept>")
-                    + &rule("r2", "<lc:accept><lc:win>5</lc:win></lc:accept>")),
-            ),
-        )
-        .expect("a");
-        e.publish(&Source::local("empty"), doc(3, "full", ""))
-            .expect("empty");
-        e.publish(
-            &Source::local("b"),
-            doc(
-                0,
-                "full",
-                &rule("r1", "<lc:accept><lc:rate>1</lc:rate></lc:accept>"),
-            ),
-        )
-        .expect("b");
-        let before = e.snapshot();
-        // A partial document: r1 retuned in place, r3 appended, the version is the partial's.
-        e.apply(
-            &Source::local("a"),
-            doc(
-                8,
-                "partial",
-                &(rule("r1", "<lc:accept><lc:rate>30</lc:rate></lc:accept>")
-                    + &rule("r3", "<lc:accept><lc:percent>40</lc:percent></lc:accept>")),
-            ),
-        )
-        .expect("partial");
-        let s = e.snapshot();
-        let row = |src: &str, v: u32, id: &str, l: Limit| (src.to_owned(), v, id.to_owned(), l);
-        assert_eq!(
-            listed(&s),
-            [
-                row("a", 8, "r1", rate(30.0)),
-                row("a", 8, "r2", Limit::Window(5)),
-                row(
-                    "a",
-                    8,
-                    "r3",
-                    Limit::Percent(policy::Percent::new(40.0).expect("percent"))
-                ),
-                row("b", 0, "r1", rate(1.0)),
-            ]
-        );
-        // The rows are the snapshot's: in the order rules are tried, with source_of's names.
-        for (i, r) in s.rules().enumerate() {
-            assert_eq!(r.source, s.source_of(i));
-            assert_eq!(r.rule.id, *s.policy().rules()[i].id());
-        }
-        assert_eq!(s.source_version("a"), Some(8));
-        assert_eq!(s.source_version("empty"), Some(3));
-        assert_eq!(s.source_version("b"), Some(0));
-        assert_eq!(s.source_version("c"), None);
-        assert_eq!(
-            s.source_version("a"),
-            e.source_policy("a").map(|p| p.version())
-        );
-        // An older snapshot keeps what it had.
-        assert_eq!(before.source_version("a"), Some(7));
-        assert_eq!(listed(&before)[0], row("a", 7, "r1", rate(20.0)));
-        e.withdraw("empty").expect("withdraw");
-        assert_eq!(e.snapshot().source_version("empty"), None);
-        assert_eq!(e.snapshot().source_version("b"), Some(0));
-    }
-}
+mod tests;
