@@ -1,0 +1,403 @@
+//! The server side of RFC 7339 / RFC 7415: from a load signal to the `oc` values each upstream
+//! client's responses carry.
+//!
+//! RFC 7339 §5.3 leaves the law to the server ("the process by which an overloaded server
+//! determines the value of the "oc" parameter is considered out of the scope"), and RFC 7415
+//! §3.4 asks only that it "periodically evaluate its overload state and estimate a target SIP
+//! request rate beyond which it would become overloaded". This module's law, once per
+//! [`ServerConfig::period_ns`]:
+//!
+//! 1. **Capacity.** From the queue signal ([`Load::Queue`]): the service rate `μ̂ = served /
+//!    busy time` (smoothed), less what retransmissions took (`μ̂·(1 − served retransmissions /
+//!    served)`): the rate of new requests the server can finish.
+//! 2. **Target.** `λ* = μ̂_new − (d − D)·μ̂ / H`, at least 0: with the oldest waiting new
+//!    request's delay `d` above the target delay `D` ([`ServerConfig::target_delay_ns`]) the
+//!    excess backlog `(d − D)·μ̂` is drained over the horizon `H`
+//!    ([`ServerConfig::drain_ns`]); below it, the target rises above `μ̂_new` by the same law.
+//!    An appliance with its own signal ([`Load::Occupancy`]: CPU, memory, anything with a
+//!    target) gets the occupancy law instead, `λ* = λ_admitted · target / measured`, once per
+//!    report (report once per period or less often, each report measured over the time since
+//!    the previous one; `λ_admitted` is counted over that same interval).
+//! 3. **Overload.** Control starts when `d > D` (or the occupancy is above its target), or when
+//!    more than [`ServerConfig::retransmission_alarm`] of the requests arriving are
+//!    retransmissions (clients are already timing out), and stops after
+//!    [`ServerConfig::calm_periods`] periods in which no client needed any reduction.
+//! 4. **Demand.** Each client's offered rate of new requests is estimated from what it sent:
+//!    a loss client that was told to shed `p` offered `seen / (1 − p)`; a client that does not
+//!    take part offered all it sent; a rate client that used at least
+//!    [`ServerConfig::busy`] of its rate is constrained, its demand unknown, estimated at
+//!    `seen·(1 + probe)` so its rate grows while capacity is free, else `seen·(1 + headroom)`.
+//! 5. **Split.** `λ*` is shared max-min fairly over the demands
+//!    ([`crate::fair::max_min_fair`]): a client asking less than an equal split
+//!    gets what it asks; per-client values may differ (RFC 7339 §5.3). A rate client is told
+//!    its share (at least [`ServerConfig::min_rate`]); a loss client the share it must shed,
+//!    `1 − share / demand`, rounded up to a whole percent; a client that does not take part has
+//!    its requests rejected by the server with the same probability, 503 without Retry-After
+//!    (RFC 7339 §5.10.2: "A SIP server that is in overload and has started to throttle incoming
+//!    traffic MUST reject some requests from non-participating clients").
+//!
+//! Every period under overload gets a new `oc-seq` (a timestamp counted in law periods,
+//! strictly increasing, its integer part raised with every value for clients that read only
+//! that part, on one scale for every server with the same clock and period), so
+//! clients restart their validity period with each update (RFC 7339 §5.4); when control stops
+//! the server says so with `oc=0;oc-validity=0` and a new `oc-seq` (§5.7: "the SIP server MUST
+//! set the value of the "oc-validity" parameter to 0. The SIP server MUST increment the value of
+//! "oc-seq" and SHOULD set the value of the "oc" parameter to 0").
+//!
+//! The algorithm for a client is chosen at its first contact from what it offers, the
+//! configured preference first (§5.1), and kept: it changes only if the client stops offering
+//! it or [`ServerConfig::hold_algorithm_ns`] (default one hour, §5.8) has passed and the
+//! preference differs.
+//!
+//! A [`Server`] is owned by one thread (`&mut self`); a multi-threaded server serialises
+//! calls or keeps one per worker group.
+
+mod config;
+mod law;
+mod report;
+
+use std::collections::HashMap;
+
+pub use config::ServerConfig;
+use law::loss_percent;
+pub use report::{Admission, ClientReport, Load, QueueLoad, ServerStatus};
+
+use super::via::{Feedback, Offer};
+use super::{Algorithm, OcError, Seq};
+use crate::prsm::Class;
+
+#[derive(Clone, Debug)]
+struct ClientState {
+    algorithm: Option<Algorithm>,
+    selected_at: u64,
+    last_seen: u64,
+    arrivals: u64,
+    demand: f64,
+    measured: bool,
+    share: f64,
+    /// Loss fraction in force (loss clients: what they were told; non-participants: the
+    /// server's own rejection probability).
+    loss: f64,
+    /// Rate told (rate clients).
+    rate: u64,
+    rejected: u64,
+    /// Whether the law gave it a share since overload began (a client that appears during
+    /// overload is told nothing binding until the next period has measured it).
+    allocated: bool,
+}
+
+/// The server side (see the module documentation).
+#[derive(Debug)]
+pub struct Server {
+    config: ServerConfig,
+    clients: HashMap<Box<[u8]>, ClientState>,
+    next_tick: Option<u64>,
+    last_tick: u64,
+    overloaded: bool,
+    calm: u32,
+    target: f64,
+    mu: f64,
+    delay_ns: u64,
+    served: u64,
+    served_retx: u64,
+    busy_ns: u64,
+    occupancy: Option<(f64, f64)>,
+    /// An occupancy report arrived since the law last used one.
+    occupancy_fresh: bool,
+    /// The rate admitted over the interval the latest occupancy report measured, per s.
+    occupancy_admitted: f64,
+    /// When the previous occupancy report arrived (the first: when the server started).
+    report_at: u64,
+    /// New requests admitted since the previous occupancy report.
+    admitted_since_report: u64,
+    queue_reported: bool,
+    arrivals_retx: u64,
+    arrivals_new: u64,
+    retx_share: f64,
+    seq: Seq,
+    rng: u64,
+}
+
+impl Server {
+    /// A server with `config`.
+    pub fn new(config: ServerConfig) -> Result<Server, OcError> {
+        config.check()?;
+        Ok(Server {
+            config,
+            clients: HashMap::with_capacity(config.max_clients.min(1024)),
+            next_tick: None,
+            last_tick: 0,
+            overloaded: false,
+            calm: 0,
+            target: 0.0,
+            mu: 0.0,
+            delay_ns: 0,
+            served: 0,
+            served_retx: 0,
+            busy_ns: 0,
+            occupancy: None,
+            occupancy_fresh: false,
+            occupancy_admitted: 0.0,
+            report_at: 0,
+            admitted_since_report: 0,
+            queue_reported: false,
+            arrivals_retx: 0,
+            arrivals_new: 0,
+            retx_share: 0.0,
+            seq: Seq(0),
+            rng: 0x6f63_2d73_6572_7665,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// When the law runs next (call [`Server::handle_timeout`] then); `None` before the first
+    /// call with a time.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.next_tick
+    }
+
+    /// Runs the law for every period that has ended by `now_ns`. The other calls do this too,
+    /// so a server that sees steady traffic need not call it.
+    pub fn handle_timeout(&mut self, now_ns: u64) {
+        match self.next_tick {
+            None => {
+                self.last_tick = now_ns;
+                self.report_at = now_ns;
+                self.next_tick = Some(now_ns.saturating_add(self.config.period_ns));
+                self.seq = self.period_seq(now_ns);
+            }
+            Some(at) if now_ns >= at => {
+                self.tick(now_ns);
+                self.last_tick = now_ns;
+                self.next_tick = Some(now_ns.saturating_add(self.config.period_ns));
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// A request arrived from `client` (its address as bytes, e.g. `"192.0.2.7:5060"`: RFC
+    /// 7339 §5.4 scopes overload control to IP and port), with the overload-control offer in
+    /// its top Via (`None`: the client does not take part), its class (a retransmission
+    /// counts towards the alarm only) and its category. Call it for every request received,
+    /// in-dialog ones too (§5.3: the value applies "to all downstream SIP requests (dialogue
+    /// forming as well as in-dialogue)"). Only reducible requests of a client that does not
+    /// take part are ever rejected: its in-dialog, emergency and priority requests pass
+    /// (§5.10.1, the same local policy as a client's). Allocates only for a client not seen
+    /// before.
+    pub fn on_request(
+        &mut self,
+        now_ns: u64,
+        client: &[u8],
+        offer: Option<Offer>,
+        class: Class,
+        category: super::Category,
+    ) -> Admission {
+        self.handle_timeout(now_ns);
+        if class == Class::Retransmission {
+            self.arrivals_retx += 1;
+        } else {
+            self.arrivals_new += 1;
+        }
+        let config = self.config;
+        let overloaded = self.overloaded;
+        let draw = self.draw();
+        let state = self.client(now_ns, client);
+        state.last_seen = now_ns;
+        match offer {
+            Some(offer) => {
+                let keep = state.algorithm.is_some_and(|a| {
+                    offer.algorithms.contains(a)
+                        && (a == config.preference
+                            || !offer.algorithms.contains(config.preference)
+                            || now_ns.saturating_sub(state.selected_at) < config.hold_algorithm_ns)
+                });
+                if !keep {
+                    let chosen = if offer.algorithms.contains(config.preference) {
+                        config.preference
+                    } else if offer.algorithms.contains(Algorithm::Loss) {
+                        Algorithm::Loss
+                    } else {
+                        Algorithm::Rate
+                    };
+                    if state.algorithm != Some(chosen) {
+                        state.algorithm = Some(chosen);
+                        state.selected_at = now_ns;
+                        state.measured = false;
+                    }
+                }
+            }
+            None => {
+                if state.algorithm.is_some() {
+                    state.algorithm = None;
+                    state.measured = false;
+                }
+            }
+        }
+        if class == Class::Retransmission {
+            return Admission::Admit;
+        }
+        state.arrivals += 1;
+        if overloaded
+            && state.algorithm.is_none()
+            && category == super::Category::Reducible
+            && draw < state.loss
+        {
+            state.rejected += 1;
+            return Admission::Reject;
+        }
+        self.admitted_since_report += 1;
+        Admission::Admit
+    }
+
+    /// The feedback for a response to `client` now, or `None` if the client does not take part
+    /// (never sent an `oc`) or is not known. Write it with [`Feedback::write_via`].
+    pub fn feedback(&mut self, now_ns: u64, client: &[u8]) -> Option<Feedback> {
+        self.handle_timeout(now_ns);
+        let state = self.clients.get(client)?;
+        let algorithm = state.algorithm?;
+        Some(if self.overloaded && state.allocated {
+            Feedback {
+                oc: match algorithm {
+                    Algorithm::Loss => loss_percent(state.loss),
+                    Algorithm::Rate => state.rate,
+                },
+                algorithm,
+                validity_ms: self.config.validity_ms,
+                seq: Some(self.seq),
+            }
+        } else {
+            // RFC 7339 §5.1: "if the server is currently not in an overload condition, it MUST
+            // set the value of the "oc" parameter to be 0 and MAY insert an "oc-validity=0"".
+            Feedback {
+                oc: 0,
+                algorithm,
+                validity_ms: 0,
+                seq: Some(self.seq),
+            }
+        })
+    }
+
+    /// Reports load (see [`Load`]). Queue reports add up over a period (their delay is the
+    /// latest); an occupancy report replaces the previous one.
+    pub fn report(&mut self, now_ns: u64, load: Load) -> Result<(), OcError> {
+        match load {
+            Load::Queue(q) => {
+                if q.served_retransmissions > q.served {
+                    return Err(OcError::Config {
+                        field: "served_retransmissions",
+                        expected: "at most served",
+                    });
+                }
+                self.handle_timeout(now_ns);
+                self.delay_ns = q.delay_ns;
+                self.served += q.served;
+                self.served_retx += q.served_retransmissions;
+                self.busy_ns += q.busy_ns;
+                self.queue_reported = true;
+            }
+            Load::Occupancy { measured, target } => {
+                if !(measured.is_finite() && measured >= 0.0 && target.is_finite() && target > 0.0)
+                {
+                    return Err(OcError::Config {
+                        field: "occupancy",
+                        expected: "a measured value ≥ 0 and a target > 0",
+                    });
+                }
+                self.handle_timeout(now_ns);
+                // The rate the measurement saw: what was admitted over the same interval. A
+                // law period's count instead would set a rate from a fraction of what the
+                // occupancy measured (two independent samples: their ratio's noise, not the
+                // load, would move the target).
+                let dt = now_ns.saturating_sub(self.report_at).max(1) as f64 / 1e9;
+                self.occupancy_admitted = self.admitted_since_report as f64 / dt;
+                self.admitted_since_report = 0;
+                self.report_at = now_ns;
+                self.occupancy = Some((measured, target));
+                self.occupancy_fresh = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// The server's state.
+    pub fn status(&self) -> ServerStatus {
+        ServerStatus {
+            overloaded: self.overloaded,
+            target: self.target,
+            service_rate: self.mu,
+            delay_ns: self.delay_ns,
+            retransmission_share: self.retx_share,
+            seq: self.seq,
+            clients: self.clients.len(),
+        }
+    }
+
+    /// Every tracked client, by key.
+    pub fn clients(&self) -> Vec<ClientReport> {
+        let mut v: Vec<ClientReport> = self
+            .clients
+            .iter()
+            .map(|(k, s)| ClientReport {
+                key: k.to_vec(),
+                algorithm: s.algorithm,
+                demand: s.demand,
+                share: s.share,
+                oc: match (self.overloaded && s.allocated, s.algorithm) {
+                    (false, _) | (_, None) => 0,
+                    (true, Some(Algorithm::Loss)) => loss_percent(s.loss),
+                    (true, Some(Algorithm::Rate)) => s.rate,
+                },
+                rejected: s.rejected,
+            })
+            .collect();
+        v.sort_by(|a, b| a.key.cmp(&b.key));
+        v
+    }
+
+    fn draw(&mut self) -> f64 {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn client(&mut self, now_ns: u64, key: &[u8]) -> &mut ClientState {
+        if !self.clients.contains_key(key) {
+            if self.clients.len() >= self.config.max_clients
+                && let Some(oldest) = self
+                    .clients
+                    .iter()
+                    .min_by_key(|(_, s)| s.last_seen)
+                    .map(|(k, _)| k.clone())
+            {
+                self.clients.remove(&oldest);
+            }
+            self.clients.insert(
+                key.into(),
+                ClientState {
+                    algorithm: None,
+                    selected_at: now_ns,
+                    last_seen: now_ns,
+                    arrivals: 0,
+                    demand: 0.0,
+                    measured: false,
+                    share: 0.0,
+                    loss: 0.0,
+                    rate: 0,
+                    rejected: 0,
+                    allocated: false,
+                },
+            );
+        }
+        // Inserted above when missing.
+        self.clients.get_mut(key).expect("present")
+    }
+}
+
+#[cfg(test)]
+mod tests;
