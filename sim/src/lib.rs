@@ -31,9 +31,12 @@ pub mod des;
 pub mod filter;
 pub mod fluid;
 pub mod overload_sweep;
+mod parallel;
+mod plot;
 pub mod rng;
 pub mod scenario;
 pub mod sweep;
+mod table;
 
 use loadctl::prsm::SchedulerConfig;
 use serde::Serialize;

@@ -18,7 +18,9 @@ use plotters::prelude::*;
 
 use crate::SchedulerKind;
 use crate::chain::{ChainConfig, ChainMetrics, ChainRun, Control, TracePoint};
-use crate::sweep::{Axes, Line, Look, csv_table, draw, log_range, parallel};
+use crate::parallel::parallel;
+use crate::plot::{Axes, Line, Look, draw, log_range};
+use crate::table::csv_table;
 
 /// Offered loads of the full sweep, × μ.
 pub const OFFERED: [f64; 7] = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0];
