@@ -3,6 +3,7 @@
 //! each fragment as it stands here.
 
 use std::error::Error;
+use std::time::Duration;
 
 use loadctl::prsm::Class;
 
@@ -38,7 +39,7 @@ fn overload(
     top_via: &str,
     class: Class,
     category: loadctl::overload::Category,
-    (delay_ns, served, served_retransmissions, busy_ns): (u64, u64, u64, u64),
+    (delay, served, served_retransmissions, busy): (Duration, u64, u64, Duration),
 ) -> Result<String, Box<dyn Error>> {
     let mut via_out = String::new();
     use loadctl::overload::{Category, client::*, server::*, via::*};
@@ -68,10 +69,10 @@ fn overload(
     server.report(
         now_ns,
         Load::Queue(QueueLoad {
-            delay_ns,
+            delay,
             served,
             served_retransmissions,
-            busy_ns,
+            busy,
         }),
     )?;
     Ok(via_out)
@@ -86,7 +87,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         via,
         Class::Original,
         loadctl::overload::Category::Reducible,
-        (0, 10, 0, 1_000_000),
+        (Duration::ZERO, 10, 0, Duration::from_millis(1)),
     )?;
     assert!(written.is_empty() || written.starts_with("SIP/2.0/UDP 198.51.100.4:5060"));
     Ok(())

@@ -143,8 +143,6 @@ impl lc_str {
     }
 }
 
-/// `flags` when it sets no bit outside `known`, else `InvalidArgument` (with `what`, the
-/// argument or field, and the value as the call's error detail).
 /// A Rust duration as the nanoseconds (or, with [`millis`], milliseconds) a C struct carries,
 /// saturating: the C side counts time in fixed-width integers, the Rust API in `Duration`.
 pub(crate) fn nanos(d: std::time::Duration) -> u64 {
@@ -156,6 +154,8 @@ pub(crate) fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// `flags` when it sets no bit outside `known`, else `InvalidArgument` (with `what`, the
+/// argument or field, and the value as the call's error detail).
 pub(crate) fn checked_flags(flags: u32, known: u32, what: &str) -> Result<u32, Code> {
     if flags & !known == 0 {
         Ok(flags)

@@ -38,6 +38,7 @@
 //! reports their mean rate and coefficient of variation after `settle` (5 s).
 
 use std::collections::BinaryHeap;
+use std::time::Duration;
 
 use loadctl::overload::client::{Client, ClientConfig, ClientShard, Verdict, hop_key};
 use loadctl::overload::server::{Admission, Load, QueueLoad, Server, ServerConfig};
@@ -535,10 +536,10 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
                 let wait = station.oldest_wait(now);
                 if let Some(o) = &mut oc {
                     let load = Load::Queue(QueueLoad {
-                        delay_ns: ns(wait),
+                        delay: Duration::from_nanos(ns(wait)),
                         served,
                         served_retransmissions: served_retx,
-                        busy_ns: ns(busy),
+                        busy: Duration::from_nanos(ns(busy)),
                     });
                     o.server.report(ns(now), load).map_err(oc_err)?;
                 }

@@ -1,6 +1,9 @@
 //! `lc_oc_server`: RFC 7339's server, from its load reports to the feedback it writes.
 
+use std::time::Duration;
+
 use super::*;
+use crate::abi::{millis, nanos};
 
 /// Server settings. Get the defaults with `lc_oc_server_config_default`.
 #[repr(C)]
@@ -41,10 +44,10 @@ impl lc_oc_server_config {
     fn from_rust(c: &ServerConfig) -> Self {
         Self {
             preference: algorithm_to_c(Some(c.preference)),
-            validity_ms: c.validity_ms,
-            period_ns: c.period_ns,
-            target_delay_ns: c.target_delay_ns,
-            drain_ns: c.drain_ns,
+            validity_ms: millis(c.validity),
+            period_ns: nanos(c.period),
+            target_delay_ns: nanos(c.target_delay),
+            drain_ns: nanos(c.drain),
             retransmission_alarm_ppm: ppm(c.retransmission_alarm),
             busy_ppm: ppm(c.busy),
             probe_ppm: ppm(c.probe),
@@ -52,7 +55,7 @@ impl lc_oc_server_config {
             min_rate: c.min_rate,
             alpha_ppm: ppm(c.alpha),
             calm_periods: c.calm_periods,
-            hold_algorithm_ns: c.hold_algorithm_ns,
+            hold_algorithm_ns: nanos(c.hold_algorithm),
             max_clients: c.max_clients.min(u32::MAX as usize) as u32,
         }
     }
@@ -64,10 +67,10 @@ impl lc_oc_server_config {
                 self.preference,
                 "lc_oc_server_config.preference",
             )?);
-            config.validity_ms = self.validity_ms;
-            config.period_ns = self.period_ns;
-            config.target_delay_ns = self.target_delay_ns;
-            config.drain_ns = self.drain_ns;
+            config.validity = Duration::from_millis(self.validity_ms);
+            config.period = Duration::from_nanos(self.period_ns);
+            config.target_delay = Duration::from_nanos(self.target_delay_ns);
+            config.drain = Duration::from_nanos(self.drain_ns);
             config.retransmission_alarm = from_ppm(self.retransmission_alarm_ppm);
             config.busy = from_ppm(self.busy_ppm);
             config.probe = from_ppm(self.probe_ppm);
@@ -75,7 +78,7 @@ impl lc_oc_server_config {
             config.min_rate = self.min_rate;
             config.alpha = from_ppm(self.alpha_ppm);
             config.calm_periods = self.calm_periods;
-            config.hold_algorithm_ns = self.hold_algorithm_ns;
+            config.hold_algorithm = Duration::from_nanos(self.hold_algorithm_ns);
             config.max_clients = self.max_clients as usize;
             config
         })
@@ -313,10 +316,10 @@ pub unsafe extern "C" fn lc_oc_server_report_queue(
                 .report(
                     now_ns,
                     Load::Queue(QueueLoad {
-                        delay_ns: l.delay_ns,
+                        delay: Duration::from_nanos(l.delay_ns),
                         served: l.served,
                         served_retransmissions: l.served_retransmissions,
-                        busy_ns: l.busy_ns,
+                        busy: Duration::from_nanos(l.busy_ns),
                     }),
                 )
                 .map_err(oc_error)
@@ -383,7 +386,7 @@ pub unsafe extern "C" fn lc_oc_server_status(
             overloaded: u8::from(s.overloaded),
             target_milli: milli(s.target),
             service_rate_milli: milli(s.service_rate),
-            delay_ns: s.delay_ns,
+            delay_ns: nanos(s.delay),
             retransmission_share_ppm: ppm(s.retransmission_share),
             seq: s.seq.0,
             clients: s.clients as u64,

@@ -1,6 +1,8 @@
 //! How a [`super::Server`] is configured: the law's periods and targets, the algorithm it
 //! prefers, how many clients it remembers.
 
+use std::time::Duration;
+
 use crate::overload::{Algorithm, OcError};
 
 /// Server settings.
@@ -10,18 +12,18 @@ pub struct ServerConfig {
     /// The algorithm chosen when a client offers both. Default rate (it tells a client a
     /// number it can enforce exactly, RFC 7415 §3.4).
     pub preference: Algorithm,
-    /// `oc-validity` sent under overload, ms. Default 500 (RFC 7339 §4.3's default). Must be
-    /// more than a period.
-    pub validity_ms: u64,
+    /// `oc-validity` sent under overload (in whole milliseconds, rounded down). Default 500 ms
+    /// (RFC 7339 §4.3's default). Must be more than a period.
+    pub validity: Duration,
     /// How often the law runs. Default 100 ms. `oc-seq` counts periods of at least 10 ms on
     /// the caller's clock: servers that answer the same client (the workers of one appliance)
     /// use the same period and clock, so their values order by time at that client.
-    pub period_ns: u64,
+    pub period: Duration,
     /// `D`: the queueing delay of new requests the law aims at. Default 50 ms (a tenth of
     /// RFC 3261's T1, so INVITE clients do not retransmit).
-    pub target_delay_ns: u64,
+    pub target_delay: Duration,
     /// `H`: the horizon over which excess backlog is drained. Default 500 ms.
-    pub drain_ns: u64,
+    pub drain: Duration,
     /// Retransmissions' share of arriving requests above which the server is in overload.
     /// Default 0.05.
     pub retransmission_alarm: f64,
@@ -40,7 +42,8 @@ pub struct ServerConfig {
     /// Periods without need before control stops. Default 10.
     pub calm_periods: u32,
     /// How long an algorithm selection stays (RFC 7339 §5.8: "at least 3600 seconds").
-    pub hold_algorithm_ns: u64,
+    /// Default one hour.
+    pub hold_algorithm: Duration,
     /// Clients tracked; the least recently seen is forgotten for a new one. Default 1024.
     pub max_clients: usize,
 }
@@ -49,10 +52,10 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             preference: Algorithm::Rate,
-            validity_ms: 500,
-            period_ns: 100_000_000,
-            target_delay_ns: 50_000_000,
-            drain_ns: 500_000_000,
+            validity: Duration::from_millis(500),
+            period: Duration::from_millis(100),
+            target_delay: Duration::from_millis(50),
+            drain: Duration::from_millis(500),
             retransmission_alarm: 0.05,
             busy: 0.95,
             probe: 0.25,
@@ -60,7 +63,7 @@ impl Default for ServerConfig {
             min_rate: 1,
             alpha: 0.5,
             calm_periods: 10,
-            hold_algorithm_ns: 3_600_000_000_000,
+            hold_algorithm: Duration::from_secs(3600),
             max_clients: 1024,
         }
     }
@@ -71,20 +74,19 @@ impl ServerConfig {
     pub fn check(&self) -> Result<(), OcError> {
         let bad = |field, expected| Err(OcError::Config { field, expected });
         let frac = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
-        if self.period_ns < 1_000_000 || self.period_ns > 10_000_000_000 {
-            return bad("period_ns", "between 1 ms and 10 s");
+        if self.period < Duration::from_millis(1) || self.period > Duration::from_secs(10) {
+            return bad("period", "between 1 ms and 10 s");
         }
-        if self.validity_ms == 0
-            || self.validity_ms > crate::overload::via::MAX_VALIDITY_MS
-            || self.validity_ms * 1_000_000 <= self.period_ns
+        if self.validity <= self.period
+            || self.validity > Duration::from_millis(crate::overload::via::MAX_VALIDITY_MS)
         {
-            return bad("validity_ms", "longer than a period and at most a day");
+            return bad("validity", "longer than a period and at most a day");
         }
-        if self.target_delay_ns == 0 {
-            return bad("target_delay_ns", "positive");
+        if self.target_delay.is_zero() {
+            return bad("target_delay", "positive");
         }
-        if self.drain_ns < self.period_ns {
-            return bad("drain_ns", "at least one period");
+        if self.drain < self.period {
+            return bad("drain", "at least one period");
         }
         if !frac(self.retransmission_alarm) {
             return bad("retransmission_alarm", "between 0 and 1");

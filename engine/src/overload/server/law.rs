@@ -2,6 +2,7 @@
 //! documentation's steps 1-5), and the `oc-seq` each period stamps.
 
 use super::Server;
+use crate::clock::nanos;
 use crate::fair::max_min_fair;
 use crate::overload::{Algorithm, Seq};
 
@@ -15,7 +16,7 @@ impl Server {
     /// of each server's own periods instead would drift apart between servers, and the
     /// client would follow whichever had counted more, ignoring the others for good.
     pub(super) fn period_seq(&self, now_ns: u64) -> Seq {
-        let unit = self.config.period_ns.max(10_000_000);
+        let unit = nanos(self.config.period).max(10_000_000);
         let (int, frac) = (now_ns / unit, now_ns % unit);
         let frac = (frac as u128 * Seq::SCALE as u128 / unit as u128) as u64;
         Seq(int
@@ -65,9 +66,9 @@ impl Server {
                 0.0
             };
             let d = self.delay_ns as f64 / 1e9;
-            let big_d = c.target_delay_ns as f64 / 1e9;
-            let h = c.drain_ns as f64 / 1e9;
-            signal |= self.delay_ns > c.target_delay_ns;
+            let big_d = c.target_delay.as_secs_f64();
+            let h = c.drain.as_secs_f64();
+            signal |= self.delay_ns > nanos(c.target_delay);
             self.target = (self.mu * (1.0 - retx) - (d - big_d) * self.mu / h).max(0.0);
         }
 
@@ -159,7 +160,7 @@ impl Server {
         // Forget clients not heard from for the hold time (§5.1: "a client the server has
         // not heard from in a long time" chooses afresh).
         self.clients
-            .retain(|_, s| now_ns.saturating_sub(s.last_seen) < c.hold_algorithm_ns);
+            .retain(|_, s| now_ns.saturating_sub(s.last_seen) < nanos(c.hold_algorithm));
 
         self.served = 0;
         self.served_retx = 0;

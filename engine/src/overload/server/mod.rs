@@ -5,15 +5,15 @@
 //! determines the value of the "oc" parameter is considered out of the scope"), and RFC 7415
 //! §3.4 asks only that it "periodically evaluate its overload state and estimate a target SIP
 //! request rate beyond which it would become overloaded". This module's law, once per
-//! [`ServerConfig::period_ns`]:
+//! [`ServerConfig::period`]:
 //!
 //! 1. **Capacity.** From the queue signal ([`Load::Queue`]): the service rate `μ̂ = served /
 //!    busy time` (smoothed), less what retransmissions took (`μ̂·(1 − served retransmissions /
 //!    served)`): the rate of new requests the server can finish.
 //! 2. **Target.** `λ* = μ̂_new − (d − D)·μ̂ / H`, at least 0: with the oldest waiting new
-//!    request's delay `d` above the target delay `D` ([`ServerConfig::target_delay_ns`]) the
+//!    request's delay `d` above the target delay `D` ([`ServerConfig::target_delay`]) the
 //!    excess backlog `(d − D)·μ̂` is drained over the horizon `H`
-//!    ([`ServerConfig::drain_ns`]); below it, the target rises above `μ̂_new` by the same law.
+//!    ([`ServerConfig::drain`]); below it, the target rises above `μ̂_new` by the same law.
 //!    An appliance with its own signal ([`Load::Occupancy`]: CPU, memory, anything with a
 //!    target) gets the occupancy law instead, `λ* = λ_admitted · target / measured`, once per
 //!    report (report once per period or less often, each report measured over the time since
@@ -46,7 +46,7 @@
 //!
 //! The algorithm for a client is chosen at its first contact from what it offers, the
 //! configured preference first (§5.1), and kept: it changes only if the client stops offering
-//! it or [`ServerConfig::hold_algorithm_ns`] (default one hour, §5.8) has passed and the
+//! it or [`ServerConfig::hold_algorithm`] (default one hour, §5.8) has passed and the
 //! preference differs.
 //!
 //! A [`Server`] is owned by one thread (`&mut self`); a multi-threaded server serialises
@@ -57,6 +57,7 @@ mod law;
 mod report;
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 pub use config::ServerConfig;
 use law::loss_percent;
@@ -64,6 +65,7 @@ pub use report::{Admission, ClientReport, Load, QueueLoad, ServerStatus};
 
 use super::via::{Feedback, Offer};
 use super::{Algorithm, OcError, Seq};
+use crate::clock::nanos;
 use crate::prsm::Class;
 
 #[derive(Clone, Debug)]
@@ -167,13 +169,13 @@ impl Server {
             None => {
                 self.last_tick = now_ns;
                 self.report_at = now_ns;
-                self.next_tick = Some(now_ns.saturating_add(self.config.period_ns));
+                self.next_tick = Some(now_ns.saturating_add(nanos(self.config.period)));
                 self.seq = self.period_seq(now_ns);
             }
             Some(at) if now_ns >= at => {
                 self.tick(now_ns);
                 self.last_tick = now_ns;
-                self.next_tick = Some(now_ns.saturating_add(self.config.period_ns));
+                self.next_tick = Some(now_ns.saturating_add(nanos(self.config.period)));
             }
             Some(_) => {}
         }
@@ -213,7 +215,8 @@ impl Server {
                     offer.algorithms.contains(a)
                         && (a == config.preference
                             || !offer.algorithms.contains(config.preference)
-                            || now_ns.saturating_sub(state.selected_at) < config.hold_algorithm_ns)
+                            || now_ns.saturating_sub(state.selected_at)
+                                < nanos(config.hold_algorithm))
                 });
                 if !keep {
                     let chosen = if offer.algorithms.contains(config.preference) {
@@ -266,7 +269,7 @@ impl Server {
                     Algorithm::Rate => state.rate,
                 },
                 algorithm,
-                validity_ms: self.config.validity_ms,
+                validity_ms: u64::try_from(self.config.validity.as_millis()).unwrap_or(u64::MAX),
                 seq: Some(self.seq),
             }
         } else {
@@ -293,10 +296,10 @@ impl Server {
                     });
                 }
                 self.handle_timeout(now_ns);
-                self.delay_ns = q.delay_ns;
+                self.delay_ns = nanos(q.delay);
                 self.served += q.served;
                 self.served_retx += q.served_retransmissions;
-                self.busy_ns += q.busy_ns;
+                self.busy_ns = self.busy_ns.saturating_add(nanos(q.busy));
                 self.queue_reported = true;
             }
             Load::Occupancy { measured, target } => {
@@ -329,7 +332,7 @@ impl Server {
             overloaded: self.overloaded,
             target: self.target,
             service_rate: self.mu,
-            delay_ns: self.delay_ns,
+            delay: Duration::from_nanos(self.delay_ns),
             retransmission_share: self.retx_share,
             seq: self.seq,
             clients: self.clients.len(),

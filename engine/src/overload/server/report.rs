@@ -1,6 +1,8 @@
 //! What a [`super::Server`] is told (load reports, each request's admission) and what it
 //! reports (its status, each client's state).
 
+use std::time::Duration;
+
 use crate::overload::{Algorithm, Seq};
 
 /// A load report (the [server](super) documentation says how each kind is used).
@@ -23,14 +25,14 @@ pub enum Load {
 /// What the queue did over an interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueueLoad {
-    /// How long the oldest new request now waiting has waited, ns (0 when none waits).
-    pub delay_ns: u64,
+    /// How long the oldest new request now waiting has waited (zero when none waits).
+    pub delay: Duration,
     /// Requests served in the interval, retransmissions included.
     pub served: u64,
     /// Of those, retransmissions.
     pub served_retransmissions: u64,
-    /// Time spent serving in the interval, ns.
-    pub busy_ns: u64,
+    /// Time spent serving in the interval.
+    pub busy: Duration,
 }
 
 /// What the server does with an arriving request.
@@ -69,8 +71,8 @@ pub struct ServerStatus {
     pub target: f64,
     /// The estimated service rate, per s (0 before one is measured).
     pub service_rate: f64,
-    /// The last reported queueing delay, ns.
-    pub delay_ns: u64,
+    /// The last reported queueing delay.
+    pub delay: Duration,
     /// Retransmissions' share of the requests that arrived in the last period.
     pub retransmission_share: f64,
     /// The current `oc-seq`.

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use super::*;
 use crate::overload::{Algorithms, Category};
 
@@ -133,10 +135,10 @@ fn run_fluid(mu: f64, offered: &[(f64, Option<Algorithms>)], seconds: u64) -> (V
         s.report(
             now,
             Load::Queue(QueueLoad {
-                delay_ns: (backlog / mu * 1e9) as u64,
+                delay: Duration::from_secs_f64(backlog / mu),
                 served: served.round() as u64,
                 served_retransmissions: 0,
-                busy_ns: busy,
+                busy: Duration::from_nanos(busy),
             }),
         )
         .expect("test input");
@@ -163,9 +165,9 @@ fn the_law_holds_three_times_capacity_at_capacity() {
         "admitted {total}/s: {admitted:?}"
     );
     assert!(
-        s.status().delay_ns < 200 * MS,
+        s.status().delay < Duration::from_millis(200),
         "delay {} ms",
-        s.status().delay_ns / MS
+        s.status().delay.as_millis()
     );
     // Equal demands, max-min fair: equal halves within 10 %.
     assert!(
@@ -219,10 +221,10 @@ fn control_stops_with_validity_zero_and_a_new_seq_when_load_falls() {
         s.report(
             now,
             Load::Queue(QueueLoad {
-                delay_ns: 0,
+                delay: Duration::ZERO,
                 served: 5,
                 served_retransmissions: 0,
-                busy_ns: 5 * MS,
+                busy: Duration::from_millis(5),
             }),
         )
         .expect("test input");
@@ -261,10 +263,10 @@ fn every_new_value_raises_the_integer_part_of_oc_seq() {
         s.report(
             now,
             Load::Queue(QueueLoad {
-                delay_ns: 400 * MS,
+                delay: Duration::from_millis(400),
                 served: 100,
                 served_retransmissions: 0,
-                busy_ns: 100 * MS,
+                busy: Duration::from_millis(100),
             }),
         )
         .expect("test input");
@@ -357,10 +359,10 @@ fn servers_on_one_clock_order_their_values_by_time() {
         s.report(
             now,
             Load::Queue(QueueLoad {
-                delay_ns: 400 * MS,
+                delay: Duration::from_millis(400),
                 served: 10,
                 served_retransmissions: 0,
-                busy_ns: 10 * MS,
+                busy: Duration::from_millis(10),
             }),
         )
         .expect("test input");
