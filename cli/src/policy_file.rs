@@ -28,10 +28,7 @@ pub fn load(path: &str, numbers: SipUserNumbers) -> Result<(Ruleset, Arc<Compile
 
 /// The compile options of the commands that classify.
 pub fn compile_config(numbers: SipUserNumbers) -> CompileConfig {
-    CompileConfig {
-        sip_user_numbers: numbers,
-        ..CompileConfig::default()
-    }
+    CompileConfig::default().with_sip_user_numbers(numbers)
 }
 
 /// Prints the reader's warnings as `FILE:LINE:COL: warning: …` on standard error.

@@ -16,7 +16,6 @@
 //! - [`overload`]: feedback overload control, RFC 7339 (loss) and RFC 7415 (rate), client and server.
 //! - [`prsm`]: the two-queue priority request scheduler and the retransmission detector.
 //! - [`event`]: the sans-I/O `load-control` event package (subscriber, notifier, allocator).
-//! - [`fair`]: max-min fair shares of a capacity (the allocator's and the RFC 7339 server's split).
 //! - [`clock`]: injected time sources.
 //!
 //! The types a first program needs are re-exported at the root: [`Engine`], [`EngineConfig`],
@@ -36,7 +35,7 @@ pub use runtime::{
 pub mod clock;
 pub mod compile;
 pub mod event;
-pub mod fair;
+mod fair;
 mod hash;
 pub mod runtime;
 // The limiters' arithmetic (GCRA, percent gate), for the cells and shards and for the bench's

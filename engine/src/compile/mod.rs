@@ -32,6 +32,8 @@ mod identity;
 mod index;
 mod matcher;
 mod redirect;
+// The digit trie, for the bench's micro benchmarks: not API.
+#[doc(hidden)]
 pub mod trie;
 mod view;
 
@@ -42,7 +44,7 @@ use crate::policy::{AltAction, Limit, Rule, RuleId, Ruleset, Uri};
 use crate::uri::SipUserNumbers;
 pub use find::describe_canonical;
 use matcher::Matcher;
-pub use redirect::{in_own_domain, redirect_refused};
+pub use redirect::redirect_refused;
 pub use view::{Identities, Miss, RequestView, Scratch};
 
 /// Methods a rule without `<method>` applies to (RFC 7200 §5.2).
@@ -55,7 +57,9 @@ pub const DEFAULT_METHODS: [&str; 6] = [
     "PUBLISH",
 ];
 
-/// How policies are compiled.
+/// How policies are compiled. Start from `CompileConfig::default()` and change what you need
+/// with the `with_*` methods (or the fields); new options may be added, so the struct is
+/// `#[non_exhaustive]`.
 ///
 /// # Redirect targets (RFC 7200 §7)
 /// RFC 7200 §7 (an attacker spoofing the policy server tells proxies "to redirect all calls to
@@ -67,7 +71,7 @@ pub const DEFAULT_METHODS: [&str; 6] = [
 /// counted as `redirect_refused` — when its policy came from a notifier and any of its
 /// targets is outside both
 /// - **the notifier's own domain**: the host of the notifier's URI (as the source records it,
-///   [`SourcedRule::notifier`]) and every subdomain of it, compared case-insensitively and
+///   [`Origin::Notifier`](crate::runtime::Origin::Notifier)) and every subdomain of it, compared case-insensitively and
 ///   without a trailing dot. A notifier `sip:sbc.example.com` may redirect to
 ///   `sip:ivr@sbc.example.com` and `sip:x@a.sbc.example.com`, not to `sip:x@example.com` nor
 ///   `sip:x@sbc2.example.com`. An IP-literal host (IPv4, `[IPv6]`) is its own domain alone.
@@ -79,6 +83,7 @@ pub const DEFAULT_METHODS: [&str; 6] = [
 /// Policies the operator loaded (no notifier: a policy file, an RPC or API publish) are
 /// trusted and never refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CompileConfig {
     /// Hosts and domains a notifier's redirect targets may point at besides the notifier's own
     /// domain (RFC 7200 §7: agreed in advance). A target host matches an entry when it equals
@@ -93,6 +98,20 @@ pub struct CompileConfig {
     /// [`SipUserNumbers::Global`]. `target-sip-entity` compares entities, not numbers, and
     /// always reads strictly.
     pub sip_user_numbers: SipUserNumbers,
+}
+
+impl CompileConfig {
+    /// With [`CompileConfig::redirect_allow`] set to `allow`.
+    pub fn with_redirect_allow(mut self, allow: Option<Vec<String>>) -> Self {
+        self.redirect_allow = allow;
+        self
+    }
+
+    /// With [`CompileConfig::sip_user_numbers`] set to `numbers`.
+    pub fn with_sip_user_numbers(mut self, numbers: SipUserNumbers) -> Self {
+        self.sip_user_numbers = numbers;
+        self
+    }
 }
 
 /// Why a full ruleset could not be compiled.
@@ -134,8 +153,8 @@ pub struct CompiledRule {
 }
 
 impl CompiledRule {
-    /// Index of the source (notifier) the rule came from, in the order given to
-    /// [`compile_sources`]; 0 for [`compile`] and [`compile_rules`].
+    /// Index of the source the rule came from, in the order the engine merges its sources
+    /// ([`Snapshot::sources`](crate::runtime::Snapshot::sources)); 0 for [`compile`].
     pub fn source(&self) -> u32 {
         self.source
     }
@@ -186,7 +205,7 @@ pub fn compile(ruleset: &Ruleset, config: &CompileConfig) -> Result<CompiledPoli
 }
 
 /// Compiles rules given in order, all from one source.
-pub fn compile_rules(
+pub(crate) fn compile_rules(
     version: u32,
     rules: impl IntoIterator<Item = Arc<Rule>>,
     config: &CompileConfig,
@@ -205,7 +224,7 @@ pub fn compile_rules(
 
 /// A rule with where it came from, for [`compile_sources`].
 #[derive(Clone, Debug)]
-pub struct SourcedRule {
+pub(crate) struct SourcedRule {
     /// Index of its source (see [`CompiledRule::source`]).
     pub source: u32,
     /// The rule (shared, not copied).
@@ -220,7 +239,7 @@ pub struct SourcedRule {
 
 /// Compiles rules from several sources in the order they are tried (the engine merges the
 /// notifiers' policies this way).
-pub fn compile_sources(
+pub(crate) fn compile_sources(
     version: u32,
     rules: impl IntoIterator<Item = SourcedRule>,
     config: &CompileConfig,
@@ -231,7 +250,7 @@ pub fn compile_sources(
 /// Like [`compile_sources`], reusing `previous`'s matching structures when every rule's
 /// conditions (and scope) are the same, in the same order — the common NOTIFY that only
 /// changes limits or actions.
-pub fn compile_after(
+pub(crate) fn compile_after(
     version: u32,
     rules: impl IntoIterator<Item = SourcedRule>,
     config: &CompileConfig,
@@ -273,7 +292,9 @@ impl CompiledPolicy {
         self.version
     }
 
-    /// True when `self` and `other` share their matching structures (see [`compile_after`]).
+    /// True when `self` and `other` share their matching structures: the engine compiles a
+    /// publish that changes no rule's conditions (a NOTIFY that only retunes limits or actions)
+    /// onto the previous policy's indexes instead of rebuilding them.
     pub fn shares_matcher_with(&self, other: &CompiledPolicy) -> bool {
         Arc::ptr_eq(&self.matcher, &other.matcher)
     }

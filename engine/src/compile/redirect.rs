@@ -50,7 +50,7 @@ fn host_in_domain(host: &str, domain: &str) -> bool {
 
 /// `target` lies in the own domain of `notifier`: the notifier URI's host or a subdomain of
 /// it (an IP literal: itself only).
-pub fn in_own_domain(target: &Uri, notifier: &Uri) -> bool {
+fn in_own_domain(target: &Uri, notifier: &Uri) -> bool {
     match (sip_host(target), sip_host(notifier)) {
         (Some(t), Some(n)) => host_in_domain(t, n),
         _ => false,

@@ -15,7 +15,7 @@
 //!   plus a little [`AllocatorConfig::headroom`] for growth;
 //! - an edge not yet measured counts as constrained with unknown demand.
 //!
-//! Shares are max-min fair over these estimates (water-filling, [`crate::fair`]): every edge
+//! Shares are max-min fair over these estimates (water-filling): every edge
 //! asking for less than an equal split gets what it asks, the others split the rest equally;
 //! capacity nobody asks for goes to the constrained edges (equally to all when none is). Every
 //! edge keeps at least [`AllocatorConfig::min_share`] (never more than R / n in all), so an

@@ -590,10 +590,7 @@ fn redirect_outside_the_allow_list_becomes_reject_and_is_counted() {
             "<lc:accept alt-action=\"redirect\" alt-target=\"sip:x@ivr.trusted.example sip:victim@target.example\"><lc:rate>0</lc:rate></lc:accept>"
         ),
     );
-    let config = CompileConfig {
-        redirect_allow: Some(vec!["trusted.example".into()]),
-        ..CompileConfig::default()
-    };
+    let config = CompileConfig::default().with_redirect_allow(Some(vec!["trusted.example".into()]));
     let mut s = notifier_shard("sip:sbc.notifier.example", &rules, config);
     assert_eq!(
         s.classify(&invite("<sip:a@b>", "<sip:x@a.example>"))
@@ -616,10 +613,7 @@ fn redirect_outside_the_allow_list_becomes_reject_and_is_counted() {
     let mut s = notifier_shard(
         "sip:sbc.notifier.example",
         &rules,
-        CompileConfig {
-            redirect_allow: Some(vec!["*".into()]),
-            ..CompileConfig::default()
-        },
+        CompileConfig::default().with_redirect_allow(Some(vec!["*".into()])),
     );
     assert_eq!(
         s.classify(&invite("<sip:a@b>", "<sip:x@b.example>"))

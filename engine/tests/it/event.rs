@@ -1094,10 +1094,7 @@ fn redirect_targets_are_checked_against_the_agreed_list() {
         (Some(vec!["partner.example".to_owned()]), vec!["victim"]),
     ] {
         let e = Engine::new(EngineConfig::default().with_shards(1).with_compile(
-            loadctl::compile::CompileConfig {
-                redirect_allow: allow.clone(),
-                ..loadctl::compile::CompileConfig::default()
-            },
+            loadctl::compile::CompileConfig::default().with_redirect_allow(allow.clone()),
         ));
         let mut s = subscriber(&e);
         let sub = s.poll_transmit().expect("SUBSCRIBE");

@@ -31,10 +31,7 @@ fn engine(rules: &str, numbers: SipUserNumbers) -> Engine {
         ruleset(rules),
         EngineConfig::default()
             .with_shards(1)
-            .with_compile(CompileConfig {
-                sip_user_numbers: numbers,
-                ..CompileConfig::default()
-            }),
+            .with_compile(CompileConfig::default().with_sip_user_numbers(numbers)),
     )
     .expect("publishes")
 }

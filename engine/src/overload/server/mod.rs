@@ -28,7 +28,7 @@
 //!    [`ServerConfig::busy`] of its rate is constrained, its demand unknown, estimated at
 //!    `seen·(1 + probe)` so its rate grows while capacity is free, else `seen·(1 + headroom)`.
 //! 5. **Split.** `λ*` is shared max-min fairly over the demands
-//!    ([`crate::fair::max_min_fair`]): a client asking less than an equal split
+//!    (water-filling): a client asking less than an equal split
 //!    gets what it asks; per-client values may differ (RFC 7339 §5.3). A rate client is told
 //!    its share (at least [`ServerConfig::min_rate`]); a loss client the share it must shed,
 //!    `1 − share / demand`, rounded up to a whole percent; a client that does not take part has
