@@ -24,7 +24,7 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use loadctl::overload::client::{
-    Applied, Client, ClientConfig, ClientShard, Hop, HopCell, Verdict, hop_key,
+    Applied, Client, ClientConfig, ClientShard, Hop, HopCell, OcVerdict, hop_key,
 };
 use loadctl::overload::server::{Admission, Load, Server, ServerConfig};
 use loadctl::overload::via::{Feedback, MAX_VALIDITY_MS, Offer};
@@ -101,7 +101,7 @@ fn bench_decide(c: &mut Criterion) {
             for _ in 0..100_000 {
                 i += 1;
                 let v = shard.decide(&client, hop, T0 + i * STEP, category(i));
-                forwarded += u64::from(v == Verdict::Forward);
+                forwarded += u64::from(v == OcVerdict::Forward);
             }
             match kind {
                 "none" | "rate-admit" => assert_eq!(forwarded, 100_000, "{kind}"),

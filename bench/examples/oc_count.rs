@@ -17,7 +17,7 @@
 use std::hint::black_box;
 
 use loadctl::overload::client::{
-    Applied, Client, ClientConfig, ClientShard, Hop, HopCell, Verdict, hop_key,
+    Applied, Client, ClientConfig, ClientShard, Hop, HopCell, OcVerdict, hop_key,
 };
 use loadctl::overload::via::{Feedback, MAX_VALIDITY_MS, Offer};
 use loadctl::overload::{Algorithm, Category, MAX_RATE, Seq};
@@ -37,7 +37,7 @@ fn decide_oc_loop(shard: &mut ClientShard, client: &Client, hop: Hop, n: u64) ->
     let mut forwarded = 0u64;
     for i in 1..=n {
         let v = shard.decide(client, hop, T0 + i * 1_000, category(i));
-        forwarded += u64::from(v == Verdict::Forward);
+        forwarded += u64::from(v == OcVerdict::Forward);
     }
     forwarded
 }

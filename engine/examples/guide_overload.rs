@@ -49,8 +49,8 @@ fn overload(
     let hop = client.hop(hop_key(b"192.0.2.7:5060"))?;
     // Sending a new request: ask, then add client.request_params() to the Via you insert.
     match shard.decide(&client, hop, now_ns, Category::Reducible) {
-        Verdict::Forward | Verdict::Probe => { /* send it */ }
-        Verdict::Shed(_) => { /* another next hop, else 503 without Retry-After */ }
+        OcVerdict::Forward | OcVerdict::Probe => { /* send it */ }
+        OcVerdict::Shed(_) => { /* another next hop, else 503 without Retry-After */ }
     }
     // A response from that hop: its top Via.
     client.on_response(hop, now_ns, top_via)?;

@@ -76,7 +76,7 @@ pub(crate) struct Rendered {
 /// Every string of `w` and `branch` readable or absent.
 unsafe fn transmit(
     r: &mut Rendered,
-    next: impl FnOnce() -> Option<loadctl::event::Request>,
+    next: impl FnOnce() -> Option<loadctl::event::EventRequest>,
     w: &lc_sip_wire,
     branch: lc_str,
     out: OutBuf<'_>,
@@ -185,7 +185,7 @@ pub unsafe extern "C" fn lc_subscriber_receive_wire(
 
 /// A scanned message of the package, for the handle that takes it.
 enum Incoming<'a> {
-    Request(&'a loadctl::event::Request),
+    Request(&'a loadctl::event::EventRequest),
     Response(&'a loadctl::event::Response),
 }
 

@@ -7,10 +7,10 @@
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
-use loadctl::runtime::{Engine, EngineConfig};
 use loadctl::event::subscriber::{Subscriber, SubscriberConfig};
-use loadctl::event::{Method, NameAddr, Request, Response};
+use loadctl::event::{EventRequest, Method, NameAddr, Response};
 use loadctl::policy::Uri;
+use loadctl::runtime::{Engine, EngineConfig};
 
 const NS: &str = "xmlns=\"urn:ietf:params:xml:ns:common-policy\" xmlns:lc=\"urn:ietf:params:xml:ns:load-control\"";
 
@@ -92,7 +92,7 @@ fuzz_target!(|steps: Vec<Step>| {
     config.scope_to_notifier = false;
     let mut s = Subscriber::new(config, engine.clone(), 0);
     let mut now = 0u64;
-    let mut last_sent: Option<Request> = None;
+    let mut last_sent: Option<EventRequest> = None;
     for step in steps.into_iter().take(64) {
         while let Some(req) = s.poll_transmit() {
             last_sent = Some(req);
@@ -119,7 +119,7 @@ fuzz_target!(|steps: Vec<Step>| {
                     1 => Some("text/plain".to_owned()),
                     _ => None,
                 };
-                let mut notify = Request::new(
+                let mut notify = EventRequest::new(
                     Method::Notify,
                     sub.from.uri.clone(),
                     if other_dialog { "other" } else { &sub.call_id },

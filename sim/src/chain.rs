@@ -40,7 +40,7 @@
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use loadctl::overload::client::{Client, ClientConfig, ClientShard, Verdict, hop_key};
+use loadctl::overload::client::{Client, ClientConfig, ClientShard, OcVerdict, hop_key};
 use loadctl::overload::server::{Admission, Load, QueueLoad, Server, ServerConfig};
 use loadctl::overload::via::{Feedback, Offer};
 use loadctl::overload::{Algorithms, Category};
@@ -406,7 +406,7 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
                     (None, Some(o)) => matches!(
                         o.shard
                             .decide(&o.client, o.hop, ns(now), Category::Reducible),
-                        Verdict::Forward | Verdict::Probe
+                        OcVerdict::Forward | OcVerdict::Probe
                     ),
                     (None, None) => true,
                 };

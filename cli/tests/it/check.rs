@@ -1,29 +1,6 @@
 //! `loadctl check` as a user runs it: output format and exit codes.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-
-fn loadctl(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loadctl"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("loadctl runs");
-    let mut input = child.stdin.take().expect("stdin");
-    // A run refused on its arguments exits without reading its input: the pipe may be closed
-    // before (or while) this writes.
-    if let Err(e) = input.write_all(stdin.unwrap_or("").as_bytes()) {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {e}");
-    }
-    drop(input);
-    child.wait_with_output().expect("loadctl finishes")
-}
-
-fn data(name: &str) -> String {
-    format!("{}/../engine/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::{data, loadctl};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -37,7 +14,7 @@ fn rfc_examples_are_valid_and_summarised() {
     let args: Vec<&str> = std::iter::once("check")
         .chain(files.iter().map(String::as_str))
         .collect();
-    let out = loadctl(&args, None);
+    let out = loadctl(&args, "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
@@ -75,7 +52,7 @@ fn rfc_examples_are_valid_and_summarised() {
 fn invalid_document_reports_file_line_column_and_exits_1() {
     let doc = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"1\" state=\"full\">\n\
                <rule id=\"hot\"><actions><accept><rate>-3</rate></accept></actions></rule>\n</ruleset>\n";
-    let out = loadctl(&["check", "-"], Some(doc));
+    let out = loadctl(&["check", "-"], doc);
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     assert_eq!(
@@ -89,9 +66,7 @@ fn invalid_document_reports_file_line_column_and_exits_1() {
 fn valid_document_on_stdin() {
     let out = loadctl(
         &["check", "-"],
-        Some(include_str!(
-            "../../../engine/tests/data/rfc7200-example3.xml"
-        )),
+        include_str!("../../../engine/tests/data/rfc7200-example3.xml"),
     );
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).starts_with("<stdin>: version 2, full, 2 rules\n"));
@@ -102,7 +77,7 @@ fn partial_document_lists_changes() {
     let doc = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"5\" state=\"partial\">\
                <rule id=\"a\"><actions><accept><win>3</win></accept></actions></rule>\
                <rule id=\"b\"><actions/></rule></ruleset>";
-    let out = loadctl(&["check", "-"], Some(doc));
+    let out = loadctl(&["check", "-"], doc);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
@@ -115,7 +90,7 @@ fn warnings_go_to_stderr_and_do_not_fail() {
     let doc = "<ruleset xmlns=\"urn:ietf:params:xml:ns:common-policy\" version=\"1\" state=\"full\">\n\
                <rule id=\"g\"><conditions><g:area xmlns:g=\"urn:example:geo\"/></conditions>\
                <actions><accept><rate>1</rate></accept></actions></rule></ruleset>";
-    let out = loadctl(&["check", "-"], Some(doc));
+    let out = loadctl(&["check", "-"], doc);
     assert_eq!(out.status.code(), Some(0));
     let stderr = text(&out.stderr);
     assert!(
@@ -131,7 +106,7 @@ fn warnings_go_to_stderr_and_do_not_fail() {
 #[test]
 fn mixed_valid_and_invalid_exits_1_and_still_summarises_the_valid_one() {
     let good = data("rfc7200-example1.xml");
-    let out = loadctl(&["check", &good, "-"], Some("<ruleset"));
+    let out = loadctl(&["check", &good, "-"], "<ruleset");
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("version 0, full, 1 rule"));
     assert!(
@@ -143,19 +118,19 @@ fn mixed_valid_and_invalid_exits_1_and_still_summarises_the_valid_one() {
 
 #[test]
 fn io_errors_and_usage_errors_exit_2() {
-    let out = loadctl(&["check", "/nonexistent/policy.xml"], None);
+    let out = loadctl(&["check", "/nonexistent/policy.xml"], "");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).starts_with("loadctl: /nonexistent/policy.xml: "));
     // An I/O error outranks an invalid document.
-    let out = loadctl(&["check", "-", "/nonexistent/policy.xml"], Some("<x/>"));
+    let out = loadctl(&["check", "-", "/nonexistent/policy.xml"], "<x/>");
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(loadctl(&["check"], None).status.code(), Some(2));
-    assert_eq!(loadctl(&["frobnicate"], None).status.code(), Some(2));
+    assert_eq!(loadctl(&["check"], "").status.code(), Some(2));
+    assert_eq!(loadctl(&["frobnicate"], "").status.code(), Some(2));
 }
 
 #[test]
 fn demo_runs_the_embedded_policy_on_several_threads() {
-    let out = loadctl(&["demo", "--duration", "0.6", "--threads", "2"], None);
+    let out = loadctl(&["demo", "--duration", "0.6", "--threads", "2"], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
@@ -190,11 +165,11 @@ fn demo_runs_the_embedded_policy_on_several_threads() {
     );
     // Bad options are usage errors.
     assert_eq!(
-        loadctl(&["demo", "--duration", "-1"], None).status.code(),
+        loadctl(&["demo", "--duration", "-1"], "").status.code(),
         Some(2)
     );
     assert_eq!(
-        loadctl(&["demo", "--policy", "/nonexistent.xml"], None)
+        loadctl(&["demo", "--policy", "/nonexistent.xml"], "")
             .status
             .code(),
         Some(2)

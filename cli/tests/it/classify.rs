@@ -1,32 +1,11 @@
 //! `loadctl classify` and `loadctl explain` end to end, including the three RFC 7200
 //! Appendix D.1 examples.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+
+use crate::common::{data, loadctl};
 
 use serde_json::Value;
-
-fn loadctl(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loadctl"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("loadctl runs");
-    let mut input = child.stdin.take().expect("stdin");
-    // A run refused on its arguments exits without reading its input: the pipe may be closed
-    // before (or while) this writes.
-    if let Err(e) = input.write_all(stdin.as_bytes()) {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {e}");
-    }
-    drop(input);
-    child.wait_with_output().expect("loadctl finishes")
-}
-
-fn data(name: &str) -> String {
-    format!("{}/../engine/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Runs classify on `lines` and returns the parsed output lines.
 fn classify(policy: &str, extra: &[&str], lines: &[Value]) -> (Vec<Value>, Output) {

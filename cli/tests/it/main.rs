@@ -3,4 +3,5 @@
 
 mod check;
 mod classify;
+mod common;
 mod simulate;

@@ -18,7 +18,7 @@
 //!
 //! # A worked example
 //! A notifier and a subscriber wired back to back; in production each side's SIP stack turns
-//! the [`Request`]s and [`Response`]s into messages on the wire and back.
+//! the [`EventRequest`]s and [`Response`]s into messages on the wire and back.
 //!
 //! ```
 //! use loadctl::runtime::{Engine, EngineConfig};
@@ -101,11 +101,11 @@ impl Method {
 }
 
 /// A SUBSCRIBE or NOTIFY as the state machines see it: the fields they need, parsed. A SIP
-/// stack that parses messages itself builds one with [`Request::new`] and sets the other
+/// stack that parses messages itself builds one with [`EventRequest::new`] and sets the other
 /// fields (new ones may be added: the struct is `#[non_exhaustive]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Request {
+pub struct EventRequest {
     /// SUBSCRIBE or NOTIFY.
     pub method: Method,
     /// The Request-URI.
@@ -140,11 +140,11 @@ pub struct Request {
     pub record_route: Vec<Uri>,
     /// The Route URIs of a request the machines send: the dialog's route set (RFC 3261
     /// §12.2.1.1), empty outside a dialog or without record-routing proxies. The request goes
-    /// to [`Request::next_hop`].
+    /// to [`EventRequest::next_hop`].
     pub route: Vec<Uri>,
 }
 
-impl Request {
+impl EventRequest {
     /// A request with the fields every SUBSCRIBE and NOTIFY has (RFC 3261 §8.1.1: Request-URI,
     /// Call-ID, From, To, CSeq) and no others: no Event, Expires, Accept, Subscription-State,
     /// Content-Type, body, Contact, Record-Route or Route.
@@ -156,7 +156,7 @@ impl Request {
         to: NameAddr,
         cseq: u32,
     ) -> Self {
-        Request {
+        EventRequest {
             method,
             request_uri,
             call_id: call_id.to_owned(),
@@ -219,7 +219,7 @@ pub struct Response {
 impl Response {
     /// A response to `req` with the given status; `to_tag` is added when the To has none. The
     /// request's Record-Route is copied (RFC 3261 §12.1.1).
-    pub fn to(req: &Request, status: u16, to_tag: Option<&str>) -> Self {
+    pub fn to(req: &EventRequest, status: u16, to_tag: Option<&str>) -> Self {
         let mut to = req.to.clone();
         if to.tag.is_none() {
             to.tag = to_tag.map(str::to_owned);

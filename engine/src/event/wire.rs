@@ -1,4 +1,4 @@
-//! The event package on the wire: SIP text to and from the state machines' [`Request`] and
+//! The event package on the wire: SIP text to and from the state machines' [`EventRequest`] and
 //! [`Response`], for callers without a SIP stack of their own (the example edge, a small
 //! notifier, tests with real SIP peers).
 //!
@@ -7,7 +7,7 @@
 //! Route element across repeated lines, the body cut at Content-Length); [`Raw::request`] and
 //! [`Raw::response`] turn it into the owned types. [`write_request`] puts a request on the
 //! wire with the caller's Via (transport, sent-by, branch) and Contact, and the request's
-//! route set as Route headers; send it to [`Request::next_hop`]. [`write_response`] answers a
+//! route set as Route headers; send it to [`EventRequest::next_hop`]. [`write_response`] answers a
 //! scanned request, copying its Via headers as RFC 3261 §8.2.6.2 requires and, in a 2xx, its
 //! Record-Route headers (§12.1.1). The transaction layer (retransmitting a request over UDP
 //! until a response comes, absorbing retransmitted requests) stays with the caller.
@@ -19,7 +19,7 @@
 
 use std::io::Write as _;
 
-use super::{Method, NameAddr, Request, Response, reason_phrase};
+use super::{EventRequest, Method, NameAddr, Response, reason_phrase};
 use crate::policy::Uri;
 use crate::sip::{HeaderLines, SipError, start_line, tag, uri_part};
 
@@ -300,12 +300,12 @@ impl Raw<'_> {
     }
 
     /// The request, for the state machines (an error for a response).
-    pub fn request(&self) -> Result<Request, WireError> {
+    pub fn request(&self) -> Result<EventRequest, WireError> {
         if self.status != 0 {
             return Err(WireError::BadValue("request line"));
         }
         let uri = text(self.request_uri, "Request-URI")?;
-        Ok(Request {
+        Ok(EventRequest {
             method: method_of(self.method)?,
             request_uri: Uri::new(uri).map_err(|_| WireError::BadValue("Request-URI"))?,
             call_id: text(self.call_id, "Call-ID")?.to_owned(),
@@ -371,8 +371,8 @@ fn header(out: &mut Vec<u8>, name: &str, value: &str) {
 /// Appends `req` as a SIP message: request line, `via`, Max-Forwards 70, one Route header per
 /// entry of `req.route`, From, To, Call-ID, CSeq, `contact` (this end's Contact, a name-addr
 /// or URI; it takes the place of `req.contact`), the package's headers, Content-Length and the
-/// body. Send the bytes to [`Request::next_hop`].
-pub fn write_request(req: &Request, via: &Via<'_>, contact: &str, out: &mut Vec<u8>) {
+/// body. Send the bytes to [`EventRequest::next_hop`].
+pub fn write_request(req: &EventRequest, via: &Via<'_>, contact: &str, out: &mut Vec<u8>) {
     let method = req.method.as_str();
     let _ = write!(out, "{method} {} SIP/2.0\r\n", req.request_uri.as_str());
     let _ = write!(

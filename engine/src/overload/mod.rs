@@ -32,7 +32,7 @@
 //! request of the category shed last.
 //! ```
 //! use loadctl::overload::Category;
-//! use loadctl::overload::client::{Client, ClientConfig, ClientShard, Verdict, hop_key};
+//! use loadctl::overload::client::{Client, ClientConfig, ClientShard, OcVerdict, hop_key};
 //!
 //! let client = Client::new(ClientConfig::default(), 64)?; // one per proxy, Sync
 //! let mut shard = ClientShard::new(&client, 0); // one per worker thread
@@ -45,12 +45,12 @@
 //! for k in 0..10_000u64 {
 //!     let now = ms + k * ms; // a new INVITE every millisecond, for 10 s
 //!     let verdict = shard.decide(&client, hop, now, Category::Reducible);
-//!     if k >= 5_000 && matches!(verdict, Verdict::Shed(_)) {
+//!     if k >= 5_000 && matches!(verdict, OcVerdict::Shed(_)) {
 //!         shed += 1;
 //!     }
 //! }
 //! assert!((2_250..=2_750).contains(&shed), "{shed} of 5,000 shed"); // 50 % ± 5 %
-//! assert!(matches!(shard.decide(&client, hop, 10_001 * ms, Category::Priority), Verdict::Forward));
+//! assert!(matches!(shard.decide(&client, hop, 10_001 * ms, Category::Priority), OcVerdict::Forward));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

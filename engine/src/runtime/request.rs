@@ -473,6 +473,27 @@ impl Ticket {
 /// The outcome of [`Shard::classify`](super::Shard::classify). A window rule's admission carries its slot in
 /// `ticket`: give it back with [`Shard::complete`](super::Shard::complete) when the transaction ends, or the slot stays
 /// taken.
+///
+/// A decision left unread is a warning (an error under `deny(unused_must_use)`), since it may
+/// carry a slot that nothing else can release:
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # use loadctl::{Engine, EngineConfig, Request};
+/// # let engine = Engine::new(EngineConfig::default());
+/// # let mut shard = engine.attach();
+/// shard.classify(&Request::default()); // refused: a window's slot would be lost
+/// ```
+/// Read it, and give its ticket back:
+/// ```
+/// #![deny(unused_must_use)]
+/// # use loadctl::{Engine, EngineConfig, Request};
+/// # let engine = Engine::new(EngineConfig::default());
+/// # let mut shard = engine.attach();
+/// let decision = shard.classify(&Request::default());
+/// if let Some(ticket) = decision.ticket {
+///     shard.complete(ticket); // when the transaction ends
+/// }
+/// ```
 #[derive(Debug)]
 #[must_use = "a window admission's ticket must go back to the shard (Shard::complete)"]
 pub struct Decision<'p> {

@@ -12,9 +12,7 @@ use loadctl::event::notifier::{Authorization, Notifier, NotifierConfig};
 use loadctl::event::subscriber::{Subscriber, SubscriberConfig};
 use loadctl::event::*;
 use loadctl::policy::{self, Limit, Limits, Rule, Uri};
-use loadctl::runtime::{
-    Engine, EngineConfig, Request as SipRequest, Shard, Time, Transport, Verdict,
-};
+use loadctl::runtime::{Engine, EngineConfig, Request, Shard, Time, Transport, Verdict};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
@@ -41,9 +39,9 @@ fn template() -> Rule {
 }
 
 enum Msg {
-    Subscribe(usize, Request),
+    Subscribe(usize, EventRequest),
     SubscribeAnswer(usize, Response),
-    Notify(usize, Request),
+    Notify(usize, EventRequest),
     NotifyAnswer(usize, Response),
 }
 
@@ -288,7 +286,7 @@ impl World {
                 let u = (self.rng >> 11) as f64 / (1u64 << 53) as f64;
                 let gap = S as f64 / e.demand * (1.0 + self.jitter * (2.0 * u - 1.0));
                 e.next_arrival += gap as u64;
-                let req = SipRequest {
+                let req = Request {
                     method: "INVITE",
                     identities: Identities {
                         to: Some("<tel:+1-212-555-0100>"),
@@ -301,7 +299,7 @@ impl World {
                         monotonic_ns: t,
                         unix_ns: 1_700_000_000_000_000_000,
                     }),
-                    ..SipRequest::default()
+                    ..Request::default()
                 };
                 if e.shard.classify(&req).verdict == Verdict::Accept {
                     e.admitted += 1;

@@ -2,8 +2,7 @@
 //! it is tested): NUL bytes, a million rules, prefixes longer than the digit trie keeps. Each
 //! is refused with an error value or handled exactly, and nothing is applied half-way.
 
-use crate::common::NS;
-use loadctl::compile::Identities;
+use crate::common::{NS, invite};
 use loadctl::policy::{Limits, PolicyError, read};
 use loadctl::runtime::*;
 use loadctl::sip::scan;
@@ -140,18 +139,7 @@ fn prefixes_longer_than_the_trie_keeps_match_on_every_digit() {
     let mut shard = engine.attach();
     let mut classify = |number: &str| {
         let to = format!("<tel:+{number}>");
-        let d = shard.classify(&Request {
-            method: "INVITE",
-            identities: Identities {
-                to: Some(&to),
-                ..Identities::default()
-            },
-            transport: Transport::Udp,
-            initial: true,
-            event: None,
-            time: None,
-            ..Request::default()
-        });
+        let d = shard.classify(&invite(&to));
         d.rule.map(|r| r.id().as_str().to_owned())
     };
     assert_eq!(classify(&format!("{prefix}42")), Some("long".to_owned()));

@@ -29,6 +29,19 @@ pub fn to_rule(id: &str, prefix: &str, accept: &str) -> String {
     )
 }
 
+/// An initial INVITE whose To is `to`, over UDP, at the shard's clock.
+pub fn invite(to: &str) -> Request<'_> {
+    Request {
+        method: "INVITE",
+        identities: Identities {
+            to: Some(to),
+            ..Identities::default()
+        },
+        transport: Transport::Udp,
+        ..Request::default()
+    }
+}
+
 /// An initial INVITE whose To is `to`, over `transport`, at `monotonic_ns`.
 pub fn invite_to(to: &str, transport: Transport, monotonic_ns: u64) -> Request<'_> {
     Request {

@@ -14,9 +14,7 @@ use loadctl::event::subscriber::{
 };
 use loadctl::event::*;
 use loadctl::policy::{self, Limits, Rule, Ruleset, State, Uri};
-use loadctl::runtime::{
-    Engine, EngineConfig, PublishError, Request as SipRequest, Source, Time, Transport,
-};
+use loadctl::runtime::{Engine, EngineConfig, PublishError, Request, Source, Time, Transport};
 
 const S: u64 = 1_000_000_000;
 
@@ -66,13 +64,13 @@ fn events(s: &mut Subscriber) -> Vec<SubscriberEvent> {
 
 /// A NOTIFY inside `s`'s current subscription (the SUBSCRIBE `sub` it answers).
 fn notify(
-    sub: &Request,
+    sub: &EventRequest,
     cseq: u32,
     state: &str,
     content_type: Option<&str>,
     body: Vec<u8>,
-) -> Request {
-    let mut r = Request::new(
+) -> EventRequest {
+    let mut r = EventRequest::new(
         Method::Notify,
         sub.from.uri.clone(),
         &sub.call_id,
@@ -91,7 +89,7 @@ fn notify(
     r
 }
 
-fn ok(req: &Request, expires: u32) -> Response {
+fn ok(req: &EventRequest, expires: u32) -> Response {
     let mut r = Response::to(req, 200, Some("n1"));
     r.expires = Some(expires);
     r
@@ -99,7 +97,7 @@ fn ok(req: &Request, expires: u32) -> Response {
 
 fn classify_to(engine: &Engine, to: &str, unix_s: i128) -> Option<String> {
     let mut shard = engine.attach();
-    let req = SipRequest {
+    let req = Request {
         method: "INVITE",
         identities: Identities {
             to: Some(to),
@@ -260,7 +258,7 @@ fn subscriber_refreshes_before_expiry_and_restarts_on_481() {
 
 // ------------------------------------------------------------------ subscriber: NOTIFY
 
-fn subscribed() -> (Engine, Subscriber, Request) {
+fn subscribed() -> (Engine, Subscriber, EventRequest) {
     let e = engine();
     let mut s = subscriber(&e);
     let sub = s.poll_transmit().expect("SUBSCRIBE");
@@ -645,8 +643,8 @@ fn future_rules_are_enforced_when_they_start_even_if_refreshes_failed() {
 
 // ------------------------------------------------------------------ notifier
 
-fn sub_req(call_id: &str, from: &str, expires: Option<u32>, accept: Option<&str>) -> Request {
-    let mut r = Request::new(
+fn sub_req(call_id: &str, from: &str, expires: Option<u32>, accept: Option<&str>) -> EventRequest {
+    let mut r = EventRequest::new(
         Method::Subscribe,
         uri("sip:sbc.example.com"),
         call_id,
@@ -716,11 +714,11 @@ fn notifier_refuses_what_it_must() {
     );
 }
 
-fn answer(n: &mut Notifier, now: u64, req: &Request) {
+fn answer(n: &mut Notifier, now: u64, req: &EventRequest) {
     n.handle_response(now, &Response::to(req, 200, None));
 }
 
-fn version_of(req: &Request) -> (u32, State, usize) {
+fn version_of(req: &EventRequest) -> (u32, State, usize) {
     let rs = policy::read(&req.body, &Limits::default())
         .expect("valid")
         .ruleset;
@@ -825,7 +823,7 @@ fn notifier_expires_fails_and_shuts_down_subscriptions() {
         0,
         &sub_req("c", "sip:p3.upstream.example", Some(3600), None),
     );
-    let notifies: Vec<Request> = std::iter::from_fn(|| n.poll_transmit()).collect();
+    let notifies: Vec<EventRequest> = std::iter::from_fn(|| n.poll_transmit()).collect();
     answer(&mut n, 0, &notifies[0]);
     answer(&mut n, 0, &notifies[1]);
     // c never answers: after 32 s its subscription ends.
@@ -863,7 +861,7 @@ struct Wire {
     notifies: usize,
     lose: Vec<usize>,
     delay: Vec<(usize, u64)>,
-    held: Vec<(u64, Request)>,
+    held: Vec<(u64, EventRequest)>,
     late_answers: Vec<u16>,
 }
 
@@ -893,7 +891,7 @@ impl Wire {
                 self.notifier.handle_response(self.now, &resp);
             }
             let now = self.now;
-            let due: Vec<Request> = self
+            let due: Vec<EventRequest> = self
                 .held
                 .iter()
                 .filter(|(at, _)| *at <= now)
@@ -1135,24 +1133,25 @@ fn redirect_targets_are_checked_against_the_agreed_list() {
 #[test]
 fn several_subscribers_feed_one_engine_as_separate_sources() {
     let e = engine();
-    let mut subs: Vec<(Subscriber, Request)> = ["sip:east.example.com", "sip:west.example.com"]
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            let mut c = SubscriberConfig::new(
-                uri(n),
-                uri("sip:proxy.upstream.example"),
-                &format!("c{i}"),
-                &format!("t{i}"),
-            );
-            // Scoping is an explicit option (RFC 7200 §5.3.3 MAY); the default is off.
-            assert!(!c.scope_to_notifier);
-            c.scope_to_notifier = true;
-            let mut s = Subscriber::new(c, e.clone(), 0);
-            let sub = s.poll_transmit().expect("SUBSCRIBE");
-            (s, sub)
-        })
-        .collect();
+    let mut subs: Vec<(Subscriber, EventRequest)> =
+        ["sip:east.example.com", "sip:west.example.com"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut c = SubscriberConfig::new(
+                    uri(n),
+                    uri("sip:proxy.upstream.example"),
+                    &format!("c{i}"),
+                    &format!("t{i}"),
+                );
+                // Scoping is an explicit option (RFC 7200 §5.3.3 MAY); the default is off.
+                assert!(!c.scope_to_notifier);
+                c.scope_to_notifier = true;
+                let mut s = Subscriber::new(c, e.clone(), 0);
+                let sub = s.poll_transmit().expect("SUBSCRIBE");
+                (s, sub)
+            })
+            .collect();
     for (i, (s, sub)) in subs.iter_mut().enumerate() {
         let mut n = notify(
             sub,
@@ -1167,7 +1166,7 @@ fn several_subscribers_feed_one_engine_as_separate_sources() {
     // Each notifier's rules are scoped to it, as asked.
     let towards = |target: &str| {
         let mut shard = e.attach();
-        let req = SipRequest {
+        let req = Request {
             method: "INVITE",
             identities: Identities {
                 to: Some("<tel:+1555>"),

@@ -412,7 +412,7 @@ fn a_deactivated_dialogs_share_counts_against_the_capacity_until_it_is_answered(
     );
     n2.handle_subscribe(S, &sub_of("sip:b.example.net", "b"));
     let to_b = n2.poll_transmit().expect("NOTIFY to b");
-    let rate_of = |req: &Request| {
+    let rate_of = |req: &EventRequest| {
         let doc = policy::read(&req.body, &Limits::default()).expect("document");
         match doc.ruleset.rules().expect("full")[0].accept.limit {
             policy::Limit::Rate(r) => r.per_second(),

@@ -5,8 +5,7 @@
 
 use std::collections::VecDeque;
 
-use crate::common::NS;
-use loadctl::compile::Identities;
+use crate::common::{NS, invite_to};
 use loadctl::policy::{Limits, Ruleset, read};
 use loadctl::runtime::*;
 use proptest::prelude::*;
@@ -38,21 +37,7 @@ fn admitted(n: usize, limit: &str, arrivals: &[(u64, usize)], hold_ns: u64) -> u
             shards[s].complete(ticket);
         }
         let s = choice % n;
-        let d = shards[s].classify(&Request {
-            method: "INVITE",
-            identities: Identities {
-                to: Some("<tel:+1-555-0100>"),
-                ..Identities::default()
-            },
-            transport: Transport::Udp,
-            initial: true,
-            event: None,
-            time: Some(Time {
-                monotonic_ns: t,
-                unix_ns: 1_700_000_000_000_000_000,
-            }),
-            ..Request::default()
-        });
+        let d = shards[s].classify(&invite_to("<tel:+1-555-0100>", Transport::Udp, t));
         if d.verdict == Verdict::Accept {
             count += 1;
         }

@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::common::doc;
-use loadctl::compile::Identities;
+use crate::common::{doc, invite};
 use loadctl::policy::Ruleset;
 use loadctl::runtime::*;
 
@@ -76,21 +75,6 @@ impl Outstanding {
     }
 }
 
-fn request(to: &str) -> Request<'_> {
-    Request {
-        method: "INVITE",
-        identities: Identities {
-            to: Some(to),
-            ..Identities::default()
-        },
-        transport: Transport::Udp,
-        initial: true,
-        event: None,
-        time: None,
-        ..Request::default()
-    }
-}
-
 #[test]
 #[ignore = "a bounded soak (SOAK_SECONDS, default 60); run by `make soak`"]
 fn soak_classify_publish_withdraw_and_complete_out_of_order() {
@@ -137,7 +121,7 @@ fn soak_classify_publish_withdraw_and_complete_out_of_order() {
                 let mut sent_open = true;
                 while !done.load(Ordering::Acquire) {
                     let to = numbers[(n as usize * 7 + w) % numbers.len()];
-                    let d = shard.classify(&request(to));
+                    let d = shard.classify(&invite(to));
                     let rule: Option<&'static str> = match d.rule.map(|r| r.id().as_str()) {
                         Some("win") => Some("win"),
                         Some("bwin") => Some("bwin"),

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::{doc, to_rule};
-use loadctl::compile::Identities;
+use crate::common::{doc, invite, to_rule};
 use loadctl::runtime::*;
 
 fn rule(id: &str, prefix: &str, accept: &str) -> String {
@@ -66,15 +65,7 @@ fn classify_while_publishing_a_thousand_times() {
                     let to = numbers[(n as usize + w) % numbers.len()];
                     let req = Request {
                         method: if n % 17 == 0 { "BYE" } else { "INVITE" },
-                        identities: Identities {
-                            to: Some(to),
-                            ..Identities::default()
-                        },
-                        transport: Transport::Udp,
-                        initial: true,
-                        event: None,
-                        time: None,
-                        ..Request::default()
+                        ..invite(to)
                     };
                     let d = shard.classify(&req);
                     if d.verdict == Verdict::Accept

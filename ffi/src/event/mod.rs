@@ -19,7 +19,7 @@ use loadctl::event::notifier::{
     Authorization, DialogRecord, Notifier, NotifierConfig, NotifierEvent, ShutdownReason,
 };
 use loadctl::event::subscriber::{IgnoreReason, Subscriber, SubscriberConfig, SubscriberEvent};
-use loadctl::event::{Method, NameAddr, Request, Response};
+use loadctl::event::{EventRequest, Method, NameAddr, Response};
 use loadctl::policy::{self, Uri};
 
 use crate::abi::FromC;
@@ -121,7 +121,7 @@ fn from_num(v: i64) -> Option<u32> {
 }
 
 /// `route`: the request's route set as text, kept by the caller until its next call.
-fn request_to_c(r: &Request, route: &str) -> lc_sip_message {
+fn request_to_c(r: &EventRequest, route: &str) -> lc_sip_message {
     lc_sip_message {
         status: 0,
         method: method_to_c(r.method),
@@ -219,11 +219,11 @@ unsafe fn uri_list(s: lc_str, what: &str) -> Result<Vec<Uri>, Code> {
 
 /// # Safety
 /// Every string of `m` readable or absent.
-unsafe fn request_from_c(m: &lc_sip_message) -> Result<Request, Code> {
+unsafe fn request_from_c(m: &lc_sip_message) -> Result<EventRequest, Code> {
     let method = crate::abi::checked(m.method, "lc_sip_message.method")?;
     // SAFETY: the caller promises readable strings.
     unsafe {
-        let mut r = Request::new(
+        let mut r = EventRequest::new(
             method,
             uri(m.request_uri, "lc_sip_message.request_uri")?,
             m.call_id.to_str("lc_sip_message.call_id")?,
@@ -259,7 +259,7 @@ unsafe fn answer(
     msg: &lc_sip_message,
     response: crate::Out<'_, lc_sip_message>,
     keep: &mut Option<Response>,
-    handle: impl FnOnce(&Request) -> Response,
+    handle: impl FnOnce(&EventRequest) -> Response,
 ) -> Code {
     // SAFETY: readable strings by this function's contract.
     let req = try_!(unsafe { request_from_c(msg) });
@@ -312,9 +312,9 @@ fn words(s: Option<String>) -> Vec<String> {
 /// (their strings stay valid until the handle's next call) and writes it to `out`, or
 /// `Empty`: the body of both `…_poll_transmit`.
 fn transmit_next(
-    slot: &mut Option<Request>,
+    slot: &mut Option<EventRequest>,
     route: &mut String,
-    next: Option<Request>,
+    next: Option<EventRequest>,
     out: crate::Out<'_, lc_sip_message>,
 ) -> Code {
     *slot = next;

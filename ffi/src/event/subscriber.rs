@@ -5,7 +5,7 @@ use super::*;
 /// A subscriber: one subscription to one notifier, feeding an engine. One thread at a time.
 pub struct lc_subscriber {
     pub(crate) sub: Subscriber,
-    out_request: Option<Request>,
+    out_request: Option<EventRequest>,
     out_route: String,
     out_response: Option<Response>,
     event_text: String,

@@ -487,11 +487,11 @@ pub unsafe extern "C" fn lc_oc_decide(
         };
         let verdict = try_out!(verdict);
         verdict.write(match s.shard.decide(&s.client, h, now_ns, category) {
-            Verdict::Forward => LC_OC_VERDICT_FORWARD,
-            Verdict::Probe => LC_OC_VERDICT_PROBE,
-            Verdict::Shed(ShedReason::Loss) => LC_OC_VERDICT_SHED_LOSS,
-            Verdict::Shed(ShedReason::Rate) => LC_OC_VERDICT_SHED_RATE,
-            Verdict::Shed(ShedReason::Unreachable) => LC_OC_VERDICT_SHED_UNREACHABLE,
+            OcVerdict::Forward => LC_OC_VERDICT_FORWARD,
+            OcVerdict::Probe => LC_OC_VERDICT_PROBE,
+            OcVerdict::Shed(ShedReason::Loss) => LC_OC_VERDICT_SHED_LOSS,
+            OcVerdict::Shed(ShedReason::Rate) => LC_OC_VERDICT_SHED_RATE,
+            OcVerdict::Shed(ShedReason::Unreachable) => LC_OC_VERDICT_SHED_UNREACHABLE,
         });
         Code::Ok
     })

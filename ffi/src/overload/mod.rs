@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use loadctl::overload::client::{
-    Applied, Client, ClientConfig, ClientShard, Hop, HopCell, HopStatus, ShardHopStats, ShedReason,
-    Verdict, hop_key,
+    Applied, Client, ClientConfig, ClientShard, Hop, HopCell, HopStatus, OcVerdict, ShardHopStats,
+    ShedReason, hop_key,
 };
 use loadctl::overload::server::{Admission, Load, QueueLoad, Server, ServerConfig};
 use loadctl::overload::via::{Feedback, Offer};

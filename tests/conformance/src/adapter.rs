@@ -235,7 +235,7 @@ fn sent_by(contact: &str) -> String {
 }
 
 fn write_all(
-    requests: Vec<loadctl::event::Request>,
+    requests: Vec<loadctl::event::EventRequest>,
     contact: &str,
     branch: &mut u64,
 ) -> Vec<Vec<u8>> {

@@ -6,7 +6,7 @@
 use super::shares::exposure_of;
 use super::{Notifier, Orphan, Subscription, uri_key};
 use crate::event::{
-    EVENT_PACKAGE, Method, NameAddr, Request, SubscriptionState, TRANSACTION_TIMEOUT_NS,
+    EVENT_PACKAGE, EventRequest, Method, NameAddr, SubscriptionState, TRANSACTION_TIMEOUT_NS,
 };
 use crate::policy::{self, Uri};
 
@@ -124,7 +124,7 @@ impl Notifier {
                 reason: Some("deactivated".to_owned()),
                 retry_after: None,
             };
-            self.outbox.push_back(Request {
+            self.outbox.push_back(EventRequest {
                 method: Method::Notify,
                 request_uri: r.remote_target.clone(),
                 call_id: r.call_id.clone(),

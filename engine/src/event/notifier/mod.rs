@@ -75,7 +75,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::allocator::Allocation;
-use super::{NameAddr, Request};
+use super::{EventRequest, NameAddr};
 use crate::policy::{Rule, Uri};
 
 pub use config::{Authorization, NotifierConfig};
@@ -155,7 +155,7 @@ pub struct Notifier {
     count: u64,
     policy: Policy,
     per_subscriber: HashMap<String, Policy>,
-    outbox: VecDeque<Request>,
+    outbox: VecDeque<EventRequest>,
     events: VecDeque<NotifierEvent>,
     allocation: Option<Allocation>,
     /// Shares still counted after their subscription ended, until the subscriber is known to
@@ -210,7 +210,7 @@ impl Notifier {
     }
 
     /// The next message to send.
-    pub fn poll_transmit(&mut self) -> Option<Request> {
+    pub fn poll_transmit(&mut self) -> Option<EventRequest> {
         self.outbox.pop_front()
     }
 

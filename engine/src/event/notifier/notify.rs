@@ -6,7 +6,7 @@ use super::{Notifier, NotifierEvent, ShutdownReason};
 use crate::clock::nanos;
 use crate::event::allocator::Allocation;
 use crate::event::{
-    EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, SubscriptionState,
+    EVENT_PACKAGE, EventRequest, Method, NameAddr, Response, SECOND_NS, SubscriptionState,
     TRANSACTION_TIMEOUT_NS,
 };
 use crate::policy;
@@ -226,7 +226,7 @@ impl Notifier {
         if s.ending.is_none() {
             s.outstanding_share = share.filter(|_| !body.is_empty());
         }
-        let req = Request {
+        let req = EventRequest {
             method: Method::Notify,
             request_uri: s.remote_target.clone(),
             call_id: s.call_id.clone(),

@@ -3,7 +3,7 @@
 //! SUBSCRIBE calls for is built in `notify`.
 
 use super::{Notifier, NotifierEvent, ShutdownReason, Subscription, uri_key};
-use crate::event::{Method, Request, Response, SECOND_NS, is_load_control};
+use crate::event::{EventRequest, Method, Response, SECOND_NS, is_load_control};
 use crate::policy;
 
 fn accepts_policy(accept: Option<&str>) -> bool {
@@ -23,7 +23,7 @@ fn accepts_policy(accept: Option<&str>) -> bool {
 }
 
 impl Notifier {
-    fn refuse(&mut self, req: &Request, status: u16, why: &'static str) -> Response {
+    fn refuse(&mut self, req: &EventRequest, status: u16, why: &'static str) -> Response {
         self.events
             .push_back(NotifierEvent::Refused { status, why });
         Response::to(req, status, None)
@@ -31,7 +31,7 @@ impl Notifier {
 
     /// Handles a SUBSCRIBE; returns the response to send (a NOTIFY follows in
     /// [`Notifier::poll_transmit`] when it was accepted).
-    pub fn handle_subscribe(&mut self, now_ns: u64, req: &Request) -> Response {
+    pub fn handle_subscribe(&mut self, now_ns: u64, req: &EventRequest) -> Response {
         if req.method != Method::Subscribe {
             return self.refuse(req, 400, "not a SUBSCRIBE");
         }

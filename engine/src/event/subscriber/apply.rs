@@ -3,7 +3,7 @@
 //! and the rules whose redirect the engine refuses reported once.
 
 use super::{IgnoreReason, PolicySink, Subscriber, SubscriberEvent};
-use crate::event::{Request, is_policy_type};
+use crate::event::{EventRequest, is_policy_type};
 use crate::policy::{self, Body, MergeError, State};
 use crate::runtime::PublishError;
 
@@ -16,7 +16,7 @@ impl<S: PolicySink> Subscriber<S> {
         self.applied_any = false;
     }
 
-    pub(super) fn handle_body(&mut self, now_ns: u64, req: &Request) {
+    pub(super) fn handle_body(&mut self, now_ns: u64, req: &EventRequest) {
         let content_type = req.content_type.as_deref().unwrap_or("");
         if req.body.is_empty() {
             // RFC 7200 §4.8: "A NOTIFY request without a body indicates that no load-filtering

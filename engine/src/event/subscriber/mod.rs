@@ -62,7 +62,7 @@
 //!   proxy that record-routed the SUBSCRIBE record-routes the NOTIFYs too, §4.3, so the two
 //!   agree unless the NOTIFY came another way or from another fork). Later messages do not
 //!   change it. Refreshes, re-SUBSCRIBEs after a gap and the unsubscribe carry the remote
-//!   target as Request-URI and the route set as Route ([`Request::next_hop`] says where to
+//!   target as Request-URI and the route set as Route ([`EventRequest::next_hop`] says where to
 //!   send them); a new subscription starts again from the configured URI.
 //! - The engine source is [`Source::notifier`]: the notifier's redirect targets are checked
 //!   against its own domain and the engine's allow-list (RFC 7200 §7, see
@@ -98,7 +98,7 @@ mod subscribe;
 
 use std::collections::VecDeque;
 
-use super::{Request, SECOND_NS};
+use super::{EventRequest, SECOND_NS};
 use crate::clock::nanos;
 use crate::policy::Uri;
 use crate::runtime::{Engine, Source};
@@ -196,7 +196,7 @@ pub struct Subscriber<S: PolicySink = Engine> {
     /// already (each is reported once while it stays refused).
     refused_redirects: Vec<String>,
     stats: SubscriberStats,
-    outbox: VecDeque<Request>,
+    outbox: VecDeque<EventRequest>,
     events: VecDeque<SubscriberEvent>,
 }
 
@@ -266,7 +266,7 @@ impl<S: PolicySink> Subscriber<S> {
     }
 
     /// The next message to send.
-    pub fn poll_transmit(&mut self) -> Option<Request> {
+    pub fn poll_transmit(&mut self) -> Option<EventRequest> {
         self.outbox.pop_front()
     }
 

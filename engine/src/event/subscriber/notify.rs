@@ -3,7 +3,7 @@
 //! goes to `apply`.
 
 use super::{Phase, PolicySink, StopReason, Subscriber, SubscriberEvent};
-use crate::event::{Method, Request, Response, SECOND_NS, SubscriptionState, is_load_control};
+use crate::event::{EventRequest, Method, Response, SECOND_NS, SubscriptionState, is_load_control};
 use crate::policy::Uri;
 
 impl<S: PolicySink> Subscriber<S> {
@@ -27,7 +27,7 @@ impl<S: PolicySink> Subscriber<S> {
             || self.config.trust.iter().any(|e| in_domain(e))
     }
 
-    fn refuse(&mut self, req: &Request, status: u16, why: &'static str) -> Response {
+    fn refuse(&mut self, req: &EventRequest, status: u16, why: &'static str) -> Response {
         self.stats.rejected += 1;
         self.events
             .push_back(SubscriberEvent::NotifyRejected { status, why });
@@ -35,7 +35,7 @@ impl<S: PolicySink> Subscriber<S> {
     }
 
     /// Handles a NOTIFY; returns the response to send.
-    pub fn handle_notify(&mut self, now_ns: u64, req: &Request) -> Response {
+    pub fn handle_notify(&mut self, now_ns: u64, req: &EventRequest) -> Response {
         self.stats.notifies += 1;
         if req.method != Method::Notify {
             return self.refuse(req, 400, "not a NOTIFY");

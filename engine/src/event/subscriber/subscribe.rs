@@ -7,7 +7,7 @@ use super::{
 };
 use crate::clock::nanos;
 use crate::event::{
-    EVENT_PACKAGE, Method, NameAddr, Request, Response, SECOND_NS, TRANSACTION_TIMEOUT_NS,
+    EVENT_PACKAGE, EventRequest, Method, NameAddr, Response, SECOND_NS, TRANSACTION_TIMEOUT_NS,
 };
 use crate::policy;
 
@@ -101,7 +101,7 @@ impl<S: PolicySink> Subscriber<S> {
 
     pub(super) fn send_subscribe(&mut self, now_ns: u64, expires: u32) {
         self.cseq += 1;
-        let req = Request {
+        let req = EventRequest {
             method: Method::Subscribe,
             request_uri: self
                 .dialog

@@ -241,7 +241,7 @@ pub enum Applied {
 
 /// What the client does with one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum OcVerdict {
     /// Send it to the hop.
     Forward,
     /// Send it: it is the suspended hop's liveness probe (RFC 7339 §5.9).

@@ -90,7 +90,7 @@ impl ClientShard {
         hop: Hop,
         now_ns: u64,
         category: Category,
-    ) -> Verdict {
+    ) -> OcVerdict {
         let i = hop.0 % self.mix.len();
         let verdict = self.verdict(client, i, now_ns, category);
         let s = &mut self.stats[i];
@@ -99,19 +99,19 @@ impl ClientShard {
             Category::Priority => s.priority += 1,
         }
         match verdict {
-            Verdict::Forward => s.forwarded += 1,
-            Verdict::Probe => {
+            OcVerdict::Forward => s.forwarded += 1,
+            OcVerdict::Probe => {
                 s.forwarded += 1;
                 s.probes += 1;
             }
-            Verdict::Shed(ShedReason::Loss) => s.shed_loss += 1,
-            Verdict::Shed(ShedReason::Rate) => s.shed_rate += 1,
-            Verdict::Shed(ShedReason::Unreachable) => s.shed_unreachable += 1,
+            OcVerdict::Shed(ShedReason::Loss) => s.shed_loss += 1,
+            OcVerdict::Shed(ShedReason::Rate) => s.shed_rate += 1,
+            OcVerdict::Shed(ShedReason::Unreachable) => s.shed_unreachable += 1,
         }
         verdict
     }
 
-    fn verdict(&mut self, client: &Client, i: usize, now_ns: u64, category: Category) -> Verdict {
+    fn verdict(&mut self, client: &Client, i: usize, now_ns: u64, category: Category) -> OcVerdict {
         let c = &client.config;
         let cell = &client.cells[i];
         self.count_mix(client.mix_period_ns, i, now_ns, category);
@@ -133,15 +133,15 @@ impl ClientShard {
                     .is_ok()
                 {
                     cell.fails.fetch_or(u64::from(PROBE_OUT), Ordering::AcqRel);
-                    return Verdict::Probe;
+                    return OcVerdict::Probe;
                 }
             }
-            return Verdict::Shed(ShedReason::Unreachable);
+            return OcVerdict::Shed(ShedReason::Unreachable);
         }
 
         let state = State(cell.state.load(Ordering::Acquire));
         match state.active(now_ns / 1_000_000) {
-            None => Verdict::Forward,
+            None => OcVerdict::Forward,
             Some((Algorithm::Loss, oc)) => self.loss(c, i, oc, category),
             Some((Algorithm::Rate, oc)) => self.rate(c, cell, oc, now_ns, category),
         }
@@ -168,10 +168,10 @@ impl ClientShard {
     }
 
     /// RFC 7339 §7.2's reference algorithm, with the draw in [0, 1) instead of 1..100.
-    fn loss(&mut self, c: &ClientConfig, i: usize, oc: u64, category: Category) -> Verdict {
+    fn loss(&mut self, c: &ClientConfig, i: usize, oc: u64, category: Category) -> OcVerdict {
         let p = oc.min(100) as f64 / 100.0;
         if p <= 0.0 {
-            return Verdict::Forward;
+            return OcVerdict::Forward;
         }
         let m = &self.mix[i];
         let cat1 = if m.share < 0.0 {
@@ -189,9 +189,9 @@ impl ClientShard {
             }
         };
         if drop {
-            Verdict::Shed(ShedReason::Loss)
+            OcVerdict::Shed(ShedReason::Loss)
         } else {
-            Verdict::Forward
+            OcVerdict::Forward
         }
     }
 
@@ -203,9 +203,9 @@ impl ClientShard {
         oc: u64,
         now_ns: u64,
         category: Category,
-    ) -> Verdict {
+    ) -> OcVerdict {
         if oc == 0 {
-            return Verdict::Shed(ShedReason::Rate);
+            return OcVerdict::Shed(ShedReason::Rate);
         }
         let t = interval_ns(oc).ceil();
         let tau = (match category {
@@ -223,7 +223,7 @@ impl ClientShard {
         loop {
             // X' = X − (ta − LCT) = TAT − ta; admitted when X' ≤ TAU.
             if tat > now_ns.saturating_add(tau) {
-                return Verdict::Shed(ShedReason::Rate);
+                return OcVerdict::Shed(ShedReason::Rate);
             }
             // X = max(0, X') + T (+ u·T when the bucket had emptied, §3.5.3).
             let next = if tat <= now_ns {
@@ -235,7 +235,7 @@ impl ClientShard {
                 .tat
                 .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return Verdict::Forward,
+                Ok(_) => return OcVerdict::Forward,
                 Err(seen) => tat = seen,
             }
         }

@@ -34,7 +34,7 @@ fn uncontrolled_hops_forward_everything() {
     for k in 0..1000 {
         assert_eq!(
             shard.decide(&c, hop, k * MS, Category::Reducible),
-            Verdict::Forward
+            OcVerdict::Forward
         );
     }
 }
@@ -97,7 +97,7 @@ fn loss_above_the_reducible_share_sheds_into_the_priority_category() {
         } else {
             Category::Priority
         };
-        if let Verdict::Shed(ShedReason::Loss) = shard.decide(&c, hop, k * 100_000, cat) {
+        if let OcVerdict::Shed(ShedReason::Loss) = shard.decide(&c, hop, k * 100_000, cat) {
             shed[(k % 2) as usize] += 1;
         }
     }
@@ -116,11 +116,11 @@ fn validity_expires_and_zero_stops() {
         .expect("test input");
     assert_eq!(
         shard.decide(&c, hop, 499 * MS, Category::Reducible),
-        Verdict::Shed(ShedReason::Loss)
+        OcVerdict::Shed(ShedReason::Loss)
     );
     assert_eq!(
         shard.decide(&c, hop, 500 * MS, Category::Reducible),
-        Verdict::Forward
+        OcVerdict::Forward
     );
     // §5.7: "If the value of the "oc-validity" parameter is 0, this indicates to the client
     // that overload control ... is no longer necessary".
@@ -132,7 +132,7 @@ fn validity_expires_and_zero_stops() {
     .expect("test input");
     assert!(matches!(
         shard.decide(&c, hop, S + MS, Category::Reducible),
-        Verdict::Shed(_)
+        OcVerdict::Shed(_)
     ));
     c.on_response(
         hop,
@@ -142,7 +142,7 @@ fn validity_expires_and_zero_stops() {
     .expect("test input");
     assert_eq!(
         shard.decide(&c, hop, S + 3 * MS, Category::Reducible),
-        Verdict::Forward
+        OcVerdict::Forward
     );
     assert_eq!(c.status(hop, S + 3 * MS).active, None);
 }
@@ -255,7 +255,7 @@ fn rate_matches_rfc7415_reference_bucket() {
     let expect = reference_bucket(&arrivals, 100, 5.0);
     let got: Vec<bool> = arrivals
         .iter()
-        .map(|&ta| shard.decide(&c, hop, ta, Category::Reducible) == Verdict::Forward)
+        .map(|&ta| shard.decide(&c, hop, ta, Category::Reducible) == OcVerdict::Forward)
         .collect();
     let mismatch = expect.iter().zip(&got).filter(|(a, b)| a != b).count();
     assert_eq!(mismatch, 0);
@@ -290,11 +290,11 @@ fn rate_gives_priority_requests_the_larger_tolerance() {
     // i.e. 6 of them (X' = 0, T, …, 5T); then priority ones until X' > 10T: 5 more.
     let t0 = S;
     let mut reducible = 0;
-    while shard.decide(&c, hop, t0, Category::Reducible) == Verdict::Forward {
+    while shard.decide(&c, hop, t0, Category::Reducible) == OcVerdict::Forward {
         reducible += 1;
     }
     let mut priority = 0;
-    while shard.decide(&c, hop, t0, Category::Priority) == Verdict::Forward {
+    while shard.decide(&c, hop, t0, Category::Priority) == OcVerdict::Forward {
         priority += 1;
     }
     assert_eq!((reducible, priority), (6, 5));
@@ -307,7 +307,7 @@ fn rate_gives_priority_requests_the_larger_tolerance() {
     .expect("test input");
     assert_eq!(
         shard.decide(&c, hop, t0 + 10 * S, Category::Priority),
-        Verdict::Shed(ShedReason::Rate)
+        OcVerdict::Shed(ShedReason::Rate)
     );
 }
 
@@ -332,7 +332,7 @@ fn resonance_randomises_an_empty_bucket_within_half_t() {
     let mut gaps = Vec::new();
     for k in 0..200_000u64 {
         let now = k * MS;
-        if shard.decide(&c, hop, now, Category::Reducible) == Verdict::Forward {
+        if shard.decide(&c, hop, now, Category::Reducible) == OcVerdict::Forward {
             if let Some(l) = last {
                 gaps.push(now - l);
             }
@@ -359,32 +359,32 @@ fn repeated_timeouts_suspend_the_hop_until_a_response() {
     c.on_timeout(hop, MS);
     assert_eq!(
         shard.decide(&c, hop, 2 * MS, Category::Reducible),
-        Verdict::Forward
+        OcVerdict::Forward
     );
     c.on_timeout(hop, 3 * MS);
     assert!(c.status(hop, 3 * MS).suspended);
     // Everything is shed, emergency calls too, until the first probe at +1 s.
     assert_eq!(
         shard.decide(&c, hop, 4 * MS, Category::Priority),
-        Verdict::Shed(ShedReason::Unreachable)
+        OcVerdict::Shed(ShedReason::Unreachable)
     );
     assert_eq!(
         shard.decide(&c, hop, 3 * MS + S, Category::Reducible),
-        Verdict::Probe
+        OcVerdict::Probe
     );
     assert_eq!(
         shard.decide(&c, hop, 3 * MS + S, Category::Reducible),
-        Verdict::Shed(ShedReason::Unreachable)
+        OcVerdict::Shed(ShedReason::Unreachable)
     );
     // The probe times out too: the back-off doubles (2 s).
     c.on_timeout(hop, 5 * S);
     assert_eq!(
         shard.decide(&c, hop, 6 * S, Category::Reducible),
-        Verdict::Shed(ShedReason::Unreachable)
+        OcVerdict::Shed(ShedReason::Unreachable)
     );
     assert_eq!(
         shard.decide(&c, hop, 7 * S, Category::Reducible),
-        Verdict::Probe
+        OcVerdict::Probe
     );
     // A response ends the suspension.
     assert_eq!(
@@ -393,7 +393,7 @@ fn repeated_timeouts_suspend_the_hop_until_a_response() {
     );
     assert_eq!(
         shard.decide(&c, hop, 8 * S, Category::Reducible),
-        Verdict::Forward
+        OcVerdict::Forward
     );
     assert_eq!(shard.stats(hop).probes, 2);
 }
@@ -422,7 +422,7 @@ fn two_clients_on_one_table_share_feedback_and_the_bucket() {
     let mut admitted = 0;
     for _ in 0..10 {
         for (shard, client) in [(&mut sa, &a), (&mut sb, &b)] {
-            if shard.decide(client, hop, S, Category::Reducible) == Verdict::Forward {
+            if shard.decide(client, hop, S, Category::Reducible) == OcVerdict::Forward {
                 admitted += 1;
             }
         }
@@ -443,22 +443,22 @@ fn only_probe_timeouts_grow_the_back_off() {
     // Suspended at the third (20 ms): the first probe 1 s later, whatever came after.
     assert_eq!(
         shard.decide(&c, hop, 1019 * MS, Category::Reducible),
-        Verdict::Shed(ShedReason::Unreachable)
+        OcVerdict::Shed(ShedReason::Unreachable)
     );
     assert_eq!(
         shard.decide(&c, hop, 1020 * MS, Category::Reducible),
-        Verdict::Probe
+        OcVerdict::Probe
     );
     // The probe's timeout doubles it; a second timeout without a new probe does not.
     c.on_timeout(hop, 2 * S);
     c.on_timeout(hop, 2 * S + MS);
     assert_eq!(
         shard.decide(&c, hop, 4 * S - MS, Category::Reducible),
-        Verdict::Shed(ShedReason::Unreachable)
+        OcVerdict::Shed(ShedReason::Unreachable)
     );
     assert_eq!(
         shard.decide(&c, hop, 4 * S, Category::Reducible),
-        Verdict::Probe
+        OcVerdict::Probe
     );
     assert_eq!(c.status(hop, 4 * S).timeouts, 3);
 }
@@ -476,13 +476,13 @@ fn a_raised_rate_is_not_held_back_by_the_old_backlog() {
     };
     c.on_response(hop, 0, &v(1, 1)).expect("test input");
     // oc=1: priority requests fill the bucket to TAU2 = 10 s ahead.
-    while shard.decide(&c, hop, MS, Category::Priority) == Verdict::Forward {}
+    while shard.decide(&c, hop, MS, Category::Priority) == OcVerdict::Forward {}
     c.on_response(hop, 2 * MS, &v(1000, 2)).expect("test input");
     // At 1000/s the backlog is at most TAU2 + T = 11 ms, not 10 s: a reducible request
     // goes within 11 ms + TAU1 (5 ms).
     let first = (2..100)
         .map(|k| k * MS)
-        .find(|&t| shard.decide(&c, hop, t, Category::Reducible) == Verdict::Forward);
+        .find(|&t| shard.decide(&c, hop, t, Category::Reducible) == OcVerdict::Forward);
     assert!(first.is_some_and(|t| t <= 14 * MS), "{first:?}");
 }
 

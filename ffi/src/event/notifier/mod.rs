@@ -37,7 +37,7 @@ use super::*;
 /// A notifier: pushes policies to its subscribers. One thread at a time.
 pub struct lc_notifier {
     pub(crate) notifier: Notifier,
-    out_request: Option<Request>,
+    out_request: Option<EventRequest>,
     out_route: String,
     out_response: Option<Response>,
     event_text: String,
