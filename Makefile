@@ -97,16 +97,20 @@ e2e-tools:
 	  command -v python3 >/dev/null && command -v tshark >/dev/null && command -v dumpcap >/dev/null || \
 	  sh tests/e2e/install-tools.sh
 
-## e2e: the edge with real SIP peers on loopback (tests/e2e/test_edge.py): a SIPp notifier
-## (full, partial, invalid, gap, terminated), SIPp UAC and UAS, rule actions over UDP, two
-## edges sharing a global rate through `loadctl notifier`, and SIPp over TCP (-t t1, -t tn);
-## then RFC 7339/7415 overload control (tests/e2e/test_overload.py): the edge against a SIPp
-## UAS answering oc=50 (loss), and SIPp at 3x the example server's capacity with and without
-## the loop closed. NEIGHBOUR=1 (here and for every suite below) keeps one CPU busy meanwhile.
+## e2e: the edge with real SIP peers on loopback: as a proxy (tests/e2e/test_edge.py: SIPp UAC
+## and UAS, rule actions over UDP, SIPp over TCP (-t t1, -t tn), validation, metrics), as an
+## RFC 7200 subscriber (tests/e2e/test_edge_subscriber.py: a SIPp notifier sending full,
+## partial, invalid, gap, terminated; no notifier at start), and with `loadctl notifier`
+## (tests/e2e/test_loadctl_notifier.py: two edges sharing a global rate, the allow-list, reload
+## and restarts) — the three suites all run, and the target fails if one did; then RFC
+## 7339/7415 overload control (tests/e2e/test_overload.py): the edge against a SIPp UAS
+## answering oc=50 (loss), and SIPp at 3x the example server's capacity with and without the
+## loop closed. NEIGHBOUR=1 (here and for every suite below) keeps one CPU busy meanwhile.
+E2E_EDGE_SUITES = test_edge test_edge_subscriber test_loadctl_notifier
 e2e: e2e-tools edge
 	$(CARGO) build --release -p loadctl-cli
 	python3 tests/e2e/faultrelay.py --self-test
-	python3 tests/e2e/test_edge.py
+	s=0; for t in $(E2E_EDGE_SUITES); do python3 tests/e2e/$$t.py || s=1; done; exit $$s
 	python3 tests/e2e/test_overload.py
 
 ## kamailio-compare: Kamailio (pipelimit) and the edge measured side by side: accuracy against a
@@ -125,12 +129,15 @@ kamailio-module: e2e-tools lib
 	sh kamailio/build.sh
 
 ## kamailio-module-test: Debian's kamailio running the module against SIPp on loopback
-## (tests/e2e/test_kamailio_module.py: rate accuracy, actions, RPC publish across children), and
+## (tests/e2e/test_kamailio_module.py: rate accuracy, actions, RPC publish across children;
+## test_kamailio_rfc7200.py: the module as RFC 7200 subscriber and notifier; test_kamailio_oc.py:
+## RFC 7339 overload control — the three suites all run, and the target fails if one did), and
 ## every script function and RPC command on every kind of request under each combination of the
 ## module's roles (tests/e2e/test_kamailio_functions.py)
+E2E_MODULE_SUITES = test_kamailio_module test_kamailio_rfc7200 test_kamailio_oc
 kamailio-module-test: kamailio-module
 	python3 tests/e2e/test_kamailio_functions.py
-	python3 tests/e2e/test_kamailio_module.py
+	s=0; for t in $(E2E_MODULE_SUITES); do python3 tests/e2e/$$t.py || s=1; done; exit $$s
 	@echo "$$(python3 -c 'import json; print(json.load(open("target/kamailio/build.json"))["version"])') e2e Debian's kamailio package" >> target/kamailio/tested.txt
 
 ## kamailio-module-compare: pipelimit TAILDROP vs the loadctl module in the same Kamailio
@@ -152,7 +159,8 @@ faults: e2e-tools edge kamailio-module
 ## kamailio-releases: the module against Kamailio releases built from source (kamailio/build.sh
 ## --source: the core and the modules the tests load, under target/kamailio/VERSION/). Each
 ## release tarball or source tree in KAMAILIO_E2E_SOURCES is built, load-gated, and run through
-## every module e2e test (test_kamailio_functions.py, test_kamailio_module.py) and the fault
+## every module e2e test (test_kamailio_functions.py, test_kamailio_module.py,
+## test_kamailio_rfc7200.py, test_kamailio_oc.py) and the fault
 ## scenarios with a Kamailio (test_faults.py --kamailio-only), and from 6.0 on RFC 7339 against
 ## Kamailio's own client (test_kamailio_oc_interop.py); each in KAMAILIO_GATE_SOURCES is
 ## built (core, sl, tm, pv) and load-gated. Both empty by default; .ci/run passes 6.1.4 and 5.8.8.
@@ -165,7 +173,8 @@ kamailio-releases: e2e-tools lib edge kamailio-module
 	  dir=$$(sh kamailio/build.sh --source "$$src"); \
 	  [ -f "$$dir/build.json" ] || { echo "kamailio/build.sh printed '$$dir', not a build directory" >&2; exit 1; }; \
 	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_kamailio_functions.py; \
-	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_kamailio_module.py; \
+	  s=0; for t in $(E2E_MODULE_SUITES); do LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/$$t.py || s=1; done; \
+	  [ $$s = 0 ]; \
 	  LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_faults.py --kamailio-only; \
 	  if [ "$$(basename $$dir | cut -d. -f1)" -ge 6 ]; then \
 	    LOADCTL_KAMAILIO_BUILD=$$dir python3 tests/e2e/test_kamailio_oc_interop.py; fi; \

@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -37,7 +38,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness as h  # noqa: E402
+from admission import admission_stats, max_in_window  # noqa: E402
+from figures import markdown_table  # noqa: E402
+from ports import free_udp_port, udp_drops, udp_stats, wait_tcp_port, wait_udp_port  # noqa: E402
+from processes import CpuMeter, HarnessError, Proc, Run, wait_until  # noqa: E402
+from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -67,7 +72,7 @@ class Proxy:
     name: str
     description: str
     command: Callable[[ProxySetup], list]
-    ready: Optional[Callable[[h.Proc, ProxySetup], None]] = None
+    ready: Optional[Callable[[Proc, ProxySetup], None]] = None
     available: Callable[[], Optional[str]] = lambda: None  # None, or why it cannot run here
     accuracy_only: bool = False  # variants that only show limiter behaviour
 
@@ -184,36 +189,36 @@ def traffic_run(
 ) -> TrafficResult:
     """Starts UAS, proxy, UAC (in that order), waits for the UAC to finish its `calls` calls
     at `rate`, and collects everything. All processes are stopped on the way out."""
-    with h.Run(f"{proxy.name}-{label or 'run'}", keep=args.keep) as run:
+    with Run(f"{proxy.name}-{label or 'run'}", keep=args.keep) as run:
         tcp = args.transport == "tcp"
-        uas_ports, uac_ports = h.SippPorts.pick(tcp=tcp), h.SippPorts.pick(tcp=tcp)
+        uas_ports, uac_ports = SippPorts.pick(tcp=tcp), SippPorts.pick(tcp=tcp)
         sipp_transport = "t1" if tcp else None
-        listen = h.free_udp_port(tcp=True)
+        listen = free_udp_port(tcp=True)
         load_s = calls / rate
         guard = load_s + args.pause_ms / 1000.0 + 30
 
         uas = run.start(
             "uas",
-            h.sipp_command("uas.xml", uas_ports, timeout_s=guard + 30, logs=log_arrivals, max_concurrent=max(1000, int(rate * 5)), transport=sipp_transport),
+            sipp_command("uas.xml", uas_ports, timeout_s=guard + 30, logs=log_arrivals, max_concurrent=max(1000, int(rate * 5)), transport=sipp_transport),
             cpu=args.sipp_cpu,
         )
-        (h.wait_tcp_port if tcp else h.wait_udp_port)(uas_ports.sip, proc=uas)
+        (wait_tcp_port if tcp else wait_udp_port)(uas_ports.sip, proc=uas)
 
         setup = ProxySetup(listen, uas_ports.sip, args.prefix, limit, run.path("proxy-files"))
         setup.dir.mkdir(parents=True, exist_ok=True)
         px = run.start(proxy.name, proxy.command(setup), cpu=args.proxy_cpu)
-        (proxy.ready or (lambda p, s: (h.wait_tcp_port if tcp else h.wait_udp_port)(s.listen_port, proc=p)))(px, setup)
+        (proxy.ready or (lambda p, s: (wait_tcp_port if tcp else wait_udp_port)(s.listen_port, proc=p)))(px, setup)
         time.sleep(0.3)  # let forked workers settle before the idle reading
 
-        idle = h.CpuMeter(px).start()
+        idle = CpuMeter(px).start()
         time.sleep(args.idle_s)
         idle.stop()
         if not px.alive():
-            raise h.HarnessError(f"{proxy.name} exited with {px.returncode()}\n{px.tail()}")
+            raise HarnessError(f"{proxy.name} exited with {px.returncode()}\n{px.tail()}")
 
         # one callee, or the callers' list (SEQUENTIAL, call by call: e.g. 3 matching, 1 not)
-        inf = h.write_injection(run.path("callees.csv"), getattr(args, "callees", None) or [args.callee])
-        uac_argv = h.sipp_command(
+        inf = write_injection(run.path("callees.csv"), getattr(args, "callees", None) or [args.callee])
+        uac_argv = sipp_command(
             "uac_invite.xml",
             uac_ports,
             remote=f"127.0.0.1:{listen}",
@@ -226,33 +231,33 @@ def traffic_run(
             logs=False,
             transport=sipp_transport,
         )
-        udp0 = h.udp_stats()
+        udp0 = udp_stats()
         t_start = time.time()
         uac = run.start("uac", uac_argv, cpu=args.sipp_cpu)
-        m_px, m_uas, m_uac = h.CpuMeter(px).start(), h.CpuMeter(uas).start(), h.CpuMeter(uac).start()
-        l_px, l_uas = h.CpuMeter(px).start(), h.CpuMeter(uas).start()
+        m_px, m_uas, m_uac = CpuMeter(px).start(), CpuMeter(uas).start(), CpuMeter(uac).start()
+        l_px, l_uas = CpuMeter(px).start(), CpuMeter(uas).start()
         # The offered-load phase: utilisation of both cores while SIPp is creating calls.
-        h.wait_until(lambda: not uac.running(), load_s, interval=0.1)
+        wait_until(lambda: not uac.running(), load_s, interval=0.1)
         load_uac_cpu = uac.cpu_seconds()  # the UAC is still running (or a zombie) here
         l_px.stop()
         l_uas.stop()
         try:
             uac_exit, (uac_cpu, _) = uac.wait_cpu(timeout=guard + 15)
-        except h.HarnessError:
+        except HarnessError:
             uac_exit, uac_cpu = None, 0.0
         # The UAC exits when its last call ends; the UAS may still be absorbing that BYE.
         time.sleep(0.6)
         m_px.stop()
         m_uas.stop()
-        drops = {"proxy": h.udp_drops(listen), "uas": h.udp_drops(uas_ports.sip), "uac": None}
-        udp1 = h.udp_stats()
+        drops = {"proxy": udp_drops(listen), "uas": udp_drops(uas_ports.sip), "uac": None}
+        udp1 = udp_stats()
         # soft exit first (SIPp finishes and dumps its counters), then TERM
-        uas.send_signal(h.signal.SIGUSR1)
-        if not h.wait_until(lambda: not uas.alive(), 3.0):
+        uas.send_signal(signal.SIGUSR1)
+        if not wait_until(lambda: not uas.alive(), 3.0):
             run.stop(uas)
         run.stop(px)
 
-        uac_out, uas_out = h.SippOutputs(uac.cwd), h.SippOutputs(uas.cwd)
+        uac_out, uas_out = SippOutputs(uac.cwd), SippOutputs(uas.cwd)
         messages = uac_out.message_total() + uas_out.message_total()
         arrivals = [a.t for a in uas_out.arrivals() if a.callee.startswith(args.prefix)] if log_arrivals else []
         if uac_exit is None:
@@ -268,7 +273,7 @@ def traffic_run(
             t_start=t_start,
             wall=m_px.wall,
             load_wall=load_wall,
-            uac=h.invite_outcomes(uac_out),
+            uac=invite_outcomes(uac_out),
             uas_stat={k: uas_out.stat().get(k) for k in ("SuccessfulCall(C)", "FailedCall(C)", "Retransmissions(C)", "OutOfCallMsgs(C)", "DeadCallMsgs(C)")},
             uas_counts=uas_out.counts(),
             messages=messages,
@@ -298,10 +303,10 @@ def accuracy(proxy: Proxy, args) -> dict:
     offered = args.offer_factor * r
     res = traffic_run(proxy, r, offered, calls_for(offered, args), args, label="accuracy")
     start = res.t_start + args.warmup
-    stats = h.admission_stats(res.arrivals, start, start + args.duration, limit_per_s=r)
+    stats = admission_stats(res.arrivals, start, start + args.duration, limit_per_s=r)
     # The warm-up is left out of the interval, but the onset of overload is where an interval
     # counter can admit two quotas in well under a second: the most in any 1 s of the whole run.
-    stats["max_1s_whole_run"] = h.max_in_window(res.arrivals, 1.0)
+    stats["max_1s_whole_run"] = max_in_window(res.arrivals, 1.0)
     return {"result": res, "stats": stats, "offered": offered}
 
 
@@ -598,7 +603,7 @@ def report(results: dict, args) -> str:
             ]
         )
     out.append(
-        h.markdown_table(
+        markdown_table(
             ["proxy", "admitted", "admitted/s", "vs R", "max any 1 s", "max any 1 s, whole run", "max any 100 ms", "CV of 100 ms counts", "share in 1st 100 ms", "busy 100 ms share", "503 (whole run)", "failed calls"],
             rows,
         )
@@ -631,7 +636,7 @@ def report(results: dict, args) -> str:
         for c in results["cpu"]
     ]
     out.append(
-        h.markdown_table(
+        markdown_table(
             ["proxy", "offered calls/s", "path", "admitted", "503", "messages", "msgs/call", "CPU s", "CPU ms / 1000 msgs (stat)", "(schedstat)", "schedstat, all runs", "CPU µs / offered call", "proxy core"],
             rows,
         )
@@ -660,7 +665,7 @@ def report(results: dict, args) -> str:
             for s in steps
         ]
         out.append(
-            h.markdown_table(
+            markdown_table(
                 ["calls/s", "SIPp's call rate", "msgs/s", "failed", "retrans", "proxy core", "SIPp core", "drops proxy/UAS", "CPU ms/1000 msgs (stat)", "(schedstat)", "result"], rows
             )
         )

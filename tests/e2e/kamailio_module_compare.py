@@ -47,7 +47,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import harness as h  # noqa: E402
+from admission import admission_stats, max_in_window  # noqa: E402
+from figures import markdown_table  # noqa: E402
 import kamailio_compare as kc  # noqa: E402
 
 REPO = HERE.parent.parent
@@ -128,8 +129,8 @@ def one_run(variant: str, children: int, r: int, args) -> dict:
     }
     if limited:
         start = res.t_start + args.warmup
-        st = h.admission_stats(res.arrivals, start, start + args.duration, limit_per_s=r)
-        st["max_1s_whole_run"] = h.max_in_window(res.arrivals, 1.0)
+        st = admission_stats(res.arrivals, start, start + args.duration, limit_per_s=r)
+        st["max_1s_whole_run"] = max_in_window(res.arrivals, 1.0)
         row["accuracy"] = st
         # every INVITE not to +1555 should pass: admitted minus the matching ones at the UAS
         row["matching_at_uas"] = len(res.arrivals)
@@ -252,7 +253,7 @@ def report(summary: list, args) -> str:
                     ]
                 )
         out.append(
-            h.markdown_table(
+            markdown_table(
                 ["offered calls/s", "R", "limiter", "runs", "admitted/s", "max any 1 s (steady / incl. onset)", "max any 100 ms", "CV of 100 ms counts", "failed calls", "non-matching passed"],
                 rows,
             )
@@ -297,7 +298,7 @@ def report(summary: list, args) -> str:
                     ]
                 )
         out.append(
-            h.markdown_table(
+            markdown_table(
                 [
                     "offered calls/s",
                     "variant",

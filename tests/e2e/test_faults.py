@@ -42,10 +42,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import harness  # noqa: E402
+from admission import admission_stats, count_in  # noqa: E402
+from checks import Checks, run_tests  # noqa: E402
+from edge_proc import EDGE, edge_events, edge_stats, start_edge, wait_event  # noqa: E402
 from faultrelay import FaultRelay, Faults  # noqa: E402
-from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wait_udp_port  # noqa: E402
-from test_edge import EDGE, Checks, document, edge_events, edge_stats, rule, run_tests, start_edge, wait_event  # noqa: E402
+from kamailio_proc import Kamailio, build  # noqa: E402
+from policy_docs import document, rule  # noqa: E402
+from ports import free_udp_port, wait_udp_port  # noqa: E402
+from processes import Run, wait_until  # noqa: E402
+from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
 
 T1, T2 = 0.5, 4.0
 LONG = False
@@ -155,8 +160,6 @@ def decided_invites(relay: FaultRelay, user_prefix: str) -> list:
 
 
 def notify_path_lossy(run: Run) -> Checks:
-    from test_kamailio_module import Kamailio  # noqa: E402  (needs the module built)
-
     loss, jitter_ms, dup = 0.2, 200.0, 0.1
     c = Checks(f"notify_path_lossy: Kamailio notifier → relay ({loss:.0%} loss, 0–{jitter_ms:.0f} ms jitter, {dup:.0%} duplicates) → edge")
     changes = 40 if LONG else 10
@@ -196,7 +199,7 @@ def notify_path_lossy(run: Run) -> Checks:
         got = applied(edge)
         return bool(got) and bool(docs) and replay(docs, [v for _, v in got if v in docs]) == final and got[-1][1] == max(docs)
 
-    ok = harness.wait_until(converged, bound + 1.0, interval=0.1)
+    ok = wait_until(converged, bound + 1.0, interval=0.1)
     got = applied(edge)
     took = (got[-1][0] - last_change) if got else float("inf")
     counts = relay.stop()
@@ -289,7 +292,7 @@ OTHER = "+17770001234"  # no rule
 def overload(run: Run, target_port: int, r: float, seconds: float, name: str = "uac", via_port=None, hold_ms=None, timeout_s=None):
     """A SIPp UAC offering 3r calls/s matching rule a and r/s matching nothing, for `seconds`.
     `via_port`: the port its Via names (responses go there; default its own)."""
-    inf = harness.write_injection(run.path(f"{name}-callees.csv"), [MATCH, MATCH, MATCH, OTHER])
+    inf = write_injection(run.path(f"{name}-callees.csv"), [MATCH, MATCH, MATCH, OTHER])
     ports = SippPorts.pick()
     return run.start(name, sipp_command("uac_faults.xml", ports, remote=f"127.0.0.1:{target_port}", inf=inf, rate=4 * r,
                                         calls=int(4 * r * seconds), timeout_s=timeout_s or seconds + 40, duration_ms=hold_ms,
@@ -300,12 +303,12 @@ def admitted_bound(c: Checks, matching: list, r: float, start: float, end: float
     """The over-admission check: at most r·(1 s + τ) + 1 in any second of [start, end) of the
     admission times `matching`. With `uas` (its SIPp process), the same count from SIPp's own
     arrival times is shown beside it, for information (see `output_tap`), and `also` after."""
-    st = harness.admission_stats(matching, start, end, r)
+    st = admission_stats(matching, start, end, r)
     bound = int(r * (1.0 + TAU)) + 1
     seen = ""
     if uas is not None:
         at_uas = [a.t for a in SippOutputs(uas.cwd).arrivals() if a.callee.startswith("+1555")]
-        seen = f"; {harness.admission_stats(at_uas, start, end, r)['max_1s']} by SIPp's arrival times at the UAS"
+        seen = f"; {admission_stats(at_uas, start, end, r)['max_1s']} by SIPp's arrival times at the UAS"
     c.that(st["max_1s"] <= bound, f"{label}: at most {st['max_1s']} admitted in any 1 s (bound r·(1 s + τ) + 1 = {bound}); "
                                   f"{st['admitted_per_s']:.1f}/s over {st['interval_s']:.1f} s{seen}{also}")
     return st
@@ -314,8 +317,6 @@ def admitted_bound(c: Checks, matching: list, r: float, start: float, end: float
 def notifier_outage(run: Run) -> Checks:
     """The notifier (Kamailio) is black-holed for longer than the subscription, then killed
     with SIGKILL and restarted, while a SIPp UAC offers 3R through the edge."""
-    from test_kamailio_module import Kamailio  # noqa: E402
-
     c = Checks("notifier_outage: notifier black-holed past the subscription, then SIGKILLed, under 3× overload")
     r, expires = 50.0, 6
     hole = 80.0 if LONG else 2 * expires + 1.0
@@ -351,12 +352,12 @@ def notifier_outage(run: Run) -> Checks:
     relay.cut(False)
     restored = time.time()
     if not LONG:
-        passed = harness.wait_until(lambda: any(e["dir"] == "b2a" and e.get("state") == "terminated" and e["action"] == "queued"
+        passed = wait_until(lambda: any(e["dir"] == "b2a" and e.get("state") == "terminated" and e["action"] == "queued"
                                                 for e in list(relay.events)), T2 + 1.0)
         relay.a2b.drop_if = None
         c.that(passed, "the notifier's retransmitted terminated NOTIFY got through within T2 + 1 s of its return, the refresh held back")
     bound_back = T2 + 1.0  # the next copy of the refresh in flight leaves within T2
-    ok = harness.wait_until(lambda: any(t > restored for t, v in applied(edge)), bound_back + 1.0)
+    ok = wait_until(lambda: any(t > restored for t, v in applied(edge)), bound_back + 1.0)
     events = edge_events(edge)
     back = min((t for t, v in applied(edge) if t > restored), default=float("inf"))
     lapsed = [t for t, w, _, _ in events if w == "subscription lapsed" and cut_at < t < restored]
@@ -383,7 +384,7 @@ def notifier_outage(run: Run) -> Checks:
     kam2 = Kamailio(run, "kam2", None, 2, free_udp_port(), port=kam_port, advertise=relay.a_port, defines=defines)
     restarted = time.time()
     bound_again = expires / 2 + T2 + 1.0
-    ok = harness.wait_until(lambda: any(t > restarted for t, v in applied(edge)), bound_again + 1.0)
+    ok = wait_until(lambda: any(t > restarted for t, v in applied(edge)), bound_again + 1.0)
     again = min((t for t, v in applied(edge) if t > restarted), default=float("inf"))
     c.that(ok and again - restarted <= bound_again,
            f"after the SIGKILL: subscribed to the new notifier {again - restarted:.2f} s after its start "
@@ -412,7 +413,7 @@ def notifier_outage(run: Run) -> Checks:
     for label, a, b in (("before the black hole", start, cut_at), ("black hole", cut_at, restored),
                         ("notifier dead", killed, restarted), ("after", again + 0.5, end)):
         if b - a >= 1.0:
-            n = harness.count_in(matching, a, b)
+            n = count_in(matching, a, b)
             c.that(abs(n / (b - a) / r - 1.0) <= 0.05 + 1.0 / (b - a) / r * 2,
                    f"{label}: {n / (b - a):.1f}/s admitted, the rule's {r:g}/s kept (± 5 %)")
     kam2.proc.stop()
@@ -422,8 +423,6 @@ def notifier_outage(run: Run) -> Checks:
 
 def edge_restart(run: Run) -> Checks:
     """The edge is SIGKILLed under 3× overload and started again on the same port."""
-    from test_kamailio_module import Kamailio  # noqa: E402
-
     c = Checks("edge_restart: the edge SIGKILLed under 3× overload and started again")
     r = 50.0
     kam_port, edge_port = free_udp_port(), free_udp_port(tcp=True)
@@ -451,16 +450,16 @@ def edge_restart(run: Run) -> Checks:
     uac.wait(timeout=total + 60)
     run.stop(uas)
     matching = forwarded_invites(tap, "+1555")
-    open_door = harness.count_in(matching, started, t2)
+    open_door = count_in(matching, started, t2)
     held = [line for line in edge2.stderr_path.read_text(errors="replace").splitlines() if "startup hold ended" in line]
     c.that(t2 - started < 1.0 and open_door == 0 and bool(held),
            f"the new edge applied the notifier's policy {1000 * (t2 - started):.1f} ms after its start and let nothing through "
            f"before it ({open_door} matching calls; {held[0].split(': ', 1)[1] if held else 'no startup hold logged'})")
     end = matching[-1] if matching else killed
     admitted_bound(c, matching, r, t_sub + 1.0, end, "across the kill and the restart", uas=uas)
-    n = harness.count_in(matching, t2 + 1.0, end)
+    n = count_in(matching, t2 + 1.0, end)
     c.that(abs(n / (end - t2 - 1.0) / r - 1.0) <= 0.05, f"the new edge enforces {n / (end - t2 - 1.0):.1f}/s (rule {r:g}/s ± 5 %)")
-    out = harness.invite_outcomes(SippOutputs(uac.cwd))
+    out = invite_outcomes(SippOutputs(uac.cwd))
     c.that(out["answered_200"] + out["rejected_503"] + out["failed_calls"] >= out["invites"] - 1,
            f"every INVITE was answered 200 or 503, or failed while no edge listened: {out['answered_200']} + {out['rejected_503']} "
            f"+ {out['failed_calls']} failed of {out['invites']}")
@@ -560,7 +559,7 @@ def call_path_lossy(run: Run) -> Checks:
     uac.wait(timeout=seconds + 100)
     time.sleep(0.5)  # what the relays still hold reaches the edge
     stats = edge_stats(edge)
-    out = harness.invite_outcomes(SippOutputs(uac.cwd))
+    out = invite_outcomes(SippOutputs(uac.cwd))
     # The traffic's window after the run, with the relays made lossless so that the probes
     # themselves are answered: whole (a retransmitted INVITE took no second slot, every final
     # response released the slot its request took).
@@ -628,8 +627,6 @@ def kamailio_worker_killed(run: Run) -> Checks:
     more than r·(1 s + τ) + 1 were admitted, across the death and the restart, and the new
     instance enforcing r with every slot free. Admissions are counted at their decision times
     (STAMP), which is where the limit holds; the tap's count is shown beside them."""
-    from test_kamailio_module import Kamailio  # noqa: E402
-
     c = Checks("kamailio_worker_killed: a Kamailio worker SIGKILLed under 3× overload, Kamailio started again")
     r = 50.0
     uas_ports = SippPorts.pick()
@@ -669,12 +666,12 @@ def kamailio_worker_killed(run: Run) -> Checks:
     end = matching[-1] if matching else serving
     at_tap = sorted(k for _, k in pairs)
     admitted_bound(c, matching, r, first, end, "across the death and the restart", uas=uas,
-                   also=f"; {harness.admission_stats(at_tap, first, end + 1.0, r)['max_1s']} by the tap's receive times")
-    n = harness.count_in(matching, serving + 1.0, end)
+                   also=f"; {admission_stats(at_tap, first, end + 1.0, r)['max_1s']} by the tap's receive times")
+    n = count_in(matching, serving + 1.0, end)
     c.that(abs(n / (end - serving - 1.0) / r - 1.0) <= 0.05,
            f"the new instance ({1000 * (serving - started):.0f} ms to start) enforces {n / (end - serving - 1.0):.1f}/s (rule {r:g}/s ± 5 %)")
     del kam2
-    out = harness.invite_outcomes(SippOutputs(uac.cwd))
+    out = invite_outcomes(SippOutputs(uac.cwd))
     c.that(out["answered_200"] + out["rejected_503"] + out["failed_calls"] >= out["invites"] - 1,
            f"every INVITE was answered 200 or 503, or failed while no Kamailio listened: {out['answered_200']} + "
            f"{out['rejected_503']} + {out['failed_calls']} failed of {out['invites']}")
@@ -706,7 +703,6 @@ def main() -> int:
     if not Path(EDGE).exists():
         print(f"missing {EDGE}: run `make e2e`, which builds it", file=sys.stderr)
         return 2
-    from test_kamailio_module import build  # noqa: E402
     label = "faults e2e" + (" (long)" if LONG else "")
     if any(name in WITH_KAMAILIO for name in names or TESTS):
         label += f" (Kamailio {build().version})"

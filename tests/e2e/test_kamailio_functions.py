@@ -39,12 +39,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import harness  # noqa: E402
-from harness import Run, free_udp_port, jsonrpc as rpc, wait_udp_port  # noqa: E402
-from test_edge import Checks, document, rate_rule, run_tests  # noqa: E402
+from checks import Checks, run_tests  # noqa: E402
+from kamailio_proc import KamailioBuild, jsonrpc as rpc  # noqa: E402
+from policy_docs import document, rate_rule  # noqa: E402
+from ports import free_udp_port, wait_udp_port  # noqa: E402
+from processes import HarnessError, Run  # noqa: E402
+from procstat import descendants  # noqa: E402
 
 CFG = HERE / "kamailio" / "functions.cfg"
-BUILD: harness.KamailioBuild = None  # set by main()
+BUILD: KamailioBuild = None  # set by main()
 
 FUNCTIONS = [
     "lc_classify", "lc_reply", "lc_classify+lc_reply", "lc_handle_notify", "lc_handle_subscribe",
@@ -130,7 +133,7 @@ def header(msg: str, name: str) -> str:
 
 
 def kamailio_pids(main_pid: int) -> set:
-    return {main_pid, *harness.descendants(main_pid)}
+    return {main_pid, *descendants(main_pid)}
 
 
 class Wire:
@@ -299,8 +302,8 @@ def main() -> int:
     args = ap.parse_args()
     global BUILD
     try:
-        BUILD = harness.KamailioBuild()
-    except harness.HarnessError as e:
+        BUILD = KamailioBuild()
+    except HarnessError as e:
         print(e, file=sys.stderr)
         return 2
     print(f"kamailio functions e2e: {BUILD.label}, module {BUILD.module}")

@@ -23,7 +23,6 @@ dispatcher-oc.cfg; no loadctl module in that Kamailio).
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import sys
 import threading
@@ -33,14 +32,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import harness  # noqa: E402
-import test_kamailio_module as module_e2e  # noqa: E402
-from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wait_udp_port  # noqa: E402
-from test_edge import MATCH, Checks, document, run_tests  # noqa: E402
-from test_overload import CALLEE, CALLS_CAPACITY, MU, OFFERED, SERVER, WINDOW_S, response_ms, stats_of  # noqa: E402
+from checks import Checks, run_tests  # noqa: E402
+from kamailio_proc import Kamailio, KamailioBuild, feed_occupancy, jsonrpc  # noqa: E402
+from oc_wire import WireCapture, carries_values, oc_sent, oc_wire_vs_sent, unquote  # noqa: E402
+from overload_setups import CALLEE, CALLS_CAPACITY, MU, OFFERED, SERVER, WINDOW_S, stats_of  # noqa: E402
+from policy_docs import MATCH, document  # noqa: E402
+from ports import free_udp_port, wait_udp_port  # noqa: E402
+from processes import HarnessError, Run  # noqa: E402
+from sipp import SippOutputs, SippPorts, invite_outcomes, last_csv_row, response_ms, sipp_command, write_injection  # noqa: E402
 
 CFG = HERE / "kamailio" / "dispatcher-oc.cfg"
-BUILD: harness.KamailioBuild = None  # set by main()
+BUILD: KamailioBuild = None  # set by main()
 
 
 class OcList(threading.Thread):
@@ -56,7 +58,7 @@ class OcList(threading.Thread):
     def run(self):
         while not self.stop.wait(0.1):
             try:
-                res = harness.jsonrpc(self.port, "dispatcher.oclist", 1, timeout=0.5).get("result")
+                res = jsonrpc(self.port, "dispatcher.oclist", 1, timeout=0.5).get("result")
             except (OSError, ValueError):
                 continue
             row = res[0] if isinstance(res, list) and res else res
@@ -96,7 +98,7 @@ def dispatcher_run(run: Run, label: str, loop: bool) -> dict:
     kam, kport, rport = start_dispatcher(run, label, sport, loop)
     oclist = OcList(rport)
     oclist.start()
-    inf = harness.write_injection(run.path(f"callees-{label}.csv"), [CALLEE])
+    inf = write_injection(run.path(f"callees-{label}.csv"), [CALLEE])
     calls = int(OFFERED * WINDOW_S)
     uac = run.start(
         f"uac-{label}",
@@ -108,11 +110,11 @@ def dispatcher_run(run: Run, label: str, loop: bool) -> dict:
     oclist.join(timeout=2)
     server.send_signal(signal.SIGUSR1)
     time.sleep(0.5)
-    out = harness.invite_outcomes(SippOutputs(uac.cwd))
+    out = invite_outcomes(SippOutputs(uac.cwd))
     st = SippOutputs(uac.cwd).stat()
     out["response_ms"] = response_ms(str(st.get("ResponseTime1(C)", "")))
     counts = sorted(uac.cwd.glob("*_counts.csv"))
-    last = harness._last_csv_row(counts[-1]) if counts else {}
+    last = last_csv_row(counts[-1]) if counts else {}
     out["elapsed_s"] = response_ms(str(last.get("ElapsedTime", ""))) / 1000.0
     out["goodput"] = out["bye_200"] / max(out["elapsed_s"], 1e-9)
     run.stop(kam)
@@ -172,7 +174,7 @@ def sl_replies(rpc_port: int) -> dict:
     """The sl module's reply counters of the Kamailio whose jsonrpcs socket is `rpc_port`
     (kex's `stats.get_statistics sl:`): {name: value}."""
     out = {}
-    for line in harness.jsonrpc(rpc_port, "stats.get_statistics", "sl:").get("result", []):
+    for line in jsonrpc(rpc_port, "stats.get_statistics", "sl:").get("result", []):
         name, _, value = line.partition(" = ")
         out[name.split(":", 1)[-1].strip()] = int(value)
     return out
@@ -185,23 +187,23 @@ def dispatcher_module_server(run: Run) -> Checks:
     uas_ports = SippPorts.pick()
     uas = run.start("uas", sipp_command("uas_invite_only.xml", uas_ports, timeout_s=seconds + 40))
     wait_udp_port(uas_ports.sip, proc=uas)
-    server = module_e2e.Kamailio(run, "kamailio-server", document(0, "full", ""), 2, uas_ports.sip, stateful=True,
+    server = Kamailio(run, "kamailio-server", document(0, "full", ""), 2, uas_ports.sip, stateful=True,
                                  defines=("OC_SERVER",))
     kam, kport, rport = start_dispatcher(run, "client", server.port, True, log_oc=True)
-    capture = harness.WireCapture(run, "capture", [server.port])
+    capture = WireCapture(run, "capture", [server.port])
     oclist = OcList(rport)
     oclist.start()
-    inf = harness.write_injection(run.path("callees.csv"), [MATCH])
+    inf = write_injection(run.path("callees.csv"), [MATCH])
     uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{kport}", inf=inf,
                                         rate=offered, calls=int(offered * seconds), timeout_s=seconds + 30, logs=False))
-    t0, fed = module_e2e.feed_occupancy(uas, server.port, capacity, seconds)
+    t0, fed = feed_occupancy(uas, server.port, capacity, seconds)
     uac.wait(timeout=60)
     oclist.stop.set()
     oclist.join(timeout=2)
     capture.stop()
     ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
     run.path("occupancy.tsv").write_text("".join(f"{a - t0:.3f}\t{b - t0:.3f}\t{m:.3f}\n" for a, b, m in fed))
-    out = harness.invite_outcomes(SippOutputs(uac.cwd))
+    out = invite_outcomes(SippOutputs(uac.cwd))
     client_sl = sl_replies(rport)
     server_sl = sl_replies(server.rpc_port)
     first = ts[0] if ts else t0
@@ -231,7 +233,7 @@ def dispatcher_module_server(run: Run) -> Checks:
     c.that(server_sl.get("5xx_replies") == 0, f"the module's Kamailio answered no request 503 ({server_sl.get('5xx_replies')} sl 5xx replies)")
     c.that(out["failed_calls"] <= 0.01 * out["invites"], f"failed calls {out['failed_calls']} ≤ 1 % of {out['invites']}")
     wire = capture.top_via_oc(server.port, kport)
-    harness.oc_wire_vs_sent(c, "module → dispatcher", wire, harness.oc_sent(server.log()))
+    oc_wire_vs_sent(c, "module → dispatcher", wire, oc_sent(server.log()))
     wire_agrees(c, wire, kam.stderr_path.read_text(errors="replace"))
     return c
 
@@ -241,26 +243,26 @@ def wire_agrees(c: Checks, wire: list, kamailio_log: str) -> None:
     the dispatcher's Via) agree. Kamailio's `$via0(ocseq)` is the integer part of oc-seq (its
     parser reads it with str2int: core/parser/parse_via.c, parse_via_oc), so that is what it is
     compared with; the values themselves are checked against the sender's log and RFC 7339 §9
-    by harness.oc_wire_vs_sent."""
+    by oc_wire.oc_wire_vs_sent."""
     read = {}
     for line in kamailio_log.splitlines():
         _, sep, rest = line.partition("oc-read|")
         if sep:
             f = rest.split("|")
             if len(f) == 7:
-                read[(f[0], f[1], int(f[2]))] = tuple(harness.unquote(v) for v in f[3:])
-    valued = [w for w in wire if harness.carries_values(w)]
+                read[(f[0], f[1], int(f[2]))] = tuple(unquote(v) for v in f[3:])
+    valued = [w for w in wire if carries_values(w)]
     both = [(w, read.get((w["call_id"], w["cseq"], w["status"]))) for w in valued]
     seen = [(w, k) for w, k in both if k is not None]
     c.that(len(valued) > 100 and len(seen) >= 0.99 * len(valued),
            f"tshark decoded oc values in {len(valued)} replies to the dispatcher; Kamailio logged its reading of {len(seen)} of them")
     def tshark_reading(w):
-        seq = harness.unquote(w["oc_seq"]) or ""
-        return (harness.unquote(w["oc_val"]), harness.unquote(w["oc_validity"]), seq.split(".")[0] or None, harness.unquote(w["oc_algo"]))
+        seq = unquote(w["oc_seq"]) or ""
+        return (unquote(w["oc_val"]), unquote(w["oc_validity"]), seq.split(".")[0] or None, unquote(w["oc_algo"]))
     differ = [(w, k) for w, k in seen if tshark_reading(w) != k]
     c.that(not differ, f"tshark and Kamailio read the same oc, oc-validity, oc-seq (integer part) and oc-algo in every one of them "
            f"({len(differ)} differ{': ' + repr(differ[:3]) if differ else ''})")
-    algos = {harness.unquote(w["oc_algo"]) for w in valued}
+    algos = {unquote(w["oc_algo"]) for w in valued}
     c.that(algos == {"loss"}, f"the module selected the algorithm the dispatcher offered, loss: {sorted(a or '' for a in algos)}")
 
 
@@ -277,8 +279,8 @@ def main() -> int:
     ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(TESTS)}")
     args = ap.parse_args()
     try:
-        BUILD = harness.KamailioBuild()
-    except harness.HarnessError as e:
+        BUILD = KamailioBuild()
+    except HarnessError as e:
         print(e, file=sys.stderr)
         return 2
     if BUILD.major_minor < (6, 0) or not (Path(BUILD.mpath) / "dispatcher.so").exists():

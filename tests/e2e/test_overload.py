@@ -20,6 +20,10 @@ with real processes over UDP on loopback.
   warm-up without reduction, about half of the new INVITEs must be shed at the edge while the
   value is valid (RFC 7339 §7.2), and none once `oc-validity` has passed with no new value
   (§4.3).
+
+The example server's figures (μ, the load offered at three times its capacity) and the phases of
+uas_loss_feedback are in overload_setups.py, shared with the Kamailio suites that run them through
+Kamailio.
 """
 
 from __future__ import annotations
@@ -34,26 +38,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import harness  # noqa: E402
-from harness import Run, SippOutputs, SippPorts, free_udp_port, sipp_command, wait_udp_port  # noqa: E402
-from test_edge import EDGE, LOADCTL, Checks, document, run_tests, start_edge  # noqa: E402
-
-ROOT = HERE.parents[1]
-SERVER = ROOT / "target" / "server"
-CALLEE = "+15550001234"
-
-
-def stats_of(proc: harness.Proc) -> dict:
-    """The `name value` lines a program printed to stdout (its SIGUSR1 / exit counters)."""
-    out = {}
-    for line in proc.stdout_path.read_text(errors="replace").splitlines():
-        parts = line.split()
-        if len(parts) == 2 and not parts[0].startswith("#"):
-            try:
-                out[parts[0]] = float(parts[1])
-            except ValueError:
-                pass
-    return out
+from checks import Checks, run_tests  # noqa: E402
+from edge_proc import EDGE, LOADCTL, start_edge  # noqa: E402
+from oc_wire import WireCapture, oc_sent, oc_wire_vs_sent, via_oc  # noqa: E402
+from overload_setups import CALLEE, CALLS_CAPACITY, MU, OFFERED, SERVER, WINDOW_S, loss_feedback_through, stats_of  # noqa: E402
+from policy_docs import document  # noqa: E402
+from ports import free_udp_port, wait_udp_port  # noqa: E402
+from processes import Run  # noqa: E402
+from sipp import SippOutputs, SippPorts, invite_outcomes, last_csv_row, response_ms, sipp_command, write_injection  # noqa: E402
 
 
 def stat_rows(directory: Path) -> list:
@@ -66,16 +58,6 @@ def stat_rows(directory: Path) -> list:
     return [dict(zip(rows[0], r)) for r in rows[1:]]
 
 
-def response_ms(text: str) -> float:
-    """A SIPp time column (`HH:MM:SS:mmmuuu`: response times, -trace_counts' ElapsedTime) in
-    milliseconds."""
-    try:
-        h, m, s, frac = text.split(":")
-        return (int(h) * 3600 + int(m) * 60 + int(s)) * 1000.0 + int(frac) / 1000.0
-    except ValueError:
-        return float("nan")
-
-
 def pass_all_policy(run: Run) -> Path:
     """A policy with no rule: the edge forwards everything it does not shed for overload."""
     p = run.path("policy.xml")
@@ -84,12 +66,6 @@ def pass_all_policy(run: Run) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
-
-
-MU = 300.0  # messages/s the server serves: INVITE, ACK and BYE of a call, 100 calls/s
-CALLS_CAPACITY = MU / 3.0
-OFFERED = 3.0 * CALLS_CAPACITY
-WINDOW_S = 20
 
 
 def one_loop(run: Run, label: str, overload_control: bool) -> dict:
@@ -101,9 +77,9 @@ def one_loop(run: Run, label: str, overload_control: bool) -> dict:
     wait_udp_port(sport, proc=server)
     # the second reader of the values on the wire (with overload control only: without, nothing
     # carries them)
-    capture = harness.WireCapture(run, f"capture-{label}", [sport]) if overload_control else None
+    capture = WireCapture(run, f"capture-{label}", [sport]) if overload_control else None
     edge = start_edge(run, f"edge-{label}", eport, sport, "--policy", pass_all_policy(run), "--transport", "udp", *flags)
-    inf = harness.write_injection(run.path(f"callees-{label}.csv"), [CALLEE])
+    inf = write_injection(run.path(f"callees-{label}.csv"), [CALLEE])
     ports = SippPorts.pick()
     calls = int(OFFERED * WINDOW_S)
     uac = run.start(
@@ -115,11 +91,11 @@ def one_loop(run: Run, label: str, overload_control: bool) -> dict:
     for p in (edge, server):
         p.send_signal(signal.SIGUSR1)
     time.sleep(0.5)
-    out = harness.invite_outcomes(SippOutputs(uac.cwd))
+    out = invite_outcomes(SippOutputs(uac.cwd))
     st = SippOutputs(uac.cwd).stat()
     out["response_ms"] = response_ms(str(st.get("ResponseTime1(C)", "")))
     counts = sorted(uac.cwd.glob("*_counts.csv"))
-    last = harness._last_csv_row(counts[-1]) if counts else {}
+    last = last_csv_row(counts[-1]) if counts else {}
     out["elapsed_s"] = response_ms(str(last.get("ElapsedTime", ""))) / 1000.0
     out["edge"] = stats_of(edge)
     out["server"] = stats_of(server)
@@ -131,7 +107,7 @@ def one_loop(run: Run, label: str, overload_control: bool) -> dict:
         out["wire_responses"] = capture.top_via_oc(sport, eport)
         out["wire_requests"] = capture.requests(eport, sport)
         out["wire_offers"] = capture.top_via_oc(eport, sport, requests=True)
-        out["sent"] = harness.oc_sent(log_oc.read_text(errors="replace") if log_oc.exists() else "")
+        out["sent"] = oc_sent(log_oc.read_text(errors="replace") if log_oc.exists() else "")
     return out
 
 
@@ -179,10 +155,10 @@ def wire_checks(c: Checks, o: dict) -> None:
     """tshark's reading of the with-control run: the server's values decode to what it logged,
     and every request the edge forwarded offers overload control as the edge's README says
     (`;oc;oc-algo="loss,rate"` by default, RFC 7339 §5.1 and RFC 7415 §3.3)."""
-    harness.oc_wire_vs_sent(c, "with: server → edge", o["wire_responses"], o["sent"])
+    oc_wire_vs_sent(c, "with: server → edge", o["wire_responses"], o["sent"])
     offers = o["wire_offers"]
     # the offer as the top Via's text shows it (tshark's sip.Via), read by RFC 7339 §9's grammar
-    sent = [harness.via_oc(r["via"] or "") for r in offers]
+    sent = [via_oc(r["via"] or "") for r in offers]
     c.that(o["wire_requests"] > 100 and len(offers) == o["wire_requests"]
            and all(v["oc"] and v["oc_val"] is None and v["oc_algo"] == "loss,rate" for v in sent),
            f"with: every one of the {o['wire_requests']} requests the edge sent to the server offers `;oc;oc-algo=\"loss,rate\"` "
@@ -194,60 +170,6 @@ def wire_checks(c: Checks, o: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-
-RATE = 50  # calls/s offered
-WARM_CALLS = 300  # 6 s at 50/s: the edge samples its category mix over 5 s (RFC 7339 §7.2)
-ON_CALLS = 250  # ~10 s at the 25/s that get through
-VALIDITY_MS = 1000
-
-
-def loss_feedback_through(run: Run, c: Checks, start_proxy) -> dict:
-    """SIPp UAC at RATE calls/s → the proxy `start_proxy(uas_port)` starts (it returns the
-    proxy's port) → a SIPp UAS answering with the phases of scenarios/uas_oc.xml; checks the
-    arrival rate at the UAS in each phase. Returns the UAC's outcome counts and the phase
-    times."""
-    uas_ports = SippPorts.pick()
-    # Warm-up: "oc=0;oc-validity=0" (§5.1: supported, not overloaded); then oc=50 with a new
-    # oc-seq per answer; then answers without feedback (no `oc` parameter), so the last value
-    # runs out after its validity.
-    rows = [["oc", "0", "0", "1.0", "loss"]] * WARM_CALLS
-    rows += [["oc", "50", str(VALIDITY_MS), f"{k + 2}.0", "loss"] for k in range(ON_CALLS)]
-    rows += [["x-oc", "50", str(VALIDITY_MS), f"{ON_CALLS + 2}.0", "loss"]] * 1000
-    uas_inf = harness.write_injection(run.path("uas.csv"), rows)
-    uas = run.start("uas", sipp_command("uas_oc.xml", uas_ports, inf=uas_inf, timeout_s=80))
-    wait_udp_port(uas_ports.sip, proc=uas)
-    port = start_proxy(uas_ports.sip)
-    total = 1250
-    inf = harness.write_injection(run.path("callees.csv"), [CALLEE])
-    uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{port}", inf=inf, rate=RATE,
-                                        calls=total, timeout_s=60))
-    uac.wait(timeout=70)
-    ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
-    shed = [a.t for a in SippOutputs(uac.cwd).arrivals()]
-    counts = SippOutputs(uac.cwd).counts()
-    shed_uac = sum(n for k, n in counts.items() if k.endswith("_503_Recv"))
-    c.that(len(ts) > WARM_CALLS + ON_CALLS + 100, f"{len(ts)} INVITEs reached the UAS")
-    c.that(len(shed) == shed_uac, f"the UAC logged when each of its {shed_uac} 503s came back: {len(shed)}")
-    if len(ts) <= WARM_CALLS + ON_CALLS + 100:
-        return {"shed": shed_uac}
-    on_start, on_end = ts[WARM_CALLS], ts[WARM_CALLS + ON_CALLS - 1]
-    # Judged on the share of the INVITEs decided in each phase that passed, not on rates at the
-    # UAS: the loss algorithm sheds a share of what is offered (RFC 7339 §7: the neighbour
-    # "rejects 10% of the traffic originally destined for that server"), and a share does not
-    # depend on how evenly SIPp offered the calls.
-    # Nothing shed before the first oc=50 (RFC 7339 §5: "If overload controls are not currently
-    # active ... the SIP client sends the SIP message to the server").
-    c.passed_share("warm-up (oc=0, oc-validity=0)", ts, shed, ts[20], ts[WARM_CALLS - 20], 1.0, 0.0)
-    # §7.2: every decided request is an INVITE (reducible), so oc=50 sheds half of them.
-    c.passed_share("oc=50 in force", ts, shed, on_start + 0.5, on_end, 0.5, 0.5 * 0.15)
-    # §4.3: once the validity passed without new values, "overload control is not in effect".
-    after = on_end + VALIDITY_MS / 1000.0 + 0.3
-    c.passed_share("after oc-validity", ts, shed, after, ts[-20], 1.0, 0.0)
-    failed = SippOutputs(uac.cwd).stat().get("FailedCall(C)", -1)
-    c.that(failed == 0, f"no UAC call failed ({failed})")
-    stray = SippOutputs(uas.cwd).counts().get("0_ACK_Recv", -1)
-    c.that(stray == 0, f"the ACKs to the proxy's 503s stopped at the proxy: {stray} reached the UAS")
-    return {"shed": shed_uac}
 
 
 def uas_loss_feedback(run: Run) -> Checks:
@@ -281,11 +203,11 @@ def edge_as_server(run: Run) -> Checks:
     wait_udp_port(uas_ports.sip, proc=uas)
     bport, aport = free_udp_port(tcp=True), free_udp_port(tcp=True)
     log_b = run.path("edge-b", "oc-sent.log")
-    capture = harness.WireCapture(run, "capture", [bport])
+    capture = WireCapture(run, "capture", [bport])
     b = start_edge(run, "edge-b", bport, uas_ports.sip, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control",
                    "--oc-occupancy-target", "0.005", "--log-oc", log_b)
     a = start_edge(run, "edge-a", aport, bport, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control")
-    inf = harness.write_injection(run.path("callees.csv"), [CALLEE])
+    inf = write_injection(run.path("callees.csv"), [CALLEE])
     seconds, rate = 12, 50
     uac_a = run.start("uac-a", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{aport}", inf=inf, rate=rate,
                                             calls=seconds * rate, timeout_s=40, logs=False))
@@ -297,8 +219,8 @@ def edge_as_server(run: Run) -> Checks:
         e.send_signal(signal.SIGUSR1)
     time.sleep(0.5)
     sa, sb = stats_of(a), stats_of(b)
-    out_a = harness.invite_outcomes(SippOutputs(uac_a.cwd))
-    out_b = harness.invite_outcomes(SippOutputs(uac_b.cwd))
+    out_a = invite_outcomes(SippOutputs(uac_a.cwd))
+    out_b = invite_outcomes(SippOutputs(uac_b.cwd))
     # RFC 7339 §5.1 / RFC 7415 §3.3: A offers loss,rate and the server (rate preferred) selects
     # rate; its values reach A in the Via of the responses B relays (the same client key both
     # ways), and A sheds on them.
@@ -312,7 +234,7 @@ def edge_as_server(run: Run) -> Checks:
     c.that(sb.get("edge_oc_rejected_total", -1) == out_b["rejected_503"], f"those 503s are B's rejections ({sb.get('edge_oc_rejected_total', -1):.0f})")
     c.that(out_a["failed_calls"] == 0 and out_b["failed_calls"] == 0, f"no call failed ({out_a['failed_calls']}, {out_b['failed_calls']})")
     capture.stop()
-    harness.oc_wire_vs_sent(c, "edge B → edge A", capture.top_via_oc(bport, aport), harness.oc_sent(log_b.read_text(errors="replace")))
+    oc_wire_vs_sent(c, "edge B → edge A", capture.top_via_oc(bport, aport), oc_sent(log_b.read_text(errors="replace")))
     return c
 
 

@@ -1,0 +1,104 @@
+"""The checks a scenario makes and how a suite runs its scenarios.
+
+``Checks`` collects a scenario's verdicts, each printed with the numbers it saw (a rate against
+a limit within TOLERANCE, a share that passed, every matching call passing, any condition);
+``run_tests()`` is every suite's runner: the scenarios named on the command line (all by
+default), each in its own ``Run`` (its directory kept when it fails or with --keep), a summary
+line, the exit status, and with NEIGHBOUR=1 a busy CPU beside them. One runner and one report
+format, so every suite is run and read the same way.
+
+Python 3 standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from admission import count_in
+from processes import Neighbour, Run
+
+TOLERANCE = 0.03
+
+
+class Checks:
+    def __init__(self, name: str):
+        self.name = name
+        self.failed = []
+        self.lines = []
+
+    def rate(self, label: str, ts, start: float, end: float, expected: float, tolerance: float = TOLERANCE):
+        n = count_in(ts, start, end)
+        got = n / (end - start)
+        ok = abs(got / expected - 1.0) <= tolerance
+        self.record(ok, f"{label}: {n} in {end - start:.2f} s = {got:.2f}/s, expected {expected:g}/s ± {tolerance:.0%}")
+
+    def passed_share(self, label: str, passed, shed, start: float, end: float, expected: float, tolerance: float):
+        """Of the requests decided in [start, end), the share that passed: `passed` are their
+        arrival times downstream, `shed` the times their rejections came back. A share of
+        what was offered, so a pause of the load generator and the burst that catches up after
+        it (SIPp sends missed calls late) change both counts alike; a rate would count them."""
+        n, s = count_in(passed, start, end), count_in(shed, start, end)
+        got = n / (n + s) if n + s else 0.0
+        ok = n + s >= 100 and abs(got - expected) <= tolerance
+        self.record(ok, f"{label}: {n} passed and {s} shed in {end - start:.2f} s = {got:.1%} passed, expected {expected:.0%} ± {tolerance:.1%} (at least 100 decided)")
+
+    def all_pass(self, label: str, matching, other, start: float, end: float, per_other: int = 3):
+        """Every matching call offered in [start, end) reached the UAS: the UAC's injection file
+        repeats `per_other` matching callees then one other, and other calls always pass, so
+        the UAS sees `per_other` matching per other call. Judged on counts, not on time, so a
+        pause of the load generator (or the machine) inside the window cannot fail it; a rule
+        that still refuses more than 1 % of the matching calls does."""
+        n, o = count_in(matching, start, end), count_in(other, start, end)
+        slack = per_other + 0.01 * per_other * o
+        ok = o >= 50 and abs(n - per_other * o) <= slack
+        self.record(ok, f"{label}: {n} matching beside {o} other in {end - start:.2f} s, expected {per_other} × {o} ± {slack:.0f} (at least 50 other)")
+
+    def that(self, ok: bool, what: str):
+        self.record(ok, what)
+
+    def record(self, ok: bool, what: str):
+        self.lines.append(("ok  " if ok else "FAIL") + "  " + what)
+        if not ok:
+            self.failed.append(what)
+
+    def report(self) -> bool:
+        print(f"== {self.name}")
+        for line in self.lines:
+            print("   " + line)
+        return not self.failed
+
+
+def run_tests(tests: dict, names: list, keep: bool, label: str, prefix: str = "") -> int:
+    """Runs `names` (all of `tests` when empty), each in its own `Run` (kept when it fails or
+    with `keep`), prints each test's checks and a summary line; the exit status."""
+    started_all = time.monotonic()
+    unknown = [name for name in names if name not in tests]
+    if unknown:
+        print(f"unknown test {unknown[0]}", file=sys.stderr)
+        return 2
+    with Neighbour():
+        failed = _run_each(tests, names, keep, prefix)
+    n = len(names or tests)
+    print(f"{label}{' (NEIGHBOUR=1)' if os.environ.get('NEIGHBOUR') == '1' else ''}: {n} tests, {len(failed)} failed "
+          f"{failed if failed else ''} ({time.monotonic() - started_all:.0f} s)")
+    return 1 if failed else 0
+
+
+def _run_each(tests: dict, names: list, keep: bool, prefix: str) -> list:
+    failed = []
+    for name in names or tests:
+        started = time.monotonic()
+        try:
+            with Run(f"{prefix}{name}", keep=keep) as run:
+                ok = tests[name](run).report()
+                if not ok:
+                    run.keep = True
+        except Exception as e:  # a harness error is a failed test, with its logs kept
+            print(f"== {name}\n   FAIL  {type(e).__name__}: {e}")
+            ok = False
+        print(f"   ({time.monotonic() - started:.1f} s)")
+        if not ok:
+            failed.append(name)
+    return failed

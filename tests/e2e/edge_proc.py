@@ -1,0 +1,111 @@
+"""The C edge (target/edge) as the suites start it, and what it tells about itself: the
+subscriber events it logs, the counters it prints on SIGUSR1 (its own and the engine's) and
+its --metrics endpoint.
+
+Every suite that puts the edge between real peers starts it the same way (ready once its UDP
+port is bound) and judges it by the same log lines and counters. LOADCTL is the `loadctl` CLI
+(`loadctl notifier`, the notifier an edge subscribes to); both are built by `make e2e`.
+
+Python 3 standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+from pathlib import Path
+
+from ports import wait_udp_port
+from processes import Proc, Run, wait_until
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+EDGE = ROOT / "target" / "edge"
+LOADCTL = ROOT / "target" / "release" / "loadctl"
+
+
+def start_edge(run: Run, name: str, port: int, next_hop: int, *args) -> Proc:
+    proc = run.start(name, [EDGE, "--listen", f"127.0.0.1:{port}", "--next-hop", f"127.0.0.1:{next_hop}", *args])
+    wait_udp_port(port, proc=proc)
+    return proc
+
+
+EVENT = re.compile(r"^(?:\S+ )?edge: subscriber at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
+
+
+def edge_events(proc: Proc) -> list:
+    """(wall time, what, number, detail) of every subscriber event the edge logged."""
+    out = []
+    for line in proc.stderr_path.read_text(errors="replace").splitlines():
+        m = EVENT.match(line)
+        if m:
+            out.append((float(m.group(1)), m.group(2), int(m.group(3)), m.group(4)))
+    return out
+
+
+def when(events, what: str, number=None) -> float:
+    """The time of the first event `what` (with that number)."""
+    for t, w, n, _ in events:
+        if w == what and (number is None or n == number):
+            return t
+    raise AssertionError(f"the edge never logged {what!r} {number if number is not None else ''}: {events}")
+
+
+def wait_event(proc: Proc, what: str, number=None, timeout: float = 10.0) -> float:
+    found = wait_until(lambda: any(w == what and (number is None or n == number) for _, w, n, _ in edge_events(proc)), timeout)
+    if not found:
+        raise AssertionError(f"the edge did not log {what!r} {number} within {timeout} s:\n{proc.tail(30)}")
+    return when(edge_events(proc), what, number)
+
+
+def edge_stats(proc: Proc) -> dict:
+    """The edge's counters: SIGUSR1 makes it print them (Prometheus text) on stdout."""
+    before = proc.stdout_path.stat().st_size if proc.stdout_path.exists() else 0
+    proc.send_signal(signal.SIGUSR1)
+    wait_until(lambda: "edge_dropped_total" in proc.stdout_path.read_bytes()[before:].decode(errors="replace"), 3.0)
+    out = {}
+    for line in proc.stdout_path.read_bytes()[before:].decode(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].startswith("edge_"):
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def engine_counters(proc: Proc) -> dict:
+    """The engine's own counters (loadctl_*) from the edge's SIGUSR1 output."""
+    before = proc.stdout_path.stat().st_size if proc.stdout_path.exists() else 0
+    proc.send_signal(signal.SIGUSR1)
+    wait_until(lambda: "edge_dropped_total" in proc.stdout_path.read_bytes()[before:].decode(errors="replace"), 3.0)
+    out = {}
+    for line in proc.stdout_path.read_bytes()[before:].decode(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].startswith("loadctl_") and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def scrape(port: int, path: str = "/metrics", method: str = "GET") -> tuple:
+    """(status, headers, body) of one HTTP request to the edge's metrics endpoint."""
+    with socket.create_connection(("127.0.0.1", port), timeout=3.0) as s:
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
+    return int(lines[0].split()[1]), headers, body.decode(errors="replace")
+
+
+def samples(text: str) -> dict:
+    """Prometheus text → {name{labels}: value}."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out

@@ -1,0 +1,158 @@
+"""SIP over plain UDP sockets on loopback: a caller, a next hop and a notifier written in a
+few lines of Python, for checks of one request at a time.
+
+A SIPp scenario is too rigid to send one malformed request, hold a response back or answer a
+SUBSCRIBE by hand; these peers send exactly what a test writes and collect what comes back.
+``UdpPeers`` is a caller and a next hop around an edge; ``Peer`` one socket around a Kamailio,
+``Notifier`` a notifier that answers the module's SUBSCRIBEs and sends NOTIFYs.
+
+Python 3 standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+
+
+class UdpPeers:
+    """A Python client and next hop on loopback UDP sockets, for one-request checks."""
+
+    def __init__(self):
+        self.hop = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.hop.bind(("127.0.0.1", 0))
+        self.client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.client.bind(("127.0.0.1", 0))
+        self.hop_port = self.hop.getsockname()[1]
+        self.cport = self.client.getsockname()[1]
+        self.n = 0
+
+    def invite(self, edge_port: int, ruri: str, to: str, extra: str = "") -> tuple:
+        """Sends one INVITE to the edge; (first lines of what came back to the client, how
+        many requests reached the next hop)."""
+        self.n += 1
+        n = self.n
+        msg = (
+            f"INVITE {ruri} SIP/2.0\r\n"
+            f"Via: SIP/2.0/UDP 127.0.0.1:{self.cport};branch=z9hG4bK-x-{n}\r\n"
+            f"From: <sip:alice@127.0.0.1:{self.cport}>;tag=a{n}\r\nTo: {to}\r\n"
+            f"Call-ID: x-{n}@e2e\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\n{extra}Content-Length: 0\r\n\r\n"
+        ).encode()
+        self.client.sendto(msg, ("127.0.0.1", edge_port))
+        replies = [r.splitlines()[0] for r in self.drain(self.client)]
+        return replies, len(self.drain(self.hop))
+
+    @staticmethod
+    def drain(sock, quiet: float = 0.3) -> list:
+        out = []
+        sock.settimeout(quiet)
+        try:
+            while True:
+                out.append(sock.recv(65535).decode(errors="replace"))
+        except socket.timeout:
+            pass
+        return out
+
+    def close(self):
+        self.hop.close()
+        self.client.close()
+
+
+class Peer:
+    """A UDP socket on loopback that sends requests and collects what arrives."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+
+    def invite(self, kam_port: int, callee: str, n: int, extra: str = "") -> bytes:
+        return (
+            f"INVITE sip:{callee}@127.0.0.1:{kam_port} SIP/2.0\r\n"
+            f"Via: SIP/2.0/UDP 127.0.0.1:{self.port};branch=z9hG4bK-km-{callee}-{n}-{time.monotonic_ns()}\r\n"
+            f"From: <sip:alice@127.0.0.1:{self.port}>;tag=a{n}\r\nTo: <sip:{callee}@127.0.0.1;user=phone>\r\n"
+            f"Call-ID: {callee}-{n}-{time.monotonic_ns()}@km\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\n{extra}Content-Length: 0\r\n\r\n"
+        ).encode()
+
+    def drain(self, quiet: float = 0.3) -> list:
+        out = []
+        self.sock.settimeout(quiet)
+        try:
+            while True:
+                out.append(self.sock.recv(65535).decode(errors="replace"))
+        except socket.timeout:
+            pass
+        return out
+
+    def close(self):
+        self.sock.close()
+
+
+def first_lines(msgs) -> list:
+    return [m.splitlines()[0] for m in msgs if m]
+
+
+class Notifier(Peer):
+    """A notifier on a plain UDP socket: reads the module's SUBSCRIBEs, answers them, sends NOTIFYs."""
+
+    def __init__(self):
+        super().__init__()
+        self.uri = f"sip:sbc@127.0.0.1:{self.port}"
+        self.cseq = 0
+
+    def wait_request(self, method: str, timeout: float) -> tuple:
+        """The next request `method` (others are kept out), and where it came from."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.sock.settimeout(max(0.01, end - time.monotonic()))
+            try:
+                data, addr = self.sock.recvfrom(65535)
+            except socket.timeout:
+                break
+            msg = data.decode(errors="replace")
+            if msg.startswith(method + " "):
+                return msg, addr
+        return "", None
+
+    @staticmethod
+    def header(msg: str, name: str) -> str:
+        for line in msg.split("\r\n\r\n", 1)[0].split("\r\n")[1:]:
+            k, _, v = line.partition(":")
+            if k.strip().lower() == name.lower():
+                return v.strip()
+        return ""
+
+    def answer(self, req: str, addr, status: str = "200 OK", extra: str = "") -> None:
+        head = req.split("\r\n\r\n", 1)[0].split("\r\n")
+        keep = [h for h in head[1:] if h.split(":", 1)[0].lower() in ("via", "from", "to", "call-id", "cseq")]
+        keep = [h + ";tag=ntf" if h.lower().startswith("to:") and ";tag=" not in h else h for h in keep]
+        self.sock.sendto(("SIP/2.0 " + status + "\r\n" + "\r\n".join(keep) + f"\r\nContact: <{self.uri}>\r\n{extra}Content-Length: 0\r\n\r\n").encode(), addr)
+
+    def notify(self, sub: str, addr, body: str, state: str = "active;expires=60", call_id=None) -> str:
+        """Sends a NOTIFY in the dialog `sub` created; returns its branch."""
+        self.cseq += 1
+        branch = f"z9hG4bK-ntf-{self.cseq}-{time.monotonic_ns()}"
+        frm = self.header(sub, "From")
+        contact = re.search(r"<([^>]+)>", self.header(sub, "Contact")).group(1)
+        msg = (
+            f"NOTIFY {contact} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{self.port};branch={branch}\r\n"
+            f"From: <{self.uri}>;tag=ntf\r\nTo: {frm}\r\nCall-ID: {call_id or self.header(sub, 'Call-ID')}\r\n"
+            f"CSeq: {self.cseq} NOTIFY\r\nMax-Forwards: 70\r\nContact: <{self.uri}>\r\nEvent: load-control\r\n"
+            f"Subscription-State: {state}\r\nContent-Type: application/load-control+xml\r\n"
+            f"Content-Length: {len(body.encode())}\r\n\r\n{body}"
+        )
+        self.sock.sendto(msg.encode(), addr)
+        return branch
+
+    def wait_response(self, branch: str, timeout: float = 2.0) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.sock.settimeout(max(0.01, end - time.monotonic()))
+            try:
+                msg = self.sock.recv(65535).decode(errors="replace")
+            except socket.timeout:
+                break
+            if msg.startswith("SIP/2.0 ") and branch in self.header(msg, "Via"):
+                return msg
+        return ""

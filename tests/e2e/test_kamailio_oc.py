@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the loadctl Kamailio module's RFC 7339 overload control (kamailio/loadctl/,
+lc_oc_forward / lc_oc_check / lc_oc_via): Kamailio as a client of a SIPp UAS that answers with
+overload values, and as a server fed an occupancy signal, with tshark reading what it wrote on
+the wire. The module as a limiter is tested in test_kamailio_module.py, in the RFC 7200 event
+package in test_kamailio_rfc7200.py; against Kamailio's own RFC 7339 client in
+test_kamailio_oc_interop.py.
+
+    python3 tests/e2e/test_kamailio_oc.py [--keep] [NAME ...]
+    (make kamailio-module-test builds target/kamailio/loadctl.so first; kamailio/build.sh
+    already gated it with `kamailio -c`)
+
+Kamailio runs tests/e2e/kamailio/loadctl.cfg (Debian's /usr/sbin/kamailio 5.6.3, TLSF memory,
+one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* RPC commands).
+
+- oc_client_loss: Kamailio (children=2, tm) as an RFC 7339 client of a SIPp UAS answering
+  oc=50;oc-algo="loss" (overload_setups.loss_feedback_through, the phases the edge is held to in
+  test_overload.py's uas_loss_feedback): half the INVITEs shed while the value is valid, none
+  before or after it.
+- oc_client_offer: the algorithms Kamailio offers for its version (loss,rate from 5.8 on; loss
+  alone before, where Kamailio refuses a Via with a comma inside a quoted parameter value), and
+  a SIPp UAS selecting rate (RFC 7415): applied from 5.8 on, refused before.
+- oc_server_occupancy: Kamailio as an RFC 7339 server on an occupancy signal computed from the
+  UAS's arrival rate (a server of 60 calls/s): an RFC 7339 edge and a plain SIPp UAC offering
+  60 calls/s each; the loop holds the capacity, each loses about half, and tshark reads the
+  values the module logged it sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from admission import count_in  # noqa: E402
+from checks import Checks, run_tests  # noqa: E402
+from edge_proc import start_edge  # noqa: E402
+from kamailio_proc import Kamailio, build, feed_occupancy  # noqa: E402
+from oc_wire import WireCapture, oc_sent, oc_wire_vs_sent, via_oc  # noqa: E402
+from overload_setups import loss_feedback_through  # noqa: E402
+from policy_docs import MATCH, document  # noqa: E402
+from ports import free_udp_port, wait_udp_port  # noqa: E402
+from processes import HarnessError, Run  # noqa: E402
+from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
+
+
+def oc_client_loss(run: Run) -> Checks:
+    """Kamailio (children=2, tm) as an RFC 7339 client of a SIPp UAS that answers oc=50 loss."""
+    c = Checks("oc_client_loss: Kamailio children=2 as RFC 7339 client of a SIPp UAS answering oc=50;oc-algo=\"loss\"")
+
+    holder = {}
+
+    def start(uas_port: int) -> int:
+        holder["kam"] = Kamailio(run, "kamailio", document(0, "full", ""), 2, uas_port, stateful=True,
+                                 defines=(f'OC_CLIENT="127.0.0.1:{uas_port}"',))
+        return holder["kam"].port
+
+    loss_feedback_through(run, c, start)
+    log = holder["kam"].log()
+    c.that("feedback from" not in log, "Kamailio refused no feedback")
+    return c
+
+
+def oc_client_offer(run: Run) -> Checks:
+    """Kamailio (children=2, tm) as an RFC 7339 client: the algorithms it offers for its
+    Kamailio version, and a SIPp UAS that selects the rate algorithm (RFC 7415) for it."""
+    rate_offered = build().major_minor >= (5, 8)
+    offer = "loss,rate" if rate_offered else "loss"
+    c = Checks(f"oc_client_offer: Kamailio {build().version} children=2 offers oc-algo=\"{offer}\"; "
+               f"a SIPp UAS answers oc=20;oc-algo=\"rate\"")
+    offered, warm, on, limit = 50.0, 150, 600, 20.0
+    uas_ports = SippPorts.pick()
+    # Warm-up: oc=0;oc-validity=0 (supported, not overloaded), then oc=20 with a new oc-seq
+    # per answer, valid 1 s.
+    rows = [["oc", "0", "0", "1.0", "rate"]] * warm
+    rows += [["oc", f"{limit:.0f}", "1000", f"{k + 2}.0", "rate"] for k in range(on)]
+    uas = run.start("uas", sipp_command("uas_oc.xml", uas_ports, inf=write_injection(run.path("uas.csv"), rows),
+                                        timeout_s=60, extra=("-trace_msg", "-message_file", "messages.log")))
+    wait_udp_port(uas_ports.sip, proc=uas)
+    kam = Kamailio(run, "kamailio", document(0, "full", ""), 2, uas_ports.sip, stateful=True,
+                   defines=(f'OC_CLIENT="127.0.0.1:{uas_ports.sip}"',))
+    inf = write_injection(run.path("callees.csv"), [MATCH])
+    uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{kam.port}", inf=inf,
+                                        rate=offered, calls=warm + on, timeout_s=40, logs=False))
+    uac.wait(timeout=60)
+    time.sleep(0.5)
+    messages = (uas.cwd / "messages.log").read_text(errors="replace")
+    top = re.search(r"^INVITE sip:.*?^Via:([^\r\n]*)", messages, re.S | re.M)
+    algos = re.findall(r'oc-algo="([^"]*)"', top.group(1) if top else "")
+    # RFC 7339 §4.2: the client lists "the algorithms supported by the SIP client". Kamailio
+    # before 5.8 refuses a Via with a comma inside a quoted parameter value, so the module
+    # offers loss alone there.
+    c.that(algos[:1] == [offer], f"the INVITE's top Via offers oc-algo={algos[:1]} (expected [{offer!r}])")
+    ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
+    c.that(len(ts) > warm + 100, f"{len(ts)} INVITEs reached the UAS")
+    if len(ts) <= warm + 100:
+        return c
+    c.rate("warm-up (oc=0, oc-validity=0)", ts, ts[20], ts[warm - 20], offered, 0.10)
+    log = kam.log()
+    if rate_offered:
+        # RFC 7415 §3.5.1: the client "limits the message rate to the "oc" parameter in units
+        # of messages per second" — across both processes (the hop's bucket is shared).
+        c.rate("oc=20 (rate) in force", ts, ts[warm] + 1.0, ts[-1], limit, 0.10)
+        c.that("feedback from" not in log, "Kamailio refused no feedback")
+    else:
+        # §4.2: the server "chooses one algorithm from the list": a rate answer to a loss-only
+        # offer is not one, and is refused rather than applied.
+        c.rate("a rate answer to a loss-only offer is not applied", ts, ts[warm] + 1.0, ts[-1], offered, 0.10)
+        c.that("feedback from" in log, "Kamailio logged the refused feedback")
+    counts = SippOutputs(uac.cwd).counts()
+    failed = SippOutputs(uac.cwd).stat().get("FailedCall(C)", -1)
+    c.that(failed == 0, f"no UAC call failed ({failed}; {sum(n for k, n in counts.items() if k.endswith('_503_Recv'))} shed with 503)")
+    return c
+
+
+def oc_server_occupancy(run: Run) -> Checks:
+    """Kamailio (children=2, tm) as an RFC 7339 server on an occupancy signal the test computes
+    from the UAS's arrival rate (a server of CAPACITY calls/s): a participating client (the edge
+    with --overload-control) and a SIPp UAC that does not take part each offer 60 calls/s."""
+    capacity, offered, seconds = 60.0, 60.0, 16.0
+    c = Checks(f"oc_server_occupancy: Kamailio children=2 as RFC 7339 server, occupancy = arrivals / {capacity:.0f}/s, "
+               f"an RFC 7339 edge and a plain SIPp UAC offering {offered:.0f} calls/s each")
+    # A UAS that answers 200 and takes the ACK (uac_invite_only.xml's calls).
+    uas_ports = SippPorts.pick()
+    uas = run.start("uas", sipp_command("uas_invite_only.xml", uas_ports, timeout_s=seconds + 40))
+    wait_udp_port(uas_ports.sip, proc=uas)
+    kam = Kamailio(run, "kamailio", document(0, "full", ""), 2, uas_ports.sip, stateful=True, defines=("OC_SERVER",))
+    eport = free_udp_port(tcp=True)
+    policy = run.path("edge-policy.xml")
+    policy.write_text(document(0, "full", ""))
+    # `loss` only: Kamailio 5.6's Via parser refuses the comma inside oc-algo="loss,rate"
+    # ("bad header field [,rate\"]"): an interoperability limit of that peer, not of RFC 7339.
+    capture = WireCapture(run, "capture", [kam.port])
+    edge = start_edge(run, "edge", eport, kam.port, "--policy", policy, "--transport", "udp", "--overload-control",
+                      "--oc-algorithms", "loss")
+    inf = write_injection(run.path("callees.csv"), [MATCH])
+    calls = int(offered * seconds)
+    uac_oc = run.start("uac-oc", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{eport}", inf=inf,
+                                              rate=offered, calls=calls, timeout_s=seconds + 30, logs=False))
+    uac_plain = run.start("uac-plain", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{kam.port}", inf=inf,
+                                                    rate=offered, calls=calls, timeout_s=seconds + 30, logs=False))
+    t0, fed = feed_occupancy(uas, kam.port, capacity, seconds)
+    uac_oc.wait(timeout=60)
+    uac_plain.wait(timeout=60)
+    edge.send_signal(signal.SIGUSR1)
+    time.sleep(0.5)
+    ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
+    # What each report said against what the UAS logged in the same window once it had
+    # flushed (a lagging log would feed the loop too little).
+    run.path("occupancy.tsv").write_text("".join(f"{a - t0:.3f}\t{b - t0:.3f}\t{m:.3f}\t{count_in(ts, a, b) / (capacity * (b - a)):.3f}\n"
+                                                 for a, b, m in fed))
+    first = ts[0] if ts else t0
+    # Physics: the loop aims at the capacity: CAPACITY ± 15 % at the UAS once it has settled.
+    c.rate("INVITEs at the UAS after 4 s", ts, first + 4.0, first + seconds - 1.0, capacity, 0.15)
+    edge_stats = {}
+    for line in edge.stdout_path.read_text(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            edge_stats[parts[0]] = parts[1]
+    # RFC 7339 §5.1: the server chose loss for the edge (the module's servers run the loss
+    # algorithm) and its values reached the edge in the Via of relayed replies.
+    c.that(edge_stats.get("edge_oc_next_hop_algorithm") == "1", f"the edge's next hop selected loss (algorithm {edge_stats.get('edge_oc_next_hop_algorithm')})")
+    c.that(float(edge_stats.get("edge_oc_next_hop_updates_total", 0)) > 10, f"feedback updates applied at the edge: {edge_stats.get('edge_oc_next_hop_updates_total')}")
+    shed = float(edge_stats.get("edge_oc_shed_total", 0))
+    plain = invite_outcomes(SippOutputs(uac_plain.cwd))
+    oc_out = invite_outcomes(SippOutputs(uac_oc.cwd))
+    # Max-min fair over two equal demands: half each; the participant sheds its excess itself,
+    # the non-participant is rejected by the server (§5.10.2): both lose about half.
+    c.that(0.3 <= shed / max(oc_out["invites"], 1) <= 0.7, f"the edge shed {shed:.0f} of {oc_out['invites']} INVITEs ({shed / max(oc_out['invites'], 1):.0%}; half ± 20 %)")
+    c.that(0.3 <= plain["rejected_503"] / max(plain["invites"], 1) <= 0.7,
+           f"Kamailio answered 503 to {plain['rejected_503']} of the plain UAC's {plain['invites']} INVITEs ({plain['rejected_503'] / max(plain['invites'], 1):.0%}; half ± 20 %)")
+    c.that(oc_out["failed_calls"] == 0 and plain["failed_calls"] == 0, f"no call failed ({oc_out['failed_calls']}, {plain['failed_calls']})")
+    # A second reader of the wire: tshark's decoding of the replies the module's Kamailio sent
+    # the edge against what the module logged it wrote (oc_log), and the edge's offer in the
+    # requests it sent (`loss`, as configured).
+    capture.stop()
+    oc_wire_vs_sent(c, "module → edge", capture.top_via_oc(kam.port, eport), oc_sent(kam.log()))
+    offers = [via_oc(r["via"] or "") for r in capture.top_via_oc(eport, kam.port, requests=True)]
+    requests = capture.requests(eport, kam.port)
+    c.that(requests > 100 and len(offers) == requests and all(o["oc"] and o["oc_algo"] == "loss" for o in offers),
+           f"tshark: every one of the {requests} requests the edge sent offers `;oc;oc-algo=\"loss\"` ({len(offers)} with oc)")
+    return c
+
+
+TESTS = {
+    "oc_client_loss": oc_client_loss,
+    "oc_client_offer": oc_client_offer,
+    "oc_server_occupancy": oc_server_occupancy,
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--keep", action="store_true", help="keep every run directory (logs, traces)")
+    ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(TESTS)}")
+    args = ap.parse_args()
+    try:
+        kam = build()
+    except HarnessError as e:
+        print(e, file=sys.stderr)
+        return 2
+    print(f"kamailio module RFC 7339 e2e: {kam.label}, module {kam.module}")
+    return run_tests(TESTS, args.names, args.keep, f"kamailio module RFC 7339 e2e (Kamailio {kam.version})", prefix="kam-")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
