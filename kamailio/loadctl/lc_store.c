@@ -114,9 +114,11 @@ static void lc_sync_locked(lc_proc_t *p)
 			continue;
 		r = lc_engine_withdraw(
 				p->engine, lc_mkstr(p->names[j], strlen(p->names[j])), &gen);
-		if(r != LC_RESULT_OK && r != LC_RESULT_UNKNOWN_SOURCE)
+		if(r != LC_RESULT_OK && r != LC_RESULT_UNKNOWN_SOURCE) {
 			LM_ERR("withdrawing source %s: %s\n", p->names[j],
 					lc_result_text(r));
+			p->sync_errors++;
+		}
 	}
 	/* new or changed documents, in store order */
 	for(i = 0; i < _lc_store->ndocs; i++) {
@@ -134,10 +136,14 @@ static void lc_sync_locked(lc_proc_t *p)
 				d->notifier[0] ? lc_mkstr(d->notifier, strlen(d->notifier))
 							   : lc_mkstr(NULL, 0),
 				(const uint8_t *)d->body, d->len, &gen);
-		if(r != LC_RESULT_OK)
-			/* the document was validated before it was stored */
+		if(r != LC_RESULT_OK) {
+			/* validated before it was stored, but this engine may still
+			 * refuse it (a full shared cell table): it keeps its previous
+			 * policy for the source */
 			LM_ERR("process %d: publishing source %s: %s\n", my_pid(), d->name,
 					lc_result_text(r));
+			p->sync_errors++;
+		}
 	}
 	for(i = 0; i < _lc_store->ndocs; i++) {
 		strcpy(p->names[i], _lc_store->docs[i].name);
