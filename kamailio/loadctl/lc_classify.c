@@ -35,6 +35,7 @@
 #include "../../modules/tm/tm_load.h"
 
 #include "lc_shared.h"
+#include "lc_counters.h"
 #include "lc_mod.h"
 #include "lc_classify.h"
 

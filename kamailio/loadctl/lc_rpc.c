@@ -22,6 +22,8 @@
 #include "../../core/rpc_lookup.h"
 
 #include "lc_shared.h"
+#include "lc_store.h"
+#include "lc_counters.h"
 #include "lc_subscribe.h"
 #include "lc_notify.h"
 #include "lc_mod.h"

@@ -24,7 +24,7 @@
 #include "../../core/counters.h"
 #include "../../core/dprint.h"
 
-#include "lc_shared.h"
+#include "lc_counters.h"
 #include "lc_subscribe.h"
 #include "lc_stats.h"
 

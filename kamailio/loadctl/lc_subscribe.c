@@ -50,6 +50,7 @@
 #include "../../core/parser/msg_parser.h"
 
 #include "lc_shared.h"
+#include "lc_store.h"
 #include "lc_owner.h"
 #include "lc_uac.h"
 #include "lc_mod.h"

@@ -34,6 +34,7 @@
 #include "../../modules/tm/tm_load.h"
 
 #include "lc_shared.h"
+#include "lc_store.h"
 #include "lc_subscribe.h"
 #include "lc_notify.h"
 #include "lc_demand.h"
