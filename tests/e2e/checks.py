@@ -2,7 +2,8 @@
 
 ``Checks`` collects a scenario's verdicts, each printed with the numbers it saw (a rate against
 a limit within TOLERANCE, a share that passed, every matching call passing, any condition);
-``run_tests()`` is every suite's runner: the scenarios named on the command line (all by
+``run_tests()`` is every suite's runner and ``suite_main()`` the command line of the suites
+that take only ``[--keep] [NAME …]``; ``run_tests()`` runs: the scenarios named on the command line (all by
 default), each in its own ``Run`` (its directory kept when it fails or with --keep), a summary
 line, the exit status, and with NEIGHBOUR=1 a busy CPU beside them. One runner and one report
 format, so every suite is run and read the same way.
@@ -12,12 +13,15 @@ Python 3 standard library only.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
+from pathlib import Path
+from typing import Callable, Union
 
 from admission import count_in
-from processes import Neighbour, Run
+from processes import HarnessError, Neighbour, Run
 
 TOLERANCE = 0.03
 
@@ -102,3 +106,25 @@ def _run_each(tests: dict, names: list, keep: bool, prefix: str) -> list:
         if not ok:
             failed.append(name)
     return failed
+
+
+def suite_main(doc: str, tests: dict, label: Union[str, Callable[[], str]], prefix: str = "", needs: tuple = ()) -> int:
+    """A suite's command line, ``[--keep] [NAME …]`` (its help: ``doc``), then ``run_tests``.
+    ``needs``: the programs the suite runs, each checked first (one missing: exit 2). ``label``:
+    the summary line's label, or a function that finds what the suite runs against (its
+    Kamailio) and returns the label; a HarnessError there exits 2."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--keep", action="store_true", help="keep every run directory (logs, traces)")
+    ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(tests)}")
+    args = ap.parse_args()
+    for tool in needs:
+        if not Path(tool).exists():
+            print(f"missing {tool}: run `make e2e`, which builds it", file=sys.stderr)
+            return 2
+    if callable(label):
+        try:
+            label = label()
+        except HarnessError as e:
+            print(e, file=sys.stderr)
+            return 2
+    return run_tests(tests, args.names, args.keep, label, prefix=prefix)

@@ -86,6 +86,16 @@ def build() -> KamailioBuild:
     return _BUILD
 
 
+def suite_label(suite: str):
+    """For ``checks.suite_main``: finds the Kamailio under test, says which, and gives the
+    summary line's label (a HarnessError when there is none)."""
+    def label() -> str:
+        kam = build()
+        print(f"{suite}: {kam.label}, module {kam.module}")
+        return f"{suite} (Kamailio {kam.version})"
+    return label
+
+
 # ---------------------------------------------------------------------------------------------
 # Kamailio with the module
 

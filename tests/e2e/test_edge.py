@@ -41,7 +41,6 @@ call completes (ACK and BYE pass).
 
 from __future__ import annotations
 
-import argparse
 import re
 import signal
 import socket
@@ -52,7 +51,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from checks import Checks, run_tests  # noqa: E402
+from checks import Checks, suite_main  # noqa: E402
 from edge_proc import EDGE, edge_stats, engine_counters, samples, scrape, start_edge  # noqa: E402
 from policy_docs import MATCH, OTHER, document, rate_rule, rule, split  # noqa: E402
 from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
@@ -776,15 +775,8 @@ TESTS = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--keep", action="store_true", help="keep every run directory (logs, traces)")
-    ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(TESTS)}")
-    args = ap.parse_args()
-    for tool in (EDGE,):
-        if not Path(tool).exists():
-            print(f"missing {tool}: run `make e2e`, which builds it", file=sys.stderr)
-            return 2
-    return run_tests(TESTS, args.names, args.keep, "e2e")
+    return suite_main(__doc__, TESTS, "e2e", needs=(EDGE,))
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -39,7 +39,6 @@ call completes (ACK and BYE pass).
 
 from __future__ import annotations
 
-import argparse
 import re
 import signal
 import socket
@@ -51,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from admission import count_in  # noqa: E402
-from checks import Checks, run_tests  # noqa: E402
+from checks import Checks, suite_main  # noqa: E402
 from edge_proc import EDGE, LOADCTL, edge_events, edge_stats, start_edge, wait_event, when  # noqa: E402
 from notifier_scenarios import moved_notifier_scenarios, notifier_scenario  # noqa: E402
 from policy_docs import MATCH, OTHER, document, rate_rule, rule, split  # noqa: E402
@@ -489,15 +488,8 @@ TESTS = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--keep", action="store_true", help="keep every run directory (logs, traces)")
-    ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(TESTS)}")
-    args = ap.parse_args()
-    for tool in (EDGE, LOADCTL):
-        if not Path(tool).exists():
-            print(f"missing {tool}: run `make e2e`, which builds it", file=sys.stderr)
-            return 2
-    return run_tests(TESTS, args.names, args.keep, "e2e edge subscriber")
+    return suite_main(__doc__, TESTS, "e2e edge subscriber", needs=(EDGE, LOADCTL))
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -51,7 +51,6 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
 
 from __future__ import annotations
 
-import argparse
 import socket
 import sys
 import time
@@ -61,8 +60,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from admission import admission_stats, count_in  # noqa: E402
-from checks import Checks, run_tests  # noqa: E402
-from kamailio_proc import CFG, Kamailio, build, check_calls, offered_load, start_uas  # noqa: E402
+from checks import Checks, suite_main  # noqa: E402
+from kamailio_proc import CFG, Kamailio, build, check_calls, offered_load, start_uas, suite_label  # noqa: E402
 from policy_docs import document, rate_rule, rule, split  # noqa: E402
 from ports import free_udp_port  # noqa: E402
 from processes import HarnessError, Run  # noqa: E402
@@ -621,17 +620,8 @@ TESTS = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--keep", action="store_true", help="keep every run directory (logs, traces)")
-    ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(TESTS)}")
-    args = ap.parse_args()
-    try:
-        kam = build()
-    except HarnessError as e:
-        print(e, file=sys.stderr)
-        return 2
-    print(f"kamailio module e2e: {kam.label}, module {kam.module}")
-    return run_tests(TESTS, args.names, args.keep, f"kamailio module e2e (Kamailio {kam.version})", prefix="kam-")
+    return suite_main(__doc__, TESTS, suite_label("kamailio module e2e"), prefix="kam-")
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -36,7 +36,6 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
 
 from __future__ import annotations
 
-import argparse
 import re
 import signal
 import sys
@@ -47,10 +46,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from admission import count_in  # noqa: E402
-from checks import Checks, run_tests  # noqa: E402
+from checks import Checks, suite_main  # noqa: E402
 from edge_proc import edge_events, start_edge, wait_event  # noqa: E402
 from figures import svg_lines  # noqa: E402
-from kamailio_proc import Kamailio, build, check_calls, offered_load, start_uas  # noqa: E402
+from kamailio_proc import Kamailio, build, check_calls, offered_load, start_uas, suite_label  # noqa: E402
 from notifier_scenarios import moved_notifier_scenarios, notifier_scenario  # noqa: E402
 from policy_docs import MATCH, document, rate_rule, rule, split  # noqa: E402
 from ports import free_udp_port, wait_udp_port  # noqa: E402
@@ -604,17 +603,7 @@ TESTS = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--keep", action="store_true", help="keep every run directory (logs, traces)")
-    ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(TESTS)}")
-    args = ap.parse_args()
-    try:
-        kam = build()
-    except HarnessError as e:
-        print(e, file=sys.stderr)
-        return 2
-    print(f"kamailio module RFC 7200 e2e: {kam.label}, module {kam.module}")
-    return run_tests(TESTS, args.names, args.keep, f"kamailio module RFC 7200 e2e (Kamailio {kam.version})", prefix="kam-")
+    return suite_main(__doc__, TESTS, suite_label("kamailio module RFC 7200 e2e"), prefix="kam-")
 
 
 if __name__ == "__main__":

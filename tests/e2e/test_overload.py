@@ -28,7 +28,6 @@ Kamailio.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import signal
 import sys
@@ -38,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from checks import Checks, run_tests  # noqa: E402
+from checks import Checks, suite_main  # noqa: E402
 from edge_proc import EDGE, LOADCTL, start_edge  # noqa: E402
 from oc_wire import WireCapture, oc_sent, oc_wire_vs_sent, via_oc  # noqa: E402
 from overload_setups import CALLEE, CALLS_CAPACITY, MU, OFFERED, SERVER, WINDOW_S, loss_feedback_through, stats_of  # noqa: E402
@@ -246,15 +245,7 @@ TESTS = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--keep", action="store_true", help="keep every run directory (logs, traces)")
-    ap.add_argument("names", nargs="*", help=f"tests to run (default all): {', '.join(TESTS)}")
-    args = ap.parse_args()
-    for tool in (EDGE, SERVER, LOADCTL):
-        if not Path(tool).exists():
-            print(f"missing {tool}: run `make e2e`, which builds it", file=sys.stderr)
-            return 2
-    return run_tests(TESTS, args.names, args.keep, "e2e overload control", prefix="oc-")
+    return suite_main(__doc__, TESTS, "e2e overload control", prefix="oc-", needs=(EDGE, SERVER, LOADCTL))
 
 
 if __name__ == "__main__":
