@@ -98,15 +98,7 @@ def rule_actions(run: Run) -> Checks:
             f"Call-ID: {callee}-{n}@e2e\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
         ).encode()
 
-    def drain(sock, quiet: float = 0.3) -> list:
-        out = []
-        sock.settimeout(quiet)
-        try:
-            while True:
-                out.append(sock.recv(65535).decode(errors="replace"))
-        except socket.timeout:
-            pass
-        return out
+    drain = UdpPeers.drain
 
     edge_addr = ("127.0.0.1", edge_port)
     client.sendto(invite("+17770000000", 1), edge_addr)
