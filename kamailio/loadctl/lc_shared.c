@@ -51,6 +51,8 @@ static int _lc_nprocs = 0;
 
 /* This process. */
 static lc_proc_t *_lc_proc = NULL;
+/* the store's version word (shared memory), set before the fork */
+static volatile unsigned int *_lc_store_version = NULL;
 
 int lc_shared_cells(void)
 {
@@ -119,6 +121,7 @@ int lc_shared_init(void)
 {
 	if(lc_store_init() < 0)
 		return -1;
+	_lc_store_version = lc_store_version_word();
 #ifdef LC_HAVE_SHARED_CELLS
 	/* SHARED-CELLS: the cell table, once, before any fork (the raw block is
 	 * never freed: it lives as long as shared memory) */
@@ -231,6 +234,9 @@ lc_proc_t *lc_proc_get(int rank)
 
 void lc_proc_sync(lc_proc_t *p)
 {
+	/* every request: no change since this process's last sync is one load */
+	if(likely(LC_ATOMIC_LOAD(_lc_store_version) == p->version))
+		return;
 	if(lc_store_sync(p))
 		lc_slot_rebuild(p);
 }

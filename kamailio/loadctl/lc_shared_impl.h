@@ -51,6 +51,9 @@ int lc_store_ready(void);
 /* Brings p's engine up to the store: 0 when it was (one atomic load), 1 when
  * it re-published. */
 int lc_store_sync(lc_proc_t *p);
+/* the store's version, bumped on every change: read on every request without
+ * a call (lc_proc_sync) */
+volatile unsigned int *lc_store_version_word(void);
 
 /* lc_counters.c: the table of every process's slot, `nprocs` entries
  * (child_init(PROC_INIT), before any fork). */

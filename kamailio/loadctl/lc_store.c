@@ -75,6 +75,11 @@ int lc_store_ready(void)
 	return _lc_store != NULL;
 }
 
+volatile unsigned int *lc_store_version_word(void)
+{
+	return &_lc_store->version;
+}
+
 void lc_store_drop_validator(void)
 {
 	if(_lc_validator == NULL)

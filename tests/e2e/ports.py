@@ -29,19 +29,8 @@ from processes import HarnessError
 _HANDED_OUT: set = set()
 
 
-def _bindable(port: int, host: str) -> bool:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        s.bind((host, port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-def _bindable_tcp(port: int, host: str) -> bool:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def _bindable(port: int, host: str, kind: int = socket.SOCK_DGRAM) -> bool:
+    s = socket.socket(socket.AF_INET, kind)
     try:
         s.bind((host, port))
         return True
@@ -62,7 +51,7 @@ def free_udp_port(offsets=(0,), host: str = "127.0.0.1", low: int = 20000, high:
         if any(p in _HANDED_OUT for p in wanted):
             continue
         if all(_bindable(p, host) and _bindable(p, "0.0.0.0") for p in wanted) and (
-            not tcp or (_bindable_tcp(port, host) and _bindable_tcp(port, "0.0.0.0"))
+            not tcp or (_bindable(port, host, socket.SOCK_STREAM) and _bindable(port, "0.0.0.0", socket.SOCK_STREAM))
         ):
             _HANDED_OUT.update(wanted)
             return port
