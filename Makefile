@@ -19,7 +19,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 # the SONAME's number: the major version (ffi/abi/README.md)
 SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 
-.PHONY: test lint doc unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary kamailio-summary-reset
+.PHONY: test test-builds cli kamailio-release-builds lint doc unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary kamailio-summary-reset
 
 ## test: formatting, lints, the API docs (no warnings, no broken links), every Rust test, the loom models (and their mutants), the C ABI
 ## header check, the ABI baseline check, the shared library's SONAME/exports/version, the C test
@@ -28,8 +28,28 @@ SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 ## Kamailio module (built against Debian's Kamailio source, run in Debian's kamailio) and its short
 ## side-by-side with pipelimit, the fault-injection scenarios (short form), the module against the
 ## Kamailio releases given (KAMAILIO_E2E_SOURCES, KAMAILIO_GATE_SOURCES), and a summary of the
-## Kamailio versions the module was tested with
-test: kamailio-summary-reset lint doc unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example edge-test e2e kamailio-compare kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary
+## Kamailio versions the module was tested with.
+## How: everything the checks run is built first (test-builds); then three lanes run at once
+## (tests/lanes.sh, each lane's log printed when it ends): the CPU-bound checks niced on the last
+## CPU (TEST_CPU_LANE), the edge and Debian's Kamailio end to end (TEST_EDGE_LANE), the Kamailio
+## releases end to end (TEST_RELEASE_LANE), each end-to-end lane picking its ports from its own
+## range; then the two comparisons, which measure CPU, alone; then the summary
+TEST_CPU_LANE := lint doc unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example
+TEST_EDGE_LANE := edge-test e2e kamailio-module-test faults
+TEST_RELEASE_LANE := kamailio-releases
+test: kamailio-summary-reset test-builds
+	MAKE="$(MAKE)" bash tests/lanes.sh "cpu@niced=TEST_BUILT=1 $(TEST_CPU_LANE)" \
+	  "edge=TEST_BUILT=1 E2E_PORTS=10000-21299 $(TEST_EDGE_LANE)" \
+	  "releases=TEST_BUILT=1 E2E_PORTS=21300-32599 $(TEST_RELEASE_LANE)"
+	$(MAKE) kamailio-compare kamailio-module-compare
+	$(MAKE) kamailio-summary
+
+## test-builds: what make test's lanes run or link, built before they start: the libraries, the
+## edge, the CLI, the soak test, the Kamailio module for Debian's Kamailio and the Kamailio
+## releases. In the lanes (TEST_BUILT=1) the targets lib, edge, cli and kamailio-module take these
+## as built, so that no lane rewrites a file that another lane is running or linking.
+test-builds: tools e2e-tools lib edge cli kamailio-module kamailio-release-builds
+	$(CARGO) test --release -p loadctl --test it --no-run
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -107,8 +127,7 @@ e2e-tools:
 ## answering oc=50 (loss), and SIPp at 3x the example server's capacity with and without the
 ## loop closed. NEIGHBOUR=1 (here and for every suite below) keeps one CPU busy meanwhile.
 E2E_EDGE_SUITES = test_edge test_edge_subscriber test_loadctl_notifier
-e2e: e2e-tools edge
-	$(CARGO) build --release -p loadctl-cli
+e2e: e2e-tools edge cli
 	python3 tests/e2e/faultrelay.py --self-test
 	s=0; for t in $(E2E_EDGE_SUITES); do python3 tests/e2e/$$t.py || s=1; done; exit $$s
 	python3 tests/e2e/test_overload.py
@@ -126,7 +145,9 @@ kamailio-compare: e2e-tools edge
 ## /usr/sbin/kamailio must accept a configuration loading it (`kamailio -c`: the module_version
 ## and compile-flags gate). Output: target/kamailio/loadctl.so (kamailio/build.sh)
 kamailio-module: e2e-tools lib
+ifneq ($(TEST_BUILT),1)
 	sh kamailio/build.sh
+endif
 
 ## kamailio-module-test: Debian's kamailio running the module against SIPp on loopback
 ## (tests/e2e/test_kamailio_module.py: rate accuracy, actions, RPC publish across children;
@@ -167,8 +188,7 @@ faults: e2e-tools edge kamailio-module
 ## Each Kamailio test target adds a line to target/kamailio/tested.txt for kamailio-summary.
 KAMAILIO_E2E_SOURCES ?=
 KAMAILIO_GATE_SOURCES ?=
-kamailio-releases: e2e-tools lib edge kamailio-module
-	$(CARGO) build --release -p loadctl-cli
+kamailio-releases: e2e-tools lib edge cli
 	@set -e; for src in $(KAMAILIO_E2E_SOURCES); do \
 	  dir=$$(sh kamailio/build.sh --source "$$src"); \
 	  [ -f "$$dir/build.json" ] || { echo "kamailio/build.sh printed '$$dir', not a build directory" >&2; exit 1; }; \
@@ -185,6 +205,12 @@ kamailio-releases: e2e-tools lib edge kamailio-module
 	  [ -f "$$dir/build.json" ] || { echo "kamailio/build.sh printed '$$dir', not a build directory" >&2; exit 1; }; \
 	  echo "$$(basename $$dir) gate $$src" >> target/kamailio/tested.txt; \
 	done
+
+## kamailio-release-builds: the Kamailio releases of kamailio-releases built (cached under
+## target/kamailio/VERSION/), without their tests
+kamailio-release-builds: lib
+	@set -e; for src in $(KAMAILIO_E2E_SOURCES); do sh kamailio/build.sh --source "$$src" >/dev/null; done; \
+	  for src in $(KAMAILIO_GATE_SOURCES); do sh kamailio/build.sh --source "$$src" --modules "sl tm pv" >/dev/null; done
 
 ## kamailio-summary: which Kamailio versions the module was built for and tested against (since
 ## the last kamailio-summary-reset, which `make test` does first), in capitals when no 6.1 release
@@ -203,13 +229,26 @@ kamailio-summary:
 	@grep -q '^6\.1\.[0-9]* e2e' target/kamailio/tested.txt || \
 	  echo "   THE MODULE WAS NOT TESTED AGAINST KAMAILIO 6.1: no 6.1 source in KAMAILIO_E2E_SOURCES (e.g. make test KAMAILIO_E2E_SOURCES=/path/kamailio-6.1.4.tar.xz)"
 
+# $(call update,FROM,TO): TO gets FROM's bytes unless it has them already, as a new file renamed
+# into place, so that a program reading or running the old one meanwhile never sees half a file
+# and an unchanged file keeps its time (what depends on it is not rebuilt)
+update = cmp -s $(1) $(2) || { cp $(1) $(2).tmp$$$$ && mv -f $(2).tmp$$$$ $(2); }
+
 ## lib: libloadctl.a and libloadctl.so in target/libloadctl/
 lib:
+ifneq ($(TEST_BUILT),1)
 	$(CARGO) build --release -p loadctl-ffi
 	mkdir -p $(LIBDIR)
-	cp target/release/libloadctl_ffi.a $(LIBDIR)/libloadctl.a
-	cp target/release/libloadctl_ffi.so $(LIBDIR)/libloadctl.so.$(SOMAJOR)
+	$(call update,target/release/libloadctl_ffi.a,$(LIBDIR)/libloadctl.a)
+	$(call update,target/release/libloadctl_ffi.so,$(LIBDIR)/libloadctl.so.$(SOMAJOR))
 	ln -sf libloadctl.so.$(SOMAJOR) $(LIBDIR)/libloadctl.so
+endif
+
+## cli: the `loadctl` CLI, release build (target/release/loadctl)
+cli:
+ifneq ($(TEST_BUILT),1)
+	$(CARGO) build --release -p loadctl-cli
+endif
 
 ## symbols-check: the shared library as it is installed: SONAME libloadctl.so.$(SOMAJOR), exports exactly
 ## the functions include/loadctl.h declares (all `lc_`; nothing of Rust's std or of a dependency),
@@ -262,8 +301,7 @@ abi-baseline:
 ## the pkg-config file and CMake config, the `loadctl` CLI and the edge (bin/loadctl-edge), and the
 ## Kamailio module (lib/kamailio/modules/loadctl.so) when `make kamailio-module` has built it.
 ## DESTDIR is for packagers: the pkg-config file names $(PREFIX), not the staging directory.
-install: lib edge
-	$(CARGO) build --release -p loadctl-cli
+install: lib edge cli
 	install -D -m 644 include/loadctl.h $(DESTDIR)$(PREFIX)/include/loadctl.h
 	install -D -m 644 $(LIBDIR)/libloadctl.a $(DESTDIR)$(PREFIX)/lib/libloadctl.a
 	install -D -m 755 $(LIBDIR)/libloadctl.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libloadctl.so.$(SOMAJOR)
@@ -293,11 +331,19 @@ example: tools
 	python3 tests/docs/samples.py
 
 ## edge: the edge proxy (edge/, every .c there but the tests) and the capacity-limited example
-## server (examples/server/) the overload-control tests put behind it
+## server (examples/server/) the overload-control tests put behind it, target/edge and
+## target/server, each rebuilt when its sources, the header or libloadctl.a changed
 EDGE_SRC := $(filter-out edge/test_%.c,$(wildcard edge/*.c))
 edge: lib
-	$(CC) $(CFLAGS_C) -O2 $(EDGE_SRC) $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge
-	$(CC) $(CFLAGS_C) -O2 examples/server/server.c $(LIBDIR)/libloadctl.a $(CLIBS) -o target/server
+ifneq ($(TEST_BUILT),1)
+	@$(MAKE) --no-print-directory target/edge target/server
+endif
+
+target/edge: $(EDGE_SRC) $(wildcard edge/*.h) include/loadctl.h $(LIBDIR)/libloadctl.a Makefile
+	$(CC) $(CFLAGS_C) -O2 $(EDGE_SRC) $(LIBDIR)/libloadctl.a $(CLIBS) -o $@.tmp && mv -f $@.tmp $@
+
+target/server: examples/server/server.c include/loadctl.h $(LIBDIR)/libloadctl.a Makefile
+	$(CC) $(CFLAGS_C) -O2 examples/server/server.c $(LIBDIR)/libloadctl.a $(CLIBS) -o $@.tmp && mv -f $@.tmp $@
 
 ## edge-test: the stream framer's and the request validation's unit tests, then the edge driven
 ## over UDP and TCP on loopback,

@@ -202,11 +202,14 @@ if grep -q 'warning:' "$out/module.log"; then
   log "the module builds against Kamailio $version with warnings (above)"; exit 1
 fi
 mkdir -p "$out"
-cp "$tree/src/modules/loadctl/loadctl.so" "$out/loadctl.so"
+cp "$tree/src/modules/loadctl/loadctl.so" "$out/loadctl.so.new"
 # the same build with its symbols, for profiling (perf; tests/e2e/kamailio_module_compare.py --perf)
 mkdir -p "$out/unstripped"
-cp "$out/loadctl.so" "$out/unstripped/loadctl.so"
-strip --strip-unneeded "$out/loadctl.so"
+cp "$out/loadctl.so.new" "$out/unstripped/loadctl.so"
+strip --strip-unneeded "$out/loadctl.so.new"
+# renamed into place: a Kamailio that has the old file mapped, or a copy being made of it, keeps
+# a whole file
+mv -f "$out/loadctl.so.new" "$out/loadctl.so"
 exported=$(nm -D --defined-only "$out/loadctl.so" | awk '{print $3}' | sort | tr '\n' ' ')
 [ "$exported" = "exports mod_register module_flags module_interface_ver module_version " ] || {
   log "unexpected dynamic symbols: $exported"; exit 1; }

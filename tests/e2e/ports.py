@@ -7,7 +7,10 @@ buffer says the program behind it did not keep up:
 
 - ``free_udp_port()`` picks loopback UDP ports that are bindable now (with extra offsets when a
   program binds a neighbour too, like SIPp's media ports) and never hands out the same port
-  twice in one process; ``wait_udp_port()`` waits until a port is bound (/proc/net/udp),
+  twice in one process. It picks below the kernel's ephemeral range (ip_local_port_range), so
+  a port picked cannot be taken by another program's connect or bind to port 0 before the
+  program it is for binds it; E2E_PORTS=LOW-HIGH narrows the choice, so that suites running at
+  once (``make test``'s lanes) never pick the same port; ``wait_udp_port()`` waits until a port is bound (/proc/net/udp),
   ``wait_tcp_port()`` until one listens (/proc/net/tcp), failing early with the logs when the
   program died first.
 - ``udp_drops()`` reads how many datagrams the kernel dropped at one socket (its receive buffer
@@ -40,10 +43,31 @@ def _bindable(port: int, host: str, kind: int = socket.SOCK_DGRAM) -> bool:
         s.close()
 
 
-def free_udp_port(offsets=(0,), host: str = "127.0.0.1", low: int = 20000, high: int = 60000, tcp: bool = False) -> int:
+def _port_range() -> tuple:
+    """[low, high) to pick ports from: E2E_PORTS=LOW-HIGH (inclusive) if set, else from 10000 to
+    the start of the kernel's ephemeral range."""
+    spec = os.environ.get("E2E_PORTS")
+    if spec:
+        try:
+            low, high = (int(x) for x in spec.split("-"))
+        except ValueError:
+            raise HarnessError(f"E2E_PORTS={spec!r}: expected LOW-HIGH, e.g. 10000-21000") from None
+        if not 1024 <= low < high <= 65535:
+            raise HarnessError(f"E2E_PORTS={spec!r}: expected 1024 <= LOW < HIGH <= 65535")
+        return low, high + 1
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    return 10000, max(ephemeral, 20000)
+
+
+def free_udp_port(offsets=(0,), host: str = "127.0.0.1", tcp: bool = False) -> int:
     """A UDP port P such that P+o is bindable on `host` (and on 0.0.0.0) for every o in
     `offsets`, and that this process has not handed out before (nor any P+o). With `tcp`, P is
     free for TCP too (a program listening on both, like the edge, or SIPp over TCP)."""
+    low, high = _port_range()
     rng = random.Random(os.getpid() ^ time.monotonic_ns())
     for _ in range(2000):
         port = rng.randrange(low, high - max(offsets))
