@@ -30,7 +30,7 @@
 // code. Codes are never reused; switch on them, with a `default` (later versions add codes).
 // Besides the errors a function lists, any function may return
 //   - `LC_RESULT_NULL_PARAMETER`: a pointer the function requires (a handle, an input struct,
-//     an output place, a required `lc_str`) is NULL;
+//     an output place, a required `lc_str`, a memory region) is NULL;
 //   - `LC_RESULT_INVALID_ARGUMENT`: an enum-like value (`lc_transport`, `lc_method`, …) that is
 //     no declared constant, a flags word with an undeclared bit, or a boolean byte (`uint8_t`
 //     inputs documented as 0 or 1) that is neither;
@@ -49,7 +49,8 @@
 //
 // Ownership of what the library hands out.
 //   - Handles (`lc_engine`, `lc_worker`, `lc_subscriber`, `lc_notifier`, `lc_scheduler`,
-//     `lc_detector`) are created by their `*_new` / `lc_worker_attach` function, owned by the
+//     `lc_detector`, `lc_oc_client`, `lc_oc_shard`, `lc_oc_server`) are created by their
+//     `*_new` / `*_new_shared` / `lc_worker_attach` function, owned by the
 //     caller and freed exactly once with their `*_free` function (NULL is a no-op there).
 //     Free workers, subscribers and notifiers before the engine they use or not: they keep the
 //     engine's shared state alive themselves.
@@ -63,9 +64,15 @@
 //     NUL-terminated unless stated: use the length written.
 //   - The strings of `lc_result_text` and `lc_version` are static.
 //
-// Threads. `lc_engine`, `lc_scheduler` and `lc_detector` may be used from any number of
-// threads at once. An `lc_worker`, `lc_subscriber` or `lc_notifier` is used by one thread at a
-// time (it may move between threads). `lc_last_error` is per thread.
+// Threads. `lc_engine`, `lc_scheduler`, `lc_detector`, `lc_oc_client` and `lc_oc_server` may be
+// used from any number of threads at once. An `lc_worker`, `lc_subscriber`, `lc_notifier` or
+// `lc_oc_shard` is used by one thread at a time (it may move between threads). `lc_last_error`
+// is per thread.
+//
+// Reading SIP text (a Via, a header value, a whole message). Functions read what the RFC they
+// cite allows; what one accepts beyond that grammar, because it is unambiguous and peers send
+// it, is listed in its comment. Anything else outside the grammar is an error with the reason
+// in `lc_last_error`, never a guess.
 //
 // Time. Functions that take `now_ns` want monotonic nanoseconds from one clock the caller
 // chooses and keeps (e.g. `CLOCK_MONOTONIC`); the library never reads the wall clock on
@@ -81,6 +88,10 @@
 
 // `lc_subscriber_event.number` of an INVALID_DOCUMENT whose version could not be read.
 #define LC_VERSION_UNKNOWN UINT64_MAX
+
+// The bytes of a client's key `lc_oc_server_client` reports (an IPv6 address in brackets with
+// its port is 47).
+#define LC_OC_CLIENT_KEY_BYTES 48
 
 // Most redirect targets a decision reports.
 #define LC_MAX_TARGETS 16
@@ -325,7 +336,8 @@ typedef struct lc_allocator_config {
 // request per second.
 typedef struct lc_share {
   // The subscriber's URI (its SUBSCRIBE's From); points into the handle, valid until the
-  // next call on it.
+  // next call on it, `lc_notifier_share` included: a loop over the shares copies each URI
+  // it keeps before asking for the next share.
   struct lc_str subscriber;
   // Its measured (smoothed) rate; `UINT64_MAX` before its first measurement.
   uint64_t usage_milli;
@@ -490,9 +502,12 @@ typedef uint32_t lc_oc_algorithm;
 
 // Overload-control values of a response's top Via (RFC 7339 §4).
 typedef struct lc_oc_feedback {
-  // `oc`: a loss percentage (0–100) or a rate in requests/s.
+  // `oc`: a loss percentage (0–100) or a rate in requests/s; 0 when `validity_ms` is 0
+  // (RFC 7339 §5.7: the value is disregarded).
   uint64_t oc;
-  // `LC_OC_ALGORITHM_LOSS` or `LC_OC_ALGORITHM_RATE`.
+  // `LC_OC_ALGORITHM_LOSS` or `LC_OC_ALGORITHM_RATE`; from `lc_oc_feedback_parse` also
+  // `LC_OC_ALGORITHM_NONE` when the response names none (the selection in force stays, RFC
+  // 7339 §4.2; loss when there was none).
   lc_oc_algorithm algorithm;
   // `oc-validity`, ms (0: no overload control in effect).
   uint64_t validity_ms;
@@ -652,6 +667,32 @@ typedef struct lc_oc_server_state {
   // Clients tracked.
   uint64_t clients;
 } lc_oc_server_state;
+
+// One client as the server sees it, as `lc_oc_server_client` writes it.
+typedef struct lc_oc_server_client_state {
+  // The key given to `lc_oc_server_on_request` (its first `LC_OC_CLIENT_KEY_BYTES` bytes),
+  // not NUL-terminated; `key_len` 0 for the newcomers' aggregate.
+  uint8_t key[LC_OC_CLIENT_KEY_BYTES];
+  // Bytes of `key` used.
+  uint32_t key_len;
+  // The algorithm selected for it; `LC_OC_ALGORITHM_NONE` for a client that does not take
+  // part (and for the aggregate).
+  lc_oc_algorithm algorithm;
+  // Its estimated offered rate of new requests, thousandths per second.
+  uint64_t demand_milli;
+  // Its share of the target, thousandths per second.
+  uint64_t share_milli;
+  // The `oc` value its responses carry now (0 when not in overload).
+  uint64_t oc;
+  // Requests of it the server rejected.
+  uint64_t rejected;
+  // 1 for a newcomer (first seen in overload, counted in the aggregate) and for the
+  // aggregate.
+  uint8_t newcomer;
+  // 1 for a participant that sent more than it was told: treated as not taking part until
+  // it conforms (RFC 7339 §11).
+  uint8_t nonconforming;
+} lc_oc_server_client_state;
 
 // How a scheduler orders its work: `LC_DISCIPLINE_PRIORITY` or `LC_DISCIPLINE_FIFO`.
 typedef uint32_t lc_discipline;
@@ -1106,7 +1147,7 @@ typedef uint32_t lc_sip_flags;
 // The same `oc-seq` as the values in force: nothing changed.
 #define LC_OC_APPLIED_SAME 2
 
-// An older `oc-seq`: ignored.
+// An older `oc-seq` than the values in force, or none while they came with one: ignored.
 #define LC_OC_APPLIED_STALE 3
 
 // Another thread was applying a response to the hop: dropped (the next response applies).
@@ -1206,8 +1247,8 @@ size_t lc_cell_table_bytes(uint32_t capacity);
 // the region (in a forking host: in the parent, before the fork); formatting a table in use
 // breaks every engine's limits. The region may be uninitialised memory.
 //
-// Errors: `LC_RESULT_CELL_TABLE_INVALID` when `mem` is NULL or not 64-byte aligned, or
-// `len` is below `lc_cell_table_bytes(1)`.
+// Errors: `LC_RESULT_NULL_PARAMETER` when `mem` is NULL; `LC_RESULT_CELL_TABLE_INVALID` when
+// it is not 64-byte aligned, or `len` is below `lc_cell_table_bytes(1)`.
 //
 // # Safety
 // `mem` must be NULL or point to `len` writable bytes that stay valid as long as any engine
@@ -1217,8 +1258,8 @@ lc_result lc_cell_table_format(void *mem, size_t len);
 // Writes to `*out` how many cells of the table at `mem`/`len` some engine is using (a racy
 // count, for statistics).
 //
-// Errors: `LC_RESULT_CELL_TABLE_INVALID` when the region is NULL, misaligned, or not a table
-// formatted with this `len`.
+// Errors: `LC_RESULT_NULL_PARAMETER` when `mem` is NULL; `LC_RESULT_CELL_TABLE_INVALID` when
+// the region is misaligned or not a table formatted with this `len`.
 //
 // # Safety
 // `mem`/`len` must be a region formatted by `lc_cell_table_format` (or NULL); `out` writable.
@@ -1230,8 +1271,9 @@ lc_result lc_cell_table_in_use(void *mem, size_t len, uint32_t *out);
 // Create it in the process that will use it (after any fork). A publish that needs more
 // cells than are free fails with `LC_RESULT_CELL_TABLE_FULL` and changes nothing.
 //
-// Errors: `LC_RESULT_CELL_TABLE_INVALID` when the region is NULL, misaligned, or not a
-// table formatted with this `len`; the errors of `lc_engine_new`.
+// Errors: `LC_RESULT_NULL_PARAMETER` when `mem` is NULL; `LC_RESULT_CELL_TABLE_INVALID` when
+// the region is misaligned or not a table formatted with this `len`; the errors of
+// `lc_engine_new`.
 //
 // # Safety
 // `config` must be NULL or valid; `mem`/`len` a formatted region that stays mapped (at the
@@ -1853,8 +1895,12 @@ lc_result lc_subscriber_stats(const struct lc_subscriber *sub, struct lc_subscri
 // counts) into `*out`. `LC_RESULT_EMPTY` when it carries none (no `oc`, or `oc` without a
 // value: the next hop does not do overload control); `LC_RESULT_OC_BAD_FEEDBACK` when a value
 // breaks RFC 7339 or the via-parm leaves a quoted string open (the reason in
-// `lc_last_error`). A missing `oc-validity` reads as 500, a
-// missing `oc-algo` as loss.
+// `lc_last_error`). A missing `oc-validity` reads as 500, a missing `oc-algo` as
+// `LC_OC_ALGORITHM_NONE` (the selection in force stays), and with `oc-validity=0` `oc` reads
+// as 0 whatever it was (RFC 7339 §5.7). Numbers of any length are read: a rate above
+// 1,048,575 as that, a validity above a day as a day. Read beyond RFC 7339's grammar because
+// they are unambiguous: an unquoted `oc-algo=loss`, an `oc-seq` without a fraction (`17`
+// reads as `17.0`), any letter case in names and tokens.
 //
 // # Safety
 // `top_via` readable; `out` writable.
@@ -1905,12 +1951,12 @@ size_t lc_oc_table_bytes(uint32_t capacity);
 // whole 64-byte cells count); it must be zeroed once before any client uses it (in the parent,
 // before the fork) and never again while one does. Every process creates its own client on
 // the same memory, with the same configuration, and its own shards; times must come from
-// `CLOCK_MONOTONIC`. `config` NULL means the defaults. `LC_RESULT_INVALID_ARGUMENT` for a NULL
-// or misaligned `mem`, fewer than one or more than 1,048,576 cells, or a configuration out of
-// range.
+// `CLOCK_MONOTONIC`. `config` NULL means the defaults. `LC_RESULT_NULL_PARAMETER` for a NULL
+// `mem`; `LC_RESULT_INVALID_ARGUMENT` for a misaligned `mem`, fewer than one or more than
+// 1,048,576 cells, or a configuration out of range.
 //
 // # Safety
-// `config` NULL or readable; `mem` NULL or `len` bytes readable and writable by atomic
+// `config` NULL or readable; `mem` `len` bytes readable and writable by atomic
 // operations, initialised (zeroed), for as long as any client or shard on it exists; `out`
 // writable.
 lc_result lc_oc_client_new_shared(const struct lc_oc_client_config *config,
@@ -1944,11 +1990,17 @@ lc_result lc_oc_client_hop(const struct lc_oc_client *client, struct lc_str addr
 
 // A response from `hop` arrived at `now_ns`; `top_via` is its topmost Via value. Records that
 // the hop is alive (ending a suspension) and applies the feedback, writing what happened to
-// `*applied`. A feedback value that breaks RFC 7339 (grammar, a loss above 100, several or
-// unoffered algorithms, a parameter twice) or a via-parm that leaves a quoted string open
-// returns `LC_RESULT_OC_BAD_FEEDBACK` with the reason
-// in `lc_last_error` and leaves the values in force unchanged (the liveness is still
-// recorded). `LC_RESULT_INVALID_ARGUMENT` for an unknown hop. Thread-safe.
+// `*applied`. The feedback is read as `lc_oc_feedback_parse` reads it (what it accepts beyond
+// RFC 7339's grammar is listed there); without `oc-algo` the algorithm in force stays. A value
+// that breaks RFC 7339 (grammar, a loss above 100, several or unoffered algorithms, a
+// parameter twice) or a via-parm that leaves a quoted string open returns
+// `LC_RESULT_OC_BAD_FEEDBACK` with the reason in `lc_last_error`, and a `top_via` that is not
+// UTF-8 `LC_RESULT_INVALID_UTF8`; either leaves the values in force unchanged, but the
+// liveness is recorded (the hop did answer). `LC_OC_APPLIED_STALE` for an older `oc-seq`
+// than the values in force, or none while those came with one (RFC 7339 §4.4: a lower one
+// applies only as a wrap-around, from the top 1 % of the range to the bottom 1 %); a stop
+// (`oc-validity=0`) orders what follows for 32 s. `LC_RESULT_INVALID_ARGUMENT` for an unknown
+// hop. Thread-safe.
 //
 // # Safety
 // `client` from `lc_oc_client_new`; `top_via` readable; `applied` writable.
@@ -1994,6 +2046,9 @@ void lc_oc_shard_free(struct lc_oc_shard *shard);
 // Whether to send a new request of `category` (`LC_OC_CATEGORY_REDUCIBLE` or
 // `LC_OC_CATEGORY_PRIORITY`) to `hop` at `now_ns`; writes an `LC_OC_VERDICT_*` to `*verdict`.
 // Ask for new requests only (not for retransmissions, ACK or CANCEL). No allocation, no lock.
+// A request shed (`LC_OC_VERDICT_SHED_*`) is the caller's to place: another next hop that is
+// not overloaded, else a 503 *without* Retry-After (RFC 7339 §5.10: "it will need to reject
+// these requests with a "503 (Service Unavailable)" response without the Retry-After header").
 //
 // # Safety
 // `shard` from `lc_oc_shard_new`, used by this thread only during the call; `verdict`
@@ -2125,6 +2180,18 @@ lc_result lc_oc_server_tick(const struct lc_oc_server *server, uint64_t now_ns);
 // # Safety
 // `server` from `lc_oc_server_new`; `out` writable.
 lc_result lc_oc_server_status(const struct lc_oc_server *server, struct lc_oc_server_state *out);
+
+// Writes client number `index` (0, 1, …: the tracked clients in the order of their keys,
+// then the newcomers' aggregate) into `*out`; `LC_RESULT_EMPTY` past the last. For
+// statistics: each call takes a snapshot, so a loop over the clients while requests arrive may
+// see one twice or miss one. The aggregate counts every key first seen in overload that has
+// not become a client of its own, and every key the table had no slot for.
+//
+// # Safety
+// `server` from `lc_oc_server_new`; `out` writable.
+lc_result lc_oc_server_client(const struct lc_oc_server *server,
+                              uint32_t index,
+                              struct lc_oc_server_client_state *out);
 
 // Creates a scheduler with empty queues (all of its memory is allocated here) and writes it
 // to `*out`. `LC_RESULT_INVALID_ARGUMENT` for an unknown discipline or a capacity of 0 or

@@ -57,7 +57,7 @@ fn feedback(kind: &str) -> Option<Feedback> {
     // Valid for a day: the simulated time of a whole bench run stays inside it.
     Some(Feedback {
         oc,
-        algorithm,
+        algorithm: Some(algorithm),
         validity_ms: MAX_VALIDITY_MS,
         seq: Some(Seq::from_ns(T0)),
     })
@@ -207,7 +207,7 @@ fn bench_server(c: &mut Criterion) {
         "the server rejects some of a non-participant's requests"
     );
     let fb = server.feedback(t, HOP).expect("takes part");
-    assert_eq!(fb.algorithm, Algorithm::Rate);
+    assert_eq!(fb.algorithm, Some(Algorithm::Rate));
     assert!(fb.validity_ms > 0 && fb.oc > 0, "{fb:?}");
 
     let mut i = 0u64;

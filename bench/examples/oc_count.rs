@@ -130,7 +130,7 @@ fn main() {
         T0,
         algorithm.map(|algorithm| Feedback {
             oc,
-            algorithm,
+            algorithm: Some(algorithm),
             validity_ms: MAX_VALIDITY_MS,
             seq: Some(Seq::from_ns(T0)),
         }),

@@ -26,13 +26,16 @@ pub(crate) fn table_error(e: CellTableError) -> Code {
     }
 }
 
-/// `mem` may hold a table: non-NULL and 64-byte aligned.
+/// `mem` may hold a table: non-NULL (else `NullParameter`, the header's rule for a required
+/// pointer) and 64-byte aligned.
 fn usable(mem: *mut c_void) -> Result<(), Code> {
-    if mem.is_null() || !(mem as usize).is_multiple_of(CellTable::SLOT_BYTES) {
+    if mem.is_null() {
+        Err(crate::abi::null("mem"))
+    } else if !(mem as usize).is_multiple_of(CellTable::SLOT_BYTES) {
         Err(crate::error::fail(
             Code::CellTableInvalid,
             format_args!(
-                "cell table region {mem:p}: NULL or not aligned to {} bytes",
+                "cell table region {mem:p}: not aligned to {} bytes",
                 CellTable::SLOT_BYTES
             ),
         ))
@@ -86,8 +89,8 @@ pub extern "C" fn lc_cell_table_bytes(capacity: u32) -> usize {
 /// the region (in a forking host: in the parent, before the fork); formatting a table in use
 /// breaks every engine's limits. The region may be uninitialised memory.
 ///
-/// Errors: `LC_RESULT_CELL_TABLE_INVALID` when `mem` is NULL or not 64-byte aligned, or
-/// `len` is below `lc_cell_table_bytes(1)`.
+/// Errors: `LC_RESULT_NULL_PARAMETER` when `mem` is NULL; `LC_RESULT_CELL_TABLE_INVALID` when
+/// it is not 64-byte aligned, or `len` is below `lc_cell_table_bytes(1)`.
 ///
 /// # Safety
 /// `mem` must be NULL or point to `len` writable bytes that stay valid as long as any engine
@@ -109,8 +112,8 @@ pub unsafe extern "C" fn lc_cell_table_format(mem: *mut c_void, len: usize) -> l
 /// Writes to `*out` how many cells of the table at `mem`/`len` some engine is using (a racy
 /// count, for statistics).
 ///
-/// Errors: `LC_RESULT_CELL_TABLE_INVALID` when the region is NULL, misaligned, or not a table
-/// formatted with this `len`.
+/// Errors: `LC_RESULT_NULL_PARAMETER` when `mem` is NULL; `LC_RESULT_CELL_TABLE_INVALID` when
+/// the region is misaligned or not a table formatted with this `len`.
 ///
 /// # Safety
 /// `mem`/`len` must be a region formatted by `lc_cell_table_format` (or NULL); `out` writable.
@@ -135,8 +138,9 @@ pub unsafe extern "C" fn lc_cell_table_in_use(
 /// Create it in the process that will use it (after any fork). A publish that needs more
 /// cells than are free fails with `LC_RESULT_CELL_TABLE_FULL` and changes nothing.
 ///
-/// Errors: `LC_RESULT_CELL_TABLE_INVALID` when the region is NULL, misaligned, or not a
-/// table formatted with this `len`; the errors of `lc_engine_new`.
+/// Errors: `LC_RESULT_NULL_PARAMETER` when `mem` is NULL; `LC_RESULT_CELL_TABLE_INVALID` when
+/// the region is misaligned or not a table formatted with this `len`; the errors of
+/// `lc_engine_new`.
 ///
 /// # Safety
 /// `config` must be NULL or valid; `mem`/`len` a formatted region that stays mapped (at the

@@ -203,11 +203,11 @@ static void test_bad_regions_and_a_full_table(void) {
     CHECK(lc_cell_table_bytes(0) == 0);
     CHECK(lc_cell_table_bytes(1) == 128);
     CHECK(lc_cell_table_bytes(TABLE_CELLS) == 64 * (TABLE_CELLS + 1));
-    CHECK_RESULT(lc_cell_table_format(NULL, table_len), LC_RESULT_CELL_TABLE_INVALID);
+    CHECK_RESULT(lc_cell_table_format(NULL, table_len), LC_RESULT_NULL_PARAMETER);
     CHECK_RESULT(lc_cell_table_format((char *)table + 8, table_len - 64),
                  LC_RESULT_CELL_TABLE_INVALID);
     CHECK_RESULT(lc_cell_table_format(table, 64), LC_RESULT_CELL_TABLE_INVALID);
-    CHECK_RESULT(lc_engine_new_shared(NULL, NULL, table_len, &e), LC_RESULT_CELL_TABLE_INVALID);
+    CHECK_RESULT(lc_engine_new_shared(NULL, NULL, table_len, &e), LC_RESULT_NULL_PARAMETER);
     CHECK_RESULT(lc_engine_new_shared(NULL, table, table_len, NULL), LC_RESULT_NULL_PARAMETER);
     CHECK_RESULT(lc_cell_table_in_use(table, table_len, NULL), LC_RESULT_NULL_PARAMETER);
     /* Not formatted (zeroes), or formatted at another size. */

@@ -190,7 +190,15 @@ static void test_rate_and_suspension(void) {
     lc_oc_hop_status st;
     CHECK_RESULT(lc_oc_client_status(client, hop, 3 * SEC, &st), LC_RESULT_OK);
     CHECK(st.suspended == 1 && st.timeouts == 3);
-    CHECK(respond(client, hop, 4 * SEC, "SIP/2.0/UDP p;branch=z9hG4bK1") == LC_OC_APPLIED_NO_FEEDBACK);
+    /* A response whose Via is not UTF-8 is refused, but the hop did answer: §5.9 "Once a SIP
+     * client has successfully received a normal response ... the SIP client can resume". */
+    lc_oc_applied applied = 99;
+    const uint8_t latin1[] = "SIP/2.0/UDP p\xe9;branch=z9hG4bK1";
+    lc_str bad_via = {latin1, sizeof latin1 - 1};
+    CHECK_RESULT(lc_oc_client_on_response(client, hop, 4 * SEC, bad_via, &applied), LC_RESULT_INVALID_UTF8);
+    CHECK(applied == 99);
+    CHECK_RESULT(lc_oc_client_status(client, hop, 4 * SEC, &st), LC_RESULT_OK);
+    CHECK(st.suspended == 0 && st.timeouts == 0);
     CHECK(decide(shard, hop, 4 * SEC, LC_OC_CATEGORY_REDUCIBLE) == LC_OC_VERDICT_FORWARD);
     lc_oc_shard_free(shard);
     lc_oc_client_free(client);
@@ -256,7 +264,7 @@ static void test_shared_table(void) {
     lc_oc_client *a = NULL, *b = NULL, *bad = (lc_oc_client *)0x1;
     CHECK_RESULT(lc_oc_client_new_shared(&c, (char *)mem + 8, 128, &bad), LC_RESULT_INVALID_ARGUMENT);
     CHECK_RESULT(lc_oc_client_new_shared(&c, mem, 63, &bad), LC_RESULT_INVALID_ARGUMENT);
-    CHECK_RESULT(lc_oc_client_new_shared(&c, NULL, 256, &bad), LC_RESULT_INVALID_ARGUMENT);
+    CHECK_RESULT(lc_oc_client_new_shared(&c, NULL, 256, &bad), LC_RESULT_NULL_PARAMETER);
     CHECK(bad == (lc_oc_client *)0x1);
     CHECK_RESULT(lc_oc_client_new_shared(&c, mem, lc_oc_table_bytes(4), &a), LC_RESULT_OK);
     CHECK_RESULT(lc_oc_client_new_shared(&c, mem, lc_oc_table_bytes(4), &b), LC_RESULT_OK);
@@ -315,8 +323,14 @@ static void test_feedback_text(void) {
     memset(&f, 0xA5, sizeof f);
     CHECK_RESULT(lc_oc_feedback_parse(str("SIP/2.0/UDP p;oc;oc-algo=\"loss,rate\""), &f), LC_RESULT_EMPTY);
     CHECK_RESULT(lc_oc_feedback_parse(str("SIP/2.0/UDP p;oc=7"), &f), LC_RESULT_OK);
-    /* §4.3: no oc-validity reads as 500; §4.2: the default algorithm is loss. */
-    CHECK(f.oc == 7 && f.algorithm == LC_OC_ALGORITHM_LOSS && f.validity_ms == 500 && f.has_seq == 0);
+    /* §4.3: no oc-validity reads as 500; §4.2: without oc-algo the selection in force stays. */
+    CHECK(f.oc == 7 && f.algorithm == LC_OC_ALGORITHM_NONE && f.validity_ms == 500 && f.has_seq == 0);
+    /* §5.7: with oc-validity=0 "the client SHOULD disregard the value in the "oc" parameter". */
+    CHECK_RESULT(lc_oc_feedback_parse(str("SIP/2.0/UDP p;oc=150;oc-algo=\"loss\";oc-validity=0;oc-seq=2.0"), &f),
+                 LC_RESULT_OK);
+    CHECK(f.oc == 0 && f.algorithm == LC_OC_ALGORITHM_LOSS && f.validity_ms == 0 && f.has_seq == 1);
+    CHECK_RESULT(lc_oc_feedback_parse(str("SIP/2.0/UDP p;oc=150;oc-algo=\"loss\";oc-validity=10"), &f),
+                 LC_RESULT_OC_BAD_FEEDBACK);
     CHECK_RESULT(lc_oc_feedback_parse(str("SIP/2.0/UDP p;oc=7;oc-algo=\"loss,rate\""), &f),
                  LC_RESULT_OC_BAD_FEEDBACK);
     /* A quote left open: where the via-parm's parameters end cannot be known. */
@@ -343,6 +357,8 @@ static void test_feedback_text(void) {
     bad.algorithm = LC_OC_ALGORITHM_LOSS;
     CHECK_RESULT(lc_oc_feedback_write_via(&bad, str(request), (uint8_t *)buf, sizeof buf, &written),
                  LC_RESULT_INVALID_ARGUMENT);
+    /* An empty Via is no client's. */
+    CHECK_RESULT(lc_oc_feedback_write_via(&r, str(""), (uint8_t *)buf, sizeof buf, &written), LC_RESULT_SIP_BAD_VIA);
     bad = r;
     bad.has_seq = 3;
     CHECK_RESULT(lc_oc_feedback_write_via(&bad, str(request), (uint8_t *)buf, sizeof buf, &written),
@@ -456,6 +472,19 @@ static void test_server(void) {
     CHECK(f.algorithm == LC_OC_ALGORITHM_RATE && f.validity_ms == 500 && f.has_seq == 1);
     CHECK(f.oc >= 400 && f.oc <= 600);
     CHECK_RESULT(lc_oc_server_feedback(s, 20 * SEC, str("192.0.2.2:5060"), &f), LC_RESULT_EMPTY);
+    /* The clients by key, then the newcomers' aggregate (an empty key). */
+    lc_oc_server_client_state cs[3];
+    for (uint32_t i = 0; i < 3; i++) {
+        CHECK_RESULT(lc_oc_server_client(s, i, &cs[i]), LC_RESULT_OK);
+    }
+    CHECK_RESULT(lc_oc_server_client(s, 3, &cs[0]), LC_RESULT_EMPTY);
+    CHECK(cs[0].key_len == 14 && memcmp(cs[0].key, "192.0.2.1:5060", 14) == 0);
+    CHECK(cs[0].algorithm == LC_OC_ALGORITHM_RATE && cs[0].oc >= 400 && cs[0].oc <= 600);
+    CHECK(cs[0].newcomer == 0 && cs[0].nonconforming == 0 && cs[0].rejected == 0);
+    CHECK(cs[1].key_len == 14 && memcmp(cs[1].key, "192.0.2.2:5060", 14) == 0);
+    CHECK(cs[1].algorithm == LC_OC_ALGORITHM_NONE && cs[1].rejected > 1000);
+    CHECK(cs[1].share_milli > 400000 && cs[1].share_milli < 600000);
+    CHECK(cs[2].key_len == 0 && cs[2].newcomer == 1 && cs[2].rejected == 0);
     CHECK_RESULT(lc_oc_server_tick(s, 21 * SEC), LC_RESULT_OK);
     lc_oc_server_free(s);
     lc_oc_server_free(NULL);

@@ -93,10 +93,15 @@ impl Offer {
 /// as a client reads them, or as a server writes them ([`Feedback::write_via`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Feedback {
-    /// The `oc` value: a percentage to shed (loss, 0–100) or a rate in requests/s (rate).
+    /// The `oc` value: a percentage to shed (loss, 0–100) or a rate in requests/s (rate); 0
+    /// when `validity_ms` is 0 (RFC 7339 §5.7: "the client SHOULD disregard the value in the
+    /// "oc" parameter").
     pub oc: u64,
-    /// The algorithm the server selected (a single token).
-    pub algorithm: Algorithm,
+    /// The algorithm the server selected (a single token), or `None` when the response names
+    /// none: the selection in force stays (RFC 7339 §4.2: "the selection stays in effect until
+    /// the algorithm is changed by the server"), and is loss when there was none (§4.2's
+    /// default).
+    pub algorithm: Option<Algorithm>,
     /// `oc-validity` in milliseconds (default 500; 0 = no overload control in effect).
     pub validity_ms: u64,
     /// `oc-seq`, when present.
@@ -120,15 +125,23 @@ impl Feedback {
     ///   parameter if the client receives it in a response without the corresponding "oc"
     ///   parameter").
     /// - `Ok(Some(_))`: the values; a missing `oc-validity` is 500 (§4.3), a missing `oc-algo`
-    ///   is `loss` (§4.2's default), a missing `oc-seq` is `None` (the server broke §4.4's
-    ///   MUST; the values still apply, unordered).
+    ///   is `None` (the selection in force stays, §4.2), a missing `oc-seq` is `None` (the
+    ///   server broke §4.4's MUST; such values apply only while no ordered ones are in force,
+    ///   see [`super::client::Client::apply`]). With `oc-validity=0` the `oc` value is
+    ///   disregarded and read as 0, whatever it is (§5.7; RFC 7415 §4: ""oc" could be any value
+    ///   as "oc" is ignored when "oc-validity=0"").
     /// - `Err`: a via-parm that leaves a quoted string open, or a value that breaks the
-    ///   grammar or the ranges: an `oc` that is not `1*DIGIT`, a
-    ///   loss percentage above 100 (§7.1: "This value MUST be in the range of [0, 100]"), more
+    ///   grammar or the ranges: an `oc` that is not `1*DIGIT`, a loss percentage above 100
+    ///   while control is in effect (§7.1: "This value MUST be in the range of [0, 100]"), more
     ///   than one algorithm (§4.2: the server "MUST return the single selected algorithm"), an
-    ///   algorithm this client does not support, a bad `oc-validity` or `oc-seq`, or a
-    ///   parameter given twice. Rate values above [`super::MAX_RATE`] are cut to it, validities
-    ///   above [`MAX_VALIDITY_MS`] to it.
+    ///   algorithm this implementation does not know, a bad `oc-validity` or `oc-seq`, or a
+    ///   parameter given twice. Numbers of any length are read (`1*DIGIT` has no bound): rate
+    ///   values above [`super::MAX_RATE`] are cut to it, validities above [`MAX_VALIDITY_MS`]
+    ///   to it.
+    ///
+    /// Read beyond the grammar, because they are unambiguous and servers send them: an
+    /// `oc-algo` token without quotes (`oc-algo=loss`), an `oc-seq` without a fraction
+    /// (`oc-seq=17`, read as `17.0`), and letter case in parameter names and tokens.
     pub fn parse(via: &str) -> Result<Option<Feedback>, OcError> {
         let top = ViaParm::top(via).map_err(|_| OcError::BadValue {
             param: "Via",
@@ -162,23 +175,23 @@ impl Feedback {
         let Some(Some(oc_text)) = oc else {
             return Ok(None);
         };
-        let oc = digits(oc_text, 20).ok_or_else(|| OcError::BadValue {
+        let oc = saturating_digits(oc_text).ok_or_else(|| OcError::BadValue {
             param: "oc",
             value: clip(oc_text),
         })?;
         let algorithm = match algo {
-            None => Algorithm::Loss,
+            None => None,
             Some(a) => {
                 let a = a.trim();
                 if a.contains(',') {
                     return Err(OcError::SeveralAlgorithms);
                 }
-                Algorithm::parse(a).ok_or_else(|| OcError::UnknownAlgorithm(clip(a)))?
+                Some(Algorithm::parse(a).ok_or_else(|| OcError::UnknownAlgorithm(clip(a)))?)
             }
         };
         let validity_ms = match validity {
             None | Some("") => Self::DEFAULT_VALIDITY_MS,
-            Some(v) => digits(v, 20)
+            Some(v) => saturating_digits(v)
                 .ok_or_else(|| OcError::BadValue {
                     param: "oc-validity",
                     value: clip(v),
@@ -193,9 +206,12 @@ impl Feedback {
             })?),
         };
         let oc = match algorithm {
-            Algorithm::Loss if oc > 100 => return Err(OcError::LossAbove100(oc)),
-            Algorithm::Loss => oc,
-            Algorithm::Rate => oc.min(super::MAX_RATE),
+            _ if validity_ms == 0 => 0,
+            Some(Algorithm::Rate) => oc.min(super::MAX_RATE),
+            // Loss, named or not: a percentage whichever algorithm the client has in force,
+            // which only the client knows (it cuts a rate to MAX_RATE itself).
+            _ if oc > 100 && algorithm.is_some() => return Err(OcError::LossAbove100(oc)),
+            _ => oc.min(super::MAX_RATE),
         };
         Ok(Some(Feedback {
             oc,
@@ -209,14 +225,25 @@ impl Feedback {
     /// place of the client's `oc` / `oc-algo` and any earlier `oc-validity` / `oc-seq`
     /// (RFC 7339 §5.2: the server provides "a value for the "oc" parameter to the topmost Via
     /// header field of a SIP response, that is, the Via header added by the client"). Other
-    /// parameters and any further via-parms of the same line are kept as they were. A via-parm
-    /// that leaves a quoted string open cannot carry parameters after it: refused, with
-    /// nothing written.
+    /// parameters and any further via-parms of the same line are kept as they were. An empty
+    /// via-parm is no client's Via, a via-parm
+    /// that leaves a quoted string open cannot carry parameters after it, and a server names
+    /// the algorithm (§4.2: it "MUST return the single selected algorithm"): either refused,
+    /// with nothing written.
     pub fn write_via(&self, via: &str, out: &mut String) -> Result<(), OcError> {
-        let top = ViaParm::top(via).map_err(|_| OcError::BadValue {
-            param: "Via",
-            value: clip(via),
-        })?;
+        if self.algorithm.is_none() {
+            return Err(OcError::Config {
+                field: "algorithm",
+                expected: "the selected algorithm (RFC 7339 §4.2)",
+            });
+        }
+        let top = ViaParm::top(via)
+            .ok()
+            .filter(|top| !top.head().trim().is_empty())
+            .ok_or_else(|| OcError::BadValue {
+                param: "Via",
+                value: clip(via),
+            })?;
         out.push_str(top.head());
         for p in top.params() {
             if !is_oc_param(p.name) {
@@ -230,15 +257,14 @@ impl Feedback {
 }
 
 impl fmt::Display for Feedback {
-    /// `;oc=N;oc-algo="loss";oc-validity=V[;oc-seq=S]`, as a server appends it.
+    /// `;oc=N;oc-algo="loss";oc-validity=V[;oc-seq=S]`, as a server appends it (no `oc-algo`
+    /// when `algorithm` is `None`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            ";oc={};oc-algo=\"{}\";oc-validity={}",
-            self.oc,
-            self.algorithm.as_str(),
-            self.validity_ms
-        )?;
+        write!(f, ";oc={}", self.oc)?;
+        if let Some(a) = self.algorithm {
+            write!(f, ";oc-algo=\"{}\"", a.as_str())?;
+        }
+        write!(f, ";oc-validity={}", self.validity_ms)?;
         if let Some(seq) = self.seq {
             write!(f, ";oc-seq={seq}")?;
         }
@@ -253,6 +279,17 @@ pub(super) fn digits(s: &str, max: usize) -> Option<u64> {
         return None;
     }
     s.parse().ok()
+}
+
+/// `1*DIGIT` of any length as a number, saturating at `u64::MAX`, or `None`.
+fn saturating_digits(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.bytes().fold(0u64, |n, b| {
+        n.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+    }))
 }
 
 /// At most 40 bytes of a bad value, for an error message.
@@ -277,7 +314,7 @@ mod tests {
             .expect("test input")
             .expect("test input");
         assert_eq!(f.oc, 20);
-        assert_eq!(f.algorithm, Algorithm::Loss);
+        assert_eq!(f.algorithm, Some(Algorithm::Loss));
         assert_eq!(f.validity_ms, 500);
         assert_eq!(f.seq, Seq::parse("1282321615.782"));
     }
@@ -298,9 +335,11 @@ mod tests {
         let f = Feedback::parse("SIP/2.0/UDP h;OC=10")
             .expect("test input")
             .expect("test input");
+        // §4.3: "behave as if it had received "oc-validity=500""; no oc-algo: the selection
+        // in force stays (§4.2), which only the client knows.
         assert_eq!(
             (f.oc, f.algorithm, f.validity_ms, f.seq),
-            (10, Algorithm::Loss, 500, None)
+            (10, None, 500, None)
         );
         assert_eq!(
             Feedback::parse("SIP/2.0/UDP h;oc=101;oc-algo=\"loss\""),
@@ -334,12 +373,51 @@ mod tests {
             Feedback::parse("SIP/2.0/UDP h;oc=5;x=\"open"),
             Err(OcError::BadValue { param: "Via", .. })
         ));
-        let f = Feedback::parse("SIP/2.0/UDP h;oc=99999999;oc-algo=rate;oc-validity=0")
+        let f = Feedback::parse("SIP/2.0/UDP h;oc=99999999;oc-algo=rate;oc-validity=2000")
             .expect("test input")
             .expect("test input");
         assert_eq!(
             (f.oc, f.algorithm, f.validity_ms),
-            (super::super::MAX_RATE, Algorithm::Rate, 0)
+            (super::super::MAX_RATE, Some(Algorithm::Rate), 2000)
+        );
+    }
+
+    #[test]
+    fn validity_zero_disregards_any_oc_value() {
+        // RFC 7339 §5.7: "when the value of the "oc-validity" parameter is 0, the client
+        // SHOULD disregard the value in the "oc" parameter"; RFC 7415 §4: ""oc" could be any
+        // value as "oc" is ignored when "oc-validity=0"".
+        for via in [
+            "SIP/2.0/UDP h;oc=150;oc-algo=\"loss\";oc-validity=0;oc-seq=2.0",
+            "SIP/2.0/UDP h;oc=1234567890123456789012345;oc-algo=\"rate\";oc-validity=0;oc-seq=2.0",
+            "SIP/2.0/UDP h;oc=1234567890123456789012345;oc-validity=0;oc-seq=2.0",
+        ] {
+            let f = Feedback::parse(via).expect(via).expect(via);
+            assert_eq!((f.oc, f.validity_ms), (0, 0), "{via}");
+        }
+    }
+
+    #[test]
+    fn numbers_of_any_length_are_in_the_grammar() {
+        // §9: oc-num = 1*DIGIT, delta-ms (RFC 3261) = 1*DIGIT: no bound on the length.
+        let f = Feedback::parse(
+            "SIP/2.0/UDP h;oc=0000000000000000000000001;oc-algo=\"loss\";oc-validity=00000000000000000000000500",
+        )
+        .expect("test input")
+        .expect("test input");
+        assert_eq!((f.oc, f.validity_ms), (1, 500));
+        let f = Feedback::parse(
+            "SIP/2.0/UDP h;oc=1234567890123456789012345;oc-algo=\"rate\";oc-validity=99999999999999999999999",
+        )
+        .expect("test input")
+        .expect("test input");
+        assert_eq!(
+            (f.oc, f.validity_ms),
+            (super::super::MAX_RATE, MAX_VALIDITY_MS)
+        );
+        assert_eq!(
+            Feedback::parse("SIP/2.0/UDP h;oc=1234567890123456789012345;oc-algo=\"loss\""),
+            Err(OcError::LossAbove100(u64::MAX))
         );
     }
 
@@ -376,7 +454,7 @@ mod tests {
         let request = "SIP/2.0/TLS p1.example.net;branch=z9hG4bK2d4790.1;received=192.0.2.111;oc;oc-algo=\"loss,rate\"";
         let f = Feedback {
             oc: 150,
-            algorithm: Algorithm::Rate,
+            algorithm: Some(Algorithm::Rate),
             validity_ms: 1000,
             seq: Seq::parse("1282321615.782"),
         };
@@ -387,6 +465,19 @@ mod tests {
             "SIP/2.0/TLS p1.example.net;branch=z9hG4bK2d4790.1;received=192.0.2.111;oc=150;oc-algo=\"rate\";oc-validity=1000;oc-seq=1282321615.78200"
         );
         assert_eq!(Feedback::parse(&out), Ok(Some(f)));
+        // §4.2: the server "MUST return the single selected algorithm".
+        let mut out = String::new();
+        let unnamed = Feedback {
+            algorithm: None,
+            ..f
+        };
+        assert!(unnamed.write_via(request, &mut out).is_err());
+        assert!(out.is_empty());
+        // An empty Via is no client's: nothing to put the values on.
+        for empty in ["", "  ", ";oc", ", SIP/2.0/UDP b"] {
+            assert!(f.write_via(empty, &mut out).is_err(), "{empty:?}");
+            assert!(out.is_empty());
+        }
         // Further via-parms on the same line stay.
         let mut out = String::new();
         f.write_via("SIP/2.0/UDP a;oc, SIP/2.0/UDP b;branch=z9hG4bK2", &mut out)

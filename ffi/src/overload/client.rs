@@ -253,12 +253,12 @@ pub extern "C" fn lc_oc_table_bytes(capacity: u32) -> usize {
 /// whole 64-byte cells count); it must be zeroed once before any client uses it (in the parent,
 /// before the fork) and never again while one does. Every process creates its own client on
 /// the same memory, with the same configuration, and its own shards; times must come from
-/// `CLOCK_MONOTONIC`. `config` NULL means the defaults. `LC_RESULT_INVALID_ARGUMENT` for a NULL
-/// or misaligned `mem`, fewer than one or more than 1,048,576 cells, or a configuration out of
-/// range.
+/// `CLOCK_MONOTONIC`. `config` NULL means the defaults. `LC_RESULT_NULL_PARAMETER` for a NULL
+/// `mem`; `LC_RESULT_INVALID_ARGUMENT` for a misaligned `mem`, fewer than one or more than
+/// 1,048,576 cells, or a configuration out of range.
 ///
 /// # Safety
-/// `config` NULL or readable; `mem` NULL or `len` bytes readable and writable by atomic
+/// `config` NULL or readable; `mem` `len` bytes readable and writable by atomic
 /// operations, initialised (zeroed), for as long as any client or shard on it exists; `out`
 /// writable.
 #[unsafe(no_mangle)]
@@ -276,10 +276,13 @@ pub unsafe extern "C" fn lc_oc_client_new_shared(
             Some(c) => try_!(c.to_rust()),
         };
         let cell = size_of::<HopCell>();
-        if mem.is_null() || !(mem as usize).is_multiple_of(cell) {
+        if mem.is_null() {
+            return crate::abi::null("mem");
+        }
+        if !(mem as usize).is_multiple_of(cell) {
             return crate::abi::invalid(
                 "mem",
-                format_args!("{mem:p} is NULL or not aligned to {cell} bytes"),
+                format_args!("{mem:p} is not aligned to {cell} bytes"),
             );
         }
         let n = len / cell;
@@ -355,11 +358,17 @@ pub unsafe extern "C" fn lc_oc_client_hop(
 
 /// A response from `hop` arrived at `now_ns`; `top_via` is its topmost Via value. Records that
 /// the hop is alive (ending a suspension) and applies the feedback, writing what happened to
-/// `*applied`. A feedback value that breaks RFC 7339 (grammar, a loss above 100, several or
-/// unoffered algorithms, a parameter twice) or a via-parm that leaves a quoted string open
-/// returns `LC_RESULT_OC_BAD_FEEDBACK` with the reason
-/// in `lc_last_error` and leaves the values in force unchanged (the liveness is still
-/// recorded). `LC_RESULT_INVALID_ARGUMENT` for an unknown hop. Thread-safe.
+/// `*applied`. The feedback is read as `lc_oc_feedback_parse` reads it (what it accepts beyond
+/// RFC 7339's grammar is listed there); without `oc-algo` the algorithm in force stays. A value
+/// that breaks RFC 7339 (grammar, a loss above 100, several or unoffered algorithms, a
+/// parameter twice) or a via-parm that leaves a quoted string open returns
+/// `LC_RESULT_OC_BAD_FEEDBACK` with the reason in `lc_last_error`, and a `top_via` that is not
+/// UTF-8 `LC_RESULT_INVALID_UTF8`; either leaves the values in force unchanged, but the
+/// liveness is recorded (the hop did answer). `LC_OC_APPLIED_STALE` for an older `oc-seq`
+/// than the values in force, or none while those came with one (RFC 7339 §4.4: a lower one
+/// applies only as a wrap-around, from the top 1 % of the range to the bottom 1 %); a stop
+/// (`oc-validity=0`) orders what follows for 32 s. `LC_RESULT_INVALID_ARGUMENT` for an unknown
+/// hop. Thread-safe.
 ///
 /// # Safety
 /// `client` from `lc_oc_client_new`; `top_via` readable; `applied` writable.
@@ -374,8 +383,18 @@ pub unsafe extern "C" fn lc_oc_client_on_response(
     boundary(|| {
         let c = try_ref!(client);
         let h = try_!(c.hop(hop));
-        let via = try_str!(top_via);
         let applied = try_out!(applied);
+        // SAFETY: the caller promises a readable string or NULL.
+        let via = match unsafe { top_via.to_str("top_via") } {
+            Ok(via) => via,
+            Err(code) => {
+                // A Via that is not text still came in a response: the hop answered.
+                if code == Code::InvalidUtf8 {
+                    c.client.heard_from(h);
+                }
+                return code;
+            }
+        };
         let a = try_!(c.client.on_response(h, now_ns, via).map_err(oc_error));
         applied.write(match a {
             Applied::NoFeedback => LC_OC_APPLIED_NO_FEEDBACK,
@@ -464,6 +483,9 @@ pub unsafe extern "C" fn lc_oc_shard_free(shard: *mut lc_oc_shard) {
 /// Whether to send a new request of `category` (`LC_OC_CATEGORY_REDUCIBLE` or
 /// `LC_OC_CATEGORY_PRIORITY`) to `hop` at `now_ns`; writes an `LC_OC_VERDICT_*` to `*verdict`.
 /// Ask for new requests only (not for retransmissions, ACK or CANCEL). No allocation, no lock.
+/// A request shed (`LC_OC_VERDICT_SHED_*`) is the caller's to place: another next hop that is
+/// not overloaded, else a 503 *without* Retry-After (RFC 7339 §5.10: "it will need to reject
+/// these requests with a "503 (Service Unavailable)" response without the Retry-After header").
 ///
 /// # Safety
 /// `shard` from `lc_oc_shard_new`, used by this thread only during the call; `verdict`

@@ -93,7 +93,7 @@ pub const LC_OC_APPLIED_NO_FEEDBACK: lc_oc_applied = 0;
 pub const LC_OC_APPLIED_UPDATED: lc_oc_applied = 1;
 /// The same `oc-seq` as the values in force: nothing changed.
 pub const LC_OC_APPLIED_SAME: lc_oc_applied = 2;
-/// An older `oc-seq`: ignored.
+/// An older `oc-seq` than the values in force, or none while they came with one: ignored.
 pub const LC_OC_APPLIED_STALE: lc_oc_applied = 3;
 /// Another thread was applying a response to the hop: dropped (the next response applies).
 pub const LC_OC_APPLIED_BUSY: lc_oc_applied = 4;
@@ -168,9 +168,12 @@ fn milli(x: f64) -> u64 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct lc_oc_feedback {
-    /// `oc`: a loss percentage (0–100) or a rate in requests/s.
+    /// `oc`: a loss percentage (0–100) or a rate in requests/s; 0 when `validity_ms` is 0
+    /// (RFC 7339 §5.7: the value is disregarded).
     pub oc: u64,
-    /// `LC_OC_ALGORITHM_LOSS` or `LC_OC_ALGORITHM_RATE`.
+    /// `LC_OC_ALGORITHM_LOSS` or `LC_OC_ALGORITHM_RATE`; from `lc_oc_feedback_parse` also
+    /// `LC_OC_ALGORITHM_NONE` when the response names none (the selection in force stays, RFC
+    /// 7339 §4.2; loss when there was none).
     pub algorithm: lc_oc_algorithm,
     /// `oc-validity`, ms (0: no overload control in effect).
     pub validity_ms: u64,
@@ -183,7 +186,7 @@ pub struct lc_oc_feedback {
 fn feedback_to_c(f: &Feedback) -> lc_oc_feedback {
     lc_oc_feedback {
         oc: f.oc,
-        algorithm: algorithm_to_c(Some(f.algorithm)),
+        algorithm: algorithm_to_c(f.algorithm),
         validity_ms: f.validity_ms,
         seq: f.seq.map_or(0, |s| s.0),
         has_seq: u8::from(f.seq.is_some()),
@@ -196,7 +199,7 @@ fn feedback_from_c(f: &lc_oc_feedback) -> Result<Feedback, Code> {
         "lc_oc_feedback.algorithm",
     )?);
     let has_seq = crate::abi::checked_bool(f.has_seq, "lc_oc_feedback.has_seq")?;
-    if algorithm == Algorithm::Loss && f.oc > 100 {
+    if algorithm == Algorithm::Loss && f.oc > 100 && f.validity_ms > 0 {
         return Err(crate::abi::invalid("lc_oc_feedback.oc", "a loss above 100"));
     }
     if f.seq > Seq::MAX.0 {
@@ -207,7 +210,7 @@ fn feedback_from_c(f: &lc_oc_feedback) -> Result<Feedback, Code> {
     }
     Ok(Feedback {
         oc: f.oc,
-        algorithm,
+        algorithm: Some(algorithm),
         validity_ms: f.validity_ms,
         seq: has_seq.then_some(Seq(f.seq)),
     })
@@ -217,8 +220,12 @@ fn feedback_from_c(f: &lc_oc_feedback) -> Result<Feedback, Code> {
 /// counts) into `*out`. `LC_RESULT_EMPTY` when it carries none (no `oc`, or `oc` without a
 /// value: the next hop does not do overload control); `LC_RESULT_OC_BAD_FEEDBACK` when a value
 /// breaks RFC 7339 or the via-parm leaves a quoted string open (the reason in
-/// `lc_last_error`). A missing `oc-validity` reads as 500, a
-/// missing `oc-algo` as loss.
+/// `lc_last_error`). A missing `oc-validity` reads as 500, a missing `oc-algo` as
+/// `LC_OC_ALGORITHM_NONE` (the selection in force stays), and with `oc-validity=0` `oc` reads
+/// as 0 whatever it was (RFC 7339 §5.7). Numbers of any length are read: a rate above
+/// 1,048,575 as that, a validity above a day as a day. Read beyond RFC 7339's grammar because
+/// they are unambiguous: an unquoted `oc-algo=loss`, an `oc-seq` without a fraction (`17`
+/// reads as `17.0`), any letter case in names and tokens.
 ///
 /// # Safety
 /// `top_via` readable; `out` writable.

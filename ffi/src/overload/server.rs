@@ -394,3 +394,75 @@ pub unsafe extern "C" fn lc_oc_server_status(
         Code::Ok
     })
 }
+
+/// The bytes of a client's key `lc_oc_server_client` reports (an IPv6 address in brackets with
+/// its port is 47).
+pub const LC_OC_CLIENT_KEY_BYTES: usize = 48;
+const _: () = assert!(LC_OC_CLIENT_KEY_BYTES == loadctl::overload::server::CLIENT_KEY_BYTES);
+
+/// One client as the server sees it, as `lc_oc_server_client` writes it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lc_oc_server_client_state {
+    /// The key given to `lc_oc_server_on_request` (its first `LC_OC_CLIENT_KEY_BYTES` bytes),
+    /// not NUL-terminated; `key_len` 0 for the newcomers' aggregate.
+    pub key: [u8; LC_OC_CLIENT_KEY_BYTES],
+    /// Bytes of `key` used.
+    pub key_len: u32,
+    /// The algorithm selected for it; `LC_OC_ALGORITHM_NONE` for a client that does not take
+    /// part (and for the aggregate).
+    pub algorithm: lc_oc_algorithm,
+    /// Its estimated offered rate of new requests, thousandths per second.
+    pub demand_milli: u64,
+    /// Its share of the target, thousandths per second.
+    pub share_milli: u64,
+    /// The `oc` value its responses carry now (0 when not in overload).
+    pub oc: u64,
+    /// Requests of it the server rejected.
+    pub rejected: u64,
+    /// 1 for a newcomer (first seen in overload, counted in the aggregate) and for the
+    /// aggregate.
+    pub newcomer: u8,
+    /// 1 for a participant that sent more than it was told: treated as not taking part until
+    /// it conforms (RFC 7339 §11).
+    pub nonconforming: u8,
+}
+
+/// Writes client number `index` (0, 1, …: the tracked clients in the order of their keys,
+/// then the newcomers' aggregate) into `*out`; `LC_RESULT_EMPTY` past the last. For
+/// statistics: each call takes a snapshot, so a loop over the clients while requests arrive may
+/// see one twice or miss one. The aggregate counts every key first seen in overload that has
+/// not become a client of its own, and every key the table had no slot for.
+///
+/// # Safety
+/// `server` from `lc_oc_server_new`; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_server_client(
+    server: *const lc_oc_server,
+    index: u32,
+    out: *mut lc_oc_server_client_state,
+) -> lc_result {
+    boundary(|| {
+        let s = try_ref!(server);
+        let out = try_out!(out);
+        let clients = s.lock().clients();
+        let Some(c) = clients.get(index as usize) else {
+            return Code::Empty;
+        };
+        let mut key = [0; LC_OC_CLIENT_KEY_BYTES];
+        let len = c.key.len().min(LC_OC_CLIENT_KEY_BYTES);
+        key[..len].copy_from_slice(&c.key[..len]);
+        out.write(lc_oc_server_client_state {
+            key,
+            key_len: len as u32,
+            algorithm: algorithm_to_c(c.algorithm),
+            demand_milli: milli(c.demand),
+            share_milli: milli(c.share),
+            oc: c.oc,
+            rejected: c.rejected,
+            newcomer: u8::from(c.newcomer),
+            nonconforming: u8::from(c.nonconforming),
+        });
+        Code::Ok
+    })
+}

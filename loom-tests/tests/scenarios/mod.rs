@@ -275,7 +275,7 @@ pub fn overload_feedback_is_stored_whole_with_its_seq() {
         let hop = client.hop(hop_key(b"192.0.2.7:5060")).expect("a cell");
         let feedback = |oc: u64, seq: u64| Feedback {
             oc,
-            algorithm: Algorithm::Loss,
+            algorithm: Some(Algorithm::Loss),
             validity_ms: 10_000,
             seq: Some(Seq(seq)),
         };

@@ -22,20 +22,25 @@ impl Notifier {
 
     /// When [`Notifier::handle_timeout`] must be called next.
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.subs
-            .iter()
-            .flat_map(|s| {
-                let paced = (s.dirty && s.outstanding.is_none()).then(|| {
-                    s.last_notify_at
-                        .map_or(0, |t| t + nanos(self.config.pacing))
-                });
-                let txn = s.outstanding.map(|(_, at)| at + TRANSACTION_TIMEOUT_NS);
-                [Some(s.expires_at), paced, txn]
-            })
-            .flatten()
-            .chain(self.allocation.as_ref().map(Allocation::next_tick))
+        // Timers as numbers (u64::MAX: none), not Options: see the subscriber's poll_timeout.
+        const NONE: u64 = u64::MAX;
+        let subs = self.subs.iter().map(|s| {
+            let paced = if s.dirty && s.outstanding.is_none() {
+                s.last_notify_at
+                    .map_or(0, |t| t.saturating_add(nanos(self.config.pacing)))
+            } else {
+                NONE
+            };
+            let txn = s
+                .outstanding
+                .map_or(NONE, |(_, at)| at.saturating_add(TRANSACTION_TIMEOUT_NS));
+            s.expires_at.min(paced).min(txn)
+        });
+        let allocation = self.allocation.as_ref().map_or(NONE, Allocation::next_tick);
+        let next = subs
             .chain(self.orphans.iter().map(|o| o.until))
-            .min()
+            .fold(allocation, u64::min);
+        (next != NONE).then_some(next)
     }
 
     /// Advances timers: paced NOTIFYs, expiries, NOTIFY transactions that got no answer, and

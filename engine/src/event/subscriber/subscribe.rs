@@ -14,16 +14,25 @@ use crate::policy;
 impl<S: PolicySink> Subscriber<S> {
     /// When [`Subscriber::handle_timeout`] must be called next (monotonic ns).
     pub fn poll_timeout(&self) -> Option<u64> {
-        let txn = self.txn.map(|t| t.sent_at + TRANSACTION_TIMEOUT_NS);
+        // Each timer as a number (u64::MAX: none), then the least: comparing Options directly
+        // lets the optimiser compare the bytes of a `None` before its tag, which is sound but
+        // makes valgrind report "Conditional jump or move depends on uninitialised value(s)"
+        // in the C programs that run their tests under it.
+        const NONE: u64 = u64::MAX;
+        let txn = self
+            .txn
+            .map_or(NONE, |t| t.sent_at.saturating_add(TRANSACTION_TIMEOUT_NS));
         let phase = match self.phase {
-            Phase::Active { refresh_at } => Some(refresh_at),
-            Phase::Waiting { retry_at } => Some(retry_at),
-            _ => None,
+            Phase::Active { refresh_at } => refresh_at,
+            Phase::Waiting { retry_at } => retry_at,
+            _ => NONE,
         };
-        let lapse = self
-            .lapses_at
-            .filter(|_| !matches!(self.phase, Phase::Stopped));
-        [txn, phase, lapse].into_iter().flatten().min()
+        let lapse = match self.phase {
+            Phase::Stopped => NONE,
+            _ => self.lapses_at.unwrap_or(NONE),
+        };
+        let next = txn.min(phase).min(lapse);
+        (next != NONE).then_some(next)
     }
 
     /// Advances timers to `now_ns`.

@@ -36,6 +36,10 @@
 //!   should reject 100% of SIP requests").
 //! - **Expiry**: after `oc-validity` the hop is uncontrolled (§4.3: "overload control is not
 //!   in effect"); `oc-validity=0` stops control at once (§5.7).
+//! - **Order** ([`Client::apply`]): `oc-seq` orders the values while they are in force, and a
+//!   stop for [`STOP_ORDER`] after it; within that time an older or missing `oc-seq` changes
+//!   nothing, so neither a tardy response nor a spoofed one without a sequence (or with a
+//!   small one) undoes what the server said last.
 //! - **Self-limiting** (§5.9: "In the event of repeated timeouts or fatal transport errors,
 //!   the SIP client MUST stop sending requests to this server. The SIP client SHOULD
 //!   periodically probe"): after [`ClientConfig::suspend_after`] consecutive timeouts every
@@ -167,15 +171,17 @@ pub struct HopCell {
     updates: AtomicU64,
 }
 
-/// The packed feedback word: algorithm (2 bits: 0 none, 1 loss, 2 rate), `oc` (20 bits),
-/// expiry in ms of the caller's clock (42 bits: 139 years).
+/// The packed feedback word: algorithm (2 bits: 0 none, 1 loss, 2 rate), stopped (1 bit),
+/// `oc` (20 bits), a time in ms of the caller's clock (41 bits: 69 years): when the values
+/// expire, or for a stop until when it keeps its order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct State(u64);
 
 const OC_BITS: u32 = 20;
-const EXPIRY_BITS: u32 = 42;
+const EXPIRY_BITS: u32 = 41;
 const EXPIRY_MASK: u64 = (1 << EXPIRY_BITS) - 1;
 const OC_MASK: u64 = (1 << OC_BITS) - 1;
+const STOPPED: u64 = 1 << 61;
 
 impl State {
     fn new(algorithm: Algorithm, oc: u64, expiry_ms: u64) -> State {
@@ -184,6 +190,16 @@ impl State {
             Algorithm::Rate => 2,
         };
         State(a << 62 | (oc.min(OC_MASK)) << EXPIRY_BITS | expiry_ms.min(EXPIRY_MASK))
+    }
+
+    /// Control stopped by the server (`oc-validity=0`), the selected algorithm kept; the stop
+    /// orders what follows until `ordered_until_ms`.
+    fn stopped(algorithm: Algorithm, ordered_until_ms: u64) -> State {
+        State(Self::new(algorithm, 0, ordered_until_ms).0 | STOPPED)
+    }
+
+    fn is_stopped(self) -> bool {
+        self.0 & STOPPED != 0
     }
 
     fn algorithm(self) -> Option<Algorithm> {
@@ -205,8 +221,33 @@ impl State {
     /// The algorithm and value in force at `now_ms`, if any.
     fn active(self, now_ms: u64) -> Option<(Algorithm, u64)> {
         let a = self.algorithm()?;
-        (now_ms < self.expiry_ms()).then_some((a, self.oc()))
+        (!self.is_stopped() && now_ms < self.expiry_ms()).then_some((a, self.oc()))
     }
+
+    /// Whether the stored `oc-seq` orders new feedback at `now_ms`: while the values are in
+    /// force, and while a stop keeps its order.
+    fn ordered(self, now_ms: u64) -> bool {
+        self.algorithm().is_some() && now_ms < self.expiry_ms()
+    }
+}
+
+/// How long a stop (`oc-validity=0`) keeps its `oc-seq`'s order: 64·T1, the time a request's
+/// transaction may wait for its response (RFC 3261 Timer B and F), so a response the server
+/// sent before the stop and the network delayed cannot restart control. Later, any `oc-seq`
+/// applies again (a server that restarted counting from a lower value is heard).
+pub const STOP_ORDER: Duration = Duration::from_secs(32);
+
+/// The share of `oc-seq`'s range at each end within which a lower value is a wrap-around and
+/// applies (RFC 7339 §4.4: "If the value contained in the "oc-seq" parameter overflows ... the
+/// client should use the overload parameters in the new message, even though the sequence
+/// number is lower"): from the top 1 % of the range to the bottom 1 %. Any other lower value
+/// is tardy (or spoofed) and ignored.
+const WRAP_SHARE: u64 = 100;
+
+/// Whether `new`, lower than `stored`, is `oc-seq` wrapping around.
+fn wrapped(new: Seq, stored: Seq) -> bool {
+    let edge = Seq::MAX.0 / WRAP_SHARE;
+    stored.0 >= Seq::MAX.0 - edge && new.0 <= edge
 }
 
 const _: () = assert!(MAX_RATE == OC_MASK);
@@ -232,7 +273,8 @@ pub enum Applied {
     /// The same `oc-seq` as the values in force: nothing changed (RFC 7339 §5.4: "If these
     /// values match, the response does not update the overload control parameters").
     Same,
-    /// An older `oc-seq` than the values in force: ignored (a tardy response).
+    /// An older `oc-seq` than the values in force, or none while the values in force came
+    /// with one: ignored (a tardy response, or one that cannot be ordered).
     Stale,
     /// Another response was being applied at that moment; this one was dropped (the server
     /// repeats its values, so the next response applies them).
@@ -419,15 +461,32 @@ impl Client {
     /// feedback. A bad feedback value is an error and leaves the feedback in force as it was
     /// (the liveness is still recorded: the hop did answer).
     pub fn on_response(&self, hop: Hop, now_ns: u64, via: &str) -> Result<Applied, OcError> {
+        self.heard_from(hop);
         let cell = self.cell(hop);
-        cell.fails.store(0, Ordering::Release);
         let feedback = Feedback::parse(via)?;
-        if let Some(f) = &feedback
-            && !self.config.algorithms.contains(f.algorithm)
-        {
-            return Err(OcError::UnknownAlgorithm(f.algorithm.as_str().to_string()));
+        if let Some(f) = &feedback {
+            if let Some(a) = f.algorithm
+                && !self.config.algorithms.contains(a)
+            {
+                return Err(OcError::UnknownAlgorithm(a.as_str().to_string()));
+            }
+            // Without `oc-algo` the value is read under the selection in force.
+            let selected = State(cell.state.load(Ordering::Acquire)).algorithm();
+            if f.validity_ms > 0
+                && f.oc > 100
+                && f.algorithm.or(selected).unwrap_or(Algorithm::Loss) == Algorithm::Loss
+            {
+                return Err(OcError::LossAbove100(f.oc));
+            }
         }
         Ok(self.apply(hop, now_ns, feedback))
+    }
+
+    /// A response from `hop` arrived: it is alive, which ends a suspension (RFC 7339 §5.9).
+    /// [`Client::on_response`] does this itself; call it for a response whose Via cannot be
+    /// given as text (not UTF-8), which answers all the same.
+    pub fn heard_from(&self, hop: Hop) {
+        self.cell(hop).fails.store(0, Ordering::Release);
     }
 
     /// Applies parsed feedback from `hop` (see [`Client::on_response`], which parses and also
@@ -435,11 +494,17 @@ impl Client {
     ///
     /// RFC 7339 §5.4: a larger `oc-seq` than the stored one replaces the values and restarts
     /// the validity period; the same one changes nothing; a smaller one is a tardy response,
-    /// ignored — unless it is less than half the stored value (an overflow or a restarted
-    /// server: §4.4 "If an overflow is detected, then the client should use the overload
-    /// parameters in the new message"), or the stored values have expired ("Stored overload
-    /// control parameters MUST be reset to default values once the validity period has
-    /// expired"). Feedback without `oc-seq` always applies.
+    /// ignored — unless `oc-seq` wrapped around (§4.4: "If an overflow is detected, then the
+    /// client should use the overload parameters in the new message"), taken as a stored value
+    /// in the top 1 % of the grammar's range and a new one in the bottom 1 %. The stored
+    /// `oc-seq` orders new feedback while its values are in force, and after a stop
+    /// (`oc-validity=0`, §5.7) for [`STOP_ORDER`]; once the values have expired any `oc-seq`
+    /// applies ("Stored overload control parameters MUST be reset to default values once the
+    /// validity period has expired"). Feedback without `oc-seq` (the server broke §4.4's MUST)
+    /// applies only when nothing ordered is stored.
+    ///
+    /// Feedback without an algorithm keeps the one selected (§4.2), loss if none was; a loss
+    /// value above 100 is taken as 100 ([`Client::on_response`] refuses it).
     pub fn apply(&self, hop: Hop, now_ns: u64, feedback: Option<Feedback>) -> Applied {
         let Some(f) = feedback else {
             return Applied::NoFeedback;
@@ -491,26 +556,36 @@ impl Client {
         let old = State(cell.state.load(Ordering::Acquire));
         let was = old.active(now_ms);
         let stored = cell.seq.load(Ordering::Acquire).checked_sub(1).map(Seq);
-        // Values stay ordered while they are in force, and after an explicit stop
-        // (oc-validity=0, stored with expiry 0: §5.7 "When the client receives a response with
-        // a higher "oc-seq" number than the one it most recently processed"); only expiry
-        // resets them (§5.4).
-        let ordered = was.is_some() || (old.algorithm().is_some() && old.expiry_ms() == 0);
-        if let (Some(new), Some(stored), true) = (f.seq, stored, ordered) {
-            if new == stored {
-                return Applied::Same;
-            }
-            if new < stored && new.0.saturating_mul(2) >= stored.0 {
-                return Applied::Stale;
+        // §5.7: "When the client receives a response with a higher "oc-seq" number than the
+        // one it most recently processed"; only expiry resets the order (§5.4).
+        if let (Some(stored), true) = (stored, old.ordered(now_ms)) {
+            match f.seq {
+                Some(new) if new == stored => return Applied::Same,
+                Some(new) if new < stored && !wrapped(new, stored) => return Applied::Stale,
+                Some(_) => {}
+                None => return Applied::Stale,
             }
         }
+        let algorithm = f.algorithm.or(old.algorithm()).unwrap_or(Algorithm::Loss);
         let state = if f.validity_ms == 0 {
             // §5.7: "the client SHOULD disregard the value in the "oc" parameter".
-            State::new(f.algorithm, 0, 0)
+            State::stopped(
+                algorithm,
+                now_ms.saturating_add(STOP_ORDER.as_millis() as u64),
+            )
         } else {
-            State::new(f.algorithm, f.oc, now_ms + f.validity_ms)
+            let oc = match algorithm {
+                Algorithm::Loss => f.oc.min(100),
+                Algorithm::Rate => f.oc,
+            };
+            State::new(algorithm, oc, now_ms.saturating_add(f.validity_ms))
         };
-        if f.algorithm == Algorithm::Rate
+        let f = Feedback {
+            algorithm: Some(algorithm),
+            oc: state.oc(),
+            ..*f
+        };
+        if f.algorithm == Some(Algorithm::Rate)
             && f.validity_ms > 0
             && was.is_none_or(|(a, _)| a != Algorithm::Rate)
         {
@@ -525,7 +600,7 @@ impl Client {
             }
             cell.tat
                 .store(now_ns.saturating_add(x.max(0.0) as u64), Ordering::Release);
-        } else if let (Algorithm::Rate, true, Some((Algorithm::Rate, old_oc))) =
+        } else if let (Some(Algorithm::Rate), true, Some((Algorithm::Rate, old_oc))) =
             (f.algorithm, f.validity_ms > 0, was)
             && old_oc != f.oc
         {

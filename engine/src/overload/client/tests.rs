@@ -163,17 +163,202 @@ fn seq_orders_updates() {
         Ok(Applied::Updated)
     );
     assert_eq!(c.status(hop, 4 * MS).active, Some((Algorithm::Loss, 50)));
-    // §4.4: a value "significantly less than several previous values" is an overflow.
-    assert_eq!(
-        c.on_response(hop, 5 * MS, &v(60, "3.0")),
-        Ok(Applied::Updated)
-    );
-    assert_eq!(c.status(hop, 6 * MS).active, Some((Algorithm::Loss, 60)));
-    // Expired values are reset: any seq applies afterwards.
+    // A much lower value that is not a wrap-around (§4.4: the oc-seq "overflows") is tardy or
+    // spoofed: it would otherwise undo any values in force.
+    for low in ["3.0", "0.00001", "0.0"] {
+        assert_eq!(
+            c.on_response(hop, 5 * MS, &v(60, low)),
+            Ok(Applied::Stale),
+            "{low}"
+        );
+    }
+    assert_eq!(c.status(hop, 6 * MS).active, Some((Algorithm::Loss, 50)));
+    // Expired values are reset (§5.4: "MUST be reset to default values once the validity
+    // period has expired"): any seq applies afterwards.
     assert_eq!(
         c.on_response(hop, 20 * S, &v(70, "2.0")),
         Ok(Applied::Updated)
     );
+}
+
+#[test]
+fn a_sequence_that_overflows_applies() {
+    // RFC 7339 §4.4: "If the value contained in the "oc-seq" parameter overflows ... then the
+    // "oc-seq" parameter MUST be reset to the current timestamp or an appropriate base value"
+    // and "If an overflow is detected, then the client should use the overload parameters in
+    // the new message, even though the sequence number is lower."
+    let (c, hop) = client(ClientConfig::default());
+    let v = |oc: u32, seq: &str| {
+        format!("SIP/2.0/UDP p;oc={oc};oc-algo=\"loss\";oc-validity=10000;oc-seq={seq}")
+    };
+    assert_eq!(
+        c.on_response(hop, 0, &v(20, "999999999998.5")),
+        Ok(Applied::Updated)
+    );
+    // reset to a timestamp (seconds, as in §6's example) or to a base value
+    assert_eq!(
+        c.on_response(hop, MS, &v(30, "1282321615.782")),
+        Ok(Applied::Updated)
+    );
+    assert_eq!(c.status(hop, 2 * MS).active, Some((Algorithm::Loss, 30)));
+    assert_eq!(
+        c.on_response(hop, 3 * MS, &v(40, "1282321615.783")),
+        Ok(Applied::Updated)
+    );
+    c.on_response(hop, 4 * MS, &v(50, "999999999999.0"))
+        .expect("test input");
+    assert_eq!(
+        c.on_response(hop, 5 * MS, &v(60, "1.0")),
+        Ok(Applied::Updated)
+    );
+    assert_eq!(c.status(hop, 6 * MS).active, Some((Algorithm::Loss, 60)));
+}
+
+#[test]
+fn feedback_without_a_sequence_does_not_displace_ordered_values() {
+    // §4.4: oc-seq "MUST be inserted by the SIP server"; values without one cannot be ordered
+    // against those in force (a spoofed `oc=0` would end control).
+    let (c, hop) = client(ClientConfig::default());
+    let ordered = "SIP/2.0/UDP p;oc=50;oc-algo=\"loss\";oc-validity=10000;oc-seq=10.0";
+    let unordered = "SIP/2.0/UDP p;oc=0;oc-algo=\"loss\";oc-validity=10000";
+    c.on_response(hop, 0, ordered).expect("test input");
+    assert_eq!(c.on_response(hop, MS, unordered), Ok(Applied::Stale));
+    assert_eq!(c.status(hop, 2 * MS).active, Some((Algorithm::Loss, 50)));
+    // Once they have expired, nothing orders: the values apply.
+    assert_eq!(c.on_response(hop, 11 * S, unordered), Ok(Applied::Updated));
+    assert_eq!(
+        c.status(hop, 11 * S + MS).active,
+        Some((Algorithm::Loss, 0))
+    );
+    // Values without a sequence replace each other.
+    let more = "SIP/2.0/UDP p;oc=30;oc-algo=\"loss\";oc-validity=10000";
+    assert_eq!(c.on_response(hop, 12 * S, more), Ok(Applied::Updated));
+    assert_eq!(c.status(hop, 12 * S).active, Some((Algorithm::Loss, 30)));
+}
+
+#[test]
+fn a_stop_keeps_its_order_for_a_transaction_lifetime() {
+    // §5.7 orders a stop like any value; after STOP_ORDER (64·T1) any oc-seq applies again,
+    // so a server whose sequence restarted lower is heard.
+    let (c, hop) = client(ClientConfig::default());
+    let v = |oc: u32, validity: u32, seq: u32| {
+        format!("SIP/2.0/UDP p;oc={oc};oc-algo=\"loss\";oc-validity={validity};oc-seq={seq}.0")
+    };
+    c.on_response(hop, 0, &v(50, 10000, 1000))
+        .expect("test input");
+    assert_eq!(c.on_response(hop, MS, &v(0, 0, 1001)), Ok(Applied::Updated));
+    let last = STOP_ORDER.as_nanos() as u64;
+    assert_eq!(
+        c.on_response(hop, last, &v(50, 10000, 1000)),
+        Ok(Applied::Stale)
+    );
+    assert_eq!(
+        c.on_response(hop, last, &v(50, 10000, 3)),
+        Ok(Applied::Stale)
+    );
+    assert_eq!(c.status(hop, last).active, None);
+    assert_eq!(
+        c.on_response(hop, last + 2 * MS, &v(40, 10000, 3)),
+        Ok(Applied::Updated)
+    );
+    assert_eq!(
+        c.status(hop, last + 3 * MS).active,
+        Some((Algorithm::Loss, 40))
+    );
+}
+
+#[test]
+fn validity_zero_stops_control_whatever_the_oc_value() {
+    // RFC 7339 §5.7: "If the value of the "oc-validity" parameter is 0, this indicates to the
+    // client that overload control ... is no longer necessary ... the client SHOULD disregard
+    // the value in the "oc" parameter"; RFC 7415 §4: ""oc" could be any value".
+    let (c, hop) = client(ClientConfig::default());
+    let mut shard = ClientShard::new(&c, 3);
+    let start = |seq: u32| {
+        format!("SIP/2.0/UDP p;oc=100;oc-algo=\"loss\";oc-validity=60000;oc-seq={seq}.0")
+    };
+    for (seq, stop) in [
+        (
+            1,
+            "SIP/2.0/UDP p;oc=150;oc-algo=\"loss\";oc-validity=0;oc-seq=2.0",
+        ),
+        (
+            3,
+            "SIP/2.0/UDP p;oc=1234567890123456789012345;oc-algo=\"rate\";oc-validity=0;oc-seq=4.0",
+        ),
+        (
+            5,
+            "SIP/2.0/UDP p;oc=1234567890123456789012345;oc-validity=0;oc-seq=6.0",
+        ),
+    ] {
+        let t = u64::from(seq) * S;
+        c.on_response(hop, t, &start(seq)).expect("test input");
+        assert!(matches!(
+            shard.decide(&c, hop, t + MS, Category::Reducible),
+            OcVerdict::Shed(_)
+        ));
+        assert_eq!(
+            c.on_response(hop, t + 2 * MS, stop),
+            Ok(Applied::Updated),
+            "{stop}"
+        );
+        assert_eq!(c.status(hop, t + 3 * MS).active, None, "{stop}");
+        assert_eq!(
+            shard.decide(&c, hop, t + 3 * MS, Category::Reducible),
+            OcVerdict::Forward,
+            "{stop}"
+        );
+    }
+}
+
+#[test]
+fn an_oc_without_oc_algo_keeps_the_selected_algorithm() {
+    // RFC 7339 §4.2: "Once the SIP server has chosen a mutually agreeable class of overload
+    // control algorithms and communicated it to the client, the selection stays in effect
+    // until the algorithm is changed by the server."
+    let (c, hop) = client(ClientConfig::default());
+    c.on_response(
+        hop,
+        0,
+        "SIP/2.0/UDP p;oc=20;oc-algo=\"rate\";oc-validity=1000;oc-seq=1.0",
+    )
+    .expect("test input");
+    assert_eq!(
+        c.on_response(hop, MS, "SIP/2.0/UDP p;oc=150;oc-validity=1000;oc-seq=2.0"),
+        Ok(Applied::Updated)
+    );
+    assert_eq!(c.status(hop, 2 * MS).active, Some((Algorithm::Rate, 150)));
+    // also across a stop and the expiry of the values
+    c.on_response(hop, 3 * MS, "SIP/2.0/UDP p;oc=0;oc-validity=0;oc-seq=3.0")
+        .expect("test input");
+    c.on_response(hop, 60 * S, "SIP/2.0/UDP p;oc=20;oc-seq=4.0")
+        .expect("test input");
+    assert_eq!(c.status(hop, 60 * S).active, Some((Algorithm::Rate, 20)));
+    // With loss selected, a value above 100 is out of range (§7.1) and changes nothing.
+    c.on_response(
+        hop,
+        61 * S,
+        "SIP/2.0/UDP p;oc=20;oc-algo=\"loss\";oc-validity=1000;oc-seq=5.0",
+    )
+    .expect("test input");
+    assert_eq!(
+        c.on_response(
+            hop,
+            61 * S + MS,
+            "SIP/2.0/UDP p;oc=150;oc-validity=1000;oc-seq=6.0"
+        ),
+        Err(OcError::LossAbove100(150))
+    );
+    assert_eq!(
+        c.status(hop, 61 * S + MS).active,
+        Some((Algorithm::Loss, 20))
+    );
+    // A hop that never had a selection: loss (§4.2's default).
+    let (fresh, hop) = client(ClientConfig::default());
+    fresh
+        .on_response(hop, 0, "SIP/2.0/UDP p;oc=30;oc-seq=1.0")
+        .expect("test input");
+    assert_eq!(fresh.status(hop, MS).active, Some((Algorithm::Loss, 30)));
 }
 
 #[test]

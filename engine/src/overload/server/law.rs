@@ -72,15 +72,34 @@ impl Server {
             self.target = (self.mu * (1.0 - retx) - (d - big_d) * self.mu / h).max(0.0);
         }
 
-        // 4: demands.
+        // 4: demands, conformance, newcomers.
         let overloaded = self.overloaded;
         let mut total_demand = 0.0;
         let mut constrained = false;
-        for s in self.clients.values_mut() {
-            let seen = s.arrivals as f64 / dt;
+        let smooth = |s: &mut super::ClientState, offered: f64| {
+            s.demand = if s.measured {
+                c.alpha * offered + (1.0 - c.alpha) * s.demand
+            } else {
+                s.measured = true;
+                offered
+            };
+        };
+        for s in self.clients.states_mut() {
+            if !s.member {
+                if s.arrivals >= super::GRADUATE_REQUESTS || !overloaded {
+                    s.member = true;
+                    s.measured = false;
+                }
+                s.arrivals = 0;
+                continue;
+            }
+            let sent = s.arrivals as f64;
+            let seen = sent / dt;
             s.arrivals = 0;
+            conformance(s, sent, dt, overloaded);
             let offered = match s.algorithm {
                 None => seen,
+                Some(_) if s.nonconforming => seen,
                 Some(Algorithm::Loss) if overloaded => {
                     if s.loss < 0.99 {
                         seen / (1.0 - s.loss)
@@ -98,14 +117,13 @@ impl Server {
                 }
                 Some(_) => seen,
             };
-            s.demand = if s.measured {
-                c.alpha * offered + (1.0 - c.alpha) * s.demand
-            } else {
-                s.measured = true;
-                offered
-            };
+            smooth(s, offered);
             total_demand += s.demand;
         }
+        let newcomers = self.newcomers.arrivals as f64 / dt;
+        self.newcomers.arrivals = 0;
+        smooth(&mut self.newcomers, newcomers);
+        total_demand += self.newcomers.demand;
 
         // 3: overload state.
         let was = self.overloaded;
@@ -123,30 +141,45 @@ impl Server {
             self.calm = 0;
         }
 
-        // 5: split.
+        // 5: split, over the clients of their own and the newcomers as one.
         if self.overloaded {
-            let mut keys: Vec<&Box<[u8]>> = self.clients.keys().collect();
-            keys.sort();
-            let keys: Vec<Box<[u8]>> = keys.into_iter().cloned().collect();
-            let demands: Vec<f64> = keys.iter().map(|k| self.clients[k].demand).collect();
-            let shares = max_min_fair(self.target, &demands);
-            for (k, share) in keys.iter().zip(shares) {
-                if let Some(s) = self.clients.get_mut(k) {
-                    s.allocated = true;
-                    s.share = share;
-                    s.loss = if s.demand > 0.0 {
-                        (1.0 - share / s.demand).clamp(0.0, 1.0)
-                    } else {
-                        0.0
-                    };
-                    s.rate = (share.floor() as u64).clamp(c.min_rate, crate::overload::MAX_RATE);
-                }
+            let mut demands: Vec<f64> = self
+                .clients
+                .states_mut()
+                .filter(|s| s.member)
+                .map(|s| s.demand)
+                .collect();
+            demands.push(self.newcomers.demand);
+            let mut shares = max_min_fair(self.target, &demands).into_iter();
+            let members = self.clients.states_mut().filter(|s| s.member);
+            for (s, share) in members
+                .chain(std::iter::once(&mut self.newcomers))
+                .zip(&mut shares)
+            {
+                s.allocated = true;
+                s.share = share;
+                s.loss = if s.demand > 0.0 {
+                    (1.0 - share / s.demand).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                };
+                s.rate = (share.floor() as u64).clamp(c.min_rate, crate::overload::MAX_RATE);
+                s.reject = if s.algorithm.is_none() || s.nonconforming {
+                    s.loss
+                } else {
+                    0.0
+                };
             }
         } else {
-            for s in self.clients.values_mut() {
+            for s in self
+                .clients
+                .states_mut()
+                .chain(std::iter::once(&mut self.newcomers))
+            {
                 s.share = 0.0;
                 s.loss = 0.0;
                 s.rate = 0;
+                s.reject = 0.0;
                 s.allocated = false;
             }
         }
@@ -160,7 +193,7 @@ impl Server {
         // Forget clients not heard from for the hold time (§5.1: "a client the server has
         // not heard from in a long time" chooses afresh).
         self.clients
-            .retain(|_, s| now_ns.saturating_sub(s.last_seen) < nanos(c.hold_algorithm));
+            .retain(|s| now_ns.saturating_sub(s.last_seen) < nanos(c.hold_algorithm));
 
         self.served = 0;
         self.served_retx = 0;
@@ -169,6 +202,31 @@ impl Server {
         self.arrivals_new = 0;
         self.arrivals_retx = 0;
     }
+}
+
+/// A participant's conformance over the period that ended (`sent` requests in `dt` seconds):
+/// what it sent against what it was allowed, in its bucket (the server documentation).
+pub(super) fn conformance(s: &mut super::ClientState, sent: f64, dt: f64, overloaded: bool) {
+    let allowed = match s.algorithm {
+        Some(Algorithm::Rate) => s.rate as f64,
+        Some(Algorithm::Loss) => s.share,
+        None => 0.0,
+    };
+    if !(overloaded && s.allocated && s.algorithm.is_some()) {
+        s.debt = 0.0;
+        s.nonconforming = false;
+        s.allowed = allowed;
+        return;
+    }
+    let room = allowed.max(s.allowed);
+    let limit = (room * super::NONCONFORMING_SECONDS).max(super::NONCONFORMING_REQUESTS);
+    s.debt = (s.debt + sent - room * super::CONFORMANCE_SLACK * dt).clamp(0.0, 2.0 * limit);
+    if s.debt > limit {
+        s.nonconforming = true;
+    } else if s.debt <= limit / 2.0 {
+        s.nonconforming = false;
+    }
+    s.allowed = allowed;
 }
 
 /// A loss fraction as RFC 7339's whole percentage, rounded up (the server asks for at least

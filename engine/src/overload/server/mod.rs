@@ -44,6 +44,40 @@
 //! set the value of the "oc-validity" parameter to 0. The SIP server MUST increment the value of
 //! "oc-seq" and SHOULD set the value of the "oc" parameter to 0").
 //!
+//! # Clients the server cannot trust
+//! RFC 7339 §11: "servers should monitor client behavior to determine whether they are
+//! complying with overload control policies. If a client is not conforming to such policies,
+//! then the server should treat it as a non-supporting client". Between operators the
+//! neighbour is not trusted, and an attacker on the path can send from any address:
+//! - **A table that floods cannot grow.** Clients live in a table of
+//!   [`ServerConfig::max_clients`] slots made when the server is, found by a hash with a
+//!   random key within a window of 8 slots: a request costs one bounded probe and never an
+//!   allocation, whatever keys arrive. A new key takes a free slot, else one of a newcomer or
+//!   of a client silent for a second (and, in overload, not given a share); never the slot of
+//!   a client still sending. A key with no slot is not tracked.
+//! - **Newcomers share one allocation.** A key first seen in overload, and any key without a
+//!   slot, is a newcomer: all newcomers count as one client that does not take part, with one
+//!   share of the target (its requests shed by the server, §5.10.2). A newcomer becomes a
+//!   client of its own at the end of a period in which it sent at least
+//!   [`GRADUATE_REQUESTS`] requests (or when overload ends), and is measured from then on. A
+//!   flood of one-off source addresses is therefore one client, however many addresses it
+//!   uses.
+//! - **Participants that do not reduce are detected.** Each period the server holds what a
+//!   participant sent against what it was told to send (a rate client its rate, a loss client
+//!   its share of the target, allowing the larger of the last two periods' values, since a
+//!   client hears a change a round trip late), in a leaky bucket drained at
+//!   [`CONFORMANCE_SLACK`] times that rate. A bucket above the larger of
+//!   [`NONCONFORMING_REQUESTS`] requests and [`NONCONFORMING_SECONDS`] of the allowed rate
+//!   marks it non-conforming: from the next period it is treated as a client that does not
+//!   take part (the server sheds its excess itself and its demand is what it sends), until
+//!   the bucket is back below half of that. With Poisson traffic at its allowed rate the
+//!   bucket of a conforming client exceeds `x` requests with a probability of about
+//!   `e^(−0.44·x)` whatever the rate (0.44 solves `e^θ − 1 = 1.25·θ`): about 3·10⁻¹⁰ per
+//!   period at 50, once in a decade of periods of 100 ms.
+//! - **The identity is the caller's.** The key is what the caller says the client is; give the
+//!   transport's source address (IP and port), which a client cannot choose the way it writes
+//!   its own Via.
+//!
 //! The algorithm for a client is chosen at its first contact from what it offers, the
 //! configured preference first (§5.1), and kept: it changes only if the client stops offering
 //! it or [`ServerConfig::hold_algorithm`] (default one hour, §5.8) has passed and the
@@ -52,12 +86,14 @@
 //! A [`Server`] is owned by one thread (`&mut self`); a multi-threaded server serialises
 //! calls or keeps one per worker group.
 
+mod clients;
 mod config;
 mod law;
 mod report;
 
-use std::collections::HashMap;
 use std::time::Duration;
+
+use clients::Clients;
 
 pub use config::ServerConfig;
 use law::loss_percent;
@@ -68,8 +104,34 @@ use super::{Algorithm, OcError, Seq};
 use crate::clock::nanos;
 use crate::prsm::Class;
 
+/// The bytes of a client's key that [`ClientReport::key`] holds (an IPv6 address in brackets
+/// with its port is 47): a longer key is still told apart from others.
+pub const CLIENT_KEY_BYTES: usize = 48;
+
+/// Requests a newcomer sends in one period to become a client of its own.
+pub const GRADUATE_REQUESTS: u64 = 2;
+
+/// The drain rate of a participant's conformance bucket, as a multiple of its allowed rate.
+pub const CONFORMANCE_SLACK: f64 = 1.25;
+
+/// The least bucket content (requests) that marks a participant non-conforming.
+pub const NONCONFORMING_REQUESTS: f64 = 50.0;
+
+/// The bucket content, in seconds of the allowed rate, that marks a participant non-conforming
+/// (when more than [`NONCONFORMING_REQUESTS`]).
+pub const NONCONFORMING_SECONDS: f64 = 0.5;
+
+/// How long a client must have been silent before a new key may take its slot: a second, or
+/// two periods if longer.
+fn idle_ns(config: &ServerConfig) -> u64 {
+    nanos(config.period).saturating_mul(2).max(1_000_000_000)
+}
+
 #[derive(Clone, Debug)]
 struct ClientState {
+    /// A client of its own (measured, given a share). A key first seen in overload is a
+    /// newcomer until it graduates; its requests count to the newcomers' aggregate.
+    member: bool,
     algorithm: Option<Algorithm>,
     selected_at: u64,
     last_seen: u64,
@@ -86,13 +148,52 @@ struct ClientState {
     /// Whether the law gave it a share since overload began (a client that appears during
     /// overload is told nothing binding until the next period has measured it).
     allocated: bool,
+    /// What it was told last (algorithm, `oc`, `oc-validity`), and under which `oc-seq`.
+    told: Option<(Algorithm, u64, u64)>,
+    told_seq: Seq,
+    /// The server's own rejection probability for its reducible requests in overload: a
+    /// non-participant's share to shed, or a non-conforming participant's excess.
+    reject: f64,
+    /// Conformance bucket: requests sent beyond what it was allowed.
+    debt: f64,
+    /// The rate it was allowed in the last period, per s.
+    allowed: f64,
+    /// Marked for sending more than it was told (see the module documentation).
+    nonconforming: bool,
+}
+
+impl Default for ClientState {
+    fn default() -> Self {
+        ClientState {
+            member: false,
+            algorithm: None,
+            selected_at: 0,
+            last_seen: 0,
+            arrivals: 0,
+            demand: 0.0,
+            measured: false,
+            share: 0.0,
+            loss: 0.0,
+            rate: 0,
+            rejected: 0,
+            allocated: false,
+            told: None,
+            told_seq: Seq(0),
+            reject: 0.0,
+            debt: 0.0,
+            allowed: 0.0,
+            nonconforming: false,
+        }
+    }
 }
 
 /// The server side (see the module documentation).
 #[derive(Debug)]
 pub struct Server {
     config: ServerConfig,
-    clients: HashMap<Box<[u8]>, ClientState>,
+    clients: Clients<ClientState>,
+    /// The newcomers as one client that does not take part.
+    newcomers: ClientState,
     next_tick: Option<u64>,
     last_tick: u64,
     overloaded: bool,
@@ -126,7 +227,11 @@ impl Server {
         config.check()?;
         Ok(Server {
             config,
-            clients: HashMap::with_capacity(config.max_clients.min(1024)),
+            clients: Clients::new(config.max_clients),
+            newcomers: ClientState {
+                member: true,
+                ..ClientState::default()
+            },
             next_tick: None,
             last_tick: 0,
             overloaded: false,
@@ -181,15 +286,16 @@ impl Server {
         }
     }
 
-    /// A request arrived from `client` (its address as bytes, e.g. `"192.0.2.7:5060"`: RFC
-    /// 7339 §5.4 scopes overload control to IP and port), with the overload-control offer in
-    /// its top Via (`None`: the client does not take part), its class (a retransmission
-    /// counts towards the alarm only) and its category. Call it for every request received,
-    /// in-dialog ones too (§5.3: the value applies "to all downstream SIP requests (dialogue
-    /// forming as well as in-dialogue)"). Only reducible requests of a client that does not
-    /// take part are ever rejected: its in-dialog, emergency and priority requests pass
-    /// (§5.10.1, the same local policy as a client's). Allocates only for a client not seen
-    /// before.
+    /// A request arrived from `client` (its transport source address as bytes, e.g.
+    /// `"192.0.2.7:5060"`: RFC 7339 §5.4 scopes overload control to IP and port, and a client
+    /// cannot choose its source the way it writes its Via), with the overload-control offer in
+    /// its top Via (`None`: the client does not take part), its class (a retransmission counts
+    /// towards the alarm only) and its category. Call it for every request received, in-dialog
+    /// ones too (§5.3: the value applies "to all downstream SIP requests (dialogue forming as
+    /// well as in-dialogue)"). Only reducible requests are ever rejected — of a client that
+    /// does not take part, of a newcomer, of a non-conforming participant (module
+    /// documentation) —; in-dialog, emergency and priority requests pass (§5.10.1, the same
+    /// local policy as a client's). Never allocates; one probe of at most 8 slots.
     pub fn on_request(
         &mut self,
         now_ns: u64,
@@ -207,49 +313,34 @@ impl Server {
         let config = self.config;
         let overloaded = self.overloaded;
         let draw = self.draw();
-        let state = self.client(now_ns, client);
-        state.last_seen = now_ns;
-        match offer {
-            Some(offer) => {
-                let keep = state.algorithm.is_some_and(|a| {
-                    offer.algorithms.contains(a)
-                        && (a == config.preference
-                            || !offer.algorithms.contains(config.preference)
-                            || now_ns.saturating_sub(state.selected_at)
-                                < nanos(config.hold_algorithm))
-                });
-                if !keep {
-                    let chosen = if offer.algorithms.contains(config.preference) {
-                        config.preference
-                    } else if offer.algorithms.contains(Algorithm::Loss) {
-                        Algorithm::Loss
-                    } else {
-                        Algorithm::Rate
-                    };
-                    if state.algorithm != Some(chosen) {
-                        state.algorithm = Some(chosen);
-                        state.selected_at = now_ns;
-                        state.measured = false;
-                    }
-                }
+        let shed =
+            |reject: f64| overloaded && category == super::Category::Reducible && draw < reject;
+        let at = self.slot(now_ns, client);
+        if let Some(at) = at {
+            let state = self.clients.get_mut(at);
+            state.last_seen = now_ns;
+            select(state, offer, &config, now_ns);
+            if class == Class::Retransmission {
+                return Admission::Admit;
             }
-            None => {
-                if state.algorithm.is_some() {
-                    state.algorithm = None;
-                    state.measured = false;
+            state.arrivals += 1;
+            if state.member {
+                if shed(state.reject) {
+                    state.rejected += 1;
+                    return Admission::Reject;
                 }
+                self.admitted_since_report += 1;
+                return Admission::Admit;
             }
-        }
-        if class == Class::Retransmission {
+        } else if class == Class::Retransmission {
             return Admission::Admit;
         }
-        state.arrivals += 1;
-        if overloaded
-            && state.algorithm.is_none()
-            && category == super::Category::Reducible
-            && draw < state.loss
-        {
-            state.rejected += 1;
+        self.newcomers.arrivals += 1;
+        if shed(self.newcomers.reject) {
+            self.newcomers.rejected += 1;
+            if let Some(at) = at {
+                self.clients.get_mut(at).rejected += 1;
+            }
             return Admission::Reject;
         }
         self.admitted_since_report += 1;
@@ -258,29 +349,46 @@ impl Server {
 
     /// The feedback for a response to `client` now, or `None` if the client does not take part
     /// (never sent an `oc`) or is not known. Write it with [`Feedback::write_via`].
+    ///
+    /// The `oc-seq` is the period's, and rises beyond it whenever what the client is told
+    /// changes within a period (its algorithm, or its share when it is first measured):
+    /// RFC 7339 §4.4, values "generated by an overload control algorithm at time t and t+1
+    /// MUST have an increasing value in the "oc-seq" parameter", and §5.4, a client ignores
+    /// values under the `oc-seq` it holds ("If these values match, the response does not
+    /// update the overload control parameters").
     pub fn feedback(&mut self, now_ns: u64, client: &[u8]) -> Option<Feedback> {
         self.handle_timeout(now_ns);
-        let state = self.clients.get(client)?;
+        let (overloaded, period_seq) = (self.overloaded, self.seq);
+        let validity = u64::try_from(self.config.validity.as_millis()).unwrap_or(u64::MAX);
+        let at = self.clients.find(client)?;
+        let state = self.clients.get_mut(at);
         let algorithm = state.algorithm?;
-        Some(if self.overloaded && state.allocated {
-            Feedback {
-                oc: match algorithm {
-                    Algorithm::Loss => loss_percent(state.loss),
-                    Algorithm::Rate => state.rate,
-                },
-                algorithm,
-                validity_ms: u64::try_from(self.config.validity.as_millis()).unwrap_or(u64::MAX),
-                seq: Some(self.seq),
-            }
+        let (oc, validity_ms) = if overloaded && state.allocated {
+            let oc = match algorithm {
+                Algorithm::Loss => loss_percent(state.loss),
+                Algorithm::Rate => state.rate,
+            };
+            (oc, validity)
         } else {
             // RFC 7339 §5.1: "if the server is currently not in an overload condition, it MUST
             // set the value of the "oc" parameter to be 0 and MAY insert an "oc-validity=0"".
-            Feedback {
-                oc: 0,
-                algorithm,
-                validity_ms: 0,
-                seq: Some(self.seq),
-            }
+            (0, 0)
+        };
+        let values = (algorithm, oc, validity_ms);
+        let seq = if state.told == Some(values) {
+            state.told_seq.max(period_seq)
+        } else {
+            // A change within the period: one step (10⁻⁵) past what the client holds, below
+            // the next period's value (whose integer part is higher).
+            period_seq.max(Seq(state.told_seq.0.saturating_add(1)).min(Seq::MAX))
+        };
+        state.told = Some(values);
+        state.told_seq = seq;
+        Some(Feedback {
+            oc,
+            algorithm: Some(algorithm),
+            validity_ms,
+            seq: Some(seq),
         })
     }
 
@@ -339,25 +447,30 @@ impl Server {
         }
     }
 
-    /// Every tracked client, by key.
+    /// Every tracked client, by key, then the newcomers' aggregate (an empty key: every key
+    /// first seen in overload that has not become a client of its own, and every key without a
+    /// slot).
     pub fn clients(&self) -> Vec<ClientReport> {
-        let mut v: Vec<ClientReport> = self
-            .clients
-            .iter()
-            .map(|(k, s)| ClientReport {
-                key: k.to_vec(),
-                algorithm: s.algorithm,
-                demand: s.demand,
-                share: s.share,
-                oc: match (self.overloaded && s.allocated, s.algorithm) {
-                    (false, _) | (_, None) => 0,
-                    (true, Some(Algorithm::Loss)) => loss_percent(s.loss),
-                    (true, Some(Algorithm::Rate)) => s.rate,
-                },
-                rejected: s.rejected,
-            })
-            .collect();
+        let overloaded = self.overloaded;
+        let report = |key: &[u8], s: &ClientState| ClientReport {
+            key: key.to_vec(),
+            algorithm: s.algorithm,
+            demand: s.demand,
+            share: s.share,
+            oc: match (overloaded && s.allocated, s.algorithm) {
+                (false, _) | (_, None) => 0,
+                (true, Some(Algorithm::Loss)) => loss_percent(s.loss),
+                (true, Some(Algorithm::Rate)) => s.rate,
+            },
+            rejected: s.rejected,
+            newcomer: !s.member,
+            nonconforming: s.nonconforming,
+        };
+        let mut v: Vec<ClientReport> = self.clients.iter().map(|(k, s)| report(k, s)).collect();
         v.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut aggregate = report(b"", &self.newcomers);
+        aggregate.newcomer = true;
+        v.push(aggregate);
         v
     }
 
@@ -369,36 +482,63 @@ impl Server {
         ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    fn client(&mut self, now_ns: u64, key: &[u8]) -> &mut ClientState {
-        if !self.clients.contains_key(key) {
-            if self.clients.len() >= self.config.max_clients
-                && let Some(oldest) = self
-                    .clients
-                    .iter()
-                    .min_by_key(|(_, s)| s.last_seen)
-                    .map(|(k, _)| k.clone())
-            {
-                self.clients.remove(&oldest);
-            }
-            self.clients.insert(
-                key.into(),
-                ClientState {
-                    algorithm: None,
-                    selected_at: now_ns,
-                    last_seen: now_ns,
-                    arrivals: 0,
-                    demand: 0.0,
-                    measured: false,
-                    share: 0.0,
-                    loss: 0.0,
-                    rate: 0,
-                    rejected: 0,
-                    allocated: false,
-                },
-            );
+    /// The slot of `key`: found, or a new one (module documentation), or `None` (not
+    /// tracked: a newcomer).
+    fn slot(&mut self, now_ns: u64, key: &[u8]) -> Option<usize> {
+        if let Some(at) = self.clients.find(key) {
+            return Some(at);
         }
-        // Inserted above when missing.
-        self.clients.get_mut(key).expect("present")
+        let overloaded = self.overloaded;
+        let idle = idle_ns(&self.config);
+        let fresh = ClientState {
+            member: !overloaded,
+            selected_at: now_ns,
+            last_seen: now_ns,
+            ..ClientState::default()
+        };
+        self.clients.insert(
+            key,
+            fresh,
+            |s| s.last_seen,
+            |s| {
+                !s.member
+                    || (now_ns.saturating_sub(s.last_seen) >= idle && !(overloaded && s.allocated))
+            },
+        )
+    }
+}
+
+/// The algorithm for a client after a request with `offer` (module documentation).
+fn select(state: &mut ClientState, offer: Option<Offer>, config: &ServerConfig, now_ns: u64) {
+    match offer {
+        Some(offer) => {
+            let keep = state.algorithm.is_some_and(|a| {
+                offer.algorithms.contains(a)
+                    && (a == config.preference
+                        || !offer.algorithms.contains(config.preference)
+                        || now_ns.saturating_sub(state.selected_at) < nanos(config.hold_algorithm))
+            });
+            if !keep {
+                let chosen = if offer.algorithms.contains(config.preference) {
+                    config.preference
+                } else if offer.algorithms.contains(Algorithm::Loss) {
+                    Algorithm::Loss
+                } else {
+                    Algorithm::Rate
+                };
+                if state.algorithm != Some(chosen) {
+                    state.algorithm = Some(chosen);
+                    state.selected_at = now_ns;
+                    state.measured = false;
+                }
+            }
+        }
+        None => {
+            if state.algorithm.is_some() {
+                state.algorithm = None;
+                state.measured = false;
+            }
+        }
     }
 }
 

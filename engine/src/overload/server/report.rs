@@ -48,7 +48,9 @@ pub enum Admission {
 /// A client as the server sees it (statistics, RPCs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClientReport {
-    /// The client's key as given to [`Server::on_request`](super::Server::on_request).
+    /// The client's key as given to [`Server::on_request`](super::Server::on_request) (its
+    /// first [`CLIENT_KEY_BYTES`](super::CLIENT_KEY_BYTES) bytes); empty for the newcomers'
+    /// aggregate.
     pub key: Vec<u8>,
     /// The algorithm selected for it; `None` for a client that does not take part.
     pub algorithm: Option<Algorithm>,
@@ -58,8 +60,15 @@ pub struct ClientReport {
     pub share: f64,
     /// The `oc` value its responses carry now (0 when not in overload).
     pub oc: u64,
-    /// Requests of it the server rejected (non-participants only).
+    /// Requests of it the server rejected (while it did not take part, was a newcomer or was
+    /// non-conforming).
     pub rejected: u64,
+    /// A newcomer: first seen in overload and not yet a client of its own (its requests count
+    /// to the newcomers' aggregate, the report with an empty key).
+    pub newcomer: bool,
+    /// A participant that sent more than it was told beyond the tolerance: treated as not
+    /// taking part until it conforms (RFC 7339 §11).
+    pub nonconforming: bool,
 }
 
 /// The server's state (statistics, RPCs).
@@ -77,6 +86,6 @@ pub struct ServerStatus {
     pub retransmission_share: f64,
     /// The current `oc-seq`.
     pub seq: Seq,
-    /// Clients tracked.
+    /// Clients tracked (newcomers with a slot included).
     pub clients: usize,
 }

@@ -192,7 +192,8 @@ pub unsafe extern "C" fn lc_notifier_observe(
 #[derive(Clone, Copy, Debug)]
 pub struct lc_share {
     /// The subscriber's URI (its SUBSCRIBE's From); points into the handle, valid until the
-    /// next call on it.
+    /// next call on it, `lc_notifier_share` included: a loop over the shares copies each URI
+    /// it keeps before asking for the next share.
     pub subscriber: lc_str,
     /// Its measured (smoothed) rate; `UINT64_MAX` before its first measurement.
     pub usage_milli: u64,
