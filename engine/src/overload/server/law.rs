@@ -93,10 +93,12 @@ impl Server {
                 s.arrivals = 0;
                 continue;
             }
-            let sent = s.arrivals as f64;
-            let seen = sent / dt;
+            let seen = s.arrivals as f64 / dt;
             s.arrivals = 0;
-            conformance(s, sent, dt, overloaded);
+            let controlled = super::covered(s, self.last_tick, now_ns) as f64 / 1e9;
+            let sent = std::mem::take(&mut s.controlled_arrivals) as f64
+                - std::mem::take(&mut s.activations) as f64 * super::ACTIVATION_REQUESTS;
+            conformance(s, sent, controlled, overloaded);
             let offered = match s.algorithm {
                 None => seen,
                 Some(_) if s.nonconforming => seen,
@@ -204,9 +206,15 @@ impl Server {
     }
 }
 
-/// A participant's conformance over the period that ended (`sent` requests in `dt` seconds):
-/// what it sent against what it was allowed, in its bucket (the server documentation).
-pub(super) fn conformance(s: &mut super::ClientState, sent: f64, dt: f64, overloaded: bool) {
+/// A participant's conformance over the period that ended: the `sent` requests that arrived
+/// while it was under control, against what it was allowed for the `controlled` seconds it
+/// was, in its bucket (the server documentation).
+pub(super) fn conformance(
+    s: &mut super::ClientState,
+    sent: f64,
+    controlled: f64,
+    overloaded: bool,
+) {
     let allowed = match s.algorithm {
         Some(Algorithm::Rate) => s.rate as f64,
         Some(Algorithm::Loss) => s.share,
@@ -220,7 +228,7 @@ pub(super) fn conformance(s: &mut super::ClientState, sent: f64, dt: f64, overlo
     }
     let room = allowed.max(s.allowed);
     let limit = (room * super::NONCONFORMING_SECONDS).max(super::NONCONFORMING_REQUESTS);
-    s.debt = (s.debt + sent - room * super::CONFORMANCE_SLACK * dt).clamp(0.0, 2.0 * limit);
+    s.debt = (s.debt + sent - room * super::CONFORMANCE_SLACK * controlled).clamp(0.0, 2.0 * limit);
     if s.debt > limit {
         s.nonconforming = true;
     } else if s.debt <= limit / 2.0 {

@@ -63,10 +63,13 @@
 //!   flood of one-off source addresses is therefore one client, however many addresses it
 //!   uses.
 //! - **Participants that do not reduce are detected.** Each period the server holds what a
-//!   participant sent against what it was told to send (a rate client its rate, a loss client
-//!   its share of the target, allowing the larger of the last two periods' values, since a
-//!   client hears a change a round trip late), in a leaky bucket drained at
-//!   [`CONFORMANCE_SLACK`] times that rate. A bucket above the larger of
+//!   participant sent while its values held (from the response that carried them for their
+//!   `oc-validity`: after it, §4.3, "overload control is not in effect") against what it was
+//!   told to send for that time (a rate client its rate, a loss client its share of the
+//!   target, allowing the larger of the last two periods' values, since a client hears a
+//!   change a round trip late), in a leaky bucket drained at [`CONFORMANCE_SLACK`] times that
+//!   rate, and by [`ACTIVATION_REQUESTS`] each time control begins again after the values
+//!   lapsed. A bucket above the larger of
 //!   [`NONCONFORMING_REQUESTS`] requests and [`NONCONFORMING_SECONDS`] of the allowed rate
 //!   marks it non-conforming: from the next period it is treated as a client that does not
 //!   take part (the server sheds its excess itself and its demand is what it sends), until
@@ -114,6 +117,11 @@ pub const GRADUATE_REQUESTS: u64 = 2;
 /// The drain rate of a participant's conformance bucket, as a multiple of its allowed rate.
 pub const CONFORMANCE_SLACK: f64 = 1.25;
 
+/// Requests a participant may send at once each time control begins again after its values
+/// lapsed: RFC 7415 §3.5.1 starts the client's bucket afresh at every activation, and
+/// §3.5.2's `TAU2 = 10·T` then lets 11 requests through at once.
+pub const ACTIVATION_REQUESTS: f64 = 11.0;
+
 /// The least bucket content (requests) that marks a participant non-conforming.
 pub const NONCONFORMING_REQUESTS: f64 = 50.0;
 
@@ -156,6 +164,17 @@ struct ClientState {
     reject: f64,
     /// Conformance bucket: requests sent beyond what it was allowed.
     debt: f64,
+    /// Until when the values it was told last hold at the client (its `oc-validity` from
+    /// the response that carried them: RFC 7339 §4.3, after it "overload control is not in
+    /// effect"), and since when they have held without a gap.
+    controlled_until: u64,
+    cover_start: u64,
+    /// Time of this period under control in stretches already ended, ns.
+    covered_ns: u64,
+    /// Requests of this period that arrived while it was under control.
+    controlled_arrivals: u64,
+    /// Stretches under control that began in this period.
+    activations: u64,
     /// The rate it was allowed in the last period, per s.
     allowed: f64,
     /// Marked for sending more than it was told (see the module documentation).
@@ -181,6 +200,11 @@ impl Default for ClientState {
             told_seq: Seq(0),
             reject: 0.0,
             debt: 0.0,
+            controlled_until: 0,
+            cover_start: 0,
+            covered_ns: 0,
+            controlled_arrivals: 0,
+            activations: 0,
             allowed: 0.0,
             nonconforming: false,
         }
@@ -324,6 +348,9 @@ impl Server {
                 return Admission::Admit;
             }
             state.arrivals += 1;
+            if now_ns <= state.controlled_until {
+                state.controlled_arrivals += 1;
+            }
             if state.member {
                 if shed(state.reject) {
                     state.rejected += 1;
@@ -358,7 +385,7 @@ impl Server {
     /// update the overload control parameters").
     pub fn feedback(&mut self, now_ns: u64, client: &[u8]) -> Option<Feedback> {
         self.handle_timeout(now_ns);
-        let (overloaded, period_seq) = (self.overloaded, self.seq);
+        let (overloaded, period_seq, period_start) = (self.overloaded, self.seq, self.last_tick);
         let validity = u64::try_from(self.config.validity.as_millis()).unwrap_or(u64::MAX);
         let at = self.clients.find(client)?;
         let state = self.clients.get_mut(at);
@@ -384,6 +411,18 @@ impl Server {
         };
         state.told = Some(values);
         state.told_seq = seq;
+        if validity_ms > 0 {
+            // A gap since the last values lapsed closes a stretch under control.
+            if now_ns > state.controlled_until {
+                state.covered_ns += overlap(
+                    (period_start, now_ns),
+                    (state.cover_start, state.controlled_until),
+                );
+                state.cover_start = now_ns;
+                state.activations += 1;
+            }
+            state.controlled_until = now_ns.saturating_add(validity_ms.saturating_mul(1_000_000));
+        }
         Some(Feedback {
             oc,
             algorithm: Some(algorithm),
@@ -506,6 +545,18 @@ impl Server {
             },
         )
     }
+}
+
+/// The length of the overlap of two intervals `[from, to)`, ns.
+fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
+    a.1.min(b.1).saturating_sub(a.0.max(b.0))
+}
+
+/// Time of the period `[start, end)` a client was under control, ns; starts the count of the
+/// next period.
+fn covered(s: &mut ClientState, start: u64, end: u64) -> u64 {
+    let now = overlap((start, end), (s.cover_start, s.controlled_until));
+    std::mem::take(&mut s.covered_ns) + now
 }
 
 /// The algorithm for a client after a request with `offer` (module documentation).
