@@ -96,7 +96,7 @@ typedef struct {
     atomic_ulong forwarded, answered, malformed, absorbed, dropped;
     atomic_ulong tcp_accepted, tcp_refused, tcp_closed, tcp_framing_errors, tcp_too_large, tcp_overflows;
     atomic_ulong tcp_pings, tcp_responses_orphaned, hop_connects, hop_failures, forward_failures, tcp_idle_closed;
-    atomic_ulong oc_shed, oc_rejected, oc_bad_feedback, oc_timeouts;
+    atomic_ulong oc_shed, oc_rejected, oc_bad_feedback, oc_timeouts, oc_stripped;
     atomic_ulong originals, retransmissions, retx_repeated, retx_unremembered;
     atomic_ulong invalid[SV_COUNT]; /* requests not forwarded by RFC 3261 §16.3, by reason */
     atomic_ulong no_policy_rejected;
@@ -215,6 +215,7 @@ typedef struct worker {
     /* Messages being built (an answer can be built while a forward fails). */
     char reply_buf[MAX_MSG];
     char fwd_buf[MAX_MSG];
+    char via_buf[MAX_MSG]; /* a Via header value without overload-control parameters */
     /* TCP (the TCP thread only). */
     int epfd;
     conn_t *conns;

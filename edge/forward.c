@@ -96,9 +96,11 @@ void answer(worker_t *w, const char *msg, size_t len, const peer_t *from, const 
     reply(w, msg, len, from, d->status, d->status == 302 ? "Moved Temporarily" : "Service Unavailable", d);
 }
 
-/* Forwards a request with this proxy's Via on top, received= on the sender's Via, and
- * Max-Forwards decremented, over the transport it came on. Over TCP the Via names the inbound
- * connection (lc-conn=SLOT.GEN) for the response's way back. */
+/* Forwards a request with this proxy's Via on top, received= on the sender's Via (and the
+ * source port in its rport when it asks, RFC 3581), and Max-Forwards decremented, over the
+ * transport it came on. With overload control the sender's oc parameters stay here (RFC 7339
+ * §5.6). Over TCP the Via names the inbound connection (lc-conn=SLOT.GEN) for the response's
+ * way back. */
 void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     char *out = w->fwd_buf;
     const size_t cap = sizeof w->fwd_buf;
@@ -128,7 +130,13 @@ void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *fro
     while (next_header(msg, len, &i, &h, &line_len)) {
         if (!via_done && header_is(h, line_len, "Via", "v")) {
             via_done = 1;
-            put(out, &at, cap, h, line_len);
+            const char *colon = memchr(h, ':', line_len);
+            size_t vs = colon ? (size_t)(colon - h) + 1 : line_len;
+            while (vs < line_len && (h[vs] == ' ' || h[vs] == '\t')) vs++;
+            lc_str sv = {(const uint8_t *)h + vs, line_len - vs};
+            if (w->e->oc_srv) sv = oc_stripped(w, h + vs, line_len - vs, LC_OC_STRIP_REQUEST);
+            put(out, &at, cap, "Via: ", 5);
+            put_rport(out, &at, cap, (const char *)sv.ptr, sv.len, from);
             char extra[96];
             char src[INET_ADDRSTRLEN];
             inet_ntop(AF_INET, &from->addr.sin_addr, src, sizeof src);
@@ -217,6 +225,13 @@ void forward_response(worker_t *w, const char *msg, size_t len, int local) {
             if (!next_done) {
                 next_done = 1;
                 oc_len = put_upstream_via(w, out, &at, cap, h + v, line_len - v, &to, have_to, &oc_at, oc_key);
+                continue;
+            }
+            if (w->e->oc_srv) { /* RFC 7339 §5.4: every Via below this edge's */
+                lc_str sv = oc_stripped(w, h + v, line_len - v, LC_OC_STRIP_RESPONSE);
+                put(out, &at, cap, "Via: ", 5);
+                put(out, &at, cap, (const char *)sv.ptr, sv.len);
+                put(out, &at, cap, "\r\n", 2);
                 continue;
             }
         }

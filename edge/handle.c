@@ -95,7 +95,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
         if (lc_oc_category_sip(w->e->engine, (const uint8_t *)msg, len, &cat) == LC_RESULT_OK && cat != LC_OC_CATEGORY_NONE) {
             char key[32];
             lc_str tv = top_via(msg, len);
-            client_key(&from->addr, (const char *)tv.ptr, tv.len, key, sizeof key);
+            addr_key(&from->addr, key, sizeof key); /* the transport source, not a Via field */
             lc_oc_admission adm = LC_OC_ADMISSION_ADMIT;
             lc_str k = {(const uint8_t *)key, strlen(key)};
             lc_oc_server_on_request(w->e->oc_srv, now, k, tv, cls, cat, &adm);

@@ -97,31 +97,40 @@ void oc_expire(worker_t *w, uint64_t now) {
     }
 }
 
-/* The key of an upstream client as both directions know it: the request's source IP and its
- * Via sent-by port — where this edge sends the responses (received=IP, sent-by port, RFC 3261
- * §18.2.2), so a request and the response to it name the same client. */
-void client_key(const struct sockaddr_in *src, const char *via, size_t via_len, char *out, size_t cap) {
-    struct sockaddr_in a = *src;
-    struct sockaddr_in v;
-    if (via && via_destination(via, via_len, &v)) a.sin_port = v.sin_port;
-    addr_key(&a, out, cap);
+/* The Via header value `value` without the overload-control parameters `which` names (RFC 7339
+ * §5.4 for the Vias of a response below this edge's, §5.6 for the Via a client inserted into a
+ * request), in the worker's via_buf, or `value` itself when it has none of them (or when the
+ * library cannot read where its parameters end: then nobody can read an oc value in it). */
+lc_str oc_stripped(worker_t *w, const char *value, size_t len, lc_oc_strip which) {
+    lc_str v = {(const uint8_t *)value, len};
+    size_t written = 0;
+    if (lc_oc_via_strip(v, which, (uint8_t *)w->via_buf, sizeof w->via_buf, &written) == LC_RESULT_OK) {
+        BUMP(w->c.oc_stripped);
+        v.ptr = (const uint8_t *)w->via_buf;
+        v.len = written;
+    }
+    return v;
 }
 
 /* Writes the Via entry `value` (one header value, possibly with further entries after a comma)
- * going upstream to `to`: with this edge's overload-control values for that client when it is
- * an overload-control server and the client takes part, else as it was. Returns the length of
- * the value written with values (at `*oc_at`, for the client `oc_key`), 0 without. */
+ * going upstream to `to`: when this edge is an overload-control server, without the oc values
+ * a downstream server put there (RFC 7339 §5.4) and with this edge's own for that client when
+ * the client takes part; else as it was. The client is the address its requests come from
+ * (a UDP source, a TCP connection's peer), which is where the responses go: RFC 3581's rport,
+ * or the sent-by of a client that sends from its own port (RFC 3261 §18.1.1). Returns the
+ * length of the value written with values (at `*oc_at`, for the client `oc_key`), 0 without. */
 size_t put_upstream_via(worker_t *w, char *out, size_t *at, size_t cap, const char *value, size_t len,
                                const peer_t *to, int have_to, size_t *oc_at, char oc_key[32]) {
     put(out, at, cap, "Via: ", 5);
     const struct sockaddr_in *client = NULL;
     if (have_to && !to->tcp) client = &to->addr;
     else if (have_to && w->conns && to->slot < w->nconns && w->conns[to->slot].gen == to->gen) client = &w->conns[to->slot].peer;
+    lc_str v = {(const uint8_t *)value, len};
+    if (w->e->oc_srv) v = oc_stripped(w, value, len, LC_OC_STRIP_RESPONSE);
     if (w->e->oc_srv && client) {
         addr_key(client, oc_key, 32);
         size_t written = 0;
         lc_str k = {(const uint8_t *)oc_key, strlen(oc_key)};
-        lc_str v = {(const uint8_t *)value, len};
         if (*at < cap && lc_oc_server_write_via(w->e->oc_srv, now_ns(), k, v, (uint8_t *)out + *at, cap - *at, &written) ==
                              LC_RESULT_OK) {
             *oc_at = *at;
@@ -130,7 +139,7 @@ size_t put_upstream_via(worker_t *w, char *out, size_t *at, size_t cap, const ch
             return written;
         }
     }
-    put(out, at, cap, value, len);
+    put(out, at, cap, (const char *)v.ptr, v.len);
     put(out, at, cap, "\r\n", 2);
     return 0;
 }

@@ -104,6 +104,8 @@ void render_stats(void *userdata, mbuf *b) {
         metric(b, "edge_oc_bad_feedback_total", "counter", "Responses with overload-control values that did not parse.",
                SUM(oc_bad_feedback));
         metric(b, "edge_oc_timeouts_total", "counter", "Requests without any response within --oc-timeout-ms.", SUM(oc_timeouts));
+        metric(b, "edge_oc_stripped_total", "counter",
+               "Via headers relayed without the oc parameters a peer put there (RFC 7339 §5.4, §5.6).", SUM(oc_stripped));
         metric(b, "edge_oc_next_hop_active", "gauge", "1 while the next hop's feedback is in force.", hs.active);
         metric(b, "edge_oc_next_hop_algorithm", "gauge", "The algorithm in force (libloadctl's LC_OC_ALGORITHM_*).", hs.algorithm);
         metric(b, "edge_oc_next_hop_oc", "gauge", "The next hop's oc value in force.", hs.oc);

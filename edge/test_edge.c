@@ -794,7 +794,10 @@ int main(int argc, char **argv) {
     CHECK(recv_msg(hop, buf, sizeof buf, &from) > 0);
     CHECK(strncmp(buf, "INVITE sip:bob@example.net SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:", 63) == 0);
     CHECK(strstr(buf, "branch=z9hG4bK-lc") != NULL);
-    CHECK(strstr(buf, "branch=z9hG4bK-call-3;rport;received=127.0.0.1") != NULL);
+    /* RFC 3581 §4: a valueless rport gets the source port; received= follows. */
+    char rport[96];
+    snprintf(rport, sizeof rport, "branch=z9hG4bK-call-3;rport=%d;received=127.0.0.1\r\n", cport);
+    CHECK(strstr(buf, rport) != NULL);
     CHECK(strstr(buf, "Max-Forwards: 69\r\n") != NULL);
     /* The next hop answers 200 OK to the edge (Vias as received). */
     char *via1 = strstr(buf, "Via: ");

@@ -13,10 +13,18 @@
 #include "via.h"
 
 /* Where a response goes: the sent-by of a UDP Via entry, or its received= address (RFC 3261
- * §18.2.2). `entry` is one Via value, up to its comma. */
+ * §18.2.2), at the port of its rport= when it has one (RFC 3581 §4: "the response MUST be sent
+ * to the IP address listed in the "received" parameter, and the port in the "rport"
+ * parameter"). `entry` is one Via value, up to its comma. */
 int via_destination(const char *entry, size_t len, struct sockaddr_in *to) {
     via_entry_t e;
     if (!via_parse(entry, len, &e) || e.transport_len != 3 || strncasecmp(e.transport, "UDP", 3) != 0) return 0;
+    const char *rp;
+    size_t rpl;
+    via_param(entry, len, 0, "rport=", &rp, &rpl);
+    unsigned long rport = 0;
+    for (size_t k = 0; k < rpl && k < 6 && rp[k] >= '0' && rp[k] <= '9'; k++) rport = rport * 10 + (unsigned long)(rp[k] - '0');
+    if (rport > 0 && rport <= 65535) e.port = (unsigned)rport;
     const char *h = e.received_len ? e.received : e.host;
     size_t hl = e.received_len ? e.received_len : e.host_len;
     char host[64];
@@ -27,6 +35,26 @@ int via_destination(const char *entry, size_t len, struct sockaddr_in *to) {
     to->sin_family = AF_INET;
     to->sin_port = htons((uint16_t)(e.port ? e.port : 5060));
     return inet_pton(AF_INET, host, &to->sin_addr) == 1;
+}
+
+/* Appends the Via value `value` (the top Via of a request from `from`) with the source port in
+ * a valueless rport of its first entry (RFC 3581 §4: "the server MUST insert an "rport"
+ * parameter value ... containing the source port of the request"), for a UDP sender. */
+void put_rport(char *out, size_t *at, size_t cap, const char *value, size_t len, const peer_t *from) {
+    size_t end = via_comma(value, len);
+    for (size_t k = 0; !from->tcp && k + 6 <= end; k++) {
+        if (value[k] != ';' || strncasecmp(value + k + 1, "rport", 5) != 0) continue;
+        size_t a = k + 6;
+        while (a < end && (value[a] == ' ' || value[a] == '\t')) a++;
+        if (a < end && value[a] != ';') continue; /* rport=… already, or another name */
+        char port[16];
+        int n = snprintf(port, sizeof port, "=%u", (unsigned)ntohs(from->addr.sin_port));
+        put(out, at, cap, value, k + 6);
+        put(out, at, cap, port, (size_t)n);
+        put(out, at, cap, value + k + 6, len - (k + 6));
+        return;
+    }
+    put(out, at, cap, value, len);
 }
 
 /* The inbound connection named in this proxy's Via entry (lc-conn=SLOT.GEN): 1 when there. */

@@ -517,6 +517,9 @@ typedef struct lc_oc_feedback {
   uint8_t has_seq;
 } lc_oc_feedback;
 
+// Which overload-control parameters `lc_oc_via_strip` removes.
+typedef uint32_t lc_oc_strip;
+
 // A set of algorithms a client offers (flags).
 typedef uint32_t lc_oc_algorithms;
 
@@ -1152,6 +1155,14 @@ typedef uint32_t lc_sip_flags;
 
 // Another thread was applying a response to the hop: dropped (the next response applies).
 #define LC_OC_APPLIED_BUSY 4
+
+// `oc`, `oc-validity` and `oc-seq`: from every Via of a response below the topmost (RFC 7339
+// §5.4), before a proxy relays the response upstream.
+#define LC_OC_STRIP_RESPONSE 0
+
+// All four (`oc-algo` too): from the Via a client inserted into a request, before a proxy
+// forwards it downstream (RFC 7339 §5.6).
+#define LC_OC_STRIP_REQUEST 1
 
 // Process it.
 #define LC_OC_ADMISSION_ADMIT 0
@@ -1921,6 +1932,28 @@ lc_result lc_oc_feedback_write_via(const struct lc_oc_feedback *feedback,
                                    uint8_t *buf,
                                    size_t cap,
                                    size_t *written);
+
+// Writes the Via header value `via` (one via-parm or several, comma-separated) without the
+// overload-control parameters `which` names (`LC_OC_STRIP_*`), from every via-parm of it,
+// into `buf` (`cap` bytes, not NUL-terminated), its length to `*written`. Other parameters
+// stay as written, in order; via-parms are joined by `", "`. `LC_RESULT_EMPTY` (nothing
+// written, `*written` 0) when there was nothing to remove: the value can go as it came;
+// `LC_RESULT_BUFFER_TOO_SMALL` with the length needed when it does not fit;
+// `LC_RESULT_SIP_BAD_VIA` when a via-parm leaves a quoted string open.
+//
+// A proxy taking part in overload control calls it on every Via header of a response below
+// its own before relaying it (RFC 7339 §5.4: so that values "accidentally or maliciously
+// inserted into Via headers by a downstream SIP server" do not travel upstream; then it
+// writes its own values for its client, `lc_oc_server_write_via`), and on the Via the client
+// inserted into a request before forwarding it (§5.6).
+//
+// # Safety
+// `via` readable; `buf` NULL or writable for `cap` bytes; `written` writable.
+lc_result lc_oc_via_strip(struct lc_str via,
+                          lc_oc_strip which,
+                          uint8_t *buf,
+                          size_t cap,
+                          size_t *written);
 
 // Writes the default client configuration into `*out`.
 //

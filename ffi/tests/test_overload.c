@@ -357,6 +357,25 @@ static void test_feedback_text(void) {
     bad.algorithm = LC_OC_ALGORITHM_LOSS;
     CHECK_RESULT(lc_oc_feedback_write_via(&bad, str(request), (uint8_t *)buf, sizeof buf, &written),
                  LC_RESULT_INVALID_ARGUMENT);
+    /* RFC 7339 §5.4: what a downstream server put into lower Vias does not travel upstream
+     * (oc-algo is not among the parameters named); §5.6: a client's offer stops at the proxy. */
+    const char *lower = "SIP/2.0/UDP a;branch=z9hG4bK1;oc=90;oc-validity=60000;oc-algo=\"loss\";oc-seq=9.0";
+    const char *stripped = "SIP/2.0/UDP a;branch=z9hG4bK1;oc-algo=\"loss\"";
+    CHECK_RESULT(lc_oc_via_strip(str(lower), LC_OC_STRIP_RESPONSE, (uint8_t *)buf, 4, &written),
+                 LC_RESULT_BUFFER_TOO_SMALL);
+    CHECK(written == strlen(stripped));
+    CHECK_RESULT(lc_oc_via_strip(str(lower), LC_OC_STRIP_RESPONSE, (uint8_t *)buf, sizeof buf, &written), LC_RESULT_OK);
+    CHECK(written == strlen(stripped) && memcmp(buf, stripped, written) == 0);
+    CHECK_RESULT(lc_oc_via_strip(str(request), LC_OC_STRIP_REQUEST, (uint8_t *)buf, sizeof buf, &written), LC_RESULT_OK);
+    CHECK(written == strlen(request) - strlen(";oc;oc-algo=\"loss,rate\"") && memcmp(buf, request, written) == 0);
+    written = 99;
+    CHECK_RESULT(lc_oc_via_strip(str(stripped), LC_OC_STRIP_RESPONSE, (uint8_t *)buf, sizeof buf, &written),
+                 LC_RESULT_EMPTY);
+    CHECK(written == 0);
+    CHECK_RESULT(lc_oc_via_strip(str(lower), 2, (uint8_t *)buf, sizeof buf, &written), LC_RESULT_INVALID_ARGUMENT);
+    CHECK_RESULT(lc_oc_via_strip(str("SIP/2.0/UDP a;oc=1;x=\"open"), LC_OC_STRIP_RESPONSE, (uint8_t *)buf, sizeof buf,
+                                 &written),
+                 LC_RESULT_SIP_BAD_VIA);
     /* An empty Via is no client's. */
     CHECK_RESULT(lc_oc_feedback_write_via(&r, str(""), (uint8_t *)buf, sizeof buf, &written), LC_RESULT_SIP_BAD_VIA);
     bad = r;

@@ -40,6 +40,73 @@ fn is_oc_param(name: &str) -> bool {
         .any(|n| name.eq_ignore_ascii_case(n))
 }
 
+/// Which overload-control parameters [`strip`] removes from Via headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strip {
+    /// `oc`, `oc-validity` and `oc-seq`, from the Via headers of a response below the topmost
+    /// (RFC 7339 §5.4: "A SIP client SHOULD remove the "oc", "oc-validity", and "oc-seq"
+    /// parameters from all Via headers of a response received, except for the topmost Via
+    /// header. This prevents overload control parameters that were accidentally or
+    /// maliciously inserted into Via headers by a downstream SIP server from traveling
+    /// upstream").
+    Response,
+    /// All four, from the Via a client inserted into a request, before a proxy forwards it
+    /// (§5.6: "a SIP proxy SHOULD strip the overload control parameters inserted by the client
+    /// before proxying the request further downstream").
+    Request,
+}
+
+impl Strip {
+    fn removes(self, name: &str) -> bool {
+        match self {
+            Strip::Request => is_oc_param(name),
+            Strip::Response => ["oc", "oc-validity", "oc-seq"]
+                .iter()
+                .any(|n| name.eq_ignore_ascii_case(n)),
+        }
+    }
+}
+
+/// Writes the Via header value `via` (one via-parm or several, comma-separated) to `out`
+/// without the overload-control parameters `which` names, every via-parm of it; returns
+/// whether there were any (when not, nothing is written: the value can go as it came).
+/// Other parameters stay as written, in order; the via-parms are joined by `", "`. A via-parm
+/// that leaves a quoted string open (where its parameters end cannot be known) is refused,
+/// with nothing written.
+pub fn strip(via: &str, which: Strip, out: &mut String) -> Result<bool, OcError> {
+    let start = out.len();
+    let mut removed = false;
+    let mut rest = via;
+    loop {
+        let Ok(top) = ViaParm::top(rest) else {
+            out.truncate(start);
+            return Err(OcError::BadValue {
+                param: "Via",
+                value: clip(via),
+            });
+        };
+        if out.len() > start {
+            out.push_str(", ");
+        }
+        out.push_str(top.head());
+        for p in top.params() {
+            if which.removes(p.name) {
+                removed = true;
+            } else {
+                out.push_str(p.raw.trim_end());
+            }
+        }
+        match top.rest().strip_prefix(',') {
+            Some(next) if !next.trim().is_empty() => rest = next,
+            _ => break,
+        }
+    }
+    if !removed {
+        out.truncate(start);
+    }
+    Ok(removed)
+}
+
 /// What a client offered in the Via of a request (RFC 7339 §5.1), as a server reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Offer {
@@ -486,6 +553,33 @@ mod tests {
             out.ends_with("oc-seq=1282321615.78200, SIP/2.0/UDP b;branch=z9hG4bK2"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn what_a_downstream_server_inserted_does_not_travel_upstream() {
+        // RFC 7339 §5.4: "remove the "oc", "oc-validity", and "oc-seq" parameters from all Via
+        // headers of a response received, except for the topmost"; "oc-algo" is not named.
+        let mut out = String::new();
+        let lower = "SIP/2.0/UDP a:5060;branch=z9hG4bK1;OC=90;oc-validity=60000;oc-algo=\"loss\";oc-seq=9.0;received=192.0.2.1 , SIP/2.0/TCP b;oc=5;x=\"q;oc=1\"";
+        assert_eq!(strip(lower, Strip::Response, &mut out), Ok(true));
+        assert_eq!(
+            out,
+            "SIP/2.0/UDP a:5060;branch=z9hG4bK1;oc-algo=\"loss\";received=192.0.2.1, SIP/2.0/TCP b;x=\"q;oc=1\""
+        );
+        // §5.6: the client's own parameters, oc-algo included, before forwarding a request.
+        out.clear();
+        let offer = "SIP/2.0/UDP c;branch=z9hG4bK2;oc;oc-algo=\"loss,rate\";rport";
+        assert_eq!(strip(offer, Strip::Request, &mut out), Ok(true));
+        assert_eq!(out, "SIP/2.0/UDP c;branch=z9hG4bK2;rport");
+        // Nothing to remove: nothing written.
+        out.clear();
+        assert_eq!(
+            strip("SIP/2.0/UDP c;branch=z9hG4bK3;oc-algo=\"loss\"", Strip::Response, &mut out),
+            Ok(false)
+        );
+        assert!(out.is_empty());
+        assert!(strip("SIP/2.0/UDP c;oc=5;x=\"open", Strip::Response, &mut out).is_err());
+        assert!(out.is_empty());
     }
 
     #[test]

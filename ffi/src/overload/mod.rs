@@ -34,7 +34,7 @@ use loadctl::overload::client::{
     ShedReason, hop_key,
 };
 use loadctl::overload::server::{Admission, Load, QueueLoad, Server, ServerConfig};
-use loadctl::overload::via::{Feedback, Offer};
+use loadctl::overload::via::{Feedback, Offer, Strip};
 use loadctl::overload::{Algorithm, Algorithms, Category, OcError, Seq};
 use loadctl::prsm::Class;
 use loadctl::sip;
@@ -98,6 +98,15 @@ pub const LC_OC_APPLIED_STALE: lc_oc_applied = 3;
 /// Another thread was applying a response to the hop: dropped (the next response applies).
 pub const LC_OC_APPLIED_BUSY: lc_oc_applied = 4;
 
+/// Which overload-control parameters `lc_oc_via_strip` removes.
+pub type lc_oc_strip = u32;
+/// `oc`, `oc-validity` and `oc-seq`: from every Via of a response below the topmost (RFC 7339
+/// §5.4), before a proxy relays the response upstream.
+pub const LC_OC_STRIP_RESPONSE: lc_oc_strip = 0;
+/// All four (`oc-algo` too): from the Via a client inserted into a request, before a proxy
+/// forwards it downstream (RFC 7339 §5.6).
+pub const LC_OC_STRIP_REQUEST: lc_oc_strip = 1;
+
 /// What the server does with a request (`lc_oc_server_on_request`).
 pub type lc_oc_admission = u32;
 /// Process it.
@@ -109,6 +118,13 @@ c_enum! {
     enum CategoryC: lc_oc_category {
         Reducible = LC_OC_CATEGORY_REDUCIBLE,
         Priority = LC_OC_CATEGORY_PRIORITY,
+    }
+}
+
+c_enum! {
+    enum StripC: lc_oc_strip {
+        Response = LC_OC_STRIP_RESPONSE,
+        Request = LC_OC_STRIP_REQUEST,
     }
 }
 
@@ -280,3 +296,43 @@ mod server;
 
 pub use client::*;
 pub use server::*;
+
+/// Writes the Via header value `via` (one via-parm or several, comma-separated) without the
+/// overload-control parameters `which` names (`LC_OC_STRIP_*`), from every via-parm of it,
+/// into `buf` (`cap` bytes, not NUL-terminated), its length to `*written`. Other parameters
+/// stay as written, in order; via-parms are joined by `", "`. `LC_RESULT_EMPTY` (nothing
+/// written, `*written` 0) when there was nothing to remove: the value can go as it came;
+/// `LC_RESULT_BUFFER_TOO_SMALL` with the length needed when it does not fit;
+/// `LC_RESULT_SIP_BAD_VIA` when a via-parm leaves a quoted string open.
+///
+/// A proxy taking part in overload control calls it on every Via header of a response below
+/// its own before relaying it (RFC 7339 §5.4: so that values "accidentally or maliciously
+/// inserted into Via headers by a downstream SIP server" do not travel upstream; then it
+/// writes its own values for its client, `lc_oc_server_write_via`), and on the Via the client
+/// inserted into a request before forwarding it (§5.6).
+///
+/// # Safety
+/// `via` readable; `buf` NULL or writable for `cap` bytes; `written` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_via_strip(
+    via: lc_str,
+    which: lc_oc_strip,
+    buf: *mut u8,
+    cap: usize,
+    written: *mut usize,
+) -> lc_result {
+    boundary(|| {
+        let via = try_str!(via);
+        let which = match try_value!(which, "which") {
+            StripC::Response => Strip::Response,
+            StripC::Request => Strip::Request,
+        };
+        let out = try_buf!(buf, cap, written);
+        let mut s = String::with_capacity(via.len());
+        if !try_!(loadctl::overload::via::strip(via, which, &mut s).map_err(bad_via)) {
+            out.nothing();
+            return Code::Empty;
+        }
+        out.deliver(s.as_bytes())
+    })
+}
