@@ -125,12 +125,15 @@ e2e-tools:
 ## and restarts) — the three suites all run, and the target fails if one did; then RFC
 ## 7339/7415 overload control (tests/e2e/test_overload.py): the edge against a SIPp UAS
 ## answering oc=50 (loss), and SIPp at 3x the example server's capacity with and without the
-## loop closed. NEIGHBOUR=1 (here and for every suite below) keeps one CPU busy meanwhile.
+## loop closed; and against peers that do not play by it (tests/e2e/test_interconnect.py: oc
+## values a next hop inserts, senders using many addresses, a participant that does not
+## reduce). NEIGHBOUR=1 (here and for every suite below) keeps one CPU busy meanwhile.
 E2E_EDGE_SUITES = test_edge test_edge_subscriber test_loadctl_notifier
+E2E_OC_SUITES = test_overload test_interconnect
 e2e: e2e-tools edge cli
 	python3 tests/e2e/faultrelay.py --self-test
 	s=0; for t in $(E2E_EDGE_SUITES); do python3 tests/e2e/$$t.py || s=1; done; exit $$s
-	python3 tests/e2e/test_overload.py
+	s=0; for t in $(E2E_OC_SUITES); do python3 tests/e2e/$$t.py || s=1; done; exit $$s
 
 ## kamailio-compare: Kamailio (pipelimit) and the edge measured side by side: accuracy against a
 ## limit, CPU per 1,000 messages, max rate on one core (tests/e2e/kamailio_compare.py; the short

@@ -114,6 +114,21 @@ void render_stats(void *userdata, mbuf *b) {
         metric(b, "edge_oc_server_overloaded", "gauge", "1 while this edge reports overload to its clients.", ss.overloaded);
         mbuf_family(b, "edge_oc_server_target_per_second", "gauge", "The rate this edge's law targets.");
         mbuf_printf(b, "edge_oc_server_target_per_second %.3f\n", (double)ss.target_milli / 1000.0);
+        /* RFC 7339 §11: who the server treats as not taking part although it offered. */
+        unsigned long nonconforming = 0, newcomers = 0, newcomer_rejected = 0;
+        lc_oc_server_client_state cs;
+        for (uint32_t i = 0; lc_oc_server_client(e->oc_srv, i, &cs) == LC_RESULT_OK; i++) {
+            nonconforming += cs.nonconforming;
+            if (cs.key_len == 0) newcomer_rejected = cs.rejected;
+            else newcomers += cs.newcomer;
+        }
+        metric(b, "edge_oc_server_clients", "gauge", "Upstream clients this edge tracks as an RFC 7339 server.", ss.clients);
+        metric(b, "edge_oc_server_nonconforming", "gauge",
+               "Clients that offered overload control but sent more than told: treated as not taking part.", nonconforming);
+        metric(b, "edge_oc_server_newcomers", "gauge", "Clients first seen in overload, not yet tracked on their own.",
+               newcomers);
+        metric(b, "edge_oc_server_newcomers_rejected_total", "counter",
+               "Requests of newcomers and untracked source addresses rejected (503).", newcomer_rejected);
     }
     if (e->tcp) {
         counters_t *c = &e->tcp->c;

@@ -10,15 +10,15 @@
 // The version of this header: `MAJOR.MINOR.PATCH` (semantic versioning; the SONAME is
 // `libloadctl.so.MAJOR`). A program can require a version at compile time:
 //
-//     #if LC_VERSION_MAJOR != 1 || LC_VERSION_NUMBER < 10000
-//     #error "needs loadctl 1.x, 1.0.0 or later"
+//     #if LC_VERSION_MAJOR != 2 || LC_VERSION_NUMBER < 20000
+//     #error "needs loadctl 2.x, 2.0.0 or later"
 //     #endif
 //
 // and check the library it runs with (the same major version, by its SONAME, but possibly
 // older than the header it was built with): `lc_version_number() >= LC_VERSION_NUMBER`.
-#define LC_VERSION "1.1.0"
-#define LC_VERSION_MAJOR 1
-#define LC_VERSION_MINOR 1
+#define LC_VERSION "2.0.0"
+#define LC_VERSION_MAJOR 2
+#define LC_VERSION_MINOR 0
 #define LC_VERSION_PATCH 0
 // MAJOR × 10000 + MINOR × 100 + PATCH (MINOR and PATCH stay below 100): 0.1.0 is 100.
 #define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH)

@@ -5,8 +5,8 @@
 #include <string.h>
 #include "loadctl.h"
 
-#if LC_VERSION_MAJOR != 1 || LC_VERSION_NUMBER < 10000
-#error "needs loadctl 1.x, 1.0.0 or later"
+#if LC_VERSION_MAJOR != 2 || LC_VERSION_NUMBER < 20000
+#error "needs loadctl 2.x, 2.0.0 or later"
 #endif
 
 #if LC_VERSION_NUMBER != LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH

@@ -23,7 +23,9 @@
 //! `lc_oc_feedback_parse` and `lc_oc_client_on_response` (values that break the RFC are
 //! `LC_RESULT_OC_BAD_FEEDBACK` with nothing written or changed), followed by `lc_oc_decide`
 //! with a drawn category, offered to `lc_oc_server_on_request` with a drawn class and rewritten
-//! by `lc_oc_server_write_via`; drawn feedback values go through `lc_oc_feedback_write_via`.
+//! by `lc_oc_server_write_via`; drawn feedback values go through `lc_oc_feedback_write_via`;
+//! `lc_oc_via_strip` takes the oc parameters out of it both ways, and what it writes has none
+//! left (stripping again finds nothing, and no feedback reads from it).
 //!
 //! Calling `extern "C"` functions is `unsafe` in Rust: that is the point of this target, and
 //! each call states why its pointers are valid.
@@ -48,10 +50,12 @@ use loadctl_ffi::event::{
     lc_sip_message,
 };
 use loadctl_ffi::overload::{
-    LC_OC_ALGORITHM_LOSS, LC_OC_ALGORITHM_RATE, LC_OC_CATEGORY_PRIORITY, LC_OC_CATEGORY_REDUCIBLE,
+    LC_OC_ALGORITHM_LOSS, LC_OC_ALGORITHM_NONE, LC_OC_ALGORITHM_RATE, LC_OC_CATEGORY_PRIORITY,
+    LC_OC_CATEGORY_REDUCIBLE,
     LC_OC_VERDICT_SHED_UNREACHABLE, lc_oc_admission, lc_oc_applied, lc_oc_client,
     lc_oc_client_free, lc_oc_client_hop, lc_oc_client_new, lc_oc_client_on_response,
-    lc_oc_decide, lc_oc_feedback, lc_oc_feedback_parse, lc_oc_feedback_write_via,
+    LC_OC_STRIP_REQUEST, LC_OC_STRIP_RESPONSE, lc_oc_decide, lc_oc_feedback,
+    lc_oc_feedback_parse, lc_oc_feedback_write_via, lc_oc_via_strip,
     lc_oc_server_free, lc_oc_server_new, lc_oc_server_on_request, lc_oc_server_write_via,
     lc_oc_shard, lc_oc_shard_free, lc_oc_shard_new, lc_oc_verdict,
 };
@@ -634,8 +638,19 @@ fn overload(via_bytes: &[u8], cap: usize, v: [u32; 4]) {
     // SAFETY: `client` is live; `via` is readable; `applied` is writable.
     let a = unsafe { lc_oc_client_on_response(client, hop, 1, via, applied.as_mut_ptr()) };
     // A Via reads the same at the client as in `lc_oc_feedback_parse` (the client offers both
-    // algorithms, so it refuses no selection), no feedback being `LC_OC_APPLIED_NO_FEEDBACK`.
-    let expect = if r == LC_RESULT_EMPTY { LC_RESULT_OK } else { r };
+    // algorithms, so it refuses no selection), no feedback being `LC_OC_APPLIED_NO_FEEDBACK`;
+    // except that a value without `oc-algo` is read under the algorithm in force, here none
+    // yet, so loss (RFC 7339 §4.2), where a value above 100 breaks §7.1.
+    let unnamed_above_100 = r == LC_RESULT_OK && {
+        // SAFETY: written, since the call returned OK.
+        let f = unsafe { parsed.assume_init() };
+        f.algorithm == LC_OC_ALGORITHM_NONE && f.validity_ms > 0 && f.oc > 100
+    };
+    let expect = match r {
+        LC_RESULT_EMPTY => LC_RESULT_OK,
+        _ if unnamed_above_100 => LC_RESULT_OC_BAD_FEEDBACK,
+        _ => r,
+    };
     assert_eq!(a, expect, "lc_oc_client_on_response");
     assert_eq!(a == LC_RESULT_OK, !untouched(&applied));
     let mut shard: *mut lc_oc_shard = ptr::null_mut();
@@ -709,6 +724,38 @@ fn overload(via_bytes: &[u8], cap: usize, v: [u32; 4]) {
     // SAFETY: from lc_oc_server_new, freed once.
     unsafe { lc_oc_server_free(server) };
 
+    for which in [LC_OC_STRIP_RESPONSE, LC_OC_STRIP_REQUEST] {
+        let mut written = 0usize;
+        // SAFETY: `via` is readable; `buf` is writable for `cap` bytes.
+        let st = unsafe { lc_oc_via_strip(via, which, buf.as_mut_ptr(), cap, &mut written) };
+        assert!(
+            [
+                LC_RESULT_OK,
+                LC_RESULT_EMPTY,
+                LC_RESULT_BUFFER_TOO_SMALL,
+                LC_RESULT_INVALID_UTF8,
+                LC_RESULT_SIP_BAD_VIA
+            ]
+            .contains(&st),
+            "lc_oc_via_strip: {st}"
+        );
+        if st == LC_RESULT_OK {
+            let stripped = buf[..written].to_vec();
+            let again = lc_str {
+                ptr: stripped.as_ptr(),
+                len: stripped.len(),
+            };
+            let mut twice = 0usize;
+            // SAFETY: `again` is readable; `buf` is writable for `cap` bytes.
+            let st2 = unsafe { lc_oc_via_strip(again, which, buf.as_mut_ptr(), cap, &mut twice) };
+            assert_eq!(st2, LC_RESULT_EMPTY, "stripped twice: {:?}", String::from_utf8_lossy(&stripped));
+            let mut f = poisoned::<lc_oc_feedback>();
+            // SAFETY: `again` is readable; `f` is writable.
+            let p = unsafe { lc_oc_feedback_parse(again, f.as_mut_ptr()) };
+            assert_eq!(p, LC_RESULT_EMPTY, "feedback left in {:?}", String::from_utf8_lossy(&stripped));
+        }
+    }
+
     let drawn = lc_oc_feedback {
         oc: u64::from(v[0]),
         algorithm: v[1],
@@ -721,8 +768,9 @@ fn overload(via_bytes: &[u8], cap: usize, v: [u32; 4]) {
     let fw = unsafe {
         lc_oc_feedback_write_via(&drawn, via, buf.as_mut_ptr(), cap, &mut written)
     };
+    // RFC 7339 §5.7: with oc-validity=0 the oc value is disregarded, whatever it is.
     let declared = (drawn.algorithm == LC_OC_ALGORITHM_RATE
-        || (drawn.algorithm == LC_OC_ALGORITHM_LOSS && drawn.oc <= 100))
+        || (drawn.algorithm == LC_OC_ALGORITHM_LOSS && (drawn.oc <= 100 || drawn.validity_ms == 0)))
         && drawn.has_seq <= 1;
     if !declared {
         assert_eq!(fw, LC_RESULT_INVALID_ARGUMENT, "drawn feedback {drawn:?}");

@@ -68,7 +68,8 @@ def edge_stats(proc: Proc) -> dict:
     for line in proc.stdout_path.read_bytes()[before:].decode(errors="replace").splitlines():
         parts = line.split()
         if len(parts) == 2 and parts[0].startswith("edge_"):
-            out[parts[0]] = int(parts[1])
+            value = float(parts[1])
+            out[parts[0]] = int(value) if value.is_integer() else value
     return out
 
 

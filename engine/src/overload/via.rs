@@ -218,10 +218,11 @@ impl Feedback {
         let mut algo: Option<&str> = None;
         let mut validity: Option<&str> = None;
         let mut seq: Option<&str> = None;
+        let mut twice = None;
         for p in top.params() {
             let slot = if p.name.eq_ignore_ascii_case("oc") {
                 if oc.is_some() {
-                    return Err(OcError::Duplicate("oc"));
+                    twice = twice.or(Some("oc"));
                 }
                 oc = Some(p.value);
                 continue;
@@ -235,13 +236,17 @@ impl Feedback {
                 continue;
             };
             if slot.0.is_some() {
-                return Err(OcError::Duplicate(slot.1));
+                twice = twice.or(Some(slot.1));
             }
             *slot.0 = Some(p.value.unwrap_or(""));
         }
+        // Without an oc value there is no feedback, whatever else the via-parm holds.
         let Some(Some(oc_text)) = oc else {
             return Ok(None);
         };
+        if let Some(name) = twice {
+            return Err(OcError::Duplicate(name));
+        }
         let oc = saturating_digits(oc_text).ok_or_else(|| OcError::BadValue {
             param: "oc",
             value: clip(oc_text),
@@ -435,6 +440,15 @@ mod tests {
             Feedback::parse("SIP/2.0/UDP h;oc=5;oc=6"),
             Err(OcError::Duplicate("oc"))
         );
+        assert_eq!(
+            Feedback::parse("SIP/2.0/UDP h;oc=5;oc-algo=\"loss\";OC-ALGO=\"loss\""),
+            Err(OcError::Duplicate("oc-algo"))
+        );
+        // No oc value, no feedback: the rest is not looked at (a client's offer, say).
+        assert_eq!(
+            Feedback::parse("SIP/2.0/UDP h;oc-algo=\"loss\";oc-algo=\"loss\""),
+            Ok(None)
+        );
         // a quote left open: where the parameters end cannot be known
         assert!(matches!(
             Feedback::parse("SIP/2.0/UDP h;oc=5;x=\"open"),
@@ -574,7 +588,11 @@ mod tests {
         // Nothing to remove: nothing written.
         out.clear();
         assert_eq!(
-            strip("SIP/2.0/UDP c;branch=z9hG4bK3;oc-algo=\"loss\"", Strip::Response, &mut out),
+            strip(
+                "SIP/2.0/UDP c;branch=z9hG4bK3;oc-algo=\"loss\"",
+                Strip::Response,
+                &mut out
+            ),
             Ok(false)
         );
         assert!(out.is_empty());

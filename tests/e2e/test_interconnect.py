@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""End-to-end tests of RFC 7339 overload control against peers that do not play by it, the edge
+as the server (and proxy) between them and the network it protects, over UDP on loopback:
+
+    python3 tests/e2e/test_interconnect.py [--keep] [NAME ...]    (make e2e builds the edge)
+
+RFC 7339 §11: "servers should monitor client behavior to determine whether they are complying
+with overload control policies. If a client is not conforming to such policies, then the server
+should treat it as a non-supporting client (see Section 5.10.2)". Each scenario is one attack:
+
+- downstream_inserted_oc: the next hop (a Python peer) writes `oc=90;oc-validity=60000;oc-seq`
+  into every Via of its responses below the edge's own. Upstream clients must see only what the
+  edge itself says (§5.4: "A SIP client SHOULD remove the "oc", "oc-validity", and "oc-seq"
+  parameters from all Via headers of a response received, except for the topmost Via header"),
+  and the next hop must not see the client's offer (§5.6: "a SIP proxy SHOULD strip the overload
+  control parameters inserted by the client before proxying the request further downstream").
+- addresses: the edge in overload (an occupancy target far below what it costs, as in
+  test_overload.py's edge_as_server) and three senders that do not take part, 50 OPTIONS/s
+  each: one socket; one socket writing a new Via port into every request (rport, so the answers
+  come back); and a flood from 300 sockets used in turn, each a new source address for the
+  edge. All three must get the server's 503s (§5.10.2: "A SIP server that is in overload and
+  has started to throttle incoming traffic MUST reject some requests from non-participating
+  clients"): the client is the address it sends from, and addresses the edge has not seen
+  before share one allocation.
+- cheating_participant: a sender that offers `oc` and sends 100 OPTIONS/s whatever it is told.
+  The edge must mark it non-conforming and reject its excess itself.
+
+The next hop is a Python peer answering 200 to every request (OPTIONS need no ACK), so what a
+sender gets back is either that 200 (relayed) or the edge's 503.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from checks import Checks, suite_main  # noqa: E402
+from edge_proc import EDGE, edge_stats, start_edge  # noqa: E402
+from policy_docs import document  # noqa: E402
+from ports import free_udp_port  # noqa: E402
+from processes import Run  # noqa: E402
+
+INSERTED = ";oc=90;oc-validity=60000;oc-seq=999999.0"
+
+
+class NextHop:
+    """A next hop on a UDP socket that answers 200 to every request it gets, its Vias copied;
+    with `insert`, every Via below the top one gets `INSERTED` (a downstream server writing
+    overload-control values where they do not belong)."""
+
+    def __init__(self, insert: bool = False):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.insert = insert
+        self.received = []
+        self.stopped = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stopped:
+            try:
+                data, addr = self.sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            text = data.decode(errors="replace")
+            self.received.append(text)
+            head = text.split("\r\n\r\n", 1)[0].split("\r\n")
+            vias = [h for h in head if h.lower().startswith("via:")]
+            keep = [h for h in head[1:] if h.split(":", 1)[0].lower() in ("from", "to", "call-id", "cseq")]
+            out = ["SIP/2.0 200 OK"]
+            for k, v in enumerate(vias):
+                out.append(v + (INSERTED if self.insert and k > 0 else ""))
+            out += keep + ["Content-Length: 0", "", ""]
+            self.sock.sendto("\r\n".join(out).encode(), addr)
+
+    def close(self):
+        self.stopped = True
+        self.thread.join()
+        self.sock.close()
+
+
+def options(port: int, via_port: int, n: int, params: str = "", extra_via: str = "") -> bytes:
+    return (
+        f"OPTIONS sip:ping@127.0.0.1 SIP/2.0\r\n"
+        f"Via: SIP/2.0/UDP 127.0.0.1:{via_port};branch=z9hG4bK-ic-{port}-{n}{params}\r\n{extra_via}"
+        f"From: <sip:probe@127.0.0.1>;tag=t{n}\r\nTo: <sip:ping@127.0.0.1>\r\n"
+        f"Call-ID: ic-{port}-{n}-{time.monotonic_ns()}@e2e\r\nCSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+    ).encode()
+
+
+def replies(sock, quiet: float = 0.3) -> list:
+    out = []
+    sock.settimeout(quiet)
+    try:
+        while True:
+            out.append(sock.recv(65535).decode(errors="replace"))
+    except (socket.timeout, BlockingIOError):
+        pass
+    return out
+
+
+def via_lines(msg: str) -> list:
+    return [h for h in msg.split("\r\n\r\n", 1)[0].split("\r\n") if h.lower().startswith("via:")]
+
+
+def pass_all(run: Run) -> Path:
+    p = run.path("policy.xml")
+    p.write_text(document(0, "full", ""))
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def downstream_inserted_oc(run: Run) -> Checks:
+    c = Checks("downstream_inserted_oc: values a next hop writes into lower Vias stop at the edge; the client's offer too")
+    hop = NextHop(insert=True)
+    try:
+        eport = free_udp_port(tcp=True)
+        edge = start_edge(run, "edge", eport, hop.port, "--policy", pass_all(run), "--transport", "udp", "--overload-control")
+        client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        client.bind(("127.0.0.1", 0))
+        cport = client.getsockname()[1]
+        earlier = "Via: SIP/2.0/UDP 192.0.2.9:5060;branch=z9hG4bK-upstream;oc=7;oc-validity=500;oc-seq=1.0\r\n"
+        cases = {
+            "plain": "",
+            "offering": ';oc;oc-algo="loss,rate"',
+        }
+        got = {}
+        for n, (name, params) in enumerate(cases.items()):
+            client.sendto(options(cport, cport, n, params, extra_via=earlier), ("127.0.0.1", eport))
+            r = replies(client)
+            got[name] = r[0] if r else ""
+        forwarded = list(hop.received)
+        stats = edge_stats(edge)
+    finally:
+        hop.close()
+    c.that(len(forwarded) == 2 and all(len(via_lines(m)) == 3 for m in forwarded),
+           f"the next hop got both requests with three Vias ({[len(via_lines(m)) for m in forwarded]})")
+    client_vias = [via_lines(m)[1] for m in forwarded]
+    c.that(all(";oc" not in v.lower() for v in client_vias),
+           f"§5.6: the client's Via reached the next hop without its oc parameters: {client_vias}")
+    for name in cases:
+        vias = via_lines(got[name])
+        c.that(got[name].startswith("SIP/2.0 200") and len(vias) == 2, f"{name}: the 200 came back with two Vias ({vias})")
+        if len(vias) != 2:
+            continue
+        top, lower = vias
+        c.that("oc=90" not in top and "60000" not in top and "999999" not in top,
+               f"{name}: §5.4: none of the next hop's values in the client's Via: {top}")
+        c.that(";oc" not in lower.lower() or "oc-algo" in lower.lower() and "oc=" not in lower.lower(),
+               f"{name}: §5.4: none in the Via below it either: {lower}")
+    c.that(";oc=" not in via_lines(got["plain"])[0] if via_lines(got["plain"]) else False,
+           "plain: a client that did not offer gets no oc value at all")
+    offering_top = via_lines(got["offering"])[0] if via_lines(got["offering"]) else ""
+    c.that(";oc=0;" in offering_top and "oc-validity=0" in offering_top,
+           f"offering: the edge's own answer, not overloaded (§5.1: oc=0): {offering_top}")
+    c.that(stats.get("edge_oc_stripped_total", 0) == 5,
+           f"edge_oc_stripped_total {stats.get('edge_oc_stripped_total')}: the offering client's Via, and the two Vias "
+           "below the edge's in each of the two responses")
+    return c
+
+
+def send_for(seconds: float, rate: float, senders: list) -> None:
+    """Calls every sender's `send(n)` `rate` times a second each for `seconds`."""
+    start = time.monotonic()
+    n = 0
+    while True:
+        due = start + n / rate
+        now = time.monotonic()
+        if due - start >= seconds:
+            return
+        if due > now:
+            time.sleep(due - now)
+        for s in senders:
+            s.send(n)
+        n += 1
+
+
+class Sender:
+    """Requests from one socket, or from a pool of sockets used in turn; counts the answers
+    after `from_n` by status. One that `obeys` takes part as RFC 7415 asks: while the rate it
+    was last told holds (its oc-validity from the response that carried it), it sends no
+    faster than that rate; when it has lapsed, as fast as it likes (§4.3: "overload control is
+    not in effect")."""
+
+    def __init__(self, edge_port: int, sockets: int = 1, rotate_via: bool = False, params: str = "", from_n: int = 0,
+                 obeys: bool = False):
+        self.edge_port = edge_port
+        self.socks = []
+        for _ in range(sockets):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind(("127.0.0.1", 0))
+            s.setblocking(False)
+            self.socks.append(s)
+        self.rotate_via = rotate_via
+        self.params = params
+        self.from_n = from_n
+        self.sent = 0
+        self.answers = {}
+        self.tops = []
+        self.obeys = obeys
+        self.rate, self.until, self.last = 0.0, 0.0, 0.0
+
+    def send(self, n: int):
+        now = time.monotonic()
+        if self.obeys and now < self.until and (self.rate <= 0 or now - self.last < 1.0 / self.rate):
+            self.collect()
+            return
+        self.last = now
+        s = self.socks[n % len(self.socks)]
+        port = s.getsockname()[1]
+        via_port = 20000 + n % 40000 if self.rotate_via else port
+        params = self.params + (";rport" if self.rotate_via else "")
+        s.sendto(options(port, via_port, n, params), ("127.0.0.1", self.edge_port))
+        self.sent += 1 if n >= self.from_n else 0
+        self.collect()
+
+    def collect(self):
+        for s in self.socks:
+            for r in replies(s, quiet=0):
+                try:
+                    seq = int(r.split("branch=z9hG4bK-ic-", 1)[1].split("-", 2)[1].split(";")[0].split("\r")[0])
+                except (IndexError, ValueError):
+                    seq = -1
+                top = via_lines(r)[0] if via_lines(r) else ""
+                values = dict(p.split("=", 1) for p in top.split(";") if p.startswith(("oc=", "oc-validity=")))
+                if "oc=" in top and values.get("oc-validity", "0") != "0":
+                    self.rate = float(values.get("oc", "0"))
+                    self.until = time.monotonic() + int(values["oc-validity"]) / 1000.0
+                if seq >= self.from_n:
+                    status = r[8:11]
+                    self.answers[status] = self.answers.get(status, 0) + 1
+                    if status == "200":
+                        self.tops.append(via_lines(r)[0] if via_lines(r) else "")
+
+    def share(self, status: str) -> float:
+        return self.answers.get(status, 0) / max(1, self.sent)
+
+    def close(self):
+        for s in self.socks:
+            s.close()
+
+
+def overloaded_edge(run: Run, hop: NextHop):
+    eport = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", eport, hop.port, "--policy", pass_all(run), "--transport", "udp", "--overload-control",
+                      "--oc-occupancy-target", "0.005")
+    return eport, edge
+
+
+def addresses(run: Run) -> Checks:
+    c = Checks("addresses: in overload, a sender that does not take part gets 503s whatever addresses it uses")
+    hop = NextHop()
+    seconds, rate, warmup = 8.0, 50.0, 100  # the first 2 s: the edge enters overload
+    try:
+        eport, edge = overloaded_edge(run, hop)
+        one = Sender(eport, from_n=warmup)
+        via = Sender(eport, rotate_via=True, from_n=warmup)
+        flood = Sender(eport, sockets=300, from_n=warmup)
+        send_for(seconds, rate, [one, via, flood])
+        time.sleep(0.5)
+        for s in (one, via, flood):
+            s.collect()
+        stats = edge_stats(edge)
+    finally:
+        hop.close()
+    for name, s in (("one socket", one), ("a new Via port every request", via), ("300 source addresses in turn", flood)):
+        c.that(s.share("503") >= 0.8,
+               f"{name}: {s.answers.get('503', 0)} of {s.sent} requests after the warm-up answered 503 by the edge "
+               f"({s.share('503'):.0%}; 200: {s.answers.get('200', 0)})")
+    c.that(stats.get("edge_oc_server_overloaded") == 1, "the edge is in overload")
+    c.that(stats.get("edge_oc_server_clients", 10**9) <= 1024,
+           f"the edge tracks {stats.get('edge_oc_server_clients')} clients (its table: 1,024 slots; 302 addresses sent)")
+    c.that(stats.get("edge_oc_server_newcomers_rejected_total", 0) > 0,
+           f"the newcomers' share rejected {stats.get('edge_oc_server_newcomers_rejected_total')} requests")
+    for s in (one, via, flood):
+        s.close()
+    return c
+
+
+def cheating_participant(run: Run) -> Checks:
+    c = Checks("cheating_participant: a sender that offers oc and ignores what it is told is treated as not taking part")
+    hop = NextHop()
+    seconds, rate, warmup = 8.0, 100.0, 300  # 3 s: overload, then the tolerance of 50 requests
+    offer = ';oc;oc-algo="loss,rate"'
+    try:
+        eport, edge = overloaded_edge(run, hop)
+        cheat = Sender(eport, params=offer, from_n=warmup)
+        honest = Sender(eport, params=offer, from_n=warmup, obeys=True)
+        send_for(seconds, rate, [cheat, honest])
+        time.sleep(0.5)
+        for s in (cheat, honest):
+            s.collect()
+        stats = edge_stats(edge)
+    finally:
+        hop.close()
+    c.that(cheat.share("503") >= 0.8,
+           f"the cheat: {cheat.answers.get('503', 0)} of its {cheat.sent} requests after {warmup / rate:.0f} s answered 503 by "
+           f"the edge ({cheat.share('503'):.0%}; 200: {cheat.answers.get('200', 0)})")
+    c.that(honest.rate > 0 and honest.answers.get("200", 0) > 0 and honest.answers.get("503", 0) == 0,
+           f"the participant that obeys (told {honest.rate:.0f}/s): {honest.answers.get('200', 0)} of its {honest.sent} "
+           f"requests relayed, {honest.answers.get('503', 0)} answered 503 (§5.10.2: the server rejects only clients that "
+           "do not take part)")
+    c.that(stats.get("edge_oc_server_nonconforming") == 1, f"edge_oc_server_nonconforming {stats.get('edge_oc_server_nonconforming')}")
+    for s in (cheat, honest):
+        s.close()
+    return c
+
+
+TESTS = {
+    "downstream_inserted_oc": downstream_inserted_oc,
+    "addresses": addresses,
+    "cheating_participant": cheating_participant,
+}
+
+
+def main() -> int:
+    return suite_main(__doc__, TESTS, "e2e interconnect", prefix="ic-", needs=(EDGE,))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
