@@ -194,6 +194,70 @@ static lc_str lc_oc_s(const char *s, int len)
 	return out;
 }
 
+/* Replaces `len` bytes at `at` in msg's buffer (Via text) by what is left of
+ * them without the oc parameters `which` names (lc_oc_via_strip): 1 when some
+ * were taken out, 0 when there were none (or where the parameters end cannot
+ * be told: then nobody can read an oc value in it either), -1 on an error
+ * (logged). A request's lumps are not typed HDR_VIA_T: tm drops those when it
+ * clones the request (its own Via lumps, rebuilt for every branch). */
+static int lc_oc_strip_range(sip_msg_t *msg, char *at, int len, lc_oc_strip which)
+{
+	size_t cap, written = 0;
+	char *out;
+	struct lump *l;
+	enum _hdr_types_t type;
+	lc_result r;
+
+	while(len > 0 && (at[0] == ',' || at[0] == ' ' || at[0] == '\t')) {
+		at++;
+		len--;
+	}
+	while(len > 0
+			&& (at[len - 1] == '\r' || at[len - 1] == '\n' || at[len - 1] == ' '
+					|| at[len - 1] == '\t' || at[len - 1] == ','))
+		len--;
+	if(len <= 0)
+		return 0;
+	/* joining via-parms with ", " may add a byte per comma */
+	cap = (size_t)len * 2 + 16;
+	out = (char *)pkg_malloc(cap);
+	if(out == NULL) {
+		PKG_MEM_ERROR;
+		return -1;
+	}
+	r = lc_oc_via_strip(lc_oc_s(at, len), which, (uint8_t *)out, cap, &written);
+	if(r != LC_RESULT_OK) {
+		pkg_free(out);
+		return r == LC_RESULT_EMPTY || r == LC_RESULT_SIP_BAD_VIA ? 0 : -1;
+	}
+	type = which == LC_OC_STRIP_REQUEST ? HDR_OTHER_T : HDR_VIA_T;
+	l = del_lump(msg, at - msg->buf, len, type);
+	if(l == NULL || insert_new_lump_after(l, out, (int)written, type) == NULL) {
+		LM_ERR("cannot take the oc parameters out of a Via\n");
+		pkg_free(out);
+		return -1;
+	}
+	return 1;
+}
+
+/* RFC 7339 §5.6: "a SIP proxy SHOULD strip the overload control parameters
+ * inserted by the client before proxying the request further downstream" —
+ * from the client's via-parm (the top one), once per request. */
+static void lc_oc_strip_request(sip_msg_t *msg)
+{
+	static unsigned int stripped_id = 0;
+	static int stripped_pid = 0;
+
+	if(stripped_id == msg->id && stripped_pid == msg->pid)
+		return;
+	if(parse_headers(msg, HDR_VIA1_F, 0) < 0 || msg->via1 == NULL)
+		return;
+	stripped_id = msg->id;
+	stripped_pid = msg->pid;
+	(void)lc_oc_strip_range(
+			msg, msg->via1->bstart, msg->via1->bsize, LC_OC_STRIP_REQUEST);
+}
+
 /* The hop of `dst` ("IP:PORT"); -1 (logged) when the table is full. */
 static int lc_oc_hop(str *dst, uint32_t *hop)
 {
@@ -260,6 +324,7 @@ int ki_lc_oc_forward(sip_msg_t *msg, str *dst)
 		case LC_OC_VERDICT_PROBE:
 			if(lc_oc_add_via_params(msg) < 0)
 				return -4;
+			lc_oc_strip_request(msg);
 			return v == LC_OC_VERDICT_PROBE ? 2 : 1;
 		case LC_OC_VERDICT_SHED_LOSS:
 			return -1;
@@ -387,15 +452,44 @@ int ki_lc_oc_check(sip_msg_t *msg)
 			   LC_CLASS_ORIGINAL, cat, &adm)
 			!= LC_RESULT_OK)
 		return -4;
-	return adm == LC_OC_ADMISSION_REJECT ? -1 : 1;
+	if(adm == LC_OC_ADMISSION_REJECT)
+		return -1;
+	lc_oc_strip_request(msg);
+	return 1;
+}
+
+/* RFC 7339 §5.4 for a reply relayed upstream: the oc values in every Via below
+ * the client's (`v`, the second via-parm) taken out; -1 on an error (logged). */
+static int lc_oc_strip_below(sip_msg_t *msg, struct via_body *v)
+{
+	struct hdr_field *h;
+	char *end;
+
+	if(parse_headers(msg, HDR_EOH_F, 0) < 0 || msg->h_via2 == NULL)
+		return 0;
+	/* further via-parms of the client's own header line */
+	end = msg->h_via2->body.s + msg->h_via2->body.len;
+	if(v->bstart + v->bsize < end
+			&& lc_oc_strip_range(msg, v->bstart + v->bsize,
+					   (int)(end - (v->bstart + v->bsize)), LC_OC_STRIP_RESPONSE)
+					   < 0)
+		return -1;
+	for(h = msg->h_via2->next; h != NULL; h = h->next) {
+		if(h->type == HDR_VIA_T
+				&& lc_oc_strip_range(msg, h->body.s, h->body.len, LC_OC_STRIP_RESPONSE)
+						   < 0)
+			return -1;
+	}
+	return 0;
 }
 
 int ki_lc_oc_via(sip_msg_t *msg)
 {
 	struct via_body *v;
 	char key[96];
-	char *out;
-	size_t written = 0, cap;
+	char *out, *stripped;
+	size_t written = 0, cap, slen = 0;
+	lc_str client;
 	int len, n;
 	str host;
 	unsigned port;
@@ -429,14 +523,41 @@ int ki_lc_oc_via(sip_msg_t *msg)
 					|| v->bstart[len - 1] == ' ' || v->bstart[len - 1] == '\t'
 					|| v->bstart[len - 1] == ','))
 		len--;
-	cap = (size_t)len + 128;
-	out = (char *)pkg_malloc(cap);
-	if(out == NULL) {
+	/* RFC 7339 §5.4: the Vias below this proxy's go upstream without the oc
+	 * values a downstream server put into them; the client's then gets this
+	 * server's own, if it takes part */
+	if(lc_oc_strip_below(msg, v) < 0)
+		return -4;
+	client = lc_oc_s(v->bstart, len);
+	stripped = (char *)pkg_malloc(2 * (size_t)len + 16);
+	if(stripped == NULL) {
 		PKG_MEM_ERROR;
 		return -4;
 	}
+	r = lc_oc_via_strip(client, LC_OC_STRIP_RESPONSE, (uint8_t *)stripped,
+			2 * (size_t)len + 16, &slen);
+	if(r == LC_RESULT_OK) {
+		client = lc_oc_s(stripped, (int)slen);
+	} else if(r != LC_RESULT_EMPTY && r != LC_RESULT_SIP_BAD_VIA) {
+		pkg_free(stripped);
+		return -4;
+	}
+	cap = client.len + 128;
+	out = (char *)pkg_malloc(cap);
+	if(out == NULL) {
+		PKG_MEM_ERROR;
+		pkg_free(stripped);
+		return -4;
+	}
 	r = lc_oc_server_write_via(_lc_oc_server, lc_oc_now(), lc_oc_s(key, n),
-			lc_oc_s(v->bstart, len), (uint8_t *)out, cap, &written);
+			client, (uint8_t *)out, cap, &written);
+	if(r == LC_RESULT_EMPTY && client.ptr == (const uint8_t *)stripped) {
+		/* a client that does not take part: its Via without the values */
+		memcpy(out, stripped, slen);
+		written = slen;
+		r = LC_RESULT_OK;
+	}
+	pkg_free(stripped);
 	if(r != LC_RESULT_OK) {
 		pkg_free(out);
 		return r == LC_RESULT_EMPTY ? 1 : -4;

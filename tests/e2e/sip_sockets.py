@@ -4,7 +4,10 @@ few lines of Python, for checks of one request at a time.
 A SIPp scenario is too rigid to send one malformed request, hold a response back or answer a
 SUBSCRIBE by hand; these peers send exactly what a test writes and collect what comes back.
 ``UdpPeers`` is a caller and a next hop around an edge; ``Peer`` one socket around a Kamailio,
-``Notifier`` a notifier that answers the module's SUBSCRIBEs and sends NOTIFYs.
+``Notifier`` a notifier that answers the module's SUBSCRIBEs and sends NOTIFYs; ``NextHop`` a
+next hop that answers every request 200 on its own thread (optionally writing overload-control
+values into the Vias below its top one, as a downstream server must not), and ``options()`` an
+OPTIONS to send it through a proxy.
 
 Python 3 standard library only.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import re
 import socket
+import threading
 import time
 
 
@@ -45,12 +49,13 @@ class UdpPeers:
 
     @staticmethod
     def drain(sock, quiet: float = 0.3) -> list:
+        """What arrives on `sock` until it has been quiet for `quiet` s (0: what is there)."""
         out = []
         sock.settimeout(quiet)
         try:
             while True:
                 out.append(sock.recv(65535).decode(errors="replace"))
-        except socket.timeout:
+        except (socket.timeout, BlockingIOError):
             pass
         return out
 
@@ -156,3 +161,58 @@ class Notifier(Peer):
             if msg.startswith("SIP/2.0 ") and branch in self.header(msg, "Via"):
                 return msg
         return ""
+
+
+INSERTED = ";oc=90;oc-validity=60000;oc-seq=999999.0"
+
+
+class NextHop:
+    """A next hop on a UDP socket that answers 200 to every request it gets, its Vias copied;
+    with `insert`, every Via below the top one gets `INSERTED` (a downstream server writing
+    overload-control values where they do not belong)."""
+
+    def __init__(self, insert: bool = False):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.insert = insert
+        self.received = []
+        self.stopped = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stopped:
+            try:
+                data, addr = self.sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            text = data.decode(errors="replace")
+            self.received.append(text)
+            head = text.split("\r\n\r\n", 1)[0].split("\r\n")
+            vias = [h for h in head if h.lower().startswith("via:")]
+            keep = [h for h in head[1:] if h.split(":", 1)[0].lower() in ("from", "to", "call-id", "cseq")]
+            out = ["SIP/2.0 200 OK"]
+            for k, v in enumerate(vias):
+                out.append(v + (INSERTED if self.insert and k > 0 else ""))
+            out += keep + ["Content-Length: 0", "", ""]
+            self.sock.sendto("\r\n".join(out).encode(), addr)
+
+    def close(self):
+        self.stopped = True
+        self.thread.join()
+        self.sock.close()
+
+
+def options(port: int, via_port: int, n: int, params: str = "", extra_via: str = "") -> bytes:
+    return (
+        f"OPTIONS sip:ping@127.0.0.1 SIP/2.0\r\n"
+        f"Via: SIP/2.0/UDP 127.0.0.1:{via_port};branch=z9hG4bK-ic-{port}-{n}{params}\r\n{extra_via}"
+        f"From: <sip:probe@127.0.0.1>;tag=t{n}\r\nTo: <sip:ping@127.0.0.1>\r\n"
+        f"Call-ID: ic-{port}-{n}-{time.monotonic_ns()}@e2e\r\nCSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+    ).encode()
+
+
+def via_lines(msg: str) -> list:
+    return [h for h in msg.split("\r\n\r\n", 1)[0].split("\r\n") if h.lower().startswith("via:")]

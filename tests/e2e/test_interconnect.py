@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import socket
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -45,72 +44,7 @@ from edge_proc import EDGE, edge_stats, start_edge  # noqa: E402
 from policy_docs import document  # noqa: E402
 from ports import free_udp_port  # noqa: E402
 from processes import Run  # noqa: E402
-
-INSERTED = ";oc=90;oc-validity=60000;oc-seq=999999.0"
-
-
-class NextHop:
-    """A next hop on a UDP socket that answers 200 to every request it gets, its Vias copied;
-    with `insert`, every Via below the top one gets `INSERTED` (a downstream server writing
-    overload-control values where they do not belong)."""
-
-    def __init__(self, insert: bool = False):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.insert = insert
-        self.received = []
-        self.stopped = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while not self.stopped:
-            try:
-                data, addr = self.sock.recvfrom(65535)
-            except socket.timeout:
-                continue
-            text = data.decode(errors="replace")
-            self.received.append(text)
-            head = text.split("\r\n\r\n", 1)[0].split("\r\n")
-            vias = [h for h in head if h.lower().startswith("via:")]
-            keep = [h for h in head[1:] if h.split(":", 1)[0].lower() in ("from", "to", "call-id", "cseq")]
-            out = ["SIP/2.0 200 OK"]
-            for k, v in enumerate(vias):
-                out.append(v + (INSERTED if self.insert and k > 0 else ""))
-            out += keep + ["Content-Length: 0", "", ""]
-            self.sock.sendto("\r\n".join(out).encode(), addr)
-
-    def close(self):
-        self.stopped = True
-        self.thread.join()
-        self.sock.close()
-
-
-def options(port: int, via_port: int, n: int, params: str = "", extra_via: str = "") -> bytes:
-    return (
-        f"OPTIONS sip:ping@127.0.0.1 SIP/2.0\r\n"
-        f"Via: SIP/2.0/UDP 127.0.0.1:{via_port};branch=z9hG4bK-ic-{port}-{n}{params}\r\n{extra_via}"
-        f"From: <sip:probe@127.0.0.1>;tag=t{n}\r\nTo: <sip:ping@127.0.0.1>\r\n"
-        f"Call-ID: ic-{port}-{n}-{time.monotonic_ns()}@e2e\r\nCSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
-    ).encode()
-
-
-def replies(sock, quiet: float = 0.3) -> list:
-    out = []
-    sock.settimeout(quiet)
-    try:
-        while True:
-            out.append(sock.recv(65535).decode(errors="replace"))
-    except (socket.timeout, BlockingIOError):
-        pass
-    return out
-
-
-def via_lines(msg: str) -> list:
-    return [h for h in msg.split("\r\n\r\n", 1)[0].split("\r\n") if h.lower().startswith("via:")]
-
+from sip_sockets import NextHop, UdpPeers, options, via_lines  # noqa: E402
 
 def pass_all(run: Run) -> Path:
     p = run.path("policy.xml")
@@ -138,7 +72,7 @@ def downstream_inserted_oc(run: Run) -> Checks:
         got = {}
         for n, (name, params) in enumerate(cases.items()):
             client.sendto(options(cport, cport, n, params, extra_via=earlier), ("127.0.0.1", eport))
-            r = replies(client)
+            r = UdpPeers.drain(client)
             got[name] = r[0] if r else ""
         forwarded = list(hop.received)
         stats = edge_stats(edge)
@@ -227,7 +161,7 @@ class Sender:
 
     def collect(self):
         for s in self.socks:
-            for r in replies(s, quiet=0):
+            for r in UdpPeers.drain(s, quiet=0):
                 try:
                     seq = int(r.split("branch=z9hG4bK-ic-", 1)[1].split("-", 2)[1].split(";")[0].split("\r")[0])
                 except (IndexError, ValueError):

@@ -24,12 +24,20 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   UAS's arrival rate (a server of 60 calls/s): an RFC 7339 edge and a plain SIPp UAC offering
   60 calls/s each; the loop holds the capacity, each loses about half, and tshark reads the
   values the module logged it sent.
+- oc_strip: Kamailio (tm) as an RFC 7339 server between a Python client and a next hop that
+  writes `oc=90;oc-validity=60000;oc-seq` into every Via below its top one: the client sees only
+  the module's own values (§5.4: "A SIP client SHOULD remove the "oc", "oc-validity", and
+  "oc-seq" parameters from all Via headers of a response received, except for the topmost Via
+  header"), and the next hop does not see the client's offer (§5.6: "a SIP proxy SHOULD strip
+  the overload control parameters inserted by the client before proxying the request further
+  downstream").
 """
 
 from __future__ import annotations
 
 import re
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -46,6 +54,7 @@ from overload_setups import loss_feedback_through  # noqa: E402
 from policy_docs import MATCH, document  # noqa: E402
 from ports import free_udp_port, wait_udp_port  # noqa: E402
 from processes import Run  # noqa: E402
+from sip_sockets import NextHop, UdpPeers, options, via_lines  # noqa: E402
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
 
 
@@ -187,10 +196,56 @@ def oc_server_occupancy(run: Run) -> Checks:
     return c
 
 
+def oc_strip(run: Run) -> Checks:
+    c = Checks("oc_strip: Kamailio as RFC 7339 server relays no oc value a next hop inserted, and no client's offer downstream")
+    hop = NextHop(insert=True)
+    try:
+        # one worker: the module's server is per process, and the reply must meet the one that
+        # counted the request
+        kam = Kamailio(run, "kamailio", document(0, "full", ""), 1, hop.port, stateful=True, defines=("OC_SERVER",))
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        cport = sock.getsockname()[1]
+        earlier = "Via: SIP/2.0/UDP 192.0.2.9:5060;branch=z9hG4bK-upstream;oc=7;oc-validity=500;oc-seq=1.0\r\n"
+        # `loss` alone: Kamailio 5.6 refuses a Via with a comma inside a quoted value
+        cases = {"plain": "", "offering": ';oc;oc-algo="loss"'}
+        got = {}
+        for n, (name, params) in enumerate(cases.items()):
+            sock.sendto(options(cport, cport, n, params, extra_via=earlier), ("127.0.0.1", kam.port))
+            r = [m for m in UdpPeers.drain(sock, quiet=1.0) if m.startswith("SIP/2.0 ")]
+            got[name] = r[-1] if r else ""
+        forwarded = [m for m in hop.received if m.startswith("OPTIONS ")]
+        sock.close()
+    finally:
+        hop.close()
+    c.that(len(forwarded) == 2 and all(len(via_lines(m)) == 3 for m in forwarded),
+           f"the next hop got both requests with three Vias ({[len(via_lines(m)) for m in forwarded]})")
+    client_vias = [via_lines(m)[1] for m in forwarded if len(via_lines(m)) == 3]
+    c.that(len(client_vias) == 2 and all(";oc" not in v.lower() for v in client_vias),
+           f"§5.6: the client's Via reached the next hop without its oc parameters: {client_vias}")
+    for name in cases:
+        vias = via_lines(got[name])
+        c.that(got[name].startswith("SIP/2.0 200") and len(vias) == 2, f"{name}: the 200 came back with two Vias ({vias})")
+        if len(vias) != 2:
+            continue
+        top, lower = vias
+        c.that("oc=90" not in top and "60000" not in top and "999999" not in top,
+               f"{name}: §5.4: none of the next hop's values in the client's Via: {top}")
+        c.that("oc=" not in lower.lower() and "oc-validity" not in lower.lower() and "oc-seq" not in lower.lower(),
+               f"{name}: §5.4: none in the Via below it either: {lower}")
+    plain_top = via_lines(got["plain"])[0] if via_lines(got["plain"]) else ""
+    c.that(plain_top != "" and ";oc" not in plain_top, f"plain: a client that did not offer gets no oc value at all: {plain_top}")
+    offering_top = via_lines(got["offering"])[0] if via_lines(got["offering"]) else ""
+    c.that(";oc=0;" in offering_top and "oc-validity=0" in offering_top,
+           f"offering: the module's own answer, not overloaded (§5.1: oc=0): {offering_top}")
+    return c
+
+
 TESTS = {
     "oc_client_loss": oc_client_loss,
     "oc_client_offer": oc_client_offer,
     "oc_server_occupancy": oc_server_occupancy,
+    "oc_strip": oc_strip,
 }
 
 
