@@ -30,8 +30,8 @@ SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 ## Kamailio releases given (KAMAILIO_E2E_SOURCES, KAMAILIO_GATE_SOURCES), and a summary of the
 ## Kamailio versions the module was tested with.
 ## How: everything the checks run is built first (test-builds); then three lanes run at once
-## (tests/lanes.sh, each lane's log printed when it ends): the CPU-bound checks niced on the last
-## CPU (TEST_CPU_LANE), the edge and Debian's Kamailio end to end (TEST_EDGE_LANE), the Kamailio
+## (tests/lanes.sh, each lane's log printed when it ends): the CPU-bound checks niced on every
+## CPU but the first (TEST_CPU_LANE), the edge and Debian's Kamailio end to end (TEST_EDGE_LANE), the Kamailio
 ## releases end to end (TEST_RELEASE_LANE), each end-to-end lane picking its ports from its own
 ## range; then the two comparisons, which measure CPU, alone; then the summary
 TEST_CPU_LANE := lint doc unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example

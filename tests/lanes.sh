@@ -6,10 +6,11 @@
 #
 # Each lane is one `make -k ARGS` (targets and VAR=value assignments), its output in
 # target/test-lanes/NAME.log, printed whole when the lane ends so that lanes do not interleave.
-# A lane marked @niced runs under `nice -n 19` and, when the machine has more than one CPU,
-# pinned to the last one: the CPU-bound checks (compiling, loom, fuzzing, valgrind) then take
-# what the end-to-end suites leave, as the busy neighbour those suites are tested beside
-# (NEIGHBOUR=1). On a machine with one CPU the lanes run one after another.
+# A lane marked @niced runs under `nice -n 19`, pinned to every CPU but the first (on a
+# machine with two, the last one): the CPU-bound checks (compiling, loom, fuzzing, valgrind)
+# then take what the end-to-end suites leave, and the first CPU is always theirs, as it is
+# beside the busy neighbour those suites are tested with (NEIGHBOUR=1). On a machine with one
+# CPU the lanes run one after another.
 # Every lane runs to its end (make -k); the exit status is 1 if any target of any lane failed.
 set -uo pipefail
 
@@ -26,7 +27,7 @@ start() { # name niced args...
   local wrap=()
   if [ "$niced" = 1 ]; then
     wrap=(nice -n 19)
-    [ "$cpus" -gt 1 ] && wrap=(taskset -c "$last" "${wrap[@]}")
+    [ "$cpus" -gt 1 ] && wrap=(taskset -c "1-$last" "${wrap[@]}")
   fi
   "${wrap[@]}" "$make" --no-print-directory -k "$@" >"$dir/$name.log" 2>&1
 }
@@ -52,7 +53,7 @@ for spec in "$@"; do
     start "$name" "$niced" $args &
     names[$!]=$name
     started[$!]=$(date +%s)
-    echo "lane $name started (pid $!): make $args$([ "$niced" = 1 ] && echo ", niced on CPU $last")"
+    echo "lane $name started (pid $!): make $args$([ "$niced" = 1 ] && echo ", niced on CPUs 1-$last")"
   else
     s=$(date +%s)
     start "$name" "$niced" $args
