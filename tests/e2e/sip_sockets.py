@@ -7,7 +7,8 @@ SUBSCRIBE by hand; these peers send exactly what a test writes and collect what 
 ``Notifier`` a notifier that answers the module's SUBSCRIBEs and sends NOTIFYs; ``NextHop`` a
 next hop that answers every request 200 on its own thread (optionally writing overload-control
 values into the Vias below its top one, as a downstream server must not), and ``options()`` an
-OPTIONS to send it through a proxy.
+OPTIONS to send it through a proxy; ``strip_checks()`` what a proxy in between must have done
+to the Vias of both (RFC 7339 §5.4, §5.6).
 
 Python 3 standard library only.
 """
@@ -216,3 +217,30 @@ def options(port: int, via_port: int, n: int, params: str = "", extra_via: str =
 
 def via_lines(msg: str) -> list:
     return [h for h in msg.split("\r\n\r\n", 1)[0].split("\r\n") if h.lower().startswith("via:")]
+
+
+def strip_checks(c, who: str, forwarded: list, got: dict) -> None:
+    """RFC 7339 §5.4 and §5.6 at a proxy (`who`) that took part between a client and a
+    ``NextHop(insert=True)``: `forwarded` are the two OPTIONS the next hop got, `got` the 200
+    the client got back for each case (`plain`, no offer; `offering`, an `oc` offer), each
+    request with a Via of an earlier hop below the client's."""
+    c.that(len(forwarded) == 2 and all(len(via_lines(m)) == 3 for m in forwarded),
+           f"the next hop got both requests with three Vias ({[len(via_lines(m)) for m in forwarded]})")
+    client_vias = [via_lines(m)[1] for m in forwarded if len(via_lines(m)) == 3]
+    c.that(len(client_vias) == 2 and all(";oc" not in v.lower() for v in client_vias),
+           f"§5.6: the client's Via reached the next hop without its oc parameters: {client_vias}")
+    for name, reply in got.items():
+        vias = via_lines(reply)
+        c.that(reply.startswith("SIP/2.0 200") and len(vias) == 2, f"{name}: the 200 came back with two Vias ({vias})")
+        if len(vias) != 2:
+            continue
+        top, lower = vias
+        c.that("oc=90" not in top and "60000" not in top and "999999" not in top,
+               f"{name}: §5.4: none of the next hop's values in the client's Via: {top}")
+        c.that("oc=" not in lower.lower() and "oc-validity" not in lower.lower() and "oc-seq" not in lower.lower(),
+               f"{name}: §5.4: none in the Via below it either: {lower}")
+    plain_top = via_lines(got["plain"])[0] if via_lines(got["plain"]) else ""
+    c.that(plain_top != "" and ";oc" not in plain_top, f"plain: a client that did not offer gets no oc value at all: {plain_top}")
+    offering_top = via_lines(got["offering"])[0] if via_lines(got["offering"]) else ""
+    c.that(";oc=0;" in offering_top and "oc-validity=0" in offering_top,
+           f"offering: {who}'s own answer, not overloaded (§5.1: oc=0): {offering_top}")
