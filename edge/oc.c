@@ -34,8 +34,9 @@
 /* Starts overload control: the client of the next hop with a shard per thread, and the server
  * to upstream clients. 0, or -1 (logged). */
 int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc_target_pct, long oc_timeout_ms) {
-    /* RFC 7339 client of the next hop (one hop: the table has room for it) and server to
-     * upstream clients; one shard of the client per thread. */
+    /* RFC 7339 client of the next hop (the only hop: no other address ever asks for its one
+     * cell, so it never ages out) and server to upstream clients; one shard of the client per
+     * thread. */
     lc_str params = {NULL, 0};
     char hop_key[32];
     addr_key(&e->next_hop, hop_key, sizeof hop_key);
@@ -52,7 +53,7 @@ int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc
     else if (strcmp(oc_algorithms, "rate,loss") == 0)
         cc.algorithms = LC_OC_ALGORITHMS_LOSS | LC_OC_ALGORITHMS_RATE | LC_OC_ALGORITHMS_PREFER_RATE;
 
-    if (lc_oc_client_new(&cc, 1, &e->oc) != LC_RESULT_OK || lc_oc_client_hop(e->oc, hk, &e->oc_hop) != LC_RESULT_OK ||
+    if (lc_oc_client_new(&cc, 1, &e->oc) != LC_RESULT_OK || lc_oc_client_hop(e->oc, hk, now_ns(), &e->oc_hop) != LC_RESULT_OK ||
         lc_oc_client_request_params(e->oc, &params) != LC_RESULT_OK || params.len >= sizeof e->oc_params ||
         lc_oc_server_config_default(&sc) != LC_RESULT_OK ||
         lc_oc_server_new(&sc, &e->oc_srv) != LC_RESULT_OK || lc_oc_shard_new(e->oc, 1, &e->udp->ocs) != LC_RESULT_OK ||

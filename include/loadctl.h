@@ -10,14 +10,14 @@
 // The version of this header: `MAJOR.MINOR.PATCH` (semantic versioning; the SONAME is
 // `libloadctl.so.MAJOR`). A program can require a version at compile time:
 //
-//     #if LC_VERSION_MAJOR != 2 || LC_VERSION_NUMBER < 20000
-//     #error "needs loadctl 2.x, 2.0.0 or later"
+//     #if LC_VERSION_MAJOR != 3 || LC_VERSION_NUMBER < 30000
+//     #error "needs loadctl 3.x, 3.0.0 or later"
 //     #endif
 //
 // and check the library it runs with (the same major version, by its SONAME, but possibly
 // older than the header it was built with): `lc_version_number() >= LC_VERSION_NUMBER`.
-#define LC_VERSION "2.0.0"
-#define LC_VERSION_MAJOR 2
+#define LC_VERSION "3.0.0"
+#define LC_VERSION_MAJOR 3
 #define LC_VERSION_MINOR 0
 #define LC_VERSION_PATCH 0
 // MAJOR × 10000 + MINOR × 100 + PATCH (MINOR and PATCH stay below 100): 0.1.0 is 100.
@@ -88,6 +88,9 @@
 
 // `lc_subscriber_event.number` of an INVALID_DOCUMENT whose version could not be read.
 #define LC_VERSION_UNKNOWN UINT64_MAX
+
+// What `lc_oc_client_find` writes for an address the table does not hold.
+#define LC_OC_NO_HOP UINT32_MAX
 
 // The bytes of a client's key `lc_oc_server_client` reports (an IPv6 address in brackets with
 // its port is 47).
@@ -550,6 +553,10 @@ typedef struct lc_oc_client_config {
   uint64_t probe_min_ns;
   // Longest probe interval, ns (default 64 s).
   uint64_t probe_max_ns;
+  // How long a hop must go without requests (`lc_oc_decide`) and responses before its
+  // cell may be given to another address, ns: at least 64 s (twice a transaction's
+  // longest life); default 300 s. The hop's values, suspension and counters go with it.
+  uint64_t hop_idle_ns;
 } lc_oc_client_config;
 
 // What a response did to a hop's state (`lc_oc_client_on_response`).
@@ -2012,14 +2019,34 @@ void lc_oc_client_free(struct lc_oc_client *client);
 // `client` from `lc_oc_client_new`; `out` writable.
 lc_result lc_oc_client_request_params(const struct lc_oc_client *client, struct lc_str *out);
 
-// The hop of a next hop's address (`address`: any bytes that identify it, e.g.
+// The hop of a next hop's address at `now_ns` (`address`: any bytes that identify it, e.g.
 // `"192.0.2.7:5060"` — RFC 7339 §5.4 scopes overload control to IP and port), added if new,
-// written to `*hop` (an index below the capacity). `LC_RESULT_OC_TABLE_FULL` when the table has
-// no room. Thread-safe; two threads adding the same address get the same hop.
+// written to `*hop` (an index below the capacity). A lookup reads at most 64 cells and takes no
+// lock. A new address takes a free cell near its hash, else the cell of a hop idle for
+// `hop_idle_ns` (that hop is forgotten); `LC_RESULT_OC_TABLE_FULL` when the 64 cells it may
+// use all hold hops used within that time (size the table at about twice the next hops used
+// at once). Thread-safe; two threads adding the same address get the same hop.
+//
+// A hop index stays this address's while the hop is used: keep it for a request and its
+// response (`lc_oc_decide`, `lc_oc_client_on_response`, `lc_oc_client_on_timeout`), and look
+// the address up again for the next request.
 //
 // # Safety
 // `client` from `lc_oc_client_new`; `address` readable; `hop` writable.
-lc_result lc_oc_client_hop(const struct lc_oc_client *client, struct lc_str address, uint32_t *hop);
+lc_result lc_oc_client_hop(const struct lc_oc_client *client,
+                           struct lc_str address,
+                           uint64_t now_ns,
+                           uint32_t *hop);
+
+// The hop of `address` if the table holds it, written to `*hop`; `LC_OC_NO_HOP` when it does
+// not (never adds). For a response or a timeout: a response from an address the client never
+// sent to (a stray or spoofed one) must not take a cell. Lock-free, reads at most 64 cells.
+//
+// # Safety
+// `client` from `lc_oc_client_new`; `address` readable; `hop` writable.
+lc_result lc_oc_client_find(const struct lc_oc_client *client,
+                            struct lc_str address,
+                            uint32_t *hop);
 
 // A response from `hop` arrived at `now_ns`; `top_via` is its topmost Via value. Records that
 // the hop is alive (ending a suspension) and applies the feedback, writing what happened to

@@ -71,7 +71,7 @@ fn client(kind: &str, cells: Option<&'static [HopCell]>) -> (Client, Hop) {
         None => Client::new(config, 64),
     }
     .expect("config");
-    let hop = client.hop(hop_key(HOP)).expect("room");
+    let hop = client.hop(hop_key(HOP), T0).expect("room");
     let applied = client.apply(hop, T0, feedback(kind));
     assert_eq!(
         applied,
@@ -136,7 +136,7 @@ fn bench_response(c: &mut Criterion) {
     // The same oc-seq as the values in force: the response changes nothing. Its arrival time
     // stays inside the validity (500 ms) of the values it applied first.
     let client = Client::new(ClientConfig::default(), 64).expect("config");
-    let hop = client.hop(hop_key(HOP)).expect("room");
+    let hop = client.hop(hop_key(HOP), T0).expect("room");
     let via = response_via(Seq::from_ns(T0));
     assert_eq!(client.on_response(hop, T0, &via), Ok(Applied::Updated));
     assert_eq!(client.on_response(hop, T0 + 1_000, &via), Ok(Applied::Same));
@@ -147,7 +147,7 @@ fn bench_response(c: &mut Criterion) {
     // A new oc-seq in every response: the values are applied each time. The Via texts are
     // made outside the timing (criterion's batches), and dropped outside it.
     let client = Client::new(ClientConfig::default(), 64).expect("config");
-    let hop = client.hop(hop_key(HOP)).expect("room");
+    let hop = client.hop(hop_key(HOP), T0).expect("room");
     let mut t = T0;
     group.bench_function("new-seq", |b| {
         b.iter_batched_ref(

@@ -86,7 +86,7 @@ fn main() {
     }
     if which == "response-same" {
         let client = Client::new(ClientConfig::default(), 64).expect("config");
-        let hop = client.hop(hop_key(b"192.0.2.7:5060")).expect("room");
+        let hop = client.hop(hop_key(b"192.0.2.7:5060"), 0).expect("room");
         let via = format!(
             "SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK776asdhds;received=192.0.2.1;oc=30;\
              oc-algo=\"loss\";oc-validity=500;oc-seq={}",
@@ -124,7 +124,7 @@ fn main() {
         Client::new(config, 64)
     }
     .expect("config");
-    let hop = client.hop(hop_key(b"192.0.2.7:5060")).expect("room");
+    let hop = client.hop(hop_key(b"192.0.2.7:5060"), 0).expect("room");
     client.apply(
         hop,
         T0,

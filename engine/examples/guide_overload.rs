@@ -46,14 +46,16 @@ fn overload(
 
     let client = Client::new(ClientConfig::default(), 64)?; // per proxy, Sync
     let mut shard = ClientShard::new(&client, worker_index); // per worker thread
-    let hop = client.hop(hop_key(b"192.0.2.7:5060"))?;
+    let hop = client.hop(hop_key(b"192.0.2.7:5060"), now_ns)?;
     // Sending a new request: ask, then add client.request_params() to the Via you insert.
     match shard.decide(&client, hop, now_ns, Category::Reducible) {
         OcVerdict::Forward | OcVerdict::Probe => { /* send it */ }
         OcVerdict::Shed(_) => { /* another next hop, else 503 without Retry-After */ }
     }
-    // A response from that hop: its top Via.
-    client.on_response(hop, now_ns, top_via)?;
+    // A response from that hop (looked up by its source; never added): its top Via.
+    if let Some(hop) = client.find(hop_key(b"192.0.2.7:5060")) {
+        client.on_response(hop, now_ns, top_via)?;
+    }
     // Server: per request, per response, and a load report per period.
     let mut server = Server::new(ServerConfig::default())?;
     server.on_request(

@@ -28,7 +28,7 @@ static lc_oc_client *client_with(int resonance) {
 
 static uint32_t hop_of(lc_oc_client *client, const char *address) {
     uint32_t hop = UINT32_MAX;
-    CHECK_RESULT(lc_oc_client_hop(client, str(address), &hop), LC_RESULT_OK);
+    CHECK_RESULT(lc_oc_client_hop(client, str(address), 0, &hop), LC_RESULT_OK);
     return hop;
 }
 
@@ -79,8 +79,20 @@ static void test_client_configuration(void) {
     uint32_t b = hop_of(client, "192.0.2.8:5060");
     CHECK(a != b && a < 2 && b < 2);
     uint32_t hop = 77;
-    CHECK_RESULT(lc_oc_client_hop(client, str("192.0.2.9:5060"), &hop), LC_RESULT_OC_TABLE_FULL);
+    /* Both hops were used within hop_idle (300 s by default): neither cell is given away. */
+    CHECK_RESULT(lc_oc_client_hop(client, str("192.0.2.9:5060"), 299 * SEC, &hop), LC_RESULT_OC_TABLE_FULL);
     CHECK(hop == 77);
+    CHECK_RESULT(lc_oc_client_find(client, str("192.0.2.9:5060"), &hop), LC_RESULT_OK);
+    CHECK(hop == LC_OC_NO_HOP);
+    CHECK_RESULT(lc_oc_client_find(client, str("192.0.2.7:5060"), &hop), LC_RESULT_OK);
+    CHECK(hop == a);
+    /* At 300 s the hop last used in second 0 is idle: its cell goes to the new address. */
+    CHECK_RESULT(lc_oc_client_hop(client, str("192.0.2.9:5060"), 300 * SEC, &hop), LC_RESULT_OK);
+    CHECK(hop == a || hop == b);
+    uint32_t found_a = 77, found_b = 77;
+    CHECK_RESULT(lc_oc_client_find(client, str("192.0.2.7:5060"), &found_a), LC_RESULT_OK);
+    CHECK_RESULT(lc_oc_client_find(client, str("192.0.2.8:5060"), &found_b), LC_RESULT_OK);
+    CHECK(hop == a ? found_a == LC_OC_NO_HOP && found_b == b : found_b == LC_OC_NO_HOP && found_a == a);
     lc_oc_applied applied = 99;
     CHECK_RESULT(lc_oc_client_on_response(client, 5, 0, str("SIP/2.0/UDP p;oc=5"), &applied),
                  LC_RESULT_INVALID_ARGUMENT);

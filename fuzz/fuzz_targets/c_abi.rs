@@ -53,7 +53,7 @@ use loadctl_ffi::overload::{
     LC_OC_ALGORITHM_LOSS, LC_OC_ALGORITHM_NONE, LC_OC_ALGORITHM_RATE, LC_OC_CATEGORY_PRIORITY,
     LC_OC_CATEGORY_REDUCIBLE,
     LC_OC_VERDICT_SHED_UNREACHABLE, lc_oc_admission, lc_oc_applied, lc_oc_client,
-    lc_oc_client_free, lc_oc_client_hop, lc_oc_client_new, lc_oc_client_on_response,
+    lc_oc_client_find, lc_oc_client_free, lc_oc_client_hop, lc_oc_client_new, lc_oc_client_on_response,
     LC_OC_STRIP_REQUEST, LC_OC_STRIP_RESPONSE, lc_oc_decide, lc_oc_feedback,
     lc_oc_feedback_parse, lc_oc_feedback_write_via, lc_oc_via_strip,
     lc_oc_server_free, lc_oc_server_new, lc_oc_server_on_request, lc_oc_server_write_via,
@@ -642,7 +642,11 @@ fn overload(via_bytes: &[u8], cap: usize, v: [u32; 4]) {
         len: 14,
     };
     // SAFETY: `client` is live; `address` is readable; `hop` is writable.
-    assert_eq!(unsafe { lc_oc_client_hop(client, address, &mut hop) }, LC_RESULT_OK);
+    assert_eq!(unsafe { lc_oc_client_hop(client, address, 0, &mut hop) }, LC_RESULT_OK);
+    let mut found = u32::MAX;
+    // SAFETY: as above.
+    assert_eq!(unsafe { lc_oc_client_find(client, address, &mut found) }, LC_RESULT_OK);
+    assert_eq!(found, hop);
     let mut applied = poisoned::<lc_oc_applied>();
     // SAFETY: `client` is live; `via` is readable; `applied` is writable.
     let a = unsafe { lc_oc_client_on_response(client, hop, 1, via, applied.as_mut_ptr()) };

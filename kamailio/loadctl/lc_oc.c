@@ -34,6 +34,7 @@ int lc_oc_enable = 0;
 int lc_oc_hops = 64;
 int lc_oc_validity_ms = 500;
 int lc_oc_tau_priority = 100;
+int lc_oc_hop_idle = 300;
 int lc_oc_log = 0;
 
 /* The hop table (shared memory, 64-byte aligned) and the load signal. */
@@ -87,6 +88,10 @@ int lc_oc_mod_init(void)
 	}
 	if(lc_oc_hops < 1 || lc_oc_hops > 1048576) {
 		LM_ERR("oc_hops must be between 1 and 1048576\n");
+		return -1;
+	}
+	if(lc_oc_hop_idle < 64) {
+		LM_ERR("oc_hop_idle must be at least 64 (seconds)\n");
 		return -1;
 	}
 	if(lc_oc_validity_ms < 1 || lc_oc_tau_priority < 10
@@ -160,6 +165,7 @@ static int lc_oc_proc(const char *fn)
 	 * tolerance of oc_tau_priority times T for them (RFC 7415's TAU2 is 10 T;
 	 * the long-term rate stays 1/T). */
 	cc.tau_priority_milli = (uint32_t)lc_oc_tau_priority * 1000u;
+	cc.hop_idle_ns = (uint64_t)lc_oc_hop_idle * 1000000000u;
 	r = lc_oc_client_new_shared(&cc, _lc_oc_table, _lc_oc_len, &_lc_oc_client);
 	if(r == LC_RESULT_OK)
 		r = lc_oc_shard_new(_lc_oc_client, (uint64_t)my_pid(), &_lc_oc_shard);
@@ -258,17 +264,20 @@ static void lc_oc_strip_request(sip_msg_t *msg)
 			msg, msg->via1->bstart, msg->via1->bsize, LC_OC_STRIP_REQUEST);
 }
 
-/* The hop of `dst` ("IP:PORT"); -1 (logged) when the table is full. */
-static int lc_oc_hop(str *dst, uint32_t *hop)
+/* The hop of `dst` ("IP:PORT") at `now`: added if new when `add`, else only
+ * found (a response or timeout from a destination never sent to takes no
+ * cell). -1 when there is none: logged when the table is full. */
+static int lc_oc_hop(str *dst, int add, uint64_t now, uint32_t *hop)
 {
-	lc_result r =
-			lc_oc_client_hop(_lc_oc_client, lc_oc_s(dst->s, dst->len), hop);
+	lc_str key = lc_oc_s(dst->s, dst->len);
+	lc_result r = add ? lc_oc_client_hop(_lc_oc_client, key, now, hop)
+					  : lc_oc_client_find(_lc_oc_client, key, hop);
 	if(r != LC_RESULT_OK) {
 		LM_ERR("overload control: no hop for %.*s: %s\n", dst->len, dst->s,
 				lc_result_text(r));
 		return -1;
 	}
-	return 0;
+	return add || *hop != LC_OC_NO_HOP ? 0 : -1;
 }
 
 /* Makes the core add `oc;oc-algo=LC_OC_OFFER` to the Via of the request sent
@@ -295,13 +304,15 @@ int ki_lc_oc_forward(sip_msg_t *msg, str *dst)
 	lc_oc_category cat = LC_OC_CATEGORY_NONE;
 	lc_oc_verdict v = LC_OC_VERDICT_FORWARD;
 	uint32_t hop;
+	uint64_t now;
 	lc_result r;
 
 	if(msg->first_line.type != SIP_REQUEST) {
 		LM_ERR("lc_oc_forward() on a reply\n");
 		return -4;
 	}
-	if(lc_oc_proc("lc_oc_forward") < 0 || lc_oc_hop(dst, &hop) < 0)
+	now = lc_oc_now();
+	if(lc_oc_proc("lc_oc_forward") < 0 || lc_oc_hop(dst, 1, now, &hop) < 0)
 		return -4;
 	p = lc_proc_get(lc_current_rank());
 	if(p == NULL)
@@ -313,7 +324,7 @@ int ki_lc_oc_forward(sip_msg_t *msg, str *dst)
 		return -4;
 	}
 	if(cat != LC_OC_CATEGORY_NONE) {
-		r = lc_oc_decide(_lc_oc_shard, hop, lc_oc_now(), cat, &v);
+		r = lc_oc_decide(_lc_oc_shard, hop, now, cat, &v);
 		if(r != LC_RESULT_OK) {
 			LM_ERR("lc_oc_forward(): %s\n", lc_result_text(r));
 			return -4;
@@ -353,8 +364,10 @@ int ki_lc_oc_reply(sip_msg_t *msg)
 		return -4;
 	key.len = lc_oc_source(msg, src, sizeof(src));
 	key.s = src;
-	if(key.len < 0 || lc_oc_hop(&key, &hop) < 0)
+	if(key.len < 0)
 		return -4;
+	if(lc_oc_hop(&key, 0, 0, &hop) < 0)
+		return -2; /* not a hop lc_oc_forward() sent to */
 	r = lc_oc_client_on_response(_lc_oc_client, hop, lc_oc_now(),
 			lc_oc_s(msg->h_via1->body.s, msg->h_via1->body.len), &applied);
 	if(r != LC_RESULT_OK) {
@@ -369,8 +382,10 @@ int ki_lc_oc_timeout(sip_msg_t *msg, str *dst)
 {
 	uint32_t hop;
 
-	if(lc_oc_proc("lc_oc_timeout") < 0 || lc_oc_hop(dst, &hop) < 0)
+	if(lc_oc_proc("lc_oc_timeout") < 0)
 		return -4;
+	if(lc_oc_hop(dst, 0, 0, &hop) < 0)
+		return -2; /* not a hop lc_oc_forward() sent to */
 	lc_oc_client_on_timeout(_lc_oc_client, hop, lc_oc_now());
 	return 1;
 }

@@ -41,6 +41,7 @@ extern int lc_oc_enable;
 extern int lc_oc_hops;
 extern int lc_oc_validity_ms;
 extern int lc_oc_tau_priority;
+extern int lc_oc_hop_idle;
 extern int lc_oc_log;
 
 int lc_oc_mod_init(void);

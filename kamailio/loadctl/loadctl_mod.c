@@ -128,6 +128,7 @@ static param_export_t params[] = {
 	{"oc_hops", PARAM_INT, &lc_oc_hops},
 	{"oc_validity_ms", PARAM_INT, &lc_oc_validity_ms},
 	{"oc_tau_priority", PARAM_INT, &lc_oc_tau_priority},
+	{"oc_hop_idle", PARAM_INT, &lc_oc_hop_idle},
 	{"oc_log", PARAM_INT, &lc_oc_log},
 	{0, 0, 0}
 };

@@ -329,7 +329,7 @@ pub fn run(config: &ChainConfig) -> Result<ChainRun, SimError> {
             )
             .map_err(oc_err)?;
             let hop = client
-                .hop(hop_key(b"server.example:5060"))
+                .hop(hop_key(b"server.example:5060"), 0)
                 .map_err(oc_err)?;
             let shard = ClientShard::new(&client, base.seed);
             let via = format!(

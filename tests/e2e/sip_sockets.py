@@ -170,14 +170,16 @@ INSERTED = ";oc=90;oc-validity=60000;oc-seq=999999.0"
 class NextHop:
     """A next hop on a UDP socket that answers 200 to every request it gets, its Vias copied;
     with `insert`, every Via below the top one gets `INSERTED` (a downstream server writing
-    overload-control values where they do not belong)."""
+    overload-control values where they do not belong); `top` is appended to the top Via (the
+    hop's own overload-control values, `{n}` numbering its answers from 1)."""
 
-    def __init__(self, insert: bool = False):
+    def __init__(self, insert: bool = False, top: str = ""):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
         self.insert = insert
+        self.top = top
         self.received = []
         self.stopped = False
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -196,7 +198,14 @@ class NextHop:
             keep = [h for h in head[1:] if h.split(":", 1)[0].lower() in ("from", "to", "call-id", "cseq")]
             out = ["SIP/2.0 200 OK"]
             for k, v in enumerate(vias):
-                out.append(v + (INSERTED if self.insert and k > 0 else ""))
+                if k == 0 and self.top:
+                    # the server's values replace the client's offer (RFC 7339 §5.3)
+                    offer = re.sub(r';oc(-[a-z]+)?(=("[^"]*"|[^;]*))?', "", v, flags=re.I)
+                    out.append(offer + self.top.format(n=len(self.received)))
+                elif k == 0:
+                    out.append(v)
+                else:
+                    out.append(v + (INSERTED if self.insert else ""))
             out += keep + ["Content-Length: 0", "", ""]
             self.sock.sendto("\r\n".join(out).encode(), addr)
 

@@ -31,6 +31,11 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   header"), and the next hop does not see the client's offer (§5.6: "a SIP proxy SHOULD strip
   the overload control parameters inserted by the client before proxying the request further
   downstream").
+- oc_hop_ageing: Kamailio with `oc_hops 1`, `oc_hop_idle 64`, sending to the next hop each
+  request names; both next hops answer `oc=100;oc-algo="loss"` (shed everything) for ten
+  minutes. The first hop takes the one cell and its value sheds its requests; the second gets
+  no control while the first is in use; once the first has been idle for 64 s the second takes
+  the cell, its value applies, and the first is forgotten.
 """
 
 from __future__ import annotations
@@ -222,11 +227,60 @@ def oc_strip(run: Run) -> Checks:
     return c
 
 
+def oc_hop_ageing(run: Run) -> Checks:
+    c = Checks("oc_hop_ageing: oc_hops 1, oc_hop_idle 64: an idle destination gives its cell to a new one")
+    top = ';oc=100;oc-algo="loss";oc-validity=600000;oc-seq={n}.0'
+    a, b = NextHop(top=top), NextHop(top=top)
+    try:
+        kam = Kamailio(run, "kamailio", document(0, "full", ""), 1, a.port, stateful=True,
+                       defines=('OC_CLIENT="$hdr(X-Hop)"', "HOP_HEADER", "OC_HOPS=1", "OC_HOP_IDLE=64"))
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        cport = sock.getsockname()[1]
+        sent = [0]
+
+        def ask(hop: NextHop) -> str:
+            """The status line Kamailio answers an OPTIONS for `hop` with."""
+            sent[0] += 1
+            req = options(cport, cport, sent[0]).replace(
+                b"Max-Forwards: 70\r\n", f"Max-Forwards: 70\r\nX-Hop: 127.0.0.1:{hop.port}\r\n".encode())
+            sock.sendto(req, ("127.0.0.1", kam.port))
+            r = [m for m in UdpPeers.drain(sock, quiet=0.5) if m.startswith("SIP/2.0 ")]
+            return r[-1].split("\r\n", 1)[0] if r else "(no answer)"
+
+        first = ask(a)
+        c.that(first.startswith("SIP/2.0 200"), f"the first request to A went (no value yet): {first}")
+        shed = ask(a)
+        c.that(shed.startswith("SIP/2.0 503"), f"A's oc=100 then sheds its requests: {shed}")
+        last_use_a = time.monotonic()
+        b_before = [ask(b) for _ in range(2)]
+        c.that(all(r.startswith("SIP/2.0 200") for r in b_before) and len(b.received) == 2,
+               f"while A is in use, B gets no cell and no control: {b_before}, {len(b.received)} reached B")
+        c.that("no hop for 127.0.0.1:%d" % b.port in kam.log(), "Kamailio logged that B found no cell")
+        # oc_hop_idle counts whole seconds of the last use: 64 s after A's last request, + 2 s.
+        time.sleep(max(0.0, last_use_a + 66 - time.monotonic()))
+        taken = ask(b)
+        c.that(taken.startswith("SIP/2.0 200") and len(b.received) == 3,
+               f"after A's 64 idle seconds B takes the cell; its first request goes: {taken}")
+        b_shed = ask(b)
+        c.that(b_shed.startswith("SIP/2.0 503"), f"B's own oc=100 now applies: {b_shed}")
+        a_again = ask(a)
+        c.that(a_again.startswith("SIP/2.0 200") and len(a.received) == 2,
+               f"A was forgotten with its cell (its value no longer sheds, and it finds no cell): {a_again}")
+        c.that("feedback from" not in kam.log(), "Kamailio refused no feedback")
+        sock.close()
+    finally:
+        a.close()
+        b.close()
+    return c
+
+
 TESTS = {
     "oc_client_loss": oc_client_loss,
     "oc_client_offer": oc_client_offer,
     "oc_server_occupancy": oc_server_occupancy,
     "oc_strip": oc_strip,
+    "oc_hop_ageing": oc_hop_ageing,
 }
 
 

@@ -36,7 +36,7 @@
 //!
 //! let client = Client::new(ClientConfig::default(), 64)?; // one per proxy, Sync
 //! let mut shard = ClientShard::new(&client, 0); // one per worker thread
-//! let hop = client.hop(hop_key(b"192.0.2.7:5060"))?;
+//! let hop = client.hop(hop_key(b"192.0.2.7:5060"), 0)?;
 //! let ms = 1_000_000; // now_ns counts nanoseconds
 //! // A response from that hop; its top Via, as the server wrote it.
 //! client.on_response(hop, ms,

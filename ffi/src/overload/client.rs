@@ -32,6 +32,10 @@ pub struct lc_oc_client_config {
     pub probe_min_ns: u64,
     /// Longest probe interval, ns (default 64 s).
     pub probe_max_ns: u64,
+    /// How long a hop must go without requests (`lc_oc_decide`) and responses before its
+    /// cell may be given to another address, ns: at least 64 s (twice a transaction's
+    /// longest life); default 300 s. The hop's values, suspension and counters go with it.
+    pub hop_idle_ns: u64,
 }
 
 impl lc_oc_client_config {
@@ -56,6 +60,7 @@ impl lc_oc_client_config {
             suspend_after: c.suspend_after,
             probe_min_ns: nanos(c.probe_min),
             probe_max_ns: nanos(c.probe_max),
+            hop_idle_ns: nanos(c.hop_idle),
         }
     }
 
@@ -95,6 +100,7 @@ impl lc_oc_client_config {
             config.suspend_after = self.suspend_after;
             config.probe_min = Duration::from_nanos(self.probe_min_ns);
             config.probe_max = Duration::from_nanos(self.probe_max_ns);
+            config.hop_idle = Duration::from_nanos(self.hop_idle_ns);
             config
         })
     }
@@ -330,15 +336,48 @@ pub unsafe extern "C" fn lc_oc_client_request_params(
     })
 }
 
-/// The hop of a next hop's address (`address`: any bytes that identify it, e.g.
+/// The hop of a next hop's address at `now_ns` (`address`: any bytes that identify it, e.g.
 /// `"192.0.2.7:5060"` — RFC 7339 §5.4 scopes overload control to IP and port), added if new,
-/// written to `*hop` (an index below the capacity). `LC_RESULT_OC_TABLE_FULL` when the table has
-/// no room. Thread-safe; two threads adding the same address get the same hop.
+/// written to `*hop` (an index below the capacity). A lookup reads at most 64 cells and takes no
+/// lock. A new address takes a free cell near its hash, else the cell of a hop idle for
+/// `hop_idle_ns` (that hop is forgotten); `LC_RESULT_OC_TABLE_FULL` when the 64 cells it may
+/// use all hold hops used within that time (size the table at about twice the next hops used
+/// at once). Thread-safe; two threads adding the same address get the same hop.
+///
+/// A hop index stays this address's while the hop is used: keep it for a request and its
+/// response (`lc_oc_decide`, `lc_oc_client_on_response`, `lc_oc_client_on_timeout`), and look
+/// the address up again for the next request.
 ///
 /// # Safety
 /// `client` from `lc_oc_client_new`; `address` readable; `hop` writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_oc_client_hop(
+    client: *const lc_oc_client,
+    address: lc_str,
+    now_ns: u64,
+    hop: *mut u32,
+) -> lc_result {
+    boundary(|| {
+        let c = try_ref!(client);
+        // SAFETY: readable by contract.
+        let Some(address) = (unsafe { address.bytes() }) else {
+            return crate::abi::null("address");
+        };
+        let hop = try_out!(hop);
+        let h = try_!(c.client.hop(hop_key(address), now_ns).map_err(oc_error));
+        hop.write(h.index() as u32);
+        Code::Ok
+    })
+}
+
+/// The hop of `address` if the table holds it, written to `*hop`; `LC_OC_NO_HOP` when it does
+/// not (never adds). For a response or a timeout: a response from an address the client never
+/// sent to (a stray or spoofed one) must not take a cell. Lock-free, reads at most 64 cells.
+///
+/// # Safety
+/// `client` from `lc_oc_client_new`; `address` readable; `hop` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_client_find(
     client: *const lc_oc_client,
     address: lc_str,
     hop: *mut u32,
@@ -350,11 +389,14 @@ pub unsafe extern "C" fn lc_oc_client_hop(
             return crate::abi::null("address");
         };
         let hop = try_out!(hop);
-        let h = try_!(c.client.hop(hop_key(address)).map_err(oc_error));
-        hop.write(h.index() as u32);
+        let found = c.client.find(hop_key(address));
+        hop.write(found.map_or(LC_OC_NO_HOP, |h| h.index() as u32));
         Code::Ok
     })
 }
+
+/// What `lc_oc_client_find` writes for an address the table does not hold.
+pub const LC_OC_NO_HOP: u32 = u32::MAX;
 
 /// A response from `hop` arrived at `now_ns`; `top_via` is its topmost Via value. Records that
 /// the hop is alive (ending a suspension) and applies the feedback, writing what happened to
@@ -534,7 +576,7 @@ pub unsafe extern "C" fn lc_oc_shard_stats(
         let Some(h) = s.client.hop_at(hop as usize) else {
             return crate::abi::invalid("hop", format_args!("{hop} is no hop of this client"));
         };
-        try_out!(out).write(shard_counters(&s.shard.stats(h)));
+        try_out!(out).write(shard_counters(&s.shard.stats(&s.client, h)));
         Code::Ok
     })
 }

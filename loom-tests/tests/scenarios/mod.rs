@@ -272,7 +272,7 @@ pub fn overload_feedback_is_stored_whole_with_its_seq() {
     use loadctl::overload::{Algorithm, Seq, via::Feedback};
     model_bounded(3, || {
         let client = Arc::new(Client::new(ClientConfig::default(), 1).expect("config"));
-        let hop = client.hop(hop_key(b"192.0.2.7:5060")).expect("a cell");
+        let hop = client.hop(hop_key(b"192.0.2.7:5060"), 0).expect("a cell");
         let feedback = |oc: u64, seq: u64| Feedback {
             oc,
             algorithm: Some(Algorithm::Loss),

@@ -86,6 +86,11 @@ pub struct ClientConfig {
     pub probe_min: Duration,
     /// The longest probe interval (the back-off doubles up to it). Default 64 s.
     pub probe_max: Duration,
+    /// How long a hop must go without requests and responses before its cell may be given to
+    /// another next hop (the hop's values, suspension and counters are then forgotten). At
+    /// least [`MIN_HOP_IDLE`], so that no hop with a transaction still open is reclaimed.
+    /// Default 300 s.
+    pub hop_idle: Duration,
 }
 
 impl Default for ClientConfig {
@@ -101,9 +106,15 @@ impl Default for ClientConfig {
             suspend_after: 3,
             probe_min: Duration::from_secs(1),
             probe_max: Duration::from_secs(64),
+            hop_idle: Duration::from_secs(300),
         }
     }
 }
+
+/// The shortest [`ClientConfig::hop_idle`]: twice the longest a request waits for its response
+/// (64·T1, RFC 3261 Timer B and F), so a hop is never reclaimed while a response to it is due,
+/// nor while a stop keeps its order ([`STOP_ORDER`]).
+pub const MIN_HOP_IDLE: Duration = Duration::from_secs(64);
 
 /// What [`ClientConfig::check`] says `algorithms` must be (a binding that cannot even form a
 /// list refuses it in the same words).
@@ -139,6 +150,9 @@ impl ClientConfig {
         if self.probe_min.is_zero() || self.probe_max < self.probe_min {
             return bad("probe_min / probe_max", "0 < probe_min ≤ probe_max");
         }
+        if self.hop_idle < MIN_HOP_IDLE || self.hop_idle.as_secs() > u64::from(u32::MAX / 2) {
+            return bad("hop_idle", "between 64 s and 68 years");
+        }
         Ok(())
     }
 }
@@ -167,8 +181,38 @@ pub struct HopCell {
     fails: AtomicU64,
     /// When a suspended hop may send its next probe, ns.
     probe_at: AtomicU64,
-    /// Feedback updates applied (statistics).
-    updates: AtomicU64,
+    /// The second of the caller's clock in which the hop was last used (high 32 bits: a
+    /// request decided or a response heard, written at most once a second), and the feedback
+    /// updates applied (low 32 bits, wrapping; statistics).
+    used: AtomicU64,
+}
+
+/// The second of the caller's clock (`now_ns`) in [`HopCell`]'s `used` word.
+fn second(now_ns: u64) -> u32 {
+    (now_ns / 1_000_000_000).min(u64::from(u32::MAX)) as u32
+}
+
+impl HopCell {
+    /// Records that the hop is used in the second of `now_ns`: one load, and a write only
+    /// when the second has moved on (a write lost to a concurrent one is made by the next use).
+    fn touch(&self, now_ns: u64) {
+        let s = u64::from(second(now_ns));
+        let used = self.used.load(Ordering::Relaxed);
+        if used >> 32 < s {
+            let _ = self.used.compare_exchange(
+                used,
+                s << 32 | (used & 0xffff_ffff),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Whether the cell's hop has gone unused for `idle_s` seconds at `now_ns`.
+    fn idle(&self, now_ns: u64, idle_s: u32) -> bool {
+        let last = (self.used.load(Ordering::Relaxed) >> 32) as u32;
+        second(now_ns) >= last.saturating_add(idle_s)
+    }
 }
 
 /// The packed feedback word: algorithm (2 bits: 0 none, 1 loss, 2 rate), stopped (1 bit),
@@ -230,6 +274,9 @@ impl State {
         self.algorithm().is_some() && now_ms < self.expiry_ms()
     }
 }
+
+/// How many cells from its home cell a hop's key may live in ([`Client::hop`]).
+pub const HOP_WINDOW: usize = 64;
 
 /// How long a stop (`oc-validity=0`) keeps its `oc-seq`'s order: 64·T1, the time a request's
 /// transaction may wait for its response (RFC 3261 Timer B and F), so a response the server
@@ -400,31 +447,96 @@ impl Client {
         super::via::request_params(self.config.algorithms)
     }
 
-    /// The hop with `key` ([`hop_key`] of its address), added if new. Lock-free: two threads
-    /// adding the same key together get the same cell.
-    pub fn hop(&self, key: u64) -> Result<Hop, OcError> {
+    /// The hop with `key` ([`hop_key`] of its address) at `now_ns`, added if new.
+    ///
+    /// A key lives in one of the [`HOP_WINDOW`] cells from its home cell (`key` modulo the
+    /// capacity), so a lookup reads at most that many keys, without a lock. A new key takes the
+    /// first free cell of its window, else the first whose hop has been idle for
+    /// [`ClientConfig::hop_idle`] (taken under that cell's writers' lock, its state reset);
+    /// [`OcError::TableFull`] only when every cell of the window holds a hop used within that
+    /// time. Two threads adding the same key together get the same cell.
+    ///
+    /// A [`Hop`] stays this key's cell while the hop is used; keep it for one request and its
+    /// response, and look it up again for the next.
+    pub fn hop(&self, key: u64, now_ns: u64) -> Result<Hop, OcError> {
         let key = key.max(1);
         let n = self.cells.len();
         let start = (key as usize) % n;
-        for i in 0..n {
-            let at = (start + i) % n;
-            let cell = &self.cells[at];
-            let k = cell.key.load(Ordering::Acquire);
-            if k == key {
-                return Ok(Hop(at));
+        let window = || (0..n.min(HOP_WINDOW)).map(move |i| (start + i) % n);
+        let idle_s = self.config.hop_idle.as_secs() as u32;
+        // Twice: a claim lost to another thread is followed by a second look.
+        for _ in 0..2 {
+            let mut reclaimable = None;
+            for at in window() {
+                let cell = &self.cells[at];
+                let k = cell.key.load(Ordering::Acquire);
+                if k == key {
+                    return Ok(Hop(at));
+                }
+                if k == 0 {
+                    // Cells are never freed back to 0, so the key is not further on.
+                    match cell
+                        .key
+                        .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+                    {
+                        Ok(_) => {
+                            cell.touch(now_ns);
+                            return Ok(Hop(at));
+                        }
+                        Err(other) if other == key => return Ok(Hop(at)),
+                        Err(_) => {
+                            reclaimable = None;
+                            break;
+                        }
+                    }
+                }
+                if reclaimable.is_none() && cell.idle(now_ns, idle_s) {
+                    reclaimable = Some((at, k));
+                }
             }
-            if k == 0 {
-                match cell
-                    .key
-                    .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+            if let Some((at, old)) = reclaimable
+                && self.reclaim(at, old, key, now_ns, idle_s)
+            {
+                // Two threads reclaiming different cells for the same key at the same moment
+                // leave it twice in the window: everyone uses the first, the other ages out.
+                if let Some(first) =
+                    window().find(|&at| self.cells[at].key.load(Ordering::Acquire) == key)
                 {
-                    Ok(_) => return Ok(Hop(at)),
-                    Err(other) if other == key => return Ok(Hop(at)),
-                    Err(_) => continue,
+                    return Ok(Hop(first));
                 }
             }
         }
         Err(OcError::TableFull { capacity: n })
+    }
+
+    /// Gives cell `at`, holding the idle hop `old`, to `key`: under the cell's writers' lock,
+    /// if the hop is still idle. Whether it did.
+    fn reclaim(&self, at: usize, old: u64, key: u64, now_ns: u64, idle_s: u32) -> bool {
+        let cell = &self.cells[at];
+        let stamp = now_ns.saturating_add(1);
+        if cell
+            .lock
+            .compare_exchange(0, stamp, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let taken = cell.key.load(Ordering::Acquire) == old && cell.idle(now_ns, idle_s);
+        if taken {
+            cell.state.store(0, Ordering::Release);
+            cell.seq.store(0, Ordering::Release);
+            cell.tat.store(0, Ordering::Release);
+            cell.fails.store(0, Ordering::Release);
+            cell.probe_at.store(0, Ordering::Release);
+            cell.used
+                .store(u64::from(second(now_ns)) << 32, Ordering::Release);
+            // Last: whoever finds the new key finds the cell reset.
+            cell.key.store(key, Ordering::Release);
+        }
+        let _ = cell
+            .lock
+            .compare_exchange(stamp, 0, Ordering::Release, Ordering::Relaxed);
+        taken
     }
 
     /// The hop with `key`, if it is in the table (never adds).
@@ -432,7 +544,7 @@ impl Client {
         let key = key.max(1);
         let n = self.cells.len();
         let start = (key as usize) % n;
-        (0..n)
+        (0..n.min(HOP_WINDOW))
             .map(|i| (start + i) % n)
             .take_while(|&at| self.cells[at].key.load(Ordering::Acquire) != 0)
             .find(|&at| self.cells[at].key.load(Ordering::Acquire) == key)
@@ -463,6 +575,7 @@ impl Client {
     pub fn on_response(&self, hop: Hop, now_ns: u64, via: &str) -> Result<Applied, OcError> {
         self.heard_from(hop);
         let cell = self.cell(hop);
+        cell.touch(now_ns);
         let feedback = Feedback::parse(via)?;
         if let Some(f) = &feedback {
             if let Some(a) = f.algorithm
@@ -622,7 +735,11 @@ impl Client {
         cell.state.store(state.0, Ordering::Release);
         cell.seq
             .store(f.seq.map_or(0, |s| s.0 + 1), Ordering::Release);
-        cell.updates.fetch_add(1, Ordering::Relaxed);
+        let _ = cell
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                Some(u & !0xffff_ffff | u64::from((u as u32).wrapping_add(1)))
+            });
         Applied::Updated
     }
 
@@ -689,7 +806,7 @@ impl Client {
             seq: cell.seq.load(Ordering::Acquire).checked_sub(1).map(Seq),
             timeouts: fails as u32 & !PROBE_OUT,
             suspended: fails as u32 & !PROBE_OUT >= self.config.suspend_after,
-            updates: cell.updates.load(Ordering::Relaxed),
+            updates: u64::from(cell.used.load(Ordering::Relaxed) as u32),
         }
     }
 }

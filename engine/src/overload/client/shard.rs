@@ -37,6 +37,9 @@ struct Mix {
 #[derive(Debug)]
 pub struct ClientShard {
     rng: u64,
+    /// The key each cell held when this shard last decided for it: a cell given to another
+    /// hop ([`Client::hop`]) starts its mix and counters again.
+    keys: Box<[u64]>,
     mix: Box<[Mix]>,
     stats: Box<[ShardHopStats]>,
 }
@@ -48,6 +51,7 @@ impl ClientShard {
         let n = client.cells.len();
         ClientShard {
             rng: splitmix(seed ^ 0x6f63_2d63_6c69_656e),
+            keys: vec![0; n].into_boxed_slice(),
             mix: vec![
                 Mix {
                     share: -1.0,
@@ -65,20 +69,31 @@ impl ClientShard {
         splitmix(self.rng)
     }
 
-    /// This worker's counters for `hop`.
-    pub fn stats(&self, hop: Hop) -> ShardHopStats {
-        self.stats[hop.0 % self.stats.len()]
+    /// This worker's counters for `hop`, since the hop got its cell.
+    pub fn stats(&self, client: &Client, hop: Hop) -> ShardHopStats {
+        let i = hop.0 % self.stats.len();
+        if self.current(client, i) {
+            self.stats[i]
+        } else {
+            ShardHopStats::default()
+        }
     }
 
     /// The reducible share this worker uses for `hop` now (the last sampled period's, or
     /// [`ClientConfig::reducible_share`] before one is complete).
     pub fn reducible_share(&self, client: &Client, hop: Hop) -> f64 {
-        let m = &self.mix[hop.0 % self.mix.len()];
-        if m.share < 0.0 {
+        let i = hop.0 % self.mix.len();
+        let m = &self.mix[i];
+        if m.share < 0.0 || !self.current(client, i) {
             client.config.reducible_share
         } else {
             m.share
         }
+    }
+
+    /// Whether this shard's mix and counters for cell `i` are its present hop's.
+    fn current(&self, client: &Client, i: usize) -> bool {
+        self.keys[i] == client.cells[i].key.load(Ordering::Relaxed)
     }
 
     /// Whether to send a request of `category` to `hop` at `now_ns` (see the module
@@ -92,6 +107,17 @@ impl ClientShard {
         category: Category,
     ) -> OcVerdict {
         let i = hop.0 % self.mix.len();
+        let cell = &client.cells[i];
+        let key = cell.key.load(Ordering::Relaxed);
+        if self.keys[i] != key {
+            self.keys[i] = key;
+            self.mix[i] = Mix {
+                share: -1.0,
+                ..Mix::default()
+            };
+            self.stats[i] = ShardHopStats::default();
+        }
+        cell.touch(now_ns);
         let verdict = self.verdict(client, i, now_ns, category);
         let s = &mut self.stats[i];
         match category {

@@ -5,23 +5,166 @@ const S: u64 = 1_000_000_000;
 
 fn client(config: ClientConfig) -> (Client, Hop) {
     let c = Client::new(config, 8).expect("test input");
-    let hop = c.hop(hop_key(b"192.0.2.7:5060")).expect("test input");
+    let hop = c.hop(hop_key(b"192.0.2.7:5060"), 0).expect("test input");
     (c, hop)
 }
 
 #[test]
 fn hops_are_found_again_and_the_table_fills() {
     let c = Client::new(ClientConfig::default(), 2).expect("test input");
-    let a = c.hop(hop_key(b"a")).expect("test input");
-    assert_eq!(c.hop(hop_key(b"a")).expect("test input"), a);
+    let a = c.hop(hop_key(b"a"), 0).expect("test input");
+    assert_eq!(c.hop(hop_key(b"a"), 0).expect("test input"), a);
     assert_eq!(c.find(hop_key(b"a")), Some(a));
-    let b = c.hop(hop_key(b"b")).expect("test input");
+    let b = c.hop(hop_key(b"b"), 0).expect("test input");
     assert_ne!(a, b);
     assert_eq!(c.find(hop_key(b"zz")), None);
+    // Both hops were used within hop_idle: neither cell is given away.
     assert_eq!(
-        c.hop(hop_key(b"c")),
+        c.hop(hop_key(b"c"), 299 * S),
         Err(OcError::TableFull { capacity: 2 })
     );
+}
+
+/// A rate value that stays in force for an hour, with its oc-seq.
+fn hour_of_rate(seq: u64) -> String {
+    format!("SIP/2.0/UDP p;oc=100;oc-algo=\"rate\";oc-validity=3600000;oc-seq={seq}")
+}
+
+#[test]
+fn an_idle_hop_gives_its_cell_to_a_new_one_and_is_forgotten() {
+    let c = Client::new(ClientConfig::default(), 2).expect("test input");
+    let mut shard = ClientShard::new(&c, 1);
+    let a = c.hop(hop_key(b"a"), 0).expect("test input");
+    let b = c.hop(hop_key(b"b"), 0).expect("test input");
+    c.on_response(b, 0, &hour_of_rate(1)).expect("test input");
+    for k in 0..20 {
+        shard.decide(&c, b, k * MS, Category::Reducible);
+    }
+    assert!(c.status(b, S).active.is_some());
+    // `a` is used every 10 s; `b` not after its first second.
+    for t in (10..=300).step_by(10) {
+        shard.decide(&c, a, t * S, Category::Reducible);
+    }
+    // b's last use was in second 0: at 299 s it has not been idle for 300 s yet.
+    assert_eq!(
+        c.hop(hop_key(b"c"), 299 * S),
+        Err(OcError::TableFull { capacity: 2 })
+    );
+    let hop_c = c.hop(hop_key(b"c"), 300 * S).expect("b's cell");
+    assert_eq!(hop_c, b);
+    assert_eq!(c.find(hop_key(b"b")), None);
+    assert_eq!(c.find(hop_key(b"a")), Some(a));
+    // The cell starts again: no values, no order (oc-seq 1 applies), no counters.
+    let st = c.status(hop_c, 300 * S);
+    assert_eq!(
+        (st.active, st.algorithm, st.seq, st.updates),
+        (None, None, None, 0)
+    );
+    assert_eq!(shard.stats(&c, hop_c), ShardHopStats::default());
+    assert_eq!(
+        shard.decide(&c, hop_c, 300 * S, Category::Reducible),
+        OcVerdict::Forward
+    );
+    assert_eq!(shard.stats(&c, hop_c).forwarded, 1);
+    assert_eq!(
+        c.on_response(hop_c, 300 * S, &hour_of_rate(1)),
+        Ok(Applied::Updated)
+    );
+    // `b` comes back: no cell is idle now (a at 300 s, c at 300 s).
+    assert_eq!(
+        c.hop(hop_key(b"b"), 301 * S),
+        Err(OcError::TableFull { capacity: 2 })
+    );
+}
+
+#[test]
+fn hops_in_use_keep_their_cells_and_values_through_a_flood_of_destinations() {
+    // 8 next hops used every second, each under values in force for an hour, beside a new
+    // destination every 100 ms, each used once (4 h): the used hops are never refused and keep
+    // their values; of the destinations, those that find a cell idle for 300 s get it.
+    let c = Client::new(ClientConfig::default(), 16).expect("test input");
+    let mut shard = ClientShard::new(&c, 1);
+    let steady: Vec<Vec<u8>> = (0..8)
+        .map(|i| format!("10.0.0.{i}:5060").into_bytes())
+        .collect();
+    let mut seq = 1;
+    let (mut admitted, mut refused) = (0u64, 0u64);
+    for tick in 0..4 * 36_000u64 {
+        let now = tick * 100 * MS;
+        if tick % 10 == 0 {
+            for (i, address) in steady.iter().enumerate() {
+                let hop = c
+                    .hop(hop_key(address), now)
+                    .expect("a used hop is never refused");
+                if tick % 18_000 == 0 {
+                    seq += 1;
+                    c.on_response(hop, now, &hour_of_rate(seq))
+                        .expect("test input");
+                }
+                assert_eq!(
+                    c.status(hop, now).active,
+                    Some((Algorithm::Rate, 100)),
+                    "hop {i} at {tick}"
+                );
+                shard.decide(&c, hop, now, Category::Reducible);
+            }
+        }
+        let one_off = format!("198.51.100.{}:{}", tick % 250, 1024 + tick / 250);
+        match c.hop(hop_key(one_off.as_bytes()), now) {
+            Ok(hop) => {
+                admitted += 1;
+                shard.decide(&c, hop, now, Category::Reducible);
+            }
+            Err(OcError::TableFull { .. }) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    // 8 spare cells, each free again 300 s after its last use: 8 per 300 s at most, and the
+    // flood gets about that many (the first 8 at once).
+    let bound = 8 + 8 * (4 * 3600 / 300);
+    assert!(
+        admitted <= bound && admitted >= bound - 16,
+        "{admitted} destinations got a cell (bound {bound}), {refused} refused"
+    );
+}
+
+#[test]
+fn a_new_hop_that_keeps_asking_gets_a_cell_once_one_is_idle() {
+    let c = Client::new(ClientConfig::default(), 4).expect("test input");
+    for i in 0..4u64 {
+        c.hop(hop_key(&i.to_be_bytes()), i * S).expect("room");
+    }
+    // Cell of key 0 was last used in second 0: idle for 300 s at 300 s.
+    let mut got = None;
+    for t in 1..=400 {
+        if let Ok(h) = c.hop(hop_key(b"late"), t * S) {
+            got = Some(t);
+            assert_eq!(c.find(hop_key(&0u64.to_be_bytes())), None);
+            assert_eq!(c.find(hop_key(b"late")), Some(h));
+            break;
+        }
+    }
+    assert_eq!(got, Some(300));
+}
+
+#[test]
+fn hop_idle_is_at_least_twice_a_transaction() {
+    let config = ClientConfig {
+        hop_idle: Duration::from_secs(63),
+        ..ClientConfig::default()
+    };
+    assert!(matches!(
+        config.check(),
+        Err(OcError::Config {
+            field: "hop_idle",
+            ..
+        })
+    ));
+    let config = ClientConfig {
+        hop_idle: MIN_HOP_IDLE,
+        ..ClientConfig::default()
+    };
+    assert_eq!(config.check(), Ok(()));
 }
 
 #[test]
@@ -63,13 +206,13 @@ fn loss_sheds_the_percentage_converted_onto_the_reducible_category() {
     }
     let via = "SIP/2.0/UDP p;branch=z9hG4bK1;oc=10;oc-algo=\"loss\";oc-validity=100000;oc-seq=1.0";
     assert_eq!(c.on_response(hop, S, via), Ok(Applied::Updated));
-    let before = shard.stats(hop);
+    let before = shard.stats(&c, hop);
     let n = 100_000u64;
     for k in 0..n {
         shard.decide(&c, hop, S + k * 10_000, cat(k));
     }
     assert!((shard.reducible_share(&c, hop) - 0.4).abs() < 1e-9);
-    let after = shard.stats(hop);
+    let after = shard.stats(&c, hop);
     let shed = after.shed_loss - before.shed_loss;
     // All shed requests are reducible: 25 % of 40 % of n = 10 % of n, within 4σ.
     let expect = 0.10 * n as f64;
@@ -580,7 +723,7 @@ fn repeated_timeouts_suspend_the_hop_until_a_response() {
         shard.decide(&c, hop, 8 * S, Category::Reducible),
         OcVerdict::Forward
     );
-    assert_eq!(shard.stats(hop).probes, 2);
+    assert_eq!(shard.stats(&c, hop).probes, 2);
 }
 
 #[test]
@@ -594,8 +737,8 @@ fn two_clients_on_one_table_share_feedback_and_the_bucket() {
     };
     let a = Client::shared(config, cells).expect("test input");
     let b = Client::shared(config, cells).expect("test input");
-    let hop = a.hop(hop_key(b"192.0.2.7:5060")).expect("test input");
-    assert_eq!(b.hop(hop_key(b"192.0.2.7:5060")), Ok(hop));
+    let hop = a.hop(hop_key(b"192.0.2.7:5060"), 0).expect("test input");
+    assert_eq!(b.hop(hop_key(b"192.0.2.7:5060"), 0), Ok(hop));
     a.on_response(
         hop,
         0,

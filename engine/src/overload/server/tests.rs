@@ -497,7 +497,7 @@ fn a_change_within_a_period_reaches_the_client() {
     let key = b"c\0";
     let now = 10_000 * MS;
     let client = Client::new(ClientConfig::default(), 4).expect("test input");
-    let hop = client.hop(hop_key(b"server")).expect("test input");
+    let hop = client.hop(hop_key(b"server"), now).expect("test input");
     let apply = |s: &mut Server, now: u64| {
         let f = s.feedback(now, key).expect("a participant");
         let mut via = String::new();
