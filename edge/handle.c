@@ -88,11 +88,13 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     /* Overload control: which requests are new (originals, not ACK / CANCEL), and, as a server
      * to upstream clients, the 503s owed to clients that do not take part (RFC 7339 §5.10.2;
      * the server admits every retransmission, so only an original is rejected here). */
-    int oc_new = 0;
+    int oc_new = 0, oc_exempt = 0;
     lc_oc_category oc_cat = LC_OC_CATEGORY_NONE;
     if (w->e->oc) {
         lc_oc_category cat = LC_OC_CATEGORY_NONE;
-        if (lc_oc_category_sip(w->e->engine, (const uint8_t *)msg, len, &cat) == LC_RESULT_OK && cat != LC_OC_CATEGORY_NONE) {
+        lc_result cr = lc_oc_category_sip(w->e->engine, (const uint8_t *)msg, len, &cat);
+        oc_exempt = cr == LC_RESULT_OK && cat == LC_OC_CATEGORY_NONE;
+        if (cr == LC_RESULT_OK && cat != LC_OC_CATEGORY_NONE) {
             char key[32];
             lc_str tv = top_via(msg, len);
             addr_key(&from->addr, key, sizeof key); /* the transport source, not a Via field */
@@ -171,6 +173,10 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
             return;
         }
         oc_track(w, transaction_hash(msg, len), now);
+    } else if (oc_exempt) {
+        /* ACK / CANCEL: always sent, counted in the loss algorithm's mix (RFC 7339 §7.2) */
+        lc_oc_verdict v = LC_OC_VERDICT_FORWARD;
+        lc_oc_decide(w->ocs, w->e->oc_hop, now, LC_OC_CATEGORY_NONE, &v);
     }
     if (d.has_ticket) remember(w, transaction_hash(msg, len), d.ticket);
     record_decision(dm, dk, DM_FORWARDED, 0, now);

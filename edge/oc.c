@@ -9,7 +9,9 @@
  *   from retransmissions by libloadctl's retransmission detector; not ACK or CANCEL) is asked
  *   lc_oc_decide after classification, in its category (in-dialog, emergency and priority
  *   namespaces are the category reduced last; for the rate algorithm their tolerance is 100·T
- *   instead of RFC 7415's 10·T, so bursts of BYEs pass); a shed request is answered 503 without
+ *   instead of RFC 7415's 10·T, so bursts of BYEs pass), and each ACK and CANCEL forwarded is
+ *   counted through it (LC_OC_CATEGORY_NONE: the loss algorithm's mix includes them, RFC 7339
+ *   §7.2); a shed request is answered 503 without
  *   Retry-After (RFC 7339 §5.10: the edge has no other next hop). A new request that got no
  *   response within --oc-timeout-ms (default 32000, Timer B) counts as a timeout: three in a row
  *   suspend the next hop, probed with back-off until it answers (§5.9; tracked best effort in a

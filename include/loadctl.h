@@ -543,7 +543,8 @@ typedef struct lc_oc_client_config {
   uint32_t tau0_milli;
   // 1: randomise the bucket (RFC 7415 §3.5.3, default), 0: do not.
   uint8_t resonance;
-  // How long each shard samples its category mix, ns (default 5 s).
+  // How long each shard samples its category mix between two steps of its estimate, ns
+  // (default 1 s; a period with fewer than 20 requests goes on).
   uint64_t mix_period_ns;
   // The reducible share assumed before a mix is sampled, ppm (default 800,000).
   uint32_t reducible_share_ppm;
@@ -606,6 +607,8 @@ typedef struct lc_oc_shard_counters {
   uint64_t reducible;
   // Priority requests asked about.
   uint64_t priority;
+  // ACK and CANCEL counted (`LC_OC_CATEGORY_NONE`).
+  uint64_t exempt;
 } lc_oc_shard_counters;
 
 // Server settings. Get the defaults with `lc_oc_server_config_default`.
@@ -1130,7 +1133,8 @@ typedef uint32_t lc_sip_flags;
 // Reduced only when nothing reducible is left (in-dialog, emergency, priority namespaces).
 #define LC_OC_CATEGORY_PRIORITY 1
 
-// Output of `lc_oc_category_sip` only: ACK or CANCEL, sent without asking `lc_oc_decide`.
+// ACK or CANCEL (from `lc_oc_category_sip`): never held back; pass it to `lc_oc_decide`,
+// which counts it in the traffic mix and always says forward.
 #define LC_OC_CATEGORY_NONE 2
 
 // Send it.
@@ -2105,10 +2109,15 @@ void lc_oc_shard_free(struct lc_oc_shard *shard);
 
 // Whether to send a new request of `category` (`LC_OC_CATEGORY_REDUCIBLE` or
 // `LC_OC_CATEGORY_PRIORITY`) to `hop` at `now_ns`; writes an `LC_OC_VERDICT_*` to `*verdict`.
-// Ask for new requests only (not for retransmissions, ACK or CANCEL). No allocation, no lock.
-// A request shed (`LC_OC_VERDICT_SHED_*`) is the caller's to place: another next hop that is
-// not overloaded, else a 503 *without* Retry-After (RFC 7339 §5.10: "it will need to reject
-// these requests with a "503 (Service Unavailable)" response without the Retry-After header").
+// Ask once per new request (not for retransmissions). No allocation, no lock. A request shed
+// (`LC_OC_VERDICT_SHED_*`) is the caller's to place: another next hop that is not overloaded,
+// else a 503 *without* Retry-After (RFC 7339 §5.10: "it will need to reject these requests
+// with a "503 (Service Unavailable)" response without the Retry-After header").
+//
+// Also call it with `LC_OC_CATEGORY_NONE` for every ACK and CANCEL sent to the hop: always
+// `LC_OC_VERDICT_FORWARD`, but counted in the traffic mix the loss algorithm converts `oc`
+// with (they are requests "not subject to reduction", RFC 7339 §7.2). A caller that leaves
+// them out makes the loss algorithm shed more than `oc` of a call mix.
 //
 // # Safety
 // `shard` from `lc_oc_shard_new`, used by this thread only during the call; `verdict`

@@ -323,12 +323,12 @@ int ki_lc_oc_forward(sip_msg_t *msg, str *dst)
 		LM_ERR("lc_oc_forward(): %s\n", lc_result_text(r));
 		return -4;
 	}
-	if(cat != LC_OC_CATEGORY_NONE) {
-		r = lc_oc_decide(_lc_oc_shard, hop, now, cat, &v);
-		if(r != LC_RESULT_OK) {
-			LM_ERR("lc_oc_forward(): %s\n", lc_result_text(r));
-			return -4;
-		}
+	/* ACK and CANCEL (category NONE) always go, and count in the mix the
+	 * loss algorithm converts oc with (RFC 7339 §7.2's second category) */
+	r = lc_oc_decide(_lc_oc_shard, hop, now, cat, &v);
+	if(r != LC_RESULT_OK) {
+		LM_ERR("lc_oc_forward(): %s\n", lc_result_text(r));
+		return -4;
 	}
 	switch(v) {
 		case LC_OC_VERDICT_FORWARD:

@@ -17,6 +17,10 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   oc=50;oc-algo="loss" (overload_setups.loss_feedback_through, the phases the edge is held to in
   test_overload.py's uas_loss_feedback): half the INVITEs shed while the value is valid, none
   before or after it.
+- oc_client_call_mix: the same UAS answering whole calls (INVITE, ACK, BYE a second later)
+  through Kamailio (children=2): the requests reaching the UAS are oc % ± 3 points fewer than
+  those offered, and the share of INVITEs passed holds in every second
+  (overload_setups.loss_call_mix_through, also run behind the edge).
 - oc_client_offer: the algorithms Kamailio offers for its version (loss,rate from 5.8 on; loss
   alone before, where Kamailio refuses a Via with a comma inside a quoted parameter value), and
   a SIPp UAS selecting rate (RFC 7415): applied from 5.8 on, refused before.
@@ -55,7 +59,7 @@ from checks import Checks, suite_main  # noqa: E402
 from edge_proc import start_edge  # noqa: E402
 from kamailio_proc import Kamailio, build, feed_occupancy, suite_label  # noqa: E402
 from oc_wire import WireCapture, oc_sent, oc_wire_vs_sent, via_oc  # noqa: E402
-from overload_setups import loss_feedback_through  # noqa: E402
+from overload_setups import loss_call_mix_through, loss_feedback_through  # noqa: E402
 from policy_docs import MATCH, document  # noqa: E402
 from ports import free_udp_port, wait_udp_port  # noqa: E402
 from processes import Run  # noqa: E402
@@ -77,6 +81,22 @@ def oc_client_loss(run: Run) -> Checks:
     loss_feedback_through(run, c, start)
     log = holder["kam"].log()
     c.that("feedback from" not in log, "Kamailio refused no feedback")
+    return c
+
+
+def oc_client_call_mix(run: Run) -> Checks:
+    """Kamailio (children=2, tm) as an RFC 7339 client of a SIPp UAS answering whole calls with
+    oc=50 loss."""
+    c = Checks("oc_client_call_mix: Kamailio children=2, whole calls to a SIPp UAS answering oc=50;oc-algo=\"loss\"")
+    holder = {}
+
+    def start(uas_port: int) -> int:
+        holder["kam"] = Kamailio(run, "kamailio", document(0, "full", ""), 2, uas_port, stateful=True,
+                                 defines=(f'OC_CLIENT="127.0.0.1:{uas_port}"',))
+        return holder["kam"].port
+
+    loss_call_mix_through(run, c, start)
+    c.that("feedback from" not in holder["kam"].log(), "Kamailio refused no feedback")
     return c
 
 
@@ -277,6 +297,7 @@ def oc_hop_ageing(run: Run) -> Checks:
 
 TESTS = {
     "oc_client_loss": oc_client_loss,
+    "oc_client_call_mix": oc_client_call_mix,
     "oc_client_offer": oc_client_offer,
     "oc_server_occupancy": oc_server_occupancy,
     "oc_strip": oc_strip,

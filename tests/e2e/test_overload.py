@@ -20,6 +20,10 @@ with real processes over UDP on loopback.
   warm-up without reduction, about half of the new INVITEs must be shed at the edge while the
   value is valid (RFC 7339 §7.2), and none once `oc-validity` has passed with no new value
   (§4.3).
+- uas_loss_call_mix: whole calls (INVITE, ACK, BYE a second later) through the edge to a SIPp
+  UAS answering every INVITE and BYE with `oc=50;oc-algo="loss"`: the requests reaching the UAS
+  are 50 % ± 3 points fewer than those offered (ACKs and BYEs are the second category of §7.2's
+  mix), and the share of INVITEs passed holds in every second (overload_setups.py).
 
 The example server's figures (μ, the load offered at three times its capacity) and the phases of
 uas_loss_feedback are in overload_setups.py, shared with the Kamailio suites that run them through
@@ -40,7 +44,7 @@ sys.path.insert(0, str(HERE))
 from checks import Checks, suite_main  # noqa: E402
 from edge_proc import EDGE, LOADCTL, start_edge  # noqa: E402
 from oc_wire import WireCapture, oc_sent, oc_wire_vs_sent, via_oc  # noqa: E402
-from overload_setups import CALLEE, CALLS_CAPACITY, MU, OFFERED, SERVER, WINDOW_S, loss_feedback_through, stats_of  # noqa: E402
+from overload_setups import CALLEE, CALLS_CAPACITY, MU, OFFERED, SERVER, WINDOW_S, loss_call_mix_through, loss_feedback_through, stats_of  # noqa: E402
 from policy_docs import document  # noqa: E402
 from ports import free_udp_port, wait_udp_port  # noqa: E402
 from processes import Run  # noqa: E402
@@ -191,6 +195,26 @@ def uas_loss_feedback(run: Run) -> Checks:
     return c
 
 
+def uas_loss_call_mix(run: Run) -> Checks:
+    c = Checks("uas_loss_call_mix: whole calls through the edge to a SIPp UAS answering oc=50;oc-algo=\"loss\"")
+    proxy = {}
+
+    def start(uas_port: int) -> int:
+        eport = free_udp_port(tcp=True)
+        proxy["edge"] = start_edge(run, "edge", eport, uas_port, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control")
+        return eport
+
+    out = loss_call_mix_through(run, c, start)
+    edge = proxy["edge"]
+    edge.send_signal(signal.SIGUSR1)
+    time.sleep(0.5)
+    edge_stats = stats_of(edge)
+    shed = edge_stats.get("edge_oc_shed_total", -1)
+    c.that(shed == out["shed"], f"the edge shed {shed:.0f} INVITEs and the UAC got {out['shed']} 503s")
+    c.that(edge_stats.get("edge_oc_bad_feedback_total", -1) == 0, "no feedback refused")
+    return c
+
+
 def edge_as_server(run: Run) -> Checks:
     """The edge as an RFC 7339 server to its upstream clients, on its own busy share: edge B
     with an occupancy target far below what forwarding 100 calls/s costs it (0.005 % of a
@@ -239,6 +263,7 @@ def edge_as_server(run: Run) -> Checks:
 
 TESTS = {
     "uas_loss_feedback": uas_loss_feedback,
+    "uas_loss_call_mix": uas_loss_call_mix,
     "loop_goodput": loop_goodput,
     "edge_as_server": edge_as_server,
 }

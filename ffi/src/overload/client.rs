@@ -22,7 +22,8 @@ pub struct lc_oc_client_config {
     pub tau0_milli: u32,
     /// 1: randomise the bucket (RFC 7415 §3.5.3, default), 0: do not.
     pub resonance: u8,
-    /// How long each shard samples its category mix, ns (default 5 s).
+    /// How long each shard samples its category mix between two steps of its estimate, ns
+    /// (default 1 s; a period with fewer than 20 requests goes on).
     pub mix_period_ns: u64,
     /// The reducible share assumed before a mix is sampled, ppm (default 800,000).
     pub reducible_share_ppm: u32,
@@ -186,6 +187,8 @@ pub struct lc_oc_shard_counters {
     pub reducible: u64,
     /// Priority requests asked about.
     pub priority: u64,
+    /// ACK and CANCEL counted (`LC_OC_CATEGORY_NONE`).
+    pub exempt: u64,
 }
 
 fn shard_counters(s: &ShardHopStats) -> lc_oc_shard_counters {
@@ -197,6 +200,7 @@ fn shard_counters(s: &ShardHopStats) -> lc_oc_shard_counters {
         shed_unreachable: s.shed_unreachable,
         reducible: s.reducible,
         priority: s.priority,
+        exempt: s.exempt,
     }
 }
 
@@ -524,10 +528,15 @@ pub unsafe extern "C" fn lc_oc_shard_free(shard: *mut lc_oc_shard) {
 
 /// Whether to send a new request of `category` (`LC_OC_CATEGORY_REDUCIBLE` or
 /// `LC_OC_CATEGORY_PRIORITY`) to `hop` at `now_ns`; writes an `LC_OC_VERDICT_*` to `*verdict`.
-/// Ask for new requests only (not for retransmissions, ACK or CANCEL). No allocation, no lock.
-/// A request shed (`LC_OC_VERDICT_SHED_*`) is the caller's to place: another next hop that is
-/// not overloaded, else a 503 *without* Retry-After (RFC 7339 §5.10: "it will need to reject
-/// these requests with a "503 (Service Unavailable)" response without the Retry-After header").
+/// Ask once per new request (not for retransmissions). No allocation, no lock. A request shed
+/// (`LC_OC_VERDICT_SHED_*`) is the caller's to place: another next hop that is not overloaded,
+/// else a 503 *without* Retry-After (RFC 7339 §5.10: "it will need to reject these requests
+/// with a "503 (Service Unavailable)" response without the Retry-After header").
+///
+/// Also call it with `LC_OC_CATEGORY_NONE` for every ACK and CANCEL sent to the hop: always
+/// `LC_OC_VERDICT_FORWARD`, but counted in the traffic mix the loss algorithm converts `oc`
+/// with (they are requests "not subject to reduction", RFC 7339 §7.2). A caller that leaves
+/// them out makes the loss algorithm shed more than `oc` of a call mix.
 ///
 /// # Safety
 /// `shard` from `lc_oc_shard_new`, used by this thread only during the call; `verdict`
@@ -542,14 +551,23 @@ pub unsafe extern "C" fn lc_oc_decide(
 ) -> lc_result {
     boundary(|| {
         let s = try_mut!(shard);
-        let category = match try_value!(category, "lc_oc_decide: category") {
-            CategoryC::Reducible => Category::Reducible,
-            CategoryC::Priority => Category::Priority,
+        let category = if category == LC_OC_CATEGORY_NONE {
+            None
+        } else {
+            Some(match try_value!(category, "lc_oc_decide: category") {
+                CategoryC::Reducible => Category::Reducible,
+                CategoryC::Priority => Category::Priority,
+            })
         };
         let Some(h) = s.client.hop_at(hop as usize) else {
             return crate::abi::invalid("hop", format_args!("{hop} is no hop of this client"));
         };
         let verdict = try_out!(verdict);
+        let Some(category) = category else {
+            s.shard.exempt(&s.client, h, now_ns);
+            verdict.write(LC_OC_VERDICT_FORWARD);
+            return Code::Ok;
+        };
         verdict.write(match s.shard.decide(&s.client, h, now_ns, category) {
             OcVerdict::Forward => LC_OC_VERDICT_FORWARD,
             OcVerdict::Probe => LC_OC_VERDICT_PROBE,

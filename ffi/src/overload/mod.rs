@@ -69,7 +69,8 @@ pub type lc_oc_category = u32;
 pub const LC_OC_CATEGORY_REDUCIBLE: lc_oc_category = 0;
 /// Reduced only when nothing reducible is left (in-dialog, emergency, priority namespaces).
 pub const LC_OC_CATEGORY_PRIORITY: lc_oc_category = 1;
-/// Output of `lc_oc_category_sip` only: ACK or CANCEL, sent without asking `lc_oc_decide`.
+/// ACK or CANCEL (from `lc_oc_category_sip`): never held back; pass it to `lc_oc_decide`,
+/// which counts it in the traffic mix and always says forward.
 pub const LC_OC_CATEGORY_NONE: lc_oc_category = 2;
 
 /// What `lc_oc_decide` says about a request.

@@ -24,10 +24,11 @@
 //!
 //! # The decisions
 //! - **Loss** (RFC 7339 §7.2's default algorithm): the `oc` percentage is converted onto the
-//!   reducible category using the mix the shard saw over the last sampling period ("if
-//!   "oc=10" and 40% of the requests should be included in the first category, then:
-//!   `10 / 40 * 100 = 25`"), and requests are discarded at random; above the reducible share, every
-//!   reducible request and the rest out of the priority category.
+//!   reducible category using the shard's estimate of the mix ("if "oc=10" and 40% of the
+//!   requests should be included in the first category, then: `10 / 40 * 100 = 25`"), and
+//!   that share of the requests is discarded; above the reducible share, every reducible
+//!   request and the rest out of the priority category. How the mix is estimated so that the
+//!   loop neither swings nor drifts, and how the discard is drawn: [`ClientShard`].
 //! - **Rate** (RFC 7415 §3.5.2, priority case): a request is admitted when the bucket's
 //!   content `X' = TAT − now` is at most `TAU1` (reducible) or `TAU2` (priority); admitting
 //!   adds `T = 1/oc`. With [`ClientConfig::resonance`] (§3.5.3) an admission into an empty
@@ -75,8 +76,10 @@ pub struct ClientConfig {
     /// Randomise the bucket at activation and whenever it empties (RFC 7415 §3.5.3). Default
     /// on.
     pub resonance: bool,
-    /// How long each worker samples its category mix before using it (RFC 7339 §7.2:
-    /// "Periodically (every 5-10 seconds)"). Default 5 s.
+    /// How long each worker samples its category mix between two steps of its estimate (RFC
+    /// 7339 §7.2 samples "every 5-10 seconds"; the estimate here is damped, see
+    /// [`ClientShard`], so it can follow a changing mix every second). A period with fewer
+    /// than [`MIX_MIN_SAMPLE`] requests goes on. Default 1 s.
     pub mix_period: Duration,
     /// The reducible share assumed before a mix is sampled (§7.2's `cat1 := 80.0`). Default 0.8.
     pub reducible_share: f64,
@@ -101,7 +104,7 @@ impl Default for ClientConfig {
             tau_priority: 10.0,
             tau0: 0.0,
             resonance: true,
-            mix_period: Duration::from_secs(5),
+            mix_period: Duration::from_secs(1),
             reducible_share: 0.8,
             suspend_after: 3,
             probe_min: Duration::from_secs(1),

@@ -20,20 +20,90 @@ pub struct ShardHopStats {
     pub reducible: u64,
     /// Priority requests seen.
     pub priority: u64,
+    /// Requests that overload control never holds back (ACK, CANCEL), seen
+    /// ([`ClientShard::exempt`]).
+    pub exempt: u64,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+/// The fewest requests a mix sample is taken from: a sampling period with fewer goes on.
+pub const MIX_MIN_SAMPLE: u32 = 20;
+
+/// The smallest step the mix estimate takes toward a new sample (see [`ClientShard`]).
+const MIX_MIN_STEP: f64 = 0.1;
+
+/// The largest `(reducible + other) / reducible` the estimate holds (a mix with no reducible
+/// request at all).
+const SPREAD_MAX: f64 = 1e9;
+
+/// One worker's view of one hop's traffic mix (RFC 7339 §7.2) and its discard state.
+#[derive(Clone, Copy, Debug)]
 struct Mix {
+    /// Reducible requests offered in this sampling period.
     reducible: u32,
-    priority: u32,
-    /// The reducible share in use (< 0: none sampled yet).
-    share: f64,
+    /// Other requests offered in it (priority and exempt).
+    other: u32,
+    /// Reducible requests forwarded in it.
+    forwarded: u32,
     since_ns: u64,
     started: bool,
+    /// The estimate of `(reducible + other) / reducible`, the reciprocal of §7.2's `cat1`.
+    spread: f64,
+    /// Other requests per reducible one forwarded, as last measured (infinite: not yet).
+    followers: f64,
+    /// The loss fraction in force at the last request counted (0: no loss control).
+    p: f64,
+    /// This period ends as soon as it holds a sample (the first one under control).
+    quick: bool,
+    /// Per category: credit toward the next admission, and the random threshold it must reach.
+    credit: [f64; 2],
+    threshold: [f64; 2],
+}
+
+impl Mix {
+    fn new(config: &ClientConfig) -> Mix {
+        Mix {
+            reducible: 0,
+            other: 0,
+            forwarded: 0,
+            since_ns: 0,
+            started: false,
+            spread: (1.0 / config.reducible_share).min(SPREAD_MAX),
+            followers: f64::INFINITY,
+            p: 0.0,
+            quick: false,
+            credit: [0.0; 2],
+            threshold: [0.5; 2],
+        }
+    }
 }
 
 /// One worker's side of a [`Client`]: random numbers, the category mix per hop, counters.
 /// Owned by one thread; allocates only when created.
+///
+/// # The loss algorithm's mix
+/// RFC 7339 §7.2 converts `oc` onto the reducible share `cat1` of the requests offered to the
+/// hop, sampled "every 5-10 seconds". Sampled as it stands, that loop swings: requests of the
+/// second category (ACK, BYE, re-INVITE) follow the reducible ones admitted a moment before, so
+/// shedding more INVITEs lowers the next sample's second category and the next conversion
+/// sheds fewer — with two followers per call at `oc=50` the loop gain is −1 (an oscillation
+/// that never dies), above it the loop alternates between shedding every INVITE and too few.
+/// Here each worker:
+/// - counts every request offered to the hop, ACK and CANCEL too ([`ClientShard::exempt`]):
+///   they are not subject to reduction and belong to the second category;
+/// - every [`ClientConfig::mix_period`] (extended until it holds [`MIX_MIN_SAMPLE`] requests)
+///   measures `k = (reducible + other) / reducible` and `c = other / reducible forwarded` (the
+///   second-category requests per admitted reducible one; a period that forwarded none keeps
+///   the last `c`), and moves its estimate toward `k` by `1 / (1 + p·c)` of the difference
+///   (at least a tenth), `p = oc / 100`. When the second
+///   category follows admissions (`other = c · forwarded`), that step lands on the fixed point
+///   — forwarded = (1 − p) × offered — in one period; when it does not depend on them, the
+///   step is a damped approach to it. Either way no period overshoots;
+/// - sheds the converted share `p·k` of the reducible requests (above 1: all of them, and
+///   `(p·k − 1) / (k − 1)` of the others) by randomised error diffusion: a credit grows by the
+///   share to forward with each request, and a request goes when the credit reaches a
+///   threshold drawn anew after each admission. The long-run share is exact and any second's
+///   admissions are within one or two of it, where independent draws would scatter them by
+///   the binomial's √n; which request goes cannot be foretold by a sender.
 #[derive(Debug)]
 pub struct ClientShard {
     rng: u64,
@@ -52,14 +122,7 @@ impl ClientShard {
         ClientShard {
             rng: splitmix(seed ^ 0x6f63_2d63_6c69_656e),
             keys: vec![0; n].into_boxed_slice(),
-            mix: vec![
-                Mix {
-                    share: -1.0,
-                    ..Mix::default()
-                };
-                n
-            ]
-            .into_boxed_slice(),
+            mix: vec![Mix::new(&client.config); n].into_boxed_slice(),
             stats: vec![ShardHopStats::default(); n].into_boxed_slice(),
         }
     }
@@ -79,15 +142,14 @@ impl ClientShard {
         }
     }
 
-    /// The reducible share this worker uses for `hop` now (the last sampled period's, or
-    /// [`ClientConfig::reducible_share`] before one is complete).
+    /// The reducible share this worker uses for `hop` now (its estimate of RFC 7339 §7.2's
+    /// `cat1`; [`ClientConfig::reducible_share`] before the first sample).
     pub fn reducible_share(&self, client: &Client, hop: Hop) -> f64 {
         let i = hop.0 % self.mix.len();
-        let m = &self.mix[i];
-        if m.share < 0.0 || !self.current(client, i) {
-            client.config.reducible_share
+        if self.current(client, i) {
+            1.0 / self.mix[i].spread
         } else {
-            m.share
+            client.config.reducible_share
         }
     }
 
@@ -109,16 +171,15 @@ impl ClientShard {
         let i = hop.0 % self.mix.len();
         let cell = &client.cells[i];
         let key = cell.key.load(Ordering::Relaxed);
-        if self.keys[i] != key {
-            self.keys[i] = key;
-            self.mix[i] = Mix {
-                share: -1.0,
-                ..Mix::default()
-            };
-            self.stats[i] = ShardHopStats::default();
-        }
+        self.own(client, i, key);
         cell.touch(now_ns);
         let verdict = self.verdict(client, i, now_ns, category);
+        if category == Category::Reducible
+            && matches!(verdict, OcVerdict::Forward | OcVerdict::Probe)
+        {
+            let m = &mut self.mix[i];
+            m.forwarded = m.forwarded.saturating_add(1);
+        }
         let s = &mut self.stats[i];
         match category {
             Category::Reducible => s.reducible += 1,
@@ -137,10 +198,31 @@ impl ClientShard {
         verdict
     }
 
+    /// A request sent to `hop` at `now_ns` that overload control never holds back (ACK and
+    /// CANCEL: [`super::super::Category::of`] gives none): not decided, but counted in the
+    /// mix, where it belongs to the second category (RFC 7339 §7.2: "requests that are not
+    /// subject to reduction"). Without these the loss algorithm sheds too much of a call mix.
+    pub fn exempt(&mut self, client: &Client, hop: Hop, now_ns: u64) {
+        let i = hop.0 % self.mix.len();
+        self.own(client, i, client.cells[i].key.load(Ordering::Relaxed));
+        client.cells[i].touch(now_ns);
+        self.count_mix(client, i, now_ns, None);
+        self.stats[i].exempt += 1;
+    }
+
+    /// Starts cell `i`'s mix and counters again when it holds another hop than this shard saw.
+    fn own(&mut self, client: &Client, i: usize, key: u64) {
+        if self.keys[i] != key {
+            self.keys[i] = key;
+            self.mix[i] = Mix::new(&client.config);
+            self.stats[i] = ShardHopStats::default();
+        }
+    }
+
     fn verdict(&mut self, client: &Client, i: usize, now_ns: u64, category: Category) -> OcVerdict {
         let c = &client.config;
         let cell = &client.cells[i];
-        self.count_mix(client.mix_period_ns, i, now_ns, category);
+        self.count_mix(client, i, now_ns, Some(category));
 
         // RFC 7339 §5.9: a suspended hop gets only its probes.
         let fails = cell.fails.load(Ordering::Acquire);
@@ -168,56 +250,84 @@ impl ClientShard {
         let state = State(cell.state.load(Ordering::Acquire));
         match state.active(now_ns / 1_000_000) {
             None => OcVerdict::Forward,
-            Some((Algorithm::Loss, oc)) => self.loss(c, i, oc, category),
+            Some((Algorithm::Loss, oc)) => self.loss(i, oc, category),
             Some((Algorithm::Rate, oc)) => self.rate(c, cell, oc, now_ns, category),
         }
     }
 
-    fn count_mix(&mut self, mix_period_ns: u64, i: usize, now_ns: u64, category: Category) {
+    /// Counts a request in cell `i`'s mix (`None`: exempt), first closing the sampling period
+    /// if it is over (see the type's documentation).
+    fn count_mix(&mut self, client: &Client, i: usize, now_ns: u64, category: Option<Category>) {
+        let state = State(client.cells[i].state.load(Ordering::Acquire));
+        let p = match state.active(now_ns / 1_000_000) {
+            Some((Algorithm::Loss, oc)) => oc.min(100) as f64 / 100.0,
+            _ => 0.0,
+        };
         let m = &mut self.mix[i];
+        let n = m.reducible.saturating_add(m.other);
+        // A period ends when it is over; one that saw control begin or end ends at once (its
+        // counts belong to the other regime), and the first under control as soon as it holds
+        // a sample, so that the mix seen without control (whose followers come from every
+        // reducible request) is corrected within a fraction of a period.
+        let switched = (p > 0.0) != (m.p > 0.0);
+        let due = n >= MIX_MIN_SAMPLE
+            && (m.quick || now_ns.saturating_sub(m.since_ns) >= client.mix_period_ns);
         if !m.started {
             m.started = true;
             m.since_ns = now_ns;
-        } else if now_ns.saturating_sub(m.since_ns) >= mix_period_ns {
-            let total = u64::from(m.reducible) + u64::from(m.priority);
-            if total > 0 {
-                m.share = f64::from(m.reducible) / total as f64;
+        } else if due || switched {
+            if n >= MIX_MIN_SAMPLE {
+                let (r, o) = (f64::from(m.reducible), f64::from(m.other));
+                let sample = if m.reducible == 0 {
+                    SPREAD_MAX
+                } else {
+                    ((r + o) / r).min(SPREAD_MAX)
+                };
+                // Second-category requests per reducible one forwarded; a period that
+                // forwarded none (all shed) keeps the last measure.
+                if m.forwarded > 0 {
+                    m.followers = o / f64::from(m.forwarded);
+                }
+                let step = (1.0 / (1.0 + m.p * m.followers)).clamp(MIX_MIN_STEP, 1.0);
+                m.spread += step * (sample - m.spread);
             }
+            m.quick = switched && p > 0.0;
             m.reducible = 0;
-            m.priority = 0;
+            m.other = 0;
+            m.forwarded = 0;
             m.since_ns = now_ns;
         }
+        m.p = p;
         match category {
-            Category::Reducible => m.reducible = m.reducible.saturating_add(1),
-            Category::Priority => m.priority = m.priority.saturating_add(1),
+            Some(Category::Reducible) => m.reducible = m.reducible.saturating_add(1),
+            _ => m.other = m.other.saturating_add(1),
         }
     }
 
-    /// RFC 7339 §7.2's reference algorithm, with the draw in [0, 1) instead of 1..100.
-    fn loss(&mut self, c: &ClientConfig, i: usize, oc: u64, category: Category) -> OcVerdict {
+    /// RFC 7339 §7.2's conversion on the estimated mix, and the randomised error diffusion that
+    /// sheds the converted share (see the type's documentation).
+    fn loss(&mut self, i: usize, oc: u64, category: Category) -> OcVerdict {
         let p = oc.min(100) as f64 / 100.0;
         if p <= 0.0 {
             return OcVerdict::Forward;
         }
-        let m = &self.mix[i];
-        let cat1 = if m.share < 0.0 {
-            c.reducible_share
-        } else {
-            m.share
+        let k = self.mix[i].spread;
+        let x = p * k;
+        let shed = match category {
+            Category::Reducible => x.min(1.0),
+            Category::Priority if x <= 1.0 => 0.0,
+            Category::Priority => ((x - 1.0) / (k - 1.0)).min(1.0),
         };
-        let r = unit(self.next());
-        let drop = if p <= cat1 {
-            category == Category::Reducible && r < p / cat1
-        } else {
-            match category {
-                Category::Reducible => true,
-                Category::Priority => r < (p - cat1) / (1.0 - cat1),
-            }
-        };
-        if drop {
-            OcVerdict::Shed(ShedReason::Loss)
-        } else {
+        let c = category as usize;
+        let m = &mut self.mix[i];
+        m.credit[c] += 1.0 - shed;
+        if m.credit[c] >= m.threshold[c] {
+            m.credit[c] -= 1.0;
+            let draw = unit(self.next());
+            self.mix[i].threshold[c] = draw;
             OcVerdict::Forward
+        } else {
+            OcVerdict::Shed(ShedReason::Loss)
         }
     }
 
