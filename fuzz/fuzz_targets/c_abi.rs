@@ -52,9 +52,9 @@ use loadctl_ffi::event::{
 use loadctl_ffi::overload::{
     LC_OC_ALGORITHM_LOSS, LC_OC_ALGORITHM_NONE, LC_OC_ALGORITHM_RATE, LC_OC_CATEGORY_PRIORITY,
     LC_OC_CATEGORY_REDUCIBLE,
-    LC_OC_VERDICT_SHED_UNREACHABLE, lc_oc_admission, lc_oc_applied, lc_oc_client,
+    LC_OC_VERDICT_FORWARD, LC_OC_VERDICT_SHED_UNREACHABLE, lc_oc_admission, lc_oc_applied, lc_oc_client,
     lc_oc_client_find, lc_oc_client_free, lc_oc_client_hop, lc_oc_client_new, lc_oc_client_on_response,
-    LC_OC_STRIP_REQUEST, LC_OC_STRIP_RESPONSE, lc_oc_decide, lc_oc_feedback,
+    LC_OC_CATEGORY_NONE, LC_OC_STRIP_REQUEST, LC_OC_STRIP_RESPONSE, lc_oc_decide, lc_oc_feedback,
     lc_oc_feedback_parse, lc_oc_feedback_write_via, lc_oc_via_strip,
     lc_oc_server_free, lc_oc_server_new, lc_oc_server_on_request, lc_oc_server_write_via,
     lc_oc_shard, lc_oc_shard_free, lc_oc_shard_new, lc_oc_verdict,
@@ -677,6 +677,11 @@ fn overload(via_bytes: &[u8], cap: usize, v: [u32; 4]) {
         // SAFETY: written on success.
         let verdict = unsafe { verdict.assume_init() };
         assert!(verdict < LC_OC_VERDICT_SHED_UNREACHABLE, "no timeout was reported");
+    } else if v[1] == LC_OC_CATEGORY_NONE {
+        // ACK / CANCEL: counted in the mix, always forwarded.
+        assert_eq!(d, LC_RESULT_OK);
+        // SAFETY: written on success.
+        assert_eq!(unsafe { verdict.assume_init() }, LC_OC_VERDICT_FORWARD);
     } else {
         assert_eq!(d, LC_RESULT_INVALID_ARGUMENT);
         assert!(untouched(&verdict));
