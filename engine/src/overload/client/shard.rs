@@ -205,8 +205,10 @@ impl ClientShard {
     pub fn exempt(&mut self, client: &Client, hop: Hop, now_ns: u64) {
         let i = hop.0 % self.mix.len();
         self.own(client, i, client.cells[i].key.load(Ordering::Relaxed));
-        client.cells[i].touch(now_ns);
-        self.count_mix(client, i, now_ns, None);
+        let cell = &client.cells[i];
+        cell.touch(now_ns);
+        let active = State(cell.state.load(Ordering::Acquire)).active(now_ns / 1_000_000);
+        self.count_mix(client, i, now_ns, loss_fraction(active), None);
         self.stats[i].exempt += 1;
     }
 
@@ -222,7 +224,8 @@ impl ClientShard {
     fn verdict(&mut self, client: &Client, i: usize, now_ns: u64, category: Category) -> OcVerdict {
         let c = &client.config;
         let cell = &client.cells[i];
-        self.count_mix(client, i, now_ns, Some(category));
+        let active = State(cell.state.load(Ordering::Acquire)).active(now_ns / 1_000_000);
+        self.count_mix(client, i, now_ns, loss_fraction(active), Some(category));
 
         // RFC 7339 §5.9: a suspended hop gets only its probes.
         let fails = cell.fails.load(Ordering::Acquire);
@@ -247,22 +250,23 @@ impl ClientShard {
             return OcVerdict::Shed(ShedReason::Unreachable);
         }
 
-        let state = State(cell.state.load(Ordering::Acquire));
-        match state.active(now_ns / 1_000_000) {
+        match active {
             None => OcVerdict::Forward,
             Some((Algorithm::Loss, oc)) => self.loss(i, oc, category),
             Some((Algorithm::Rate, oc)) => self.rate(c, cell, oc, now_ns, category),
         }
     }
 
-    /// Counts a request in cell `i`'s mix (`None`: exempt), first closing the sampling period
-    /// if it is over (see the type's documentation).
-    fn count_mix(&mut self, client: &Client, i: usize, now_ns: u64, category: Option<Category>) {
-        let state = State(client.cells[i].state.load(Ordering::Acquire));
-        let p = match state.active(now_ns / 1_000_000) {
-            Some((Algorithm::Loss, oc)) => oc.min(100) as f64 / 100.0,
-            _ => 0.0,
-        };
+    /// Counts a request in cell `i`'s mix (`None`: exempt), `p` the loss fraction in force,
+    /// first closing the sampling period if it is over (see the type's documentation).
+    fn count_mix(
+        &mut self,
+        client: &Client,
+        i: usize,
+        now_ns: u64,
+        p: f64,
+        category: Option<Category>,
+    ) {
         let m = &mut self.mix[i];
         let n = m.reducible.saturating_add(m.other);
         // A period ends when it is over; one that saw control begin or end ends at once (its
@@ -375,5 +379,13 @@ impl ClientShard {
                 Err(seen) => tat = seen,
             }
         }
+    }
+}
+
+/// The share of requests to shed under the values in force (0 without loss control).
+fn loss_fraction(active: Option<(Algorithm, u64)>) -> f64 {
+    match active {
+        Some((Algorithm::Loss, oc)) => oc.min(100) as f64 / 100.0,
+        _ => 0.0,
     }
 }
