@@ -96,6 +96,15 @@
 // its port is 47).
 #define LC_OC_CLIENT_KEY_BYTES 48
 
+// `lc_ip.family`: no address.
+#define LC_IP_NONE 0
+
+// `lc_ip.family`: IPv4.
+#define LC_IP_V4 4
+
+// `lc_ip.family`: IPv6.
+#define LC_IP_V6 6
+
 // Most redirect targets a decision reports.
 #define LC_MAX_TARGETS 16
 
@@ -175,6 +184,16 @@ typedef struct lc_engine_config {
   // `LC_RESULT_INVALID_ARGUMENT`; not UTF-8: `LC_RESULT_INVALID_UTF8`. Read during
   // `lc_engine_new*` only (the engine keeps a copy).
   struct lc_str priority_namespaces;
+  // The peers whose Resource-Priority markings count (RFC 4412 §11.3: "Only SIP elements
+  // within the same administrative trust domain employing a secure channel between their
+  // SIP elements will trust a Resource-Priority header field that is not appropriately
+  // signed"): address blocks (`192.0.2.0/24`, `2001:db8::/32`, or single addresses)
+  // separated by commas and/or spaces, compared with each request's source (`lc_request` /
+  // `lc_sip_options` `source`). Absent or empty (the default): none — a request's
+  // Resource-Priority is honoured from no peer. Anything that is not a block:
+  // `LC_RESULT_INVALID_ARGUMENT`; not UTF-8: `LC_RESULT_INVALID_UTF8`. Read during
+  // `lc_engine_new*` only.
+  struct lc_str priority_peers;
   // How the user part of a `sip:`/`sips:` URI **without `;user=phone`** is read, in From,
   // To, Request-URI and P-Asserted-Identity and in the policy's ids alike: an
   // `LC_SIP_USER_NUMBERS_*` value. RFC 3261 §19.1.1: "Even without this parameter,
@@ -611,6 +630,43 @@ typedef struct lc_oc_shard_counters {
   uint64_t exempt;
 } lc_oc_shard_counters;
 
+// The transport a request arrived on: an `LC_TRANSPORT_*` value (anything else passed in is
+// `LC_RESULT_INVALID_ARGUMENT`). Only UDP is unreliable (`drop` becomes 503 there).
+typedef uint32_t lc_transport;
+
+// An IP address: `family` is `LC_IP_NONE` (no address), `LC_IP_V4` (the first 4 bytes of
+// `addr`, network order) or `LC_IP_V6` (16 bytes, network order; an IPv4-mapped address is
+// the IPv4 address it maps). Any other family: `LC_RESULT_INVALID_ARGUMENT`.
+typedef struct lc_ip {
+  // `LC_IP_NONE`, `LC_IP_V4` or `LC_IP_V6`.
+  uint8_t family;
+  // The address bytes, network order.
+  uint8_t addr[16];
+} lc_ip;
+
+// Options of `lc_classify_sip_opts`. Zero-initialise it, then set what you need.
+typedef struct lc_sip_options {
+  // The transport the request arrived on: an `LC_TRANSPORT_*` value. Anything else:
+  // `LC_RESULT_INVALID_ARGUMENT`.
+  lc_transport transport;
+  // A bitwise OR of `LC_SIP_*` flags. An undeclared bit: `LC_RESULT_INVALID_ARGUMENT`.
+  uint32_t flags;
+  // Monotonic nanoseconds; read only with `LC_SIP_HAS_TIME`. One clock for every call on an
+  // engine, as for `lc_request.monotonic_ns`.
+  uint64_t monotonic_ns;
+  // Wall-clock nanoseconds since the Unix epoch; read only with `LC_SIP_HAS_TIME`.
+  int64_t unix_ns;
+  // The URI of the next hop the request will be routed to: the target entity rules with a
+  // `target-sip-entity` (RFC 7200 §5.3.3) are compared with. Absent (NULL): none, and such
+  // rules do not match. Must be UTF-8 (else `LC_RESULT_INVALID_UTF8`). Read during the call
+  // only.
+  struct lc_str target;
+  // The address the request came from (the UDP source, the TCP/TLS peer), for
+  // `lc_engine_config.priority_peers`. `LC_IP_NONE` (a zeroed field): unknown, its priority
+  // markings count for nothing.
+  struct lc_ip source;
+} lc_sip_options;
+
 // Server settings. Get the defaults with `lc_oc_server_config_default`.
 typedef struct lc_oc_server_config {
   // The algorithm chosen when a client offers both (default `LC_OC_ALGORITHM_RATE`).
@@ -805,10 +861,6 @@ typedef struct lc_sip_wire {
   struct lc_str contact;
 } lc_sip_wire;
 
-// The transport a request arrived on: an `LC_TRANSPORT_*` value (anything else passed in is
-// `LC_RESULT_INVALID_ARGUMENT`). Only UDP is unreliable (`drop` becomes 503 there).
-typedef uint32_t lc_transport;
-
 // A request as the SIP stack holds it: header values (display names, tags and all) as
 // pointer + length; absent fields have a NULL `ptr`.
 typedef struct lc_request {
@@ -828,9 +880,17 @@ typedef struct lc_request {
   struct lc_str event;
   // Transport: an `LC_TRANSPORT_*` value (anything else: `LC_RESULT_INVALID_ARGUMENT`).
   lc_transport transport;
-  // 1 outside a dialog (To without tag), else 0. Only initial requests are filtered.
-  // A C boolean as a byte: any value but 0 or 1 is `LC_RESULT_INVALID_ARGUMENT`.
+  // 1 without a To tag, else 0. Only initial requests are filtered; one with a To tag is
+  // in a dialog only with `known_dialog` (or `LC_EXEMPT_TO_TAG`). A C boolean as a byte: any
+  // value but 0 or 1 is `LC_RESULT_INVALID_ARGUMENT`.
   uint8_t initial;
+  // 1 when the caller matched the request to a dialog it keeps (its Call-ID and tags, RFC
+  // 3261 §12), else 0: an in-dialog request, never filtered (RFC 7200 §4.8). A C boolean.
+  uint8_t known_dialog;
+  // The address the request came from (the UDP source, the TCP/TLS peer), for
+  // `lc_engine_config.priority_peers`. `LC_IP_NONE`: unknown, its priority markings count
+  // for nothing.
+  struct lc_ip source;
   // 1 when `monotonic_ns` / `unix_ns` are set; 0 reads the engine's clock. Any other value:
   // `LC_RESULT_INVALID_ARGUMENT`.
   uint8_t has_time;
@@ -888,25 +948,6 @@ typedef struct lc_decision {
   // The ticket.
   struct lc_ticket ticket;
 } lc_decision;
-
-// Options of `lc_classify_sip_opts`. Zero-initialise it, then set what you need.
-typedef struct lc_sip_options {
-  // The transport the request arrived on: an `LC_TRANSPORT_*` value. Anything else:
-  // `LC_RESULT_INVALID_ARGUMENT`.
-  lc_transport transport;
-  // A bitwise OR of `LC_SIP_*` flags. An undeclared bit: `LC_RESULT_INVALID_ARGUMENT`.
-  uint32_t flags;
-  // Monotonic nanoseconds; read only with `LC_SIP_HAS_TIME`. One clock for every call on an
-  // engine, as for `lc_request.monotonic_ns`.
-  uint64_t monotonic_ns;
-  // Wall-clock nanoseconds since the Unix epoch; read only with `LC_SIP_HAS_TIME`.
-  int64_t unix_ns;
-  // The URI of the next hop the request will be routed to: the target entity rules with a
-  // `target-sip-entity` (RFC 7200 §5.3.3) are compared with. Absent (NULL): none, and such
-  // rules do not match. Must be UTF-8 (else `LC_RESULT_INVALID_UTF8`). Read during the call
-  // only.
-  struct lc_str target;
-} lc_sip_options;
 
 // Bits of `lc_engine_config.exempt_flags`.
 typedef uint32_t lc_exempt_flags;
@@ -1022,6 +1063,12 @@ typedef uint32_t lc_sip_flags;
 // Let emergency requests through: Request-URI (or To, when the Request-URI is not a URN)
 // `urn:service:sos` or `urn:service:sos.*` (RFC 5031).
 #define LC_EXEMPT_EMERGENCY 1
+
+// A To tag alone makes a request in-dialog (never filtered, overload control's priority
+// category). For callers that keep no dialogs and take requests only from peers they trust:
+// anyone else can put a To tag into a new INVITE. Without it, only `LC_SIP_KNOWN_DIALOG` /
+// `lc_request.known_dialog` make a request in-dialog. Not in the default.
+#define LC_EXEMPT_TO_TAG 2
 
 // `<rate>`: `limit` is requests per second.
 #define LC_LIMIT_RATE 1
@@ -1216,6 +1263,12 @@ typedef uint32_t lc_sip_flags;
 // `monotonic_ns` and `unix_ns` hold the request's time; without it the engine's clock is read.
 #define LC_SIP_HAS_TIME 1
 
+// The caller matched the request to a dialog it keeps (its Call-ID and tags, RFC 3261 §12):
+// an in-dialog request, never filtered (RFC 7200 §4.8) and in overload control's priority
+// category (RFC 7339 §5.10.1). Without it a To tag makes no dialog, unless the engine has
+// `LC_EXEMPT_TO_TAG`: anyone can write a To tag into a new INVITE.
+#define LC_SIP_KNOWN_DIALOG 2
+
 // Not exempt: the rules were tried.
 #define LC_EXEMPT_REASON_NONE 0
 
@@ -1318,13 +1371,15 @@ lc_result lc_engine_config_default(struct lc_engine_config *out);
 //
 // Errors: `LC_RESULT_INVALID_ARGUMENT` when `shards`, `max_rules` or `max_body_bytes` is 0,
 // `exempt_flags` sets an undeclared bit, `sip_user_numbers` is not an `LC_SIP_USER_NUMBERS_*`
-// value, or `priority_namespaces` holds a name that is not an RFC 4412 `token-nodot`;
-// `LC_RESULT_INVALID_UTF8` when `redirect_allow` or `priority_namespaces` is not UTF-8.
+// value, `priority_namespaces` holds a name that is not an RFC 4412 `token-nodot`, or
+// `priority_peers` something that is not an address block; `LC_RESULT_INVALID_UTF8` when
+// `redirect_allow`, `priority_namespaces` or `priority_peers` is not UTF-8.
 //
 // # Safety
-// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
+// `config` must be NULL or valid (its `redirect_allow`, `priority_namespaces` and `priority_peers` readable);
 // `out` must be writable.
-lc_result lc_engine_new(const struct lc_engine_config *config, struct lc_engine **out);
+lc_result lc_engine_new(const struct lc_engine_config *config,
+                        struct lc_engine **out);
 
 // Frees the caller's handle to an engine. Workers and subscribers made from it hold the
 // engine's shared state themselves and keep working (subscribers keep applying NOTIFYs,
@@ -2137,16 +2192,22 @@ lc_result lc_oc_shard_stats(const struct lc_oc_shard *shard,
                             struct lc_oc_shard_counters *out);
 
 // The category of a raw SIP request (`len` bytes) under `engine`'s exemptions, written to
-// `*category`: `LC_OC_CATEGORY_PRIORITY` for in-dialog requests, emergency calls and listed
-// Resource-Priority namespaces (RFC 7339 §5.10.1), `LC_OC_CATEGORY_NONE` for ACK and CANCEL
-// (send them without asking), else `LC_OC_CATEGORY_REDUCIBLE`. Malformed messages get an
-// `LC_RESULT_SIP_*` code.
+// `*category`: `LC_OC_CATEGORY_PRIORITY` for requests in a dialog the caller keeps
+// (`LC_SIP_KNOWN_DIALOG`), emergency calls, and listed Resource-Priority namespaces from a
+// peer in `lc_engine_config.priority_peers` (RFC 7339 §5.10.1, the same local policy as
+// filtering), `LC_OC_CATEGORY_NONE` for ACK and CANCEL (pass them to `lc_oc_decide` as
+// such), else `LC_OC_CATEGORY_REDUCIBLE`. `options` gives the request's origin (`source`,
+// `flags`; its time and target are not read) as for `lc_classify_sip_opts`; NULL: unknown, so
+// only emergency calls (and, with `LC_EXEMPT_TO_TAG`, To-tagged requests) are priority.
+// Malformed messages get an `LC_RESULT_SIP_*` code; bad options `LC_RESULT_INVALID_ARGUMENT`.
 //
 // # Safety
-// `engine` from `lc_engine_new`; `msg` readable for `len` bytes; `category` writable.
+// `engine` from `lc_engine_new`; `msg` readable for `len` bytes; `options` NULL or readable;
+// `category` writable.
 lc_result lc_oc_category_sip(const struct lc_engine *engine,
                              const uint8_t *msg,
                              size_t len,
+                             const struct lc_sip_options *options,
                              lc_oc_category *category);
 
 // Writes the default server configuration into `*out`.

@@ -24,6 +24,7 @@
 
 mod cell;
 mod config;
+mod network;
 mod params;
 mod request;
 mod shard;
@@ -35,6 +36,7 @@ mod table;
 use cell::CellRef;
 pub use cell::RuleCell;
 pub use config::EngineConfig;
+pub use network::Network;
 pub(crate) use params::{LimitParams, lease_ahead_ns};
 pub use request::*;
 pub use shard::Shard;

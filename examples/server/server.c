@@ -305,7 +305,13 @@ int main(int argc, char **argv) {
             continue;
         }
         lc_oc_category cat = LC_OC_CATEGORY_NONE;
-        if (s.oc) lc_oc_category_sip(s.engine, (const uint8_t *)buf, (size_t)n, &cat);
+        /* The request's origin: its source address, for the engine's priority_peers (this
+         * server keeps no dialogs, so it sets no LC_SIP_KNOWN_DIALOG). */
+        lc_sip_options origin;
+        memset(&origin, 0, sizeof origin);
+        origin.source.family = LC_IP_V4;
+        memcpy(origin.source.addr, &from.sin_addr, 4);
+        if (s.oc) lc_oc_category_sip(s.engine, (const uint8_t *)buf, (size_t)n, &origin, &cat);
         if (s.oc && cat != LC_OC_CATEGORY_NONE) {
             char key[32];
             addr_key(&from, key, sizeof key);

@@ -73,9 +73,17 @@ pub struct lc_request {
     pub event: lc_str,
     /// Transport: an `LC_TRANSPORT_*` value (anything else: `LC_RESULT_INVALID_ARGUMENT`).
     pub transport: lc_transport,
-    /// 1 outside a dialog (To without tag), else 0. Only initial requests are filtered.
-    /// A C boolean as a byte: any value but 0 or 1 is `LC_RESULT_INVALID_ARGUMENT`.
+    /// 1 without a To tag, else 0. Only initial requests are filtered; one with a To tag is
+    /// in a dialog only with `known_dialog` (or `LC_EXEMPT_TO_TAG`). A C boolean as a byte: any
+    /// value but 0 or 1 is `LC_RESULT_INVALID_ARGUMENT`.
     pub initial: u8,
+    /// 1 when the caller matched the request to a dialog it keeps (its Call-ID and tags, RFC
+    /// 3261 §12), else 0: an in-dialog request, never filtered (RFC 7200 §4.8). A C boolean.
+    pub known_dialog: u8,
+    /// The address the request came from (the UDP source, the TCP/TLS peer), for
+    /// `lc_engine_config.priority_peers`. `LC_IP_NONE`: unknown, its priority markings count
+    /// for nothing.
+    pub source: lc_ip,
     /// 1 when `monotonic_ns` / `unix_ns` are set; 0 reads the engine's clock. Any other value:
     /// `LC_RESULT_INVALID_ARGUMENT`.
     pub has_time: u8,
@@ -111,6 +119,45 @@ pub struct lc_sip_options {
     /// rules do not match. Must be UTF-8 (else `LC_RESULT_INVALID_UTF8`). Read during the call
     /// only.
     pub target: lc_str,
+    /// The address the request came from (the UDP source, the TCP/TLS peer), for
+    /// `lc_engine_config.priority_peers`. `LC_IP_NONE` (a zeroed field): unknown, its priority
+    /// markings count for nothing.
+    pub source: lc_ip,
+}
+
+/// An IP address: `family` is `LC_IP_NONE` (no address), `LC_IP_V4` (the first 4 bytes of
+/// `addr`, network order) or `LC_IP_V6` (16 bytes, network order; an IPv4-mapped address is
+/// the IPv4 address it maps). Any other family: `LC_RESULT_INVALID_ARGUMENT`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lc_ip {
+    /// `LC_IP_NONE`, `LC_IP_V4` or `LC_IP_V6`.
+    pub family: u8,
+    /// The address bytes, network order.
+    pub addr: [u8; 16],
+}
+
+/// `lc_ip.family`: no address.
+pub const LC_IP_NONE: u8 = 0;
+/// `lc_ip.family`: IPv4.
+pub const LC_IP_V4: u8 = 4;
+/// `lc_ip.family`: IPv6.
+pub const LC_IP_V6: u8 = 6;
+
+impl lc_ip {
+    /// The address, checked (`field` names it in the error).
+    pub(crate) fn to_rust(self, field: &str) -> Result<Option<std::net::IpAddr>, Code> {
+        let a = self.addr;
+        match self.family {
+            LC_IP_NONE => Ok(None),
+            LC_IP_V4 => Ok(Some(std::net::IpAddr::from([a[0], a[1], a[2], a[3]]))),
+            LC_IP_V6 => Ok(Some(std::net::IpAddr::from(a))),
+            other => Err(crate::abi::invalid(
+                &format!("{field}.family"),
+                format_args!("{other} (LC_IP_NONE, LC_IP_V4 or LC_IP_V6)"),
+            )),
+        }
+    }
 }
 
 /// Bits of `lc_sip_options.flags`.
@@ -119,8 +166,14 @@ pub type lc_sip_flags = u32;
 /// `monotonic_ns` and `unix_ns` hold the request's time; without it the engine's clock is read.
 pub const LC_SIP_HAS_TIME: lc_sip_flags = 1;
 
+/// The caller matched the request to a dialog it keeps (its Call-ID and tags, RFC 3261 §12):
+/// an in-dialog request, never filtered (RFC 7200 §4.8) and in overload control's priority
+/// category (RFC 7339 §5.10.1). Without it a To tag makes no dialog, unless the engine has
+/// `LC_EXEMPT_TO_TAG`: anyone can write a To tag into a new INVITE.
+pub const LC_SIP_KNOWN_DIALOG: lc_sip_flags = 2;
+
 /// Every declared `LC_SIP_*` bit.
-const SIP_FLAGS_KNOWN: u32 = LC_SIP_HAS_TIME;
+const SIP_FLAGS_KNOWN: u32 = LC_SIP_HAS_TIME | LC_SIP_KNOWN_DIALOG;
 
 /// Why a request was let through without trying any rule (`lc_decision.exempt_reason`).
 pub type lc_exempt_reason = u32;
@@ -387,6 +440,9 @@ pub unsafe extern "C" fn lc_classify(
         let out = try_out!(out);
         let transport = try_value!(r.transport, "lc_request.transport");
         let initial = try_!(crate::abi::checked_bool(r.initial, "lc_request.initial"));
+        let known_dialog =
+            try_!(crate::abi::checked_bool(r.known_dialog, "lc_request.known_dialog"));
+        let source = try_!(r.source.to_rust("lc_request.source"));
         let has_time = try_!(crate::abi::checked_bool(r.has_time, "lc_request.has_time"));
         // SAFETY: the strings are readable for the duration of the call by contract.
         let (method, from, to, ruri, pai, target, event, rp) = unsafe {
@@ -418,6 +474,8 @@ pub unsafe extern "C" fn lc_classify(
             },
             transport,
             initial,
+            known_dialog,
+            source,
             event: event.and_then(text),
             time: has_time.then_some(Time {
                 monotonic_ns: r.monotonic_ns,
@@ -428,6 +486,42 @@ pub unsafe extern "C" fn lc_classify(
         decide(worker, &request, out);
         Code::Ok
     })
+}
+
+/// What the caller knows of a raw request's origin: where it came from, and whether it belongs
+/// to a dialog the caller keeps.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Peer {
+    pub(crate) source: Option<std::net::IpAddr>,
+    pub(crate) known_dialog: bool,
+}
+
+impl Peer {
+    /// `request` with this origin.
+    pub(crate) fn apply<'r>(self, request: Request<'r>) -> Request<'r> {
+        Request {
+            source: self.source,
+            known_dialog: self.known_dialog,
+            ..request
+        }
+    }
+
+    /// The origin `options` give (NULL: none), with the options' transport.
+    pub(crate) fn of_options(
+        options: Option<&lc_sip_options>,
+    ) -> Result<(Peer, Transport), Code> {
+        let Some(o) = options else {
+            return Ok((Peer::default(), Transport::Udp));
+        };
+        let flags = crate::abi::checked_flags(o.flags, SIP_FLAGS_KNOWN, "lc_sip_options.flags")?;
+        Ok((
+            Peer {
+                source: o.source.to_rust("lc_sip_options.source")?,
+                known_dialog: flags & LC_SIP_KNOWN_DIALOG != 0,
+            },
+            crate::abi::checked(o.transport, "lc_sip_options.transport")?,
+        ))
+    }
 }
 
 /// The result code for a raw request the scanner refused (also used by `lc_detector_*_sip`).
@@ -456,10 +550,11 @@ fn classify_raw(
     transport: Transport,
     time: Option<Time>,
     target: Option<&str>,
+    peer: Peer,
     out: Out<'_, lc_decision>,
 ) -> Code {
     let scanned = try_!(sip::scan(msg).map_err(sip_error_detail));
-    let request = Request::from_sip(&scanned, transport, time).with_target(target);
+    let request = peer.apply(Request::from_sip(&scanned, transport, time).with_target(target));
     decide(worker, &request, out);
     Code::Ok
 }
@@ -490,7 +585,7 @@ pub unsafe extern "C" fn lc_classify_sip(
         let bytes = try_slice!(msg, len);
         let out = try_out!(out);
         let transport = try_value!(transport, "lc_classify_sip: transport");
-        classify_raw(worker, bytes, transport, None, None, out)
+        classify_raw(worker, bytes, transport, None, None, Peer::default(), out)
     })
 }
 
@@ -526,7 +621,11 @@ pub unsafe extern "C" fn lc_classify_sip_opts(
             monotonic_ns: o.monotonic_ns,
             unix_ns: i128::from(o.unix_ns),
         });
-        classify_raw(worker, bytes, transport, time, target, out)
+        let peer = Peer {
+            source: try_!(o.source.to_rust("lc_sip_options.source")),
+            known_dialog: flags & LC_SIP_KNOWN_DIALOG != 0,
+        };
+        classify_raw(worker, bytes, transport, time, target, peer, out)
     })
 }
 

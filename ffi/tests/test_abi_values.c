@@ -288,6 +288,10 @@ static void test_booleans(void) {
         r.has_time = (uint8_t)v;
         CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_INVALID_ARGUMENT);
         CHECK(UNTOUCHED(d));
+        r.has_time = 0;
+        r.known_dialog = (uint8_t)v;
+        CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_INVALID_ARGUMENT);
+        CHECK(UNTOUCHED(d));
     }
     CHECK(classified(e) == 0);
     lc_request r;

@@ -460,10 +460,16 @@ static void test_sip_options(void) {
     memset(&d, 0xAB, sizeof d);
     lc_decision untouched;
     memcpy(&untouched, &d, sizeof d);
-    uint32_t bad_flags[] = {2, 4, LC_SIP_HAS_TIME | 8, 0x80000000u, UINT32_MAX};
+    uint32_t bad_flags[] = {4, LC_SIP_KNOWN_DIALOG | 4, LC_SIP_HAS_TIME | 8, 0x80000000u, UINT32_MAX};
     for (size_t i = 0; i < sizeof bad_flags / sizeof bad_flags[0]; i++) {
         o = sip_options(LC_TRANSPORT_UDP, "sip:next.example.com");
         o.flags = bad_flags[i];
+        CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_INVALID_ARGUMENT);
+    }
+    uint8_t bad_families[] = {1, 5, 16, 255};
+    for (size_t i = 0; i < sizeof bad_families / sizeof bad_families[0]; i++) {
+        o = sip_options(LC_TRANSPORT_UDP, "sip:next.example.com");
+        o.source.family = bad_families[i];
         CHECK_RESULT(classify_opts(w, SIP_INVITE, &o, &d), LC_RESULT_INVALID_ARGUMENT);
     }
     uint32_t bad_transports[] = {LC_TRANSPORT_WSS + 1, 100, 0x80000000u, UINT32_MAX};
@@ -520,7 +526,8 @@ static void test_exemption_config(void) {
     CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
     CHECK(c.exempt_flags == LC_EXEMPT_EMERGENCY);
     CHECK(str_is(c.priority_namespaces, "ets wps"));
-    uint32_t bad_flags[] = {2, LC_EXEMPT_EMERGENCY | 4, 0x80000000u, UINT32_MAX};
+    CHECK(c.priority_peers.ptr == NULL); /* no peer's Resource-Priority counts by default */
+    uint32_t bad_flags[] = {4, LC_EXEMPT_EMERGENCY | LC_EXEMPT_TO_TAG | 8, 0x80000000u, UINT32_MAX};
     for (size_t i = 0; i < sizeof bad_flags / sizeof bad_flags[0]; i++) {
         CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
         c.exempt_flags = bad_flags[i];
@@ -551,6 +558,23 @@ static void test_exemption_config(void) {
     c.priority_namespaces = NONE;
     CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_OK);
     lc_engine_free(e);
+    e = NULL;
+    const char *bad_peers[] = {"192.0.2.0/33", "192.0.2.1/24", "peer.example", "10.0.0.0/", "::1/129", "1.2.3.4/-1"};
+    for (size_t i = 0; i < sizeof bad_peers / sizeof bad_peers[0]; i++) {
+        CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+        c.priority_peers = str(bad_peers[i]);
+        CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_INVALID_ARGUMENT);
+        CHECK(e == NULL);
+    }
+    const char *good_peers[] = {"192.0.2.0/24", " 192.0.2.7, 2001:db8::/32 ::ffff:198.51.100.0/120", "0.0.0.0/0 ::/0", ""};
+    for (size_t i = 0; i < sizeof good_peers / sizeof good_peers[0]; i++) {
+        CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+        c.priority_peers = str(good_peers[i]);
+        c.exempt_flags = LC_EXEMPT_EMERGENCY | LC_EXEMPT_TO_TAG;
+        CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_OK);
+        lc_engine_free(e);
+        e = NULL;
+    }
 }
 
 static const char *SIP_SOS =
@@ -595,6 +619,8 @@ static void test_exemptions(void) {
         lc_engine *e = NULL;
         lc_worker *w = NULL;
         CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+        /* RFC 4412 §11.3: Resource-Priority counts only from the peers the operator lists. */
+        c.priority_peers = str("192.0.2.0/24");
         if (!exempting) {
             c.exempt_flags = 0;
             c.priority_namespaces = NONE;
@@ -614,6 +640,13 @@ static void test_exemptions(void) {
         } else {
             CHECK(d.verdict == LC_VERDICT_REJECT && !d.exempt && d.exempt_reason == LC_EXEMPT_REASON_NONE);
         }
+        /* From a peer not listed (and from an unknown one, above: no source) the marking
+         * counts for nothing. */
+        o.source.family = LC_IP_V4;
+        memcpy(o.source.addr, (const uint8_t[]){203, 0, 113, 9}, 4);
+        CHECK_RESULT(classify_opts(w, SIP_ETS, &o, &d), LC_RESULT_OK);
+        CHECK(d.verdict == LC_VERDICT_REJECT && !d.exempt);
+        memcpy(o.source.addr, (const uint8_t[]){192, 0, 2, 7}, 4);
         CHECK_RESULT(classify_opts(w, SIP_ETS, &o, &d), LC_RESULT_OK);
         if (exempting) {
             CHECK(d.verdict == LC_VERDICT_ACCEPT && d.exempt && d.exempt_reason == LC_EXEMPT_REASON_RESOURCE_PRIORITY);
@@ -622,6 +655,8 @@ static void test_exemptions(void) {
         }
         /* The structured path: lc_request.resource_priority (two lines joined with a comma). */
         lc_request r = invite("<sip:alice@example.com>", "<sip:bob@example.com>");
+        r.source.family = LC_IP_V6; /* ::ffff:192.0.2.9, as a dual-stack socket reports it */
+        memcpy(r.source.addr, (const uint8_t[]){0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 9}, 16);
         r.resource_priority = str("dsn.flash, wps.2");
         CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
         if (exempting) {
@@ -639,7 +674,57 @@ static void test_exemptions(void) {
         CHECK(st.exempt_emergency == (exempting ? 1u : 0u));
         CHECK(st.exempt_resource_priority == (exempting ? 2u : 0u));
         CHECK(st.exempt == st.exempt_not_filtered + st.exempt_emergency + st.exempt_resource_priority);
-        CHECK(st.total == 6);
+        CHECK(st.total == 7);
+        lc_worker_free(w);
+        lc_engine_free(e);
+    }
+}
+
+/* RFC 7200 §4.8 exempts "requests associated with existing sessions": a session the caller
+ * keeps, not any request with a To tag (anyone can write one into a new INVITE). */
+static void test_known_dialogs(void) {
+    static const char *TAGGED =
+        "INVITE sip:bob@example.com SIP/2.0\r\n"
+        "Via: SIP/2.0/UDP pc33.example.com;branch=z9hG4bK776re\r\n"
+        "To: <sip:bob@example.com>;tag=forged\r\n"
+        "From: <sip:alice@example.com>;tag=1\r\n"
+        "Call-ID: re@pc33.example.com\r\n"
+        "CSeq: 2 INVITE\r\n"
+        "\r\n";
+    char doc[1024];
+    uint64_t g;
+    lc_decision d;
+    for (int to_tag = 0; to_tag <= 1; to_tag++) {
+        lc_engine_config c;
+        lc_engine *e = NULL;
+        lc_worker *w = NULL;
+        CHECK_RESULT(lc_engine_config_default(&c), LC_RESULT_OK);
+        if (to_tag) c.exempt_flags |= LC_EXEMPT_TO_TAG;
+        CHECK_RESULT(lc_engine_new(&c, &e), LC_RESULT_OK);
+        CHECK_RESULT(lc_worker_attach(e, -1, &w), LC_RESULT_OK);
+        CHECK_RESULT(publish(e, "local", one_rule(doc, sizeof doc, "", "<lc:accept><lc:rate>0</lc:rate></lc:accept>"), &g),
+                     LC_RESULT_OK);
+        lc_sip_options o = sip_options(LC_TRANSPORT_UDP, "sip:next.example.com");
+        CHECK_RESULT(classify_opts(w, TAGGED, &o, &d), LC_RESULT_OK);
+        if (to_tag) {
+            CHECK(d.verdict == LC_VERDICT_ACCEPT && d.exempt_reason == LC_EXEMPT_REASON_NOT_FILTERED);
+        } else {
+            CHECK(d.verdict == LC_VERDICT_REJECT && !d.exempt);
+        }
+        o.flags |= LC_SIP_KNOWN_DIALOG;
+        CHECK_RESULT(classify_opts(w, TAGGED, &o, &d), LC_RESULT_OK);
+        CHECK(d.verdict == LC_VERDICT_ACCEPT && d.exempt_reason == LC_EXEMPT_REASON_NOT_FILTERED);
+        lc_request r = invite("<sip:alice@example.com>;tag=1", "<sip:bob@example.com>;tag=forged");
+        r.initial = 0;
+        CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+        CHECK(d.verdict == (to_tag ? LC_VERDICT_ACCEPT : LC_VERDICT_REJECT));
+        r.known_dialog = 1;
+        CHECK_RESULT(lc_classify(w, &r, &d), LC_RESULT_OK);
+        CHECK(d.verdict == LC_VERDICT_ACCEPT && d.exempt_reason == LC_EXEMPT_REASON_NOT_FILTERED);
+        r.source.family = 7;
+        lc_decision untouched;
+        memset(&untouched, 0xA5, sizeof untouched);
+        CHECK_RESULT(lc_classify(w, &r, &untouched), LC_RESULT_INVALID_ARGUMENT);
         lc_worker_free(w);
         lc_engine_free(e);
     }
@@ -707,6 +792,7 @@ int main(void) {
     test_sip_options();
     test_exemption_config();
     test_exemptions();
+    test_known_dialogs();
     test_redirect_agreement();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;

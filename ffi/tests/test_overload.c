@@ -328,13 +328,72 @@ static void test_category(void) {
                                    LC_OC_CATEGORY_NONE};
     for (int i = 0; i < 4; i++) {
         lc_oc_category c = 99;
-        CHECK_RESULT(lc_oc_category_sip(e, (const uint8_t *)msgs[i], strlen(msgs[i]), &c), LC_RESULT_OK);
+        CHECK_RESULT(lc_oc_category_sip(e, (const uint8_t *)msgs[i], strlen(msgs[i]), NULL, &c), LC_RESULT_OK);
         CHECK(c == want[i]);
     }
     lc_oc_category c = 99;
-    CHECK_RESULT(lc_oc_category_sip(e, (const uint8_t *)"SIP/2.0 200 OK\r\n\r\n", 18, &c),
+    CHECK_RESULT(lc_oc_category_sip(e, (const uint8_t *)"SIP/2.0 200 OK\r\n\r\n", 18, NULL, &c),
                  LC_RESULT_SIP_NOT_A_REQUEST);
     CHECK(c == 99);
+
+    /* Markings anyone can write (RFC 7339 §5.10.1 priorities, RFC 4412 §11.3 trust): a new
+     * INVITE with a To tag, or with Resource-Priority: ets.0, is reducible unless the caller
+     * knows the dialog / the peer is listed. */
+    const char *tagged = "INVITE sip:bob@b.example SIP/2.0\r\nVia: SIP/2.0/UDP a;branch=z9hG4bK4\r\n"
+                         "From: <sip:a@a.example>;tag=1\r\nTo: <sip:bob@b.example>;tag=forged\r\nCall-ID: c4\r\n"
+                         "CSeq: 1 INVITE\r\n\r\n";
+    const char *ets = "INVITE sip:bob@b.example SIP/2.0\r\nVia: SIP/2.0/UDP a;branch=z9hG4bK5\r\n"
+                      "From: <sip:a@a.example>;tag=1\r\nTo: <sip:bob@b.example>\r\nCall-ID: c5\r\n"
+                      "CSeq: 1 INVITE\r\nResource-Priority: ets.0\r\n\r\n";
+    lc_sip_options from_listed, from_other, in_dialog;
+    memset(&from_listed, 0, sizeof from_listed);
+    from_listed.source.family = LC_IP_V4;
+    memcpy(from_listed.source.addr, (const uint8_t[]){192, 0, 2, 7}, 4);
+    from_other = from_listed;
+    memcpy(from_other.source.addr, (const uint8_t[]){203, 0, 113, 9}, 4);
+    in_dialog = from_other;
+    in_dialog.flags = LC_SIP_KNOWN_DIALOG;
+    struct {
+        const char *msg;
+        const lc_sip_options *o;
+        lc_oc_category default_engine, trusting_engine;
+    } cases[] = {
+        {tagged, NULL, LC_OC_CATEGORY_REDUCIBLE, LC_OC_CATEGORY_PRIORITY},
+        {tagged, &in_dialog, LC_OC_CATEGORY_PRIORITY, LC_OC_CATEGORY_PRIORITY},
+        {ets, NULL, LC_OC_CATEGORY_REDUCIBLE, LC_OC_CATEGORY_REDUCIBLE},
+        {ets, &from_other, LC_OC_CATEGORY_REDUCIBLE, LC_OC_CATEGORY_REDUCIBLE},
+        {ets, &from_listed, LC_OC_CATEGORY_REDUCIBLE, LC_OC_CATEGORY_PRIORITY},
+        {sos, &from_other, LC_OC_CATEGORY_PRIORITY, LC_OC_CATEGORY_PRIORITY},
+    };
+    lc_engine_config cfg;
+    CHECK_RESULT(lc_engine_config_default(&cfg), LC_RESULT_OK);
+    cfg.exempt_flags |= LC_EXEMPT_TO_TAG;
+    cfg.priority_peers = str("198.51.100.0/24, 192.0.2.0/24 2001:db8::/32");
+    lc_engine *trusting = NULL;
+    CHECK_RESULT(lc_engine_new(&cfg, &trusting), LC_RESULT_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c = 99;
+        CHECK_RESULT(lc_oc_category_sip(e, (const uint8_t *)cases[i].msg, strlen(cases[i].msg), cases[i].o, &c),
+                     LC_RESULT_OK);
+        CHECK(c == cases[i].default_engine);
+        c = 99;
+        CHECK_RESULT(lc_oc_category_sip(trusting, (const uint8_t *)cases[i].msg, strlen(cases[i].msg), cases[i].o, &c),
+                     LC_RESULT_OK);
+        CHECK(c == cases[i].trusting_engine);
+    }
+    /* Checked at the boundary: an undeclared family, a block that is not one. */
+    lc_sip_options bad = from_listed;
+    bad.source.family = 5;
+    c = 99;
+    CHECK_RESULT(lc_oc_category_sip(e, (const uint8_t *)ets, strlen(ets), &bad, &c), LC_RESULT_INVALID_ARGUMENT);
+    CHECK(c == 99);
+    lc_engine *none = NULL;
+    cfg.priority_peers = str("10.0.0.0/33");
+    CHECK_RESULT(lc_engine_new(&cfg, &none), LC_RESULT_INVALID_ARGUMENT);
+    cfg.priority_peers = str("10.1.2.3/8");
+    CHECK_RESULT(lc_engine_new(&cfg, &none), LC_RESULT_INVALID_ARGUMENT);
+    CHECK(none == NULL);
+    lc_engine_free(trusting);
     lc_engine_free(e);
 }
 

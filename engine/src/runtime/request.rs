@@ -4,7 +4,9 @@
 //! Before any rule is tried, [`Request::is_exempt`] lets some requests through and says why
 //! ([`ExemptReason`]), in this order:
 //! 1. [`ExemptReason::NotFiltered`] — RFC 7200 §5.1: ACK, BYE, CANCEL, in-dialog requests
-//!    and SUBSCRIBEs for the `load-control` event itself.
+//!    and SUBSCRIBEs for the `load-control` event itself. A request is in a dialog when the
+//!    caller says it matched it to a dialog it keeps ([`Request::known_dialog`]); a To tag
+//!    alone, which any sender can write, counts only with [`Exemptions::to_tag_is_dialog`].
 //! 2. [`ExemptReason::Emergency`] (with [`Exemptions::emergency`], on by default) — RFC 7200
 //!    §4.8: "The subscriber SHOULD honor the local policy for prioritizing SIP requests
 //!    relating to emergency calls as identified by the sos URN [RFC5031]". The Request-URI,
@@ -16,7 +18,11 @@
 //!    for prioritizing SIP requests based on the content of the Resource-Priority header". Any
 //!    r-value (`namespace "." r-priority`, RFC 4412 §3.1) of any `Resource-Priority` line
 //!    whose namespace is in the list, compared case-insensitively ("Namespaces and priorities
-//!    are case-insensitive ASCII tokens"); the priority value is not looked at.
+//!    are case-insensitive ASCII tokens"); the priority value is not looked at. Only from a
+//!    peer in [`Exemptions::priority_peers`] (by [`Request::source`]): RFC 4412 §11.3, "Only
+//!    SIP elements within the same administrative trust domain employing a secure channel
+//!    between their SIP elements will trust a Resource-Priority header field that is not
+//!    appropriately signed"; none by default.
 //!
 //! The check allocates nothing: the engine normalises the namespace list once, when it is
 //! created ([`Exemptions::normalized`]).
@@ -84,8 +90,15 @@ pub struct Request<'r> {
     pub identities: Identities<'r>,
     /// The transport it arrived on.
     pub transport: Transport,
-    /// True for a request outside a dialog (no To tag). Only initial requests are filtered.
+    /// True for a request without a To tag. Only initial requests are filtered, and a request
+    /// with a To tag counts as in a dialog only as [`Request::known_dialog`] says.
     pub initial: bool,
+    /// The caller matched this request to a dialog it keeps (RFC 3261 §12: its Call-ID, local
+    /// and remote tags), so it is not initial whatever [`Exemptions::to_tag_is_dialog`] says.
+    pub known_dialog: bool,
+    /// The address the request came from (the transport peer: UDP source, TCP/TLS peer), for
+    /// [`Exemptions::priority_peers`]; `None`: unknown, never trusted.
+    pub source: Option<std::net::IpAddr>,
     /// The Event header value, if any.
     pub event: Option<&'r str>,
     /// When it arrived; `None` reads the engine's clock (a cheap coarse clock).
@@ -102,6 +115,8 @@ impl Default for Request<'_> {
             transport: Transport::default(),
             // A default that skipped every rule (`NotFiltered`) would fail open without a word.
             initial: true,
+            known_dialog: false,
+            source: None,
             event: None,
             time: None,
             resource_priority: crate::sip::HeaderValues::default(),
@@ -130,6 +145,8 @@ impl<'r> Request<'r> {
             },
             transport,
             initial: sip.initial,
+            known_dialog: false,
+            source: None,
             event: sip.event.and_then(|e| std::str::from_utf8(e).ok()),
             time,
             resource_priority: sip.resource_priority,
@@ -141,7 +158,7 @@ impl<'r> Request<'r> {
     /// [`Exemptions::normalized`] (the engine's always is); a list that is not still works,
     /// with entries compared as written.
     pub fn is_exempt(&self, exemptions: &Exemptions) -> Option<ExemptReason> {
-        if self.not_filtered() {
+        if self.not_filtered(exemptions) {
             return Some(ExemptReason::NotFiltered);
         }
         if exemptions.emergency && self.is_emergency() {
@@ -149,6 +166,9 @@ impl<'r> Request<'r> {
         }
         if !exemptions.resource_priority.is_empty()
             && !self.resource_priority.is_empty()
+            && self
+                .source
+                .is_some_and(|a| exemptions.priority_peers.iter().any(|n| n.contains(a)))
             && self.resource_priority.values().any(|v| {
                 r_value_namespace(v).is_some_and(|ns| {
                     exemptions
@@ -172,8 +192,9 @@ impl<'r> Request<'r> {
 
     /// RFC 7200 §5.1: ACK, BYE, CANCEL, in-dialog requests and SUBSCRIBEs for the
     /// `load-control` event itself are never filtered.
-    fn not_filtered(&self) -> bool {
-        if !self.initial || matches!(self.method, "ACK" | "BYE" | "CANCEL") {
+    fn not_filtered(&self, exemptions: &Exemptions) -> bool {
+        let in_dialog = self.known_dialog || (!self.initial && exemptions.to_tag_is_dialog);
+        if in_dialog || matches!(self.method, "ACK" | "BYE" | "CANCEL") {
             return true;
         }
         self.method == "SUBSCRIBE"
@@ -360,8 +381,17 @@ pub struct Exemptions {
     /// Exempt emergency requests (RFC 5031 service URNs). Default true.
     pub emergency: bool,
     /// Resource-Priority namespaces (RFC 4412 §3.1, compared case-insensitively) whose
-    /// requests are exempt. Default `ets` and `wps` (GETS / WPS / MPS).
+    /// requests are exempt, from the [`Exemptions::priority_peers`]. Default `ets` and `wps`
+    /// (GETS / WPS / MPS).
     pub resource_priority: Vec<String>,
+    /// The peers whose Resource-Priority markings count (RFC 4412 §11.3: only within the
+    /// operator's trust domain). Default none: a request's Resource-Priority counts only from
+    /// a network the operator listed.
+    pub priority_peers: Vec<super::Network>,
+    /// Whether a To tag alone makes a request in-dialog (for callers that keep no dialogs and
+    /// take requests only from peers they trust). Default false: in-dialog only as the caller
+    /// says ([`Request::known_dialog`]), since anyone can write a To tag into a new INVITE.
+    pub to_tag_is_dialog: bool,
 }
 
 impl Exemptions {
@@ -371,6 +401,8 @@ impl Exemptions {
         Self {
             emergency: false,
             resource_priority: Vec::new(),
+            priority_peers: Vec::new(),
+            to_tag_is_dialog: false,
         }
     }
 
@@ -391,8 +423,8 @@ impl Exemptions {
             }
         }
         Self {
-            emergency: self.emergency,
             resource_priority,
+            ..self.clone()
         }
     }
 }
@@ -402,6 +434,8 @@ impl Default for Exemptions {
         Self {
             emergency: true,
             resource_priority: vec!["ets".into(), "wps".into()],
+            priority_peers: Vec::new(),
+            to_tag_is_dialog: false,
         }
     }
 }

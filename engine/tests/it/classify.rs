@@ -19,6 +19,19 @@ fn shard(rules: &str) -> Shard {
     shard_for(ruleset(rules), EngineConfig::default())
 }
 
+/// Settings that trust the Resource-Priority markings of peers in 192.0.2.0/24.
+fn trusting_192_0_2() -> EngineConfig {
+    EngineConfig::default().with_exemptions({
+        let mut e = Exemptions::default();
+        e.priority_peers = vec![Network::parse("192.0.2.0/24").expect("test input")];
+        e
+    })
+}
+
+fn ip(s: &str) -> std::net::IpAddr {
+    s.parse().expect("test input")
+}
+
 /// A rule with the given conditions and `<accept>` body.
 fn rule(id: &str, conditions: &str, accept: &str) -> String {
     format!(
@@ -103,11 +116,36 @@ fn only_initial_requests_are_filtered() {
             "{method}"
         );
     }
-    let d = s.classify(&Request {
+    // A To tag is something any sender writes: it makes no dialog by itself. A dialog the
+    // caller keeps does (RFC 7200 §4.8: "requests associated with existing sessions").
+    let tagged = Request {
         initial: false,
         ..base
-    });
-    assert_eq!(d.exempt, Some(ExemptReason::NotFiltered));
+    };
+    assert_eq!(
+        (s.classify(&tagged).verdict, s.classify(&tagged).exempt),
+        (Verdict::Reject, None)
+    );
+    let known = Request {
+        known_dialog: true,
+        ..tagged
+    };
+    assert_eq!(s.classify(&known).exempt, Some(ExemptReason::NotFiltered));
+    // An operator whose callers keep no dialogs and whose peers it trusts can say a To tag is
+    // enough.
+    let mut trusting = shard_for(
+        ruleset(&rule("all", "", REJECT_ALL)),
+        EngineConfig::default().with_exemptions({
+            let mut e = Exemptions::default();
+            e.to_tag_is_dialog = true;
+            e
+        }),
+    );
+    assert_eq!(
+        trusting.classify(&tagged).exempt,
+        Some(ExemptReason::NotFiltered)
+    );
+    assert_eq!(trusting.classify(&base).exempt, None);
     for event in ["load-control", "load-control;id=7", " Load-Control "] {
         let d = s.classify(&Request {
             method: "SUBSCRIBE",
@@ -903,8 +941,11 @@ fn emergency_calls_are_never_throttled() {
 /// field, as multiple header fields, or as some combination".
 #[test]
 fn priority_namespaces_are_never_throttled() {
-    let mut s = shard(&rule("all", "", REJECT_ALL));
-    let base = invite("<sip:a@x.example>", "<sip:b@y.example>");
+    let mut s = shard_for(ruleset(&rule("all", "", REJECT_ALL)), trusting_192_0_2());
+    let base = Request {
+        source: Some(ip("192.0.2.7")),
+        ..invite("<sip:a@x.example>", "<sip:b@y.example>")
+    };
     let with = |rp: &'static str| Request {
         resource_priority: rp.into(),
         ..base
@@ -939,13 +980,25 @@ fn priority_namespaces_are_never_throttled() {
     let msg = b"INVITE sip:b@y.example SIP/2.0\r\nTo: <sip:b@y.example>\r\nFrom: <sip:a@x.example>;tag=1\r\n\
 Resource-Priority: dsn.flash\r\nCall-ID: rp@x\r\nCSeq: 1 INVITE\r\nresource-priority: q735.1,\r\n  WPS.3\r\n\r\n";
     let sip = loadctl::sip::scan(msg).expect("valid");
-    let d = s.classify(&Request::from_sip(&sip, Transport::Udp, None));
-    assert_eq!(d.exempt, Some(ExemptReason::ResourcePriority));
+    let raw = Request {
+        source: Some(ip("192.0.2.8")),
+        ..Request::from_sip(&sip, Transport::Udp, None)
+    };
+    assert_eq!(s.classify(&raw).exempt, Some(ExemptReason::ResourcePriority));
+    // RFC 4412 §11.3: "Only SIP elements within the same administrative trust domain ... will
+    // trust a Resource-Priority header field that is not appropriately signed": from a peer
+    // not listed, or one whose address is unknown, the marking counts for nothing.
+    for source in [Some(ip("203.0.113.9")), Some(ip("2001:db8::7")), None] {
+        let d = s.classify(&Request { source, ..with("ets.0") });
+        assert_eq!((d.verdict, d.exempt), (Verdict::Reject, None), "{source:?}");
+    }
+    let mut default = shard(&rule("all", "", REJECT_ALL));
+    assert_eq!(default.classify(&with("ets.0")).exempt, None, "no peer is trusted by default");
     // A configured list replaces the default; entries compare case-insensitively.
     let mut dsn = shard_for(
         ruleset(&rule("all", "", REJECT_ALL)),
-        EngineConfig::default().with_exemptions({
-            let mut e = Exemptions::default();
+        trusting_192_0_2().with_exemptions({
+            let mut e = trusting_192_0_2().exemptions;
             e.resource_priority = vec![" DSN ".into()];
             e
         }),
@@ -972,11 +1025,14 @@ fn exempt_requests_are_counted_per_reason() {
             &ci("<lc:to><one id=\"sip:b@y.example\"/></lc:to>"),
             REJECT_ALL,
         )),
-        EngineConfig::default().with_shards(1),
+        trusting_192_0_2().with_shards(1),
     )
     .expect("publishes");
     let mut s = engine.attach();
-    let base = invite("<sip:a@x.example>", "<sip:b@y.example>");
+    let base = Request {
+        source: Some(ip("192.0.2.7")),
+        ..invite("<sip:a@x.example>", "<sip:b@y.example>")
+    };
     let _ = s.classify(&Request {
         method: "BYE",
         ..base

@@ -630,6 +630,8 @@ fn classify_does_not_allocate_once_warm() {
                     Transport::Tcp
                 },
                 initial: i % 11 != 0,
+                known_dialog: i % 22 == 0,
+                source: Some(std::net::IpAddr::from([192, 0, 2, (i % 256) as u8])),
                 event: None,
                 time: Some(Time {
                     monotonic_ns: i * 100_000,

@@ -52,6 +52,16 @@ pub struct lc_engine_config {
     /// `LC_RESULT_INVALID_ARGUMENT`; not UTF-8: `LC_RESULT_INVALID_UTF8`. Read during
     /// `lc_engine_new*` only (the engine keeps a copy).
     pub priority_namespaces: lc_str,
+    /// The peers whose Resource-Priority markings count (RFC 4412 §11.3: "Only SIP elements
+    /// within the same administrative trust domain employing a secure channel between their
+    /// SIP elements will trust a Resource-Priority header field that is not appropriately
+    /// signed"): address blocks (`192.0.2.0/24`, `2001:db8::/32`, or single addresses)
+    /// separated by commas and/or spaces, compared with each request's source (`lc_request` /
+    /// `lc_sip_options` `source`). Absent or empty (the default): none — a request's
+    /// Resource-Priority is honoured from no peer. Anything that is not a block:
+    /// `LC_RESULT_INVALID_ARGUMENT`; not UTF-8: `LC_RESULT_INVALID_UTF8`. Read during
+    /// `lc_engine_new*` only.
+    pub priority_peers: lc_str,
     /// How the user part of a `sip:`/`sips:` URI **without `;user=phone`** is read, in From,
     /// To, Request-URI and P-Asserted-Identity and in the policy's ids alike: an
     /// `LC_SIP_USER_NUMBERS_*` value. RFC 3261 §19.1.1: "Even without this parameter,
@@ -105,8 +115,38 @@ pub type lc_exempt_flags = u32;
 /// `urn:service:sos` or `urn:service:sos.*` (RFC 5031).
 pub const LC_EXEMPT_EMERGENCY: lc_exempt_flags = 1;
 
+/// A To tag alone makes a request in-dialog (never filtered, overload control's priority
+/// category). For callers that keep no dialogs and take requests only from peers they trust:
+/// anyone else can put a To tag into a new INVITE. Without it, only `LC_SIP_KNOWN_DIALOG` /
+/// `lc_request.known_dialog` make a request in-dialog. Not in the default.
+pub const LC_EXEMPT_TO_TAG: lc_exempt_flags = 2;
+
 /// Every declared `LC_EXEMPT_*` bit.
-const EXEMPT_KNOWN: u32 = LC_EXEMPT_EMERGENCY;
+const EXEMPT_KNOWN: u32 = LC_EXEMPT_EMERGENCY | LC_EXEMPT_TO_TAG;
+
+/// The blocks of a `priority_peers` list (commas and/or spaces between them).
+pub(super) fn networks(list: &[u8]) -> Result<Vec<loadctl::runtime::Network>, Code> {
+    let list = std::str::from_utf8(list).map_err(|e| {
+        crate::error::fail(
+            Code::InvalidUtf8,
+            format_args!(
+                "lc_engine_config.priority_peers: not UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            ),
+        )
+    })?;
+    list.split(|c: char| c == ',' || c.is_ascii_whitespace())
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            loadctl::runtime::Network::parse(n).ok_or_else(|| {
+                crate::abi::invalid(
+                    "lc_engine_config.priority_peers",
+                    format_args!("{n:?} is not an address block (ADDRESS[/PREFIX])"),
+                )
+            })
+        })
+        .collect()
+}
 
 /// The default `priority_namespaces`: `Exemptions::default()`'s (a unit test keeps them equal).
 pub(super) static DEFAULT_NAMESPACES: &str = "ets wps";
@@ -168,6 +208,7 @@ pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) ->
                 0
             },
             priority_namespaces: lc_str::from_bytes(DEFAULT_NAMESPACES.as_bytes()),
+            priority_peers: lc_str::NONE,
             sip_user_numbers: sip_user_numbers_to_c(d.compile.sip_user_numbers),
         };
         out.write(config);
@@ -181,11 +222,12 @@ pub unsafe extern "C" fn lc_engine_config_default(out: *mut lc_engine_config) ->
 ///
 /// Errors: `LC_RESULT_INVALID_ARGUMENT` when `shards`, `max_rules` or `max_body_bytes` is 0,
 /// `exempt_flags` sets an undeclared bit, `sip_user_numbers` is not an `LC_SIP_USER_NUMBERS_*`
-/// value, or `priority_namespaces` holds a name that is not an RFC 4412 `token-nodot`;
-/// `LC_RESULT_INVALID_UTF8` when `redirect_allow` or `priority_namespaces` is not UTF-8.
+/// value, `priority_namespaces` holds a name that is not an RFC 4412 `token-nodot`, or
+/// `priority_peers` something that is not an address block; `LC_RESULT_INVALID_UTF8` when
+/// `redirect_allow`, `priority_namespaces` or `priority_peers` is not UTF-8.
 ///
 /// # Safety
-/// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
+/// `config` must be NULL or valid (its `redirect_allow`, `priority_namespaces` and `priority_peers` readable);
 /// `out` must be writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_engine_new(
@@ -200,7 +242,7 @@ pub unsafe extern "C" fn lc_engine_new(
 /// the `lc_engine_new*` constructors).
 ///
 /// # Safety
-/// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable);
+/// `config` must be NULL or valid (its `redirect_allow`, `priority_namespaces` and `priority_peers` readable);
 /// `out` NULL or writable.
 pub(crate) unsafe fn new_engine(
     config: *const lc_engine_config,
@@ -217,7 +259,7 @@ pub(crate) unsafe fn new_engine(
 /// The engine configuration `config` describes (NULL: the defaults).
 ///
 /// # Safety
-/// `config` must be NULL or valid (its `redirect_allow` and `priority_namespaces` readable).
+/// `config` must be NULL or valid (its `redirect_allow`, `priority_namespaces` and `priority_peers` readable).
 unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig, Code> {
     let mut c = EngineConfig::default();
     // SAFETY: the caller promises NULL or a valid struct.
@@ -256,6 +298,12 @@ unsafe fn engine_config(config: *const lc_engine_config) -> Result<EngineConfig,
         }
         c.compile.sip_user_numbers = numbers;
         c.exemptions.emergency = exempt_flags & LC_EXEMPT_EMERGENCY != 0;
+        c.exemptions.to_tag_is_dialog = exempt_flags & LC_EXEMPT_TO_TAG != 0;
+        // SAFETY: the caller promises `priority_peers` is NULL or readable.
+        c.exemptions.priority_peers = match unsafe { cfg.priority_peers.bytes() } {
+            Some(list) => networks(list)?,
+            None => Vec::new(),
+        };
         // SAFETY: the caller promises `priority_namespaces` is NULL or readable.
         c.exemptions.resource_priority = match unsafe { cfg.priority_namespaces.bytes() } {
             Some(list) => namespaces(list)?,

@@ -600,27 +600,35 @@ pub unsafe extern "C" fn lc_oc_shard_stats(
 }
 
 /// The category of a raw SIP request (`len` bytes) under `engine`'s exemptions, written to
-/// `*category`: `LC_OC_CATEGORY_PRIORITY` for in-dialog requests, emergency calls and listed
-/// Resource-Priority namespaces (RFC 7339 §5.10.1), `LC_OC_CATEGORY_NONE` for ACK and CANCEL
-/// (send them without asking), else `LC_OC_CATEGORY_REDUCIBLE`. Malformed messages get an
-/// `LC_RESULT_SIP_*` code.
+/// `*category`: `LC_OC_CATEGORY_PRIORITY` for requests in a dialog the caller keeps
+/// (`LC_SIP_KNOWN_DIALOG`), emergency calls, and listed Resource-Priority namespaces from a
+/// peer in `lc_engine_config.priority_peers` (RFC 7339 §5.10.1, the same local policy as
+/// filtering), `LC_OC_CATEGORY_NONE` for ACK and CANCEL (pass them to `lc_oc_decide` as
+/// such), else `LC_OC_CATEGORY_REDUCIBLE`. `options` gives the request's origin (`source`,
+/// `flags`; its time and target are not read) as for `lc_classify_sip_opts`; NULL: unknown, so
+/// only emergency calls (and, with `LC_EXEMPT_TO_TAG`, To-tagged requests) are priority.
+/// Malformed messages get an `LC_RESULT_SIP_*` code; bad options `LC_RESULT_INVALID_ARGUMENT`.
 ///
 /// # Safety
-/// `engine` from `lc_engine_new`; `msg` readable for `len` bytes; `category` writable.
+/// `engine` from `lc_engine_new`; `msg` readable for `len` bytes; `options` NULL or readable;
+/// `category` writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lc_oc_category_sip(
     engine: *const lc_engine,
     msg: *const u8,
     len: usize,
+    options: *const crate::worker::lc_sip_options,
     category: *mut lc_oc_category,
 ) -> lc_result {
     boundary(|| {
         let e = try_ref!(engine);
         let bytes = try_slice!(msg, len);
+        // SAFETY: NULL or readable by contract.
+        let (peer, transport) =
+            try_!(crate::worker::Peer::of_options(unsafe { options.as_ref() }));
         let category = try_out!(category);
         let scanned = try_!(sip::scan(bytes).map_err(sip_error_detail));
-        let request =
-            loadctl::runtime::Request::from_sip(&scanned, loadctl::runtime::Transport::Udp, None);
+        let request = peer.apply(loadctl::runtime::Request::from_sip(&scanned, transport, None));
         category.write(
             match Category::of(&request, &e.engine.config().exemptions) {
                 None => LC_OC_CATEGORY_NONE,
