@@ -68,6 +68,10 @@ static const char HELP[] =
     "  --redirect-allow LIST       more agreed redirect targets (space-separated hosts/domains; * for all)\n"
     "  --no-emergency-exempt       filter emergency calls (urn:service:sos) like any other\n"
     "  --priority-namespaces LIST  exempt Resource-Priority namespaces (default \"ets wps\"; \"\" for none)\n"
+    "  --priority-peers LIST       address blocks whose Resource-Priority counts (RFC 4412 11.3), e.g.\n"
+    "                              \"192.0.2.0/24 198.51.100.7\" (default: none; emergency calls always count)\n"
+    "  --to-tag-is-dialog          a To tag alone makes a request in-dialog (default: only dialogs this\n"
+    "                              edge saw set up by a 2xx to an INVITE)\n"
     "  --retry-after SECONDS       Retry-After on the 503s of rules (default 0: none)\n"
     "  --sip-user-numbers MODE     user-phone | global | digits: which sip: user parts without\n"
     "                              ;user=phone are telephone numbers (default global: + and digits)\n"
@@ -150,6 +154,10 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
             o->emergency_exempt = 0;
             continue;
         }
+        if (strcmp(opt, "--to-tag-is-dialog") == 0) {
+            o->to_tag_is_dialog = 1;
+            continue;
+        }
         if (strcmp(opt, "--overload-control") == 0) {
             o->overload_control = 1;
             continue;
@@ -158,7 +166,7 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
         /* Every other option takes a value; another option in its place is a value forgotten. */
         static const char *const WITH_VALUE[] = {"--listen", "--next-hop", "--policy", "--source", "--subscribe", "--notifier",
                                                  "--uri", "--expires", "--startup-hold-ms", "--linger-us", "--transport",
-                                                 "--max-connections", "--tcp-idle-s", "--redirect-allow", "--priority-namespaces",
+                                                 "--max-connections", "--tcp-idle-s", "--redirect-allow", "--priority-namespaces", "--priority-peers",
                                                  "--oc-occupancy-target", "--oc-timeout-ms", "--oc-algorithms", "--retry-after",
                                                  "--metrics", "--fallback-policy", "--sip-user-numbers", "--log-oc"};
         int known = 0;
@@ -186,6 +194,7 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
         else if (strcmp(opt, "--tcp-idle-s") == 0) bad = number(val, 0, 86400 * 365, &idle_s);
         else if (strcmp(opt, "--redirect-allow") == 0) o->redirect_allow = val;
         else if (strcmp(opt, "--priority-namespaces") == 0) o->priority_namespaces = val;
+        else if (strcmp(opt, "--priority-peers") == 0) o->priority_peers = val;
         else if (strcmp(opt, "--oc-occupancy-target") == 0) {
             char *end = NULL;
             o->oc_target_pct = strtod(val, &end);

@@ -10,8 +10,8 @@ typedef struct {
     const char *subscribe, *own_uri;  /* --subscribe NOTIFIER-URI (NULL: none), --uri */
     unsigned expires;
     long hold_ms;
-    const char *redirect_allow, *priority_namespaces;
-    int emergency_exempt, overload_control;
+    const char *redirect_allow, *priority_namespaces, *priority_peers;
+    int emergency_exempt, overload_control, to_tag_is_dialog;
     const char *oc_algorithms, *log_oc;
     long linger_us, oc_timeout_ms;
     double oc_target_pct;

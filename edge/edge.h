@@ -175,6 +175,7 @@ typedef struct {
     unsigned long held_count, held_dropped;
     /* Overload control (NULL without --overload-control). */
     lc_oc_client *oc;
+    struct dialogs *dialogs; /* the dialogs set up through this edge (dialogs.h) */
     uint32_t oc_hop;
     char oc_params[64]; /* what the client adds to its Via */
     lc_oc_server *oc_srv;

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "dialogs.h"
 #include "edge.h"
 #include "forward.h"
 #include "handle.h"
@@ -88,11 +89,20 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     /* Overload control: which requests are new (originals, not ACK / CANCEL), and, as a server
      * to upstream clients, the 503s owed to clients that do not take part (RFC 7339 §5.10.2;
      * the server admits every retransmission, so only an original is rejected here). */
+    /* The request's origin, for the engine's trust settings (RFC 4412 §11.3, and RFC 7200 §4.8's
+     * "existing sessions"): where it came from, and whether it belongs to a dialog this edge saw
+     * set up (a To tag alone proves nothing). */
+    lc_sip_options o;
+    memset(&o, 0, sizeof o);
+    o.transport = from->tcp ? LC_TRANSPORT_TCP : LC_TRANSPORT_UDP;
+    o.source.family = LC_IP_V4;
+    memcpy(o.source.addr, &from->addr.sin_addr, 4);
+    if (dialogs_known(w->e->dialogs, msg, len, now)) o.flags |= LC_SIP_KNOWN_DIALOG;
     int oc_new = 0, oc_exempt = 0;
     lc_oc_category oc_cat = LC_OC_CATEGORY_NONE;
     if (w->e->oc) {
         lc_oc_category cat = LC_OC_CATEGORY_NONE;
-        lc_result cr = lc_oc_category_sip(w->e->engine, (const uint8_t *)msg, len, &cat);
+        lc_result cr = lc_oc_category_sip(w->e->engine, (const uint8_t *)msg, len, &o, &cat);
         oc_exempt = cr == LC_RESULT_OK && cat == LC_OC_CATEGORY_NONE;
         if (cr == LC_RESULT_OK && cat != LC_OC_CATEGORY_NONE) {
             char key[32];
@@ -128,9 +138,6 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
         BUMP(w->c.retx_unremembered);
     }
     lc_decision d;
-    lc_sip_options o;
-    memset(&o, 0, sizeof o);
-    o.transport = from->tcp ? LC_TRANSPORT_TCP : LC_TRANSPORT_UDP;
     /* The next hop this edge forwards to (every request goes there): rules whose
      * target-sip-entity names it apply. */
     o.target = cstr(w->e->next_hop_uri);

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "dialogs.h"
 #include "edge.h"
 #include "hold.h"
 #include "metrics.h"
@@ -104,13 +105,23 @@ int main(int argc, char **argv) {
         if (o.redirect_allow) config.redirect_allow = cstr(o.redirect_allow);
         if (!o.emergency_exempt) config.exempt_flags &= ~(uint32_t)LC_EXEMPT_EMERGENCY;
         if (o.priority_namespaces) config.priority_namespaces = cstr(o.priority_namespaces);
+        if (o.priority_peers) config.priority_peers = cstr(o.priority_peers);
+        if (o.to_tag_is_dialog) config.exempt_flags |= LC_EXEMPT_TO_TAG;
         config.sip_user_numbers = (lc_sip_user_numbers)o.user_numbers;
         er = lc_engine_new(&config, &e.engine);
     }
     if (er != LC_RESULT_OK) {
         elog("cannot start the engine: %s%s\n", lc_result_text(er),
-                er == LC_RESULT_INVALID_ARGUMENT ? " (check --priority-namespaces: RFC 4412 namespace names)" : "");
+                er == LC_RESULT_INVALID_ARGUMENT
+                    ? " (check --priority-namespaces: RFC 4412 namespace names; --priority-peers: ADDRESS[/PREFIX] blocks)"
+                    : "");
         return er == LC_RESULT_INVALID_ARGUMENT || er == LC_RESULT_INVALID_UTF8 ? 2 : 1;
+    }
+    /* 65,536 dialogs (768 KiB), whatever the peers send. */
+    e.dialogs = dialogs_new(65536);
+    if (!e.dialogs) {
+        elog("out of memory for the dialog table\n");
+        return 1;
     }
     /* One engine shard per thread; limits hold across both (the engine's shared cells). */
     e.udp = &udp_w;
@@ -193,6 +204,7 @@ int main(int argc, char **argv) {
     free(e.held); /* what a hold still held at exit */
     lc_oc_client_free(e.oc);
     lc_oc_server_free(e.oc_srv);
+    dialogs_free(e.dialogs);
     if (e.oc_log) fclose(e.oc_log);
     lc_detector_free(e.det);
     if (e.tcp_on) {

@@ -290,6 +290,9 @@ impl OwnedRequest {
             },
             transport: self.transport,
             initial: self.initial,
+            // The harness's in-dialog requests stand for dialogs the caller keeps.
+            known_dialog: !self.initial,
+            source: None,
             event: None,
             time: Some(time),
             resource_priority: loadctl::sip::HeaderValues::NONE,

@@ -2,8 +2,12 @@
 //!
 //! Input, one request per line: `{"t": 0.25, "method": "INVITE", "from": "...", "to": "...",
 //! "ruri": "...", "pai": "...", "target": "...", "transport": "udp", "initial": true,
-//! "event": "...", "resource_priority": "ets.0, wps.2", "hold": 0.5}`; only `t` (seconds
-//! since the start, non-decreasing) and `method` are required. `pai` and `resource_priority`
+//! "known_dialog": false, "source": "192.0.2.7", "event": "...", "resource_priority":
+//! "ets.0, wps.2", "hold": 0.5}`; only `t` (seconds since the start, non-decreasing) and
+//! `method` are required. `initial: false` says the request has a To tag; `known_dialog: true`
+//! that it belongs to a dialog the caller keeps (only then is it in-dialog, unless
+//! `--to-tag-is-dialog`); `source` is the address it came from, whose Resource-Priority counts
+//! only when in `--priority-peers`. `pai` and `resource_priority`
 //! are header values, several lines joined with commas (RFC 3261 §7.3.1). Output, one line per
 //! request: `{"action": …, "rule": …, "status": …}` plus `"targets"` for redirects; an exempt
 //! request (RFC 7200 §5.1, an emergency call, an exempt Resource-Priority namespace) is
@@ -29,6 +33,8 @@ struct Line {
     target: Option<String>,
     transport: Option<String>,
     initial: Option<bool>,
+    known_dialog: Option<bool>,
+    source: Option<String>,
     event: Option<String>,
     resource_priority: Option<String>,
     hold: Option<f64>,
@@ -136,6 +142,15 @@ pub fn run(
                 }
             },
         };
+        let source = match req.source.as_deref().map(str::parse::<std::net::IpAddr>) {
+            None => None,
+            Some(Ok(a)) => Some(a),
+            Some(Err(_)) => {
+                eprintln!("line {lineno}: \"source\" must be an IP address");
+                bad = true;
+                continue;
+            }
+        };
         let hold_ns = match req.hold.map(seconds_to_ns) {
             Some(None) => {
                 eprintln!("line {lineno}: \"hold\" must be a number of seconds ≥ 0");
@@ -162,6 +177,8 @@ pub fn run(
             },
             transport,
             initial: req.initial.unwrap_or(true),
+            known_dialog: req.known_dialog.unwrap_or(false),
+            source,
             event: req.event.as_deref(),
             time: Some(Time {
                 monotonic_ns: t_ns,

@@ -21,6 +21,8 @@ pub struct Args<'a> {
     pub event: Option<&'a str>,
     /// In-dialog request.
     pub in_dialog: bool,
+    /// The address the request came from (for `--priority-peers`).
+    pub source: Option<std::net::IpAddr>,
     /// Resource-Priority header value (lines joined with commas).
     pub resource_priority: Option<&'a str>,
     /// What is let through before any rule is tried.
@@ -51,6 +53,9 @@ pub fn run(args: &Args<'_>) -> u8 {
         identities: args.identities,
         transport,
         initial: !args.in_dialog,
+        // --in-dialog explains a request of a dialog the caller keeps.
+        known_dialog: args.in_dialog,
+        source: args.source,
         event: args.event,
         time: Some(Time {
             monotonic_ns: 0,

@@ -91,9 +91,13 @@ enum Command {
         /// Event header value.
         #[arg(long)]
         event: Option<String>,
-        /// The request is inside a dialog (not filtered).
+        /// The request is inside a dialog the caller keeps (not filtered).
         #[arg(long)]
         in_dialog: bool,
+        /// The address the request came from (its Resource-Priority counts only from
+        /// --priority-peers).
+        #[arg(long, value_name = "IP")]
+        source: Option<std::net::IpAddr>,
         /// Resource-Priority header value (RFC 4412, e.g. "ets.0, wps.2"); repeat for several
         /// header lines.
         #[arg(long, value_name = "VALUE")]
@@ -202,6 +206,14 @@ struct ExemptionFlags {
     /// comma-separated, case-insensitive; "" for none. Default: ets,wps.
     #[arg(long, value_name = "LIST")]
     priority_namespaces: Option<String>,
+    /// Address blocks whose Resource-Priority markings count (RFC 4412 §11.3: only peers in
+    /// the operator's trust domain), comma-separated, e.g. 192.0.2.0/24,2001:db8::/32.
+    /// Default: none (a request's "source" must be in one of them).
+    #[arg(long, value_name = "LIST")]
+    priority_peers: Option<String>,
+    /// A To tag alone makes a request in-dialog. Default: only "known_dialog" requests are.
+    #[arg(long)]
+    to_tag_is_dialog: bool,
 }
 
 /// How the commands that classify read SIP user parts without `user=phone` (the engine's
@@ -224,10 +236,26 @@ struct NumberFlag {
 
 impl ExemptionFlags {
     fn exemptions(&self) -> Result<loadctl::runtime::Exemptions, u8> {
-        policy_file::exemptions(
+        let mut e = policy_file::exemptions(
             self.no_emergency_exempt,
             self.priority_namespaces.as_deref(),
-        )
+        )?;
+        e.to_tag_is_dialog = self.to_tag_is_dialog;
+        for block in self
+            .priority_peers
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|b| !b.is_empty())
+        {
+            let Some(n) = loadctl::runtime::Network::parse(block) else {
+                eprintln!("loadctl: --priority-peers: {block:?} is not ADDRESS[/PREFIX]");
+                return Err(2);
+            };
+            e.priority_peers.push(n);
+        }
+        Ok(e)
     }
 }
 
@@ -263,6 +291,7 @@ fn main() -> ExitCode {
             now,
             event,
             in_dialog,
+            source,
             resource_priority,
             exemptions,
             numbers,
@@ -286,6 +315,7 @@ fn main() -> ExitCode {
                     now: now.as_deref(),
                     event: event.as_deref(),
                     in_dialog,
+                    source,
                     resource_priority: resource_priority.as_deref(),
                     exemptions,
                     numbers: numbers.sip_user_numbers,

@@ -47,6 +47,9 @@ fn c_request(r: &OwnedRequest, time: Time) -> lc_request {
             LC_TRANSPORT_UDP
         },
         initial: u8::from(r.initial),
+        // The harness's in-dialog requests stand for dialogs the caller keeps.
+        known_dialog: u8::from(!r.initial),
+        source: loadctl_ffi::worker::lc_ip::default(),
         has_time: 1,
         monotonic_ns: time.monotonic_ns,
         unix_ns: time.unix_ns as i64,

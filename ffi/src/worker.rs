@@ -440,8 +440,10 @@ pub unsafe extern "C" fn lc_classify(
         let out = try_out!(out);
         let transport = try_value!(r.transport, "lc_request.transport");
         let initial = try_!(crate::abi::checked_bool(r.initial, "lc_request.initial"));
-        let known_dialog =
-            try_!(crate::abi::checked_bool(r.known_dialog, "lc_request.known_dialog"));
+        let known_dialog = try_!(crate::abi::checked_bool(
+            r.known_dialog,
+            "lc_request.known_dialog"
+        ));
         let source = try_!(r.source.to_rust("lc_request.source"));
         let has_time = try_!(crate::abi::checked_bool(r.has_time, "lc_request.has_time"));
         // SAFETY: the strings are readable for the duration of the call by contract.
@@ -507,9 +509,7 @@ impl Peer {
     }
 
     /// The origin `options` give (NULL: none), with the options' transport.
-    pub(crate) fn of_options(
-        options: Option<&lc_sip_options>,
-    ) -> Result<(Peer, Transport), Code> {
+    pub(crate) fn of_options(options: Option<&lc_sip_options>) -> Result<(Peer, Transport), Code> {
         let Some(o) = options else {
             return Ok((Peer::default(), Transport::Udp));
         };

@@ -66,7 +66,7 @@ use loadctl_ffi::prsm::{
     lc_scheduler_free, lc_scheduler_new, lc_scheduler_pop, lc_scheduler_push, lc_scheduler_stats,
 };
 use loadctl_ffi::worker::{
-    LC_SIP_HAS_TIME, LC_TRANSPORT_UDP, LC_TRANSPORT_WSS, lc_classify, lc_classify_sip,
+    LC_IP_NONE, LC_IP_V4, LC_IP_V6, LC_SIP_HAS_TIME, LC_SIP_KNOWN_DIALOG, lc_ip, LC_TRANSPORT_UDP, LC_TRANSPORT_WSS, lc_classify, lc_classify_sip,
     lc_classify_sip_opts, lc_complete, lc_decision, lc_request, lc_sip_options, lc_ticket,
     lc_worker, lc_worker_attach, lc_worker_free,
 };
@@ -310,6 +310,7 @@ fn transports(worker: *mut lc_worker, message: &[u8], udp: lc_result, transport:
             ptr: ptr::null(),
             len: 0,
         },
+        source: lc_ip::default(),
     };
     let mut d = poisoned::<lc_decision>();
     // SAFETY: as above; `options` is readable.
@@ -322,7 +323,7 @@ fn transports(worker: *mut lc_worker, message: &[u8], udp: lc_result, transport:
             d.as_mut_ptr(),
         )
     };
-    if declared && flags & !LC_SIP_HAS_TIME == 0 {
+    if declared && flags & !(LC_SIP_HAS_TIME | LC_SIP_KNOWN_DIALOG) == 0 {
         assert_eq!(r, udp);
     } else {
         assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
@@ -330,10 +331,11 @@ fn transports(worker: *mut lc_worker, message: &[u8], udp: lc_result, transport:
     }
 }
 
-/// `lc_request.initial` and `has_time` from the drawn value's two low bytes: booleans cross as
-/// bytes, 0 or 1; any other byte is refused with the decision untouched.
+/// `lc_request.initial`, `has_time` and `known_dialog` from the drawn value's three low bytes
+/// (booleans cross as bytes, 0 or 1) and `source.family` from the fourth (`LC_IP_*`); any other
+/// value is refused with the decision untouched.
 fn booleans(worker: *mut lc_worker, v: u32) {
-    let [initial, has_time, ..] = v.to_le_bytes();
+    let [initial, has_time, known_dialog, family] = v.to_le_bytes();
     let method = b"INVITE";
     let none = lc_str {
         ptr: ptr::null(),
@@ -352,6 +354,11 @@ fn booleans(worker: *mut lc_worker, v: u32) {
         event: none,
         transport: LC_TRANSPORT_UDP,
         initial,
+        known_dialog,
+        source: lc_ip {
+            family,
+            addr: [192, 0, 2, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        },
         has_time,
         monotonic_ns: 1,
         unix_ns: 1,
@@ -361,7 +368,8 @@ fn booleans(worker: *mut lc_worker, v: u32) {
     // SAFETY: `worker` is live and used by this thread only; `req` and its strings are
     // readable; `d` is writable.
     let r = unsafe { lc_classify(worker, &req, d.as_mut_ptr()) };
-    if initial <= 1 && has_time <= 1 {
+    let family_ok = [LC_IP_NONE, LC_IP_V4, LC_IP_V6].contains(&family);
+    if initial <= 1 && has_time <= 1 && known_dialog <= 1 && family_ok {
         assert_eq!(r, LC_RESULT_OK);
         // SAFETY: written on success.
         let (has_ticket, ticket) = unsafe { ((*d.as_ptr()).has_ticket, (*d.as_ptr()).ticket) };

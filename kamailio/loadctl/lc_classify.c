@@ -29,6 +29,7 @@
 #include "../../core/script_cb.h"
 #include "../../core/data_lump_rpl.h"
 #include "../../core/ip_addr.h"
+#include "../../core/flags.h"
 #include "../../core/parser/msg_parser.h"
 #include "../../core/parser/parse_from.h"
 #include "../../core/parser/parse_to.h"
@@ -103,6 +104,22 @@ static lc_transport lc_msg_transport(sip_msg_t *msg)
 		default:
 			return LC_TRANSPORT_UDP;
 	}
+}
+
+void lc_msg_origin(sip_msg_t *msg, lc_sip_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->transport = lc_msg_transport(msg);
+	if(msg->rcv.src_ip.af == AF_INET && msg->rcv.src_ip.len == 4) {
+		o->source.family = LC_IP_V4;
+		memcpy(o->source.addr, msg->rcv.src_ip.u.addr, 4);
+	} else if(msg->rcv.src_ip.af == AF_INET6 && msg->rcv.src_ip.len == 16) {
+		o->source.family = LC_IP_V6;
+		memcpy(o->source.addr, msg->rcv.src_ip.u.addr, 16);
+	}
+	if(lc_settings.dialog_flag >= 0
+			&& isflagset(msg, (flag_t)lc_settings.dialog_flag) == 1)
+		o->flags |= LC_SIP_KNOWN_DIALOG;
 }
 
 static int lc_last_is(sip_msg_t *msg)
@@ -400,6 +417,12 @@ int ki_lc_classify(sip_msg_t *msg)
 		req.resource_priority = lc_header_list(
 				msg, HDR_OTHER_T, &rp_name, rp, sizeof(rp), &rp_warned);
 	req.transport = lc_msg_transport(msg);
+	{
+		lc_sip_options origin;
+		lc_msg_origin(msg, &origin);
+		req.source = origin.source;
+		req.known_dialog = (origin.flags & LC_SIP_KNOWN_DIALOG) != 0;
+	}
 	req.initial = 1;
 	if(msg->to) {
 		to = get_to(msg);

@@ -19,12 +19,19 @@
 #include "../../core/pvar.h"
 #include "../../modules/tm/tm_load.h"
 
+#include "loadctl.h"
+
 /* The retry_after modparam: seconds in a 503's Retry-After (0: none). */
 extern int lc_retry_after;
 
 /* mod_init: `tmb` is tm's API when tm is loaded (a window ticket then goes
  * with the request's transaction), NULL otherwise. 0, or -1 (logged). */
 int lc_classify_init(struct tm_binds *tmb);
+
+/* The request's origin for the engine's trust settings: its source address
+ * (priority_peers) and, when the script set dialog_flag on it, a dialog the
+ * script keeps. Writes o->source and o->flags, the transport too. */
+void lc_msg_origin(sip_msg_t *msg, lc_sip_options *o);
 
 /* lc_classify(): 1 accept, -1 reject, -2 redirect, -3 drop, -4 error. */
 int ki_lc_classify(sip_msg_t *msg);

@@ -28,6 +28,7 @@
 
 #include "lc_shared.h"
 #include "lc_oc.h"
+#include "lc_classify.h"
 #include "lc_mod.h"
 
 int lc_oc_enable = 0;
@@ -300,6 +301,7 @@ static int lc_oc_add_via_params(sip_msg_t *msg)
 
 int ki_lc_oc_forward(sip_msg_t *msg, str *dst)
 {
+	lc_sip_options origin;
 	lc_proc_t *p;
 	lc_oc_category cat = LC_OC_CATEGORY_NONE;
 	lc_oc_verdict v = LC_OC_VERDICT_FORWARD;
@@ -317,8 +319,9 @@ int ki_lc_oc_forward(sip_msg_t *msg, str *dst)
 	p = lc_proc_get(lc_current_rank());
 	if(p == NULL)
 		return -4;
+	lc_msg_origin(msg, &origin);
 	r = lc_oc_category_sip(p->engine, (const uint8_t *)msg->buf,
-			(size_t)msg->len, &cat);
+			(size_t)msg->len, &origin, &cat);
 	if(r != LC_RESULT_OK) {
 		LM_ERR("lc_oc_forward(): %s\n", lc_result_text(r));
 		return -4;
@@ -437,6 +440,7 @@ int ki_lc_oc_check(sip_msg_t *msg)
 	uint64_t now;
 	lc_oc_admission adm = LC_OC_ADMISSION_ADMIT;
 	lc_oc_category cat = LC_OC_CATEGORY_NONE;
+	lc_sip_options origin;
 	lc_proc_t *p;
 	lc_str via = {NULL, 0};
 
@@ -447,10 +451,12 @@ int ki_lc_oc_check(sip_msg_t *msg)
 	if(lc_oc_proc("lc_oc_check") < 0)
 		return -4;
 	p = lc_proc_get(lc_current_rank());
-	if(p == NULL
-			|| lc_oc_category_sip(p->engine, (const uint8_t *)msg->buf,
-					   (size_t)msg->len, &cat)
-					   != LC_RESULT_OK)
+	if(p == NULL)
+		return -4;
+	lc_msg_origin(msg, &origin);
+	if(lc_oc_category_sip(p->engine, (const uint8_t *)msg->buf,
+			   (size_t)msg->len, &origin, &cat)
+			!= LC_RESULT_OK)
 		return -4;
 	if(cat == LC_OC_CATEGORY_NONE)
 		return 1; /* ACK, CANCEL: part of a transaction already admitted */

@@ -29,7 +29,8 @@
 #include "lc_shared.h"
 #include "lc_shared_impl.h"
 
-lc_settings_t lc_settings = {1000, 100, STR_NULL, 1, 0, 1, STR_NULL, 0};
+lc_settings_t lc_settings = {
+		1000, 100, STR_NULL, 1, 0, 1, STR_NULL, 0, 0, STR_NULL, 0, -1};
 
 /* The window tickets other processes handed back to one process. */
 typedef struct lc_mailbox
@@ -99,6 +100,11 @@ static lc_engine *lc_proc_engine_new(int validator)
 	if(lc_settings.priority_namespaces_set)
 		cfg.priority_namespaces = lc_mkstr(lc_settings.priority_namespaces.s,
 				lc_settings.priority_namespaces.len);
+	if(lc_settings.priority_peers.s && lc_settings.priority_peers.len > 0)
+		cfg.priority_peers = lc_mkstr(
+				lc_settings.priority_peers.s, lc_settings.priority_peers.len);
+	if(lc_settings.to_tag_is_dialog)
+		cfg.exempt_flags |= LC_EXEMPT_TO_TAG;
 #ifdef LC_HAVE_SHARED_CELLS
 	if(!validator && _lc_cells != NULL)
 		r = lc_engine_new_shared(&cfg, _lc_cells, _lc_cells_len, &e);

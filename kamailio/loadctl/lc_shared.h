@@ -58,6 +58,13 @@ typedef struct lc_settings
 	int priority_namespaces_set;
 	/* an LC_SIP_USER_NUMBERS_* value (sip_user_numbers modparam) */
 	int sip_user_numbers;
+	/* address blocks whose Resource-Priority counts (priority_peers) */
+	str priority_peers;
+	/* 1: a To tag alone makes a request in-dialog (to_tag_is_dialog) */
+	int to_tag_is_dialog;
+	/* the message flag a script sets on requests of dialogs it keeps
+	 * (dialog_flag; -1: none) */
+	int dialog_flag;
 } lc_settings_t;
 
 /* The process's engine, worker and bookkeeping (private memory). */

@@ -29,6 +29,7 @@
 #include "../../core/pvar.h"
 #include "../../core/kemi.h"
 #include "../../core/mod_fix.h"
+#include "../../core/flags.h"
 #include "../../core/parser/msg_parser.h"
 #include "../../modules/sl/sl.h"
 #include "../../modules/tm/tm_load.h"
@@ -71,6 +72,7 @@ static int lc_policy_file_param(modparam_t type, void *val);
 str lc_source = str_init("local");
 static char *lc_redirect_allow = NULL;
 static char *lc_priority_namespaces = NULL;
+static char *lc_priority_peers = NULL;
 static char *lc_user_numbers_param = NULL;
 
 static sl_api_t lc_slb;
@@ -111,6 +113,9 @@ static param_export_t params[] = {
 	{"redirect_allow", PARAM_STRING, &lc_redirect_allow},
 	{"emergency_exempt", PARAM_INT, &lc_settings.emergency_exempt},
 	{"priority_namespaces", PARAM_STRING, &lc_priority_namespaces},
+	{"priority_peers", PARAM_STRING, &lc_priority_peers},
+	{"to_tag_is_dialog", PARAM_INT, &lc_settings.to_tag_is_dialog},
+	{"dialog_flag", PARAM_INT, &lc_settings.dialog_flag},
 	{"sip_user_numbers", PARAM_STRING, &lc_user_numbers_param},
 	{"shared_cells", PARAM_INT, &lc_settings.shared_cells},
 	{"cell_capacity", PARAM_INT, &lc_settings.cell_capacity},
@@ -373,6 +378,19 @@ static int mod_init(void)
 		LM_ERR("emergency_exempt must be 0 or 1\n");
 		return -1;
 	}
+	if(lc_priority_peers) {
+		lc_settings.priority_peers.s = lc_priority_peers;
+		lc_settings.priority_peers.len = strlen(lc_priority_peers);
+	}
+	if(lc_settings.to_tag_is_dialog != 0 && lc_settings.to_tag_is_dialog != 1) {
+		LM_ERR("to_tag_is_dialog must be 0 or 1\n");
+		return -1;
+	}
+	if(lc_settings.dialog_flag != -1
+			&& !flag_in_range((flag_t)lc_settings.dialog_flag)) {
+		LM_ERR("dialog_flag must be -1 (none) or a message flag index\n");
+		return -1;
+	}
 	if(lc_priority_namespaces) {
 		lc_settings.priority_namespaces.s = lc_priority_namespaces;
 		lc_settings.priority_namespaces.len = strlen(lc_priority_namespaces);
@@ -410,7 +428,8 @@ static int mod_init(void)
 		lc_engine *probe = lc_private_engine_new();
 		if(probe == NULL) {
 			LM_ERR("invalid engine settings: priority_namespaces must be RFC "
-				   "4412 namespace names separated by commas or spaces\n");
+				   "4412 namespace names separated by commas or spaces, "
+				   "priority_peers ADDRESS[/PREFIX] blocks\n");
 			return -1;
 		}
 		lc_engine_free(probe);

@@ -168,7 +168,8 @@ INSERTED = ";oc=90;oc-validity=60000;oc-seq=999999.0"
 
 
 class NextHop:
-    """A next hop on a UDP socket that answers 200 to every request it gets, its Vias copied;
+    """A next hop on a UDP socket that answers 200 to every request it gets, its Vias copied (a
+    To tag added for an INVITE);
     with `insert`, every Via below the top one gets `INSERTED` (a downstream server writing
     overload-control values where they do not belong); `top` is appended to the top Via (the
     hop's own overload-control values, `{n}` numbering its answers from 1)."""
@@ -196,6 +197,10 @@ class NextHop:
             head = text.split("\r\n\r\n", 1)[0].split("\r\n")
             vias = [h for h in head if h.lower().startswith("via:")]
             keep = [h for h in head[1:] if h.split(":", 1)[0].lower() in ("from", "to", "call-id", "cseq")]
+            if head[0].startswith("INVITE "):
+                # a UAS answering an INVITE adds its To tag (RFC 3261 §8.2.6.2): the dialog's
+                keep = [h + f";tag=hop{len(self.received)}" if h.lower().startswith(("to:", "t:")) and ";tag=" not in h else h
+                        for h in keep]
             out = ["SIP/2.0 200 OK"]
             for k, v in enumerate(vias):
                 if k == 0 and self.top:

@@ -19,8 +19,9 @@ test_loadctl_notifier.py.
 - targets_and_exemptions: Python sockets as client and next hop. A rule whose target-sip-entity
   is the next hop applies, one for another target does not (RFC 7200 §5.3.3); INVITEs to
   urn:service:sos(.police) and with Resource-Priority ets.0 / wps.2 pass a rule rejecting every
-  INVITE (RFC 7200 §4.8, RFC 5031, RFC 4412), dsn does not; --no-emergency-exempt and
-  --priority-namespaces turn them off or change the list; an invalid namespace is refused.
+  INVITE (RFC 7200 §4.8, RFC 5031, RFC 4412), dsn does not; the Resource-Priority ones only from
+  a peer in --priority-peers (RFC 4412 §11.3); --no-emergency-exempt and --priority-namespaces
+  turn them off or change the list; an invalid namespace is refused.
 - request_validation: RFC 3261 §16.3 (483 at Max-Forwards 0, 200 to OPTIONS at 0, 400, 416, 420,
   482 with the edge as its own next hop; no Via: dropped) and §16.6 step 3 (Max-Forwards
   decremented, 70 added when absent), one request per case from Python sockets.
@@ -365,7 +366,8 @@ def targets_and_exemptions(run: Run) -> Checks:
         )
     )
     port = free_udp_port(tcp=True)
-    edge = start_edge(run, "edge", port, peers.hop_port, "--policy", path)
+    # The client (127.0.0.1) is a peer whose Resource-Priority markings count (RFC 4412 §11.3).
+    edge = start_edge(run, "edge", port, peers.hop_port, "--policy", path, "--priority-peers", "127.0.0.1")
     replies, _ = peers.invite(port, "sip:+17770000000@127.0.0.1;user=phone", "<sip:+17770000000@127.0.0.1;user=phone>")
     c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 302"),
            f"a rule whose target-sip-entity is the next hop ({hop_uri}) applies: 302 ({replies})")
@@ -396,9 +398,21 @@ def targets_and_exemptions(run: Run) -> Checks:
         c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 503") and forwarded == 0,
                f"--no-emergency-exempt --priority-namespaces '': {label} gets 503 ({replies})")
     run.stop(edge)
+    # Without --priority-peers no peer's Resource-Priority counts; emergency calls still do.
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge-untrusted", port, peers.hop_port, "--policy", path)
+    for ruri, to, extra, label in exempt_calls:
+        replies, forwarded = peers.invite(port, ruri, to, extra)
+        if extra:
+            c.that(len(replies) == 1 and replies[0].startswith("SIP/2.0 503") and forwarded == 0,
+                   f"no --priority-peers: {label} from 127.0.0.1 gets 503 ({replies})")
+        else:
+            c.that(replies == [] and forwarded == 1, f"no --priority-peers: {label} is still exempt ({replies})")
+    run.stop(edge)
     # Only the namespaces listed.
     port = free_udp_port(tcp=True)
-    edge = start_edge(run, "edge-q735", port, peers.hop_port, "--policy", path, "--priority-namespaces", "q735")
+    edge = start_edge(run, "edge-q735", port, peers.hop_port, "--policy", path, "--priority-namespaces", "q735",
+                      "--priority-peers", "127.0.0.0/8")
     replies, forwarded = peers.invite(port, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", "Resource-Priority: q735.2\r\n")
     c.that(replies == [] and forwarded == 1, f"--priority-namespaces q735: q735.2 is exempt ({replies})")
     replies, forwarded = peers.invite(port, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", "Resource-Priority: ets.0\r\n")

@@ -24,6 +24,14 @@ should treat it as a non-supporting client (see Section 5.10.2)". Each scenario 
   before share one allocation.
 - cheating_participant: a sender that offers `oc` and sends 100 OPTIONS/s whatever it is told.
   The edge must mark it non-conforming and reject its excess itself.
+- forged_priority: the edge in overload, `--priority-peers 127.0.0.2`, and senders that do not
+  take part marking their requests as what is shed last (RFC 7339 §5.10.1): `Resource-Priority:
+  ets.0` from 127.0.0.1 (a peer not listed), a To tag of no dialog, and an sos URN; beside them
+  `ets.0` from 127.0.0.2 and requests in a dialog the edge saw set up (an INVITE answered 200
+  before the overload). The forged markings get the server's 503s like unmarked requests (RFC
+  4412 §11.3: "Only SIP elements within the same administrative trust domain ... will trust a
+  Resource-Priority header field that is not appropriately signed"; a To tag is not a dialog);
+  the listed peer, the real dialog and the emergency calls are never rejected.
 
 The next hop is a Python peer answering 200 to every request (OPTIONS need no ACK), so what a
 sender gets back is either that 200 (relayed) or the edge's 503.
@@ -109,12 +117,13 @@ class Sender:
     not in effect")."""
 
     def __init__(self, edge_port: int, sockets: int = 1, rotate_via: bool = False, params: str = "", from_n: int = 0,
-                 obeys: bool = False):
+                 obeys: bool = False, build=None, bind: str = "127.0.0.1"):
         self.edge_port = edge_port
+        self.build = build or options
         self.socks = []
         for _ in range(sockets):
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.bind(("127.0.0.1", 0))
+            s.bind((bind, 0))
             s.setblocking(False)
             self.socks.append(s)
         self.rotate_via = rotate_via
@@ -136,7 +145,7 @@ class Sender:
         port = s.getsockname()[1]
         via_port = 20000 + n % 40000 if self.rotate_via else port
         params = self.params + (";rport" if self.rotate_via else "")
-        s.sendto(options(port, via_port, n, params), ("127.0.0.1", self.edge_port))
+        s.sendto(self.build(port, via_port, n, params), ("127.0.0.1", self.edge_port))
         self.sent += 1 if n >= self.from_n else 0
         self.collect()
 
@@ -232,10 +241,82 @@ def cheating_participant(run: Run) -> Checks:
     return c
 
 
+def marked(headers: str = "", ruri: str = "sip:ping@127.0.0.1", to: str = "<sip:ping@127.0.0.1>", dialog=None):
+    """A request builder for Sender: an OPTIONS with `headers` added, to `ruri` / `to`; with
+    `dialog` (Call-ID, From tag, To tag) one in that dialog."""
+    def build(port: int, via_port: int, n: int, params: str = "") -> bytes:
+        call_id, from_tag, to_tag = dialog or (f"ic-{port}-{n}-{time.monotonic_ns()}@e2e", f"t{n}", None)
+        to_header = to + (f";tag={to_tag}" if to_tag else "")
+        return (
+            f"OPTIONS {ruri} SIP/2.0\r\n"
+            f"Via: SIP/2.0/UDP 127.0.0.1:{via_port};branch=z9hG4bK-ic-{port}-{n}{params}\r\n"
+            f"From: <sip:probe@127.0.0.1>;tag={from_tag}\r\nTo: {to_header}\r\n"
+            f"Call-ID: {call_id}\r\nCSeq: {n + 2} OPTIONS\r\nMax-Forwards: 70\r\n{headers}Content-Length: 0\r\n\r\n"
+        ).encode()
+    return build
+
+
+def set_up_dialog(edge_port: int, sock: socket.socket) -> tuple:
+    """An INVITE through the edge, answered 200 by the next hop: the dialog (Call-ID, From tag, To
+    tag) the edge saw set up."""
+    port = sock.getsockname()[1]
+    call_id = f"dialog-{port}@e2e"
+    sock.sendto((f"INVITE sip:ping@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{port};branch=z9hG4bK-dlg-{port}\r\n"
+                 f"From: <sip:probe@127.0.0.1>;tag=caller\r\nTo: <sip:ping@127.0.0.1>\r\nCall-ID: {call_id}\r\n"
+                 f"CSeq: 1 INVITE\r\nContact: <sip:probe@127.0.0.1:{port}>\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n").encode(),
+                ("127.0.0.1", edge_port))
+    ok = [m for m in UdpPeers.drain(sock, quiet=0.5) if m.startswith("SIP/2.0 200")]
+    to = next((h for h in (ok[0].split("\r\n") if ok else []) if h.lower().startswith("to:")), "")
+    tag = to.split(";tag=", 1)[1].strip() if ";tag=" in to else None
+    return call_id, "caller", tag
+
+
+def forged_priority(run: Run) -> Checks:
+    c = Checks("forged_priority: in overload, priority markings from peers not trusted with them get 503s like any request")
+    hop = NextHop()
+    seconds, rate, warmup = 8.0, 40.0, 80  # the first 2 s: the edge enters overload
+    try:
+        eport = free_udp_port(tcp=True)
+        edge = start_edge(run, "edge", eport, hop.port, "--policy", pass_all(run), "--transport", "udp", "--overload-control",
+                          "--oc-occupancy-target", "0.005", "--priority-peers", "127.0.0.2")
+        caller = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        caller.bind(("127.0.0.1", 0))
+        dialog = set_up_dialog(eport, caller)
+        caller.close()
+        c.that(dialog[2] is not None, f"an INVITE through the edge set up a dialog (To tag {dialog[2]})")
+        senders = {
+            "unmarked": Sender(eport, from_n=warmup),
+            "Resource-Priority ets.0 from 127.0.0.1 (not listed)": Sender(eport, from_n=warmup, build=marked("Resource-Priority: ets.0\r\n")),
+            "a To tag of no dialog": Sender(eport, from_n=warmup, build=marked(dialog=None, to="<sip:ping@127.0.0.1>;tag=forged")),
+            "Resource-Priority ets.0 from 127.0.0.2 (listed)": Sender(eport, from_n=warmup, build=marked("Resource-Priority: ets.0\r\n"),
+                                                                     bind="127.0.0.2"),
+            "in the dialog the edge saw set up": Sender(eport, from_n=warmup, build=marked(dialog=dialog)),
+            "urn:service:sos": Sender(eport, from_n=warmup, build=marked(ruri="urn:service:sos", to="<urn:service:sos>")),
+        }
+        send_for(seconds, rate, list(senders.values()))
+        time.sleep(0.5)
+        for s in senders.values():
+            s.collect()
+        stats = edge_stats(edge)
+    finally:
+        hop.close()
+    c.that(stats.get("edge_oc_server_overloaded") == 1, "the edge is in overload")
+    for name, s in senders.items():
+        shed = s.share("503")
+        trusted = name.startswith(("Resource-Priority ets.0 from 127.0.0.2", "in the dialog", "urn:"))
+        ok = (shed == 0 and s.answers.get("200", 0) >= 0.95 * s.sent) if trusted else shed >= 0.8
+        c.that(ok, f"{name}: {s.answers.get('503', 0)} of {s.sent} requests after the warm-up answered 503 "
+                   f"({shed:.0%}; 200: {s.answers.get('200', 0)}), expected {'none' if trusted else 'most'}")
+    for s in senders.values():
+        s.close()
+    return c
+
+
 TESTS = {
     "downstream_inserted_oc": downstream_inserted_oc,
     "addresses": addresses,
     "cheating_participant": cheating_participant,
+    "forged_priority": forged_priority,
 }
 
 

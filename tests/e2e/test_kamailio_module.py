@@ -42,9 +42,10 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
 - targets_and_exemptions: the next hop is the target entity: $du when set before lc_classify(),
   else the Request-URI's host:port (RFC 7200 §5.3.3); INVITEs to urn:service:sos(.fire) and with
   Resource-Priority ets.0 / wps.1 (two lines) pass a rule rejecting every INVITE (RFC 7200 §4.8,
-  RFC 5031, RFC 4412), with $lc(exempt_reason) and loadctl.stats exempt_emergency /
-  exempt_priority; emergency_exempt 0 and priority_namespaces "" turn them off; an invalid
-  priority_namespaces stops Kamailio.
+  RFC 5031, RFC 4412; Resource-Priority only from a peer in priority_peers, RFC 4412 §11.3),
+  with $lc(exempt_reason) and loadctl.stats exempt_emergency / exempt_priority; without
+  priority_peers ets.0 is filtered; emergency_exempt 0 and priority_namespaces "" turn them off;
+  an invalid priority_namespaces stops Kamailio.
 - kemi: the same functions through KEMI (KSR.loadctl.lc_classify / lc_reply, KSR.pv.get of
   $lc(...)) from a JavaScript route (app_jsdt, kamailio/loadctl-kemi.cfg + loadctl-kemi.js).
 """
@@ -541,7 +542,7 @@ def targets_and_exemptions(run: Run) -> Checks:
 
     try:
         # 1. $du set before lc_classify(): the next hop is the target.
-        kam = Kamailio(run, "kamailio", None, 1, hop.port, defines=["DU_FIRST", "ANNOTATE_EXEMPT"])
+        kam = Kamailio(run, "kamailio", None, 1, hop.port, defines=["DU_FIRST", "ANNOTATE_EXEMPT", 'PRIORITY_PEERS="127.0.0.1"'])
         policy = every_invite_policy(
             targeted_rule("to-du", "+1777", f"sip:127.0.0.1:{hop.port}", "sip:via-du@example.net"),
             targeted_rule("to-ruri-host", "+1666", f"sip:127.0.0.1:{kam.port}", "sip:via-ruri@example.net"),
@@ -571,6 +572,10 @@ def targets_and_exemptions(run: Run) -> Checks:
             pai_rule("pai-tel", "+1555", "sip:via-pai@example.net"),
         )
         c.that("result" in kam.rpc("loadctl.publish", policy), "policy published over RPC")
+        # No priority_peers: no peer's Resource-Priority counts (RFC 4412 §11.3).
+        replies, got = send(kam, "sip:bob@127.0.0.1", "<sip:bob@127.0.0.1>", 29, "Resource-Priority: ets.0\r\n")
+        c.that(replies == ["SIP/2.0 503 Service Unavailable"] and got == [],
+               f"no priority_peers: Resource-Priority ets.0 from 127.0.0.1 is filtered ({replies})")
         replies, _ = send(kam, f"sip:+16660000000@127.0.0.1:{kam.port};user=phone", "<sip:+16660000000@127.0.0.1;user=phone>", 30)
         c.that(replies == ["SIP/2.0 302 Moved Temporarily"], f"no $du: a rule whose target is the Request-URI's host:port applies: {replies}")
         replies, _ = send(kam, f"sip:+17770000000@127.0.0.1:{kam.port};user=phone", "<sip:+17770000000@127.0.0.1;user=phone>", 31)

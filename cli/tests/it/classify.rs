@@ -228,8 +228,10 @@ fn drop_depends_on_transport() {
 fn exempt_requests_pass() {
     let policy = policy_file("all", "<accept><rate>0</rate></accept>");
     let lines = [
-        serde_json::json!({"t": 0, "method": "INVITE", "initial": false}),
+        serde_json::json!({"t": 0, "method": "INVITE", "initial": false, "known_dialog": true}),
         serde_json::json!({"t": 0, "method": "INVITE"}),
+        // A To tag alone (anyone can write one) is no dialog...
+        serde_json::json!({"t": 0, "method": "INVITE", "initial": false}),
     ];
     let (d, _) = classify(&policy, &[], &lines);
     assert_eq!(
@@ -237,6 +239,10 @@ fn exempt_requests_pass() {
         serde_json::json!({"action": "accept", "rule": null, "status": null})
     );
     assert_eq!(d[1]["action"], "reject");
+    assert_eq!(d[2]["action"], "reject");
+    // ...unless the operator says it is.
+    let (d, _) = classify(&policy, &["--to-tag-is-dialog"], &lines);
+    assert_eq!(d[2]["action"], "accept");
 }
 
 #[test]
@@ -375,12 +381,23 @@ fn emergency_and_priority_requests_are_exempt() {
     let lines = [
         serde_json::json!({"t": 0, "method": "INVITE", "ruri": "urn:service:sos"}),
         serde_json::json!({"t": 0, "method": "INVITE", "ruri": "sip:psap@example.com", "to": "<urn:service:sos.fire>"}),
-        serde_json::json!({"t": 0, "method": "INVITE", "resource_priority": "ets.0, wps.2"}),
-        serde_json::json!({"t": 0, "method": "INVITE", "resource_priority": "dsn.flash,WPS.1"}),
-        serde_json::json!({"t": 0, "method": "INVITE", "resource_priority": "dsn.flash"}),
+        serde_json::json!({"t": 0, "method": "INVITE", "resource_priority": "ets.0, wps.2", "source": "192.0.2.7"}),
+        serde_json::json!({"t": 0, "method": "INVITE", "resource_priority": "dsn.flash,WPS.1", "source": "192.0.2.8"}),
+        serde_json::json!({"t": 0, "method": "INVITE", "resource_priority": "dsn.flash", "source": "192.0.2.7"}),
         serde_json::json!({"t": 0, "method": "INVITE", "ruri": "urn:service:counseling"}),
     ];
-    let (d, out) = classify(&policy, &[], &lines);
+    let peers = ["--priority-peers", "192.0.2.0/24"];
+    // RFC 4412 §11.3: Resource-Priority counts only from the peers listed.
+    let (d, _) = classify(&policy, &[], &lines);
+    let actions: Vec<&str> = d
+        .iter()
+        .map(|x| x["action"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        actions,
+        ["accept", "accept", "reject", "reject", "reject", "reject"]
+    );
+    let (d, out) = classify(&policy, &peers, &lines);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         d[..4],
@@ -396,7 +413,13 @@ fn emergency_and_priority_requests_are_exempt() {
     // Emergency exemption off; a namespace list that replaces ets and wps.
     let (d, _) = classify(
         &policy,
-        &["--no-emergency-exempt", "--priority-namespaces", "DSN"],
+        &[
+            "--no-emergency-exempt",
+            "--priority-namespaces",
+            "DSN",
+            "--priority-peers",
+            "192.0.2.0/24",
+        ],
         &lines,
     );
     let actions: Vec<&str> = d
@@ -408,8 +431,30 @@ fn emergency_and_priority_requests_are_exempt() {
         ["reject", "reject", "reject", "accept", "accept", "reject"]
     );
     // No namespaces at all.
-    let (d, _) = classify(&policy, &["--priority-namespaces", ""], &lines[2..3]);
+    let (d, _) = classify(
+        &policy,
+        &[
+            "--priority-namespaces",
+            "",
+            "--priority-peers",
+            "192.0.2.0/24",
+        ],
+        &lines[2..3],
+    );
     assert_eq!(d[0]["action"], "reject");
+    // A block that is not one.
+    let out = loadctl(
+        &[
+            "classify",
+            "--policy",
+            &policy,
+            "--priority-peers",
+            "192.0.2.1/24",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--priority-peers"));
     // A namespace cannot hold a dot (RFC 4412 §3.1 token-nodot).
     let out = loadctl(
         &[
@@ -440,6 +485,10 @@ fn explain_says_why_a_request_is_exempt() {
         "dsn.flash",
         "--resource-priority",
         "ets.0",
+        "--source",
+        "192.0.2.7",
+        "--priority-peers",
+        "192.0.2.0/24",
     ]);
     assert!(
         text.contains("resource-priority: dsn.flash, ets.0"),
@@ -460,6 +509,23 @@ fn explain_says_why_a_request_is_exempt() {
         "ets.0",
         "--priority-namespaces",
         "wps",
+        "--source",
+        "192.0.2.7",
+        "--priority-peers",
+        "192.0.2.0/24",
+    ]);
+    assert!(
+        text.contains("decision: reject (503) by rule rpx"),
+        "{text}"
+    );
+    // From a peer not listed, the marking counts for nothing.
+    let text = explain(&[
+        "--resource-priority",
+        "ets.0",
+        "--source",
+        "203.0.113.9",
+        "--priority-peers",
+        "192.0.2.0/24",
     ]);
     assert!(
         text.contains("decision: reject (503) by rule rpx"),

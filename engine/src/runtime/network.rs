@@ -48,7 +48,11 @@ impl Network {
     /// The bits past the prefix.
     fn host_mask(&self) -> u128 {
         let host = u32::from(width(self.addr) - self.prefix);
-        if host == 128 { u128::MAX } else { (1u128 << host) - 1 }
+        if host == 128 {
+            u128::MAX
+        } else {
+            (1u128 << host) - 1
+        }
     }
 }
 
@@ -97,8 +101,15 @@ mod tests {
         assert!(v6.contains(ip("2001:db8:ffff::1")) && !v6.contains(ip("2001:db9::1")));
         let all = Network::parse("0.0.0.0/0").expect("test input");
         assert!(all.contains(ip("203.0.113.9")) && !all.contains(ip("2001:db8::1")));
-        assert!(Network::parse("::/0").expect("test input").contains(ip("2001:db8::1")));
-        assert!(Network::parse("10.1.2.3/31").is_none(), "a bit set past the prefix");
+        assert!(
+            Network::parse("::/0")
+                .expect("test input")
+                .contains(ip("2001:db8::1"))
+        );
+        assert!(
+            Network::parse("10.1.2.3/31").is_none(),
+            "a bit set past the prefix"
+        );
         assert!(Network::parse("10.0.0.0/33").is_none());
         assert!(Network::parse("10.0.0.0/").is_none());
         assert!(Network::parse("example.net").is_none());

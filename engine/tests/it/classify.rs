@@ -984,16 +984,26 @@ Resource-Priority: dsn.flash\r\nCall-ID: rp@x\r\nCSeq: 1 INVITE\r\nresource-prio
         source: Some(ip("192.0.2.8")),
         ..Request::from_sip(&sip, Transport::Udp, None)
     };
-    assert_eq!(s.classify(&raw).exempt, Some(ExemptReason::ResourcePriority));
+    assert_eq!(
+        s.classify(&raw).exempt,
+        Some(ExemptReason::ResourcePriority)
+    );
     // RFC 4412 §11.3: "Only SIP elements within the same administrative trust domain ... will
     // trust a Resource-Priority header field that is not appropriately signed": from a peer
     // not listed, or one whose address is unknown, the marking counts for nothing.
     for source in [Some(ip("203.0.113.9")), Some(ip("2001:db8::7")), None] {
-        let d = s.classify(&Request { source, ..with("ets.0") });
+        let d = s.classify(&Request {
+            source,
+            ..with("ets.0")
+        });
         assert_eq!((d.verdict, d.exempt), (Verdict::Reject, None), "{source:?}");
     }
     let mut default = shard(&rule("all", "", REJECT_ALL));
-    assert_eq!(default.classify(&with("ets.0")).exempt, None, "no peer is trusted by default");
+    assert_eq!(
+        default.classify(&with("ets.0")).exempt,
+        None,
+        "no peer is trusted by default"
+    );
     // A configured list replaces the default; entries compare case-insensitively.
     let mut dsn = shard_for(
         ruleset(&rule("all", "", REJECT_ALL)),

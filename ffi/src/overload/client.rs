@@ -624,11 +624,12 @@ pub unsafe extern "C" fn lc_oc_category_sip(
         let e = try_ref!(engine);
         let bytes = try_slice!(msg, len);
         // SAFETY: NULL or readable by contract.
-        let (peer, transport) =
-            try_!(crate::worker::Peer::of_options(unsafe { options.as_ref() }));
+        let (peer, transport) = try_!(crate::worker::Peer::of_options(unsafe { options.as_ref() }));
         let category = try_out!(category);
         let scanned = try_!(sip::scan(bytes).map_err(sip_error_detail));
-        let request = peer.apply(loadctl::runtime::Request::from_sip(&scanned, transport, None));
+        let request = peer.apply(loadctl::runtime::Request::from_sip(
+            &scanned, transport, None,
+        ));
         category.write(
             match Category::of(&request, &e.engine.config().exemptions) {
                 None => LC_OC_CATEGORY_NONE,

@@ -102,11 +102,35 @@ fn decision_json(shard: &mut Shard, req: &Request<'_>) -> Value {
 }
 
 impl Classifier {
-    /// A one-shard engine enforcing `policy` (a full document), like `loadctl classify`.
-    pub fn new(policy_xml: &[u8]) -> Result<Self, String> {
+    /// A one-shard engine enforcing `policy` (a full document), like `loadctl classify`;
+    /// `priority_peers` (comma-separated blocks) and `to_tag_is_dialog` as its
+    /// `--priority-peers` and `--to-tag-is-dialog`.
+    pub fn new(
+        policy_xml: &[u8],
+        priority_peers: Option<&str>,
+        to_tag_is_dialog: bool,
+    ) -> Result<Self, String> {
         let doc = policy::read(policy_xml, &Limits::default()).map_err(|e| e.to_string())?;
-        let engine = Engine::from_ruleset(doc.ruleset, EngineConfig::default().with_shards(1))
-            .map_err(|e| e.to_string())?;
+        let mut exemptions = loadctl::runtime::Exemptions::default();
+        exemptions.to_tag_is_dialog = to_tag_is_dialog;
+        for block in priority_peers
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|b| !b.is_empty())
+        {
+            exemptions.priority_peers.push(
+                loadctl::runtime::Network::parse(block)
+                    .ok_or_else(|| format!("priority-peers: {block:?} is not ADDRESS[/PREFIX]"))?,
+            );
+        }
+        let engine = Engine::from_ruleset(
+            doc.ruleset,
+            EngineConfig::default()
+                .with_shards(1)
+                .with_exemptions(exemptions),
+        )
+        .map_err(|e| e.to_string())?;
         Ok(Self {
             shard: engine.attach(),
         })
@@ -142,6 +166,18 @@ impl Classifier {
             Some(other) => return Err(format!("\"initial\" must be a boolean, not {other}")),
         };
         let rp = text("resource_priority")?;
+        let known_dialog = match line.get("known_dialog") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => return Err(format!("\"known_dialog\" must be a boolean, not {other}")),
+        };
+        let source = match text("source")? {
+            None => None,
+            Some(a) => Some(
+                a.parse::<std::net::IpAddr>()
+                    .map_err(|_| format!("\"source\" {a:?} is not an IP address"))?,
+            ),
+        };
         let request = Request {
             method,
             identities: Identities {
@@ -153,6 +189,8 @@ impl Classifier {
             },
             transport,
             initial,
+            known_dialog,
+            source,
             event: text("event")?,
             time: Some(Time {
                 monotonic_ns: clock.monotonic_ns,
@@ -168,7 +206,13 @@ impl Classifier {
     /// Classifies a raw SIP request (`sip::scan` + `Request::from_sip`), as an appliance on
     /// the C ABI's `lc_classify_sip` path does. A message the scanner refuses gives
     /// `{"error": "…"}`.
-    pub fn classify_sip(&mut self, message: &[u8], transport: &str, clock: Clock) -> Value {
+    pub fn classify_sip(
+        &mut self,
+        message: &[u8],
+        transport: &str,
+        source: Option<std::net::IpAddr>,
+        clock: Clock,
+    ) -> Value {
         let Some(transport) = Transport::parse(transport) else {
             return json!({"error": format!("unknown transport {transport:?}")});
         };
@@ -176,14 +220,17 @@ impl Classifier {
             Ok(s) => s,
             Err(e) => return json!({"error": e.to_string()}),
         };
-        let request = Request::from_sip(
-            &sip,
-            transport,
-            Some(Time {
-                monotonic_ns: clock.monotonic_ns,
-                unix_ns: clock.unix_ns,
-            }),
-        );
+        let request = Request {
+            source,
+            ..Request::from_sip(
+                &sip,
+                transport,
+                Some(Time {
+                    monotonic_ns: clock.monotonic_ns,
+                    unix_ns: clock.unix_ns,
+                }),
+            )
+        };
         decision_json(&mut self.shard, &request)
     }
 }

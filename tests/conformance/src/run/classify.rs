@@ -16,7 +16,12 @@ fn classifier(v: &Vector) -> Result<Classifier, StepError> {
     let policy = v
         .section("policy")
         .ok_or_else(|| broken(v.line, "no --- policy section"))?;
-    Classifier::new(policy.text().as_bytes()).map_err(|e| StepError {
+    Classifier::new(
+        policy.text().as_bytes(),
+        v.key("priority-peers"),
+        v.key("to-tag-is-dialog") == Some("true"),
+    )
+    .map_err(|e| StepError {
         line: policy.line,
         step: "reading the policy".into(),
         expected: "a valid policy".into(),
@@ -153,6 +158,13 @@ pub(super) fn sip(v: &Vector) -> Result<(), StepError> {
     let wall = wall0(v)?;
     let mut c = classifier(v)?;
     let transport = v.key("transport").unwrap_or("udp");
+    let source = match v.key("source") {
+        None => None,
+        Some(a) => Some(
+            a.parse::<std::net::IpAddr>()
+                .map_err(|_| broken(v.line, format!("source {a:?} is not an IP address")))?,
+        ),
+    };
     let mut n = 0;
     for s in v.sections.iter().filter(|s| s.name == "message") {
         n += 1;
@@ -168,6 +180,7 @@ pub(super) fn sip(v: &Vector) -> Result<(), StepError> {
         let got = c.classify_sip(
             &sip_text(&s.lines),
             transport,
+            source,
             Clock {
                 monotonic_ns: 0,
                 unix_ns: wall,

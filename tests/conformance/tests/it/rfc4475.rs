@@ -128,8 +128,14 @@ fn wsinv() {
         ),
         [true; 3]
     );
-    // Its To has a tag: in a dialog, never filtered (RFC 7200 §5.1).
-    let engine = Engine::new(EngineConfig::default().with_shards(1));
+    // Its To has a tag: where a To tag makes a dialog, never filtered (RFC 7200 §5.1).
+    let mut exemptions = loadctl::runtime::Exemptions::default();
+    exemptions.to_tag_is_dialog = true;
+    let engine = Engine::new(
+        EngineConfig::default()
+            .with_shards(1)
+            .with_exemptions(exemptions),
+    );
     let mut shard = engine.attach();
     let d = shard.classify(&Request::from_sip(&r, Transport::Udp, None));
     assert_eq!(d.exempt, Some(ExemptReason::NotFiltered));

@@ -1,0 +1,30 @@
+/* dialogs.h: the dialogs established through this edge, so that "in a dialog" means a dialog the
+ * edge saw set up, not any request with a To tag. */
+#ifndef EDGE_DIALOGS_H
+#define EDGE_DIALOGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct dialogs dialogs_t;
+
+/* A table of `slots` dialogs (a power of two, at least 4), or NULL when out of memory. */
+dialogs_t *dialogs_new(size_t slots);
+void dialogs_free(dialogs_t *d);
+
+/* A response passing through: a 2xx to an INVITE sets up the dialog its Call-ID, From tag and
+ * To tag name (RFC 3261 §12.1). Any other response is ignored. */
+void dialogs_answered(dialogs_t *d, const char *msg, size_t len, uint64_t now_ns);
+
+/* Whether a request belongs to a dialog in the table (its Call-ID and tags, from either side);
+ * a hit keeps the dialog for another DIALOG_IDLE_S. */
+int dialogs_known(dialogs_t *d, const char *msg, size_t len, uint64_t now_ns);
+
+/* Dialogs counted in the table now (for the metrics). */
+size_t dialogs_count(const dialogs_t *d, uint64_t now_ns);
+
+/* How long a dialog with no request through the edge is kept: 12 hours (a call without session
+ * timers sends nothing until its BYE, and a BYE needs no dialog to pass). */
+#define DIALOG_IDLE_S (12u * 3600u)
+
+#endif
