@@ -43,7 +43,7 @@ KAMAILIO_DEB_VERSION=5.6.3-2
 KAMAILIO_UPSTREAM=5.6.3
 # what tests/e2e loads from a release build (loadctl.cfg, loadctl-kemi.cfg, functions.cfg,
 # dispatcher-oc.cfg)
-RELEASE_MODULES="sl tm tmx pv siputils maxfwd xlog textops jsonrpcs app_jsdt kex corex dispatcher"
+RELEASE_MODULES="sl tm tmx pv siputils maxfwd xlog textops jsonrpcs app_jsdt kex corex dispatcher rr dialog"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/libloadctl/libloadctl.a

@@ -52,7 +52,7 @@ from edge_proc import EDGE, edge_stats, start_edge  # noqa: E402
 from policy_docs import document  # noqa: E402
 from ports import free_udp_port  # noqa: E402
 from processes import Run  # noqa: E402
-from sip_sockets import NextHop, UdpPeers, options, strip_checks, via_lines  # noqa: E402
+from sip_sockets import NextHop, Sender, UdpPeers, marked, options, send_for, set_up_dialog, strip_checks  # noqa: E402
 
 def pass_all(run: Run) -> Path:
     p = run.path("policy.xml")
@@ -91,88 +91,6 @@ def downstream_inserted_oc(run: Run) -> Checks:
            f"edge_oc_stripped_total {stats.get('edge_oc_stripped_total')}: the offering client's Via, and the two Vias "
            "below the edge's in each of the two responses")
     return c
-
-
-def send_for(seconds: float, rate: float, senders: list) -> None:
-    """Calls every sender's `send(n)` `rate` times a second each for `seconds`."""
-    start = time.monotonic()
-    n = 0
-    while True:
-        due = start + n / rate
-        now = time.monotonic()
-        if due - start >= seconds:
-            return
-        if due > now:
-            time.sleep(due - now)
-        for s in senders:
-            s.send(n)
-        n += 1
-
-
-class Sender:
-    """Requests from one socket, or from a pool of sockets used in turn; counts the answers
-    after `from_n` by status. One that `obeys` takes part as RFC 7415 asks: while the rate it
-    was last told holds (its oc-validity from the response that carried it), it sends no
-    faster than that rate; when it has lapsed, as fast as it likes (§4.3: "overload control is
-    not in effect")."""
-
-    def __init__(self, edge_port: int, sockets: int = 1, rotate_via: bool = False, params: str = "", from_n: int = 0,
-                 obeys: bool = False, build=None, bind: str = "127.0.0.1"):
-        self.edge_port = edge_port
-        self.build = build or options
-        self.socks = []
-        for _ in range(sockets):
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.bind((bind, 0))
-            s.setblocking(False)
-            self.socks.append(s)
-        self.rotate_via = rotate_via
-        self.params = params
-        self.from_n = from_n
-        self.sent = 0
-        self.answers = {}
-        self.tops = []
-        self.obeys = obeys
-        self.rate, self.until, self.last = 0.0, 0.0, 0.0
-
-    def send(self, n: int):
-        now = time.monotonic()
-        if self.obeys and now < self.until and (self.rate <= 0 or now - self.last < 1.0 / self.rate):
-            self.collect()
-            return
-        self.last = now
-        s = self.socks[n % len(self.socks)]
-        port = s.getsockname()[1]
-        via_port = 20000 + n % 40000 if self.rotate_via else port
-        params = self.params + (";rport" if self.rotate_via else "")
-        s.sendto(self.build(port, via_port, n, params), ("127.0.0.1", self.edge_port))
-        self.sent += 1 if n >= self.from_n else 0
-        self.collect()
-
-    def collect(self):
-        for s in self.socks:
-            for r in UdpPeers.drain(s, quiet=0):
-                try:
-                    seq = int(r.split("branch=z9hG4bK-ic-", 1)[1].split("-", 2)[1].split(";")[0].split("\r")[0])
-                except (IndexError, ValueError):
-                    seq = -1
-                top = via_lines(r)[0] if via_lines(r) else ""
-                values = dict(p.split("=", 1) for p in top.split(";") if p.startswith(("oc=", "oc-validity=")))
-                if "oc=" in top and values.get("oc-validity", "0") != "0":
-                    self.rate = float(values.get("oc", "0"))
-                    self.until = time.monotonic() + int(values["oc-validity"]) / 1000.0
-                if seq >= self.from_n:
-                    status = r[8:11]
-                    self.answers[status] = self.answers.get(status, 0) + 1
-                    if status == "200":
-                        self.tops.append(via_lines(r)[0] if via_lines(r) else "")
-
-    def share(self, status: str) -> float:
-        return self.answers.get(status, 0) / max(1, self.sent)
-
-    def close(self):
-        for s in self.socks:
-            s.close()
 
 
 def overloaded_edge(run: Run, hop: NextHop):
@@ -239,36 +157,6 @@ def cheating_participant(run: Run) -> Checks:
     for s in (cheat, honest):
         s.close()
     return c
-
-
-def marked(headers: str = "", ruri: str = "sip:ping@127.0.0.1", to: str = "<sip:ping@127.0.0.1>", dialog=None):
-    """A request builder for Sender: an OPTIONS with `headers` added, to `ruri` / `to`; with
-    `dialog` (Call-ID, From tag, To tag) one in that dialog."""
-    def build(port: int, via_port: int, n: int, params: str = "") -> bytes:
-        call_id, from_tag, to_tag = dialog or (f"ic-{port}-{n}-{time.monotonic_ns()}@e2e", f"t{n}", None)
-        to_header = to + (f";tag={to_tag}" if to_tag else "")
-        return (
-            f"OPTIONS {ruri} SIP/2.0\r\n"
-            f"Via: SIP/2.0/UDP 127.0.0.1:{via_port};branch=z9hG4bK-ic-{port}-{n}{params}\r\n"
-            f"From: <sip:probe@127.0.0.1>;tag={from_tag}\r\nTo: {to_header}\r\n"
-            f"Call-ID: {call_id}\r\nCSeq: {n + 2} OPTIONS\r\nMax-Forwards: 70\r\n{headers}Content-Length: 0\r\n\r\n"
-        ).encode()
-    return build
-
-
-def set_up_dialog(edge_port: int, sock: socket.socket) -> tuple:
-    """An INVITE through the edge, answered 200 by the next hop: the dialog (Call-ID, From tag, To
-    tag) the edge saw set up."""
-    port = sock.getsockname()[1]
-    call_id = f"dialog-{port}@e2e"
-    sock.sendto((f"INVITE sip:ping@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:{port};branch=z9hG4bK-dlg-{port}\r\n"
-                 f"From: <sip:probe@127.0.0.1>;tag=caller\r\nTo: <sip:ping@127.0.0.1>\r\nCall-ID: {call_id}\r\n"
-                 f"CSeq: 1 INVITE\r\nContact: <sip:probe@127.0.0.1:{port}>\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n").encode(),
-                ("127.0.0.1", edge_port))
-    ok = [m for m in UdpPeers.drain(sock, quiet=0.5) if m.startswith("SIP/2.0 200")]
-    to = next((h for h in (ok[0].split("\r\n") if ok else []) if h.lower().startswith("to:")), "")
-    tag = to.split(";tag=", 1)[1].strip() if ";tag=" in to else None
-    return call_id, "caller", tag
 
 
 def forged_priority(run: Run) -> Checks:

@@ -35,6 +35,11 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   header"), and the next hop does not see the client's offer (§5.6: "a SIP proxy SHOULD strip
   the overload control parameters inserted by the client before proxying the request further
   downstream").
+- oc_forged_priority: Kamailio as an RFC 7339 server in overload (an occupancy of 500 %), with
+  priority_peers 127.0.0.2 and dialog_flag (the dialog module's is_known_dlg()): senders that
+  do not take part, as in test_interconnect.py's forged_priority — Resource-Priority ets.0 from a
+  peer not listed and a To tag of no dialog get lc_oc_check()'s 503s like unmarked requests
+  (RFC 4412 §11.3); the listed peer, a dialog Kamailio tracks and sos are never rejected.
 - oc_hop_ageing: Kamailio with `oc_hops 1`, `oc_hop_idle 64`, sending to the next hop each
   request names; both next hops answer `oc=100;oc-algo="loss"` (shed everything) for ten
   minutes. The first hop takes the one cell and its value sheds its requests; the second gets
@@ -48,6 +53,7 @@ import re
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -63,7 +69,7 @@ from overload_setups import loss_call_mix_through, loss_feedback_through  # noqa
 from policy_docs import MATCH, document  # noqa: E402
 from ports import free_udp_port, wait_udp_port  # noqa: E402
 from processes import Run  # noqa: E402
-from sip_sockets import NextHop, UdpPeers, options, strip_checks  # noqa: E402
+from sip_sockets import NextHop, Sender, UdpPeers, marked, options, send_for, set_up_dialog, strip_checks  # noqa: E402
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
 
 
@@ -247,6 +253,68 @@ def oc_strip(run: Run) -> Checks:
     return c
 
 
+def oc_forged_priority(run: Run) -> Checks:
+    c = Checks("oc_forged_priority: Kamailio in overload rejects forged priority markings like any request")
+    hop = NextHop()
+    seconds, rate, warmup = 6.0, 30.0, 30  # the first second: overload sets in
+    stop = threading.Event()
+    try:
+        # one worker: the module's server is per process
+        kam = Kamailio(run, "kamailio", document(0, "full", ""), 1, hop.port, stateful=True,
+                       defines=("OC_SERVER", 'PRIORITY_PEERS="127.0.0.2"', "DIALOG_FLAG=5"))
+        caller = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        caller.bind(("127.0.0.1", 0))
+        dialog = set_up_dialog(kam.port, caller)
+        caller.close()
+        c.that(dialog[2] is not None, f"an INVITE through Kamailio set up a dialog (To tag {dialog[2]})")
+
+        def overload():
+            probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            probe.bind(("127.0.0.1", 0))
+            n = 0
+            while not stop.is_set():
+                n += 1
+                probe.sendto((f"OPTIONS sip:kamailio@127.0.0.1:{kam.port} SIP/2.0\r\n"
+                              f"Via: SIP/2.0/UDP 127.0.0.1:{probe.getsockname()[1]};branch=z9hG4bK-occ{n}\r\n"
+                              f"From: <sip:test@127.0.0.1>;tag=o{n}\r\nTo: <sip:kamailio@127.0.0.1>\r\nCall-ID: occ{n}\r\n"
+                              f"CSeq: 1 OPTIONS\r\nX-Measured: 5000000\r\nX-Target: 1000000\r\nContent-Length: 0\r\n\r\n").encode(),
+                             ("127.0.0.1", kam.port))
+                stop.wait(0.1)
+            probe.close()
+
+        feeder = threading.Thread(target=overload, daemon=True)
+        feeder.start()
+        senders = {
+            "unmarked": Sender(kam.port, from_n=warmup),
+            "Resource-Priority ets.0 from 127.0.0.1 (not listed)": Sender(kam.port, from_n=warmup, build=marked("Resource-Priority: ets.0\r\n")),
+            "a To tag of no dialog": Sender(kam.port, from_n=warmup, build=marked(to="<sip:ping@127.0.0.1>;tag=forged")),
+            "Resource-Priority ets.0 from 127.0.0.2 (listed)": Sender(kam.port, from_n=warmup, build=marked("Resource-Priority: ets.0\r\n"),
+                                                                     bind="127.0.0.2"),
+            "in the dialog Kamailio tracks": Sender(kam.port, from_n=warmup, build=marked(dialog=dialog)),
+            "urn:service:sos": Sender(kam.port, from_n=warmup, build=marked(ruri="urn:service:sos", to="<urn:service:sos>")),
+        }
+        send_for(seconds, rate, list(senders.values()))
+        time.sleep(0.5)
+        for s in senders.values():
+            s.collect()
+    finally:
+        stop.set()
+        hop.close()
+    unmarked = senders["unmarked"].share("503")
+    for name, s in senders.items():
+        shed = s.share("503")
+        trusted = name.startswith(("Resource-Priority ets.0 from 127.0.0.2", "in the dialog", "urn:"))
+        # In overload the server rejects most of what does not take part (§5.10.2); a forged
+        # marking changes nothing: the same share as unmarked requests.
+        ok = (shed == 0 and s.answers.get("200", 0) >= 0.95 * s.sent) if trusted else shed >= 0.5 and abs(shed - unmarked) <= 0.15
+        c.that(ok, f"{name}: {s.answers.get('503', 0)} of {s.sent} requests after the first second answered 503 "
+                   f"({shed:.0%}; 200: {s.answers.get('200', 0)}), expected "
+                   f"{'none' if trusted else f'most, as unmarked ({unmarked:.0%}) ± 15 points'}")
+    for s in senders.values():
+        s.close()
+    return c
+
+
 def oc_hop_ageing(run: Run) -> Checks:
     c = Checks("oc_hop_ageing: oc_hops 1, oc_hop_idle 64: an idle destination gives its cell to a new one")
     top = ';oc=100;oc-algo="loss";oc-validity=600000;oc-seq={n}.0'
@@ -301,6 +369,7 @@ TESTS = {
     "oc_client_offer": oc_client_offer,
     "oc_server_occupancy": oc_server_occupancy,
     "oc_strip": oc_strip,
+    "oc_forged_priority": oc_forged_priority,
     "oc_hop_ageing": oc_hop_ageing,
 }
 
