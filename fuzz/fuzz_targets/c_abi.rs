@@ -40,7 +40,7 @@ use loadctl_ffi::cells::{
     lc_cell_table_bytes, lc_cell_table_format, lc_cell_table_in_use, lc_engine_new_shared,
 };
 use loadctl_ffi::engine::{
-    LC_EXEMPT_EMERGENCY, lc_engine, lc_engine_config, lc_engine_config_default, lc_engine_free,
+    LC_EXEMPT_EMERGENCY, LC_EXEMPT_TO_TAG, lc_engine, lc_engine_config, lc_engine_config_default, lc_engine_free,
     lc_engine_new, lc_engine_publish, lc_policy_check,
 };
 use loadctl_ffi::event::{
@@ -265,6 +265,7 @@ fuzz_target!(|data: &[u8]| {
     }
     method(v2);
     exempt_flags(v3);
+    priority_peers(policy);
     capacity(policy, [v0, v1, v2, v3]);
     overload(message, cap, [v0, v1, v2, v3]);
 });
@@ -494,12 +495,49 @@ fn exempt_flags(v: u32) {
     let mut engine = poisoned::<*mut lc_engine>();
     // SAFETY: `config` is valid (its strings static); `engine` is writable.
     let r = unsafe { lc_engine_new(&config, engine.as_mut_ptr()) };
-    if v & !LC_EXEMPT_EMERGENCY == 0 {
+    if v & !(LC_EXEMPT_EMERGENCY | LC_EXEMPT_TO_TAG) == 0 {
         assert_eq!(r, LC_RESULT_OK);
         // SAFETY: written on success; freed once.
         unsafe { lc_engine_free(engine.assume_init()) };
     } else {
         assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
+        assert!(untouched(&engine), "an output written on a refused call");
+    }
+}
+
+/// Drawn bytes as `priority_peers`: an engine, or a refusal (not UTF-8, not address blocks)
+/// with no engine written; never anything else.
+fn priority_peers(list: &[u8]) {
+    let mut config = MaybeUninit::<lc_engine_config>::uninit();
+    // SAFETY: a writable place.
+    assert_eq!(
+        unsafe { lc_engine_config_default(config.as_mut_ptr()) },
+        LC_RESULT_OK
+    );
+    // SAFETY: written by lc_engine_config_default.
+    let mut config = unsafe { config.assume_init() };
+    config.priority_peers = lc_str {
+        ptr: list.as_ptr(),
+        len: list.len(),
+    };
+    let mut engine = poisoned::<*mut lc_engine>();
+    // SAFETY: `config` is valid (`list` readable for the call); `engine` is writable.
+    let r = unsafe { lc_engine_new(&config, engine.as_mut_ptr()) };
+    let blocks = std::str::from_utf8(list).map(|t| {
+        t.split(|c: char| c == ',' || c.is_ascii_whitespace())
+            .filter(|b| !b.is_empty())
+            .all(|b| loadctl::runtime::Network::parse(b).is_some())
+    });
+    match blocks {
+        Ok(true) => {
+            assert_eq!(r, LC_RESULT_OK);
+            // SAFETY: written on success; freed once.
+            unsafe { lc_engine_free(engine.assume_init()) };
+        }
+        Ok(false) => assert_eq!(r, LC_RESULT_INVALID_ARGUMENT),
+        Err(_) => assert_eq!(r, LC_RESULT_INVALID_UTF8),
+    }
+    if r != LC_RESULT_OK {
         assert!(untouched(&engine), "an output written on a refused call");
     }
 }
