@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dialogs.h"
 #include "edge.h"
 #include "metrics.h"
 #include "stats.h"
@@ -130,6 +131,9 @@ void render_stats(void *userdata, mbuf *b) {
         metric(b, "edge_oc_server_newcomers_rejected_total", "counter",
                "Requests of newcomers and untracked source addresses rejected (503).", newcomer_rejected);
     }
+    metric(b, "edge_dialogs", "gauge",
+           "Dialogs set up through this edge (a 2xx to an INVITE) kept for their in-dialog requests, of 65,536.",
+           (unsigned long)dialogs_count(e->dialogs, now_ns()));
     if (e->tcp) {
         counters_t *c = &e->tcp->c;
         metric(b, "edge_tcp_accepted_total", "counter", "Inbound TCP connections accepted.", READ(c->tcp_accepted));
