@@ -241,20 +241,12 @@ impl ExemptionFlags {
             self.priority_namespaces.as_deref(),
         )?;
         e.to_tag_is_dialog = self.to_tag_is_dialog;
-        for block in self
-            .priority_peers
-            .as_deref()
-            .unwrap_or("")
-            .split(',')
-            .map(str::trim)
-            .filter(|b| !b.is_empty())
-        {
-            let Some(n) = loadctl::runtime::Network::parse(block) else {
-                eprintln!("loadctl: --priority-peers: {block:?} is not ADDRESS[/PREFIX]");
-                return Err(2);
-            };
-            e.priority_peers.push(n);
-        }
+        e.priority_peers =
+            loadctl::runtime::Network::parse_list(self.priority_peers.as_deref().unwrap_or(""))
+                .map_err(|err| {
+                    eprintln!("loadctl: --priority-peers: {err}");
+                    2u8
+                })?;
         Ok(e)
     }
 }

@@ -523,11 +523,8 @@ fn priority_peers(list: &[u8]) {
     let mut engine = poisoned::<*mut lc_engine>();
     // SAFETY: `config` is valid (`list` readable for the call); `engine` is writable.
     let r = unsafe { lc_engine_new(&config, engine.as_mut_ptr()) };
-    let blocks = std::str::from_utf8(list).map(|t| {
-        t.split(|c: char| c == ',' || c.is_ascii_whitespace())
-            .filter(|b| !b.is_empty())
-            .all(|b| loadctl::runtime::Network::parse(b).is_some())
-    });
+    let blocks =
+        std::str::from_utf8(list).map(|t| loadctl::runtime::Network::parse_list(t).is_ok());
     match blocks {
         Ok(true) => {
             assert_eq!(r, LC_RESULT_OK);

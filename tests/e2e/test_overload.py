@@ -175,8 +175,9 @@ def wire_checks(c: Checks, o: dict) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def uas_loss_feedback(run: Run) -> Checks:
-    c = Checks("uas_loss_feedback: a SIPp UAS answering oc=50;oc-algo=\"loss\" behind the edge")
+def behind_edge(run: Run, c: Checks, setup) -> None:
+    """Plays `setup` (an overload_setups function: UAC → proxy → a UAS answering oc=50 loss) with
+    the edge as the proxy, then holds the edge's counters against what the UAC saw."""
     proxy = {}
 
     def start(uas_port: int) -> int:
@@ -184,7 +185,7 @@ def uas_loss_feedback(run: Run) -> Checks:
         proxy["edge"] = start_edge(run, "edge", eport, uas_port, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control")
         return eport
 
-    out = loss_feedback_through(run, c, start)
+    out = setup(run, c, start)
     edge = proxy["edge"]
     edge.send_signal(signal.SIGUSR1)
     time.sleep(0.5)
@@ -192,26 +193,17 @@ def uas_loss_feedback(run: Run) -> Checks:
     shed = edge_stats.get("edge_oc_shed_total", -1)
     c.that(shed == out["shed"], f"the edge shed {shed:.0f} INVITEs and the UAC got {out['shed']} 503s")
     c.that(edge_stats.get("edge_oc_bad_feedback_total", -1) == 0, "no feedback refused")
+
+
+def uas_loss_feedback(run: Run) -> Checks:
+    c = Checks("uas_loss_feedback: a SIPp UAS answering oc=50;oc-algo=\"loss\" behind the edge")
+    behind_edge(run, c, loss_feedback_through)
     return c
 
 
 def uas_loss_call_mix(run: Run) -> Checks:
     c = Checks("uas_loss_call_mix: whole calls through the edge to a SIPp UAS answering oc=50;oc-algo=\"loss\"")
-    proxy = {}
-
-    def start(uas_port: int) -> int:
-        eport = free_udp_port(tcp=True)
-        proxy["edge"] = start_edge(run, "edge", eport, uas_port, "--policy", pass_all_policy(run), "--transport", "udp", "--overload-control")
-        return eport
-
-    out = loss_call_mix_through(run, c, start)
-    edge = proxy["edge"]
-    edge.send_signal(signal.SIGUSR1)
-    time.sleep(0.5)
-    edge_stats = stats_of(edge)
-    shed = edge_stats.get("edge_oc_shed_total", -1)
-    c.that(shed == out["shed"], f"the edge shed {shed:.0f} INVITEs and the UAC got {out['shed']} 503s")
-    c.that(edge_stats.get("edge_oc_bad_feedback_total", -1) == 0, "no feedback refused")
+    behind_edge(run, c, loss_call_mix_through)
     return c
 
 

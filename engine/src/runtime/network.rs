@@ -38,6 +38,19 @@ impl Network {
         (bits_of(addr) & !n.host_mask() == bits_of(addr)).then_some(n)
     }
 
+    /// The blocks of a list separated by commas and/or white space (`192.0.2.0/24,
+    /// 2001:db8::/32 198.51.100.7`); an empty list is none. The error names the first entry that
+    /// is not a block.
+    pub fn parse_list(list: &str) -> Result<Vec<Network>, String> {
+        list.split(|c: char| c == ',' || c.is_ascii_whitespace())
+            .filter(|b| !b.is_empty())
+            .map(|b| {
+                Network::parse(b)
+                    .ok_or_else(|| format!("{b:?} is not an address block (ADDRESS[/PREFIX])"))
+            })
+            .collect()
+    }
+
     /// Whether `addr` is in the block.
     pub fn contains(&self, addr: IpAddr) -> bool {
         let addr = canonical(addr);
@@ -119,5 +132,14 @@ mod tests {
             Some("10.0.0.0/8".into())
         );
         assert!(Network::parse("::ffff:10.0.0.0/8").is_none());
+        assert_eq!(
+            Network::parse_list(" 192.0.2.0/24,2001:db8::/32\t198.51.100.7 ,").map(|l| l.len()),
+            Ok(3)
+        );
+        assert_eq!(Network::parse_list(""), Ok(vec![]));
+        assert!(
+            Network::parse_list("192.0.2.0/24, peer.example")
+                .is_err_and(|e| e.contains("peer.example"))
+        );
     }
 }

@@ -126,26 +126,22 @@ const EXEMPT_KNOWN: u32 = LC_EXEMPT_EMERGENCY | LC_EXEMPT_TO_TAG;
 
 /// The blocks of a `priority_peers` list (commas and/or spaces between them).
 pub(super) fn networks(list: &[u8]) -> Result<Vec<loadctl::runtime::Network>, Code> {
-    let list = std::str::from_utf8(list).map_err(|e| {
+    let list = utf8(list, "priority_peers")?;
+    loadctl::runtime::Network::parse_list(list)
+        .map_err(|e| crate::abi::invalid("lc_engine_config.priority_peers", e))
+}
+
+/// `list` as text, or `LC_RESULT_INVALID_UTF8` naming `lc_engine_config.FIELD`.
+fn utf8<'a>(list: &'a [u8], field: &str) -> Result<&'a str, Code> {
+    std::str::from_utf8(list).map_err(|e| {
         crate::error::fail(
             Code::InvalidUtf8,
             format_args!(
-                "lc_engine_config.priority_peers: not UTF-8 (invalid byte at offset {})",
+                "lc_engine_config.{field}: not UTF-8 (invalid byte at offset {})",
                 e.valid_up_to()
             ),
         )
-    })?;
-    list.split(|c: char| c == ',' || c.is_ascii_whitespace())
-        .filter(|n| !n.is_empty())
-        .map(|n| {
-            loadctl::runtime::Network::parse(n).ok_or_else(|| {
-                crate::abi::invalid(
-                    "lc_engine_config.priority_peers",
-                    format_args!("{n:?} is not an address block (ADDRESS[/PREFIX])"),
-                )
-            })
-        })
-        .collect()
+    })
 }
 
 /// The default `priority_namespaces`: `Exemptions::default()`'s (a unit test keeps them equal).
@@ -161,15 +157,7 @@ fn is_token_nodot(s: &str) -> bool {
 
 /// The namespaces of a `priority_namespaces` list (commas and/or spaces between names).
 pub(super) fn namespaces(list: &[u8]) -> Result<Vec<String>, Code> {
-    let list = std::str::from_utf8(list).map_err(|e| {
-        crate::error::fail(
-            Code::InvalidUtf8,
-            format_args!(
-                "lc_engine_config.priority_namespaces: not UTF-8 (invalid byte at offset {})",
-                e.valid_up_to()
-            ),
-        )
-    })?;
+    let list = utf8(list, "priority_namespaces")?;
     list.split(|c: char| c == ',' || c.is_ascii_whitespace())
         .filter(|n| !n.is_empty())
         .map(|n| {

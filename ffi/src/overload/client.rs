@@ -364,11 +364,9 @@ pub unsafe extern "C" fn lc_oc_client_hop(
     boundary(|| {
         let c = try_ref!(client);
         // SAFETY: readable by contract.
-        let Some(address) = (unsafe { address.bytes() }) else {
-            return crate::abi::null("address");
-        };
+        let key = try_!(unsafe { address_key(address) });
         let hop = try_out!(hop);
-        let h = try_!(c.client.hop(hop_key(address), now_ns).map_err(oc_error));
+        let h = try_!(c.client.hop(key, now_ns).map_err(oc_error));
         hop.write(h.index() as u32);
         Code::Ok
     })
@@ -389,14 +387,24 @@ pub unsafe extern "C" fn lc_oc_client_find(
     boundary(|| {
         let c = try_ref!(client);
         // SAFETY: readable by contract.
-        let Some(address) = (unsafe { address.bytes() }) else {
-            return crate::abi::null("address");
-        };
+        let key = try_!(unsafe { address_key(address) });
         let hop = try_out!(hop);
-        let found = c.client.find(hop_key(address));
+        let found = c.client.find(key);
         hop.write(found.map_or(LC_OC_NO_HOP, |h| h.index() as u32));
         Code::Ok
     })
+}
+
+/// The hop key of a next hop's `address` (`LC_RESULT_NULL_PARAMETER` when it is absent).
+///
+/// # Safety
+/// `address` NULL or readable.
+unsafe fn address_key(address: lc_str) -> Result<u64, Code> {
+    // SAFETY: forwarded from the caller.
+    match unsafe { address.bytes() } {
+        Some(a) => Ok(hop_key(a)),
+        None => Err(crate::abi::null("address")),
+    }
 }
 
 /// What `lc_oc_client_find` writes for an address the table does not hold.

@@ -103,7 +103,7 @@ fn decision_json(shard: &mut Shard, req: &Request<'_>) -> Value {
 
 impl Classifier {
     /// A one-shard engine enforcing `policy` (a full document), like `loadctl classify`;
-    /// `priority_peers` (comma-separated blocks) and `to_tag_is_dialog` as its
+    /// `priority_peers` (a list of blocks) and `to_tag_is_dialog` as its
     /// `--priority-peers` and `--to-tag-is-dialog`.
     pub fn new(
         policy_xml: &[u8],
@@ -113,17 +113,9 @@ impl Classifier {
         let doc = policy::read(policy_xml, &Limits::default()).map_err(|e| e.to_string())?;
         let mut exemptions = loadctl::runtime::Exemptions::default();
         exemptions.to_tag_is_dialog = to_tag_is_dialog;
-        for block in priority_peers
-            .unwrap_or("")
-            .split(',')
-            .map(str::trim)
-            .filter(|b| !b.is_empty())
-        {
-            exemptions.priority_peers.push(
-                loadctl::runtime::Network::parse(block)
-                    .ok_or_else(|| format!("priority-peers: {block:?} is not ADDRESS[/PREFIX]"))?,
-            );
-        }
+        exemptions.priority_peers =
+            loadctl::runtime::Network::parse_list(priority_peers.unwrap_or(""))
+                .map_err(|e| format!("priority-peers: {e}"))?;
         let engine = Engine::from_ruleset(
             doc.ruleset,
             EngineConfig::default()
