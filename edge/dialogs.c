@@ -2,8 +2,8 @@
  *
  * Keyed by a 64-bit hash of the Call-ID and the two tags (in byte order, so a request from
  * either side finds it), 4-way set associative; a new dialog takes a free or expired slot of its
- * set, else the one least recently used. The memory is fixed whatever the peers send, and only a
- * 2xx answered by the next hop adds a dialog. Shared by the edge's threads: each slot is two
+ * set, else the one least recently used. The memory is fixed whatever the peers send, and only
+ * the next hop's answers to INVITEs add dialogs (handle.c checks where a response came from). Shared by the edge's threads: each slot is two
  * relaxed atomics (a torn pair at worst loses one entry, which only costs that dialog its
  * in-dialog standing). */
 #define _GNU_SOURCE /* clock_gettime (sipmsg.h) */
@@ -46,10 +46,24 @@ void dialogs_free(dialogs_t *d) {
     free(d);
 }
 
-/* The value of `tag` in a From / To header value (after the name-addr's `>`), or NULL. */
+/* The value of `tag` in a From / To header value (after the name-addr's `>`, a display name's
+ * quoted string skipped), or NULL. */
 static const char *tag_of(const char *v, size_t vl, size_t *tl) {
-    const char *gt = memchr(v, '>', vl);
-    size_t k = gt ? (size_t)(gt - v) + 1 : 0;
+    size_t k = 0;
+    int quoted = 0, angle = 0;
+    for (size_t i = 0; i < vl; i++) {
+        if (quoted) {
+            if (v[i] == '\\') i++;
+            else if (v[i] == '"') quoted = 0;
+        } else if (v[i] == '"') {
+            quoted = 1;
+        } else if (v[i] == '<') {
+            angle = 1;
+        } else if (v[i] == '>' && angle) {
+            k = i + 1;
+            break;
+        }
+    }
     for (; k + 5 <= vl; k++) {
         if (v[k] != ';') continue;
         size_t p = k + 1;
@@ -100,13 +114,16 @@ static uint32_t second(uint64_t now_ns) {
     return (uint32_t)(now_ns / 1000000000ull) + 1;
 }
 
+/* Kept: used within DIALOG_IDLE_S (a `seen` a little after `now`, stored by a thread whose
+ * clock crossed the second first, is recent too). */
 static int live(uint32_t seen, uint32_t now) {
-    return seen && now - seen < DIALOG_IDLE_S;
+    return seen && (int32_t)(now - seen) < (int32_t)DIALOG_IDLE_S;
 }
 
 void dialogs_answered(dialogs_t *d, const char *msg, size_t len, uint64_t now_ns) {
     unsigned status = status_code(msg, len);
-    if (!d || status < 200 || status > 299) return;
+    /* a 2xx, or a 1xx with a To tag (an early dialog: its PRACK and UPDATE, RFC 3262, 3311) */
+    if (!d || status < 101 || status > 299) return;
     size_t ql = 0;
     size_t q = find_header(msg, len, "CSeq", NULL, &ql);
     /* CSeq: 1*DIGIT LWS Method */
@@ -114,6 +131,7 @@ void dialogs_answered(dialogs_t *d, const char *msg, size_t len, uint64_t now_ns
     while (k < ql && msg[q + k] >= '0' && msg[q + k] <= '9') k++;
     while (k < ql && (msg[q + k] == ' ' || msg[q + k] == '\t')) k++;
     if (!q || ql - k < 6 || strncmp(msg + q + k, "INVITE", 6) != 0) return;
+    if (ql - k > 6 && msg[q + k + 6] != ' ' && msg[q + k + 6] != '\t' && msg[q + k + 6] != '\r') return;
     uint64_t key = dialog_key(msg, len);
     if (!key) return;
     uint32_t now = second(now_ns);

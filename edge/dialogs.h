@@ -12,8 +12,9 @@ typedef struct dialogs dialogs_t;
 dialogs_t *dialogs_new(size_t slots);
 void dialogs_free(dialogs_t *d);
 
-/* A response passing through: a 2xx to an INVITE sets up the dialog its Call-ID, From tag and
- * To tag name (RFC 3261 §12.1). Any other response is ignored. */
+/* A response from the next hop: a 2xx to an INVITE, or a 1xx with a To tag (an early dialog),
+ * sets up the dialog its Call-ID, From tag and To tag name (RFC 3261 §12.1). Any other response
+ * is ignored. Call it only for the next hop's responses. */
 void dialogs_answered(dialogs_t *d, const char *msg, size_t len, uint64_t now_ns);
 
 /* Whether a request belongs to a dialog in the table (its Call-ID and tags, from either side);

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "dialogs.h"
 #include "edge.h"
 #include "forward.h"
 #include "oc.h"
@@ -184,7 +183,6 @@ void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *fro
  * (the next hop's feedback; not for a response the edge made itself, `local`) and the next
  * entry gets this edge's own. */
 void forward_response(worker_t *w, const char *msg, size_t len, int local) {
-    if (!local) dialogs_answered(w->e->dialogs, msg, len, now_ns());
     char *out = w->fwd_buf;
     const size_t cap = sizeof w->fwd_buf;
     size_t at = 0;

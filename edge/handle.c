@@ -47,10 +47,20 @@ static int acks_our_answer(const char *msg, size_t len) {
     return 0;
 }
 
+/* Whether a message came from the next hop: its UDP address, or the connection to it. */
+static int from_next_hop(const worker_t *w, const peer_t *from) {
+    if (from->tcp) return w->conns && from->slot < w->nconns && w->conns[from->slot].outbound &&
+                          w->conns[from->slot].gen == from->gen;
+    return from->addr.sin_addr.s_addr == w->e->next_hop.sin_addr.s_addr && from->addr.sin_port == w->e->next_hop.sin_port;
+}
+
 /* One SIP message from a peer, whatever the transport. */
 void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     if (!from->tcp && w == w->e->udp && subscriber_receive(w->e, msg, len, &from->addr)) return;
     if (is_response(msg, len)) {
+        /* Only the next hop's answers set up dialogs: a response from anyone else is relayed
+         * (or dropped) like any, but could otherwise plant a dialog for forged requests. */
+        if (from_next_hop(w, from)) dialogs_answered(w->e->dialogs, msg, len, now_ns());
         forward_response(w, msg, len, 0);
         return;
     }

@@ -2084,7 +2084,8 @@ lc_result lc_oc_client_request_params(const struct lc_oc_client *client, struct 
 // lock. A new address takes a free cell near its hash, else the cell of a hop idle for
 // `hop_idle_ns` (that hop is forgotten); `LC_RESULT_OC_TABLE_FULL` when the 64 cells it may
 // use all hold hops used within that time (size the table at about twice the next hops used
-// at once). Thread-safe; two threads adding the same address get the same hop.
+// at once). A lookup counts as a use. Thread-safe; two threads adding the same address get the
+// same hop.
 //
 // A hop index stays this address's while the hop is used: keep it for a request and its
 // response (`lc_oc_decide`, `lc_oc_client_on_response`, `lc_oc_client_on_timeout`), and look
@@ -2198,7 +2199,8 @@ lc_result lc_oc_shard_stats(const struct lc_oc_shard *shard,
 // filtering), `LC_OC_CATEGORY_NONE` for ACK and CANCEL (pass them to `lc_oc_decide` as
 // such), else `LC_OC_CATEGORY_REDUCIBLE`. `options` gives the request's origin (`source`,
 // `flags`; its time and target are not read) as for `lc_classify_sip_opts`; NULL: unknown, so
-// only emergency calls (and, with `LC_EXEMPT_TO_TAG`, To-tagged requests) are priority.
+// no Resource-Priority counts and a To tag makes no dialog (unless `LC_EXEMPT_TO_TAG`); BYE,
+// emergency calls and `load-control` SUBSCRIBEs are priority all the same.
 // Malformed messages get an `LC_RESULT_SIP_*` code; bad options `LC_RESULT_INVALID_ARGUMENT`.
 //
 // # Safety

@@ -26,7 +26,8 @@ should treat it as a non-supporting client (see Section 5.10.2)". Each scenario 
   The edge must mark it non-conforming and reject its excess itself.
 - forged_priority: the edge in overload, `--priority-peers 127.0.0.2`, and senders that do not
   take part marking their requests as what is shed last (RFC 7339 §5.10.1): `Resource-Priority:
-  ets.0` from 127.0.0.1 (a peer not listed), a To tag of no dialog, and an sos URN; beside them
+  ets.0` from 127.0.0.1 (a peer not listed), a To tag of no dialog, the tags of a dialog a 200 OK
+  sent by the attacker (not the next hop) claimed, and an sos URN; beside them
   `ets.0` from 127.0.0.2 and requests in a dialog the edge saw set up (an INVITE answered 200
   before the overload). The forged markings get the server's 503s like unmarked requests (RFC
   4412 §11.3: "Only SIP elements within the same administrative trust domain ... will trust a
@@ -170,12 +171,18 @@ def forged_priority(run: Run) -> Checks:
         caller = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         caller.bind(("127.0.0.1", 0))
         dialog = set_up_dialog(eport, caller)
+        # A 200 to an INVITE that does not come from the next hop sets up nothing.
+        planted = ("planted@e2e", "a", "b")
+        caller.sendto((f"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP 127.0.0.1:{eport};branch=z9hG4bK-planted\r\n"
+                       f"From: <sip:x@127.0.0.1>;tag=a\r\nTo: <sip:y@127.0.0.1>;tag=b\r\nCall-ID: planted@e2e\r\n"
+                       f"CSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n").encode(), ("127.0.0.1", eport))
         caller.close()
         c.that(dialog[2] is not None, f"an INVITE through the edge set up a dialog (To tag {dialog[2]})")
         senders = {
             "unmarked": Sender(eport, from_n=warmup),
             "Resource-Priority ets.0 from 127.0.0.1 (not listed)": Sender(eport, from_n=warmup, build=marked("Resource-Priority: ets.0\r\n")),
             "a To tag of no dialog": Sender(eport, from_n=warmup, build=marked(dialog=None, to="<sip:ping@127.0.0.1>;tag=forged")),
+            "a dialog a forged 200 OK claimed": Sender(eport, from_n=warmup, build=marked(dialog=planted)),
             "Resource-Priority ets.0 from 127.0.0.2 (listed)": Sender(eport, from_n=warmup, build=marked("Resource-Priority: ets.0\r\n"),
                                                                      bind="127.0.0.2"),
             "in the dialog the edge saw set up": Sender(eport, from_n=warmup, build=marked(dialog=dialog)),

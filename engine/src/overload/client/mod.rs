@@ -278,6 +278,16 @@ impl State {
     }
 }
 
+/// What [`Client::reclaim`] did.
+enum Reclaim {
+    /// The cell is the new key's.
+    Taken,
+    /// Another thread held the cell's lock (the cell's index).
+    Busy(usize),
+    /// The hop was used meanwhile.
+    NotIdle,
+}
+
 /// How many cells from its home cell a hop's key may live in ([`Client::hop`]).
 pub const HOP_WINDOW: usize = 64;
 
@@ -457,7 +467,8 @@ impl Client {
     /// first free cell of its window, else the first whose hop has been idle for
     /// [`ClientConfig::hop_idle`] (taken under that cell's writers' lock, its state reset);
     /// [`OcError::TableFull`] only when every cell of the window holds a hop used within that
-    /// time. Two threads adding the same key together get the same cell.
+    /// time. A lookup counts as a use. Two threads adding the same key together get the same
+    /// cell.
     ///
     /// A [`Hop`] stays this key's cell while the hop is used; keep it for one request and its
     /// response, and look it up again for the next.
@@ -467,25 +478,28 @@ impl Client {
         let start = (key as usize) % n;
         let window = || (0..n.min(HOP_WINDOW)).map(move |i| (start + i) % n);
         let idle_s = self.config.hop_idle.as_secs() as u32;
-        // Twice: a claim lost to another thread is followed by a second look.
-        for _ in 0..2 {
+        // A few looks: a claim lost to another thread (or a cell another thread is giving to
+        // a key, whose lock is held for a moment) is followed by another.
+        for _ in 0..4 {
             let mut reclaimable = None;
             for at in window() {
                 let cell = &self.cells[at];
                 let k = cell.key.load(Ordering::Acquire);
                 if k == key {
+                    // A lookup is a use: the holder has hop_idle (≥ 64 s) to finish its
+                    // transaction before the cell could go to another key.
+                    cell.touch(now_ns);
                     return Ok(Hop(at));
                 }
                 if k == 0 {
+                    // Stamped before it is claimed, so that nobody finds it claimed and idle.
+                    cell.touch(now_ns);
                     // Cells are never freed back to 0, so the key is not further on.
                     match cell
                         .key
                         .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
                     {
-                        Ok(_) => {
-                            cell.touch(now_ns);
-                            return Ok(Hop(at));
-                        }
+                        Ok(_) => return Ok(Hop(at)),
                         Err(other) if other == key => return Ok(Hop(at)),
                         Err(_) => {
                             reclaimable = None;
@@ -497,24 +511,39 @@ impl Client {
                     reclaimable = Some((at, k));
                 }
             }
-            if let Some((at, old)) = reclaimable
-                && self.reclaim(at, old, key, now_ns, idle_s)
-            {
-                // Two threads reclaiming different cells for the same key at the same moment
-                // leave it twice in the window: everyone uses the first, the other ages out.
-                if let Some(first) =
-                    window().find(|&at| self.cells[at].key.load(Ordering::Acquire) == key)
-                {
-                    return Ok(Hop(first));
+            match reclaimable.map(|(at, old)| self.reclaim(at, old, key, now_ns, idle_s)) {
+                Some(Reclaim::Taken) => {
+                    // Two threads reclaiming different cells for the same key at the same
+                    // moment leave it twice in the window: lookups find the first, the other
+                    // ages out.
+                    if let Some(first) =
+                        window().find(|&at| self.cells[at].key.load(Ordering::Acquire) == key)
+                    {
+                        return Ok(Hop(first));
+                    }
                 }
+                Some(Reclaim::Busy(at)) => {
+                    // Another thread is giving that cell to a key (maybe this one): wait for
+                    // it to finish, then look again, rather than take another cell.
+                    for _ in 0..10_000 {
+                        if self.cells[at].lock.load(Ordering::Acquire) == 0 {
+                            break;
+                        }
+                        std::hint::spin_loop();
+                    }
+                }
+                Some(Reclaim::NotIdle) | None => {}
+            }
+            if reclaimable.is_none() {
+                break;
             }
         }
         Err(OcError::TableFull { capacity: n })
     }
 
     /// Gives cell `at`, holding the idle hop `old`, to `key`: under the cell's writers' lock,
-    /// if the hop is still idle. Whether it did.
-    fn reclaim(&self, at: usize, old: u64, key: u64, now_ns: u64, idle_s: u32) -> bool {
+    /// if the hop is still idle.
+    fn reclaim(&self, at: usize, old: u64, key: u64, now_ns: u64, idle_s: u32) -> Reclaim {
         let cell = &self.cells[at];
         let stamp = now_ns.saturating_add(1);
         if cell
@@ -522,7 +551,7 @@ impl Client {
             .compare_exchange(0, stamp, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            return false;
+            return Reclaim::Busy(at);
         }
         let taken = cell.key.load(Ordering::Acquire) == old && cell.idle(now_ns, idle_s);
         if taken {
@@ -539,7 +568,11 @@ impl Client {
         let _ = cell
             .lock
             .compare_exchange(stamp, 0, Ordering::Release, Ordering::Relaxed);
-        taken
+        if taken {
+            Reclaim::Taken
+        } else {
+            Reclaim::NotIdle
+        }
     }
 
     /// The hop with `key`, if it is in the table (never adds).

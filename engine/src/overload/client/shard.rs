@@ -292,8 +292,16 @@ impl ClientShard {
                 if m.forwarded > 0 {
                     m.followers = o / f64::from(m.forwarded);
                 }
-                let step = (1.0 / (1.0 + m.p * m.followers)).clamp(MIX_MIN_STEP, 1.0);
-                m.spread += step * (sample - m.spread);
+                // Without loss control nothing follows from shedding: the sample is taken whole
+                // (0·∞ would be NaN).
+                let step = if m.p > 0.0 {
+                    (1.0 / (1.0 + m.p * m.followers)).clamp(MIX_MIN_STEP, 1.0)
+                } else {
+                    1.0
+                };
+                // At most doubled per period: a period without reducible requests (a lull,
+                // or one filled by a burst of BYEs) does not shed all of them for long after.
+                m.spread = (m.spread + step * (sample - m.spread)).min(2.0 * m.spread);
             }
             m.quick = switched && p > 0.0;
             m.reducible = 0;

@@ -302,6 +302,69 @@ fn call_mix(
 }
 
 #[test]
+fn a_hop_with_only_priority_traffic_sheds_oc_of_it() {
+    // RFC 7339 §7.2: with no first-category requests, "reduce 100% of msgs from category 1 and
+    // remaining from category 2": (oc − cat1) / cat2 = oc of the priority requests.
+    let (c, hop) = client(ClientConfig::default());
+    let mut shard = ClientShard::new(&c, 5);
+    let mut shed_late = 0u32;
+    for k in 0..1_300u64 {
+        // 100 emergency calls a second; oc=50 from the third second on.
+        let now = k * 10 * MS;
+        if k == 300 {
+            let via = "SIP/2.0/UDP p;oc=50;oc-algo=\"loss\";oc-validity=60000;oc-seq=1.0";
+            c.on_response(hop, now, via).expect("test input");
+        }
+        let v = shard.decide(&c, hop, now, Category::Priority);
+        if k >= 800 {
+            shed_late += u32::from(v == OcVerdict::Shed(ShedReason::Loss));
+        }
+        assert!(shard.reducible_share(&c, hop).is_finite());
+    }
+    // The last 5 s: 50 % of 500, to within the estimate's approach (k doubles each period).
+    assert!((240..=260).contains(&shed_late), "shed {shed_late} of 500");
+}
+
+#[test]
+fn a_lull_of_new_requests_does_not_shut_them_out_afterwards() {
+    // Calls at 50/s under oc=50, each admitted INVITE followed by a BYE a second later (one
+    // second-category request per call: (1 − p) / (1 + p) = a third of the INVITEs pass), then
+    // 1.5 s without INVITEs but with in-dialog requests (a sample with no reducible request at
+    // all), then INVITEs again: in the third second after they resume, about a third pass again.
+    use std::collections::VecDeque;
+    let (c, hop) = client(ClientConfig::default());
+    let mut shard = ClientShard::new(&c, 9);
+    let via = "SIP/2.0/UDP p;oc=50;oc-algo=\"loss\";oc-validity=60000;oc-seq=1.0";
+    c.on_response(hop, 0, via).expect("test input");
+    let mut byes: VecDeque<u64> = VecDeque::new();
+    let mut admitted_third_second = 0;
+    for n in 0..600u64 {
+        let t = n * S / 50;
+        while byes.front().is_some_and(|&b| b <= t) {
+            let b = byes.pop_front().expect("a BYE");
+            shard.decide(&c, hop, b, Category::Priority);
+        }
+        if (5 * S..6 * S + 500 * MS).contains(&t) {
+            // The lull: no INVITE, but in-dialog requests of calls older than these (40/s).
+            if n % 5 < 4 {
+                shard.decide(&c, hop, t, Category::Priority);
+            }
+            continue;
+        }
+        if shard.decide(&c, hop, t, Category::Reducible) == OcVerdict::Forward {
+            byes.push_back(t + S);
+            if (8 * S + 500 * MS..9 * S + 500 * MS).contains(&t) {
+                admitted_third_second += 1;
+            }
+        }
+    }
+    assert!(
+        (12..=23).contains(&admitted_third_second),
+        "{admitted_third_second} of 50 INVITEs passed in the third second after the lull (expected 16.7)"
+    );
+}
+
+#[test]
 fn loss_reduces_a_call_mix_by_oc_and_admits_steadily() {
     // RFC 7339 §7: the client "redirects or rejects 10% of the traffic originally destined
     // for that server" for oc=10; §7.2 converts oc onto the first category's share of the
