@@ -87,13 +87,15 @@ static uint64_t fnv(uint64_t h, const char *s, size_t n) {
 /* The dialog key of a message (0: it names no dialog: no Call-ID or a tag missing). */
 static uint64_t dialog_key(const char *msg, size_t len) {
     size_t cl = 0, fl = 0, tl = 0, ftl = 0, ttl = 0;
+    /* The To tag first: a new request (none) costs the edge one header scan here, not three. */
+    size_t t = find_header(msg, len, "To", "t", &tl);
+    const char *tt = t ? tag_of(msg + t, tl, &ttl) : NULL;
+    if (!tt) return 0;
     size_t c = find_header(msg, len, "Call-ID", "i", &cl);
     size_t f = find_header(msg, len, "From", "f", &fl);
-    size_t t = find_header(msg, len, "To", "t", &tl);
-    if (!c || !f || !t || !cl) return 0;
+    if (!c || !f || !cl) return 0;
     const char *ft = tag_of(msg + f, fl, &ftl);
-    const char *tt = tag_of(msg + t, tl, &ttl);
-    if (!ft || !tt) return 0;
+    if (!ft) return 0;
     size_t n = ftl < ttl ? ftl : ttl;
     int cmp = memcmp(ft, tt, n);
     if (cmp > 0 || (cmp == 0 && ftl > ttl)) { /* the two tags in byte order */
