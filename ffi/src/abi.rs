@@ -11,7 +11,6 @@
 //! | `try_slice!(p, len)` | `&[u8]` | `LC_RESULT_NULL_PARAMETER` |
 //! | `try_str!(s)` | `&str` from a required [`lc_str`] | `LC_RESULT_NULL_PARAMETER`, `LC_RESULT_INVALID_UTF8` |
 //! | `try_value!(v, "what")` | the Rust value ([`FromC`]) an integer names | `LC_RESULT_INVALID_ARGUMENT` |
-//! | `try_flags!(v, known, "what")` | `v` when it sets no undeclared bit | `LC_RESULT_INVALID_ARGUMENT` |
 //! | `try_!(r)` | `v` of `Ok(v)` | the `Err` code |
 //!
 //! `what` names the argument or field for the thread's last error (`lc_last_error`), as the C
@@ -333,10 +332,3 @@ macro_rules! try_value {
     };
 }
 
-/// A flags word that sets no bit outside `known`; otherwise returns `InvalidArgument` from
-/// the body, naming `what` (the argument or field) and the value in the thread's last error.
-macro_rules! try_flags {
-    ($v:expr, $known:expr, $what:expr) => {
-        try_!($crate::abi::checked_flags($v, $known, $what))
-    };
-}

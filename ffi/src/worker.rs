@@ -508,18 +508,20 @@ impl Peer {
         }
     }
 
-    /// The origin `options` give (NULL: none), with the options' transport.
+    /// The origin `options` give (NULL: none), with the options' transport: their flags, transport
+    /// and source checked (the checks of `lc_classify_sip_opts` and `lc_oc_category_sip`).
     pub(crate) fn of_options(options: Option<&lc_sip_options>) -> Result<(Peer, Transport), Code> {
         let Some(o) = options else {
             return Ok((Peer::default(), Transport::Udp));
         };
         let flags = crate::abi::checked_flags(o.flags, SIP_FLAGS_KNOWN, "lc_sip_options.flags")?;
+        let transport = crate::abi::checked(o.transport, "lc_sip_options.transport")?;
         Ok((
             Peer {
                 source: o.source.to_rust("lc_sip_options.source")?,
                 known_dialog: flags & LC_SIP_KNOWN_DIALOG != 0,
             },
-            crate::abi::checked(o.transport, "lc_sip_options.transport")?,
+            transport,
         ))
     }
 }
@@ -613,18 +615,13 @@ pub unsafe extern "C" fn lc_classify_sip_opts(
         let bytes = try_slice!(msg, len);
         let o = *try_ref!(options);
         let out = try_out!(out);
-        let flags = try_flags!(o.flags, SIP_FLAGS_KNOWN, "lc_sip_options.flags");
-        let transport = try_value!(o.transport, "lc_sip_options.transport");
+        let (peer, transport) = try_!(Peer::of_options(Some(&o)));
         // SAFETY: `target` is NULL or readable for the call by contract.
         let target = try_!(unsafe { o.target.to_opt_str("lc_sip_options.target") });
-        let time = (flags & LC_SIP_HAS_TIME != 0).then_some(Time {
+        let time = (o.flags & LC_SIP_HAS_TIME != 0).then_some(Time {
             monotonic_ns: o.monotonic_ns,
             unix_ns: i128::from(o.unix_ns),
         });
-        let peer = Peer {
-            source: try_!(o.source.to_rust("lc_sip_options.source")),
-            known_dialog: flags & LC_SIP_KNOWN_DIALOG != 0,
-        };
         classify_raw(worker, bytes, transport, time, target, peer, out)
     })
 }
