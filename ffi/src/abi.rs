@@ -331,4 +331,3 @@ macro_rules! try_value {
         try_!($crate::abi::checked($v, $what))
     };
 }
-
