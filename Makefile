@@ -337,13 +337,15 @@ example: tools
 ## server (examples/server/) the overload-control tests put behind it, target/edge and
 ## target/server, each rebuilt when its sources, the header or libloadctl.a changed
 EDGE_SRC := $(filter-out edge/test_%.c,$(wildcard edge/*.c))
+# TLS: Debian's OpenSSL (libssl-dev), what C appliances link
+EDGE_LIBS := -lssl -lcrypto
 edge: lib
 ifneq ($(TEST_BUILT),1)
 	@$(MAKE) --no-print-directory target/edge target/server
 endif
 
 target/edge: $(EDGE_SRC) $(wildcard edge/*.h) include/loadctl.h $(LIBDIR)/libloadctl.a Makefile
-	$(CC) $(CFLAGS_C) -O2 $(EDGE_SRC) $(LIBDIR)/libloadctl.a $(CLIBS) -o $@.tmp && mv -f $@.tmp $@
+	$(CC) $(CFLAGS_C) -O2 $(EDGE_SRC) $(LIBDIR)/libloadctl.a $(EDGE_LIBS) $(CLIBS) -o $@.tmp && mv -f $@.tmp $@
 
 target/server: examples/server/server.c include/loadctl.h $(LIBDIR)/libloadctl.a Makefile
 	$(CC) $(CFLAGS_C) -O2 examples/server/server.c $(LIBDIR)/libloadctl.a $(CLIBS) -o $@.tmp && mv -f $@.tmp $@
@@ -357,7 +359,7 @@ edge-test: edge
 	./target/test_stream
 	$(CC) $(CFLAGS_C) $(EDGE_SAN) edge/test_validate.c edge/validate.c -o target/test_validate
 	./target/test_validate
-	$(CC) $(CFLAGS_C) $(EDGE_SAN) -O1 $(EDGE_SRC) $(LIBDIR)/libloadctl.a $(CLIBS) -o target/edge-asan
+	$(CC) $(CFLAGS_C) $(EDGE_SAN) -O1 $(EDGE_SRC) $(LIBDIR)/libloadctl.a $(EDGE_LIBS) $(CLIBS) -o target/edge-asan
 	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror edge/test_edge.c -o target/test_edge
 	./target/test_edge ./target/edge
 	ASAN_OPTIONS=detect_leaks=1 ./target/test_edge ./target/edge-asan

@@ -3,6 +3,7 @@
  * reread on SIGHUP; --fallback-policy, hold.c). */
 #define _GNU_SOURCE
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ int load_policy(edge_t *e) { return load_policy_file(e, e->policy_path, e->sourc
 static const char HELP[] =
     "usage: edge --listen IP:PORT --next-hop IP:PORT (--policy FILE | --subscribe NOTIFIER-URI) [options]\n"
     "\n"
-    "A stateless SIP edge proxy (UDP and TCP) enforcing RFC 7200 load-filtering policies with libloadctl.\n"
+    "A stateless SIP edge proxy (UDP, TCP and TLS) enforcing RFC 7200 load-filtering policies with libloadctl.\n"
     "\n"
     "Required:\n"
     "  --listen IP:PORT            where to listen, UDP and TCP (IPv4, port 1-65535)\n"
@@ -58,8 +59,12 @@ static const char HELP[] =
     "Policy:\n"
     "  --policy FILE               a local policy (SIGHUP rereads it)\n"
     "  --source NAME               the source name of --policy's rules (default edge)\n"
-    "  --subscribe NOTIFIER-URI    subscribe to an RFC 7200 notifier (load-control event package)\n"
+    "  --subscribe NOTIFIER-URI    subscribe to an RFC 7200 notifier (load-control event package); a sips:\n"
+    "                              URI (or ;transport=tls) subscribes over TLS, and then only NOTIFYs on\n"
+    "                              that connection count (others are answered 403)\n"
     "  --notifier IP:PORT          where the first SUBSCRIBE goes (default: the URI's host:port)\n"
+    "  --notifier-name NAME        over TLS: the DNS name or IP address the notifier's certificate must\n"
+    "                              carry (default: the URI's host)\n"
     "  --uri OWN-URI               this edge's URI (default sip:edge@LISTEN)\n"
     "  --expires S                 subscription length asked for (default: libloadctl's)\n"
     "  --startup-hold-ms N         hold requests up to N ms for the notifier's first answer (default 2000, 0: none)\n"
@@ -75,12 +80,26 @@ static const char HELP[] =
     "  --retry-after SECONDS       Retry-After on the 503s of rules (default 0: none)\n"
     "  --sip-user-numbers MODE     user-phone | global | digits: which sip: user parts without\n"
     "                              ;user=phone are telephone numbers (default global: + and digits)\n"
-    "\n"
+    "\n";
+/* In two parts: C99 compilers need support string literals up to 4,095 bytes only. */
+static const char HELP_MORE[] =
     "Transport:\n"
     "  --transport udp|tcp|both    (default both)\n"
     "  --max-connections N         inbound TCP connections (default 1024)\n"
     "  --tcp-idle-s S              close silent inbound connections after S s (default 300, 0: never)\n"
     "  --linger-us N               UDP read linger under dense traffic, 0-100000 (default 200)\n"
+    "\n"
+    "TLS (OpenSSL; TLS 1.2 or later):\n"
+    "  --tls-listen IP:PORT        also take SIP over TLS here; what comes over TLS goes on over TLS\n"
+    "  --tls-next-hop IP:PORT      where requests received over TLS are forwarded (needs --tls-listen)\n"
+    "  --tls-next-hop-name NAME    the DNS name or IP address its certificate must carry (default: its IP)\n"
+    "  --tls-cert FILE             this edge's certificate chain (PEM), shown to clients and to the next\n"
+    "                              hop and notifier when they ask\n"
+    "  --tls-key FILE              its private key (PEM)\n"
+    "  --tls-ca FILE               the CA certificates (PEM) peers' certificates must chain to: required\n"
+    "                              for --tls-next-hop and a sips: notifier, whose certificates are always\n"
+    "                              verified; clients are asked for one, verified when presented\n"
+    "  --tls-require-client-cert   a TLS client without a valid certificate is refused (mutual TLS)\n"
     "\n"
     "Overload control (RFC 7339 / RFC 7415):\n"
     "  --overload-control          take part, as client of the next hop and server to upstream clients\n"
@@ -127,7 +146,7 @@ static int number(const char *s, long min, long max, long *out) {
  * when the edge is to start, else the exit status (0 after --help or --version, 2 after a
  * usage error, logged). */
 int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
-    const char *notifier_at = NULL, *transport = "both";
+    const char *notifier_at = NULL, *transport = "both", *next_hop_name = NULL, *notifier_name = NULL;
     long max_conns = 1024, idle_s = 300;
     long retry_after = 0, expires_l = 0;
     int oc_option = 0;
@@ -144,6 +163,7 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
         const char *opt = argv[i];
         if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
             fputs(HELP, stdout);
+            fputs(HELP_MORE, stdout);
             return 0;
         }
         if (strcmp(opt, "--version") == 0) {
@@ -162,13 +182,19 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
             o->overload_control = 1;
             continue;
         }
+        if (strcmp(opt, "--tls-require-client-cert") == 0) {
+            o->tls.require_client_cert = 1;
+            continue;
+        }
         if (strncmp(opt, "--", 2) != 0) return usage_error("unexpected argument '%s'", opt);
         /* Every other option takes a value; another option in its place is a value forgotten. */
         static const char *const WITH_VALUE[] = {"--listen", "--next-hop", "--policy", "--source", "--subscribe", "--notifier",
                                                  "--uri", "--expires", "--startup-hold-ms", "--linger-us", "--transport",
                                                  "--max-connections", "--tcp-idle-s", "--redirect-allow", "--priority-namespaces", "--priority-peers",
                                                  "--oc-occupancy-target", "--oc-timeout-ms", "--oc-algorithms", "--retry-after",
-                                                 "--metrics", "--fallback-policy", "--sip-user-numbers", "--log-oc"};
+                                                 "--metrics", "--fallback-policy", "--sip-user-numbers", "--log-oc",
+                                                 "--tls-listen", "--tls-cert", "--tls-key", "--tls-ca", "--tls-next-hop",
+                                                 "--tls-next-hop-name", "--notifier-name"};
         int known = 0;
         for (size_t k = 0; k < sizeof WITH_VALUE / sizeof *WITH_VALUE; k++) known |= strcmp(opt, WITH_VALUE[k]) == 0;
         if (!known) return usage_error("unknown option %s", opt);
@@ -214,6 +240,13 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
         else if (strcmp(opt, "--metrics") == 0) o->metrics_at = val;
         else if (strcmp(opt, "--fallback-policy") == 0) e->fallback_path = val;
         else if (strcmp(opt, "--sip-user-numbers") == 0) bad = (o->user_numbers = sip_user_numbers(val)) < 0;
+        else if (strcmp(opt, "--tls-listen") == 0) o->tls_listen_at = val;
+        else if (strcmp(opt, "--tls-cert") == 0) o->tls.cert = val;
+        else if (strcmp(opt, "--tls-key") == 0) o->tls.key = val;
+        else if (strcmp(opt, "--tls-ca") == 0) o->tls.ca = val;
+        else if (strcmp(opt, "--tls-next-hop") == 0) o->tls_next_hop_at = val;
+        else if (strcmp(opt, "--tls-next-hop-name") == 0) bad = !*(next_hop_name = val) || strlen(val) >= sizeof e->tls_next_hop_name;
+        else if (strcmp(opt, "--notifier-name") == 0) bad = !*(notifier_name = val) || strlen(val) >= sizeof o->notifier_name;
         if (bad) {
             elog("%s: invalid value '%s' (edge --help lists the options)", opt, val);
             return 2;
@@ -236,8 +269,43 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
     if (retry_after > 0) snprintf(e->retry_hdr, sizeof e->retry_hdr, "Retry-After: %ld\r\n", retry_after);
     e->max_conns = (unsigned)max_conns;
     e->idle_ns = (uint64_t)idle_s * 1000000000ull;
-    if (o->subscribe && !e->udp_on) {
-        elog("the subscriber speaks UDP: --subscribe needs --transport udp or both\n");
+    /* TLS. Every certificate a TLS peer of this edge presents is verified (--tls-ca), except a
+     * client's when none is required. */
+    o->sub_tls = o->subscribe && uri_wants_tls(o->subscribe);
+    if (!o->tls.cert != !o->tls.key) return usage_error("%s", "--tls-cert and --tls-key go together");
+    if (o->tls_listen_at) {
+        if (!o->tls.cert) return usage_error("%s", "--tls-listen needs --tls-cert and --tls-key");
+        if (!o->tls_next_hop_at)
+            return usage_error("%s", "--tls-listen needs --tls-next-hop (where requests received over TLS go, over TLS)");
+        if (parse_addr(o->tls_listen_at, &e->tls_listen_addr))
+            return usage_error("--tls-listen: '%s' is not IPv4-ADDRESS:PORT (port 1-65535)", o->tls_listen_at);
+        e->tls_on = 1;
+    } else if (o->tls_next_hop_at || next_hop_name || o->tls.require_client_cert) {
+        return usage_error("%s", "--tls-next-hop, --tls-next-hop-name and --tls-require-client-cert need --tls-listen");
+    }
+    if (o->tls_next_hop_at && parse_addr(o->tls_next_hop_at, &e->tls_next_hop))
+        return usage_error("--tls-next-hop: '%s' is not IPv4-ADDRESS:PORT (port 1-65535)", o->tls_next_hop_at);
+    if (o->tls_next_hop_at && !o->tls.ca)
+        return usage_error("%s", "--tls-next-hop needs --tls-ca: the next hop's certificate is always verified");
+    if (o->tls.require_client_cert && !o->tls.ca)
+        return usage_error("%s", "--tls-require-client-cert needs --tls-ca (what client certificates must chain to)");
+    if (notifier_name && !o->sub_tls)
+        return usage_error("%s", "--notifier-name needs a TLS notifier URI (sips:, or ;transport=tls)");
+    if (o->sub_tls && !o->tls.ca)
+        return usage_error("%s", "a TLS notifier URI (sips:) needs --tls-ca: the notifier's certificate is always verified");
+    if ((o->tls.cert || o->tls.ca) && !e->tls_on && !o->sub_tls)
+        return usage_error("%s", "--tls-cert, --tls-key and --tls-ca need --tls-listen or a TLS notifier URI (sips:)");
+    if (e->tls_on) {
+        if (next_hop_name) snprintf(e->tls_next_hop_name, sizeof e->tls_next_hop_name, "%s", next_hop_name);
+        else inet_ntop(AF_INET, &e->tls_next_hop.sin_addr, e->tls_next_hop_name, sizeof e->tls_next_hop_name);
+    }
+    if (o->sub_tls) {
+        if (notifier_name) snprintf(o->notifier_name, sizeof o->notifier_name, "%s", notifier_name);
+        else uri_host(o->subscribe, o->notifier_name, sizeof o->notifier_name);
+        if (!o->notifier_name[0]) return usage_error("no host in the notifier URI %s (give --notifier-name)", o->subscribe);
+    }
+    if (o->subscribe && !o->sub_tls && !e->udp_on) {
+        elog("the subscriber speaks UDP unless its notifier URI is sips: (TLS): --subscribe needs --transport udp or both\n");
         return 2;
     }
     if (o->subscribe && (notifier_at ? parse_addr(notifier_at, &e->notifier_addr) : uri_addr(o->subscribe, &e->notifier_addr))) {

@@ -3,6 +3,7 @@
 #define LOADCTL_EDGE_CONFIG_H
 
 #include "edge.h"
+#include "tls.h"
 
 /* What the command line says beyond the settings edge_t keeps. */
 typedef struct {
@@ -18,6 +19,12 @@ typedef struct {
     long user_numbers; /* an lc_sip_user_numbers value */
     const char *metrics_at;
     struct sockaddr_in metrics_addr;
+    /* TLS: the certificates (tls.h), --tls-listen, --tls-next-hop, and whether the notifier
+     * URI asks for TLS (sips:) with the name its certificate must carry. */
+    tls_settings tls;
+    const char *tls_listen_at, *tls_next_hop_at;
+    int sub_tls;
+    char notifier_name[256];
 } options_t;
 
 int options_parse(int argc, char **argv, edge_t *e, options_t *o);

@@ -66,13 +66,14 @@ typedef struct {
     int used;
 } pending_t;
 
-/* Where a message came from, and so where its answer goes: a UDP address, or a TCP connection
- * (a slot of the connection table and the generation the slot had). */
+/* Where a message came from, and so where its answer goes: a UDP address, or a TCP or TLS
+ * connection (a slot of the connection table and the generation the slot had). */
 typedef struct {
-    int tcp;
+    int tcp; /* 1 for TCP and TLS */
     struct sockaddr_in addr;
     unsigned slot;
     uint32_t gen;
+    int tls;
 } peer_t;
 
 /* What was done with a request (an original, or a retransmission whose decision was not
@@ -100,6 +101,8 @@ typedef struct {
     atomic_ulong originals, retransmissions, retx_repeated, retx_unremembered;
     atomic_ulong invalid[SV_COUNT]; /* requests not forwarded by RFC 3261 §16.3, by reason */
     atomic_ulong no_policy_rejected;
+    atomic_ulong tls_handshakes, tls_handshake_failures;
+    atomic_ulong notifies_refused; /* load-control NOTIFYs not from the authenticated notifier */
 } counters_t;
 
 /* A new request forwarded with overload control, waiting for any response. */
@@ -111,9 +114,13 @@ typedef struct {
 #define BUMP(x) atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + 1, memory_order_relaxed)
 #define READ(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
-/* One TCP connection: inbound (accepted) or the one to the next hop. */
+struct ssl_st;
+
+/* One TCP or TLS connection: inbound (accepted) or one to the next hop. */
 typedef struct {
     int fd; /* -1: the slot is free */
+    struct ssl_st *ssl; /* TLS (tls.h), or NULL for TCP */
+    int handshaking;    /* TLS: no message moves until the handshake is complete */
     uint32_t gen;
     int outbound, connecting;
     int closing;  /* no more messages are taken from it; closed once its output is written */
@@ -129,19 +136,26 @@ typedef struct {
     size_t out_len, out_off, out_cap, out_max;
     uint64_t close_at;
     uint64_t last_rx_ns; /* when it last sent us something (for the idle timeout) */
+    uint64_t opened_ns;
 } conn_t;
 
 struct worker;
 
 typedef struct {
-    int udp_sock, tcp_sock;
-    int udp_on, tcp_on;
+    int udp_sock, tcp_sock, tls_sock;
+    int udp_on, tcp_on, tls_on;
     unsigned max_conns;
     uint64_t idle_ns; /* an inbound connection silent this long is closed (0: never) */
     struct sockaddr_in listen_addr;
     struct sockaddr_in next_hop;
     char next_hop_uri[64]; /* "sip:IP:PORT": the target entity requests are classified with */
     char via_host[64];     /* "IP:PORT" for this proxy's Via */
+    /* TLS (--tls-listen): its address, its Via's sent-by, and where requests that came over
+     * TLS go on over TLS (--tls-next-hop) with the name its certificate must carry. */
+    struct sockaddr_in tls_listen_addr;
+    char tls_via_host[64];
+    struct sockaddr_in tls_next_hop;
+    char tls_next_hop_name[256];
     const char *policy_path;
     const char *source;
     lc_engine *engine;
@@ -151,6 +165,7 @@ typedef struct {
     struct worker *udp, *tcp;
     /* The subscriber (NULL without --subscribe); the UDP thread's. */
     lc_subscriber *sub;
+    struct sublink *link; /* its TLS connection to the notifier (sublink.h), or NULL over UDP */
     struct sockaddr_in notifier_addr;
     char notifier_uri[256];
     struct sockaddr_in sub_dest; /* where the outstanding SUBSCRIBE went */
@@ -224,7 +239,9 @@ typedef struct worker {
     unsigned *free_slots, nfree;
     unsigned *dirty;
     unsigned ndirty;
-    int hop; /* the slot of the next-hop connection, -1 when none */
+    int hop;     /* the slot of the next-hop connection, -1 when none */
+    int tls_hop; /* the same over TLS */
+    uint64_t tls_hop_retry_ns;
     uint64_t hop_retry_ns;
     uint64_t next_idle_sweep_ns;
     char *rx;

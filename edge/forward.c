@@ -116,7 +116,8 @@ void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *fro
      * when the request comes back (validate.h). */
     unsigned long loop = sv_loop_hash(msg, len);
     if (from->tcp) {
-        n = snprintf(via, sizeof via, "Via: SIP/2.0/TCP %s;branch=z9hG4bK-lc%lx.%lx" CONN_PARAM "%u.%u%s\r\n", w->e->via_host,
+        n = snprintf(via, sizeof via, "Via: SIP/2.0/%s %s;branch=z9hG4bK-lc%lx.%lx" CONN_PARAM "%u.%u%s\r\n",
+                     from->tls ? "TLS" : "TCP", from->tls ? w->e->tls_via_host : w->e->via_host,
                      hash_bytes(msg + v, vl, msg, first), loop, from->slot, (unsigned)from->gen, w->e->oc_params);
     } else {
         n = snprintf(via, sizeof via, "Via: SIP/2.0/UDP %s;branch=z9hG4bK-lc%lx.%lx%s\r\n", w->e->via_host,
@@ -165,7 +166,7 @@ void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *fro
         BUMP(w->c.forwarded);
         return;
     }
-    int hop = hop_slot(w);
+    int hop = hop_slot(w, from->tls);
     if (hop >= 0 && conn_queue(w, (unsigned)hop, w->conns[hop].gen, out, at) == 0) {
         BUMP(w->c.forwarded);
         return;

@@ -57,6 +57,11 @@ static int from_next_hop(const worker_t *w, const peer_t *from) {
 /* One SIP message from a peer, whatever the transport. */
 void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     if (!from->tcp && w == w->e->udp && subscriber_receive(w->e, msg, len, &from->addr)) return;
+    /* The notifier is heard on its TLS connection only (sublink.c). */
+    if (from->tcp && w->e->link && len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len)) {
+        subscriber_refuse(w, msg, len, from);
+        return;
+    }
     if (is_response(msg, len)) {
         /* Only the next hop's answers set up dialogs: a response from anyone else is relayed
          * (or dropped) like any, but could otherwise plant a dialog for forged requests. */
@@ -73,7 +78,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
      * to an OPTIONS with Max-Forwards 0), unless no response can be routed (no usable Via) or
      * the request is an ACK: then it is dropped. Counted by reason either way. */
     sv_result sv;
-    if (sv_check(msg, len, w->e->via_host, &sv) != SV_OK) {
+    if (sv_check(msg, len, from->tls ? w->e->tls_via_host : w->e->via_host, &sv) != SV_OK) {
         BUMP(w->c.invalid[sv.reason]);
         if (sv.status) reply_with(w, msg, len, from, sv.status, sv.phrase, NULL, sv.extra[0] ? sv.extra : NULL);
         return;
@@ -104,7 +109,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
      * set up (a To tag alone proves nothing). */
     lc_sip_options o;
     memset(&o, 0, sizeof o);
-    o.transport = from->tcp ? LC_TRANSPORT_TCP : LC_TRANSPORT_UDP;
+    o.transport = from->tls ? LC_TRANSPORT_TLS : from->tcp ? LC_TRANSPORT_TCP : LC_TRANSPORT_UDP;
     o.source.family = LC_IP_V4;
     memcpy(o.source.addr, &from->addr.sin_addr, 4);
     if (dialogs_known(w->e->dialogs, msg, len, now)) o.flags |= LC_SIP_KNOWN_DIALOG;

@@ -1,4 +1,4 @@
-/* edge: a small stateless SIP edge proxy (UDP and TCP) that enforces RFC 7200 load-filtering
+/* edge: a small stateless SIP edge proxy (UDP, TCP and TLS) that enforces RFC 7200 load-filtering
  * policies with libloadctl.
  *
  *   edge --listen IP:PORT --next-hop IP:PORT [--policy FILE] [--source NAME]
@@ -9,6 +9,8 @@
  *        [--redirect-allow LIST] [--no-emergency-exempt] [--priority-namespaces LIST]
  *        [--overload-control [--oc-algorithms loss|loss,rate|rate,loss] [--oc-occupancy-target PCT]
  *                            [--oc-timeout-ms N] [--log-oc FILE]]
+ *        [--tls-listen IP:PORT --tls-next-hop IP:PORT [--tls-next-hop-name NAME] [--tls-require-client-cert]]
+ *        [--tls-cert FILE --tls-key FILE] [--tls-ca FILE] [--notifier-name NAME]
  *
  * main.c starts the edge (the engine, a shard per thread, the sockets, the TCP thread, the
  * metrics endpoint, the subscriber), runs the main thread's loop (udp.c) until SIGINT/SIGTERM
@@ -16,7 +18,8 @@
  * files), udp.c and tcp.c (the transports), handle.c (what is done with a message), forward.c
  * (the messages sent: answers, forwarded requests, responses on their way back), via.c (Via
  * values), window.c (window admissions), memory.c (decisions remembered for retransmissions),
- * oc.c (RFC 7339 overload control), subscriber.c (RFC 7200), hold.c (until the notifier's
+ * oc.c (RFC 7339 overload control), subscriber.c (RFC 7200) with sublink.c (its TLS connection
+ * to the notifier), tls.c (OpenSSL), hold.c (until the notifier's
  * policy is in force), stats.c (the metrics), with metrics.c (the endpoint and the per-rule
  * totals), validate.c (RFC 3261 §16.3), sipstream.h (TCP framing) and sipmsg.h (SIP text).
  *
@@ -26,7 +29,7 @@
  * UDP loop is the one it was before TCP existed (one blocking recvmmsg per batch, no epoll)
  * and the engine enforces every limit across both:
  * - UDP (main thread, udp.c): recvmmsg/sendmmsg in batches of 32;
- * - TCP (second thread, epoll, tcp.c).
+ * - TCP and TLS (second thread, epoll, tcp.c; TLS sessions from tls.c).
  *
  * SIGHUP reloads the policy file (an invalid file is reported and the old policy stays);
  * SIGUSR1 prints what --metrics serves (metrics.c: Prometheus text, per-rule totals kept
@@ -54,7 +57,9 @@
 #include "oc.h"
 #include "stats.h"
 #include "subscriber.h"
+#include "sublink.h"
 #include "tcp.h"
+#include "tls.h"
 #include "udp.h"
 #include "window.h"
 
@@ -90,13 +95,16 @@ int main(int argc, char **argv) {
     static edge_t e;
     static worker_t udp_w, tcp_w;
     options_t o;
-    e.udp_sock = e.tcp_sock = -1;
+    e.udp_sock = e.tcp_sock = e.tls_sock = -1;
     int status = options_parse(argc, argv, &e, &o);
     if (status >= 0) return status;
     pthread_mutex_init(&e.sub_mu, NULL);
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &e.listen_addr.sin_addr, ip, sizeof ip);
     snprintf(e.via_host, sizeof e.via_host, "%s:%u", ip, ntohs(e.listen_addr.sin_port));
+    inet_ntop(AF_INET, &e.tls_listen_addr.sin_addr, ip, sizeof ip);
+    snprintf(e.tls_via_host, sizeof e.tls_via_host, "%s:%u", ip, ntohs(e.tls_listen_addr.sin_port));
+    if ((o.tls.cert || o.tls.ca) && tls_setup(&o.tls) != 0) return 1;
     inet_ntop(AF_INET, &e.next_hop.sin_addr, ip, sizeof ip);
     snprintf(e.next_hop_uri, sizeof e.next_hop_uri, "sip:%s:%u", ip, ntohs(e.next_hop.sin_port));
     lc_engine_config config;
@@ -129,7 +137,7 @@ int main(int argc, char **argv) {
     udp_w.epfd = -1;
     udp_w.hop = -1;
     if (lc_worker_attach(e.engine, -1, &udp_w.lw) != LC_RESULT_OK) return 1;
-    if (e.tcp_on) {
+    if (e.tcp_on || e.tls_on) {
         e.tcp = &tcp_w;
         tcp_w.e = &e;
         if (lc_worker_attach(e.engine, -1, &tcp_w.lw) != LC_RESULT_OK) return 1;
@@ -146,8 +154,9 @@ int main(int argc, char **argv) {
         elog("cannot listen on udp %s: %s\n", o.listen_at, strerror(errno));
         return 1;
     }
-    if (e.tcp_on && tcp_start(&e, &tcp_w) != 0) {
-        elog("cannot listen on tcp %s: %s\n", o.listen_at, strerror(errno));
+    if (e.tcp && tcp_start(&e, &tcp_w) != 0) {
+        elog("cannot listen on tcp %s%s%s: %s\n", e.tcp_on ? o.listen_at : "", e.tcp_on && e.tls_on ? " or tls " : e.tls_on ? "tls " : "",
+             e.tls_on ? o.tls_listen_at : "", strerror(errno));
         return 1;
     }
     struct sigaction sa;
@@ -161,7 +170,7 @@ int main(int argc, char **argv) {
     /* The startup hold starts before the TCP thread does, which waits while it lasts. */
     if (o.subscribe && o.hold_ms > 0) hold_start(&e, o.hold_ms);
     pthread_t tcp_thread;
-    if (e.tcp_on) {
+    if (e.tcp) {
         /* Signals go to the main thread only: its blocking read is what they interrupt. */
         sigset_t all, old;
         sigfillset(&all);
@@ -180,14 +189,16 @@ int main(int argc, char **argv) {
     if (o.metrics_at) elog("metrics on http://%s/metrics", o.metrics_at);
     elog("listening on %s (%s), next hop %s\n", o.listen_at,
             e.udp_on && e.tcp_on ? "udp and tcp" : e.udp_on ? "udp" : "tcp", o.next_hop);
+    if (e.tls_on) elog("listening on %s (tls), next hop %s (tls, as %s)\n", o.tls_listen_at, o.tls_next_hop_at, e.tls_next_hop_name);
+    if (o.sub_tls && sublink_start(&e, o.notifier_name) != 0) return 1;
     if (o.subscribe && start_subscriber(&e, o.subscribe, o.own_uri, o.expires) != 0) return 1;
     udp_loop(&e, o.linger_us);
     metrics_serve_stop(); /* before what it reads goes */
-    if (e.tcp_on) {
+    if (e.tcp) {
         atomic_store(&tcp_stop, 1);
         pthread_join(tcp_thread, NULL);
     }
-    if (e.udp_on) stop_subscriber(&e);
+    if (e.udp_on || e.link) stop_subscriber(&e);
     worker_t *ws[2] = {&udp_w, e.tcp};
     unsigned long f = 0, a = 0, ab = 0, m = 0;
     for (int k = 0; k < 2; k++) {
@@ -207,10 +218,12 @@ int main(int argc, char **argv) {
     dialogs_free(e.dialogs);
     if (e.oc_log) fclose(e.oc_log);
     lc_detector_free(e.det);
-    if (e.tcp_on) {
+    if (e.tcp) {
         tcp_finish(&tcp_w);
-        close(e.tcp_sock);
+        if (e.tcp_sock >= 0) close(e.tcp_sock);
+        if (e.tls_sock >= 0) close(e.tls_sock);
     }
+    tls_teardown();
     if (e.udp_sock >= 0) close(e.udp_sock);
     lc_engine_free(e.engine);
     elog("stopped (%lu forwarded, %lu answered, %lu ACKs absorbed, %lu malformed, %lu NOTIFYs)\n", f, a, ab, m,

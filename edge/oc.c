@@ -59,7 +59,7 @@ int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc
         lc_oc_client_request_params(e->oc, &params) != LC_RESULT_OK || params.len >= sizeof e->oc_params ||
         lc_oc_server_config_default(&sc) != LC_RESULT_OK ||
         lc_oc_server_new(&sc, &e->oc_srv) != LC_RESULT_OK || lc_oc_shard_new(e->oc, 1, &e->udp->ocs) != LC_RESULT_OK ||
-        (e->tcp_on && lc_oc_shard_new(e->oc, 2, &e->tcp->ocs) != LC_RESULT_OK)) {
+        (e->tcp && lc_oc_shard_new(e->oc, 2, &e->tcp->ocs) != LC_RESULT_OK)) {
         elog("cannot start overload control\n");
         return -1;
     }

@@ -92,6 +92,11 @@ void render_stats(void *userdata, mbuf *b) {
         metric(b, "edge_subscriber_withdrawals_total", "counter", "Times the notifier's rules were withdrawn.", sc.withdrawn);
         metric(b, "edge_subscriber_notifies_rejected_total", "counter", "NOTIFYs answered with an error.", sc.rejected);
     }
+    if (e->link) {
+        metric(b, "edge_subscriber_notifies_refused_total", "counter",
+               "Load-control NOTIFYs (answered 403) and SUBSCRIBE responses (dropped) not from the notifier's TLS connection.",
+               SUM(notifies_refused));
+    }
     if (e->oc) {
         lc_oc_hop_status hs;
         memset(&hs, 0, sizeof hs);
@@ -154,6 +159,13 @@ void render_stats(void *userdata, mbuf *b) {
                READ(c->forward_failures));
         metric(b, "edge_tcp_idle_closed_total", "counter", "Inbound connections closed after --tcp-idle-s.",
                READ(c->tcp_idle_closed));
+        if (e->tls_on) {
+            metric(b, "edge_tls_handshakes_total", "counter", "TLS handshakes completed (inbound and to the next hop).",
+                   READ(c->tls_handshakes));
+            metric(b, "edge_tls_handshake_failures_total", "counter",
+                   "TLS handshakes failed or not complete within 10 s (a certificate not accepted, among others).",
+                   READ(c->tls_handshake_failures));
+        }
     }
 }
 

@@ -6,8 +6,10 @@
  * after a version gap, and unsubscribes on SIGINT/SIGTERM. Until the notifier's first answer is
  * in force (or --startup-hold-ms passes, default 2000) requests are held, not handled (the
  * startup hold, hold.c). Its SUBSCRIBEs are retransmitted over
- * UDP until a response arrives (Timer E: T1 doubling up to T2, for 64·T1). The subscriber speaks
- * UDP only. The first SUBSCRIBE of a subscription goes to --notifier IP:PORT (default: the
+ * UDP until a response arrives (Timer E: T1 doubling up to T2, for 64·T1). A `sips:` notifier URI
+ * (or one with `;transport=tls`) puts the subscription on a TLS connection whose certificate
+ * names the notifier (sublink.c); then only what arrives on that connection is the notifier's,
+ * and a load-control NOTIFY from anywhere else is answered 403. The first SUBSCRIBE of a subscription goes to --notifier IP:PORT (default: the
  * notifier URI's host:port); refreshes, re-SUBSCRIBEs and the unsubscribe go to the dialog's
  * remote target — the Contact of the notifier's 200 and NOTIFYs — or to the first proxy of its
  * route set (RFC 3261 §12.2.1.1), as lc_subscriber_wire_next_hop says; a next hop that is not
@@ -27,8 +29,10 @@
 
 #include "edge.h"
 #include "hold.h"
+#include "forward.h"
 #include "metrics.h"
 #include "subscriber.h"
+#include "sublink.h"
 #include "udp.h"
 #include "via.h"
 
@@ -47,9 +51,9 @@ int uri_addr(const char *uri, struct sockaddr_in *out) {
     if (n >= sizeof hp) return -1;
     memcpy(hp, host, n);
     hp[n] = 0;
-    if (!strchr(hp, ':')) {
+    if (!strchr(hp, ':')) { /* RFC 3263 §4.2's default ports */
         if (n + 5 >= sizeof hp) return -1;
-        strcat(hp, ":5060");
+        strcat(hp, uri_wants_tls(uri) ? ":5061" : ":5060");
     }
     return parse_addr(hp, out);
 }
@@ -169,6 +173,11 @@ static void subscriber_transmit(edge_t *e) {
     e->sub_started_ns = now_ns();
     e->sub_interval_ns = T1_NS;
     e->sub_next_rtx_ns = e->sub_started_ns + T1_NS;
+    if (e->link) {
+        e->sub_next_rtx_ns = UINT64_MAX; /* not retransmitted over TLS (RFC 3261 §17.1.2.2) */
+        sublink_send(e, e->sub_msg, len);
+        return;
+    }
     e->sub_dest = subscriber_destination(e);
     send_to(e->udp, e->sub_msg, len, &e->sub_dest);
 }
@@ -177,6 +186,7 @@ static void subscriber_transmit(edge_t *e) {
 void subscriber_timers(edge_t *e) {
     if (!e->sub) return;
     uint64_t now = now_ns();
+    sublink_tick(e);
     if (e->sub_outstanding && now - e->sub_started_ns >= 64 * T1_NS) {
         e->sub_outstanding = 0;
     } else if (e->sub_outstanding && now >= e->sub_next_rtx_ns) {
@@ -200,8 +210,26 @@ int is_load_control(const char *msg, size_t len) {
            (el == 12 || msg[ev + 12] == ';' || msg[ev + 12] == ' ');
 }
 
+/* The subscription is over TLS and this message of the package came some other way: a response
+ * to a SUBSCRIBE is dropped, a NOTIFY answered 403 (over the transport it came on). Counted,
+ * and logged at most once a second. */
+void subscriber_refuse(worker_t *w, const char *msg, size_t len, const peer_t *from) {
+    static _Atomic uint64_t logged_ns;
+    BUMP(w->c.notifies_refused);
+    int notify = !is_response(msg, len);
+    if (notify) reply(w, msg, len, from, 403, "Forbidden", NULL);
+    uint64_t now = now_ns(), last = atomic_load(&logged_ns);
+    if (now - last >= 1000000000ull && atomic_compare_exchange_strong(&logged_ns, &last, now)) {
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &from->addr.sin_addr, ip, sizeof ip);
+        elog("subscriber: %s from %s:%u over %s refused: the notifier is heard only on its TLS connection\n",
+             notify ? "load-control NOTIFY" : "response to a SUBSCRIBE", ip, ntohs(from->addr.sin_port),
+             from->tls ? "another TLS connection" : from->tcp ? "TCP" : "UDP");
+    }
+}
+
 /* A message of the event package for this edge's subscriber: taken and answered here. Returns
- * 1 when it was. */
+ * 1 when it was. `from` is NULL for what came on the notifier's TLS connection. */
 int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
     if (!e->sub) return 0;
     static char reply[MAX_MSG];
@@ -211,6 +239,11 @@ int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sock
         char branch[64];
         top_branch(msg, len, branch, sizeof branch);
         if (strncmp(branch, SUB_BRANCH, strlen(SUB_BRANCH)) != 0) return 0;
+        if (e->link && from) {
+            peer_t p = {0, *from, 0, 0, 0};
+            subscriber_refuse(e->udp, msg, len, &p);
+            return 1;
+        }
         /* A provisional or repeated response, or one to a SUBSCRIBE given up on: absorbed. */
         if (!e->sub_outstanding || strcmp(branch, e->sub_branch) != 0 || msg[8] == '1') return 1;
         e->sub_outstanding = 0;
@@ -218,6 +251,11 @@ int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sock
                                                  (uint8_t *)reply, sizeof reply, &rlen);
         if (r != LC_RESULT_OK) elog("subscriber: bad response: %s\n", lc_result_text(r));
     } else if (len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len)) {
+        if (e->link && from) {
+            peer_t p = {0, *from, 0, 0, 0};
+            subscriber_refuse(e->udp, msg, len, &p);
+            return 1;
+        }
         /* A document may change rules, which starts their engine counters again: the totals
          * are taken before and after (metrics.h). */
         metrics_sample_rules(e->engine);
@@ -227,8 +265,10 @@ int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sock
         e->notifies++;
         if (r != LC_RESULT_OK) {
             elog("subscriber: bad NOTIFY: %s\n", lc_result_text(r));
-        } else if (rlen > 0) {
+        } else if (rlen > 0 && from) {
             send_to(e->udp, reply, rlen, from);
+        } else if (rlen > 0) {
+            sublink_send(e, reply, rlen);
         }
     } else {
         return 0;
@@ -238,13 +278,37 @@ int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sock
     return 1;
 }
 
+/* Whether a notifier URI asks for TLS: `sips:`, or a `transport=tls` parameter. */
+int uri_wants_tls(const char *uri) {
+    if (strncasecmp(uri, "sips:", 5) == 0) return 1;
+    for (const char *p = strchr(uri, ';'); p; p = strchr(p + 1, ';')) {
+        if (strncasecmp(p, ";transport=tls", 14) == 0 && strchr(";?>", p[14])) return 1;
+    }
+    return 0;
+}
+
+/* The host of a SIP URI (what its certificate must name by default), or "" when too long. */
+void uri_host(const char *uri, char *out, size_t cap) {
+    const char *at = strchr(uri, '@');
+    const char *colon = strchr(uri, ':');
+    const char *host = at ? at + 1 : colon ? colon + 1 : uri;
+    size_t n = strcspn(host, ":;>?");
+    if (n >= cap) n = 0;
+    memcpy(out, host, n);
+    out[n] = 0;
+}
+
 int start_subscriber(edge_t *e, const char *notifier, const char *own_uri, unsigned expires) {
     char ip[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &e->listen_addr.sin_addr, ip, sizeof ip);
-    snprintf(e->sent_by, sizeof e->sent_by, "%s:%u", ip, ntohs(e->listen_addr.sin_port));
+    /* Over TLS the Via names this edge's TLS listener (or its UDP/TCP address), with RFC 5923's
+     * alias: "send requests to me on this connection". */
+    const struct sockaddr_in *self = e->link && e->tls_on ? &e->tls_listen_addr : &e->listen_addr;
+    inet_ntop(AF_INET, &self->sin_addr, ip, sizeof ip);
+    snprintf(e->sent_by, sizeof e->sent_by, "%s:%u%s", ip, ntohs(self->sin_port), e->link ? ";alias" : "");
     if (own_uri) snprintf(e->contact, sizeof e->contact, "%s", own_uri);
+    else if (e->link) snprintf(e->contact, sizeof e->contact, "sips:edge@%s:%u", ip, ntohs(self->sin_port));
     else snprintf(e->contact, sizeof e->contact, "sip:edge@%s", e->sent_by);
-    e->wire.transport = cstr("UDP");
+    e->wire.transport = cstr(e->link ? "TLS" : "UDP");
     e->wire.sent_by = cstr(e->sent_by);
     e->wire.contact = cstr(e->contact);
     static char call_id[64], tag[32];
@@ -282,8 +346,10 @@ void stop_subscriber(edge_t *e) {
     /* Until the unsubscribe is answered and the notifier's final NOTIFY (terminated) is
      * answered too, so the notifier does not retransmit it to an edge that has gone. */
     while ((e->sub_outstanding || !e->sub_stopped) && now_ns() < until) {
-        struct pollfd p = {e->udp_sock, POLLIN, 0};
-        if (poll(&p, 1, 100) <= 0) continue;
+        struct pollfd p[2] = {{e->link ? -1 : e->udp_sock, POLLIN, 0}, {sublink_fd(e), sublink_events(e), 0}};
+        if (poll(p, 2, 100) <= 0) continue;
+        if (p[1].revents) sublink_io(e);
+        if (!(p[0].revents & POLLIN)) continue;
         struct sockaddr_in from;
         socklen_t fl = sizeof from;
         ssize_t n = recvfrom(e->udp_sock, buf, MAX_MSG, 0, (struct sockaddr *)&from, &fl);
@@ -293,4 +359,5 @@ void stop_subscriber(edge_t *e) {
     log_subscriber_events(e);
     lc_subscriber_free(e->sub);
     e->sub = NULL;
+    sublink_stop(e);
 }

@@ -28,6 +28,7 @@
 #include "forward.h"
 #include "handle.h"
 #include "tcp.h"
+#include "tls.h"
 #include "udp.h"
 #include "window.h"
 
@@ -40,6 +41,12 @@
 #define HOP_OUT_MAX (8u << 20)
 #define RECONNECT_NS 100000000ull
 #define LINGER_CLOSE_NS 2000000000ull
+/* A TLS handshake not complete after this long is given up (a peer that opens connections and
+ * never finishes would otherwise hold table slots until the idle timeout). */
+#define TLS_HANDSHAKE_NS 10000000000ull
+/* epoll's cookie for the TLS listening socket (the TCP one is 0; a connection's never has 0 in
+ * its low half). */
+#define LISTEN_TLS (1ull << 32)
 
 /* Set by the main thread when the TCP thread must end. */
 atomic_int tcp_stop;
@@ -69,7 +76,7 @@ static int conn_open(worker_t *w, int fd, const struct sockaddr_in *peer, int ou
     c->connecting = connecting;
     c->out_max = outbound ? HOP_OUT_MAX : TCP_OUT_MAX;
     c->want_out = connecting;
-    c->last_rx_ns = now_ns();
+    c->last_rx_ns = c->opened_ns = now_ns();
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct epoll_event ev = {.events = EPOLLIN | (connecting ? EPOLLOUT : 0), .data.u64 = conn_cookie(c, slot)};
@@ -85,9 +92,12 @@ static int conn_open(worker_t *w, int fd, const struct sockaddr_in *peer, int ou
 static void conn_close(worker_t *w, unsigned slot) {
     conn_t *c = &w->conns[slot];
     if (c->fd < 0) return;
+    tls_close(c->ssl);
+    c->ssl = NULL;
     close(c->fd); /* also leaves the epoll set */
     if (c->outbound) {
         if ((int)slot == w->hop) w->hop = -1;
+        if ((int)slot == w->tls_hop) w->tls_hop = -1;
     } else {
         w->inbound--;
     }
@@ -154,19 +164,56 @@ int conn_queue(worker_t *w, unsigned slot, uint32_t gen, const char *data, size_
     return 0;
 }
 
+/* Reads from a connection, TCP or TLS: bytes (> 0), 0 when the peer closed, TLS_WANT_READ when
+ * nothing is there now, TLS_FAILED when it is broken. */
+static ssize_t conn_recv(worker_t *w, unsigned slot, char *buf, size_t cap) {
+    conn_t *c = &w->conns[slot];
+    if (!c->ssl) {
+        for (;;) {
+            ssize_t n = recv(c->fd, buf, cap, 0);
+            if (n >= 0) return n;
+            if (errno == EINTR) continue;
+            return errno == EAGAIN || errno == EWOULDBLOCK ? TLS_WANT_READ : TLS_FAILED;
+        }
+    }
+    ssize_t n = tls_read(c->ssl, buf, cap);
+    if (n > 0) return n;
+    if (n == TLS_CLOSED) return 0;
+    if (n == TLS_WANT_WRITE) { /* TLS may need to write to go on reading */
+        conn_arm(w, slot, 1);
+        return TLS_WANT_READ;
+    }
+    return n;
+}
+
+/* Writes to a connection, TCP or TLS: bytes (> 0), TLS_WANT_WRITE / TLS_WANT_READ when it
+ * cannot go on now, TLS_FAILED when it is broken. */
+static ssize_t conn_send(conn_t *c, const char *buf, size_t len) {
+    if (!c->ssl) {
+        for (;;) {
+            ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n > 0) return n;
+            if (n < 0 && errno == EINTR) continue;
+            return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? TLS_WANT_WRITE : TLS_FAILED;
+        }
+    }
+    ssize_t n = tls_write(c->ssl, buf, len);
+    return n == TLS_CLOSED ? TLS_FAILED : n;
+}
+
 /* Writes what a connection has queued; arms EPOLLOUT for the rest when the socket is full. */
 static void conn_flush(worker_t *w, unsigned slot) {
     conn_t *c = &w->conns[slot];
-    if (c->fd < 0 || c->connecting) return;
+    if (c->fd < 0 || c->connecting || c->handshaking) return;
     while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = conn_send(c, c->out + c->out_off, c->out_len - c->out_off);
         if (n > 0) {
             c->out_off += (size_t)n;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        } else if (n == TLS_WANT_WRITE) {
             conn_arm(w, slot, 1);
             return;
+        } else if (n == TLS_WANT_READ) {
+            return; /* TLS must read first: tcp_read retries the output after its next read */
         } else {
             conn_close(w, slot);
             return;
@@ -175,9 +222,10 @@ static void conn_flush(worker_t *w, unsigned slot) {
     c->out_off = c->out_len = 0;
     conn_arm(w, slot, 0);
     if (c->closing && !c->lingering) {
-        /* Everything said (a 400, say): send our FIN, and close when the peer has closed too
-         * (closing at once with its bytes unread would reset the connection, and the answer
-         * could be lost), or after a while. */
+        /* Everything said (a 400, say): send our FIN (after TLS's close_notify), and close when
+         * the peer has closed too (closing at once with its bytes unread would reset the
+         * connection, and the answer could be lost), or after a while. */
+        if (c->ssl) tls_goodbye(c->ssl);
         shutdown(c->fd, SHUT_WR);
         c->lingering = 1;
         c->close_at = now_ns() + LINGER_CLOSE_NS;
@@ -198,29 +246,46 @@ static void flush_conns(worker_t *w) {
     w->ndirty = 0;
 }
 
-/* The connection to the next hop: the open one, or a new one (its connect goes on in the
- * background; what is queued meanwhile is written once it is up). -1 when none can be had
- * (the previous attempt failed less than RECONNECT_NS ago, or the table is full). */
-int hop_slot(worker_t *w) {
-    if (w->hop >= 0) {
-        conn_t *c = &w->conns[w->hop];
-        if (c->fd >= 0 && c->outbound && !c->dead && !c->closing) return w->hop;
+static void tls_step(worker_t *w, unsigned slot);
+
+/* The connection to the next hop over TCP, or over TLS to --tls-next-hop: the open one, or a
+ * new one (its connect and handshake go on in the background; what is queued meanwhile is
+ * written once it is up). -1 when none can be had (the previous attempt failed less than
+ * RECONNECT_NS ago, or the table is full). */
+int hop_slot(worker_t *w, int tls) {
+    int *hop = tls ? &w->tls_hop : &w->hop;
+    if (*hop >= 0) {
+        conn_t *c = &w->conns[*hop];
+        if (c->fd >= 0 && c->outbound && !c->dead && !c->closing) return *hop;
     }
     uint64_t now = now_ns();
-    if (now < w->hop_retry_ns) return -1;
+    if (now < (tls ? w->tls_hop_retry_ns : w->hop_retry_ns)) return -1;
+    const struct sockaddr_in *to = tls ? &w->e->tls_next_hop : &w->e->next_hop;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
-    int r = connect(fd, (const struct sockaddr *)&w->e->next_hop, sizeof w->e->next_hop);
+    int r = connect(fd, (const struct sockaddr *)to, sizeof *to);
     int slot = -1;
-    if (r == 0 || errno == EINPROGRESS) slot = conn_open(w, fd, &w->e->next_hop, 1, r != 0);
+    if (r == 0 || errno == EINPROGRESS) slot = conn_open(w, fd, to, 1, r != 0);
+    if (slot >= 0 && tls) {
+        conn_t *c = &w->conns[slot];
+        c->ssl = tls_connecting(fd, w->e->tls_next_hop_name);
+        c->handshaking = 1;
+        if (!c->ssl) {
+            conn_close(w, (unsigned)slot); /* closes fd */
+            fd = -1;
+            slot = -1;
+        }
+    }
     if (slot < 0) {
-        close(fd);
-        w->hop_retry_ns = now + RECONNECT_NS;
+        if (fd >= 0) close(fd);
+        if (tls) w->tls_hop_retry_ns = now + RECONNECT_NS;
+        else w->hop_retry_ns = now + RECONNECT_NS;
         BUMP(w->c.hop_failures);
         return -1;
     }
-    w->hop = slot;
+    *hop = slot;
     BUMP(w->c.hop_connects);
+    if (tls && r == 0) tls_step(w, (unsigned)slot);
     return slot;
 }
 
@@ -248,22 +313,60 @@ static void answer_unsent(worker_t *w, unsigned slot) {
     }
 }
 
-/* A connect to the next hop finished: up, or failed (then what was queued for it is answered
- * 503, and the next request tries again after RECONNECT_NS). */
+/* The connection to a next hop could not be set up: what was queued for it is answered 503,
+ * and the next request tries again after RECONNECT_NS. */
+static void hop_failed(worker_t *w, unsigned slot) {
+    BUMP(w->c.hop_failures);
+    if (w->conns[slot].ssl) w->tls_hop_retry_ns = now_ns() + RECONNECT_NS;
+    else w->hop_retry_ns = now_ns() + RECONNECT_NS;
+    answer_unsent(w, slot);
+    conn_close(w, slot);
+}
+
+/* A connect to the next hop finished: up (over TLS, the handshake starts), or failed. */
 static void hop_connected(worker_t *w, unsigned slot) {
     conn_t *c = &w->conns[slot];
     int err = 0;
     socklen_t el = sizeof err;
     if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
         elog("tcp: cannot connect to the next hop: %s\n", strerror(err ? err : errno));
-        BUMP(w->c.hop_failures);
-        w->hop_retry_ns = now_ns() + RECONNECT_NS;
-        answer_unsent(w, slot);
-        conn_close(w, slot);
+        hop_failed(w, slot);
         return;
     }
     c->connecting = 0;
-    conn_flush(w, slot);
+    if (c->ssl) tls_step(w, slot);
+    else conn_flush(w, slot);
+}
+
+/* A step of a connection's TLS handshake. A failure is logged with its reason (an unverified
+ * certificate says why); for the next hop it is a failed connect. */
+static void tls_step(worker_t *w, unsigned slot) {
+    conn_t *c = &w->conns[slot];
+    char why[512];
+    int r = tls_handshake(c->ssl, why, sizeof why);
+    if (r == TLS_WANT_READ || r == TLS_WANT_WRITE) {
+        conn_arm(w, slot, r == TLS_WANT_WRITE);
+        return;
+    }
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &c->peer.sin_addr, ip, sizeof ip);
+    if (r != 1) {
+        BUMP(w->c.tls_handshake_failures);
+        elog("tls: handshake with %s %s:%u failed: %s\n", c->outbound ? "the next hop" : "the client", ip,
+             ntohs(c->peer.sin_port), why);
+        if (c->outbound) hop_failed(w, slot);
+        else conn_close(w, slot);
+        return;
+    }
+    c->handshaking = 0;
+    BUMP(w->c.tls_handshakes);
+    if (c->outbound) {
+        char who[384];
+        tls_describe(c->ssl, who, sizeof who);
+        elog("tls: next hop %s:%u verified as %s (%s)\n", ip, ntohs(c->peer.sin_port), w->e->tls_next_hop_name, who);
+    }
+    conn_arm(w, slot, 0);
+    if (c->out_off < c->out_len) mark_dirty(w, slot); /* what was queued meanwhile */
 }
 
 /* A message that cannot be framed (no or a bad Content-Length, too large): a request is
@@ -282,28 +385,22 @@ static void stream_error(worker_t *w, unsigned slot, const char *buf, const sf_f
     mark_dirty(w, slot);
 }
 
-/* Reads what a connection has for us and handles every whole message in it; keeps the
- * unfinished rest in the connection's own buffer (at most one message, MAX_MSG bytes). */
-static void tcp_read(worker_t *w, unsigned slot) {
+/* One read of a connection (tcp_read): 1 when it read something and the connection goes on. */
+static int tcp_read_once(worker_t *w, unsigned slot) {
     conn_t *c = &w->conns[slot];
-    if (c->closing) { /* read and discard until the peer closes */
-        char sink[4096];
-        ssize_t n = recv(c->fd, sink, sizeof sink, 0);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) conn_close(w, slot);
-        return;
-    }
     char *buf = c->in_len ? c->in : w->rx;
     size_t cap = c->in_len ? MAX_MSG : TCP_RX;
     size_t have = c->in_len;
-    ssize_t n = recv(c->fd, buf + have, cap - have, 0);
+    ssize_t n = conn_recv(w, slot, buf + have, cap - have);
     if (n <= 0) {
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        if (n == TLS_WANT_READ) return 0;
         conn_close(w, slot); /* closed by the peer (an unfinished message goes with it) or broken */
-        return;
+        return 0;
     }
     have += (size_t)n;
     c->last_rx_ns = now_ns();
-    peer_t from = {1, c->peer, slot, c->gen};
+    if (c->ssl && c->out_off < c->out_len) mark_dirty(w, slot); /* a write that waited for a read */
+    peer_t from = {1, c->peer, slot, c->gen, c->ssl != NULL};
     size_t off = 0;
     while (!c->dead && !c->closing) {
         sf_frame f = sf_next(&c->sf, buf + off, have - off, MAX_MSG);
@@ -324,53 +421,89 @@ static void tcp_read(worker_t *w, unsigned slot) {
         free(c->in);
         c->in = NULL;
         c->in_len = 0;
-        return;
+        return !c->dead && !c->closing;
     }
     if (buf == w->rx) {
         if (!c->in && !(c->in = malloc(MAX_MSG))) {
             conn_kill(w, slot);
-            return;
+            return 0;
         }
         memcpy(c->in, buf + off, rest);
     } else if (off > 0) {
         memmove(c->in, c->in + off, rest);
     }
     c->in_len = rest;
+    return 1;
 }
 
-static void tcp_accept(worker_t *w) {
+/* Reads what a connection has for us and handles every whole message in it; keeps the
+ * unfinished rest in the connection's own buffer (at most one message, MAX_MSG bytes). TLS may
+ * hold decrypted bytes that epoll does not report: they are read on. */
+static void tcp_read(worker_t *w, unsigned slot) {
+    conn_t *c = &w->conns[slot];
+    if (c->closing) { /* read and discard until the peer closes */
+        char sink[4096];
+        ssize_t n = conn_recv(w, slot, sink, sizeof sink);
+        if (n == 0 || n == TLS_FAILED) conn_close(w, slot);
+        return;
+    }
+    while (tcp_read_once(w, slot) && c->ssl && tls_pending(c->ssl) > 0) {
+    }
+}
+
+/* Takes the waiting connections of the TCP or the TLS listening socket (a TLS one waits for its
+ * client's hello). */
+static void tcp_accept(worker_t *w, int tls) {
     for (;;) {
         struct sockaddr_in peer;
         socklen_t pl = sizeof peer;
-        int fd = accept4(w->e->tcp_sock, (struct sockaddr *)&peer, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(tls ? w->e->tls_sock : w->e->tcp_sock, (struct sockaddr *)&peer, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) elog("tcp: accept: %s\n", strerror(errno));
             return;
         }
-        if (w->inbound >= w->e->max_conns || conn_open(w, fd, &peer, 0, 0) < 0) {
+        int slot = w->inbound >= w->e->max_conns ? -1 : conn_open(w, fd, &peer, 0, 0);
+        if (slot < 0) {
             close(fd); /* the table is full: refused (the peer sees the connection closed) */
             BUMP(w->c.tcp_refused);
             continue;
+        }
+        if (tls) {
+            conn_t *c = &w->conns[slot];
+            c->handshaking = 1;
+            if (!(c->ssl = tls_accepting(fd))) {
+                conn_close(w, (unsigned)slot);
+                BUMP(w->c.tcp_refused);
+                continue;
+            }
         }
         BUMP(w->c.tcp_accepted);
     }
 }
 
 /* Closes connections whose peer did not close within LINGER_CLOSE_NS of our FIN, and, once a
- * second, inbound connections silent for --tcp-idle-s (a keep-alive ping counts; the
- * connection to the next hop is kept). This stateless edge never sends a request to a caller,
- * so closing an idle caller's connection loses nothing: its next request opens a new one. */
+ * second, TLS connections whose handshake is not done after TLS_HANDSHAKE_NS and inbound
+ * connections silent for --tcp-idle-s (a keep-alive ping counts; the connection to the next
+ * hop is kept). This stateless edge never sends a request to a caller, so closing an idle
+ * caller's connection loses nothing: its next request opens a new one. */
 static void sweep(worker_t *w) {
     uint64_t now = now_ns();
-    int idle = w->e->idle_ns && now >= w->next_idle_sweep_ns;
-    if (w->lingering == 0 && !idle) return;
-    if (idle) w->next_idle_sweep_ns = now + 1000000000ull;
+    int second = (w->e->idle_ns || w->e->tls_on) && now >= w->next_idle_sweep_ns;
+    int idle = second && w->e->idle_ns;
+    if (w->lingering == 0 && !second) return;
+    if (second) w->next_idle_sweep_ns = now + 1000000000ull;
     for (unsigned k = 0; k < w->nconns; k++) {
         conn_t *c = &w->conns[k];
         if (c->fd < 0) continue;
         if (c->lingering && c->close_at <= now) {
             conn_close(w, k);
+        } else if (second && c->handshaking && now - c->opened_ns >= TLS_HANDSHAKE_NS) {
+            BUMP(w->c.tls_handshake_failures);
+            elog("tls: handshake with connection %u not complete after %llu s: closed\n", k,
+                 (unsigned long long)(TLS_HANDSHAKE_NS / 1000000000ull));
+            if (c->outbound) hop_failed(w, k);
+            else conn_close(w, k);
         } else if (idle && !c->outbound && !c->closing && now - c->last_rx_ns >= w->e->idle_ns) {
             BUMP(w->c.tcp_idle_closed);
             conn_close(w, k);
@@ -389,8 +522,8 @@ void *tcp_main(void *arg) {
         int n = epoll_wait(w->epfd, ev, 64, 50);
         for (int k = 0; k < n; k++) {
             uint64_t cookie = ev[k].data.u64;
-            if (cookie == 0) {
-                tcp_accept(w);
+            if ((cookie & 0xffffffffu) == 0) {
+                tcp_accept(w, cookie == LISTEN_TLS);
                 continue;
             }
             unsigned slot = (unsigned)(cookie & 0xffffffffu) - 1;
@@ -398,6 +531,10 @@ void *tcp_main(void *arg) {
             if (c->fd < 0 || c->gen != (uint32_t)(cookie >> 32)) continue; /* closed earlier in this pass */
             if (c->connecting) {
                 hop_connected(w, slot);
+                continue;
+            }
+            if (c->handshaking) {
+                tls_step(w, slot);
                 continue;
             }
             if (ev[k].events & EPOLLOUT) conn_flush(w, slot);
@@ -411,22 +548,33 @@ void *tcp_main(void *arg) {
     return NULL;
 }
 
-/* The TCP side: the listening socket on the same address as UDP, and the worker's table. */
-int tcp_start(edge_t *e, worker_t *w) {
-    e->tcp_sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+/* A listening socket on `at`, in the epoll set with `cookie`: 0, or -1 with errno set. */
+static int listen_on(worker_t *w, const struct sockaddr_in *at, uint64_t cookie) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
     int one = 1;
-    setsockopt(e->tcp_sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (e->tcp_sock < 0 || bind(e->tcp_sock, (struct sockaddr *)&e->listen_addr, sizeof e->listen_addr) < 0 ||
-        listen(e->tcp_sock, 1024) < 0) {
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = cookie};
+    if (bind(fd, (const struct sockaddr *)at, sizeof *at) < 0 || listen(fd, 1024) < 0 ||
+        epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
         return -1;
     }
+    return fd;
+}
+
+/* The TCP side: the listening sockets (TCP on the same address as UDP, TLS on --tls-listen)
+ * and the worker's table. */
+int tcp_start(edge_t *e, worker_t *w) {
     /* Room for every connection plus the listening, UDP and epoll descriptors. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < e->max_conns + 64 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = e->max_conns + 64 < rl.rlim_max ? e->max_conns + 64 : rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    w->nconns = e->max_conns + 1; /* + the connection to the next hop */
+    w->nconns = e->max_conns + 2; /* + the connections to the next hop (TCP, TLS) */
     w->conns = calloc(w->nconns, sizeof *w->conns);
     w->free_slots = calloc(w->nconns, sizeof *w->free_slots);
     w->dirty = calloc(w->nconns, sizeof *w->dirty);
@@ -438,9 +586,10 @@ int tcp_start(edge_t *e, worker_t *w) {
         w->conns[k].gen = 1;
         w->free_slots[w->nfree++] = w->nconns - 1 - k; /* slot 0 first */
     }
-    w->hop = -1;
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
-    return epoll_ctl(w->epfd, EPOLL_CTL_ADD, e->tcp_sock, &ev);
+    w->hop = w->tls_hop = -1;
+    if (e->tcp_on && (e->tcp_sock = listen_on(w, &e->listen_addr, 0)) < 0) return -1;
+    if (e->tls_on && (e->tls_sock = listen_on(w, &e->tls_listen_addr, LISTEN_TLS)) < 0) return -1;
+    return 0;
 }
 
 void tcp_finish(worker_t *w) {

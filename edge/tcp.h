@@ -14,8 +14,9 @@ int tcp_start(edge_t *e, worker_t *w);
 /* The TCP thread (pthread_create's start routine; its argument is the worker). */
 void *tcp_main(void *arg);
 void tcp_finish(worker_t *w);
-/* The slot of the connection to the next hop (opened when there is none), or -1. */
-int hop_slot(worker_t *w);
+/* The slot of the connection to the next hop, over TCP or TLS (opened when there is none), or
+ * -1. */
+int hop_slot(worker_t *w, int tls);
 /* Queues bytes on a connection of the table, written at the end of the pass: 0, or -1. */
 int conn_queue(worker_t *w, unsigned slot, uint32_t gen, const char *data, size_t len);
 

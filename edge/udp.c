@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* recvmmsg, sendmmsg */
 
 #include <errno.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include "hold.h"
 #include "stats.h"
 #include "subscriber.h"
+#include "sublink.h"
 #include "udp.h"
 #include "window.h"
 
@@ -98,7 +100,14 @@ void udp_loop(edge_t *e, long linger_us) {
             stats_requested = 0;
             print_stats(e);
         }
-        if (!e->udp_on) { /* TCP only: this thread only serves signals */
+        if (!e->udp_on) { /* TCP/TLS only: this thread serves signals, and a TLS subscription */
+            if (e->link) {
+                subscriber_timers(e);
+                release_held(e, e->udp);
+                struct pollfd p = {sublink_fd(e), sublink_events(e), 0};
+                if (poll(&p, 1, 50) > 0) sublink_io(e);
+                continue;
+            }
             struct timespec ts = {0, 50000000};
             nanosleep(&ts, NULL);
             continue;
@@ -121,6 +130,17 @@ void udp_loop(edge_t *e, long linger_us) {
             rx_msg[i].msg_hdr.msg_namelen = sizeof rx_addr[i];
             rx_msg[i].msg_hdr.msg_iov = &rx_iov[i];
             rx_msg[i].msg_hdr.msg_iovlen = 1;
+        }
+        /* A TLS subscription's connection is polled beside the socket: with the blocking read's
+         * wait when there is one, else (dense traffic) without waiting, once per batch. */
+        if (e->link) {
+            struct pollfd p[2] = {{e->udp_sock, POLLIN, 0}, {sublink_fd(e), sublink_events(e), 0}};
+            int ready = poll(p + (lingered ? 1 : 0), lingered ? 1 : 2, lingered ? 0 : 50);
+            if (ready > 0 && p[1].revents) sublink_io(e);
+            if (!lingered && !(p[0].revents & POLLIN)) {
+                flush_sends(e->udp);
+                continue;
+            }
         }
         /* One blocking read (it returns what is queued once one datagram is there, or after
          * the 50 ms receive timeout for the timers), or, right after a linger or a full batch,
