@@ -109,12 +109,14 @@ tools:
 	@cbindgen --version 2>/dev/null | grep -qx "cbindgen $(CBINDGEN_VERSION)" || \
 	  $(CARGO) install --locked cbindgen --version $(CBINDGEN_VERSION)
 
-## e2e-tools: what the end-to-end tests need (tests/e2e/): SIPp (Debian's sip-tester), Kamailio,
-## taskset, python3, tshark — installed without letting the kamailio package start its system service
-## (tests/e2e/install-tools.sh)
+## e2e-tools: what the end-to-end tests need (tests/e2e/): SIPp (Debian's sip-tester), Kamailio
+## and its tls module, taskset, python3, tshark, openssl, stunnel4 — installed without letting the
+## kamailio package start its system service (tests/e2e/install-tools.sh)
 e2e-tools:
 	@command -v sipp >/dev/null && command -v kamailio >/dev/null && command -v taskset >/dev/null && \
-	  command -v python3 >/dev/null && command -v tshark >/dev/null && command -v dumpcap >/dev/null || \
+	  command -v python3 >/dev/null && command -v tshark >/dev/null && command -v dumpcap >/dev/null && \
+	  command -v openssl >/dev/null && command -v stunnel4 >/dev/null && \
+	  dpkg -s kamailio-tls-modules >/dev/null 2>&1 || \
 	  sh tests/e2e/install-tools.sh
 
 ## e2e: the edge with real SIP peers on loopback: as a proxy (tests/e2e/test_edge.py: SIPp UAC

@@ -1,7 +1,9 @@
 #!/bin/sh
-# Installs what the end-to-end tests need from Debian's packages: SIPp (sip-tester), Kamailio,
-# taskset (util-linux), python3, tshark and dumpcap (the second reader of the RFC 7339 values
-# on the wire). Used by `make e2e-tools` when one of them is missing.
+# Installs what the end-to-end tests need from Debian's packages: SIPp (sip-tester), Kamailio
+# and its tls module, taskset (util-linux), python3, tshark and dumpcap (the second reader of the
+# RFC 7339 values on the wire), and for TLS the openssl command (the tests' certificates) and
+# stunnel4 (TLS around SIPp, whose Debian build has none). Used by `make e2e-tools` when one of
+# them is missing.
 #
 # wireshark-common asks whether non-root users may capture; the tests capture as root, so the
 # answer is preseeded "no" (no setuid dumpcap) and the install asks nothing.
@@ -25,7 +27,8 @@ trap cleanup EXIT
 
 apt-get update -qq
 echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sip-tester kamailio util-linux python3 tshark
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sip-tester kamailio kamailio-tls-modules util-linux python3 tshark \
+  openssl stunnel4
 
 if command -v systemctl >/dev/null 2>&1; then
   systemctl disable kamailio.service >/dev/null 2>&1 || true  # works offline too (no systemd running)
