@@ -17,7 +17,7 @@ from pathlib import Path
 
 from admission import count_in
 from checks import Checks
-from ports import wait_udp_port
+from ports import wait_tcp_port, wait_udp_port
 from processes import Proc, Run
 from sipp import SippOutputs, SippPorts, sipp_command, write_injection
 
@@ -58,12 +58,13 @@ ON_CALLS = 200  # ~12 s at the 17/s that get through
 VALIDITY_MS = 1000
 
 
-def loss_feedback_through(run: Run, c: Checks, start_proxy) -> dict:
+def loss_feedback_through(run: Run, c: Checks, start_proxy, transport: str = None) -> dict:
     """SIPp UAC at RATE calls/s → the proxy `start_proxy(uas_port)` starts (it returns the
-    proxy's port) → a SIPp UAS answering with the phases of scenarios/uas_oc.xml; checks the
-    arrival rate at the UAS in each phase. Returns the UAC's outcome counts and the phase
-    times."""
-    uas_ports = SippPorts.pick()
+    port the UAC sends to) → a SIPp UAS answering with the phases of scenarios/uas_oc.xml;
+    checks the arrival rate at the UAS in each phase. `transport`: SIPp's -t for both (t1: one
+    TCP connection each; the proxy's callback may put TLS in between). Returns the UAC's outcome
+    counts and the phase times."""
+    uas_ports = SippPorts.pick(tcp=bool(transport))
     # Warm-up: "oc=0;oc-validity=0" (§5.1: supported, not overloaded); then oc=50 with a new
     # oc-seq per answer; then answers without feedback (no `oc` parameter), so the last value
     # runs out after its validity.
@@ -71,13 +72,13 @@ def loss_feedback_through(run: Run, c: Checks, start_proxy) -> dict:
     rows += [["oc", "50", str(VALIDITY_MS), f"{k + 2}.0", "loss"] for k in range(ON_CALLS)]
     rows += [["x-oc", "50", str(VALIDITY_MS), f"{ON_CALLS + 2}.0", "loss"]] * 1000
     uas_inf = write_injection(run.path("uas.csv"), rows)
-    uas = run.start("uas", sipp_command("uas_oc.xml", uas_ports, inf=uas_inf, timeout_s=80))
-    wait_udp_port(uas_ports.sip, proc=uas)
+    uas = run.start("uas", sipp_command("uas_oc.xml", uas_ports, inf=uas_inf, timeout_s=80, transport=transport))
+    (wait_tcp_port if transport else wait_udp_port)(uas_ports.sip, proc=uas)
     port = start_proxy(uas_ports.sip)
     total = 1250
     inf = write_injection(run.path("callees.csv"), [CALLEE])
-    uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(), remote=f"127.0.0.1:{port}", inf=inf, rate=RATE,
-                                        calls=total, timeout_s=60))
+    uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(tcp=bool(transport)), remote=f"127.0.0.1:{port}", inf=inf,
+                                        rate=RATE, calls=total, timeout_s=60, transport=transport))
     uac.wait(timeout=70)
     ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
     shed = [a.t for a in SippOutputs(uac.cwd).arrivals()]
