@@ -19,7 +19,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 # the SONAME's number: the major version (ffi/abi/README.md)
 SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 
-.PHONY: test test-builds cli kamailio-release-builds lint doc unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary kamailio-summary-reset
+.PHONY: test test-builds cli kamailio-release-builds lint doc unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e e2e-tls kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary kamailio-summary-reset
 
 ## test: formatting, lints, the API docs (no warnings, no broken links), every Rust test, the loom models (and their mutants), the C ABI
 ## header check, the ABI baseline check, the shared library's SONAME/exports/version, the C test
@@ -32,11 +32,11 @@ SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 ## How: everything the checks run is built first (test-builds); then three lanes run at once
 ## (tests/lanes.sh, each lane's log printed when it ends): the CPU-bound checks niced on every
 ## CPU but the first (TEST_CPU_LANE), the edge and Debian's Kamailio end to end (TEST_EDGE_LANE), the Kamailio
-## releases end to end (TEST_RELEASE_LANE), each end-to-end lane picking its ports from its own
+## releases and TLS end to end (TEST_RELEASE_LANE), each end-to-end lane picking its ports from its own
 ## range; then the two comparisons, which measure CPU, alone; then the summary
 TEST_CPU_LANE := lint doc unit loom fuzz-smoke soak header-check abi-check symbols-check c-test cxx-check example
 TEST_EDGE_LANE := edge-test e2e kamailio-module-test faults
-TEST_RELEASE_LANE := kamailio-releases
+TEST_RELEASE_LANE := kamailio-releases e2e-tls
 test: kamailio-summary-reset test-builds
 	MAKE="$(MAKE)" bash tests/lanes.sh "cpu@niced=TEST_BUILT=1 $(TEST_CPU_LANE)" \
 	  "edge=TEST_BUILT=1 E2E_PORTS=10000-21299 $(TEST_EDGE_LANE)" \
@@ -136,6 +136,12 @@ e2e: e2e-tools edge cli
 	python3 tests/e2e/faultrelay.py --self-test
 	s=0; for t in $(E2E_EDGE_SUITES); do python3 tests/e2e/$$t.py || s=1; done; exit $$s
 	s=0; for t in $(E2E_OC_SUITES); do python3 tests/e2e/$$t.py || s=1; done; exit $$s
+
+## e2e-tls: the edge over TLS (tests/e2e/test_edge_tls.py): calls and the RFC 7339 loop through
+## SIPp behind stunnel, the RFC 7200 dialog with a sips: notifier and forged NOTIFYs refused,
+## untrusted notifiers, next hops and clients refused, certificates made by the test
+e2e-tls: e2e-tools edge
+	python3 tests/e2e/test_edge_tls.py
 
 ## kamailio-compare: Kamailio (pipelimit) and the edge measured side by side: accuracy against a
 ## limit, CPU per 1,000 messages, max rate on one core (tests/e2e/kamailio_compare.py; the short

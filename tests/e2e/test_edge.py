@@ -578,7 +578,9 @@ ISO_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z edge: ")
 OPTIONS = ["--listen", "--next-hop", "--policy", "--source", "--subscribe", "--notifier", "--uri", "--expires", "--startup-hold-ms",
            "--fallback-policy", "--redirect-allow", "--no-emergency-exempt", "--priority-namespaces", "--retry-after", "--transport",
            "--max-connections", "--tcp-idle-s", "--linger-us", "--overload-control", "--oc-algorithms", "--oc-occupancy-target",
-           "--oc-timeout-ms", "--log-oc", "--metrics", "--help", "--version"]
+           "--oc-timeout-ms", "--log-oc", "--metrics", "--help", "--version", "--priority-peers", "--to-tag-is-dialog",
+           "--sip-user-numbers", "--tls-listen", "--tls-next-hop", "--tls-next-hop-name", "--tls-cert", "--tls-key", "--tls-ca",
+           "--tls-require-client-cert", "--notifier-name"]
 
 
 def cli_and_logs(run: Run) -> Checks:
