@@ -167,6 +167,8 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGPIPE, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
+    /* Before the TCP thread starts: it reads e.link (NOTIFYs not on the link are refused). */
+    if (o.sub_tls && sublink_start(&e, o.notifier_name) != 0) return 1;
     /* The startup hold starts before the TCP thread does, which waits while it lasts. */
     if (o.subscribe && o.hold_ms > 0) hold_start(&e, o.hold_ms);
     pthread_t tcp_thread;
@@ -190,7 +192,6 @@ int main(int argc, char **argv) {
     elog("listening on %s (%s), next hop %s\n", o.listen_at,
             e.udp_on && e.tcp_on ? "udp and tcp" : e.udp_on ? "udp" : "tcp", o.next_hop);
     if (e.tls_on) elog("listening on %s (tls), next hop %s (tls, as %s)\n", o.tls_listen_at, o.tls_next_hop_at, e.tls_next_hop_name);
-    if (o.sub_tls && sublink_start(&e, o.notifier_name) != 0) return 1;
     if (o.subscribe && start_subscriber(&e, o.subscribe, o.own_uri, o.expires) != 0) return 1;
     udp_loop(&e, o.linger_us);
     metrics_serve_stop(); /* before what it reads goes */

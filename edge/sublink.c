@@ -10,9 +10,12 @@
  * TLS connection, whoever signed its certificate) is answered 403 (handle.c, subscriber.c).
  *
  * The connection belongs to the main thread, which polls it beside the UDP socket (udp.c). It
- * is opened when the subscriber has something to send; when it breaks, the subscriber's own
- * timeouts (RFC 6665 retries) bring a new SUBSCRIBE, which opens it again. Over a reliable
- * transport a SUBSCRIBE is not retransmitted (RFC 3261 §17.1.2.2). */
+ * is opened when the subscriber has something to send. When a connection that was up breaks,
+ * the notifier can no longer reach the subscription (its NOTIFYs came on it), so the subscriber
+ * subscribes again at once (at most every RESUBSCRIBE_NS; the rules in force stay until the new
+ * subscription's first document); a connect or handshake that fails is left to the
+ * subscriber's own timeouts and back-off (RFC 6665 retries). Over a reliable transport a
+ * SUBSCRIBE is not retransmitted (RFC 3261 §17.1.2.2). */
 #define _GNU_SOURCE
 
 #include <arpa/inet.h>
@@ -33,14 +36,18 @@
 /* What may wait to be written: a SUBSCRIBE and a few answers to NOTIFYs. */
 #define LINK_OUT (4u * MAX_MSG)
 #define LINK_HANDSHAKE_NS 10000000000ull
+#define RESUBSCRIBE_NS 5000000000ull
 
 enum { DOWN, CONNECTING, HANDSHAKING, UP };
 
 struct sublink {
     int fd, state;
+    int want_write; /* the handshake waits for the socket to take its next flight */
     SSL *ssl;
     char name[256];
     uint64_t opened_ns;
+    int lost; /* a connection that was up broke: subscribe again */
+    uint64_t resubscribed_ns;
     char out[LINK_OUT];
     size_t out_len;
     char in[2 * MAX_MSG];
@@ -64,6 +71,7 @@ static void link_down(edge_t *e, const char *why) {
         inet_ntop(AF_INET, &e->notifier_addr.sin_addr, ip, sizeof ip);
         elog("subscriber: TLS connection to the notifier %s:%u (%s) %s\n", ip, ntohs(e->notifier_addr.sin_port), l->name, why);
     }
+    if (l->state == UP) l->lost = 1;
     tls_close(l->ssl);
     l->ssl = NULL;
     if (l->fd >= 0) close(l->fd);
@@ -90,6 +98,7 @@ static void link_open(edge_t *e) {
     }
     l->opened_ns = now_ns();
     l->state = r == 0 ? HANDSHAKING : CONNECTING;
+    l->want_write = 1; /* the ClientHello */
 }
 
 /* Writes what is queued, as far as the connection takes it now. */
@@ -126,7 +135,8 @@ int sublink_fd(const edge_t *e) { return e->link ? e->link->fd : -1; }
 short sublink_events(const edge_t *e) {
     const struct sublink *l = e->link;
     if (!l || l->state == DOWN) return 0;
-    if (l->state == CONNECTING || (l->state == UP && l->out_len > 0)) return POLLIN | POLLOUT;
+    if (l->state == CONNECTING || (l->state == HANDSHAKING && l->want_write) || (l->state == UP && l->out_len > 0))
+        return POLLIN | POLLOUT;
     return POLLIN;
 }
 
@@ -175,6 +185,7 @@ void sublink_io(edge_t *e) {
             link_down(e, what);
             return;
         }
+        l->want_write = r == TLS_WANT_WRITE;
         if (r != 1) goto deadline;
         char who[384];
         tls_describe(l->ssl, who, sizeof who);
@@ -205,8 +216,16 @@ deadline:
 
 void sublink_tick(edge_t *e) {
     struct sublink *l = e->link;
-    if (l && (l->state == CONNECTING || l->state == HANDSHAKING) && now_ns() - l->opened_ns >= LINK_HANDSHAKE_NS)
+    if (!l) return;
+    uint64_t now = now_ns();
+    if ((l->state == CONNECTING || l->state == HANDSHAKING) && now - l->opened_ns >= LINK_HANDSHAKE_NS)
         link_down(e, "not set up within 10 s");
+    if (l->lost && e->sub && !e->unsubscribed && (l->resubscribed_ns == 0 || now - l->resubscribed_ns >= RESUBSCRIBE_NS)) {
+        l->lost = 0;
+        l->resubscribed_ns = now;
+        elog("subscriber: the notifier's TLS connection was lost: subscribing again\n");
+        lc_subscriber_resubscribe(e->sub, now);
+    }
 }
 
 void sublink_stop(edge_t *e) {

@@ -285,8 +285,8 @@ int hop_slot(worker_t *w, int tls) {
     }
     *hop = slot;
     BUMP(w->c.hop_connects);
-    if (tls && r == 0) tls_step(w, (unsigned)slot);
-    return slot;
+    if (tls && r == 0) tls_step(w, (unsigned)slot); /* a refused handshake closes it: *hop is -1 */
+    return *hop;
 }
 
 /* The requests queued for a next hop that could not be reached (nothing of them was written):

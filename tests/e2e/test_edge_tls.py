@@ -18,6 +18,9 @@ stunnel (Debian's SIPp has no TLS).
   over the edge's TLS listener (with a valid client certificate that is not the notifier's
   connection) is answered 403, counted and not applied; the edge enforces the notifier's rate;
   on SIGTERM the unsubscribe and the final NOTIFY pass on the TLS connection.
+- notifier_connection_lost: a Python TLS notifier that closes the connection after its first
+  NOTIFY: the edge subscribes again at once on a new connection (a new dialog) and applies the
+  new subscription's document.
 - untrusted_notifier: a notifier presenting a rogue CA's certificate for notifier.test, or the
   right CA's for another name, gets no SUBSCRIBE (the handshake fails, logged with the reason).
 - client_certificates: --tls-require-client-cert: a client without a certificate or with a
@@ -311,6 +314,103 @@ def subscription_over_tls(run: Run) -> Checks:
     return c
 
 
+class TlsNotifier:
+    """A TLS notifier on a Python socket: answers each SUBSCRIBE 200 and sends one NOTIFY with
+    the next of `documents` on the same connection; closes the connection after the NOTIFY's
+    200 when `drop` says so for that connection. Records (time, Call-ID, Expires) of each
+    SUBSCRIBE."""
+
+    def __init__(self, cert, documents, drop):
+        self.ctx = server_context(cert)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", free_udp_port(tcp=True)))
+        self.sock.listen()
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.documents, self.drop = list(documents), drop
+        self.subscribes, self.closed_at = [], []
+        self.stopping = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        n = 0
+        while not self.stopping:
+            try:
+                raw, _ = self.sock.accept()
+            except OSError:
+                continue
+            try:
+                conn = self.ctx.wrap_socket(raw, server_side=True)
+                self._connection(conn, n)
+            except (ssl.SSLError, OSError):
+                pass
+            n += 1
+
+    def _connection(self, conn, n):
+        conn.settimeout(10)
+        buf = b""
+        while not self.stopping:
+            while b"\r\n\r\n" not in buf:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buf += data
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            msg = head.decode(errors="replace")
+            if msg.startswith("SIP/2.0 200") and "NOTIFY" in header(msg, "CSeq"):
+                if n in self.drop:
+                    self.closed_at.append(time.monotonic())
+                    conn.close()
+                    return
+                continue
+            if not msg.startswith("SUBSCRIBE "):
+                continue
+            self.subscribes.append((time.monotonic(), header(msg, "Call-ID"), header(msg, "Expires")))
+            vias = "\r\n".join(ln for ln in msg.split("\r\n") if ln.lower().startswith("via:"))
+            contact = re.search(r"<([^>]+)>", header(msg, "Contact")).group(1)
+            tag = f"tn{len(self.subscribes)}"
+            ok = (f"SIP/2.0 200 OK\r\n{vias}\r\nFrom: {header(msg, 'From')}\r\nTo: {header(msg, 'To')};tag={tag}\r\n"
+                  f"Call-ID: {header(msg, 'Call-ID')}\r\nCSeq: {header(msg, 'CSeq')}\r\nContact: <sip:sbc@notifier.test>\r\n"
+                  f"Expires: 600\r\nContent-Length: 0\r\n\r\n")
+            conn.sendall(ok.encode())
+            if header(msg, "Expires").strip() == "0" or not self.documents:
+                continue
+            body = self.documents.pop(0)
+            notify = (f"NOTIFY {contact} SIP/2.0\r\nVia: SIP/2.0/TLS notifier.test;branch=z9hG4bKn{len(self.subscribes)}\r\n"
+                      f"Max-Forwards: 70\r\nFrom: <sip:sbc@notifier.test>;tag={tag}\r\nTo: {header(msg, 'From')}\r\n"
+                      f"Call-ID: {header(msg, 'Call-ID')}\r\nCSeq: 1 NOTIFY\r\nContact: <sip:sbc@notifier.test>\r\n"
+                      f"Event: load-control\r\nSubscription-State: active;expires=600\r\n"
+                      f"Content-Type: application/load-control+xml\r\nContent-Length: {len(body.encode())}\r\n\r\n{body}")
+            conn.sendall(notify.encode())
+
+    def close(self):
+        self.stopping = True
+        self.sock.close()
+
+
+def notifier_connection_lost(run: Run) -> Checks:
+    c = Checks("notifier_connection_lost: the notifier's TLS connection breaks; the edge subscribes again at once")
+    certs = Certs(run)
+    notifier = TlsNotifier(certs.notifier, [document(0, "full", rate_rule(10)), document(0, "full", rate_rule(30))], drop={0})
+    edge = start_edge(run, "edge", free_udp_port(tcp=True), free_udp_port(), "--subscribe", "sips:sbc@notifier.test",
+                      "--notifier", f"127.0.0.1:{notifier.port}", "--tls-ca", certs.ca.cert,
+                      "--metrics", f"127.0.0.1:{(mport := free_udp_port(tcp=True))}")
+    again = wait_until(lambda: len(notifier.subscribes) >= 2, 5)
+    c.that(again, f"a second SUBSCRIBE came after the connection was closed ({len(notifier.subscribes)} SUBSCRIBEs)")
+    if again and notifier.closed_at:
+        delay = notifier.subscribes[1][0] - notifier.closed_at[0]
+        c.that(0 <= delay < 1.0, f"within 1 s of the close ({delay * 1000:.0f} ms), not at the refresh 600 s later")
+        c.that(notifier.subscribes[1][1] != notifier.subscribes[0][1], "as a new subscription (a new Call-ID: the old dialog cannot be reached)")
+    applied = wait_until(lambda: edge_metrics(mport).get("edge_subscriber_documents_applied_total") == 2, 3)
+    c.that(applied, f"the new subscription's document was applied ({edge_metrics(mport).get('edge_subscriber_documents_applied_total')} applied)")
+    log = edge.stderr_path.read_text(errors="replace")
+    c.that("the notifier's TLS connection was lost: subscribing again" in log and log.count("verified as notifier.test") == 2,
+           "the edge logged the loss and verified the notifier again")
+    run.stop(edge)
+    notifier.close()
+    return c
+
+
 def untrusted_notifier(run: Run) -> Checks:
     c = Checks("untrusted_notifier: a rogue CA's notifier.test, and the CA's other.test, get no SUBSCRIBE")
     certs = Certs(run)
@@ -444,6 +544,7 @@ def tls_command_line(run: Run) -> Checks:
 TESTS = {
     "calls_over_tls": calls_over_tls,
     "subscription_over_tls": subscription_over_tls,
+    "notifier_connection_lost": notifier_connection_lost,
     "untrusted_notifier": untrusted_notifier,
     "client_certificates": client_certificates,
     "tls_command_line": tls_command_line,
