@@ -113,7 +113,8 @@ static const char HELP_MORE[] =
     "  --help                      this text\n"
     "  --version                   the edge's and libloadctl's version\n"
     "\n"
-    "Signals: SIGHUP rereads --policy, SIGUSR1 prints the metrics on stdout, SIGINT/SIGTERM unsubscribe and exit.\n";
+    "Signals: SIGHUP rereads --policy and the --tls-* files, SIGUSR1 prints the metrics on stdout, SIGINT/SIGTERM\n"
+    "unsubscribe and exit.\n";
 
 /* --sip-user-numbers VALUE: the lc_engine_config.sip_user_numbers value it names (the names of
  * `loadctl --sip-user-numbers`); -1 for another name. */

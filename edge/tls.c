@@ -11,11 +11,17 @@
  *   DNS name: RFC 6125 rules, no partial wildcards), and presents --tls-cert when given.
  * Renegotiation is refused (a peer could otherwise make us do handshakes at will). Buffers of
  * idle sessions are released (SSL_MODE_RELEASE_BUFFERS): the connection table, not OpenSSL,
- * bounds memory. */
+ * bounds memory.
+ *
+ * SIGHUP reads the files again (tls_reload): new connections get the new contexts, established
+ * ones keep theirs (a session holds a reference to its context). The contexts are swapped under
+ * a mutex that tls_accepting / tls_connecting take only to pick one up, so the TCP thread and
+ * the main thread never use one that is being freed. */
 #define _GNU_SOURCE
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +32,8 @@
 #include "tls.h"
 
 static SSL_CTX *server_ctx, *client_ctx;
+static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+static tls_settings settings;
 
 /* OpenSSL's error queue as one line (and emptied, so the next failure starts clean). */
 static void queue_text(char *out, size_t cap) {
@@ -90,8 +98,26 @@ fail:
 }
 
 int tls_setup(const tls_settings *s) {
+    settings = *s;
     if (s->cert && !(server_ctx = context(TLS_server_method(), s, 1))) return -1;
     if (s->ca && !(client_ctx = context(TLS_client_method(), s, 0))) return -1;
+    return 0;
+}
+
+int tls_reload(void) {
+    SSL_CTX *server = NULL, *client = NULL;
+    if (settings.cert && !(server = context(TLS_server_method(), &settings, 1))) return -1;
+    if (settings.ca && !(client = context(TLS_client_method(), &settings, 0))) {
+        SSL_CTX_free(server);
+        return -1;
+    }
+    pthread_mutex_lock(&ctx_mu);
+    SSL_CTX *old_server = server_ctx, *old_client = client_ctx;
+    server_ctx = server;
+    client_ctx = client;
+    pthread_mutex_unlock(&ctx_mu);
+    SSL_CTX_free(old_server); /* sessions made from them hold their own references */
+    SSL_CTX_free(old_client);
     return 0;
 }
 
@@ -101,9 +127,16 @@ void tls_teardown(void) {
     server_ctx = client_ctx = NULL;
 }
 
+/* A session of the context `*ctx` (NULL when there is none). */
+static SSL *session_of(SSL_CTX *const *ctx) {
+    pthread_mutex_lock(&ctx_mu);
+    SSL *ssl = *ctx ? SSL_new(*ctx) : NULL;
+    pthread_mutex_unlock(&ctx_mu);
+    return ssl;
+}
+
 SSL *tls_accepting(int fd) {
-    if (!server_ctx) return NULL;
-    SSL *ssl = SSL_new(server_ctx);
+    SSL *ssl = session_of(&server_ctx);
     if (!ssl) return NULL;
     if (SSL_set_fd(ssl, fd) != 1) {
         SSL_free(ssl);
@@ -114,11 +147,7 @@ SSL *tls_accepting(int fd) {
 }
 
 SSL *tls_connecting(int fd, const char *name) {
-    if (!client_ctx) {
-        elog("tls: no --tls-ca: a TLS peer cannot be verified, so none is connected to\n");
-        return NULL;
-    }
-    SSL *ssl = SSL_new(client_ctx);
+    SSL *ssl = session_of(&client_ctx);
     if (!ssl) return NULL;
     struct in_addr ip;
     int ok = SSL_set_fd(ssl, fd) == 1;

@@ -20,6 +20,9 @@ typedef struct {
 /* Builds the contexts: the server one only with a certificate and key. 0, or -1 (logged: which
  * file, and OpenSSL's reason). */
 int tls_setup(const tls_settings *s);
+/* SIGHUP: reads the certificate, key and CA files again and builds new contexts for new
+ * connections; when a file cannot be used the old contexts stay (logged). 0, or -1. */
+int tls_reload(void);
 void tls_teardown(void);
 
 /* A TLS session on a connected (or connecting) non-blocking socket: the server side of an

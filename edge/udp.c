@@ -18,6 +18,7 @@
 #include "stats.h"
 #include "subscriber.h"
 #include "sublink.h"
+#include "tls.h"
 #include "udp.h"
 #include "window.h"
 
@@ -95,6 +96,10 @@ void udp_loop(edge_t *e, long linger_us) {
         if (reload_requested) {
             reload_requested = 0;
             if (e->policy_path) load_policy(e);
+            if (e->tls_on || e->link) {
+                if (tls_reload() == 0) elog("tls: certificates, key and CA certificates read again (new connections use them)\n");
+                else elog("tls: the files could not be used: the certificates in use stay\n");
+            }
         }
         if (stats_requested) {
             stats_requested = 0;

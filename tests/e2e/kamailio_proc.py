@@ -9,7 +9,7 @@ the same Kamailio the same way:
   (LOADCTL_KAMAILIO_BUILD names its directory; default target/kamailio: Debian's kamailio),
   from the build.json kamailio/build.sh writes.
 - ``Kamailio``: one Kamailio running loadctl.cfg with the defines a test asks for (a policy,
-  children, the next hop, tm, subscriptions, KEMI, TCP, ...), ready once its SIP and RPC
+  children, the next hop, tm, subscriptions, KEMI, TCP, TLS, ...), ready once its SIP and RPC
   sockets are bound; ``jsonrpc()`` one request to its jsonrpcs datagram socket.
 - ``offered_load()``, ``start_uas()``, ``check_calls()``: a SIPp UAC offering 3R matching and R
   other calls/s through it to a SIPp UAS, and the checks every such run makes.
@@ -30,7 +30,7 @@ from pathlib import Path
 from admission import count_in
 from checks import Checks
 from policy_docs import MATCH, OTHER
-from ports import free_udp_port, wait_udp_port
+from ports import free_udp_port, wait_tcp_port, wait_udp_port
 from processes import HarnessError, Run
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection
 
@@ -102,9 +102,12 @@ def suite_label(suite: str):
 
 class Kamailio:
     def __init__(self, run: Run, name: str, policy: str, children: int, next_hop: int, stateful=False, annotate=False, kemi=False,
-                 per_process=False, tcp_port=None, subscribe=(), defines=(), port=None, advertise=None):
-        """`advertise`: a port of 127.0.0.1 Kamailio names in its Via and Contact headers
-        instead of its own (`-l udp:IP:PORT/IP:ADVERTISED`): a fault relay in front of it."""
+                 per_process=False, tcp_port=None, subscribe=(), defines=(), port=None, advertise=None, tls=None):
+        """`next_hop`: a port of 127.0.0.1, or a SIP URI. `advertise`: a port of 127.0.0.1
+        Kamailio names in its Via and Contact headers instead of its own (`-l
+        udp:IP:PORT/IP:ADVERTISED`): a fault relay in front of it. `tls`: (port, the tls
+        module's configuration file): Kamailio loads the tls module and listens for TLS on
+        127.0.0.1:port (loadctl.cfg's TLS_CFG)."""
         self.run = run
         self.port = port or free_udp_port()
         self.rpc_port = free_udp_port()
@@ -114,13 +117,14 @@ class Kamailio:
             build().binary, "-f", CFG, "-DD", "-E", "-x", "tlsf", "-X", "tlsf", "-n", children,
             "-l", f"udp:127.0.0.1:{self.port}" + (f"/127.0.0.1:{advertise}" if advertise else ""), "-Y", rundir,
             *build().defines(),
-            "-A", f'NEXT_HOP="sip:127.0.0.1:{next_hop}"', "-A", f'RPC_SOCKET="udp:127.0.0.1:{self.rpc_port}"',
+            "-A", f'NEXT_HOP="{next_hop if isinstance(next_hop, str) else f"sip:127.0.0.1:{next_hop}"}"',
+            "-A", f'RPC_SOCKET="udp:127.0.0.1:{self.rpc_port}"',
         ]
         if policy is not None:
             policy_path = run.path(f"{name}-policy.xml")
             policy_path.write_text(policy)
             argv += ["-A", f'POLICY="{policy_path}"']
-        for define, uri in zip(("SUBSCRIBE", "SUBSCRIBE2"), subscribe):
+        for define, uri in zip(("SUBSCRIBE", "SUBSCRIBE2", "SUBSCRIBE3", "SUBSCRIBE4"), subscribe):
             argv += ["-A", f'{define}="{uri}"']
         for d in defines:
             argv += ["-A", d]
@@ -131,13 +135,23 @@ class Kamailio:
         if per_process:
             argv += ["-A", "PER_PROCESS"]
         if tcp_port:
-            argv += ["-A", "TCP", "-l", f"tcp:127.0.0.1:{tcp_port}"]
+            argv += ["-l", f"tcp:127.0.0.1:{tcp_port}"]
+        if tls:
+            self.tls_port, tls_cfg = tls
+            argv += ["-A", f'TLS_CFG="{tls_cfg}"', "-l", f"tls:127.0.0.1:{self.tls_port}"]
+            if build().major_minor >= (5, 8):
+                # libssl 3 wants the core's tls_threads_mode (the tls module's README, Note 2)
+                argv += ["-A", "TLS_THREADS_MODE=2"]
+        if tcp_port or tls:
+            argv += ["-A", "TCP"]
         if kemi:
             argv[2] = CFG_KEMI
             argv += ["-A", f'KEMI_JS="{HERE / "kamailio" / "loadctl-kemi.js"}"']
         self.proc = run.start(name, argv)
         wait_udp_port(self.port, proc=self.proc)
         wait_udp_port(self.rpc_port, proc=self.proc)
+        if tls:
+            wait_tcp_port(self.tls_port, proc=self.proc)
 
     def rpc(self, method: str, *params, timeout: float = 5.0) -> dict:
         """One JSON-RPC request over jsonrpcs's datagram socket; the whole response object."""

@@ -27,6 +27,8 @@ stunnel (Debian's SIPp has no TLS).
   rogue one is refused at the handshake, one with the CA's certificate is served; a next hop
   with a rogue certificate gets nothing (503 to the caller); a connection that never finishes
   its handshake is closed after 10 s.
+- certificate_reload: SIGHUP reads the certificate files again: a new connection gets the
+  renewed certificate; files that cannot be used leave the one in use (logged).
 - tls_command_line: TLS options without what they need are refused (exit 2, naming what is
   missing); a certificate or key that cannot be used stops the edge (exit 1, naming the file).
 - overload_loop_over_tls: tests/e2e/overload_setups.py's loss feedback (SIPp UAS answering
@@ -512,6 +514,41 @@ def overload_loop_over_tls(run: Run) -> Checks:
     return c
 
 
+def certificate_reload(run: Run) -> Checks:
+    c = Checks("certificate_reload: SIGHUP reads the certificate files again")
+    import shutil
+
+    certs = Certs(run)
+    renewed = certs.ca.issue("edge-renewed.test", dns=["edge.test"], ips=["127.0.0.1"])
+    cert, key = run.path("live", "edge.pem"), run.path("live", "edge.key")
+    shutil.copy(certs.edge.cert, cert)
+    shutil.copy(certs.edge.key, key)
+    hop = TlsNextHop(certs.hop)
+    edge, _, tls_port = tls_edge(run, certs, "edge", free_udp_port(), hop.port, "--policy", policy_file(run, 5),
+                                 "--tls-next-hop-name", "hop.test", "--tls-cert", cert, "--tls-key", key)
+
+    def presented() -> str:
+        conn = tls_connect(tls_port, certs.ca.cert)
+        subject = dict(x[0] for x in conn.getpeercert()["subject"])
+        conn.close()
+        return subject.get("commonName", "")
+
+    c.that(presented() == "edge.test", "the edge presents edge.test")
+    shutil.copy(renewed.cert, cert)
+    shutil.copy(renewed.key, key)
+    edge.send_signal(signal.SIGHUP)
+    c.that(wait_until(lambda: "tls: certificates, key and CA certificates read again" in edge.stderr_path.read_text(errors="replace"), 5),
+           "SIGHUP read the files again (logged)")
+    c.that(presented() == "edge-renewed.test", "a new connection gets the renewed certificate")
+    key.write_text("not a key\n")
+    edge.send_signal(signal.SIGHUP)
+    c.that(wait_until(lambda: "the certificates in use stay" in edge.stderr_path.read_text(errors="replace"), 5),
+           "a key file that cannot be used is reported")
+    c.that(presented() == "edge-renewed.test", "and the certificate in use stays")
+    hop.close()
+    return c
+
+
 def tls_command_line(run: Run) -> Checks:
     c = Checks("tls_command_line: refused TLS command lines")
     import subprocess
@@ -547,6 +584,7 @@ TESTS = {
     "notifier_connection_lost": notifier_connection_lost,
     "untrusted_notifier": untrusted_notifier,
     "client_certificates": client_certificates,
+    "certificate_reload": certificate_reload,
     "tls_command_line": tls_command_line,
     "overload_loop_over_tls": overload_loop_over_tls,
 }
