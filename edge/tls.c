@@ -56,6 +56,8 @@ static SSL_CTX *context(const SSL_METHOD *method, const tls_settings *s, int ser
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+    /* One recv for as many records as are there, not two per record (header, then body). */
+    SSL_CTX_set_read_ahead(ctx, 1);
     if (s->cert) {
         if (SSL_CTX_use_certificate_chain_file(ctx, s->cert) != 1) {
             queue_text(why, sizeof why);
@@ -214,7 +216,7 @@ ssize_t tls_write(SSL *ssl, const char *buf, size_t len) {
     return r > 0 ? r : outcome(ssl, r);
 }
 
-int tls_pending(SSL *ssl) { return SSL_pending(ssl); }
+int tls_pending(SSL *ssl) { return SSL_has_pending(ssl); }
 
 void tls_describe(SSL *ssl, char *out, size_t cap) {
     X509 *peer = SSL_get1_peer_certificate(ssl);

@@ -42,7 +42,8 @@ int tls_handshake(SSL *ssl, char *why, size_t cap);
 ssize_t tls_read(SSL *ssl, char *buf, size_t cap);
 /* Writes up to `len` bytes (partial writes allowed): how many (> 0), or a TLS_* value. */
 ssize_t tls_write(SSL *ssl, const char *buf, size_t len);
-/* Plaintext already decrypted and not yet read (epoll does not see it). */
+/* Whether bytes already read from the socket wait in the session, decrypted or not (epoll
+ * does not see them). */
 int tls_pending(SSL *ssl);
 /* The peer's certificate subject and the protocol, for the log ("CN=… TLSv1.3"). */
 void tls_describe(SSL *ssl, char *out, size_t cap);

@@ -43,6 +43,7 @@ from figures import markdown_table  # noqa: E402
 from ports import free_udp_port, udp_drops, udp_stats, wait_tcp_port, wait_udp_port  # noqa: E402
 from processes import CpuMeter, HarnessError, Proc, Run, wait_until  # noqa: E402
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
+from tls_peers import Pki, stunnel  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -190,7 +191,8 @@ def traffic_run(
     """Starts UAS, proxy, UAC (in that order), waits for the UAC to finish its `calls` calls
     at `rate`, and collects everything. All processes are stopped on the way out."""
     with Run(f"{proxy.name}-{label or 'run'}", keep=args.keep) as run:
-        tcp = args.transport == "tcp"
+        tcp = args.transport in ("tcp", "tls")
+        tls = args.transport == "tls"
         uas_ports, uac_ports = SippPorts.pick(tcp=tcp), SippPorts.pick(tcp=tcp)
         sipp_transport = "t1" if tcp else None
         listen = free_udp_port(tcp=True)
@@ -206,8 +208,20 @@ def traffic_run(
 
         setup = ProxySetup(listen, uas_ports.sip, args.prefix, limit, run.path("proxy-files"))
         setup.dir.mkdir(parents=True, exist_ok=True)
-        px = run.start(proxy.name, proxy.command(setup), cpu=args.proxy_cpu)
+        argv, front = proxy.command(setup), listen
+        if tls:
+            # SIPp over TCP behind stunnel (on SIPp's core) both ways; the edge speaks TLS to both.
+            ca = Pki(run.dir / "pki")
+            hop_cert, edge_cert = ca.issue("hop.test", dns=["hop.test"]), ca.issue("edge.test", dns=["edge.test"])
+            hop, tls_port, front = free_udp_port(tcp=True), free_udp_port(tcp=True), free_udp_port(tcp=True)
+            stunnel(run, "hop-tls", hop, uas_ports.sip, client=False, cert=hop_cert, cpu=args.sipp_cpu)
+            argv += ["--tls-listen", f"127.0.0.1:{tls_port}", "--tls-next-hop", f"127.0.0.1:{hop}", "--tls-next-hop-name", "hop.test",
+                     "--tls-cert", edge_cert.cert, "--tls-key", edge_cert.key, "--tls-ca", ca.cert]
+        px = run.start(proxy.name, argv, cpu=args.proxy_cpu)
         (proxy.ready or (lambda p, s: (wait_tcp_port if tcp else wait_udp_port)(s.listen_port, proc=p)))(px, setup)
+        if tls:
+            wait_tcp_port(tls_port, proc=px)
+            stunnel(run, "uac-tls", front, tls_port, client=True, ca=ca.cert, check_host="edge.test", cpu=args.sipp_cpu)
         time.sleep(0.3)  # let forked workers settle before the idle reading
 
         idle = CpuMeter(px).start()
@@ -221,7 +235,7 @@ def traffic_run(
         uac_argv = sipp_command(
             "uac_invite.xml",
             uac_ports,
-            remote=f"127.0.0.1:{listen}",
+            remote=f"127.0.0.1:{front}",
             inf=inf,
             rate=rate,
             calls=calls,
@@ -449,7 +463,10 @@ def main(argv=None) -> int:
     ap.add_argument("--idle-s", type=float, default=1.0, help="idle CPU reading before traffic (default 1 s)")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: accuracy,cpu,maxrate")
     ap.add_argument("--keep", action="store_true", help="keep every run's directory (logs, SIPp outputs)")
-    ap.add_argument("--transport", choices=("udp", "tcp"), default="udp", help="SIP between SIPp and the proxy: udp (default) or tcp (SIPp -t t1: one connection each way; the edge only, Kamailio's configuration has TCP off)")
+    ap.add_argument("--transport", choices=("udp", "tcp", "tls"), default="udp",
+                    help="SIP between SIPp and the proxy: udp (default), tcp (SIPp -t t1: one connection each way; the edge only, "
+                         "Kamailio's configuration has TCP off) or tls (as tcp, with stunnel on SIPp's core turning SIPp's TCP into TLS "
+                         "both ways; the edge only)")
     args = ap.parse_args(argv)
 
     args.duration = args.duration or (6.0 if args.short else 20.0)
@@ -466,8 +483,8 @@ def main(argv=None) -> int:
         if name not in by_name:
             ap.error(f"unknown proxy {name!r}")
         chosen.append(by_name[name])
-    if args.transport == "tcp" and any(p.name != "edge" for p in chosen):
-        ap.error("--transport tcp measures the edge only (--proxies edge)")
+    if args.transport != "udp" and any(p.name != "edge" for p in chosen):
+        ap.error(f"--transport {args.transport} measures the edge only (--proxies edge)")
     for tool in ("sipp", "taskset"):
         if not shutil.which(tool):
             print(f"{tool} is not installed (make e2e-tools)", file=sys.stderr)

@@ -87,11 +87,12 @@ def stunnel_binary() -> str:
 
 
 def stunnel(run, name: str, accept: int, connect: int, *, client: bool, ca: Path = None, cert: Issued = None,
-            check_host: str = None, check_ip: str = None, require_cert: bool = False):
+            check_host: str = None, check_ip: str = None, require_cert: bool = False, cpu=None):
     """Starts stunnel: `client` mode takes plain TCP on `accept` and opens TLS to `connect`
     (verifying the server against `ca`, with `check_host` / `check_ip`), server mode takes TLS
     on `accept` (presenting `cert`; with `ca`, verifying a client certificate, mandatory with
-    `require_cert`) and opens plain TCP to `connect`. Returns the Proc once `accept` listens."""
+    `require_cert`) and opens plain TCP to `connect`; pinned to core `cpu` if given. Returns the
+    Proc once `accept` listens."""
     conf = run.path(name, "stunnel.conf")
     lines = ["foreground = yes", "pid =", "debug = 5", "syslog = no", f"output = {run.path(name, 'stunnel.log')}",
              f"[{name}]", f"client = {'yes' if client else 'no'}", f"accept = 127.0.0.1:{accept}",
@@ -107,7 +108,7 @@ def stunnel(run, name: str, accept: int, connect: int, *, client: bool, ca: Path
     if check_ip:
         lines.append(f"checkIP = {check_ip}")
     conf.write_text("\n".join(lines) + "\n")
-    proc = run.start(name, [stunnel_binary(), str(conf)])
+    proc = run.start(name, [stunnel_binary(), str(conf)], cpu=cpu)
     wait_tcp_port(accept, proc=proc)
     return proc
 
