@@ -42,8 +42,8 @@ set -eu
 KAMAILIO_DEB_VERSION=5.6.3-2
 KAMAILIO_UPSTREAM=5.6.3
 # what tests/e2e loads from a release build (loadctl.cfg, loadctl-kemi.cfg, functions.cfg,
-# dispatcher-oc.cfg)
-RELEASE_MODULES="sl tm tmx pv siputils maxfwd xlog textops jsonrpcs app_jsdt kex corex dispatcher rr dialog"
+# dispatcher-oc.cfg; tls for test_kamailio_tls.py: it links the system's libssl, libssl-dev)
+RELEASE_MODULES="sl tm tmx pv siputils maxfwd xlog textops jsonrpcs app_jsdt kex corex dispatcher rr dialog tls"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/libloadctl/libloadctl.a
@@ -77,6 +77,9 @@ else
   command -v bison >/dev/null 2>&1 || need="$need bison"
   command -v flex >/dev/null 2>&1 || need="$need flex"
   command -v xz >/dev/null 2>&1 || need="$need xz-utils"
+  case " $RELEASE_MODULES " in
+    *" tls "*) [ -f /usr/include/openssl/ssl.h ] || need="$need libssl-dev" ;;
+  esac
 fi
 if [ -n "$need" ]; then
   log "installing:$need"

@@ -128,6 +128,10 @@ static const lc_stat_def_t lc_stat_defs[] = {
 		"SUBSCRIBEs sent"},
 	{"sub_retries", lc_stat_sub, (void *)(uintptr_t)LC_SUB_RETRIES,
 		"new subscriptions after a failure"},
+	{"sub_unauthenticated", lc_stat_sub,
+		(void *)(uintptr_t)LC_SUB_UNAUTHENTICATED,
+		"NOTIFYs (answered 403) and SUBSCRIBE responses (dropped) refused: "
+		"not from a TLS notifier's verified peer"},
 	{0, 0, 0, 0}
 };
 /* clang-format on */

@@ -26,6 +26,14 @@
  * - the main process, on shutdown (core app_shutdown callback, before the
  *   children are killed): asks the owner to unsubscribe and waits up to 1 s.
  *
+ * A subscription to a `sips:` notifier (or `;transport=tls`) hears it only over
+ * TLS from a peer Kamailio's tls module verified and whose certificate names
+ * it (lc_tls.h): a worker checks each NOTIFY before handing it over, and the
+ * tm callback each response to a SUBSCRIBE; anything else is refused (a
+ * NOTIFY answered 403, a response dropped), counted and logged at most once a
+ * second. The subscriptions' Call-ID stems and names are set in mod_init, so
+ * every worker can tell which subscription a NOTIFY claims to belong to.
+ *
  * In-dialog SUBSCRIBEs (refreshes, the re-SUBSCRIBE after a version gap, the
  * unsubscribe) go to the dialog's remote target — the Contact of the
  * notifier's 200 and NOTIFYs, which the machine keeps — through its route set
@@ -48,6 +56,7 @@
 #include "../../core/mem/mem.h"
 #include "../../core/mem/shm_mem.h"
 #include "../../core/parser/msg_parser.h"
+#include "../../core/socket_info.h"
 
 #include "lc_shared.h"
 #include "lc_store.h"
@@ -55,6 +64,7 @@
 #include "lc_uac.h"
 #include "lc_mod.h"
 #include "lc_sub_event.h"
+#include "lc_tls.h"
 #include "lc_subscribe.h"
 
 #define LC_URI_MAX 256
@@ -66,6 +76,9 @@ char *lc_sub_from = NULL;
 
 static char *_lc_sub_uris[LC_MAX_SUBSCRIPTIONS];
 static int _lc_sub_n = 0;
+/* subscribe_tls_name values ("URI NAME"), matched to a subscribe in mod_init */
+static char *_lc_sub_names[LC_MAX_SUBSCRIPTIONS];
+static int _lc_sub_names_n = 0;
 
 enum
 {
@@ -97,6 +110,13 @@ typedef struct lc_sub_status
 	unsigned long long subscribes, responses, notifies, applied, withdrawn,
 			ignored, invalid, apply_failed, rejected, retries, store_errors,
 			bodyless, warned;
+	/* NOTIFYs and responses refused: not from the notifier's verified TLS
+	 * peer (workers add to it without the lock) */
+	volatile unsigned long long unauthenticated;
+	/* when one was last logged (CLOCK_MONOTONIC ns) */
+	volatile unsigned long long unauthenticated_logged_ns;
+	char last_unauthenticated[256];
+	char contact[LC_URI_MAX]; /* of its SUBSCRIBEs */
 } lc_sub_status_t;
 
 typedef struct lc_sub_shared
@@ -124,13 +144,18 @@ static lc_owner_t _lc_sub_owner = {
 		.tm_cb = lc_sub_tm_cb,
 };
 
-/* The owner's private state. */
+/* Each subscription. Set in mod_init, before the fork, and read by every
+ * process: notifier, stem, tag, tls, tls_name. The owner's alone: the rest. */
 typedef struct lc_sub
 {
-	lc_subscriber *sub;
 	char notifier[LC_URI_MAX];
-	char stem[96];
+	char stem[96]; /* every Call-ID of this subscription starts "stem-" */
 	char tag[64];
+	int tls;			/* heard only from its verified TLS peer */
+	char tls_name[256]; /* the name its certificate must carry */
+	lc_subscriber *sub;
+	char contact[LC_URI_MAX];
+	char from[LC_URI_MAX];
 	char call_id[128]; /* of the last SUBSCRIBE sent */
 	unsigned int cseq;
 } lc_sub_t;
@@ -139,7 +164,6 @@ static lc_sub_t _lc_subs[LC_MAX_SUBSCRIPTIONS];
 static lc_engine *_lc_sub_engine = NULL;
 static lc_sip_wire _lc_wire;
 static char _lc_contact[LC_URI_MAX];
-static char _lc_from[LC_URI_MAX];
 static char _lc_sent_by[128];
 
 int lc_sub_add_param(modparam_t type, void *val)
@@ -153,11 +177,27 @@ int lc_sub_add_param(modparam_t type, void *val)
 		return -1;
 	}
 	if(strlen(s) >= LC_SOURCE_MAX || strncasecmp(s, "sip", 3) != 0) {
-		LM_ERR("subscribe \"%s\": a sip: URI of at most %d bytes expected\n", s,
-				LC_SOURCE_MAX - 1);
+		LM_ERR("subscribe \"%s\": a sip: or sips: URI of at most %d bytes "
+			   "expected\n",
+				s, LC_SOURCE_MAX - 1);
 		return -1;
 	}
 	_lc_sub_uris[_lc_sub_n++] = s;
+	return 0;
+}
+
+int lc_sub_tls_name_param(modparam_t type, void *val)
+{
+	char *s = (char *)val;
+
+	if(s == NULL || *s == '\0')
+		return 0;
+	if(_lc_sub_names_n >= LC_MAX_SUBSCRIPTIONS) {
+		LM_ERR("at most %d subscribe_tls_name parameters\n",
+				LC_MAX_SUBSCRIPTIONS);
+		return -1;
+	}
+	_lc_sub_names[_lc_sub_names_n++] = s;
 	return 0;
 }
 
@@ -168,16 +208,74 @@ int lc_sub_count(void)
 
 /* ---- any process: to the owner ---- */
 
+/* The subscription a Call-ID belongs to (its stem), or -1. */
+static int lc_sub_match(const char *callid, size_t len)
+{
+	int i;
+	size_t n;
+
+	for(i = 0; i < _lc_sub_n; i++) {
+		n = strlen(_lc_subs[i].stem);
+		if(len > n && strncmp(callid, _lc_subs[i].stem, n) == 0
+				&& callid[n] == '-')
+			return i;
+	}
+	return -1;
+}
+
+/* A message of subscription `i`'s dialog that did not come from its
+ * notifier's verified TLS peer: counted, and logged (and kept for
+ * loadctl.subscriptions) at most once a second over all processes. */
+static void lc_sub_refused(
+		int i, sip_msg_t *msg, const char *what, const char *why)
+{
+	lc_sub_status_t *st = &_lc_sub_sh->st[i];
+	unsigned long long now = lc_now_ns(), last, n;
+	char line[sizeof(st->last_unauthenticated)];
+
+	n = __sync_add_and_fetch(&st->unauthenticated, 1ull);
+	last = st->unauthenticated_logged_ns;
+	if(now - last < 1000000000ull
+			|| !__sync_bool_compare_and_swap(
+					&st->unauthenticated_logged_ns, last, now))
+		return;
+	snprintf(line, sizeof(line), "%s from %s:%d refused: %s", what,
+			ip_addr2a(&msg->rcv.src_ip), (int)msg->rcv.src_port, why);
+	LM_WARN("subscription to %s: %s; its notifier is heard only over TLS "
+			"from a peer whose verified certificate names %s (%llu refused, "
+			"logged at most once a second)\n",
+			_lc_subs[i].notifier, line, _lc_subs[i].tls_name, n);
+	lock_get(&_lc_sub_sh->lock);
+	memcpy(st->last_unauthenticated, line, sizeof(line));
+	lock_release(&_lc_sub_sh->lock);
+}
+
 /* tm: the final response to a SUBSCRIBE (in whichever process read it, or
  * tm's timer for a local 408). */
 static void lc_sub_tm_cb(struct cell *t, int type, struct tmcb_params *ps)
 {
+	char why[512];
+	int i;
+
+	/* a response from anyone but the notifier's verified TLS peer is
+	 * dropped: the subscriber's own transaction timeout then retries */
+	if(ps && ps->param && ps->rpl && ps->rpl != FAKED_REPLY) {
+		i = (int)((uintptr_t)*ps->param >> 32);
+		if(i >= 0 && i < _lc_sub_n && _lc_subs[i].tls
+				&& !lc_tls_peer_is(
+						ps->rpl, _lc_subs[i].tls_name, why, sizeof(why))) {
+			lc_sub_refused(i, ps->rpl, "response to a SUBSCRIBE", why);
+			return;
+		}
+	}
 	lc_uac_response(&_lc_sub_owner, ps, "SUBSCRIBE");
 }
 
 int lc_sub_handle_notify(sip_msg_t *msg)
 {
 	lc_sub_rec_t *rec;
+	char why[512];
+	int i;
 
 	if(msg->first_line.type != SIP_REQUEST
 			|| msg->first_line.u.request.method_value != METHOD_NOTIFY) {
@@ -187,6 +285,18 @@ int lc_sub_handle_notify(sip_msg_t *msg)
 	if(_lc_sub_n == 0 || !lc_owner_on(&_lc_sub_owner)) {
 		lc_sl_reply(msg, 481, "Subscription does not exist");
 		return -1;
+	}
+	/* RFC 7200 §7: a notifier that can be spoofed can throttle everything.
+	 * A NOTIFY of no subscription goes on to be answered 481. */
+	if(parse_headers(msg, HDR_CALLID_F, 0) == 0 && msg->callid) {
+		i = lc_sub_match(msg->callid->body.s, (size_t)msg->callid->body.len);
+		if(i >= 0 && _lc_subs[i].tls
+				&& !lc_tls_peer_is(
+						msg, _lc_subs[i].tls_name, why, sizeof(why))) {
+			lc_sub_refused(i, msg, "NOTIFY", why);
+			lc_sl_reply(msg, 403, "Forbidden");
+			return -1;
+		}
 	}
 	rec = (lc_sub_rec_t *)lc_rec_request(&_lc_sub_owner, LC_REC_NOTIFY, msg);
 	if(rec && parse_headers(msg, HDR_CALLID_F, 0) == 0 && msg->callid) {
@@ -294,7 +404,7 @@ static void lc_sub_send(int i, const lc_sip_message *m)
 			"Event: %.*s\r\nAccept: %.*s\r\nExpires: %lld\r\nContact: <%s>\r\n",
 			(int)m->event.len, m->event.ptr ? (char *)m->event.ptr : "",
 			(int)m->accept.len, m->accept.ptr ? (char *)m->accept.ptr : "",
-			expires, _lc_contact);
+			expires, s->contact);
 	hdrs.s = hbuf;
 	snprintf(who, sizeof(who), "subscription to %s", s->notifier);
 	if(lc_uac_send(&_lc_sub_owner, "SUBSCRIBE", m, &hdrs, NULL,
@@ -395,15 +505,8 @@ static void lc_sub_pump(int i)
 
 static int lc_sub_pick(const char *callid)
 {
-	int i;
-	size_t n;
-
-	for(i = 0; i < _lc_sub_n; i++) {
-		n = strlen(_lc_subs[i].stem);
-		if(strncmp(callid, _lc_subs[i].stem, n) == 0 && callid[n] == '-')
-			return i;
-	}
-	return 0; /* its machine answers 481 */
+	int i = lc_sub_match(callid, strlen(callid));
+	return i >= 0 ? i : 0; /* its machine answers 481 */
 }
 
 static void lc_sub_take(lc_rec_t *h, uint64_t now)
@@ -489,6 +592,28 @@ static void lc_sub_stop(uint64_t now)
 	}
 }
 
+/* A URI of this Kamailio: `scheme`:loadctl@ its first listening socket of
+ * `proto` (of any when PROTO_NONE). 0, or -1 when it has none. */
+static int lc_sub_own_uri(char *out, size_t n, const char *scheme, int proto)
+{
+	struct socket_info *si;
+	struct socket_info **list;
+
+	if(proto == PROTO_NONE) {
+		si = get_first_socket();
+	} else {
+		list = get_sock_info_list(proto);
+		si = list ? *list : NULL;
+	}
+	if(si == NULL)
+		return -1;
+	snprintf(out, n, "%s:loadctl@%s%.*s%s:%d", scheme,
+			si->address.af == AF_INET6 ? "[" : "", si->address_str.len,
+			si->address_str.s, si->address.af == AF_INET6 ? "]" : "",
+			si->port_no);
+	return 0;
+}
+
 static int lc_sub_owner_init(void)
 {
 	lc_subscriber_config c;
@@ -508,23 +633,25 @@ static int lc_sub_owner_init(void)
 	else
 		snprintf(_lc_contact, sizeof(_lc_contact), "sip:loadctl@%s",
 				_lc_sent_by);
-	snprintf(_lc_from, sizeof(_lc_from), "%s",
-			lc_sub_from && *lc_sub_from ? lc_sub_from : _lc_contact);
 	lock_get(&_lc_sub_sh->lock);
 	snprintf(_lc_sub_sh->contact, LC_URI_MAX, "%s", _lc_contact);
 	lock_release(&_lc_sub_sh->lock);
 	_lc_wire.contact = lc_cs(_lc_contact);
 	for(i = 0; i < _lc_sub_n; i++) {
 		lc_sub_t *s = &_lc_subs[i];
-		snprintf(s->notifier, sizeof(s->notifier), "%s", _lc_sub_uris[i]);
-		snprintf(s->stem, sizeof(s->stem), "lc%d-%x-%llx", i,
-				(unsigned)getpid(),
-				(unsigned long long)(now ^ ((uint64_t)i << 40)));
-		snprintf(s->tag, sizeof(s->tag), "%llx%d",
-				(unsigned long long)(now ^ (uint64_t)getpid()), i);
+		/* RFC 3261 §8.1.1.8: a SIPS Request-URI wants a SIPS Contact (a
+		 * notifier that opens a connection of its own then opens a TLS one) */
+		snprintf(s->contact, sizeof(s->contact), "%s", _lc_contact);
+		if(s->tls && !(lc_sub_contact && *lc_sub_contact))
+			lc_sub_own_uri(s->contact, sizeof(s->contact), "sips", PROTO_TLS);
+		snprintf(s->from, sizeof(s->from), "%s",
+				lc_sub_from && *lc_sub_from ? lc_sub_from : s->contact);
+		lock_get(&_lc_sub_sh->lock);
+		snprintf(_lc_sub_sh->st[i].contact, LC_URI_MAX, "%s", s->contact);
+		lock_release(&_lc_sub_sh->lock);
 		memset(&c, 0, sizeof(c));
 		c.notifier = lc_cs(s->notifier);
-		c.subscriber = lc_cs(_lc_from);
+		c.subscriber = lc_cs(s->from);
 		c.call_id = lc_cs(s->stem);
 		c.tag = lc_cs(s->tag);
 		c.expires = (uint32_t)lc_sub_expires;
@@ -535,8 +662,13 @@ static int lc_sub_owner_init(void)
 					lc_result_text(r));
 			return -1;
 		}
-		LM_INFO("subscribing to %s as %s (Contact %s)\n", s->notifier, _lc_from,
-				_lc_contact);
+		if(s->tls)
+			LM_INFO("subscribing to %s as %s (Contact %s) over TLS: its "
+					"verified certificate must name %s\n",
+					s->notifier, s->from, s->contact, s->tls_name);
+		else
+			LM_INFO("subscribing to %s as %s (Contact %s)\n", s->notifier,
+					s->from, s->contact);
 	}
 	for(i = 0; i < _lc_sub_n; i++)
 		lc_sub_pump(i);
@@ -565,6 +697,79 @@ static uint64_t lc_sub_tick(uint64_t now)
 	return next;
 }
 
+/* mod_init: what every process knows of each subscription (its Call-ID
+ * stem, whether it is over TLS, the name its notifier's certificate must
+ * carry). 0, or -1 (logged). */
+static int lc_sub_setup(void)
+{
+	uint64_t now = lc_now_ns();
+	char uri[LC_URI_MAX], name[256];
+	int i, k, tls = 0;
+
+	for(i = 0; i < _lc_sub_n; i++) {
+		lc_sub_t *s = &_lc_subs[i];
+		snprintf(s->notifier, sizeof(s->notifier), "%s", _lc_sub_uris[i]);
+		snprintf(s->stem, sizeof(s->stem), "lc%d-%x-%llx", i,
+				(unsigned)getpid(),
+				(unsigned long long)(now ^ ((uint64_t)i << 40)));
+		snprintf(s->tag, sizeof(s->tag), "%llx%d",
+				(unsigned long long)(now ^ (uint64_t)getpid()), i);
+		s->tls = lc_tls_uri_wants(s->notifier);
+		tls |= s->tls;
+		if(s->tls
+				&& lc_tls_uri_host(s->notifier, s->tls_name, sizeof(s->tls_name))
+						   < 0) {
+			LM_ERR("subscribe %s: no host in the URI\n", s->notifier);
+			return -1;
+		}
+	}
+	for(k = 0; k < _lc_sub_names_n; k++) {
+		if(sscanf(_lc_sub_names[k], "%255s %255s", uri, name) != 2) {
+			LM_ERR("subscribe_tls_name \"%s\": \"NOTIFIER-URI NAME\" "
+				   "expected\n",
+					_lc_sub_names[k]);
+			return -1;
+		}
+		for(i = 0; i < _lc_sub_n; i++)
+			if(strcasecmp(_lc_subs[i].notifier, uri) == 0)
+				break;
+		if(i == _lc_sub_n) {
+			LM_ERR("subscribe_tls_name \"%s\": %s is no subscribe "
+				   "parameter\n",
+					_lc_sub_names[k], uri);
+			return -1;
+		}
+		if(!_lc_subs[i].tls) {
+			LM_ERR("subscribe_tls_name \"%s\": %s is not reached over TLS "
+				   "(a sips: URI, or ;transport=tls)\n",
+					_lc_sub_names[k], uri);
+			return -1;
+		}
+		snprintf(_lc_subs[i].tls_name, sizeof(_lc_subs[i].tls_name), "%s",
+				name);
+	}
+	for(i = 0; i < _lc_sub_n; i++) {
+		if(_lc_subs[i].tls && !lc_tls_name_ok(_lc_subs[i].tls_name)) {
+			LM_ERR("subscribe %s: \"%s\" is neither a DNS name nor an IP "
+				   "address (a wildcard never names a notifier, RFC 5922 "
+				   "§7.2): give subscribe_tls_name\n",
+					_lc_subs[i].notifier, _lc_subs[i].tls_name);
+			return -1;
+		}
+	}
+	if(!tls)
+		return 0;
+	if(lc_tls_init() < 0)
+		return -1;
+	if(lc_sub_own_uri(uri, sizeof(uri), "sips", PROTO_TLS) < 0) {
+		LM_ERR("a subscription over TLS needs a TLS listening socket "
+			   "(enable_tls=yes, listen=tls:ADDRESS:PORT): tm sends the "
+			   "SUBSCRIBEs from it\n");
+		return -1;
+	}
+	return 0;
+}
+
 int lc_sub_mod_init(struct tm_binds *tmb, int tm_loaded)
 {
 	if(_lc_sub_n == 0)
@@ -585,6 +790,8 @@ int lc_sub_mod_init(struct tm_binds *tmb, int tm_loaded)
 	}
 	memset(_lc_sub_sh, 0, sizeof(lc_sub_shared_t));
 	if(lock_init(&_lc_sub_sh->lock) == NULL)
+		return -1;
+	if(lc_sub_setup() < 0)
 		return -1;
 	for(int i = 0; i < _lc_sub_n; i++) {
 		snprintf(_lc_sub_sh->st[i].notifier, LC_URI_MAX, "%s", _lc_sub_uris[i]);
@@ -663,6 +870,9 @@ unsigned long long lc_sub_total(lc_sub_counter_t c)
 			case LC_SUB_RETRIES:
 				sum += st->retries;
 				break;
+			case LC_SUB_UNAUTHENTICATED:
+				sum += st->unauthenticated;
+				break;
 		}
 		lock_release(&_lc_sub_sh->lock);
 	}
@@ -703,6 +913,10 @@ void lc_sub_rpc_list(rpc_t *rpc, void *ctx)
 				copy.last_event, "version", (long)copy.version, "last_status",
 				copy.last_status, "expires", (int)copy.expires, "published",
 				copy.published);
+		rpc->struct_add(st, "ssJs", "contact", copy.contact, "tls_name",
+				_lc_subs[i].tls ? _lc_subs[i].tls_name : "", "unauthenticated",
+				copy.unauthenticated, "last_unauthenticated",
+				copy.last_unauthenticated);
 		rpc->struct_add(st, "JJJJJJJJJJJJJ", "subscribes", copy.subscribes,
 				"responses", copy.responses, "notifies", copy.notifies,
 				"applied", copy.applied, "withdrawn", copy.withdrawn, "ignored",

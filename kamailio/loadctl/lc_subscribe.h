@@ -34,6 +34,9 @@
 
 /* modparam("loadctl", "subscribe", "sip:notifier@host:port") */
 int lc_sub_add_param(modparam_t type, void *val);
+/* modparam("loadctl", "subscribe_tls_name", "NOTIFIER-URI NAME"): the name a
+ * TLS notifier's certificate must carry when it is not its URI's host */
+int lc_sub_tls_name_param(modparam_t type, void *val);
 extern int lc_sub_expires;
 extern char *lc_sub_contact;
 extern char *lc_sub_from;
@@ -44,7 +47,9 @@ int lc_sub_count(void);
 int lc_sub_mod_init(struct tm_binds *tmb, int tm_loaded);
 /* child_init(PROC_MAIN): forks the owner process. */
 int lc_sub_child_init(int rank);
-/* lc_handle_notify(): hands the NOTIFY to the owner (which answers it). */
+/* lc_handle_notify(): hands the NOTIFY to the owner (which answers it), or
+ * answers 403 to one of a TLS subscription's dialog that did not come from
+ * its notifier's verified TLS peer. */
 int lc_sub_handle_notify(sip_msg_t *msg);
 
 /* A counter of every subscription summed (0 without subscribe). */
@@ -56,6 +61,7 @@ typedef enum lc_sub_counter
 	LC_SUB_WITHDRAWN,
 	LC_SUB_SUBSCRIBES,
 	LC_SUB_RETRIES,
+	LC_SUB_UNAUTHENTICATED,
 } lc_sub_counter_t;
 unsigned long long lc_sub_total(lc_sub_counter_t c);
 /* loadctl.subscriptions */

@@ -123,6 +123,8 @@ static param_export_t params[] = {
 	{"subscribe_expires", PARAM_INT, &lc_sub_expires},
 	{"subscribe_contact", PARAM_STRING, &lc_sub_contact},
 	{"subscribe_from", PARAM_STRING, &lc_sub_from},
+	{"subscribe_tls_name", PARAM_STRING | PARAM_USE_FUNC,
+		(void *)lc_sub_tls_name_param},
 	{"notifier_uri", PARAM_STRING, &lc_ntf_uri},
 	{"notifier_allow", PARAM_STRING, &lc_ntf_allow},
 	{"notifier_policy_file", PARAM_STRING, &lc_ntf_policy_file},
