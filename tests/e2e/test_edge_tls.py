@@ -39,11 +39,12 @@ stunnel (Debian's SIPp has no TLS).
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 import socket
+import subprocess
 import ssl
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -57,7 +58,7 @@ from policy_docs import MATCH, OTHER, document, rate_rule, split  # noqa: E402
 from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
 from processes import Run, wait_until  # noqa: E402
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
-from tls_peers import Pki, client_context, server_context, stunnel  # noqa: E402
+from tls_peers import Pki, TlsServer, client_context, read_messages, stunnel  # noqa: E402
 
 
 class Certs:
@@ -104,59 +105,19 @@ def header(msg: str, name: str) -> str:
 # Python TLS peers
 
 
-class TlsNextHop:
-    """A TLS server answering 200 to every request it gets (Via, From, To, Call-ID, CSeq
-    copied), counting the requests and the handshakes that failed."""
+class TlsNextHop(TlsServer):
+    """A TLS next hop answering 200 to every request (Via, From, To, Call-ID, CSeq copied),
+    keeping the requests."""
 
-    def __init__(self, cert, ca=None):
-        self.ctx = server_context(cert)
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", free_udp_port(tcp=True)))
-        self.sock.listen()
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.requests, self.handshake_failures = [], 0
-        self.stopping = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+    def __init__(self, cert):
+        self.requests = []
+        super().__init__(cert)
 
-    def _serve(self):
-        while not self.stopping:
-            try:
-                raw, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._connection, args=(raw,), daemon=True).start()
-
-    def _connection(self, raw):
-        raw.settimeout(5)
-        try:
-            conn = self.ctx.wrap_socket(raw, server_side=True)
-        except (ssl.SSLError, OSError):
-            self.handshake_failures += 1
-            raw.close()
-            return
-        buf = b""
-        try:
-            while not self.stopping:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buf += data
-                while b"\r\n\r\n" in buf:
-                    head, buf = buf.split(b"\r\n\r\n", 1)  # the tests send no bodies
-                    msg = head.decode(errors="replace")
-                    self.requests.append(msg)
-                    keep = [ln for ln in msg.split("\r\n")[1:] if ln.split(":")[0].strip().lower() in ("via", "from", "to", "call-id", "cseq")]
-                    conn.sendall(("SIP/2.0 200 OK\r\n" + "\r\n".join(keep) + "\r\nContent-Length: 0\r\n\r\n").encode())
-        except OSError:
-            return
-        finally:
-            conn.close()
-
-    def close(self):
-        self.stopping = True
-        self.sock.close()
+    def serve(self, conn):
+        for msg in read_messages(conn):
+            self.requests.append(msg)
+            keep = [ln for ln in msg.split("\r\n")[1:] if ln.split(":")[0].strip().lower() in ("via", "from", "to", "call-id", "cseq")]
+            conn.sendall(("SIP/2.0 200 OK\r\n" + "\r\n".join(keep) + "\r\nContent-Length: 0\r\n\r\n").encode())
 
 
 def tls_connect(port: int, ca, cert=None, name: str = "edge.test"):
@@ -183,13 +144,8 @@ def options(n: int) -> bytes:
 
 
 def read_message(conn) -> str:
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        data = conn.recv(65536)
-        if not data:
-            break
-        buf += data
-    return buf.decode(errors="replace")
+    """The next message on a connection, or "" when it closed first."""
+    return next(read_messages(conn), "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,53 +272,25 @@ def subscription_over_tls(run: Run) -> Checks:
     return c
 
 
-class TlsNotifier:
-    """A TLS notifier on a Python socket: answers each SUBSCRIBE 200 and sends one NOTIFY with
-    the next of `documents` on the same connection; closes the connection after the NOTIFY's
-    200 when `drop` says so for that connection. Records (time, Call-ID, Expires) of each
-    SUBSCRIBE."""
+class TlsNotifier(TlsServer):
+    """A TLS notifier: answers each SUBSCRIBE 200 and sends one NOTIFY with the next of
+    `documents` on the same connection; closes connection number n (from 0) after its NOTIFY's
+    200 when n is in `drop`. Records (time, Call-ID, Expires) of each SUBSCRIBE."""
 
     def __init__(self, cert, documents, drop):
-        self.ctx = server_context(cert)
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", free_udp_port(tcp=True)))
-        self.sock.listen()
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
         self.documents, self.drop = list(documents), drop
         self.subscribes, self.closed_at = [], []
-        self.stopping = False
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.connections = 0
+        super().__init__(cert)
 
-    def _serve(self):
-        n = 0
-        while not self.stopping:
-            try:
-                raw, _ = self.sock.accept()
-            except OSError:
-                continue
-            try:
-                conn = self.ctx.wrap_socket(raw, server_side=True)
-                self._connection(conn, n)
-            except (ssl.SSLError, OSError):
-                pass
-            n += 1
-
-    def _connection(self, conn, n):
+    def serve(self, conn):
+        n = self.connections
+        self.connections += 1
         conn.settimeout(10)
-        buf = b""
-        while not self.stopping:
-            while b"\r\n\r\n" not in buf:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buf += data
-            head, buf = buf.split(b"\r\n\r\n", 1)
-            msg = head.decode(errors="replace")
+        for msg in read_messages(conn):
             if msg.startswith("SIP/2.0 200") and "NOTIFY" in header(msg, "CSeq"):
                 if n in self.drop:
                     self.closed_at.append(time.monotonic())
-                    conn.close()
                     return
                 continue
             if not msg.startswith("SUBSCRIBE "):
@@ -384,10 +312,6 @@ class TlsNotifier:
                       f"Event: load-control\r\nSubscription-State: active;expires=600\r\n"
                       f"Content-Type: application/load-control+xml\r\nContent-Length: {len(body.encode())}\r\n\r\n{body}")
             conn.sendall(notify.encode())
-
-    def close(self):
-        self.stopping = True
-        self.sock.close()
 
 
 def notifier_connection_lost(run: Run) -> Checks:
@@ -516,8 +440,6 @@ def overload_loop_over_tls(run: Run) -> Checks:
 
 def certificate_reload(run: Run) -> Checks:
     c = Checks("certificate_reload: SIGHUP reads the certificate files again")
-    import shutil
-
     certs = Certs(run)
     renewed = certs.ca.issue("edge-renewed.test", dns=["edge.test"], ips=["127.0.0.1"])
     cert, key = run.path("live", "edge.pem"), run.path("live", "edge.key")
@@ -551,8 +473,6 @@ def certificate_reload(run: Run) -> Checks:
 
 def tls_command_line(run: Run) -> Checks:
     c = Checks("tls_command_line: refused TLS command lines")
-    import subprocess
-
     certs = Certs(run)
     policy = policy_file(run, 5)
     base = ["--listen", f"127.0.0.1:{free_udp_port(tcp=True)}", "--next-hop", f"127.0.0.1:{free_udp_port()}", "--policy", str(policy)]

@@ -15,6 +15,8 @@ the connection it subscribed on.
 - ``stunnel(run, name, …)``: one stunnel, client or server mode, in the foreground under the
   Run (its log in the run directory), waited for until its port listens.
 - ``client_context()`` / ``server_context()``: Python ``ssl`` contexts from those files.
+- ``TlsServer``: a TLS listener on a Python socket, a thread per connection, counting the
+  handshakes that failed; a test's peer subclasses it with what it does on a connection.
 
 Python 3 standard library, the openssl command and stunnel4.
 """
@@ -22,12 +24,14 @@ Python 3 standard library, the openssl command and stunnel4.
 from __future__ import annotations
 
 import shutil
+import socket
 import ssl
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ports import wait_tcp_port
+from ports import free_udp_port, wait_tcp_port
 from processes import HarnessError
 
 
@@ -134,3 +138,74 @@ def server_context(cert: Issued, ca: Path = None, require_cert: bool = False) ->
         ctx.load_verify_locations(cafile=str(ca))
         ctx.verify_mode = ssl.CERT_REQUIRED if require_cert else ssl.CERT_OPTIONAL
     return ctx
+
+
+class TlsServer:
+    """Listens on a loopback port (`self.port`) with `server_context(cert, ca, require_cert)`;
+    each connection whose handshake succeeds goes to `serve(conn)` on a thread of its own (its
+    socket closed afterwards), each failed one is counted in `handshake_failures`."""
+
+    def __init__(self, cert: Issued, ca: Path = None, require_cert: bool = False):
+        self.ctx = server_context(cert, ca, require_cert)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", free_udp_port(tcp=True)))
+        self.sock.listen()
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.handshake_failures = 0
+        self.stopping = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopping:
+            try:
+                raw, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._connection, args=(raw,), daemon=True).start()
+
+    def _connection(self, raw):
+        raw.settimeout(5)
+        try:
+            conn = self.ctx.wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError):
+            self.handshake_failures += 1
+            raw.close()
+            return
+        try:
+            self.serve(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def serve(self, conn) -> None:
+        """What is done with one connection (override)."""
+
+    def close(self):
+        self.stopping = True
+        self.sock.close()
+
+
+def read_messages(conn, buf: bytes = b""):
+    """The messages of a TLS or TCP stream, framed by Content-Length (RFC 3261 §18.3), as text,
+    until the peer closes: a generator."""
+    while True:
+        while b"\r\n\r\n" not in buf:
+            data = conn.recv(65536)
+            if not data:
+                return
+            buf += data
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() in (b"content-length", b"l"):
+                length = int(value.strip() or 0)
+        while len(rest) < length:
+            data = conn.recv(65536)
+            if not data:
+                return
+            rest += data
+        yield (head + b"\r\n\r\n" + rest[:length]).decode(errors="replace")
+        buf = rest[length:]
