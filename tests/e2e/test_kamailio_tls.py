@@ -20,8 +20,9 @@ and every client certificate presented against the CA).
 - subscription_over_tls: the module subscribes to sips:sbc@127.0.0.1:PORT, a SIPp notifier
   (scenarios/notifier_held.xml, -t t1) behind a server-mode stunnel presenting the CA's
   certificate for notifier.test (subscribe_tls_name); the SUBSCRIBE leaves over TLS with a
-  sips: Contact, the notifier's rate R applies and is enforced (4R calls/s offered: R of the
-  matching ones admitted, the rest 503). The same dialog's NOTIFY, forged with a rate of 0,
+  sips: Contact, the notifier's rate R applies and is enforced on calls that come over TLS too
+  (SIPp UAC → stunnel → Kamailio's TLS listener, 4R calls/s: R of the matching ones admitted,
+  the rest 503). The same dialog's NOTIFY, forged with a rate of 0,
   over UDP, over TCP, over TLS with the CA's certificate for client.test and over TLS without
   a certificate is answered 403, counted (loadctl.subscriptions, the sub_unauthenticated
   statistic), logged once, and changes nothing; a client with a rogue CA's certificate does
@@ -58,12 +59,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from checks import Checks, suite_main  # noqa: E402
-from kamailio_proc import Kamailio, build, check_calls, offered_load, start_uas, suite_label  # noqa: E402
+from kamailio_proc import Kamailio, build, check_calls, start_uas, suite_label  # noqa: E402
 from overload_setups import loss_feedback_through  # noqa: E402
-from policy_docs import document, rate_rule, split  # noqa: E402
+from policy_docs import MATCH, OTHER, document, rate_rule, split  # noqa: E402
 from ports import free_udp_port, wait_tcp_port  # noqa: E402
 from processes import HarnessError, Run, wait_until  # noqa: E402
-from sipp import SippOutputs, SippPorts, sipp_command  # noqa: E402
+from sipp import SippOutputs, SippPorts, sipp_command, write_injection  # noqa: E402
 from tls_peers import Issued, Pki, client_context, server_context, stunnel  # noqa: E402
 
 SUB_EVENT = re.compile(r"subscription to (\S+) at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
@@ -274,7 +275,8 @@ def subscription_over_tls(run: Run) -> Checks:
     uas, uas_ports = start_uas(run, seconds + 30)
     tcp_port = free_udp_port(tcp=True)
     kam = tls_kamailio(run, certs, "kamailio", uas_ports.sip, cfg=certs.tls_cfg(run, certs.client_domain(front, "notifier.test")),
-                       subscribe=[notifier_uri], tcp_port=tcp_port, defines=(f'SUB_TLS_NAME="{notifier_uri} notifier.test"',))
+                       subscribe=[notifier_uri], tcp_port=tcp_port, stateful=True,
+                       defines=(f'SUB_TLS_NAME="{notifier_uri} notifier.test"',))
     if not wait_until(lambda: applied(kam, notifier_uri), 10):
         raise HarnessError(f"the notifier's document was not applied within 10 s:\n{kam.proc.tail(30)}")
     logs = notifier.cwd / "logs.log"
@@ -340,9 +342,14 @@ def subscription_over_tls(run: Run) -> Checks:
     c.that(1 <= len(lines) <= most and "NOTIFY from 127.0.0.1:" in lines[0] and "over UDP" in lines[0],
            f"logged at most once a second: {len(lines)} line(s) for the 4 refusals of {forged_for:.2f} s (at most {most}); "
            f"first: {lines[:1]}")
-    # The notifier's rate R is what is enforced (the forged rate 0 would admit nothing).
-    uac = offered_load(run, kam, uas_ports, r, seconds)
-    uac.wait(timeout=seconds + 40)
+    # The notifier's rate R is what is enforced (the forged rate 0 would admit nothing), on
+    # calls that come over TLS too: SIPp over TCP → stunnel verifying kamailio.test.
+    uac_front = free_udp_port(tcp=True)
+    stunnel(run, "uac-tls", uac_front, kam.tls_port, client=True, ca=certs.ca.cert, check_host="kamailio.test")
+    inf = write_injection(run.path("callees.csv"), [MATCH, MATCH, MATCH, OTHER])
+    uac = run.start("uac", sipp_command("uac_invite.xml", SippPorts.pick(tcp=True), remote=f"127.0.0.1:{uac_front}", inf=inf,
+                                        rate=4 * r, calls=int(4 * r * seconds), timeout_s=seconds + 40, transport="t1"))
+    uac.wait(timeout=seconds + 50)
     run.stop(uas)
     matching, other = split(SippOutputs(uas.cwd).arrivals())
     if matching:
