@@ -127,6 +127,7 @@ typedef struct {
     int lingering; /* closing, output written and FIN sent: waiting for the peer's */
     int dead;     /* to be closed at the end of this event-loop pass (buffer overflow, …) */
     int dirty;    /* on the list of connections with output to write */
+    int backlogged; /* on the list of TLS connections to read again (tcp.c) */
     int want_out; /* EPOLLOUT is armed */
     struct sockaddr_in peer;
     sf_state sf;
@@ -239,6 +240,8 @@ typedef struct worker {
     unsigned *free_slots, nfree;
     unsigned *dirty;
     unsigned ndirty;
+    unsigned *backlog; /* slots of TLS connections with bytes read ahead (tcp.c) */
+    unsigned nbacklog;
     int hop;     /* the slot of the next-hop connection, -1 when none */
     int tls_hop; /* the same over TLS */
     uint64_t tls_hop_retry_ns;

@@ -42,7 +42,8 @@ enum { DOWN, CONNECTING, HANDSHAKING, UP };
 
 struct sublink {
     int fd, state;
-    int want_write; /* the handshake waits for the socket to take its next flight */
+    int want_write;      /* the handshake waits for the socket to take its next flight */
+    int write_waits_read; /* TLS must read before the queued output can go on */
     SSL *ssl;
     char name[256];
     uint64_t opened_ns;
@@ -77,6 +78,7 @@ static void link_down(edge_t *e, const char *why) {
     if (l->fd >= 0) close(l->fd);
     l->fd = -1;
     l->state = DOWN;
+    l->want_write = l->write_waits_read = 0;
     l->out_len = l->in_len = 0;
     memset(&l->sf, 0, sizeof l->sf);
 }
@@ -106,6 +108,7 @@ static void link_write(edge_t *e) {
     struct sublink *l = e->link;
     while (l->state == UP && l->out_len > 0) {
         ssize_t n = tls_write(l->ssl, l->out, l->out_len);
+        l->write_waits_read = n == TLS_WANT_READ;
         if (n == TLS_WANT_READ || n == TLS_WANT_WRITE) return;
         if (n <= 0) {
             link_down(e, "broken while writing");
@@ -127,7 +130,7 @@ int sublink_send(edge_t *e, const char *msg, size_t len) {
     memcpy(l->out + l->out_len, msg, len);
     l->out_len += len;
     link_write(e); /* not sublink_io: this may be called while a message read is handled */
-    return 0;
+    return l->state == UP || l->state == CONNECTING || l->state == HANDSHAKING ? 0 : -1;
 }
 
 int sublink_fd(const edge_t *e) { return e->link ? e->link->fd : -1; }
@@ -135,7 +138,7 @@ int sublink_fd(const edge_t *e) { return e->link ? e->link->fd : -1; }
 short sublink_events(const edge_t *e) {
     const struct sublink *l = e->link;
     if (!l || l->state == DOWN) return 0;
-    if (l->state == CONNECTING || (l->state == HANDSHAKING && l->want_write) || (l->state == UP && l->out_len > 0))
+    if (l->state == CONNECTING || (l->state == HANDSHAKING && l->want_write) || (l->state == UP && l->out_len > 0 && !l->write_waits_read))
         return POLLIN | POLLOUT;
     return POLLIN;
 }
@@ -208,6 +211,7 @@ void sublink_io(edge_t *e) {
         }
         l->in_len += (size_t)n;
         deliver_in(e);
+        if (l->write_waits_read) link_write(e);
     }
     return;
 deadline:

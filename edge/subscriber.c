@@ -45,7 +45,7 @@
  * subscription's next hop). URI parameters and a `>` end the host:port. */
 int uri_addr(const char *uri, struct sockaddr_in *out) {
     const char *at = strchr(uri, '@');
-    const char *host = at ? at + 1 : (strncmp(uri, "sip:", 4) == 0 ? uri + 4 : uri);
+    const char *host = at ? at + 1 : strncmp(uri, "sip:", 4) == 0 ? uri + 4 : strncasecmp(uri, "sips:", 5) == 0 ? uri + 5 : uri;
     char hp[96];
     size_t n = strcspn(host, ";>?");
     if (n >= sizeof hp) return -1;

@@ -47,6 +47,8 @@
 /* epoll's cookie for the TLS listening socket (the TCP one is 0; a connection's never has 0 in
  * its low half). */
 #define LISTEN_TLS (1ull << 32)
+/* Reads of one TLS connection per pass while its session still holds bytes. */
+#define TLS_READS_PER_PASS 8
 
 /* Set by the main thread when the TCP thread must end. */
 atomic_int tcp_stop;
@@ -68,8 +70,10 @@ static int conn_open(worker_t *w, int fd, const struct sockaddr_in *peer, int ou
     unsigned slot = w->free_slots[--w->nfree];
     conn_t *c = &w->conns[slot];
     uint32_t gen = c->gen;
+    int backlogged = c->backlogged; /* the slot stays on the backlog at most once */
     memset(c, 0, sizeof *c);
     c->gen = gen;
+    c->backlogged = backlogged;
     c->fd = fd;
     c->peer = *peer;
     c->outbound = outbound;
@@ -117,6 +121,15 @@ static void mark_dirty(worker_t *w, unsigned slot) {
         c->dirty = 1;
         w->dirty[w->ndirty++] = slot;
     }
+}
+
+/* A TLS connection whose session holds bytes already read from its socket: epoll will not
+ * report them, so it is read again at the next pass (which then does not wait). */
+static void backlog(worker_t *w, unsigned slot) {
+    conn_t *c = &w->conns[slot];
+    if (c->backlogged) return;
+    c->backlogged = 1;
+    w->backlog[w->nbacklog++] = slot;
 }
 
 /* Takes a connection out of service at the end of this pass (closing it now could free the
@@ -213,7 +226,8 @@ static void conn_flush(worker_t *w, unsigned slot) {
             conn_arm(w, slot, 1);
             return;
         } else if (n == TLS_WANT_READ) {
-            return; /* TLS must read first: tcp_read retries the output after its next read */
+            conn_arm(w, slot, 0); /* TLS must read first: tcp_read retries the output after its next read */
+            return;
         } else {
             conn_close(w, slot);
             return;
@@ -247,6 +261,7 @@ static void flush_conns(worker_t *w) {
 }
 
 static void tls_step(worker_t *w, unsigned slot);
+static void tcp_read(worker_t *w, unsigned slot);
 
 /* The connection to the next hop over TCP, or over TLS to --tls-next-hop: the open one, or a
  * new one (its connect and handshake go on in the background; what is queued meanwhile is
@@ -367,6 +382,9 @@ static void tls_step(worker_t *w, unsigned slot) {
     }
     conn_arm(w, slot, 0);
     if (c->out_off < c->out_len) mark_dirty(w, slot); /* what was queued meanwhile */
+    /* A client's first request may have come with its last handshake flight and been read
+     * ahead with it: epoll will not report it again. */
+    if (tls_pending(c->ssl)) backlog(w, slot);
 }
 
 /* A message that cannot be framed (no or a bad Content-Length, too large): a request is
@@ -447,8 +465,27 @@ static void tcp_read(worker_t *w, unsigned slot) {
         if (n == 0 || n == TLS_FAILED) conn_close(w, slot);
         return;
     }
-    while (tcp_read_once(w, slot) && c->ssl && tls_pending(c->ssl) > 0) {
+    /* A few reads per pass, then the others' turn: the rest waits on the backlog. */
+    for (int k = 0; k < TLS_READS_PER_PASS; k++) {
+        if (!tcp_read_once(w, slot) || !c->ssl || !tls_pending(c->ssl)) return;
     }
+    backlog(w, slot);
+}
+
+/* Reads the connections whose TLS session holds bytes epoll does not report (see backlog). */
+static void read_backlog(worker_t *w) {
+    /* Connections put back while this runs go after the first n (each slot at most once on
+     * either side: 2 × nconns entries), and move to the front for the next pass. */
+    unsigned n = w->nbacklog;
+    for (unsigned k = 0; k < n; k++) {
+        unsigned slot = w->backlog[k];
+        conn_t *c = &w->conns[slot];
+        c->backlogged = 0;
+        /* the slot may hold another connection by now: a read that finds nothing costs one recv */
+        if (c->fd >= 0 && c->ssl && !c->handshaking) tcp_read(w, slot);
+    }
+    memmove(w->backlog, w->backlog + n, (w->nbacklog - n) * sizeof *w->backlog);
+    w->nbacklog -= n;
 }
 
 /* Takes the waiting connections of the TCP or the TLS listening socket (a TLS one waits for its
@@ -519,7 +556,7 @@ void *tcp_main(void *arg) {
         nanosleep(&ts, NULL);
     }
     while (!atomic_load(&tcp_stop)) {
-        int n = epoll_wait(w->epfd, ev, 64, 50);
+        int n = epoll_wait(w->epfd, ev, 64, w->nbacklog ? 0 : 50);
         for (int k = 0; k < n; k++) {
             uint64_t cookie = ev[k].data.u64;
             if ((cookie & 0xffffffffu) == 0) {
@@ -538,8 +575,11 @@ void *tcp_main(void *arg) {
                 continue;
             }
             if (ev[k].events & EPOLLOUT) conn_flush(w, slot);
-            if (c->fd >= 0 && c->gen == (uint32_t)(cookie >> 32) && (ev[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) tcp_read(w, slot);
+            /* TLS may have asked to write in order to go on reading (conn_recv). */
+            int retry = c->ssl && (ev[k].events & EPOLLOUT);
+            if (c->fd >= 0 && c->gen == (uint32_t)(cookie >> 32) && (retry || (ev[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))) tcp_read(w, slot);
         }
+        read_backlog(w);
         flush_conns(w);
         flush_sends(w); /* responses to UDP requests that came back over TCP */
         expire(w);
@@ -578,9 +618,10 @@ int tcp_start(edge_t *e, worker_t *w) {
     w->conns = calloc(w->nconns, sizeof *w->conns);
     w->free_slots = calloc(w->nconns, sizeof *w->free_slots);
     w->dirty = calloc(w->nconns, sizeof *w->dirty);
+    w->backlog = calloc(2 * (size_t)w->nconns, sizeof *w->backlog);
     w->rx = malloc(TCP_RX);
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (!w->conns || !w->free_slots || !w->dirty || !w->rx || w->epfd < 0) return -1;
+    if (!w->conns || !w->free_slots || !w->dirty || !w->backlog || !w->rx || w->epfd < 0) return -1;
     for (unsigned k = 0; k < w->nconns; k++) {
         w->conns[k].fd = -1;
         w->conns[k].gen = 1;
@@ -600,5 +641,6 @@ void tcp_finish(worker_t *w) {
     free(w->conns);
     free(w->free_slots);
     free(w->dirty);
+    free(w->backlog);
     free(w->rx);
 }

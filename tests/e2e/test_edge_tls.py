@@ -27,6 +27,10 @@ stunnel (Debian's SIPp has no TLS).
   rogue one is refused at the handshake, one with the CA's certificate is served; a next hop
   with a rogue certificate gets nothing (503 to the caller); a connection that never finishes
   its handshake is closed after 10 s.
+- reconnecting_clients: a client that resumes its TLS session on a new connection is served
+  (with client certificates requested, OpenSSL refuses resumption unless the edge sets a
+  session id context), and a request written in the same segment as the client's last
+  handshake flight is answered (read ahead with the handshake, epoll does not report it again).
 - certificate_reload: SIGHUP reads the certificate files again: a new connection gets the
   renewed certificate; files that cannot be used leave the one in use (logged).
 - tls_command_line: TLS options without what they need are refused (exit 2, naming what is
@@ -438,6 +442,64 @@ def overload_loop_over_tls(run: Run) -> Checks:
     return c
 
 
+def reconnecting_clients(run: Run) -> Checks:
+    c = Checks("reconnecting_clients: a resumed session, and a request sent with the handshake's last flight")
+    certs = Certs(run)
+    hop = TlsNextHop(certs.hop)
+    edge, _, tls_port = tls_edge(run, certs, "edge", free_udp_port(), hop.port, "--policy", policy_file(run, 5),
+                                 "--tls-next-hop-name", "hop.test")
+    ctx = client_context(certs.ca.cert, certs.client)
+    first = ctx.wrap_socket(socket.create_connection(("127.0.0.1", tls_port), timeout=5), server_hostname="edge.test")
+    first.sendall(options(10))
+    c.that(read_message(first).startswith("SIP/2.0 200"), "the first connection is served")
+    session = first.session  # TLS 1.3 sends its ticket after the handshake: there by now
+    first.close()
+    try:
+        again = ctx.wrap_socket(socket.create_connection(("127.0.0.1", tls_port), timeout=5), server_hostname="edge.test", session=session)
+        again.sendall(options(11))
+        answer = read_message(again)
+        reused = again.session_reused
+        again.close()
+    except (ssl.SSLError, OSError) as err:
+        answer, reused = f"refused: {err}", False
+    c.that(answer.startswith("SIP/2.0 200") and reused, f"a client resuming its session is served ({answer.splitlines()[:1]}, resumed {reused})")
+    # The client's Finished and its first request in one write (ssl's memory BIOs build both).
+    raw = socket.create_connection(("127.0.0.1", tls_port), timeout=5)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_hostname="edge.test")
+    while True:
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            if outgoing.pending:
+                raw.sendall(outgoing.read())
+            incoming.write(raw.recv(65536))
+    obj.write(options(12))
+    raw.sendall(outgoing.read())  # Finished and the OPTIONS together
+    raw.settimeout(3)
+    got = b""
+    try:
+        while True:
+            data = raw.recv(65536)
+            if not data:
+                break
+            incoming.write(data)
+            try:
+                got += obj.read(65536)
+            except ssl.SSLWantReadError:
+                continue
+            if b"\r\n\r\n" in got:
+                break
+    except socket.timeout:
+        pass
+    raw.close()
+    c.that(got.startswith(b"SIP/2.0 200"), f"a request sent with the last handshake flight is answered within 3 s ({got[:20]!r})")
+    hop.close()
+    run.stop(edge)
+    return c
+
+
 def certificate_reload(run: Run) -> Checks:
     c = Checks("certificate_reload: SIGHUP reads the certificate files again")
     certs = Certs(run)
@@ -504,6 +566,7 @@ TESTS = {
     "notifier_connection_lost": notifier_connection_lost,
     "untrusted_notifier": untrusted_notifier,
     "client_certificates": client_certificates,
+    "reconnecting_clients": reconnecting_clients,
     "certificate_reload": certificate_reload,
     "tls_command_line": tls_command_line,
     "overload_loop_over_tls": overload_loop_over_tls,
