@@ -25,6 +25,7 @@
 #include "../../core/parser/parse_via.h"
 #include "../../core/xavp.h"
 #include "../../core/ut.h"
+#include "../../modules/tm/tm_load.h"
 
 #include "lc_shared.h"
 #include "lc_oc.h"
@@ -55,6 +56,13 @@ static uint64_t _lc_oc_load_seen = 0;
  * (the core parameter xavp_via_params, set here when the script left it
  * empty). */
 static char _lc_oc_xavp_name[] = "lc_oc_via";
+/* tm's API (NULL without tm): lc_oc_via() finds the request a reply answers */
+static struct tm_binds *_lc_oc_tmb = NULL;
+/* The client's Via with this server's values, written by lc_oc_check() for a
+ * client on a connection into the request's xavps, which tm keeps with the
+ * transaction for its reply route (lc_oc_via()). */
+static str _lc_oc_srv_xavp = str_init("loadctl_oc");
+static str _lc_oc_srv_via = str_init("via");
 
 #define LC_OC_PPM_MASK ((1ULL << 21) - 1)
 
@@ -77,12 +85,13 @@ static uint64_t lc_oc_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-int lc_oc_mod_init(void)
+int lc_oc_mod_init(struct tm_binds *tmb)
 {
 	size_t len;
 
 	if(lc_oc_enable == 0)
 		return 0;
+	_lc_oc_tmb = tmb;
 	if(lc_oc_enable != 1) {
 		LM_ERR("overload_control must be 0 or 1\n");
 		return -1;
@@ -433,6 +442,46 @@ int ki_lc_oc_occupancy(sip_msg_t *msg, int measured_ppm, int target_ppm)
 	return 1;
 }
 
+/* The length of via-parm `v` without what ends it (a comma, white space). */
+static int lc_oc_via_len(struct via_body *v)
+{
+	int len = v->bsize;
+	while(len > 0
+			&& (v->bstart[len - 1] == '\r' || v->bstart[len - 1] == '\n'
+					|| v->bstart[len - 1] == ' ' || v->bstart[len - 1] == '\t'
+					|| v->bstart[len - 1] == ','))
+		len--;
+	return len;
+}
+
+/* A client on a connection (TCP, TLS, ...) has all its requests read by the
+ * process that reads the connection, and their replies by whichever reads the
+ * next hop's: this process's values for it go with the transaction, for
+ * lc_oc_via() to write when the process that relays a reply does not know the
+ * client. Nothing for a client that does not take part. */
+static void lc_oc_keep_via(
+		uint64_t now, const char *src, int n, struct via_body *v)
+{
+	char out[1024];
+	size_t written = 0;
+	sr_xval_t val;
+
+	if(lc_oc_server_write_via(_lc_oc_server, now, lc_oc_s(src, n),
+			   lc_oc_s(v->bstart, lc_oc_via_len(v)), (uint8_t *)out,
+			   sizeof(out), &written)
+					!= LC_RESULT_OK
+			|| written == 0)
+		return;
+	memset(&val, 0, sizeof(val));
+	val.type = SR_XTYPE_STR;
+	val.v.s.s = out;
+	val.v.s.len = (int)written;
+	if(xavp_add_xavp_value(&_lc_oc_srv_xavp, &_lc_oc_srv_via, &val,
+			   xavp_get_crt_list())
+			== NULL)
+		LM_ERR("cannot keep the overload-control values for %.*s\n", n, src);
+}
+
 int ki_lc_oc_check(sip_msg_t *msg)
 {
 	char src[64];
@@ -475,6 +524,8 @@ int ki_lc_oc_check(sip_msg_t *msg)
 		return -4;
 	if(adm == LC_OC_ADMISSION_REJECT)
 		return -1;
+	if(msg->rcv.proto != PROTO_UDP && msg->via1 != NULL)
+		lc_oc_keep_via(now, src, n, msg->via1);
 	lc_oc_strip_request(msg);
 	return 1;
 }
@@ -515,6 +566,8 @@ int ki_lc_oc_via(sip_msg_t *msg)
 	str host;
 	unsigned port;
 	struct lump *l;
+	struct cell *t;
+	sr_xavp_t *kept;
 	lc_result r;
 
 	if(msg->first_line.type != SIP_REPLY) {
@@ -526,24 +579,29 @@ int ki_lc_oc_via(sip_msg_t *msg)
 	if(parse_headers(msg, HDR_VIA2_F, 0) < 0 || msg->via2 == NULL)
 		return 1; /* no upstream Via: nothing to write */
 	v = msg->via2;
-	/* the client, as lc_oc_check() knew it: its source address (received /
-	 * rport when the Via has them) */
-	host = v->received && v->received->value.len ? v->received->value : v->host;
-	port = v->port ? v->port : 5060;
-	if(v->rport && v->rport->value.len > 0) {
-		unsigned int rp = 0;
-		if(str2int(&v->rport->value, &rp) == 0)
-			port = rp;
+	/* the client, as lc_oc_check() knew it: the source address and port of
+	 * the request the transaction answers (over TCP and TLS a connection's
+	 * port, which no Via names); without a transaction, the Via's (received /
+	 * rport when it has them) */
+	t = _lc_oc_tmb ? _lc_oc_tmb->t_gett() : NULL;
+	if(t != NULL && t != T_UNDEFINED && t->uas.request != NULL) {
+		n = snprintf(key, sizeof(key), "%s:%u",
+				ip_addr2a(&t->uas.request->rcv.src_ip),
+				(unsigned)t->uas.request->rcv.src_port);
+	} else {
+		host = v->received && v->received->value.len ? v->received->value
+													  : v->host;
+		port = v->port ? v->port : 5060;
+		if(v->rport && v->rport->value.len > 0) {
+			unsigned int rp = 0;
+			if(str2int(&v->rport->value, &rp) == 0)
+				port = rp;
+		}
+		n = snprintf(key, sizeof(key), "%.*s:%u", host.len, host.s, port);
 	}
-	n = snprintf(key, sizeof(key), "%.*s:%u", host.len, host.s, port);
 	if(n <= 0 || (size_t)n >= sizeof(key))
 		return -4;
-	len = v->bsize;
-	while(len > 0
-			&& (v->bstart[len - 1] == '\r' || v->bstart[len - 1] == '\n'
-					|| v->bstart[len - 1] == ' ' || v->bstart[len - 1] == '\t'
-					|| v->bstart[len - 1] == ','))
-		len--;
+	len = lc_oc_via_len(v);
 	/* RFC 7339 §5.4: the Vias below this proxy's go upstream without the oc
 	 * values a downstream server put into them; the client's then gets this
 	 * server's own, if it takes part */
@@ -572,6 +630,25 @@ int ki_lc_oc_via(sip_msg_t *msg)
 	}
 	r = lc_oc_server_write_via(_lc_oc_server, lc_oc_now(), lc_oc_s(key, n),
 			client, (uint8_t *)out, cap, &written);
+	if(r == LC_RESULT_EMPTY
+			&& (kept = xavp_get_child_with_sval(
+						&_lc_oc_srv_xavp, &_lc_oc_srv_via))
+					   != NULL
+			&& kept->val.v.s.len > 0) {
+		/* a client this process has not heard: what the process that took
+		 * its request wrote then */
+		pkg_free(out);
+		cap = (size_t)kept->val.v.s.len;
+		out = (char *)pkg_malloc(cap);
+		if(out == NULL) {
+			PKG_MEM_ERROR;
+			pkg_free(stripped);
+			return -4;
+		}
+		memcpy(out, kept->val.v.s.s, cap);
+		written = cap;
+		r = LC_RESULT_OK;
+	}
 	if(r == LC_RESULT_EMPTY && client.ptr == (const uint8_t *)stripped) {
 		/* a client that does not take part: its Via without the values */
 		memcpy(out, stripped, slen);

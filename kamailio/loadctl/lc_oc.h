@@ -35,6 +35,7 @@
 
 #include "../../core/parser/msg_parser.h"
 #include "../../core/str.h"
+#include "../../modules/tm/tm_load.h"
 
 /* modparams */
 extern int lc_oc_enable;
@@ -44,7 +45,8 @@ extern int lc_oc_tau_priority;
 extern int lc_oc_hop_idle;
 extern int lc_oc_log;
 
-int lc_oc_mod_init(void);
+/* mod_init; `tmb`: tm's API, NULL without tm. */
+int lc_oc_mod_init(struct tm_binds *tmb);
 void lc_oc_destroy(void);
 
 int ki_lc_oc_forward(sip_msg_t *msg, str *dst);

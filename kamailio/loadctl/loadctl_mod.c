@@ -457,7 +457,7 @@ static int mod_init(void)
 		return -1;
 	if(lc_ntf_mod_init(&lc_tmb, lc_tm_loaded) < 0)
 		return -1;
-	if(lc_oc_mod_init() < 0)
+	if(lc_oc_mod_init(lc_tm_loaded ? &lc_tmb : NULL) < 0)
 		return -1;
 	if(lc_stats_register() < 0)
 		return -1;

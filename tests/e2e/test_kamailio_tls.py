@@ -41,6 +41,12 @@ and every client certificate presented against the CA).
   listener; Kamailio, children=2, an RFC 7339 client, → a TLS next hop: stunnel presenting
   hop.test → SIPp UAS answering oc=50;oc-algo="loss"): nothing shed before the feedback, an
   overall reduction of 50 % ± 3 points while it is valid (RFC 7339 §7.2), nothing after.
+- oc_server_over_tls: Kamailio (children=2, tm) as an RFC 7339 server on the occupancy of a
+  server of 60 calls/s (the UAS's arrivals), its client the C edge over TLS (SIPp UAC → stunnel
+  → the edge's TLS listener → `--tls-next-hop` Kamailio, verified as kamailio.test) offering
+  120 calls/s: 60/s ± 15 % at the UAS after 4 s, the edge sheds half ± 20 % on the loss values
+  Kamailio writes into the replies it relays over the edge's connection (read by another process
+  than the one that read the request: the values go with the transaction).
 """
 
 from __future__ import annotations
@@ -59,12 +65,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from checks import Checks, suite_main  # noqa: E402
-from kamailio_proc import Kamailio, build, check_calls, start_uas, suite_label  # noqa: E402
+from edge_proc import start_edge  # noqa: E402
+from kamailio_proc import Kamailio, build, check_calls, feed_occupancy, start_uas, suite_label  # noqa: E402
 from overload_setups import loss_feedback_through  # noqa: E402
 from policy_docs import MATCH, OTHER, document, rate_rule, split  # noqa: E402
-from ports import free_udp_port, wait_tcp_port  # noqa: E402
+from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
 from processes import HarnessError, Run, wait_until  # noqa: E402
-from sipp import SippOutputs, SippPorts, sipp_command, write_injection  # noqa: E402
+from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
 from tls_peers import Issued, Pki, client_context, server_context, stunnel  # noqa: E402
 
 SUB_EVENT = re.compile(r"subscription to (\S+) at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
@@ -444,10 +451,70 @@ def overload_loop_over_tls(run: Run) -> Checks:
     return c
 
 
+def oc_server_over_tls(run: Run) -> Checks:
+    """Kamailio (children=2, tm) as an RFC 7339 server on the occupancy of a server of CAPACITY
+    calls/s (the UAS's arrivals, as in test_kamailio_oc.py's oc_server_occupancy), its client
+    the C edge over TLS (`--overload-control --oc-algorithms loss`, `--tls-next-hop` to
+    Kamailio's TLS listener verified as kamailio.test), fed by a SIPp UAC over TLS at twice the
+    capacity."""
+    capacity, offered, seconds = 60.0, 120.0, 16.0
+    c = Checks(f"oc_server_over_tls: Kamailio children=2 as RFC 7339 server, occupancy = arrivals / {capacity:.0f}/s, "
+               f"the edge its client over TLS offering {offered:.0f} calls/s")
+    certs = Certs(run)
+    edge_cert = certs.ca.issue("edge.test", dns=["edge.test"], ips=["127.0.0.1"])
+    uas_ports = SippPorts.pick()
+    uas = run.start("uas", sipp_command("uas_invite_only.xml", uas_ports, timeout_s=seconds + 40))
+    wait_udp_port(uas_ports.sip, proc=uas)
+    kam = tls_kamailio(run, certs, "kamailio", uas_ports.sip, policy=document(0, "full", ""), stateful=True, defines=("OC_SERVER",))
+    policy = run.path("edge-policy.xml")
+    policy.write_text(document(0, "full", ""))
+    eport, etls = free_udp_port(tcp=True), free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", eport, kam.port, "--policy", policy, "--overload-control", "--oc-algorithms", "loss",
+                      "--tls-listen", f"127.0.0.1:{etls}", "--tls-next-hop", f"127.0.0.1:{kam.tls_port}",
+                      "--tls-next-hop-name", "kamailio.test", "--tls-cert", edge_cert.cert, "--tls-key", edge_cert.key,
+                      "--tls-ca", certs.ca.cert)
+    wait_tcp_port(etls, proc=edge)
+    front = free_udp_port(tcp=True)
+    stunnel(run, "uac-tls", front, etls, client=True, ca=certs.ca.cert, check_host="edge.test")
+    inf = write_injection(run.path("callees.csv"), [MATCH])
+    uac = run.start("uac", sipp_command("uac_invite_only.xml", SippPorts.pick(tcp=True), remote=f"127.0.0.1:{front}", inf=inf,
+                                        rate=offered, calls=int(offered * seconds), timeout_s=seconds + 30, logs=False,
+                                        transport="t1"))
+    feed_occupancy(uas, kam.port, capacity, seconds)
+    uac.wait(timeout=60)
+    edge.send_signal(signal.SIGUSR1)
+    time.sleep(0.5)
+    ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
+    first = ts[0] if ts else time.time()
+    # Physics: the loop aims at the capacity, whoever sheds: CAPACITY ± 15 % once settled.
+    c.rate("INVITEs at the UAS after 4 s", ts, first + 4.0, first + seconds - 1.0, capacity, 0.15)
+    stats = {}
+    for line in edge.stdout_path.read_text(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            stats[parts[0]] = parts[1]
+    # RFC 7339 §5.1: Kamailio chose loss for the edge and its values reached it over TLS, in the
+    # Via of the replies it relayed on the edge's connection.
+    c.that(stats.get("edge_oc_next_hop_algorithm") == "1" and float(stats.get("edge_oc_next_hop_updates_total", 0)) > 10,
+           f"the edge's next hop selected loss ({stats.get('edge_oc_next_hop_algorithm')}) and its values applied "
+           f"{stats.get('edge_oc_next_hop_updates_total')} times")
+    out = invite_outcomes(SippOutputs(uac.cwd))
+    shed = float(stats.get("edge_oc_shed_total", 0))
+    # The participant sheds its excess itself, 1 − capacity / offered = half: Kamailio's own
+    # 503s (§5.10.2, for clients that do not take part) stay few.
+    c.that(0.3 <= shed / max(out["invites"], 1) <= 0.7,
+           f"the edge shed {shed:.0f} of {out['invites']} INVITEs ({shed / max(out['invites'], 1):.0%}; half ± 20 %)")
+    sent = sum(1 for line in kam.log().splitlines() if "oc-sent|" in line)
+    c.that(sent > 100, f"Kamailio wrote its values into {sent} replies to the edge over TLS (oc_log)")
+    c.that(out["failed_calls"] == 0, f"no call failed ({out['failed_calls']})")
+    return c
+
+
 TESTS = {
     "subscription_over_tls": subscription_over_tls,
     "notifier_names": notifier_names,
     "overload_loop_over_tls": overload_loop_over_tls,
+    "oc_server_over_tls": oc_server_over_tls,
 }
 
 if __name__ == "__main__":
