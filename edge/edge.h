@@ -103,12 +103,14 @@ typedef struct {
     atomic_ulong no_policy_rejected;
     atomic_ulong tls_handshakes, tls_handshake_failures;
     atomic_ulong notifies_refused; /* load-control NOTIFYs not from the authenticated notifier */
+    atomic_ulong responses_refused; /* naming a TCP/TLS connection, not from the next hop that way */
 } counters_t;
 
 /* A new request forwarded with overload control, waiting for any response. */
 typedef struct {
     unsigned long hash;
     uint64_t deadline_ns; /* 0: free */
+    uint32_t hop;         /* the overload-control hop it went to */
 } oc_wait_t;
 
 #define BUMP(x) atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + 1, memory_order_relaxed)
@@ -192,7 +194,8 @@ typedef struct {
     /* Overload control (NULL without --overload-control). */
     lc_oc_client *oc;
     struct dialogs *dialogs; /* the dialogs set up through this edge (dialogs.h) */
-    uint32_t oc_hop;
+    uint32_t oc_hop;     /* --next-hop (UDP, TCP) */
+    uint32_t oc_tls_hop; /* --tls-next-hop: another server, or the same one's TLS side */
     char oc_params[64]; /* what the client adds to its Via */
     lc_oc_server *oc_srv;
     FILE *oc_log; /* --log-oc: a line per Via this server wrote values into, or NULL */

@@ -174,16 +174,30 @@ void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *fro
     /* RFC 3261 §16.9: a transport error forwarding a request counts as a 503 from the next
      * hop. A stateless proxy answers it on the spot (an ACK gets nothing). */
     BUMP(w->c.forward_failures);
-    if (w->e->oc) lc_oc_client_on_timeout(w->e->oc, w->e->oc_hop, now_ns()); /* RFC 7339 §5.9 */
+    if (w->e->oc) lc_oc_client_on_timeout(w->e->oc, oc_hop_of(w->e, from->tls), now_ns()); /* RFC 7339 §5.9 */
     if (!(len >= 4 && strncmp(msg, "ACK ", 4) == 0)) reply(w, msg, len, from, 503, "Service Unavailable", NULL);
+}
+
+int from_next_hop(const worker_t *w, const peer_t *from) {
+    if (from->tcp) return w->conns && from->slot < w->nconns && w->conns[from->slot].outbound &&
+                          w->conns[from->slot].gen == from->gen;
+    return from->addr.sin_addr.s_addr == w->e->next_hop.sin_addr.s_addr && from->addr.sin_port == w->e->next_hop.sin_port;
+}
+
+/* Whether the inbound connection `to` names is a TLS one (0 when it has gone). */
+static int names_tls(const worker_t *w, const peer_t *to) {
+    return w->conns && to->slot < w->nconns && w->conns[to->slot].gen == to->gen && w->conns[to->slot].ssl;
 }
 
 /* Sends a response back: drops the top Via entry (ours; several entries may share one header
  * line, as SIPp writes them) and goes to the inbound connection named in it, or over UDP to the
- * address of the next entry. With overload control, the oc values in our entry are applied
- * (the next hop's feedback; not for a response the edge made itself, `local`) and the next
- * entry gets this edge's own. */
-void forward_response(worker_t *w, const char *msg, size_t len, int local) {
+ * address of the next entry. Only what a next hop answers counts as its answer: the oc values
+ * in our entry (its feedback), the end of the transaction's overload-control wait and of its
+ * window slot; and only a next hop's connection of the same kind (TCP, TLS) may send a response
+ * to an inbound connection (a guessed lc-conn from anyone else, or from the plain next hop into
+ * a TLS caller's connection, is dropped and counted). The next entry gets this edge's values. */
+void forward_response(worker_t *w, const char *msg, size_t len, const peer_t *from) {
+    int local = from == NULL, hop = !local && from_next_hop(w, from);
     char *out = w->fwd_buf;
     const size_t cap = sizeof w->fwd_buf;
     size_t at = 0;
@@ -206,10 +220,14 @@ void forward_response(worker_t *w, const char *msg, size_t len, int local) {
                 dropped = 1; /* ours: the first entry */
                 size_t comma = via_comma(h + v, line_len - v);
                 have_to = via_connection(h + v, comma, &to);
-                if (w->e->oc && !local) { /* the next hop's answer, not one the edge made */
+                if (have_to && !local && (!hop || !from->tcp || (names_tls(w, &to) && !from->tls))) {
+                    BUMP(w->c.responses_refused);
+                    return;
+                }
+                if (w->e->oc && hop) { /* the next hop's answer, not one the edge made */
                     lc_oc_applied applied;
                     lc_str ours = {(const uint8_t *)h + v, comma};
-                    if (lc_oc_client_on_response(w->e->oc, w->e->oc_hop, now_ns(), ours, &applied) != LC_RESULT_OK) {
+                    if (lc_oc_client_on_response(w->e->oc, oc_hop_of(w->e, from->tls), now_ns(), ours, &applied) != LC_RESULT_OK) {
                         BUMP(w->c.oc_bad_feedback);
                     }
                     oc_answered(w, transaction_hash(msg, len));
@@ -240,7 +258,7 @@ void forward_response(worker_t *w, const char *msg, size_t len, int local) {
     }
     if (i < len) put(out, &at, cap, msg + i, len - i); /* the empty line and the body */
     /* A final response ends the transaction: release its window slot. */
-    if (len > 12 && msg[7] == ' ' && msg[8] >= '2') release(w, transaction_hash(msg, len));
+    if ((local || hop) && len > 12 && msg[7] == ' ' && msg[8] >= '2') release(w, transaction_hash(msg, len));
     if (have_to && deliver(w, out, at, &to) != 0) BUMP(w->c.tcp_responses_orphaned); /* its connection has gone */
     else if (have_to && oc_len && w->e->oc_log) log_oc_sent(w->e->oc_log, oc_key, msg, len, status_code(msg, len), out + oc_at, oc_len);
 }

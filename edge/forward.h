@@ -14,7 +14,11 @@ void reply(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigne
 void reply_overload(worker_t *w, const char *msg, size_t len, const peer_t *from);
 void answer(worker_t *w, const char *msg, size_t len, const peer_t *from, const lc_decision *d);
 void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *from);
-/* Sends a response back upstream; `local`: one the edge made itself. */
-void forward_response(worker_t *w, const char *msg, size_t len, int local);
+/* Whether a message came from a next hop: the UDP next hop's address and port (where the
+ * edge's requests went; a server answers from the socket a request came in on), or a
+ * connection to a next hop (TCP or TLS). */
+int from_next_hop(const worker_t *w, const peer_t *from);
+/* Sends a response back upstream: one from `from`, or one the edge made itself (NULL). */
+void forward_response(worker_t *w, const char *msg, size_t len, const peer_t *from);
 
 #endif

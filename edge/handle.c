@@ -47,13 +47,6 @@ static int acks_our_answer(const char *msg, size_t len) {
     return 0;
 }
 
-/* Whether a message came from the next hop: its UDP address, or the connection to it. */
-static int from_next_hop(const worker_t *w, const peer_t *from) {
-    if (from->tcp) return w->conns && from->slot < w->nconns && w->conns[from->slot].outbound &&
-                          w->conns[from->slot].gen == from->gen;
-    return from->addr.sin_addr.s_addr == w->e->next_hop.sin_addr.s_addr && from->addr.sin_port == w->e->next_hop.sin_port;
-}
-
 /* One SIP message from a peer, whatever the transport. */
 void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     if (!from->tcp && w == w->e->udp && subscriber_receive(w->e, msg, len, &from->addr)) return;
@@ -66,7 +59,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
         /* Only the next hop's answers set up dialogs: a response from anyone else is relayed
          * (or dropped) like any, but could otherwise plant a dialog for forged requests. */
         if (from_next_hop(w, from)) dialogs_answered(w->e->dialogs, msg, len, now_ns());
-        forward_response(w, msg, len, 0);
+        forward_response(w, msg, len, from);
         return;
     }
     if (len >= 4 && strncmp(msg, "ACK ", 4) == 0 && acks_our_answer(msg, len)) {
@@ -78,9 +71,19 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
      * to an OPTIONS with Max-Forwards 0), unless no response can be routed (no usable Via) or
      * the request is an ACK: then it is dropped. Counted by reason either way. */
     sv_result sv;
-    if (sv_check(msg, len, from->tls ? w->e->tls_via_host : w->e->via_host, &sv) != SV_OK) {
+    if (sv_check(msg, len, w->e->via_host, w->e->tls_on ? w->e->tls_via_host : NULL, &sv) != SV_OK) {
         BUMP(w->c.invalid[sv.reason]);
         if (sv.status) reply_with(w, msg, len, from, sv.status, sv.phrase, NULL, sv.extra[0] ? sv.extra : NULL);
+        return;
+    }
+    /* RFC 3261 §16.6 step 7: "if the Request-URI contains a SIPS URI, TLS MUST be used to
+     * communicate with that proxy"; a request goes on over the transport it came on, so a
+     * sips: Request-URI is forwarded only when it came over TLS. */
+    int is_ack = len >= 4 && strncmp(msg, "ACK ", 4) == 0;
+    const char *ruri = memchr(msg, ' ', len < 64 ? len : 64);
+    if (!from->tls && ruri && (size_t)(msg + len - ruri) > 6 && strncasecmp(ruri + 1, "sips:", 5) == 0) {
+        BUMP(w->c.invalid[is_ack ? SV_UNANSWERED : SV_BAD_SCHEME]);
+        if (!is_ack) reply(w, msg, len, from, 416, "SIPS Needs TLS", NULL);
         return;
     }
     /* Every request other than ACK and CANCEL is shown to the retransmission detector once:
@@ -88,7 +91,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
      * §16.11: a stateless proxy forwards a retransmission the same way, with the same branch;
      * RFC 7200 limits new requests, and a window slot is per transaction), as long as the
      * decision is remembered. ACK and CANCEL are classified as before (exempt). */
-    int ack_or_cancel = (len >= 4 && strncmp(msg, "ACK ", 4) == 0) || (len >= 7 && strncmp(msg, "CANCEL ", 7) == 0);
+    int ack_or_cancel = is_ack || (len >= 7 && strncmp(msg, "CANCEL ", 7) == 0);
     uint64_t now = now_ns();
     lc_class cls = LC_CLASS_ORIGINAL;
     decided_t *dm = NULL; /* this transaction's slot of the decision memory (NULL: not observed) */
@@ -186,7 +189,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     }
     if (oc_new) {
         lc_oc_verdict v = LC_OC_VERDICT_FORWARD;
-        lc_oc_decide(w->ocs, w->e->oc_hop, now, oc_cat, &v);
+        lc_oc_decide(w->ocs, oc_hop_of(w->e, from->tls), now, oc_cat, &v);
         if (v != LC_OC_VERDICT_FORWARD && v != LC_OC_VERDICT_PROBE) {
             if (d.has_ticket) lc_complete(w->lw, &d.ticket);
             BUMP(w->c.oc_shed);
@@ -194,11 +197,11 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
             reply_overload(w, msg, len, from);
             return;
         }
-        oc_track(w, transaction_hash(msg, len), now);
+        oc_track(w, transaction_hash(msg, len), now, oc_hop_of(w->e, from->tls));
     } else if (oc_exempt) {
         /* ACK / CANCEL: always sent, counted in the loss algorithm's mix (RFC 7339 §7.2) */
         lc_oc_verdict v = LC_OC_VERDICT_FORWARD;
-        lc_oc_decide(w->ocs, w->e->oc_hop, now, LC_OC_CATEGORY_NONE, &v);
+        lc_oc_decide(w->ocs, oc_hop_of(w->e, from->tls), now, LC_OC_CATEGORY_NONE, &v);
     }
     if (d.has_ticket) remember(w, transaction_hash(msg, len), d.ticket);
     record_decision(dm, dk, DM_FORWARDED, 0, now);

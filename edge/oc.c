@@ -36,13 +36,16 @@
 /* Starts overload control: the client of the next hop with a shard per thread, and the server
  * to upstream clients. 0, or -1 (logged). */
 int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc_target_pct, long oc_timeout_ms) {
-    /* RFC 7339 client of the next hop (the only hop: no other address ever asks for its one
-     * cell, so it never ages out) and server to upstream clients; one shard of the client per
-     * thread. */
+    /* RFC 7339 client of the next hop, and of --tls-next-hop (no other address ever asks for
+     * their cells, so they never age out), and server to upstream clients; one shard of the
+     * client per thread. */
     lc_str params = {NULL, 0};
-    char hop_key[32];
+    char hop_key[32], tls_key[40];
     addr_key(&e->next_hop, hop_key, sizeof hop_key);
     lc_str hk = {(const uint8_t *)hop_key, strlen(hop_key)};
+    snprintf(tls_key, sizeof tls_key, "tls:");
+    addr_key(&e->tls_next_hop, tls_key + 4, sizeof tls_key - 4);
+    lc_str tk = {(const uint8_t *)tls_key, strlen(tls_key)};
     lc_oc_server_config sc;
     lc_oc_client_config cc;
     lc_oc_client_config_default(&cc);
@@ -55,7 +58,8 @@ int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc
     else if (strcmp(oc_algorithms, "rate,loss") == 0)
         cc.algorithms = LC_OC_ALGORITHMS_LOSS | LC_OC_ALGORITHMS_RATE | LC_OC_ALGORITHMS_PREFER_RATE;
 
-    if (lc_oc_client_new(&cc, 1, &e->oc) != LC_RESULT_OK || lc_oc_client_hop(e->oc, hk, now_ns(), &e->oc_hop) != LC_RESULT_OK ||
+    if (lc_oc_client_new(&cc, e->tls_on ? 2 : 1, &e->oc) != LC_RESULT_OK || lc_oc_client_hop(e->oc, hk, now_ns(), &e->oc_hop) != LC_RESULT_OK ||
+        (e->tls_on && lc_oc_client_hop(e->oc, tk, now_ns(), &e->oc_tls_hop) != LC_RESULT_OK) ||
         lc_oc_client_request_params(e->oc, &params) != LC_RESULT_OK || params.len >= sizeof e->oc_params ||
         lc_oc_server_config_default(&sc) != LC_RESULT_OK ||
         lc_oc_server_new(&sc, &e->oc_srv) != LC_RESULT_OK || lc_oc_shard_new(e->oc, 1, &e->udp->ocs) != LC_RESULT_OK ||
@@ -76,10 +80,11 @@ int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc
 }
 
 /* A new request was forwarded with overload control: wait for a response to it. */
-void oc_track(worker_t *w, unsigned long h, uint64_t now) {
+void oc_track(worker_t *w, unsigned long h, uint64_t now, uint32_t hop) {
     oc_wait_t *slot = &w->ocw[h % OC_WAIT];
     slot->hash = h; /* an older transaction in this slot is no longer tracked (best effort) */
     slot->deadline_ns = now + w->e->oc_timeout_ns;
+    slot->hop = hop;
 }
 
 /* Any response for the transaction ends its wait. */
@@ -94,7 +99,7 @@ void oc_expire(worker_t *w, uint64_t now) {
     for (size_t k = 0; k < OC_WAIT; k++) {
         if (w->ocw[k].deadline_ns && w->ocw[k].deadline_ns <= now) {
             w->ocw[k].deadline_ns = 0;
-            lc_oc_client_on_timeout(w->e->oc, w->e->oc_hop, now);
+            lc_oc_client_on_timeout(w->e->oc, w->ocw[k].hop, now);
             BUMP(w->c.oc_timeouts);
         }
     }

@@ -5,7 +5,9 @@
 #include "edge.h"
 
 int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc_target_pct, long oc_timeout_ms);
-void oc_track(worker_t *w, unsigned long h, uint64_t now);
+/* The overload-control hop of the next hop a request goes to: over TLS --tls-next-hop's. */
+static inline uint32_t oc_hop_of(const edge_t *e, int tls) { return tls ? e->oc_tls_hop : e->oc_hop; }
+void oc_track(worker_t *w, unsigned long h, uint64_t now, uint32_t hop);
 void oc_answered(worker_t *w, unsigned long h);
 void oc_expire(worker_t *w, uint64_t now);
 lc_str oc_stripped(worker_t *w, const char *value, size_t len, lc_oc_strip which);

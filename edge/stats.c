@@ -49,6 +49,9 @@ void render_stats(void *userdata, mbuf *b) {
     metric(b, "edge_forwarded_total", "counter", "Requests forwarded to the next hop.", SUM(forwarded));
     metric(b, "edge_answered_total", "counter", "Requests the edge answered itself (503, 302, 4xx of validation).", SUM(answered));
     metric(b, "edge_malformed_total", "counter", "Messages libloadctl could not scan as SIP requests (dropped).", SUM(malformed));
+    metric(b, "edge_responses_refused_total", "counter",
+           "Responses naming an inbound TCP/TLS connection that did not come from the next hop over that kind of transport (dropped).",
+           SUM(responses_refused));
     metric(b, "edge_acks_absorbed_total", "counter", "ACKs to the edge's own answers, not forwarded.", SUM(absorbed));
     metric(b, "edge_dropped_total", "counter", "Requests dropped by a rule (TCP).", SUM(dropped));
     mbuf_family(b, "edge_invalid_requests_total", "counter",
@@ -117,6 +120,15 @@ void render_stats(void *userdata, mbuf *b) {
         metric(b, "edge_oc_next_hop_oc", "gauge", "The next hop's oc value in force.", hs.oc);
         metric(b, "edge_oc_next_hop_suspended", "gauge", "1 while the next hop is suspended after timeouts.", hs.suspended);
         metric(b, "edge_oc_next_hop_updates_total", "counter", "Feedback updates applied.", hs.updates);
+        if (e->tls_on) {
+            memset(&hs, 0, sizeof hs);
+            lc_oc_client_status(e->oc, e->oc_tls_hop, now_ns(), &hs);
+            metric(b, "edge_oc_tls_next_hop_active", "gauge", "1 while --tls-next-hop's feedback is in force.", hs.active);
+            metric(b, "edge_oc_tls_next_hop_algorithm", "gauge", "Its algorithm in force (LC_OC_ALGORITHM_*).", hs.algorithm);
+            metric(b, "edge_oc_tls_next_hop_oc", "gauge", "Its oc value in force.", hs.oc);
+            metric(b, "edge_oc_tls_next_hop_suspended", "gauge", "1 while it is suspended after timeouts.", hs.suspended);
+            metric(b, "edge_oc_tls_next_hop_updates_total", "counter", "Its feedback updates applied.", hs.updates);
+        }
         metric(b, "edge_oc_server_overloaded", "gauge", "1 while this edge reports overload to its clients.", ss.overloaded);
         mbuf_family(b, "edge_oc_server_target_per_second", "gauge", "The rate this edge's law targets.");
         mbuf_printf(b, "edge_oc_server_target_per_second %.3f\n", (double)ss.target_milli / 1000.0);

@@ -27,6 +27,7 @@
 #include "edge.h"
 #include "forward.h"
 #include "handle.h"
+#include "oc.h"
 #include "tcp.h"
 #include "tls.h"
 #include "udp.h"
@@ -321,8 +322,8 @@ static void answer_unsent(worker_t *w, unsigned slot) {
             size_t n = build_reply(w, m, f.header_len, 503, "Service Unavailable", NULL, w->e->retry_hdr);
             BUMP(w->c.forward_failures);
             /* RFC 7339 §5.9: a fatal transport error toward the next hop counts as a timeout */
-            if (w->e->oc) lc_oc_client_on_timeout(w->e->oc, w->e->oc_hop, now_ns());
-            forward_response(w, w->reply_buf, n, 1);
+            if (w->e->oc) lc_oc_client_on_timeout(w->e->oc, oc_hop_of(w->e, c->ssl != NULL), now_ns());
+            forward_response(w, w->reply_buf, n, NULL);
         }
         off += f.len;
     }

@@ -129,7 +129,12 @@ static int request_uri(const char *u, size_t n) {
     return 2;
 }
 
-sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_result *out) {
+/* Whether a Via entry's sent-by is `own` (`own_len` bytes; 0: none). */
+static int sent_by_is(const via_entry_t *e, const char *own, size_t own_len) {
+    return own_len && e->sent_by_len == own_len && strncasecmp(e->sent_by, own, own_len) == 0;
+}
+
+sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const char *own_sent_by2, sv_result *out) {
     out->reason = SV_OK; /* not a memset: `extra` is 512 bytes and this runs on every request */
     out->status = 0;
     out->phrase = NULL;
@@ -154,7 +159,7 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_resu
     const char *proxy_require = NULL;
     size_t proxy_require_len = 0;
     unsigned long loop = 0;
-    size_t own_len = own_sent_by ? strlen(own_sent_by) : 0;
+    size_t own_len = own_sent_by ? strlen(own_sent_by) : 0, own2_len = own_sent_by2 ? strlen(own_sent_by2) : 0;
     while (next_line(msg, len, &at, &h)) {
         int id = header_id(&h);
         if (id == H_OTHER) continue;
@@ -170,7 +175,7 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_resu
                 if (vias++ == 0) via_ok = ok;
                 const char *br = e.branch;
                 size_t brl = e.branch_len;
-                if (ok && own_len && e.sent_by_len == own_len && strncasecmp(e.sent_by, own_sent_by, own_len) == 0 && br &&
+                if (ok && (sent_by_is(&e, own_sent_by, own_len) || sent_by_is(&e, own_sent_by2, own2_len)) && br &&
                     brl > 11 && strncmp(br, "z9hG4bK-lc", 10) == 0) {
                     const char *dot = memchr(br, '.', brl);
                     if (dot) {

@@ -30,9 +30,10 @@ typedef struct {
     int max_forwards;     /* the request's value; -1 when absent */
 } sv_result;
 
-/* Checks a request (one whole message, start line first). `own_sent_by` is the host:port this
- * edge writes into its Via (for loop detection). Returns out->reason. */
-sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, sv_result *out);
+/* Checks a request (one whole message, start line first). `own_sent_by` and `own_sent_by2` (or
+ * NULL) are the host:ports this edge writes into its Vias (UDP/TCP, TLS), for loop detection
+ * whichever transport a loop crosses. Returns out->reason. */
+sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const char *own_sent_by2, sv_result *out);
 
 /* The loop-detection part of this edge's branch (RFC 3261 §16.6 step 8): a hash of what decides
  * how the request is processed — request line, Call-ID, CSeq, From, To, Route, Proxy-Require,

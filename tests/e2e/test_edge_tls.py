@@ -31,6 +31,10 @@ stunnel (Debian's SIPp has no TLS).
   (with client certificates requested, OpenSSL refuses resumption unless the edge sets a
   session id context), and a request written in the same segment as the client's last
   handshake flight is answered (read ahead with the handshake, epoll does not report it again).
+- forged_responses: a response naming a TLS caller's connection (its lc-conn, read off the next
+  hop's copy) sent over plain TCP or UDP by someone else reaches nobody (counted), and oc values
+  in a response from anyone but the next hop change nothing; a sips: Request-URI that did not
+  come over TLS is answered 416 (RFC 3261 §16.6 step 7), over TLS it is forwarded.
 - certificate_reload: SIGHUP reads the certificate files again: a new connection gets the
   renewed certificate; files that cannot be used leave the one in use (logged).
 - tls_command_line: TLS options without what they need are refused (exit 2, naming what is
@@ -438,6 +442,9 @@ def overload_loop_over_tls(run: Run) -> Checks:
     time.sleep(0.5)
     st = stats_of(edge)
     c.that(st.get("edge_oc_shed_total", -1) == out["shed"], f"the edge shed {st.get('edge_oc_shed_total', -1):.0f} INVITEs and the UAC got {out['shed']} 503s")
+    c.that(st.get("edge_oc_tls_next_hop_updates_total", 0) >= 100 and st.get("edge_oc_next_hop_updates_total", -1) == 0,
+           f"the feedback went to --tls-next-hop's state ({st.get('edge_oc_tls_next_hop_updates_total', 0):.0f} updates), "
+           f"not --next-hop's ({st.get('edge_oc_next_hop_updates_total', -1):.0f})")
     c.that(st.get("edge_oc_bad_feedback_total", -1) == 0, "no feedback refused")
     return c
 
@@ -497,6 +504,63 @@ def reconnecting_clients(run: Run) -> Checks:
     c.that(got.startswith(b"SIP/2.0 200"), f"a request sent with the last handshake flight is answered within 3 s ({got[:20]!r})")
     hop.close()
     run.stop(edge)
+    return c
+
+
+def forged_responses(run: Run) -> Checks:
+    c = Checks("forged_responses: responses injected into a TLS caller's connection, forged feedback, sips: without TLS")
+    certs = Certs(run)
+    hop = TlsNextHop(certs.hop)
+    edge, port, tls_port = tls_edge(run, certs, "edge", free_udp_port(), hop.port, "--policy", policy_file(run, 5),
+                                    "--tls-next-hop-name", "hop.test", "--overload-control",
+                                    "--metrics", f"127.0.0.1:{(mport := free_udp_port(tcp=True))}")
+    caller = tls_connect(tls_port, certs.ca.cert, certs.client)
+    caller.sendall(options(20))
+    c.that(read_message(caller).startswith("SIP/2.0 200"), "the TLS caller is served")
+    request = hop.requests[-1]
+    vias = [ln for ln in request.split("\r\n") if ln.startswith("Via: ")]
+    c.that(len(vias) == 2 and ";lc-conn=" in vias[0], f"the next hop saw the edge's Via with lc-conn: {vias[:1]}")
+    keep = [ln for ln in request.split("\r\n")[1:] if ln.split(":")[0] in ("From", "To", "Call-ID", "CSeq")]
+    forged = ("SIP/2.0 200 OK\r\n" + "\r\n".join(vias + keep) + "\r\nX-Forged: yes\r\nContent-Length: 0\r\n\r\n").encode()
+    plain = socket.create_connection(("127.0.0.1", port), timeout=5)
+    plain.sendall(forged)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.sendto(forged, ("127.0.0.1", port))
+    caller.settimeout(1.0)
+    try:
+        leaked = caller.recv(65536)
+    except socket.timeout:
+        leaked = b""
+    c.that(leaked == b"", f"neither the TCP nor the UDP forgery reached the TLS caller ({leaked[:40]!r})")
+    # Feedback in a response that does not come from the next hop (another UDP port).
+    feedback = (f"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP 127.0.0.1:{port};branch=z9hG4bK-lcdead.beef;oc=100;oc-algo=\"loss\";"
+                f"oc-validity=60000;oc-seq=5\r\nVia: SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bKx\r\nFrom: <sip:a@example.com>;tag=1\r\n"
+                f"To: <sip:b@example.com>;tag=2\r\nCall-ID: forged\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n").encode()
+    udp.sendto(feedback, ("127.0.0.1", port))
+    time.sleep(0.3)
+    m = edge_metrics(mport)
+    c.that(m.get("edge_responses_refused_total") == 2, f"the two forgeries are counted ({m.get('edge_responses_refused_total')})")
+    c.that(m.get("edge_oc_next_hop_updates_total") == 0 and m.get("edge_oc_next_hop_active") == 0,
+           f"oc=100 from another port than the next hop's is not applied ({m.get('edge_oc_next_hop_updates_total')} updates)")
+    # RFC 3261 §16.6 step 7: a sips: Request-URI goes on over TLS only.
+    sips = options(21).replace(b"OPTIONS sip:", b"OPTIONS sips:")
+    udp.settimeout(2)
+    udp.sendto(sips.replace(b"SIP/2.0/TLS 127.0.0.1:5999", f"SIP/2.0/UDP 127.0.0.1:{udp.getsockname()[1]}".encode()), ("127.0.0.1", port))
+    try:
+        answer = udp.recv(65536).decode(errors="replace")
+    except socket.timeout:
+        answer = ""
+    c.that(answer.startswith("SIP/2.0 416"), f"a sips: Request-URI over UDP is answered 416: {answer.splitlines()[:1]}")
+    before = len(hop.requests)
+    caller.settimeout(5)
+    caller.sendall(sips)
+    answer = read_message(caller)
+    c.that(answer.startswith("SIP/2.0 200") and len(hop.requests) == before + 1,
+           f"over TLS it is forwarded over TLS: {answer.splitlines()[:1]}")
+    caller.close()
+    plain.close()
+    hop.close()
     return c
 
 
@@ -567,6 +631,7 @@ TESTS = {
     "untrusted_notifier": untrusted_notifier,
     "client_certificates": client_certificates,
     "reconnecting_clients": reconnecting_clients,
+    "forged_responses": forged_responses,
     "certificate_reload": certificate_reload,
     "tls_command_line": tls_command_line,
     "overload_loop_over_tls": overload_loop_over_tls,
