@@ -225,7 +225,8 @@ static int lc_sub_match(const char *callid, size_t len)
 
 /* A message of subscription `i`'s dialog that did not come from its
  * notifier's verified TLS peer: counted, and logged (and kept for
- * loadctl.subscriptions) at most once a second over all processes. */
+ * loadctl.subscriptions) at most once a second for this subscription,
+ * whichever processes refuse them. */
 static void lc_sub_refused(
 		int i, sip_msg_t *msg, const char *what, const char *why)
 {
