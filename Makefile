@@ -166,7 +166,7 @@ endif
 ## RFC 7339 overload control — the three suites all run, and the target fails if one did), and
 ## every script function and RPC command on every kind of request under each combination of the
 ## module's roles (tests/e2e/test_kamailio_functions.py)
-E2E_MODULE_SUITES = test_kamailio_module test_kamailio_rfc7200 test_kamailio_oc
+E2E_MODULE_SUITES = test_kamailio_module test_kamailio_rfc7200 test_kamailio_oc test_kamailio_tls
 kamailio-module-test: kamailio-module
 	python3 tests/e2e/test_kamailio_functions.py
 	s=0; for t in $(E2E_MODULE_SUITES); do python3 tests/e2e/$$t.py || s=1; done; exit $$s
