@@ -8,7 +8,8 @@
  *   operators);
  * - the client context (the next hop, the notifier) always verifies the server's certificate
  *   against --tls-ca and checks that it names the peer (an IP address in subjectAltName, or a
- *   DNS name: RFC 6125 rules, no partial wildcards), and presents --tls-cert when given.
+ *   DNS name there, whole, no wildcards; the CN only without a DNS subjectAltName), and
+ *   presents --tls-cert when given.
  * Renegotiation is refused (a peer could otherwise make us do handshakes at will). Buffers of
  * idle sessions are released (SSL_MODE_RELEASE_BUFFERS): the connection table, not OpenSSL,
  * bounds memory.
@@ -161,7 +162,9 @@ SSL *tls_connecting(int fd, const char *name) {
     if (ok && inet_pton(AF_INET, name, &ip) == 1) {
         ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) == 1;
     } else if (ok) {
-        SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
+        /* No wildcards; the subject's CN only when there is no DNS subjectAltName (OpenSSL's
+         * rule): the Kamailio module checks names the same way. */
+        SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_WILDCARDS);
         ok = SSL_set1_host(ssl, name) == 1 && SSL_set_tlsext_host_name(ssl, name) == 1;
     }
     if (!ok) {

@@ -57,7 +57,6 @@ import signal
 import socket
 import ssl
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -72,7 +71,7 @@ from policy_docs import MATCH, OTHER, document, rate_rule, split  # noqa: E402
 from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
 from processes import HarnessError, Run, wait_until  # noqa: E402
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
-from tls_peers import Issued, Pki, client_context, server_context, stunnel  # noqa: E402
+from tls_peers import Issued, Pki, TlsServer, client_context, read_messages, stunnel  # noqa: E402
 
 SUB_EVENT = re.compile(r"subscription to (\S+) at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
 
@@ -155,22 +154,8 @@ def statistic(kam: Kamailio, name: str):
 
 
 def read_message(conn) -> str:
-    """One SIP message from a stream (headers, then Content-Length bytes of body); "" at EOF."""
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        data = conn.recv(65536)
-        if not data:
-            return ""
-        buf += data
-    head, _, rest = buf.partition(b"\r\n\r\n")
-    m = re.search(rb"^(?:Content-Length|l):\s*(\d+)", head, re.M | re.I)
-    need = int(m.group(1)) if m else 0
-    while len(rest) < need:
-        data = conn.recv(65536)
-        if not data:
-            break
-        rest += data
-    return (head + b"\r\n\r\n" + rest[:need]).decode(errors="replace")
+    """The next SIP message on a stream; "" when it closed first."""
+    return next(read_messages(conn), "")
 
 
 def header(msg: str, name: str) -> str:
@@ -182,50 +167,23 @@ def header(msg: str, name: str) -> str:
 # a notifier over TLS written in Python
 
 
-class TlsNotifier:
+class TlsNotifier(TlsServer):
     """A TLS server presenting `cert` that answers every SUBSCRIBE 200 and sends one NOTIFY with
     `body` on the same connection, as an RFC 7200 notifier reached at sips:sbc@127.0.0.1:PORT
     does; it records the SUBSCRIBEs, the answers to its NOTIFYs and the handshakes that failed."""
 
     def __init__(self, cert: Issued, body: str):
-        self.ctx = server_context(cert)
         self.body = body
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", free_udp_port(tcp=True)))
-        self.sock.listen()
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
+        self.subscribes, self.answers = [], []
+        self.closed = 0  # connections the subscriber closed
+        super().__init__(cert)
         self.uri = f"sips:sbc@127.0.0.1:{self.port}"
-        self.subscribes, self.answers, self.handshake_failures = [], [], 0
-        self.stopping = False
-        threading.Thread(target=self._serve, daemon=True).start()
 
-    def _serve(self):
-        while not self.stopping:
-            try:
-                raw, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._connection, args=(raw,), daemon=True).start()
-
-    def _connection(self, raw):
-        raw.settimeout(5)
-        try:
-            conn = self.ctx.wrap_socket(raw, server_side=True)
-        except (ssl.SSLError, OSError):
-            self.handshake_failures += 1
-            raw.close()
-            return
-        conn.settimeout(0.5)
+    def serve(self, conn):
+        conn.settimeout(60)
         n = 0
         try:
-            while not self.stopping:
-                try:
-                    msg = read_message(conn)
-                except socket.timeout:
-                    continue
-                if not msg:
-                    return
+            for msg in read_messages(conn):
                 if msg.startswith("SIP/2.0 "):
                     self.answers.append(msg.split("\r\n", 1)[0])
                     continue
@@ -236,10 +194,9 @@ class TlsNotifier:
                 conn.sendall(self._ok(msg, n))
                 if header(msg, "Expires") != "0":
                     conn.sendall(self._notify(msg, n))
-        except OSError:
+            self.closed += 1
+        except socket.timeout:
             return
-        finally:
-            conn.close()
 
     def _ok(self, sub: str, n: int) -> bytes:
         vias = "".join(f"Via: {v}\r\n" for v in re.findall(r"^Via:\s*(.*?)\r?$", sub, re.M | re.I))
@@ -256,11 +213,6 @@ class TlsNotifier:
                 f"Call-ID: {header(sub, 'Call-ID')}\r\nCSeq: 1 NOTIFY\r\nContact: <{self.uri}>\r\nEvent: load-control\r\n"
                 f"Subscription-State: active;expires=600\r\nContent-Type: application/load-control+xml\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-
-    def close(self):
-        self.stopping = True
-        self.sock.close()
-
 
 # ---------------------------------------------------------------------------------------------
 
@@ -401,7 +353,7 @@ def notifier_names(run: Run) -> Checks:
         want = sorted(f"rule-{first + k}" for k, case in enumerate(chunk) if case[3] == "applied")
 
         def settled() -> bool:
-            heard = [bool(applied(kam, n.uri)) if case[3] == "applied" else bool(n.answers or n.handshake_failures)
+            heard = [bool(applied(kam, n.uri)) if case[3] == "applied" else bool(n.answers or n.handshake_failures or n.closed)
                      for case, n in zip(chunk, notifiers)]
             return all(heard) and sorted(x["rule"] for x in kam.rpc("loadctl.rules")["result"]["rules"]) == want
 
@@ -419,10 +371,16 @@ def notifier_names(run: Run) -> Checks:
                            f"{label}: Kamailio refused the handshake ({n.handshake_failures} failed), no SUBSCRIBE, "
                            f"nothing applied ({s['state']})")
                 else:
-                    c.that(len(n.subscribes) >= 1 and n.answers[:1] == ["SIP/2.0 403 Forbidden"] and not applied(kam, n.uri)
-                           and s["unauthenticated"] >= 2 and s["state"] != "active",
-                           f"{label}: the 200 dropped and the NOTIFY answered 403, nothing applied ({len(n.subscribes)} SUBSCRIBEs, "
-                           f"answers {n.answers}, {s['unauthenticated']} refused, {s['state']}): {s['last_unauthenticated']!r}")
+                    # The module refuses the 200 and answers the NOTIFY 403; or (seen once with
+                    # 5.6.3 under load: its tls module logged "certificate verify failed" for a
+                    # DNS-only certificate reached by IP) Kamailio's tls layer drops the
+                    # connection after the SUBSCRIBE went out. Either way nothing applies.
+                    by_module = n.answers[:1] == ["SIP/2.0 403 Forbidden"] and s["unauthenticated"] >= 2
+                    by_tls = n.closed >= 1 and not n.answers
+                    c.that(len(n.subscribes) >= 1 and (by_module or by_tls) and not applied(kam, n.uri) and s["state"] != "active",
+                           f"{label}: refused ({'the 200 dropped and the NOTIFY answered 403' if by_module else 'the connection dropped by the tls module' if by_tls else 'neither'}), "
+                           f"nothing applied ({len(n.subscribes)} SUBSCRIBEs, answers {n.answers}, {s['unauthenticated']} refused, {s['state']}): "
+                           f"{s['last_unauthenticated']!r}")
             rules = sorted(x["rule"] for x in kam.rpc("loadctl.rules")["result"]["rules"])
             c.that(rules == want, f"the rules in force are those of the notifiers named: {rules} (expected {want})")
         finally:
