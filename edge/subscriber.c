@@ -235,27 +235,27 @@ int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sock
     static char reply[MAX_MSG];
     size_t rlen = 0;
     uint64_t now = now_ns();
-    if (len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0) {
-        char branch[64];
+    int response = len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0;
+    char branch[64] = "";
+    if (response) {
         top_branch(msg, len, branch, sizeof branch);
         if (strncmp(branch, SUB_BRANCH, strlen(SUB_BRANCH)) != 0) return 0;
-        if (e->link && from) {
-            peer_t p = {0, *from, 0, 0, 0};
-            subscriber_refuse(e->udp, msg, len, &p);
-            return 1;
-        }
+    } else if (!(len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len))) {
+        return 0;
+    }
+    if (e->link && from) {
+        peer_t p = {0, *from, 0, 0, 0};
+        subscriber_refuse(e->udp, msg, len, &p);
+        return 1;
+    }
+    if (response) {
         /* A provisional or repeated response, or one to a SUBSCRIBE given up on: absorbed. */
         if (!e->sub_outstanding || strcmp(branch, e->sub_branch) != 0 || msg[8] == '1') return 1;
         e->sub_outstanding = 0;
         lc_result r = lc_subscriber_receive_wire(e->sub, now, (const uint8_t *)msg, len, &e->wire,
                                                  (uint8_t *)reply, sizeof reply, &rlen);
         if (r != LC_RESULT_OK) elog("subscriber: bad response: %s\n", lc_result_text(r));
-    } else if (len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len)) {
-        if (e->link && from) {
-            peer_t p = {0, *from, 0, 0, 0};
-            subscriber_refuse(e->udp, msg, len, &p);
-            return 1;
-        }
+    } else {
         /* A document may change rules, which starts their engine counters again: the totals
          * are taken before and after (metrics.h). */
         metrics_sample_rules(e->engine);
@@ -270,8 +270,6 @@ int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sock
         } else if (rlen > 0) {
             sublink_send(e, reply, rlen);
         }
-    } else {
-        return 0;
     }
     subscriber_transmit(e);
     log_subscriber_events(e);

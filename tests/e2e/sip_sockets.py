@@ -23,6 +23,15 @@ import threading
 import time
 
 
+def header(msg: str, name: str) -> str:
+    """The value of the first `name` header line of a message's header block ("" when none)."""
+    for line in msg.split("\r\n\r\n", 1)[0].split("\r\n")[1:]:
+        k, _, v = line.partition(":")
+        if k.strip().lower() == name.lower():
+            return v.strip()
+    return ""
+
+
 class UdpPeers:
     """A Python client and next hop on loopback UDP sockets, for one-request checks."""
 
@@ -123,13 +132,7 @@ class Notifier(Peer):
                 return msg, addr
         return "", None
 
-    @staticmethod
-    def header(msg: str, name: str) -> str:
-        for line in msg.split("\r\n\r\n", 1)[0].split("\r\n")[1:]:
-            k, _, v = line.partition(":")
-            if k.strip().lower() == name.lower():
-                return v.strip()
-        return ""
+    header = staticmethod(header)
 
     def answer(self, req: str, addr, status: str = "200 OK", extra: str = "") -> None:
         head = req.split("\r\n\r\n", 1)[0].split("\r\n")

@@ -66,7 +66,8 @@ from policy_docs import MATCH, OTHER, document, rate_rule, split  # noqa: E402
 from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
 from processes import Run, wait_until  # noqa: E402
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
-from tls_peers import Pki, TlsServer, client_context, read_messages, stunnel  # noqa: E402
+from sip_sockets import header  # noqa: E402
+from tls_peers import Pki, TlsServer, client_context, read_message, read_messages, stunnel  # noqa: E402
 
 
 class Certs:
@@ -98,15 +99,20 @@ def tls_edge(run: Run, certs: Certs, name: str, next_hop: int, tls_next_hop: int
     return edge, port, tls_port
 
 
+def hop_edge(run: Run, certs: Certs, *args):
+    """A Python TLS next hop (hop.test) and an edge forwarding to it under a rate-5 policy;
+    (edge, hop, UDP/TCP port, TLS port)."""
+    hop = TlsNextHop(certs.hop)
+    edge, port, tls_port = tls_edge(run, certs, "edge", free_udp_port(), hop.port, "--policy", policy_file(run, 5),
+                                    "--tls-next-hop-name", "hop.test", *args)
+    return edge, hop, port, tls_port
+
+
 def policy_file(run: Run, r: float) -> Path:
     p = run.path("policy.xml")
     p.write_text(document(0, "full", rate_rule(r)))
     return p
 
-
-def header(msg: str, name: str) -> str:
-    m = re.search(rf"^{name}:\s*(.*?)\r?$", msg, re.M | re.I)
-    return m.group(1) if m else ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,10 +156,6 @@ def options(n: int) -> bytes:
             f"From: <sip:tester@example.com>;tag=t{n}\r\nTo: <sip:+16660000000@example.com>\r\nCall-ID: tls-{n}\r\n"
             f"CSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n").encode()
 
-
-def read_message(conn) -> str:
-    """The next message on a connection, or "" when it closed first."""
-    return next(read_messages(conn), "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,10 +370,7 @@ def untrusted_notifier(run: Run) -> Checks:
 def client_certificates(run: Run) -> Checks:
     c = Checks("client_certificates: --tls-require-client-cert, a rogue next hop, a handshake that never ends")
     certs = Certs(run)
-    hop = TlsNextHop(certs.hop)
-    edge, _, tls_port = tls_edge(run, certs, "edge", free_udp_port(), hop.port, "--policy", policy_file(run, 5),
-                                 "--tls-next-hop-name", "hop.test", "--tls-require-client-cert",
-                                 "--metrics", f"127.0.0.1:{(mport := free_udp_port(tcp=True))}")
+    edge, hop, _, tls_port = hop_edge(run, certs, "--tls-require-client-cert", "--metrics", f"127.0.0.1:{(mport := free_udp_port(tcp=True))}")
     silent = socket.create_connection(("127.0.0.1", tls_port))
     opened = time.monotonic()
     for label, cert in (("no certificate", None), ("a rogue CA's certificate", certs.rogue_client)):
@@ -452,9 +451,7 @@ def overload_loop_over_tls(run: Run) -> Checks:
 def reconnecting_clients(run: Run) -> Checks:
     c = Checks("reconnecting_clients: a resumed session, and a request sent with the handshake's last flight")
     certs = Certs(run)
-    hop = TlsNextHop(certs.hop)
-    edge, _, tls_port = tls_edge(run, certs, "edge", free_udp_port(), hop.port, "--policy", policy_file(run, 5),
-                                 "--tls-next-hop-name", "hop.test")
+    edge, hop, _, tls_port = hop_edge(run, certs)
     ctx = client_context(certs.ca.cert, certs.client)
     first = ctx.wrap_socket(socket.create_connection(("127.0.0.1", tls_port), timeout=5), server_hostname="edge.test")
     first.sendall(options(10))
@@ -510,10 +507,7 @@ def reconnecting_clients(run: Run) -> Checks:
 def forged_responses(run: Run) -> Checks:
     c = Checks("forged_responses: responses injected into a TLS caller's connection, forged feedback, sips: without TLS")
     certs = Certs(run)
-    hop = TlsNextHop(certs.hop)
-    edge, port, tls_port = tls_edge(run, certs, "edge", free_udp_port(), hop.port, "--policy", policy_file(run, 5),
-                                    "--tls-next-hop-name", "hop.test", "--overload-control",
-                                    "--metrics", f"127.0.0.1:{(mport := free_udp_port(tcp=True))}")
+    edge, hop, port, tls_port = hop_edge(run, certs, "--overload-control", "--metrics", f"127.0.0.1:{(mport := free_udp_port(tcp=True))}")
     caller = tls_connect(tls_port, certs.ca.cert, certs.client)
     caller.sendall(options(20))
     c.that(read_message(caller).startswith("SIP/2.0 200"), "the TLS caller is served")
@@ -571,9 +565,7 @@ def certificate_reload(run: Run) -> Checks:
     cert, key = run.path("live", "edge.pem"), run.path("live", "edge.key")
     shutil.copy(certs.edge.cert, cert)
     shutil.copy(certs.edge.key, key)
-    hop = TlsNextHop(certs.hop)
-    edge, _, tls_port = tls_edge(run, certs, "edge", free_udp_port(), hop.port, "--policy", policy_file(run, 5),
-                                 "--tls-next-hop-name", "hop.test", "--tls-cert", cert, "--tls-key", key)
+    edge, hop, _, tls_port = hop_edge(run, certs, "--tls-cert", cert, "--tls-key", key)
 
     def presented() -> str:
         conn = tls_connect(tls_port, certs.ca.cert)

@@ -45,6 +45,7 @@ from policy_docs import document, rate_rule  # noqa: E402
 from ports import free_udp_port, wait_udp_port  # noqa: E402
 from processes import HarnessError, Run  # noqa: E402
 from procstat import descendants  # noqa: E402
+from sip_sockets import header  # noqa: E402
 
 CFG = HERE / "kamailio" / "functions.cfg"
 BUILD: KamailioBuild = None  # set by main()
@@ -122,14 +123,6 @@ def stray_response(kam_port: int, me: int, n: int, code: str) -> bytes:
             f"Via: SIP/2.0/UDP 127.0.0.1:{me};branch=z9hG4bK-up-{n}\r\n"
             f"From: <sip:a@127.0.0.1>;tag=a\r\nTo: <sip:b@127.0.0.1>;tag=b\r\nCall-ID: stray-{n}@functions\r\n"
             f"CSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n").encode()
-
-
-def header(msg: str, name: str) -> str:
-    for line in msg.split("\r\n\r\n", 1)[0].split("\r\n")[1:]:
-        k, _, v = line.partition(":")
-        if k.strip().lower() == name.lower():
-            return v.strip()
-    return ""
 
 
 def kamailio_pids(main_pid: int) -> set:

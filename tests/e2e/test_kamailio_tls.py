@@ -71,7 +71,8 @@ from policy_docs import MATCH, OTHER, document, rate_rule, split  # noqa: E402
 from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
 from processes import HarnessError, Run, wait_until  # noqa: E402
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
-from tls_peers import Issued, Pki, TlsServer, client_context, read_messages, stunnel  # noqa: E402
+from sip_sockets import header  # noqa: E402
+from tls_peers import Issued, Pki, TlsServer, client_context, read_message, read_messages, stunnel  # noqa: E402
 
 SUB_EVENT = re.compile(r"subscription to (\S+) at (\d+\.\d+): (.*?) (\d+) ?(.*)$")
 
@@ -153,14 +154,6 @@ def statistic(kam: Kamailio, name: str):
     return None
 
 
-def read_message(conn) -> str:
-    """The next SIP message on a stream; "" when it closed first."""
-    return next(read_messages(conn), "")
-
-
-def header(msg: str, name: str) -> str:
-    m = re.search(rf"^{name}:\s*(.*?)\r?$", msg, re.M | re.I)
-    return m.group(1) if m else ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -209,3 +209,8 @@ def read_messages(conn, buf: bytes = b""):
             rest += data
         yield (head + b"\r\n\r\n" + rest[:length]).decode(errors="replace")
         buf = rest[length:]
+
+
+def read_message(conn) -> str:
+    """The next SIP message on a stream; "" when it closed first."""
+    return next(read_messages(conn), "")
