@@ -18,6 +18,7 @@
 int load_policy_file(edge_t *e, const char *path, const char *source_name) {
     FILE *f = fopen(path, "rb");
     if (!f) {
+        BUMP(e->policy_load_failures);
         elog("cannot open %s: %s\n", path, strerror(errno));
         return -1;
     }
@@ -37,9 +38,11 @@ int load_policy_file(edge_t *e, const char *path, const char *source_name) {
         size_t len = 0;
         lc_policy_check((const uint8_t *)body, n, (uint8_t *)msg, sizeof msg - 1, &len);
         msg[len < sizeof msg ? len : sizeof msg - 1] = 0;
+        BUMP(e->policy_load_failures);
         elog("%s: %s %s (keeping the current policy)\n", path, lc_result_text(r), msg);
         return -1;
     }
+    BUMP(e->policy_loads);
     elog("policy %s loaded (generation %llu)\n", path, (unsigned long long)generation);
     return 0;
 }

@@ -208,6 +208,9 @@ typedef struct {
      * answered 503 without Retry-After. */
     atomic_int no_policy;
     const char *fallback_path;
+    /* Policy files read (--policy, --fallback-policy; at start and on SIGHUP): published, and
+     * refused with the policy in force kept. */
+    atomic_ulong policy_loads, policy_load_failures;
     /* The subscriber's counters as last seen by the UDP thread (the subscriber is that
      * thread's), for the metrics endpoint. */
     int unsubscribed; /* the unsubscribe is out: nothing else is sent on the way out */

@@ -60,6 +60,10 @@ void render_stats(void *userdata, mbuf *b) {
     metric(b, "edge_no_policy_rejected_total", "counter",
            "New requests no rule matched, answered 503 because no notifier policy had arrived (no --fallback-policy).",
            SUM(no_policy_rejected));
+    metric(b, "edge_policy_loads_total", "counter", "Policy files (--policy, --fallback-policy) read and published, at start and on SIGHUP.",
+           READ(e->policy_loads));
+    metric(b, "edge_policy_load_failures_total", "counter",
+           "Policy files that could not be read or did not validate; the policy in force stayed.", READ(e->policy_load_failures));
     metric(b, "edge_notifier_policy_pending", "gauge", "1 while no notifier policy has arrived (--subscribe).",
            (unsigned long long)atomic_load(&e->no_policy));
     /* Requests shown to the retransmission detector (all but ACK and CANCEL): originals +

@@ -72,6 +72,33 @@ static int udp_socket(struct sockaddr_in *bound) {
     return s;
 }
 
+/* Whether a socket is bound to `port` on this host (TCP: listening), read from /proc/net (the
+ * edge is Linux's); probing with a bind of our own could take the port from the edge. */
+static int listening(int port, int tcp) {
+    FILE *f = fopen(tcp ? "/proc/net/tcp" : "/proc/net/udp", "r");
+    if (!f) return 0;
+    char line[512];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned lport = 0, state = 0;
+        if (sscanf(line, " %*u: %*8x:%4x %*8x:%*4x %2x", &lport, &state) == 2 && (int)lport == port)
+            found = !tcp || state == 0x0A;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Waits for the edge started on `port` to be bound (UDP) and listening (TCP), as `transports`
+ * says ("udp", "tcp" or both): a busy machine can take far longer than usual to start it, an
+ * ASan build longer still. */
+static int wait_edge(int port, const char *transports) {
+    for (int k = 0; k < 2000; k++) { /* 20 s */
+        if ((!strstr(transports, "udp") || listening(port, 0)) && (!strstr(transports, "tcp") || listening(port, 1))) return 1;
+        pause_ms(10);
+    }
+    return 0;
+}
+
 static int recv_msg(int s, char *buf, size_t cap, struct sockaddr_in *from) {
     struct pollfd p = {s, POLLIN, 0};
     if (poll(&p, 1, 2000) <= 0) return -1;
@@ -474,7 +501,7 @@ static void connection_limit(const char *edge_path) {
               "--max-connections", "2", (char *)NULL);
         _exit(127);
     }
-    pause_ms(300);
+    CHECK(wait_edge(ntohs(addr.sin_port), "tcp"));
     int s1 = tcp_connect(&addr), s2 = tcp_connect(&addr), s3 = tcp_connect(&addr);
     CHECK(s1 >= 0 && s2 >= 0 && s3 >= 0);
     CHECK(ping_pong(s1) && ping_pong(s2));
@@ -522,7 +549,7 @@ static void udp_only(const char *edge_path, const char *hop_arg, int client, int
         execl(edge_path, edge_path, "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, "--transport", "udp", (char *)NULL);
         _exit(127);
     }
-    pause_ms(300);
+    CHECK(wait_edge(ntohs(addr.sin_port), "udp"));
     int s = tcp_connect(&addr);
     CHECK(s < 0);
     if (s >= 0) close(s);
@@ -568,6 +595,21 @@ static void stats(pid_t pid, int out, char *buf, size_t cap) {
     }
 }
 
+/* Waits up to 20 s for the counter `name` to read `want` (the edge handles signals between
+ * batches of messages, later on a busy machine). */
+static int wait_counter(pid_t pid, int out, const char *name, long want) {
+    static char dump[65536];
+    for (int k = 0; k < 200; k++) {
+        stats(pid, out, dump, sizeof dump);
+        long v = counter(dump, name);
+        if (v == want) return 1;
+        if (v > want) break;
+        pause_ms(100);
+    }
+    fprintf(stderr, "%s: %ld, expected %ld\n", name, counter(dump, name), want);
+    return 0;
+}
+
 /* The first Via line of a message (copied into out, empty when none). */
 static void first_via(const char *msg, char *out, size_t cap) { copy_after(msg, "\r\nVia: ", 2, "\r", out, cap); }
 
@@ -610,7 +652,7 @@ static void retransmissions(const char *edge_path) {
         _exit(127);
     }
     close(out[1]);
-    pause_ms(300);
+    CHECK(wait_edge(ntohs(addr.sin_port), "udp"));
     static char w1[2048], w2[2048], w3[2048], r1[2048], r2[2048], t1[2048], buf[8192], fwd[8192], resp[8192];
     char via_a[256], via_b[256];
     struct sockaddr_in from;
@@ -709,7 +751,7 @@ static void idle_timeout(const char *edge_path, const char *hop_arg) {
               "--tcp-idle-s", "1", (char *)NULL);
         _exit(127);
     }
-    pause_ms(300);
+    CHECK(wait_edge(ntohs(addr.sin_port), "tcp"));
     int quiet = tcp_connect(&addr), busy = tcp_connect(&addr);
     CHECK(quiet >= 0 && busy >= 0);
     int alive = 1;
@@ -762,13 +804,19 @@ int main(int argc, char **argv) {
     char rules[2048];
     snprintf(rules, sizeof rules, "%s%s%s%s", HOTLINE, TICKETS, DROPPER, WINDOW);
     write_policy(rules);
+    int out[2]; /* the edge's stdout: its counters on SIGUSR1 */
+    CHECK(pipe(out) == 0);
     pid_t pid = fork();
     if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
         execl(argv[1], argv[1], "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, (char *)NULL);
         perror("exec edge");
         _exit(127);
     }
-    pause_ms(300);
+    close(out[1]);
+    CHECK(wait_edge(ntohs(edge_addr.sin_port), "udp tcp"));
     int cport = ntohs(client_addr.sin_port);
     char msg[4096], buf[8192];
     struct sockaddr_in from;
@@ -830,13 +878,14 @@ int main(int argc, char **argv) {
     /* 5. An invalid policy file is refused on SIGHUP; a valid one replaces the policy. */
     write_policy("<rule id=\"broken\"><actions><accept><rate>-1</rate></accept></actions></rule>");
     kill(pid, SIGHUP);
-    pause_ms(200);
+    CHECK(wait_counter(pid, out[0], "edge_policy_load_failures_total", 1));
+    CHECK(wait_counter(pid, out[0], "edge_policy_loads_total", 1));
     invite(msg, sizeof msg, "sip:+12125551234@gw.example.com;user=phone", "<tel:+1-212-555-1234>", cport, "call-4");
     sendto(client, msg, strlen(msg), 0, (struct sockaddr *)&edge_addr, sizeof edge_addr);
     CHECK(recv_msg(client, buf, sizeof buf, &from) > 0 && strncmp(buf, "SIP/2.0 503 ", 12) == 0);
     write_policy(TICKETS);
     kill(pid, SIGHUP);
-    pause_ms(200);
+    CHECK(wait_counter(pid, out[0], "edge_policy_loads_total", 2));
     invite(msg, sizeof msg, "sip:+12125551234@gw.example.com;user=phone", "<tel:+1-212-555-1234>", cport, "call-5");
     sendto(client, msg, strlen(msg), 0, (struct sockaddr *)&edge_addr, sizeof edge_addr);
     CHECK(recv_msg(hop, buf, sizeof buf, &from) > 0 && strstr(buf, "Call-ID: call-5") != NULL);
@@ -846,6 +895,7 @@ int main(int argc, char **argv) {
     int status = 0;
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(out[0]);
     close(client);
     close(hop);
     close(hop_tcp);
