@@ -303,6 +303,16 @@ impl ClientShard {
                 // or one filled by a burst of BYEs) does not shed all of them for long after.
                 m.spread = (m.spread + step * (sample - m.spread)).min(2.0 * m.spread);
             }
+            if switched && p > 0.0 && m.p == 0.0 && m.followers.is_finite() {
+                // Control begins on a mix measured with every reducible request forwarded.
+                // If `c` second-category requests follow each admitted one, shedding
+                // q = p·k of them leaves k = 1 + c·(1 − p·k), so k = (1 + c) / (1 + p·c):
+                // start there, not at the uncontrolled 1 + c, which sheds p·(1 + c) — every
+                // new request at p = 1 / (1 + c) — until the first period's sample corrects
+                // it (with a worker's share of a hop's traffic, most of a second).
+                let c = m.followers;
+                m.spread = ((1.0 + c) / (1.0 + p * c)).clamp(1.0, SPREAD_MAX);
+            }
             m.quick = switched && p > 0.0;
             m.reducible = 0;
             m.other = 0;

@@ -404,6 +404,38 @@ fn loss_reduces_a_call_mix_by_oc_and_admits_steadily() {
 }
 
 #[test]
+fn control_that_begins_on_a_measured_mix_sheds_the_converted_share_at_once() {
+    // A worker's share of a hop's calls (25/s, INVITE and its ACK) without control for 4 s,
+    // then oc=50: forwarded = (1 − p)·offered with one ACK per admitted INVITE gives
+    // (1 − p) / (1 + p) = a third of the INVITEs, from the first second on — not every INVITE
+    // shed until the first sample under control is in.
+    let (c, hop) = client(ClientConfig::default());
+    let mut shard = ClientShard::new(&c, 3);
+    let mut admitted_first = 0u32;
+    let mut acks: Vec<u64> = Vec::new();
+    for n in 0..200u64 {
+        let now = n * S / 25 + 1;
+        if n == 100 {
+            let via = "SIP/2.0/UDP p;oc=50;oc-algo=\"loss\";oc-validity=60000;oc-seq=1.0";
+            c.on_response(hop, now, via).expect("test input");
+        }
+        for t in acks.drain(..) {
+            shard.exempt(&c, hop, t);
+        }
+        if shard.decide(&c, hop, now, Category::Reducible) == OcVerdict::Forward {
+            acks.push(now + MS);
+            if (4 * S..5 * S).contains(&now) {
+                admitted_first += 1;
+            }
+        }
+    }
+    assert!(
+        (6..=11).contains(&admitted_first),
+        "{admitted_first} of 25 INVITEs passed in the first second under oc=50 (expected 8.3)"
+    );
+}
+
+#[test]
 fn validity_expires_and_zero_stops() {
     // RFC 7339 §4.3: "After the value specified in the "oc-validity" parameter expires ...
     // overload control is not in effect"; the default is 500 ms.
