@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "edge.h"
@@ -91,6 +92,9 @@ static const char HELP_MORE[] =
     "  --max-connections N         inbound TCP connections (default 1024)\n"
     "  --tcp-idle-s S              close silent inbound connections after S s (default 300, 0: never)\n"
     "  --linger-us N               UDP read linger under dense traffic, 0-100000 (default 200)\n"
+    "  --workers N                 UDP workers, each with its own socket on the port (SO_REUSEPORT),\n"
+    "                              thread and engine shard, 1-256 (default: one per CPU the edge may use)\n"
+    "  --no-pin                    leave the workers' threads unpinned (default: worker k on the k-th CPU)\n"
     "\n"
     "TLS (OpenSSL; TLS 1.2 or later):\n"
     "  --tls-listen IP:PORT        also take SIP over TLS here; what comes over TLS goes on over TLS\n"
@@ -159,6 +163,10 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
     o->emergency_exempt = 1;
     o->oc_algorithms = "loss,rate";
     o->linger_us = 200;
+    e->pin = 1;
+    /* One worker per CPU this process may run on (taskset, cgroup cpusets). */
+    CPU_ZERO(&e->cpus);
+    long workers = sched_getaffinity(0, sizeof e->cpus, &e->cpus) == 0 ? CPU_COUNT(&e->cpus) : sysconf(_SC_NPROCESSORS_ONLN);
     o->oc_timeout_ms = 32000;
     o->oc_target_pct = 80;
     o->user_numbers = LC_SIP_USER_NUMBERS_GLOBAL;
@@ -186,6 +194,10 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
             o->overload_control = 1;
             continue;
         }
+        if (strcmp(opt, "--no-pin") == 0) {
+            e->pin = 0;
+            continue;
+        }
         if (strcmp(opt, "--tls-require-client-cert") == 0) {
             o->tls.require_client_cert = 1;
             continue;
@@ -193,7 +205,7 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
         if (strncmp(opt, "--", 2) != 0) return usage_error("unexpected argument '%s'", opt);
         /* Every other option takes a value; another option in its place is a value forgotten. */
         static const char *const WITH_VALUE[] = {"--listen", "--next-hop", "--policy", "--source", "--subscribe", "--notifier",
-                                                 "--uri", "--expires", "--startup-hold-ms", "--linger-us", "--transport",
+                                                 "--uri", "--expires", "--startup-hold-ms", "--linger-us", "--workers", "--transport",
                                                  "--max-connections", "--tcp-idle-s", "--redirect-allow", "--priority-namespaces", "--priority-peers",
                                                  "--oc-occupancy-target", "--oc-timeout-ms", "--oc-algorithms", "--retry-after",
                                                  "--metrics", "--fallback-policy", "--sip-user-numbers", "--log-oc",
@@ -219,6 +231,7 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
         else if (strcmp(opt, "--expires") == 0) bad = number(val, 1, 4294967295l, &expires_l);
         else if (strcmp(opt, "--startup-hold-ms") == 0) bad = number(val, 0, 3600000, &o->hold_ms);
         else if (strcmp(opt, "--linger-us") == 0) bad = number(val, 0, 100000, &o->linger_us);
+        else if (strcmp(opt, "--workers") == 0) bad = number(val, 1, 256, &workers);
         else if (strcmp(opt, "--transport") == 0) transport = val;
         else if (strcmp(opt, "--max-connections") == 0) bad = number(val, 1, 1000000, &max_conns);
         else if (strcmp(opt, "--tcp-idle-s") == 0) bad = number(val, 0, 86400 * 365, &idle_s);
@@ -272,6 +285,7 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
     if (o->metrics_at && parse_addr(o->metrics_at, &o->metrics_addr)) return usage_error("--metrics: '%s' is not IPv4-ADDRESS:PORT (port 1-65535)", o->metrics_at);
     if (retry_after > 0) snprintf(e->retry_hdr, sizeof e->retry_hdr, "Retry-After: %ld\r\n", retry_after);
     e->max_conns = (unsigned)max_conns;
+    e->nudp = (unsigned)(workers < 1 ? 1 : workers > 256 ? 256 : workers);
     e->idle_ns = (uint64_t)idle_s * 1000000000ull;
     /* TLS. Every certificate a TLS peer of this edge presents is verified (--tls-ca), except a
      * client's when none is required. */

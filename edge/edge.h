@@ -12,6 +12,7 @@
 
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -34,7 +35,8 @@
 #define EDGE_TAG "lc-edge"
 /* The Via parameter naming the inbound TCP connection of a forwarded request. */
 #define CONN_PARAM ";lc-conn="
-/* Overload control: transactions tracked per thread for timeouts (direct-mapped). */
+/* Overload control: transactions tracked for timeouts per worker (one direct-mapped table of
+ * OC_WAIT slots per worker, shared). */
 #define OC_WAIT 8192
 /* Retransmissions: the decisions remembered per thread, so that a retransmission gets what its
  * original got: DECIDED entries in sets of DECIDED_WAYS; a transaction is looked up among the
@@ -44,7 +46,7 @@
  * 16,000 in the first 4 s, well inside 65,536 entries. A direct-mapped table of the same size
  * lost about 1 live entry in 400 to collisions at only 120 calls/s (tests/e2e/test_faults.py
  * call_path_lossy: the retransmitted INVITE of an admitted call classified again and answered
- * 503). 24 bytes each: 1.5 MiB per thread. */
+ * 503). 16 bytes each: 1 MiB per worker. */
 #define DECIDED 65536
 #define DECIDED_WAYS 4
 
@@ -66,6 +68,17 @@ typedef struct {
     int used;
 } pending_t;
 
+/* The window admissions of all workers: a final response comes back on whichever worker the
+ * kernel gives the next hop's datagrams (SO_REUSEPORT hashes the source), not necessarily the
+ * one that forwarded the request, so the tickets are shared, in WINDOW_STRIPES tables of
+ * PENDING slots, each under its own lock, chosen by the transaction's hash (window.c). */
+#define WINDOW_STRIPES 16
+typedef struct {
+    pthread_mutex_t mu;
+    pending_t slot[PENDING];
+    size_t live, gone;
+} window_stripe_t;
+
 /* Where a message came from, and so where its answer goes: a UDP address, or a TCP or TLS
  * connection (a slot of the connection table and the generation the slot had). */
 typedef struct {
@@ -84,11 +97,13 @@ typedef struct {
 /* DM_NO_POLICY: answered 503 without Retry-After because no notifier policy had arrived. */
 enum { DM_NONE = 0, DM_FORWARDED, DM_ANSWERED, DM_OC_SHED, DM_DROPPED, DM_NO_POLICY };
 
+/* Written by its worker only; read by any (a retransmission whose source port changed reaches
+ * another worker): `hash` doubles as a sequence, zero while `info` changes (memory.c). */
 typedef struct {
-    unsigned long hash; /* decision_key() of the transaction */
-    uint64_t at_ns;     /* when its original was decided: the entry counts for Timer B after it */
-    uint16_t status;
-    uint8_t kind; /* DM_* */
+    _Atomic unsigned long hash; /* decision_key() of the transaction */
+    /* When its original was decided (ms of the monotonic clock, the entry counts for Timer B
+     * after it) << 24 | status << 8 | kind (DM_*). */
+    _Atomic uint64_t info;
 } decided_t;
 
 /* Counters of one worker thread. Each is written by its own thread only (relaxed load + store,
@@ -106,11 +121,13 @@ typedef struct {
     atomic_ulong responses_refused; /* naming a TCP/TLS connection, not from the next hop that way */
 } counters_t;
 
-/* A new request forwarded with overload control, waiting for any response. */
+/* A new request forwarded with overload control, waiting for any response: shared by the
+ * workers like the window admissions (oc.c). `due` is the deadline in ms of the monotonic
+ * clock << 16 | the overload-control hop it went to; 0: free. Whoever zeroes it (a response, or
+ * the expiry of a timeout) with a compare-and-swap owns what it meant. */
 typedef struct {
-    unsigned long hash;
-    uint64_t deadline_ns; /* 0: free */
-    uint32_t hop;         /* the overload-control hop it went to */
+    _Atomic unsigned long hash;
+    _Atomic uint64_t due;
 } oc_wait_t;
 
 #define BUMP(x) atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + 1, memory_order_relaxed)
@@ -145,7 +162,7 @@ typedef struct {
 struct worker;
 
 typedef struct {
-    int udp_sock, tcp_sock, tls_sock;
+    int tcp_sock, tls_sock;
     int udp_on, tcp_on, tls_on;
     unsigned max_conns;
     uint64_t idle_ns; /* an inbound connection silent this long is closed (0: never) */
@@ -165,7 +182,20 @@ typedef struct {
     /* Tells originals from retransmissions (RFC 3261 transaction key, remembered 64·T1), for
      * the decision memory and for overload control. Shared by both threads (thread-safe). */
     lc_detector *det;
-    struct worker *udp, *tcp;
+    /* The UDP workers (--workers): each with its own socket on the listening port
+     * (SO_REUSEPORT), thread, engine shard, decision memory and output. `udp` is the first,
+     * on the main thread, which also runs the subscriber's and the startup hold's timers,
+     * overload control's occupancy report and what the signals ask. */
+    struct worker **udps, *udp, *tcp;
+    unsigned nudp;
+    long linger_us; /* --linger-us */
+    int pin;       /* pin each UDP worker to a CPU of `cpus` (more than one worker) */
+    cpu_set_t cpus; /* the process's affinity mask at start */
+    window_stripe_t *windows; /* WINDOW_STRIPES, every worker's window admissions */
+    oc_wait_t *ocw;           /* nocw, every worker's overload-control waits */
+    size_t nocw;
+    pthread_mutex_t hold_mu;  /* the startup hold's arena, filled by any worker */
+    pthread_mutex_t sub_lock; /* the subscriber: a NOTIFY may reach any worker */
     /* The subscriber (NULL without --subscribe); the UDP thread's. */
     lc_subscriber *sub;
     struct sublink *link; /* its TLS connection to the notifier (sublink.h), or NULL over UDP */
@@ -187,7 +217,7 @@ typedef struct {
      * handled once it is in force, or when the hold ends without it. `holding` is read by the
      * TCP thread, which serves nothing meanwhile. */
     atomic_int holding;
-    uint64_t hold_until_ns;
+    _Atomic uint64_t hold_until_ns;
     char *held;
     size_t held_len;
     unsigned long held_count, held_dropped;
@@ -220,14 +250,16 @@ typedef struct {
     int sub_stats_valid;
 } edge_t;
 
-/* What one thread owns: its engine shard, its window admissions, its counters, its output. */
+/* What one thread owns: its engine shard, its counters, its socket and output. */
 typedef struct worker {
     edge_t *e;
     lc_worker *lw;
-    pending_t pending[PENDING];
-    pending_t rehash[PENDING];
-    size_t pending_live, pending_gone;
+    unsigned index; /* among the UDP workers (the TCP thread: nudp) */
+    int sock;       /* its UDP socket (the TCP thread sends on the first worker's) */
+    pthread_t thread;
     uint64_t next_expire_ns;
+    /* Wall time spent on messages, for overload control's occupancy (RFC 7339 server). */
+    _Atomic uint64_t busy_ns;
     counters_t c;
     /* Outgoing datagrams, batched: one sendmmsg per batch. */
     char tx_buf[BATCH][MAX_MSG];
@@ -254,9 +286,8 @@ typedef struct worker {
     uint64_t hop_retry_ns;
     uint64_t next_idle_sweep_ns;
     char *rx;
-    /* Overload control: this thread's shard of the client, and its waiting transactions. */
+    /* Overload control: this thread's shard of the client. */
     lc_oc_shard *ocs;
-    oc_wait_t ocw[OC_WAIT];
     /* What was done with recent requests, for their retransmissions. */
     decided_t decided[DECIDED];
 } worker_t;

@@ -49,7 +49,7 @@ static int acks_our_answer(const char *msg, size_t len) {
 
 /* One SIP message from a peer, whatever the transport. */
 void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
-    if (!from->tcp && w == w->e->udp && subscriber_receive(w->e, msg, len, &from->addr)) return;
+    if (!from->tcp && w->index < w->e->nudp && subscriber_receive(w, msg, len, &from->addr)) return;
     /* The notifier is heard on its TLS connection only (sublink.c). */
     if (from->tcp && w->e->link && len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len)) {
         subscriber_refuse(w, msg, len, from);
@@ -139,14 +139,15 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
             oc_cat = cat;
         }
     }
+    decision_t prior;
     if (dm && cls == LC_CLASS_RETRANSMISSION) {
-        if (dm->kind != DM_NONE && dm->hash == dk && now - dm->at_ns < TIMER_B_NS) {
+        if (decision_recall(w, dk, &prior) && now - prior.at_ns < TIMER_B_NS) {
             /* Repeated without classifying: no rate token, no window slot, no lc_oc_decide and
              * no timeout tracking (the original has them). */
             BUMP(w->c.retx_repeated);
-            if (dm->kind == DM_FORWARDED) forward_request(w, msg, len, from); /* same branch */
-            else if (dm->kind == DM_ANSWERED) reply(w, msg, len, from, dm->status, "Service Unavailable", NULL);
-            else if (dm->kind == DM_OC_SHED || dm->kind == DM_NO_POLICY) reply_overload(w, msg, len, from);
+            if (prior.kind == DM_FORWARDED) forward_request(w, msg, len, from); /* same branch */
+            else if (prior.kind == DM_ANSWERED) reply(w, msg, len, from, prior.status, "Service Unavailable", NULL);
+            else if (prior.kind == DM_OC_SHED || prior.kind == DM_NO_POLICY) reply_overload(w, msg, len, from);
             else BUMP(w->c.dropped);
             return;
         }

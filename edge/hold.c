@@ -58,32 +58,42 @@ void hold_start(edge_t *e, long hold_ms) {
  * meanwhile are held (up to HOLD_BYTES; beyond that dropped and counted, never handled without
  * the policy) and handled once the first document is in force, a
  * bodyless NOTIFY says there is none, the subscription stops, or --startup-hold-ms passes.
- * Responses and the subscriber's own messages are not held. Returns 1 when the message was
- * held. */
+ * Responses and the subscriber's own messages are not held. Any worker holds what it reads in
+ * one arena, under hold_mu. Returns 1 when the message was held. */
 #define HOLD_BYTES (4u << 20)
 int hold_request(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
     if (!atomic_load(&e->holding) || is_response(msg, len)) return 0;
     if (len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len)) return 0;
     size_t need = sizeof(size_t) + sizeof *from + len;
+    pthread_mutex_lock(&e->hold_mu);
+    if (!atomic_load(&e->holding)) { /* ended meanwhile: handled now, after what was held */
+        pthread_mutex_unlock(&e->hold_mu);
+        return 0;
+    }
     if (!e->held) e->held = malloc(HOLD_BYTES);
     if (!e->held || e->held_len + need > HOLD_BYTES) {
         /* Full: dropped (UDP: the client retransmits, and the copy that comes after the hold
          * is handled then), never let through unfiltered. */
         e->held_dropped++;
-        return 1;
+    } else {
+        memcpy(e->held + e->held_len, &len, sizeof len);
+        memcpy(e->held + e->held_len + sizeof len, from, sizeof *from);
+        memcpy(e->held + e->held_len + sizeof len + sizeof *from, msg, len);
+        e->held_len += need;
+        e->held_count++;
     }
-    memcpy(e->held + e->held_len, &len, sizeof len);
-    memcpy(e->held + e->held_len + sizeof len, from, sizeof *from);
-    memcpy(e->held + e->held_len + sizeof len + sizeof *from, msg, len);
-    e->held_len += need;
-    e->held_count++;
+    pthread_mutex_unlock(&e->hold_mu);
     return 1;
 }
 
 /* Ends the hold when it is due and handles what it held, in arrival order. */
 void release_held(edge_t *e, worker_t *w) {
     if (!atomic_load(&e->holding) || now_ns() < e->hold_until_ns) return;
-    atomic_store(&e->holding, 0);
+    /* Whichever worker sees the end first handles what every worker held. */
+    pthread_mutex_lock(&e->hold_mu);
+    int mine = atomic_exchange(&e->holding, 0);
+    pthread_mutex_unlock(&e->hold_mu);
+    if (!mine) return;
     elog("startup hold ended: %lu requests held were handled, %lu dropped (the hold full) (%s)\n",
             e->held_count, e->held_dropped,
             e->hold_until_ns ? "no policy within --startup-hold-ms" : "the notifier's answer is in force");

@@ -93,12 +93,15 @@ void elog(const char *fmt, ...) {
 
 int main(int argc, char **argv) {
     static edge_t e;
-    static worker_t udp_w, tcp_w;
+    static worker_t tcp_w;
     options_t o;
-    e.udp_sock = e.tcp_sock = e.tls_sock = -1;
+    e.tcp_sock = e.tls_sock = -1;
     int status = options_parse(argc, argv, &e, &o);
     if (status >= 0) return status;
     pthread_mutex_init(&e.sub_mu, NULL);
+    pthread_mutex_init(&e.sub_lock, NULL);
+    pthread_mutex_init(&e.hold_mu, NULL);
+    e.linger_us = o.linger_us;
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &e.listen_addr.sin_addr, ip, sizeof ip);
     snprintf(e.via_host, sizeof e.via_host, "%s:%u", ip, ntohs(e.listen_addr.sin_port));
@@ -131,15 +134,34 @@ int main(int argc, char **argv) {
         elog("out of memory for the dialog table\n");
         return 1;
     }
-    /* One engine shard per thread; limits hold across both (the engine's shared cells). */
-    e.udp = &udp_w;
-    udp_w.e = &e;
-    udp_w.epfd = -1;
-    udp_w.hop = -1;
-    if (lc_worker_attach(e.engine, -1, &udp_w.lw) != LC_RESULT_OK) return 1;
+    /* One engine shard per thread; limits hold across all (the engine's shared cells). The
+     * first UDP worker is the main thread's, also with --transport tcp (it serves the timers
+     * and signals then, without a socket). */
+    if (!e.udp_on) e.nudp = 1;
+    e.udps = calloc(e.nudp, sizeof *e.udps);
+    e.windows = windows_new();
+    if (!e.udps || !e.windows) {
+        elog("out of memory for %u workers\n", e.nudp);
+        return 1;
+    }
+    for (unsigned k = 0; k < e.nudp; k++) {
+        worker_t *w = calloc(1, sizeof *w);
+        if (!w) {
+            elog("out of memory for %u workers\n", e.nudp);
+            return 1;
+        }
+        w->e = &e;
+        w->index = k;
+        w->sock = w->epfd = w->hop = -1;
+        if (lc_worker_attach(e.engine, -1, &w->lw) != LC_RESULT_OK) return 1;
+        e.udps[k] = w;
+    }
+    e.udp = e.udps[0];
     if (e.tcp_on || e.tls_on) {
         e.tcp = &tcp_w;
         tcp_w.e = &e;
+        tcp_w.index = e.nudp;
+        tcp_w.sock = -1;
         if (lc_worker_attach(e.engine, -1, &tcp_w.lw) != LC_RESULT_OK) return 1;
     }
     if (e.policy_path && load_policy(&e) != 0) return 1;
@@ -150,10 +172,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (o.overload_control && oc_start(&e, o.oc_algorithms, o.log_oc, o.oc_target_pct, o.oc_timeout_ms) != 0) return 1;
-    if (e.udp_on && udp_open(&e) != 0) {
-        elog("cannot listen on udp %s: %s\n", o.listen_at, strerror(errno));
-        return 1;
+    for (unsigned k = 0; e.udp_on && k < e.nudp; k++) {
+        if (udp_open(&e, e.udps[k]) != 0) {
+            elog("cannot listen on udp %s: %s\n", o.listen_at, strerror(errno));
+            return 1;
+        }
     }
+    tcp_w.sock = e.udp_on ? e.udp->sock : -1; /* answers to UDP requests that came back over TCP */
     if (e.tcp && tcp_start(&e, &tcp_w) != 0) {
         elog("cannot listen on tcp %s%s%s: %s\n", e.tcp_on ? o.listen_at : "", e.tcp_on && e.tls_on ? " or tls " : e.tls_on ? "tls " : "",
              e.tls_on ? o.tls_listen_at : "", strerror(errno));
@@ -172,40 +197,41 @@ int main(int argc, char **argv) {
     /* The startup hold starts before the TCP thread does, which waits while it lasts. */
     if (o.subscribe && o.hold_ms > 0) hold_start(&e, o.hold_ms);
     pthread_t tcp_thread;
-    if (e.tcp) {
-        /* Signals go to the main thread only: its blocking read is what they interrupt. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        int r = pthread_create(&tcp_thread, NULL, tcp_main, &tcp_w);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (r != 0) {
-            elog("cannot start the TCP thread\n");
-            return 1;
-        }
+    /* Signals go to the main thread only: its blocking read is what they interrupt. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int r = e.tcp ? pthread_create(&tcp_thread, NULL, tcp_main, &tcp_w) : 0;
+    unsigned started = 1;
+    for (; r == 0 && started < e.nudp; started++) r = pthread_create(&e.udps[started]->thread, NULL, udp_worker_main, e.udps[started]);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r != 0) {
+        elog("cannot start the worker threads: %s\n", strerror(r));
+        return 1;
     }
     if (o.metrics_at && metrics_serve_start(&o.metrics_addr, render_stats, &e) != 0) {
         elog("cannot serve metrics on %s: %s", o.metrics_at, strerror(errno));
         return 1;
     }
     if (o.metrics_at) elog("metrics on http://%s/metrics", o.metrics_at);
-    elog("listening on %s (%s), next hop %s\n", o.listen_at,
-            e.udp_on && e.tcp_on ? "udp and tcp" : e.udp_on ? "udp" : "tcp", o.next_hop);
+    elog("listening on %s (%s), next hop %s, %u UDP worker%s%s\n", o.listen_at,
+            e.udp_on && e.tcp_on ? "udp and tcp" : e.udp_on ? "udp" : "tcp", o.next_hop, e.udp_on ? e.nudp : 0,
+            e.udp_on && e.nudp == 1 ? "" : "s", e.pin && e.nudp > 1 ? " (pinned)" : "");
     if (e.tls_on) elog("listening on %s (tls), next hop %s (tls, as %s)\n", o.tls_listen_at, o.tls_next_hop_at, e.tls_next_hop_name);
     if (o.subscribe && start_subscriber(&e, o.subscribe, o.own_uri, o.expires) != 0) return 1;
-    udp_loop(&e, o.linger_us);
+    udp_loop(e.udp, e.linger_us);
     metrics_serve_stop(); /* before what it reads goes */
     if (e.tcp) {
         atomic_store(&tcp_stop, 1);
         pthread_join(tcp_thread, NULL);
     }
+    for (unsigned k = 1; k < e.nudp; k++) pthread_join(e.udps[k]->thread, NULL);
     if (e.udp_on || e.link) stop_subscriber(&e);
-    worker_t *ws[2] = {&udp_w, e.tcp};
+    window_finish(e.udp);
     unsigned long f = 0, a = 0, ab = 0, m = 0;
-    for (int k = 0; k < 2; k++) {
-        worker_t *w = ws[k];
+    for (unsigned k = 0; k <= e.nudp; k++) {
+        worker_t *w = k < e.nudp ? e.udps[k] : e.tcp;
         if (!w) continue;
-        window_finish(w);
         f += READ(w->c.forwarded);
         a += READ(w->c.answered);
         ab += READ(w->c.absorbed);
@@ -225,7 +251,13 @@ int main(int argc, char **argv) {
         if (e.tls_sock >= 0) close(e.tls_sock);
     }
     tls_teardown();
-    if (e.udp_sock >= 0) close(e.udp_sock);
+    for (unsigned k = 0; k < e.nudp; k++) {
+        if (e.udps[k]->sock >= 0) close(e.udps[k]->sock);
+        if (k > 0) free(e.udps[k]);
+    }
+    free(e.udp);
+    free(e.udps);
+    free(e.ocw);
     lc_engine_free(e.engine);
     elog("stopped (%lu forwarded, %lu answered, %lu ACKs absorbed, %lu malformed, %lu NOTIFYs)\n", f, a, ab, m,
             e.notifies);

@@ -5,6 +5,13 @@
 #include "edge.h"
 
 unsigned long decision_key(const char *msg, size_t len);
+/* A remembered decision. */
+typedef struct {
+    int kind; /* DM_* */
+    unsigned status;
+    uint64_t at_ns;
+} decision_t;
+int decision_recall(worker_t *w, unsigned long key, decision_t *out);
 decided_t *decision_slot(decided_t *table, unsigned long key);
 void record_decision(decided_t *slot, unsigned long key, int kind, unsigned status, uint64_t now);
 

@@ -26,7 +26,9 @@
 #define _GNU_SOURCE /* struct mmsghdr (edge.h), clock_gettime */
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "edge.h"
@@ -62,9 +64,20 @@ int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc
         (e->tls_on && lc_oc_client_hop(e->oc, tk, now_ns(), &e->oc_tls_hop) != LC_RESULT_OK) ||
         lc_oc_client_request_params(e->oc, &params) != LC_RESULT_OK || params.len >= sizeof e->oc_params ||
         lc_oc_server_config_default(&sc) != LC_RESULT_OK ||
-        lc_oc_server_new(&sc, &e->oc_srv) != LC_RESULT_OK || lc_oc_shard_new(e->oc, 1, &e->udp->ocs) != LC_RESULT_OK ||
-        (e->tcp && lc_oc_shard_new(e->oc, 2, &e->tcp->ocs) != LC_RESULT_OK)) {
+        lc_oc_server_new(&sc, &e->oc_srv) != LC_RESULT_OK || (e->tcp && lc_oc_shard_new(e->oc, e->nudp + 1, &e->tcp->ocs) != LC_RESULT_OK)) {
         elog("cannot start overload control\n");
+        return -1;
+    }
+    for (unsigned k = 0; k < e->nudp; k++) {
+        if (lc_oc_shard_new(e->oc, k + 1, &e->udps[k]->ocs) != LC_RESULT_OK) {
+            elog("cannot start overload control\n");
+            return -1;
+        }
+    }
+    e->nocw = (size_t)OC_WAIT * (e->nudp + (e->tcp ? 1 : 0));
+    e->ocw = calloc(e->nocw, sizeof *e->ocw);
+    if (!e->ocw) {
+        elog("out of memory for overload control\n");
         return -1;
     }
     memcpy(e->oc_params, params.ptr, params.len);
@@ -79,27 +92,37 @@ int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc
     return 0;
 }
 
-/* A new request was forwarded with overload control: wait for a response to it. */
+/* A new request was forwarded with overload control: wait for a response to it. The slot is
+ * the transaction's (direct-mapped): an older transaction in it is no longer tracked (best
+ * effort). */
 void oc_track(worker_t *w, unsigned long h, uint64_t now, uint32_t hop) {
-    oc_wait_t *slot = &w->ocw[h % OC_WAIT];
-    slot->hash = h; /* an older transaction in this slot is no longer tracked (best effort) */
-    slot->deadline_ns = now + w->e->oc_timeout_ns;
-    slot->hop = hop;
+    oc_wait_t *slot = &w->e->ocw[h % w->e->nocw];
+    uint64_t due = ((now + w->e->oc_timeout_ns) / 1000000ull + 1) << 16 | (hop & 0xffff);
+    atomic_store_explicit(&slot->due, 0, memory_order_relaxed);
+    atomic_store_explicit(&slot->hash, h, memory_order_release);
+    atomic_store_explicit(&slot->due, due, memory_order_release);
 }
 
-/* Any response for the transaction ends its wait. */
+/* Any response for the transaction ends its wait, on whichever worker it arrives. */
 void oc_answered(worker_t *w, unsigned long h) {
-    oc_wait_t *slot = &w->ocw[h % OC_WAIT];
-    if (slot->deadline_ns && slot->hash == h) slot->deadline_ns = 0;
+    oc_wait_t *slot = &w->e->ocw[h % w->e->nocw];
+    uint64_t due = atomic_load_explicit(&slot->due, memory_order_acquire);
+    if (due && atomic_load_explicit(&slot->hash, memory_order_acquire) == h)
+        atomic_compare_exchange_strong(&slot->due, &due, 0);
 }
 
-/* Transactions that waited past the timeout: a timeout each (RFC 7339 §5.9). */
+/* Transactions that waited past the timeout: a timeout each (RFC 7339 §5.9). Each worker scans
+ * its own share of the slots. */
 void oc_expire(worker_t *w, uint64_t now) {
-    if (!w->e->oc) return;
-    for (size_t k = 0; k < OC_WAIT; k++) {
-        if (w->ocw[k].deadline_ns && w->ocw[k].deadline_ns <= now) {
-            w->ocw[k].deadline_ns = 0;
-            lc_oc_client_on_timeout(w->e->oc, w->ocw[k].hop, now);
+    edge_t *e = w->e;
+    if (!e->oc) return;
+    unsigned n = e->nudp + (e->tcp ? 1 : 0);
+    size_t from = e->nocw * w->index / n, to = e->nocw * (w->index + 1) / n;
+    uint64_t now_ms = now / 1000000ull;
+    for (size_t k = from; k < to; k++) {
+        uint64_t due = atomic_load_explicit(&e->ocw[k].due, memory_order_acquire);
+        if (due && (due >> 16) <= now_ms && atomic_compare_exchange_strong(&e->ocw[k].due, &due, 0)) {
+            lc_oc_client_on_timeout(e->oc, (uint32_t)(due & 0xffff), now);
             BUMP(w->c.oc_timeouts);
         }
     }

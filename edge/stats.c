@@ -1,10 +1,11 @@
 /* stats.c: the edge's metrics as one exposition, served at --metrics (metrics.c) and printed
  * on SIGUSR1: libloadctl's counters, its per-rule rows replaced by totals kept monotonic over
- * policy changes, then the edge's own counters summed over both threads, the detector's, the
+ * policy changes, then the edge's own counters summed over the workers, the detector's, the
  * subscriber's, overload control's and the TCP side's. */
 #define _GNU_SOURCE /* struct mmsghdr (edge.h), clock_gettime */
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,16 @@ static void metric(mbuf *b, const char *name, const char *type, const char *help
     mbuf_printf(b, "%s %llu\n", name, v);
 }
 
-/* The sum of one counter over both threads. */
-#define SUM(field) (READ(e->udp->c.field) + (e->tcp ? READ(e->tcp->c.field) : 0ul))
+/* The sum over every worker of the counter at `off` in counters_t. */
+static unsigned long sum_at(const edge_t *e, size_t off) {
+    unsigned long total = 0;
+    for (unsigned k = 0; k <= e->nudp; k++) {
+        worker_t *w = k < e->nudp ? e->udps[k] : e->tcp;
+        if (w) total += READ(*(atomic_ulong *)((char *)&w->c + off));
+    }
+    return total;
+}
+#define SUM(field) sum_at(e, offsetof(counters_t, field))
 
 /* The whole exposition (Prometheus text format 0.0.4): the engine's counters — its per-rule
  * rows replaced by the edge's monotonic totals (metrics.h) —, then the edge's own. Every
@@ -56,7 +65,7 @@ void render_stats(void *userdata, mbuf *b) {
     metric(b, "edge_dropped_total", "counter", "Requests dropped by a rule (TCP).", SUM(dropped));
     mbuf_family(b, "edge_invalid_requests_total", "counter",
                 "Requests not forwarded by RFC 3261 section 16.3 request validation, by reason.");
-    for (int r = 1; r < SV_COUNT; r++) mbuf_printf(b, "edge_invalid_requests_total{reason=\"%s\"} %lu\n", SV_LABELS[r], SUM(invalid[r]));
+    for (int r = 1; r < SV_COUNT; r++) mbuf_printf(b, "edge_invalid_requests_total{reason=\"%s\"} %lu\n", SV_LABELS[r], sum_at(e, offsetof(counters_t, invalid) + (size_t)r * sizeof(atomic_ulong)));
     metric(b, "edge_no_policy_rejected_total", "counter",
            "New requests no rule matched, answered 503 because no notifier policy had arrived (no --fallback-policy).",
            SUM(no_policy_rejected));

@@ -151,7 +151,7 @@ static void deliver_in(edge_t *e) {
         sf_frame f = sf_next(&l->sf, l->in + off, l->in_len - off, MAX_MSG);
         if (f.kind == SF_MORE) break;
         if (f.kind == SF_MESSAGE) {
-            subscriber_receive(e, l->in + off, f.len, NULL);
+            subscriber_receive(e->udp, l->in + off, f.len, NULL);
         } else if (f.kind == SF_PING) {
             sublink_send(e, "\r\n", 2); /* RFC 5626 §3.5.1: the pong */
         } else if (f.kind != SF_CRLF) {

@@ -140,7 +140,8 @@ static struct sockaddr_in subscriber_destination(edge_t *e) {
  * that arrives while a refresh is still being retransmitted (a notifier that was unreachable
  * and comes back): the new subscription must start at once, not after the old refresh got its
  * 481, since the policy is withdrawn meanwhile. */
-static void subscriber_transmit(edge_t *e) {
+static void subscriber_transmit(worker_t *w) {
+    edge_t *e = w->e;
     if (!e->sub) return;
     char branch[64];
     snprintf(branch, sizeof branch, SUB_BRANCH "%lx%lu", (unsigned long)getpid(), ++e->sub_count);
@@ -179,12 +180,13 @@ static void subscriber_transmit(edge_t *e) {
         return;
     }
     e->sub_dest = subscriber_destination(e);
-    send_to(e->udp, e->sub_msg, len, &e->sub_dest);
+    send_to(w, e->sub_msg, len, &e->sub_dest);
 }
 
 /* Timer E (retransmit) / Timer F (give up; the state machine has its own timeout for it). */
 void subscriber_timers(edge_t *e) {
     if (!e->sub) return;
+    pthread_mutex_lock(&e->sub_lock);
     uint64_t now = now_ns();
     sublink_tick(e);
     if (e->sub_outstanding && now - e->sub_started_ns >= 64 * T1_NS) {
@@ -198,8 +200,9 @@ void subscriber_timers(edge_t *e) {
     if (lc_subscriber_poll_timeout(e->sub, &due) == LC_RESULT_OK && due <= now) {
         lc_subscriber_handle_timeout(e->sub, now);
     }
-    subscriber_transmit(e);
+    subscriber_transmit(e->udp);
     log_subscriber_events(e);
+    pthread_mutex_unlock(&e->sub_lock);
 }
 
 /* True for a request carrying `Event: load-control`: this edge's NOTIFYs are not proxied. */
@@ -230,11 +233,12 @@ void subscriber_refuse(worker_t *w, const char *msg, size_t len, const peer_t *f
 
 /* A message of the event package for this edge's subscriber: taken and answered here. Returns
  * 1 when it was. `from` is NULL for what came on the notifier's TLS connection. */
-int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sockaddr_in *from) {
+static void subscriber_take(worker_t *w, const char *msg, size_t len, const struct sockaddr_in *from, int response,
+                            const char *branch);
+
+int subscriber_receive(worker_t *w, const char *msg, size_t len, const struct sockaddr_in *from) {
+    edge_t *e = w->e;
     if (!e->sub) return 0;
-    static char reply[MAX_MSG];
-    size_t rlen = 0;
-    uint64_t now = now_ns();
     int response = len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0;
     char branch[64] = "";
     if (response) {
@@ -245,12 +249,25 @@ int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sock
     }
     if (e->link && from) {
         peer_t p = {0, *from, 0, 0, 0};
-        subscriber_refuse(e->udp, msg, len, &p);
+        subscriber_refuse(w, msg, len, &p);
         return 1;
     }
+    pthread_mutex_lock(&e->sub_lock);
+    subscriber_take(w, msg, len, from, response, branch);
+    pthread_mutex_unlock(&e->sub_lock);
+    return 1;
+}
+
+/* The rest of subscriber_receive, under the subscriber's lock. */
+static void subscriber_take(worker_t *w, const char *msg, size_t len, const struct sockaddr_in *from, int response,
+                            const char *branch) {
+    edge_t *e = w->e;
+    static char reply[MAX_MSG];
+    size_t rlen = 0;
+    uint64_t now = now_ns();
     if (response) {
         /* A provisional or repeated response, or one to a SUBSCRIBE given up on: absorbed. */
-        if (!e->sub_outstanding || strcmp(branch, e->sub_branch) != 0 || msg[8] == '1') return 1;
+        if (!e->sub_outstanding || strcmp(branch, e->sub_branch) != 0 || msg[8] == '1') return;
         e->sub_outstanding = 0;
         lc_result r = lc_subscriber_receive_wire(e->sub, now, (const uint8_t *)msg, len, &e->wire,
                                                  (uint8_t *)reply, sizeof reply, &rlen);
@@ -266,14 +283,13 @@ int subscriber_receive(edge_t *e, const char *msg, size_t len, const struct sock
         if (r != LC_RESULT_OK) {
             elog("subscriber: bad NOTIFY: %s\n", lc_result_text(r));
         } else if (rlen > 0 && from) {
-            send_to(e->udp, reply, rlen, from);
+            send_to(w, reply, rlen, from);
         } else if (rlen > 0) {
             sublink_send(e, reply, rlen);
         }
     }
-    subscriber_transmit(e);
+    subscriber_transmit(w);
     log_subscriber_events(e);
-    return 1;
 }
 
 /* Whether a notifier URI asks for TLS: `sips:`, or a `transport=tls` parameter. */
@@ -327,31 +343,39 @@ int start_subscriber(edge_t *e, const char *notifier, const char *own_uri, unsig
         return -1;
     }
     elog("subscribing to %s as %s\n", notifier, e->contact);
-    subscriber_transmit(e);
+    subscriber_transmit(e->udp);
     return 0;
 }
 
-/* Unsubscribes (SUBSCRIBE with Expires: 0) and waits up to a second for the answer. */
+/* Unsubscribes (SUBSCRIBE with Expires: 0) and waits up to a second for the answer, on the
+ * main thread once the other workers have stopped (the answer may come on any worker's
+ * socket). */
 void stop_subscriber(edge_t *e) {
     if (!e->sub) return;
     static char buf[MAX_MSG];
     e->sub_outstanding = 0;
     lc_subscriber_unsubscribe(e->sub, now_ns());
-    subscriber_transmit(e);
+    subscriber_transmit(e->udp);
     e->unsubscribed = 1;
     flush_sends(e->udp);
     uint64_t until = now_ns() + 1000000000ull;
     /* Until the unsubscribe is answered and the notifier's final NOTIFY (terminated) is
      * answered too, so the notifier does not retransmit it to an edge that has gone. */
+    enum { MAX_POLL = 256 };
+    struct pollfd p[MAX_POLL + 1];
+    unsigned np = e->nudp < MAX_POLL ? e->nudp : MAX_POLL;
     while ((e->sub_outstanding || !e->sub_stopped) && now_ns() < until) {
-        struct pollfd p[2] = {{e->link ? -1 : e->udp_sock, POLLIN, 0}, {sublink_fd(e), sublink_events(e), 0}};
-        if (poll(p, 2, 100) <= 0) continue;
-        if (p[1].revents) sublink_io(e);
-        if (!(p[0].revents & POLLIN)) continue;
-        struct sockaddr_in from;
-        socklen_t fl = sizeof from;
-        ssize_t n = recvfrom(e->udp_sock, buf, MAX_MSG, 0, (struct sockaddr *)&from, &fl);
-        if (n > 0) subscriber_receive(e, buf, (size_t)n, &from);
+        p[0] = (struct pollfd){sublink_fd(e), sublink_events(e), 0};
+        for (unsigned k = 0; k < np; k++) p[k + 1] = (struct pollfd){e->link ? -1 : e->udps[k]->sock, POLLIN, 0};
+        if (poll(p, np + 1, 100) <= 0) continue;
+        if (p[0].revents) sublink_io(e);
+        for (unsigned k = 0; k < np; k++) {
+            if (!(p[k + 1].revents & POLLIN)) continue;
+            struct sockaddr_in from;
+            socklen_t fl = sizeof from;
+            ssize_t n = recvfrom(p[k + 1].fd, buf, MAX_MSG, 0, (struct sockaddr *)&from, &fl);
+            if (n > 0) subscriber_receive(e->udp, buf, (size_t)n, &from);
+        }
         flush_sends(e->udp);
     }
     log_subscriber_events(e);

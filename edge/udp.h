@@ -1,13 +1,16 @@
-/* SIP over UDP and the main thread's loop (udp.c). */
+/* SIP over UDP: the workers' sockets and loops (udp.c). */
 #ifndef LOADCTL_EDGE_UDP_H
 #define LOADCTL_EDGE_UDP_H
 
 #include "edge.h"
 
-int udp_open(edge_t *e);
+int udp_open(edge_t *e, worker_t *w);
 /* Queues a datagram (sent by the next flush_sends, or when the batch is full). */
 void send_to(worker_t *w, const char *msg, size_t len, const struct sockaddr_in *to);
 void flush_sends(worker_t *w);
-void udp_loop(edge_t *e, long linger_us);
+/* A worker's loop until SIGINT/SIGTERM (worker 0, on the main thread, also serves the timers
+ * and the signals). */
+void udp_loop(worker_t *w, long linger_us);
+void *udp_worker_main(void *arg);
 
 #endif

@@ -6,11 +6,14 @@
 
 unsigned long hash_bytes(const char *a, size_t alen, const char *b, size_t blen);
 unsigned long transaction_hash(const char *msg, size_t len);
+/* The shared tables of window admissions (WINDOW_STRIPES), or NULL. */
+window_stripe_t *windows_new(void);
 /* Keeps a window ticket until the transaction's final response (release) or Timer B. */
 void remember(worker_t *w, unsigned long h, lc_ticket t);
 void release(worker_t *w, unsigned long h);
 /* The timers of a worker's tables (window admissions, overload-control waits). */
 void expire(worker_t *w);
+/* Releases what is still held and frees the tables (the workers stopped). */
 void window_finish(worker_t *w);
 
 #endif
