@@ -120,7 +120,8 @@ e2e-tools:
 	  sh tests/e2e/install-tools.sh
 
 ## e2e: the edge with real SIP peers on loopback: as a proxy (tests/e2e/test_edge.py: SIPp UAC
-## and UAS, rule actions over UDP, SIPp over TCP (-t t1, -t tn), validation, metrics), as an
+## and UAS, rule actions over UDP, SIPp over TCP (-t t1, -t tn), validation, metrics), on
+## several cores (tests/e2e/test_edge_workers.py: --workers 1 and 2), as an
 ## RFC 7200 subscriber (tests/e2e/test_edge_subscriber.py: a SIPp notifier sending full,
 ## partial, invalid, gap, terminated; no notifier at start), and with `loadctl notifier`
 ## (tests/e2e/test_loadctl_notifier.py: two edges sharing a global rate, the allow-list, reload
@@ -130,7 +131,7 @@ e2e-tools:
 ## loop closed; and against peers that do not play by it (tests/e2e/test_interconnect.py: oc
 ## values a next hop inserts, senders using many addresses, a participant that does not
 ## reduce). NEIGHBOUR=1 (here and for every suite below) keeps one CPU busy meanwhile.
-E2E_EDGE_SUITES = test_edge test_edge_subscriber test_loadctl_notifier
+E2E_EDGE_SUITES = test_edge test_edge_workers test_edge_subscriber test_loadctl_notifier
 E2E_OC_SUITES = test_overload test_interconnect
 e2e: e2e-tools edge cli
 	python3 tests/e2e/faultrelay.py --self-test

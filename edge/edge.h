@@ -119,6 +119,7 @@ typedef struct {
     atomic_ulong tls_handshakes, tls_handshake_failures;
     atomic_ulong notifies_refused; /* load-control NOTIFYs not from the authenticated notifier */
     atomic_ulong responses_refused; /* naming a TCP/TLS connection, not from the next hop that way */
+    atomic_ulong datagrams; /* UDP datagrams read by this worker */
 } counters_t;
 
 /* A new request forwarded with overload control, waiting for any response: shared by the

@@ -69,6 +69,10 @@ void render_stats(void *userdata, mbuf *b) {
     metric(b, "edge_no_policy_rejected_total", "counter",
            "New requests no rule matched, answered 503 because no notifier policy had arrived (no --fallback-policy).",
            SUM(no_policy_rejected));
+    mbuf_family(b, "edge_worker_datagrams_total", "counter",
+                "UDP datagrams read, by worker (--workers): how the kernel's SO_REUSEPORT hash spreads the sources.");
+    for (unsigned k = 0; e->udp_on && k < e->nudp; k++)
+        mbuf_printf(b, "edge_worker_datagrams_total{worker=\"%u\"} %lu\n", k, READ(e->udps[k]->c.datagrams));
     metric(b, "edge_policy_loads_total", "counter", "Policy files (--policy, --fallback-policy) read and published, at start and on SIGHUP.",
            READ(e->policy_loads));
     metric(b, "edge_policy_load_failures_total", "counter",

@@ -211,6 +211,7 @@ void udp_loop(worker_t *w, long linger_us) {
             dense = woke - last_wake < (uint64_t)linger_us * 500;
             last_wake = woke;
         }
+        atomic_store_explicit(&w->c.datagrams, READ(w->c.datagrams) + (unsigned)n, memory_order_relaxed);
         uint64_t busy_from = e->oc_srv ? now_ns() : 0;
         for (int i = 0; i < n; i++) {
             from.addr = rx_addr[i];

@@ -3,7 +3,8 @@ subscriber events it logs, the counters it prints on SIGUSR1 (its own and the en
 its --metrics endpoint.
 
 Every suite that puts the edge between real peers starts it the same way (ready once its UDP
-port is bound) and judges it by the same log lines and counters. LOADCTL is the `loadctl` CLI
+port is bound; with EDGE_WORKERS=N in the environment, with `--workers N`, else with the edge's
+default of one UDP worker per CPU) and judges it by the same log lines and counters. LOADCTL is the `loadctl` CLI
 (`loadctl notifier`, the notifier an edge subscribes to); both are built by `make e2e`.
 
 Python 3 standard library only.
@@ -11,6 +12,7 @@ Python 3 standard library only.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
@@ -23,10 +25,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 EDGE = ROOT / "target" / "edge"
 LOADCTL = ROOT / "target" / "release" / "loadctl"
+WORKERS = os.environ.get("EDGE_WORKERS", "")
 
 
 def start_edge(run: Run, name: str, port: int, next_hop: int, *args) -> Proc:
-    proc = run.start(name, [EDGE, "--listen", f"127.0.0.1:{port}", "--next-hop", f"127.0.0.1:{next_hop}", *args])
+    workers = ["--workers", WORKERS] if WORKERS and "--workers" not in args else []
+    proc = run.start(name, [EDGE, "--listen", f"127.0.0.1:{port}", "--next-hop", f"127.0.0.1:{next_hop}", *workers, *args])
     wait_udp_port(port, proc=proc)
     return proc
 

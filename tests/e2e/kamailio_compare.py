@@ -120,7 +120,9 @@ def edge_command(s: ProxySetup) -> list:
         policy.write_text('<ruleset xmlns="urn:ietf:params:xml:ns:common-policy" version="0" state="full"/>\n')
     else:
         policy.write_text(edge_policy(s.prefix, s.limit))
-    return [str(REPO / "target" / "edge"), "--listen", f"127.0.0.1:{s.listen_port}", "--next-hop", f"127.0.0.1:{s.next_hop_port}", "--policy", str(policy)]
+    # One worker, as Kamailio here has one: CPU per message compared like for like.
+    return [str(REPO / "target" / "edge"), "--listen", f"127.0.0.1:{s.listen_port}", "--next-hop", f"127.0.0.1:{s.next_hop_port}", "--policy", str(policy),
+            "--workers", "1"]
 
 
 def edge_available() -> Optional[str]:
