@@ -181,7 +181,7 @@ typedef struct {
     const char *source;
     lc_engine *engine;
     /* Tells originals from retransmissions (RFC 3261 transaction key, remembered 64·T1), for
-     * the decision memory and for overload control. Shared by both threads (thread-safe). */
+     * the decision memory and for overload control. Shared by every thread (thread-safe). */
     lc_detector *det;
     /* The UDP workers (--workers): each with its own socket on the listening port
      * (SO_REUSEPORT), thread, engine shard, decision memory and output. `udp` is the first,
@@ -197,7 +197,7 @@ typedef struct {
     size_t nocw;
     pthread_mutex_t hold_mu;  /* the startup hold's arena, filled by any worker */
     pthread_mutex_t sub_lock; /* the subscriber: a NOTIFY may reach any worker */
-    /* The subscriber (NULL without --subscribe); the UDP thread's. */
+    /* The subscriber (NULL without --subscribe), under sub_lock. */
     lc_subscriber *sub;
     struct sublink *link; /* its TLS connection to the notifier (sublink.h), or NULL over UDP */
     struct sockaddr_in notifier_addr;
@@ -234,7 +234,7 @@ typedef struct {
     uint64_t oc_timeout_ns;
     /* "Retry-After: N\r\n" for the 503s of rules, or "" (--retry-after 0, the default). */
     char retry_hdr[40];
-    /* Until the notifier's first policy is in force (`no_policy`, read by both threads): the
+    /* Until the notifier's first policy is in force (`no_policy`, read by every thread): the
      * --fallback-policy file is enforced, or, without one, a new request no rule matched is
      * answered 503 without Retry-After. */
     atomic_int no_policy;
@@ -242,8 +242,7 @@ typedef struct {
     /* Policy files read (--policy, --fallback-policy; at start and on SIGHUP): published, and
      * refused with the policy in force kept. */
     atomic_ulong policy_loads, policy_load_failures;
-    /* The subscriber's counters as last seen by the UDP thread (the subscriber is that
-     * thread's), for the metrics endpoint. */
+    /* The subscriber's counters as last seen under sub_lock, for the metrics endpoint. */
     int unsubscribed; /* the unsubscribe is out: nothing else is sent on the way out */
     int sub_stopped;  /* libloadctl's subscriber reported the subscription stopped */
     pthread_mutex_t sub_mu;

@@ -15,9 +15,9 @@
  *   Retry-After (RFC 7339 §5.10: the edge has no other next hop). A new request that got no
  *   response within --oc-timeout-ms (default 32000, Timer B) counts as a timeout: three in a row
  *   suspend the next hop, probed with back-off until it answers (§5.9; tracked best effort in a
- *   direct-mapped table of 8192 transactions per thread);
- * - server to its upstream clients when its own processing is the bottleneck: the UDP thread's
- *   busy share (time spent on messages over wall time, per 100 ms) is reported as an occupancy
+ *   direct-mapped table of 8192 transactions per worker, shared by the workers);
+ * - server to its upstream clients when its own processing is the bottleneck: the UDP workers'
+ *   mean busy share (time spent on messages over wall time, per 100 ms) is reported as an occupancy
  *   against --oc-occupancy-target (default 80 %); the next Via of every response going upstream
  *   (the client's) gets this edge's oc values for that client (by its address), and requests of
  *   clients without `oc` are answered 503 without Retry-After in the share the law sets

@@ -91,8 +91,8 @@ void render_stats(void *userdata, mbuf *b) {
     lc_detector_counters dc;
     memset(&dc, 0, sizeof dc);
     lc_detector_stats(e->det, &dc);
-    metric(b, "edge_detector_originals_total", "counter", "The detector's originals (both threads).", dc.originals);
-    metric(b, "edge_detector_retransmissions_total", "counter", "The detector's retransmissions (both threads).",
+    metric(b, "edge_detector_originals_total", "counter", "The detector's originals (every thread).", dc.originals);
+    metric(b, "edge_detector_retransmissions_total", "counter", "The detector's retransmissions (every thread).",
            dc.retransmissions);
     metric(b, "edge_detector_evicted_total", "counter", "Transactions evicted from the detector (nonzero: too small).",
            dc.evicted);
