@@ -163,7 +163,6 @@ typedef struct {
 struct worker;
 
 typedef struct {
-    int tcp_sock, tls_sock;
     int udp_on, tcp_on, tls_on;
     unsigned max_conns;
     uint64_t idle_ns; /* an inbound connection silent this long is closed (0: never) */
@@ -187,8 +186,15 @@ typedef struct {
      * (SO_REUSEPORT), thread, engine shard, decision memory and output. `udp` is the first,
      * on the main thread, which also runs the subscriber's and the startup hold's timers,
      * overload control's occupancy report and what the signals ask. */
-    struct worker **udps, *udp, *tcp;
+    struct worker **udps, *udp;
     unsigned nudp;
+    /* The TCP and TLS workers (as many as --workers asks for): each with its own listening
+     * sockets (SO_REUSEPORT: the kernel spreads the connections), epoll loop, connection table
+     * and connections to the next hop. `tcp_inbound` counts the inbound connections of all,
+     * against --max-connections. */
+    struct worker **tcps;
+    unsigned ntcp;
+    _Atomic unsigned tcp_inbound;
     long linger_us; /* --linger-us */
     int pin;       /* pin each UDP worker to a CPU of `cpus` (more than one worker) */
     cpu_set_t cpus; /* the process's affinity mask at start */
@@ -254,8 +260,9 @@ typedef struct {
 typedef struct worker {
     edge_t *e;
     lc_worker *lw;
-    unsigned index; /* among the UDP workers (the TCP thread: nudp) */
-    int sock;       /* its UDP socket (the TCP thread sends on the first worker's) */
+    unsigned index; /* UDP workers 0 … nudp − 1, then the TCP workers */
+    int sock;       /* its UDP socket (a TCP worker sends on a UDP worker's) */
+    int lsock, tls_lsock; /* a TCP worker's listening sockets, or -1 */
     pthread_t thread;
     uint64_t next_expire_ns;
     /* Wall time spent on messages, for overload control's occupancy (RFC 7339 server). */
@@ -271,7 +278,7 @@ typedef struct worker {
     char reply_buf[MAX_MSG];
     char fwd_buf[MAX_MSG];
     char via_buf[MAX_MSG]; /* a Via header value without overload-control parameters */
-    /* TCP (the TCP thread only). */
+    /* TCP (a TCP worker only). */
     int epfd;
     conn_t *conns;
     unsigned nconns, inbound, lingering;

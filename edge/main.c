@@ -12,7 +12,7 @@
  *        [--tls-listen IP:PORT --tls-next-hop IP:PORT [--tls-next-hop-name NAME] [--tls-require-client-cert]]
  *        [--tls-cert FILE --tls-key FILE] [--tls-ca FILE] [--notifier-name NAME]
  *
- * main.c starts the edge (the engine, a shard per thread, the sockets, the TCP thread, the
+ * main.c starts the edge (the engine, a shard per thread, the sockets, the TCP workers, the
  * metrics endpoint, the subscriber), runs the main thread's loop (udp.c) until SIGINT/SIGTERM
  * and stops it. The jobs have files of their own: config.c (the command line, the policy
  * files), udp.c and tcp.c (the transports), handle.c (what is done with a message), forward.c
@@ -93,9 +93,7 @@ void elog(const char *fmt, ...) {
 
 int main(int argc, char **argv) {
     static edge_t e;
-    static worker_t tcp_w;
     options_t o;
-    e.tcp_sock = e.tls_sock = -1;
     int status = options_parse(argc, argv, &e, &o);
     if (status >= 0) return status;
     pthread_mutex_init(&e.sub_mu, NULL);
@@ -137,33 +135,28 @@ int main(int argc, char **argv) {
     /* One engine shard per thread; limits hold across all (the engine's shared cells). The
      * first UDP worker is the main thread's, also with --transport tcp (it serves the timers
      * and signals then, without a socket). */
+    e.ntcp = e.tcp_on || e.tls_on ? e.nudp : 0;
     if (!e.udp_on) e.nudp = 1;
     e.udps = calloc(e.nudp, sizeof *e.udps);
+    e.tcps = calloc(e.ntcp + 1, sizeof *e.tcps);
     e.windows = windows_new();
-    if (!e.udps || !e.windows) {
-        elog("out of memory for %u workers\n", e.nudp);
+    if (!e.udps || !e.tcps || !e.windows) {
+        elog("out of memory for the workers\n");
         return 1;
     }
-    for (unsigned k = 0; k < e.nudp; k++) {
+    for (unsigned k = 0; k < e.nudp + e.ntcp; k++) {
         worker_t *w = calloc(1, sizeof *w);
-        if (!w) {
-            elog("out of memory for %u workers\n", e.nudp);
+        if (!w || lc_worker_attach(e.engine, -1, &w->lw) != LC_RESULT_OK) {
+            elog("cannot set up worker %u\n", k);
             return 1;
         }
         w->e = &e;
         w->index = k;
-        w->sock = w->epfd = w->hop = -1;
-        if (lc_worker_attach(e.engine, -1, &w->lw) != LC_RESULT_OK) return 1;
-        e.udps[k] = w;
+        w->sock = w->epfd = w->hop = w->lsock = w->tls_lsock = -1;
+        if (k < e.nudp) e.udps[k] = w;
+        else e.tcps[k - e.nudp] = w;
     }
     e.udp = e.udps[0];
-    if (e.tcp_on || e.tls_on) {
-        e.tcp = &tcp_w;
-        tcp_w.e = &e;
-        tcp_w.index = e.nudp;
-        tcp_w.sock = -1;
-        if (lc_worker_attach(e.engine, -1, &tcp_w.lw) != LC_RESULT_OK) return 1;
-    }
     if (e.policy_path && load_policy(&e) != 0) return 1;
     if (o.subscribe && fallback_start(&e) != 0) return 1;
     /* The retransmission detector (default: 262,144 transactions, 64·T1 = 32 s). */
@@ -178,11 +171,14 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    tcp_w.sock = e.udp_on ? e.udp->sock : -1; /* answers to UDP requests that came back over TCP */
-    if (e.tcp && tcp_start(&e, &tcp_w) != 0) {
-        elog("cannot listen on tcp %s%s%s: %s\n", e.tcp_on ? o.listen_at : "", e.tcp_on && e.tls_on ? " or tls " : e.tls_on ? "tls " : "",
-             e.tls_on ? o.tls_listen_at : "", strerror(errno));
-        return 1;
+    for (unsigned k = 0; k < e.ntcp; k++) {
+        worker_t *w = e.tcps[k];
+        w->sock = e.udp_on ? e.udps[k % e.nudp]->sock : -1; /* answers to UDP requests that came back over TCP */
+        if (tcp_start(&e, w) != 0) {
+            elog("cannot listen on tcp %s%s%s: %s\n", e.tcp_on ? o.listen_at : "", e.tcp_on && e.tls_on ? " or tls " : e.tls_on ? "tls " : "",
+                 e.tls_on ? o.tls_listen_at : "", strerror(errno));
+            return 1;
+        }
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -192,18 +188,17 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGPIPE, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
-    /* Before the TCP thread starts: it reads e.link (NOTIFYs not on the link are refused). */
+    /* Before the TCP workers start: they read e.link (NOTIFYs not on the link are refused). */
     if (o.sub_tls && sublink_start(&e, o.notifier_name) != 0) return 1;
-    /* The startup hold starts before the TCP thread does, which waits while it lasts. */
+    /* The startup hold starts before the TCP workers do, which wait while it lasts. */
     if (o.subscribe && o.hold_ms > 0) hold_start(&e, o.hold_ms);
-    pthread_t tcp_thread;
     /* Signals go to the main thread only: its blocking read is what they interrupt. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int r = e.tcp ? pthread_create(&tcp_thread, NULL, tcp_main, &tcp_w) : 0;
-    unsigned started = 1;
-    for (; r == 0 && started < e.nudp; started++) r = pthread_create(&e.udps[started]->thread, NULL, udp_worker_main, e.udps[started]);
+    int r = 0;
+    for (unsigned k = 0; r == 0 && k < e.ntcp; k++) r = pthread_create(&e.tcps[k]->thread, NULL, tcp_main, e.tcps[k]);
+    for (unsigned k = 1; r == 0 && k < e.nudp; k++) r = pthread_create(&e.udps[k]->thread, NULL, udp_worker_main, e.udps[k]);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r != 0) {
         elog("cannot start the worker threads: %s\n", strerror(r));
@@ -214,24 +209,21 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (o.metrics_at) elog("metrics on http://%s/metrics", o.metrics_at);
-    elog("listening on %s (%s), next hop %s, %u UDP worker%s%s\n", o.listen_at,
-            e.udp_on && e.tcp_on ? "udp and tcp" : e.udp_on ? "udp" : "tcp", o.next_hop, e.udp_on ? e.nudp : 0,
-            e.udp_on && e.nudp == 1 ? "" : "s", e.pin && e.nudp > 1 ? " (pinned)" : "");
+    unsigned nw = e.udp_on ? e.nudp : e.ntcp;
+    elog("listening on %s (%s), next hop %s, %u worker%s%s\n", o.listen_at, e.udp_on && e.tcp_on ? "udp and tcp" : e.udp_on ? "udp" : "tcp",
+         o.next_hop, nw, nw == 1 ? "" : "s", e.pin && nw > 1 ? " (pinned)" : "");
     if (e.tls_on) elog("listening on %s (tls), next hop %s (tls, as %s)\n", o.tls_listen_at, o.tls_next_hop_at, e.tls_next_hop_name);
     if (o.subscribe && start_subscriber(&e, o.subscribe, o.own_uri, o.expires) != 0) return 1;
     udp_loop(e.udp, e.linger_us);
     metrics_serve_stop(); /* before what it reads goes */
-    if (e.tcp) {
-        atomic_store(&tcp_stop, 1);
-        pthread_join(tcp_thread, NULL);
-    }
+    atomic_store(&tcp_stop, 1);
+    for (unsigned k = 0; k < e.ntcp; k++) pthread_join(e.tcps[k]->thread, NULL);
     for (unsigned k = 1; k < e.nudp; k++) pthread_join(e.udps[k]->thread, NULL);
     if (e.udp_on || e.link) stop_subscriber(&e);
     window_finish(e.udp);
     unsigned long f = 0, a = 0, ab = 0, m = 0;
-    for (unsigned k = 0; k <= e.nudp; k++) {
-        worker_t *w = k < e.nudp ? e.udps[k] : e.tcp;
-        if (!w) continue;
+    for (unsigned k = 0; k < e.nudp + e.ntcp; k++) {
+        worker_t *w = k < e.nudp ? e.udps[k] : e.tcps[k - e.nudp];
         f += READ(w->c.forwarded);
         a += READ(w->c.answered);
         ab += READ(w->c.absorbed);
@@ -245,11 +237,11 @@ int main(int argc, char **argv) {
     dialogs_free(e.dialogs);
     if (e.oc_log) fclose(e.oc_log);
     lc_detector_free(e.det);
-    if (e.tcp) {
-        tcp_finish(&tcp_w);
-        if (e.tcp_sock >= 0) close(e.tcp_sock);
-        if (e.tls_sock >= 0) close(e.tls_sock);
+    for (unsigned k = 0; k < e.ntcp; k++) {
+        tcp_finish(e.tcps[k]);
+        free(e.tcps[k]);
     }
+    free(e.tcps);
     tls_teardown();
     for (unsigned k = 0; k < e.nudp; k++) {
         if (e.udps[k]->sock >= 0) close(e.udps[k]->sock);

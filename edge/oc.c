@@ -64,17 +64,18 @@ int oc_start(edge_t *e, const char *oc_algorithms, const char *log_oc, double oc
         (e->tls_on && lc_oc_client_hop(e->oc, tk, now_ns(), &e->oc_tls_hop) != LC_RESULT_OK) ||
         lc_oc_client_request_params(e->oc, &params) != LC_RESULT_OK || params.len >= sizeof e->oc_params ||
         lc_oc_server_config_default(&sc) != LC_RESULT_OK ||
-        lc_oc_server_new(&sc, &e->oc_srv) != LC_RESULT_OK || (e->tcp && lc_oc_shard_new(e->oc, e->nudp + 1, &e->tcp->ocs) != LC_RESULT_OK)) {
+        lc_oc_server_new(&sc, &e->oc_srv) != LC_RESULT_OK) {
         elog("cannot start overload control\n");
         return -1;
     }
-    for (unsigned k = 0; k < e->nudp; k++) {
-        if (lc_oc_shard_new(e->oc, k + 1, &e->udps[k]->ocs) != LC_RESULT_OK) {
+    for (unsigned k = 0; k < e->nudp + e->ntcp; k++) {
+        worker_t *w = k < e->nudp ? e->udps[k] : e->tcps[k - e->nudp];
+        if (lc_oc_shard_new(e->oc, k + 1, &w->ocs) != LC_RESULT_OK) {
             elog("cannot start overload control\n");
             return -1;
         }
     }
-    e->nocw = (size_t)OC_WAIT * (e->nudp + (e->tcp ? 1 : 0));
+    e->nocw = (size_t)OC_WAIT * (e->nudp + e->ntcp);
     e->ocw = calloc(e->nocw, sizeof *e->ocw);
     if (!e->ocw) {
         elog("out of memory for overload control\n");
@@ -116,7 +117,7 @@ void oc_answered(worker_t *w, unsigned long h) {
 void oc_expire(worker_t *w, uint64_t now) {
     edge_t *e = w->e;
     if (!e->oc) return;
-    unsigned n = e->nudp + (e->tcp ? 1 : 0);
+    unsigned n = e->nudp + e->ntcp;
     size_t from = e->nocw * w->index / n, to = e->nocw * (w->index + 1) / n;
     uint64_t now_ms = now / 1000000ull;
     for (size_t k = from; k < to; k++) {

@@ -23,9 +23,9 @@ static void metric(mbuf *b, const char *name, const char *type, const char *help
 /* The sum over every worker of the counter at `off` in counters_t. */
 static unsigned long sum_at(const edge_t *e, size_t off) {
     unsigned long total = 0;
-    for (unsigned k = 0; k <= e->nudp; k++) {
-        worker_t *w = k < e->nudp ? e->udps[k] : e->tcp;
-        if (w) total += READ(*(atomic_ulong *)((char *)&w->c + off));
+    for (unsigned k = 0; k < e->nudp + e->ntcp; k++) {
+        worker_t *w = k < e->nudp ? e->udps[k] : e->tcps[k - e->nudp];
+        total += READ(*(atomic_ulong *)((char *)&w->c + off));
     }
     return total;
 }
@@ -73,6 +73,12 @@ void render_stats(void *userdata, mbuf *b) {
                 "UDP datagrams read, by worker (--workers): how the kernel's SO_REUSEPORT hash spreads the sources.");
     for (unsigned k = 0; e->udp_on && k < e->nudp; k++)
         mbuf_printf(b, "edge_worker_datagrams_total{worker=\"%u\"} %lu\n", k, READ(e->udps[k]->c.datagrams));
+    if (e->ntcp) {
+        mbuf_family(b, "edge_tcp_worker_accepted_total", "counter",
+                    "Inbound TCP and TLS connections accepted, by TCP worker (--workers).");
+        for (unsigned k = 0; k < e->ntcp; k++)
+            mbuf_printf(b, "edge_tcp_worker_accepted_total{worker=\"%u\"} %lu\n", k, READ(e->tcps[k]->c.tcp_accepted));
+    }
     metric(b, "edge_policy_loads_total", "counter", "Policy files (--policy, --fallback-policy) read and published, at start and on SIGHUP.",
            READ(e->policy_loads));
     metric(b, "edge_policy_load_failures_total", "counter",
@@ -168,32 +174,31 @@ void render_stats(void *userdata, mbuf *b) {
     metric(b, "edge_dialogs", "gauge",
            "Dialogs set up through this edge (a 2xx to an INVITE) kept for their in-dialog requests, of 65,536.",
            (unsigned long)dialogs_count(e->dialogs, now_ns()));
-    if (e->tcp) {
-        counters_t *c = &e->tcp->c;
-        metric(b, "edge_tcp_accepted_total", "counter", "Inbound TCP connections accepted.", READ(c->tcp_accepted));
+    if (e->ntcp) {
+        metric(b, "edge_tcp_accepted_total", "counter", "Inbound TCP connections accepted.", SUM(tcp_accepted));
         metric(b, "edge_tcp_refused_total", "counter", "Inbound connections closed at once (--max-connections).",
-               READ(c->tcp_refused));
-        metric(b, "edge_tcp_closed_total", "counter", "TCP connections closed.", READ(c->tcp_closed));
+               SUM(tcp_refused));
+        metric(b, "edge_tcp_closed_total", "counter", "TCP connections closed.", SUM(tcp_closed));
         metric(b, "edge_tcp_framing_errors_total", "counter", "Messages without a usable Content-Length (400, close).",
-               READ(c->tcp_framing_errors));
-        metric(b, "edge_tcp_too_large_total", "counter", "Messages over 65,535 bytes (513, close).", READ(c->tcp_too_large));
+               SUM(tcp_framing_errors));
+        metric(b, "edge_tcp_too_large_total", "counter", "Messages over 65,535 bytes (513, close).", SUM(tcp_too_large));
         metric(b, "edge_tcp_overflows_total", "counter", "Connections closed because their output buffer was full.",
-               READ(c->tcp_overflows));
-        metric(b, "edge_tcp_pings_total", "counter", "RFC 5626 keep-alive pings answered.", READ(c->tcp_pings));
+               SUM(tcp_overflows));
+        metric(b, "edge_tcp_pings_total", "counter", "RFC 5626 keep-alive pings answered.", SUM(tcp_pings));
         metric(b, "edge_tcp_responses_orphaned_total", "counter", "Responses whose inbound connection had gone (dropped).",
-               READ(c->tcp_responses_orphaned));
-        metric(b, "edge_tcp_hop_connects_total", "counter", "Connections opened to the next hop.", READ(c->hop_connects));
-        metric(b, "edge_tcp_hop_failures_total", "counter", "Failed connects to the next hop.", READ(c->hop_failures));
+               SUM(tcp_responses_orphaned));
+        metric(b, "edge_tcp_hop_connects_total", "counter", "Connections opened to the next hop.", SUM(hop_connects));
+        metric(b, "edge_tcp_hop_failures_total", "counter", "Failed connects to the next hop.", SUM(hop_failures));
         metric(b, "edge_tcp_forward_failures_total", "counter", "Requests answered 503 because the next hop was unreachable.",
-               READ(c->forward_failures));
+               SUM(forward_failures));
         metric(b, "edge_tcp_idle_closed_total", "counter", "Inbound connections closed after --tcp-idle-s.",
-               READ(c->tcp_idle_closed));
+               SUM(tcp_idle_closed));
         if (e->tls_on) {
             metric(b, "edge_tls_handshakes_total", "counter", "TLS handshakes completed (inbound and to the next hop).",
-                   READ(c->tls_handshakes));
+                   SUM(tls_handshakes));
             metric(b, "edge_tls_handshake_failures_total", "counter",
                    "TLS handshakes failed or not complete within 10 s (a certificate not accepted, among others).",
-                   READ(c->tls_handshake_failures));
+                   SUM(tls_handshake_failures));
         }
     }
 }

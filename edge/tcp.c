@@ -1,9 +1,11 @@
-/* tcp.c: SIP over TCP, on a thread of its own (epoll): a listening socket on the same address
- * and port as UDP, a bounded table of connections (--max-connections inbound, excess closed at
- * once; silent ones closed after --tcp-idle-s), messages framed by Content-Length
- * (sipstream.h; 400 and close when it is missing or invalid, close past 64 KiB), RFC 5626
- * keep-alive pings answered, and one persistent connection to the next hop (non-blocking
- * connect, reconnected when it breaks). A request that came over TCP goes
+/* tcp.c: SIP over TCP, on TCP workers of their own (epoll), as many as --workers asks for:
+ * each with a listening socket on the same address and port as UDP (SO_REUSEPORT when there
+ * are several: the kernel spreads the connections), a bounded table of connections
+ * (--max-connections inbound over all workers, excess closed at once; silent ones closed after
+ * --tcp-idle-s), messages framed by Content-Length (sipstream.h; 400 and close when it is
+ * missing or invalid, close past 64 KiB), RFC 5626 keep-alive pings answered, and one
+ * persistent connection of its own to the next hop (non-blocking connect, reconnected when it
+ * breaks), on which the responses to its requests come back. A request that came over TCP goes
  * on over TCP with `Via: SIP/2.0/TCP …;lc-conn=SLOT.GEN`: the inbound connection's slot and
  * the slot's generation, so the response that comes back with that Via is sent on the
  * connection the request came on (RFC 3261 §18.2.2) without per-transaction state, and is
@@ -51,7 +53,7 @@
 /* Reads of one TLS connection per pass while its session still holds bytes. */
 #define TLS_READS_PER_PASS 8
 
-/* Set by the main thread when the TCP thread must end. */
+/* Set by the main thread when the TCP workers must end. */
 atomic_int tcp_stop;
 
 /* epoll's cookie for a connection: its generation and slot + 1 (0 is the listening socket), so
@@ -90,7 +92,7 @@ static int conn_open(worker_t *w, int fd, const struct sockaddr_in *peer, int ou
         w->free_slots[w->nfree++] = slot;
         return -1;
     }
-    if (!outbound) w->inbound++;
+    if (!outbound) w->inbound++; /* its place in e->tcp_inbound was taken by tcp_accept */
     return (int)slot;
 }
 
@@ -105,6 +107,7 @@ static void conn_close(worker_t *w, unsigned slot) {
         if ((int)slot == w->tls_hop) w->tls_hop = -1;
     } else {
         w->inbound--;
+        atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
     }
     if (c->lingering) w->lingering--;
     free(c->in);
@@ -495,13 +498,17 @@ static void tcp_accept(worker_t *w, int tls) {
     for (;;) {
         struct sockaddr_in peer;
         socklen_t pl = sizeof peer;
-        int fd = accept4(tls ? w->e->tls_sock : w->e->tcp_sock, (struct sockaddr *)&peer, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(tls ? w->tls_lsock : w->lsock, (struct sockaddr *)&peer, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) elog("tcp: accept: %s\n", strerror(errno));
             return;
         }
-        int slot = w->inbound >= w->e->max_conns ? -1 : conn_open(w, fd, &peer, 0, 0);
+        /* A place among --max-connections, taken before the connection is opened: the workers
+         * accept side by side, and the limit holds over all of them. */
+        int slot = -1;
+        if (atomic_fetch_add_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed) < w->e->max_conns) slot = conn_open(w, fd, &peer, 0, 0);
+        if (slot < 0) atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
         if (slot < 0) {
             close(fd); /* the table is full: refused (the peer sees the connection closed) */
             BUMP(w->c.tcp_refused);
@@ -551,6 +558,7 @@ static void sweep(worker_t *w) {
 
 void *tcp_main(void *arg) {
     worker_t *w = arg;
+    pin_worker(w->e, w->index - w->e->nudp, w->e->ntcp);
     struct epoll_event ev[64];
     while (atomic_load(&w->e->holding) && !atomic_load(&tcp_stop)) { /* connections wait in the backlog */
         struct timespec ts = {0, 5000000};
@@ -595,6 +603,11 @@ static int listen_on(worker_t *w, const struct sockaddr_in *at, uint64_t cookie)
     if (fd < 0) return -1;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    /* Several TCP workers: each listens on the address, and the kernel spreads the connections. */
+    if (w->e->ntcp > 1 && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+        close(fd);
+        return -1;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = cookie};
     if (bind(fd, (const struct sockaddr *)at, sizeof *at) < 0 || listen(fd, 1024) < 0 ||
         epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -606,8 +619,8 @@ static int listen_on(worker_t *w, const struct sockaddr_in *at, uint64_t cookie)
     return fd;
 }
 
-/* The TCP side: the listening sockets (TCP on the same address as UDP, TLS on --tls-listen)
- * and the worker's table. */
+/* A TCP worker: its listening sockets (TCP on the same address as UDP, TLS on --tls-listen)
+ * and its table. */
 int tcp_start(edge_t *e, worker_t *w) {
     /* Room for every connection plus the listening, UDP and epoll descriptors. */
     struct rlimit rl;
@@ -629,8 +642,9 @@ int tcp_start(edge_t *e, worker_t *w) {
         w->free_slots[w->nfree++] = w->nconns - 1 - k; /* slot 0 first */
     }
     w->hop = w->tls_hop = -1;
-    if (e->tcp_on && (e->tcp_sock = listen_on(w, &e->listen_addr, 0)) < 0) return -1;
-    if (e->tls_on && (e->tls_sock = listen_on(w, &e->tls_listen_addr, LISTEN_TLS)) < 0) return -1;
+    w->lsock = w->tls_lsock = -1;
+    if (e->tcp_on && (w->lsock = listen_on(w, &e->listen_addr, 0)) < 0) return -1;
+    if (e->tls_on && (w->tls_lsock = listen_on(w, &e->tls_listen_addr, LISTEN_TLS)) < 0) return -1;
     return 0;
 }
 
@@ -639,6 +653,8 @@ void tcp_finish(worker_t *w) {
         if (w->conns[k].fd >= 0) conn_close(w, k);
     }
     close(w->epfd);
+    if (w->lsock >= 0) close(w->lsock);
+    if (w->tls_lsock >= 0) close(w->tls_lsock);
     free(w->conns);
     free(w->free_slots);
     free(w->dirty);

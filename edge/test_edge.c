@@ -498,7 +498,7 @@ static void connection_limit(const char *edge_path) {
     pid_t pid = fork();
     if (pid == 0) {
         execl(edge_path, edge_path, "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, "--transport", "tcp",
-              "--max-connections", "2", (char *)NULL);
+              "--max-connections", "2", "--workers", "1", (char *)NULL);
         _exit(127);
     }
     CHECK(wait_edge(ntohs(addr.sin_port), "tcp"));
@@ -811,7 +811,10 @@ int main(int argc, char **argv) {
         dup2(out[1], 1);
         close(out[0]);
         close(out[1]);
-        execl(argv[1], argv[1], "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, (char *)NULL);
+        /* One worker: the TCP checks count connections to the next hop (one per worker) and
+         * expect connections accepted in the order they were made (several workers accept
+         * side by side). tests/e2e/test_edge_workers.py covers several. */
+        execl(argv[1], argv[1], "--listen", listen_arg, "--next-hop", hop_arg, "--policy", POLICY_FILE, "--workers", "1", (char *)NULL);
         perror("exec edge");
         _exit(127);
     }

@@ -16,7 +16,7 @@
  *
  * SIGHUP reads the files again (tls_reload): new connections get the new contexts, established
  * ones keep theirs (a session holds a reference to its context). The contexts are swapped under
- * a mutex that tls_accepting / tls_connecting take only to pick one up, so the TCP thread and
+ * a mutex that tls_accepting / tls_connecting take only to pick one up, so the TCP workers and
  * the main thread never use one that is being freed. */
 #define _GNU_SOURCE
 

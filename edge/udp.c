@@ -56,10 +56,8 @@ int udp_open(edge_t *e, worker_t *w) {
     return 0;
 }
 
-/* Pins the calling thread to the `k`-th CPU of the process's affinity mask (modulo its size),
- * for worker `k` when there are several; a failure is logged and the thread runs unpinned. */
-static void pin_worker(edge_t *e, unsigned k) {
-    if (!e->pin || e->nudp < 2 || CPU_COUNT(&e->cpus) == 0) return;
+void pin_worker(edge_t *e, unsigned k, unsigned of) {
+    if (!e->pin || of < 2 || CPU_COUNT(&e->cpus) == 0) return;
     unsigned want = k % (unsigned)CPU_COUNT(&e->cpus), seen = 0;
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
         if (!CPU_ISSET(cpu, &e->cpus) || seen++ != want) continue;
@@ -143,7 +141,7 @@ static void control(edge_t *e, uint64_t *busy_seen, uint64_t *oc_since) {
 void udp_loop(worker_t *w, long linger_us) {
     edge_t *e = w->e;
     int main_thread = w == e->udp;
-    pin_worker(e, w->index);
+    if (e->udp_on) pin_worker(e, w->index, e->nudp);
     /* Incoming datagrams: up to BATCH per recvmmsg. */
     char (*rx_buf)[MAX_MSG + 1] = malloc(sizeof *rx_buf * BATCH);
     struct sockaddr_in rx_addr[BATCH];

@@ -12,5 +12,9 @@ void flush_sends(worker_t *w);
  * and the signals). */
 void udp_loop(worker_t *w, long linger_us);
 void *udp_worker_main(void *arg);
+/* Pins the calling thread, the k-th of `of` workers of its kind, to the k-th CPU of the edge's
+ * affinity mask (modulo its size) unless --no-pin or `of` is 1; a failure is logged and the
+ * thread runs unpinned. */
+void pin_worker(edge_t *e, unsigned k, unsigned of);
 
 #endif

@@ -128,7 +128,7 @@ void expire(worker_t *w) {
     w->next_expire_ns = now + EXPIRE_EVERY_NS;
     oc_expire(w, now);
     edge_t *e = w->e;
-    unsigned n = e->nudp + (e->tcp ? 1 : 0);
+    unsigned n = e->nudp + e->ntcp;
     for (size_t k = w->index; k < WINDOW_STRIPES; k += n) {
         window_stripe_t *s = &e->windows[k];
         pthread_mutex_lock(&s->mu);

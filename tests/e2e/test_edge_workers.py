@@ -15,6 +15,11 @@ workers traffic, and each test checks from `edge_worker_datagrams_total` that it
   call, a next hop that answers each INVITE 400 ms after it arrives: never more than 4 INVITEs
   unanswered at the next hop, and 4 reached (the window is exact across workers, its slots given
   back by final responses that reach whichever worker the kernel gives the next hop's address).
+- tcp_across_workers: the same rule against SIPp calls over TCP, a connection per call (`-t
+  tn`): the TCP workers each accept connections, each opens at most one connection to the next
+  hop, the rule's bound and rate hold across them.
+- connection_limit: `--max-connections 5` and 12 connections: exactly 5 served and 7 refused,
+  whichever workers accept them (the limit is over all TCP workers).
 - retransmission_other_port: a request retransmitted from another source port (a NAT
   rebinding) may reach another worker; it still gets its original's decision: a rate-0 call's
   copies from 16 other ports are each answered 503 without being classified again, an admitted
@@ -38,7 +43,7 @@ from admission import count_in, max_in_window  # noqa: E402
 from checks import Checks, suite_main  # noqa: E402
 from edge_proc import EDGE, edge_stats, engine_counters, start_edge  # noqa: E402
 from policy_docs import MATCH, document, rate_rule, rule  # noqa: E402
-from ports import free_udp_port, wait_udp_port  # noqa: E402
+from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
 from processes import Run  # noqa: E402
 from sip_sockets import UdpPeers, header  # noqa: E402
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
@@ -49,12 +54,13 @@ TAU_S = 0.1  # libloadctl's GCRA burst tolerance
 UN = ("-max_socket", "2000")
 
 
-def spread(c: Checks, proc, workers: int) -> None:
-    """Checks that every worker read datagrams (with one, that there is one)."""
+def spread(c: Checks, proc, workers: int, family: str = "edge_worker_datagrams_total") -> None:
+    """Checks that every worker took part (datagrams read; over TCP, connections accepted), and
+    that there are `workers` of them."""
     stats = edge_stats(proc)
-    per = [stats.get(f'edge_worker_datagrams_total{{worker="{k}"}}', 0) for k in range(workers)]
-    extra = stats.get(f'edge_worker_datagrams_total{{worker="{workers}"}}')
-    c.that(all(n > 0 for n in per) and extra is None, f"{workers} worker(s), datagrams read by each: {per}")
+    per = [stats.get(f'{family}{{worker="{k}"}}', 0) for k in range(workers)]
+    extra = stats.get(f'{family}{{worker="{workers}"}}')
+    c.that(all(n > 0 for n in per) and extra is None, f"{workers} worker(s), {family} of each: {per}")
 
 
 def rate_across_workers(run: Run, workers: int) -> Checks:
@@ -167,6 +173,68 @@ def window_across_workers(run: Run, workers: int) -> Checks:
     return c
 
 
+def tcp_across_workers(run: Run, workers: int) -> Checks:
+    c = Checks(f"tcp_across_workers --workers {workers}: SIPp over TCP, a connection per call, 60 calls/s, rule 20/s")
+    r, offered, calls = 20.0, 60, 600
+    path = run.path("policy.xml")
+    path.write_text(document(0, "full", rate_rule(r)))
+    uas_ports = SippPorts.pick(tcp=True)
+    uas = run.start("uas", sipp_command("uas.xml", uas_ports, timeout_s=40, transport="t1"))
+    wait_tcp_port(uas_ports.sip, proc=uas)
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", port, uas_ports.sip, "--policy", path, "--workers", str(workers))
+    wait_tcp_port(port, proc=edge)
+    inf = write_injection(run.path("callees.csv"), [MATCH])
+    uac = run.start("uac", sipp_command("uac_invite.xml", SippPorts.pick(tcp=True), remote=f"127.0.0.1:{port}", inf=inf, rate=offered,
+                                        calls=calls, timeout_s=40, transport="tn", extra=UN))
+    uac.wait(timeout=60)
+    ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
+    out = invite_outcomes(SippOutputs(uac.cwd))
+    c.that(len(ts) > 100, f"{len(ts)} INVITEs reached the next hop")
+    if len(ts) > 100:
+        worst = max_in_window(ts, 1.0)
+        bound = int(r * (1.0 + TAU_S)) + 1
+        c.that(worst <= bound, f"at most {worst} INVITEs in any 1 s at the next hop (bound r·(1 s + τ) + 1 = {bound})")
+        start, end = ts[0] + 1.0, ts[-1]
+        rate = (count_in(ts, start, end) - 1) / (end - start) if end > start else 0.0
+        c.that(abs(rate - r) <= 0.03 * r, f"{rate:.2f}/s admitted after the first second, expected {r:g}/s ± 3 %")
+    c.that(out["invites"] == calls and out["answered_200"] + out["rejected_503"] == calls and out["failed_calls"] == 0,
+           f"every call answered 200 or 503: {out['answered_200']} + {out['rejected_503']} of {out['invites']}, {out['failed_calls']} failed")
+    stats = edge_stats(edge)
+    hops = stats.get("edge_tcp_hop_connects_total", 0)
+    c.that(1 <= hops <= workers, f"{hops} connection(s) to the next hop: one per TCP worker at most ({workers})")
+    spread(c, edge, workers, "edge_tcp_worker_accepted_total")
+    return c
+
+
+def connection_limit(run: Run, workers: int) -> Checks:
+    c = Checks(f"connection_limit --workers {workers}: --max-connections 5, 12 connections")
+    path = run.path("policy.xml")
+    path.write_text(document(0, "full", ""))
+    hop = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    hop.bind(("127.0.0.1", 0))
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", port, hop.getsockname()[1], "--policy", path, "--workers", str(workers), "--max-connections", "5")
+    wait_tcp_port(port, proc=edge)
+    conns = [socket.create_connection(("127.0.0.1", port), timeout=2.0) for _ in range(12)]
+    time.sleep(0.5)
+    served = 0
+    for s in conns:
+        try:
+            s.sendall(b"\r\n\r\n")  # an RFC 5626 ping: a served connection answers CRLF
+            served += s.recv(16) == b"\r\n"
+        except OSError:
+            pass
+    stats = edge_stats(edge)
+    c.that(served == 5, f"{served} of 12 connections served (5 expected)")
+    c.that(stats.get("edge_tcp_accepted_total") == 5 and stats.get("edge_tcp_refused_total") == 7,
+           f"accepted {stats.get('edge_tcp_accepted_total')}, refused {stats.get('edge_tcp_refused_total')} (5 and 7 expected)")
+    for s in conns:
+        s.close()
+    hop.close()
+    return c
+
+
 def retransmission_other_port(run: Run, workers: int) -> Checks:
     c = Checks(f"retransmission_other_port --workers {workers}: copies of a request from 16 other source ports")
     path = run.path("policy.xml")
@@ -192,10 +260,14 @@ def retransmission_other_port(run: Run, workers: int) -> Checks:
                 f"Call-ID: {call}@workers\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n").encode()
 
     for call, callee in (("closed", MATCH), ("open", "+16660001234")):
-        for s in socks:
-            s.sendto(invite(callee, call), edge_addr)
-        answers = [UdpPeers.drain(s, 0.3) for s in socks]
+        # The original, decided before its retransmissions come (as over UDP, T1 = 500 ms later).
+        socks[0].sendto(invite(callee, call), edge_addr)
+        answers = [UdpPeers.drain(socks[0], 0.3)]
         forwarded = UdpPeers.drain(hop, 0.3)
+        for s in socks[1:]:
+            s.sendto(invite(callee, call), edge_addr)
+        answers += [UdpPeers.drain(s, 0.3) for s in socks[1:]]
+        forwarded += UdpPeers.drain(hop, 0.3)
         if call == "closed":
             ok = [a for a in answers if len(a) == 1 and a[0].startswith("SIP/2.0 503")]
             c.that(len(ok) == 17 and not forwarded, f"rate 0: {len(ok)} of 17 copies answered 503 each, {len(forwarded)} forwarded")
@@ -219,6 +291,7 @@ def retransmission_other_port(run: Run, workers: int) -> Checks:
 TESTS = {
     f"{name}_{w}": (lambda run, f=f, w=w: f(run, w))
     for name, f in (("rate_across_workers", rate_across_workers), ("window_across_workers", window_across_workers),
+                    ("tcp_across_workers", tcp_across_workers), ("connection_limit", connection_limit),
                     ("retransmission_other_port", retransmission_other_port))
     for w in WORKERS
 }
