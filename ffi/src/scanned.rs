@@ -161,3 +161,6 @@ pub unsafe extern "C" fn lc_sip_scan(
         }
     })
 }
+
+#[cfg(test)]
+mod tests;
