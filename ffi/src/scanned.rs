@@ -4,7 +4,7 @@
 //! classification (`lc_classify_scanned`) — where each `*_sip` call scans the message again.
 //!
 //! The struct is the caller's, fixed-size and opaque, so it lives on the stack and nothing is
-//! allocated. `lc_sip_scan` writes a [`Scan`] into it (the scanner's fields and the From and To
+//! allocated. `lc_sip_scan` writes a `Scan` into it (the scanner's fields and the From and To
 //! URIs, all slices of the caller's message) behind a tag word; every call that reads it checks
 //! the tag first, so a zeroed struct, or one whose scan failed, is an error and never read as a
 //! scan. The slices borrow the caller's message: it must stay unchanged and readable for as
