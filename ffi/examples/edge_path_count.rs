@@ -1,8 +1,8 @@
 //! A fixed-work driver for instruction counts of the library's part of the edge's path per
 //! request (edge/handle.c): the retransmission detector (not for ACK and CANCEL), overload
 //! control's category and classification, through the C ABI, on the harness's carrier-10k
-//! policy and request mix as raw SIP messages. Each mode runs inside its own non-inlined
-//! function so callgrind can count just that part.
+//! policy and request mix as raw SIP messages. The counted loops are non-inlined functions
+//! named `edge_loop*`, so callgrind can count just them.
 //!
 //! `valgrind --tool=callgrind --toggle-collect='*edge_loop*' \
 //!   target/release/examples/edge_path_count MODE 100000`
@@ -11,8 +11,8 @@
 //! each scans the message), `scanned` (`lc_sip_scan` once, then `lc_detector_observe_scanned`,
 //! `lc_oc_category_scanned`, `lc_classify_scanned`), `scan` (`lc_sip_scan` alone). Instructions
 //! per request = Ir / (N + 20,000): one warm pass over the 20,000 messages is counted too, as in
-//! `classify_count`. Both modes give every request the same class, category and decision (the
-//! driver checks it on the warm pass).
+//! `classify_count`. `check` runs `three` and `scanned` on two libraries set up alike and fails
+//! unless every request gets the same class, category and decision from both.
 //!
 //! The detector remembers a transaction for 64·T1 with T1 = 100 µs, 6,400 requests of the
 //! driver's time (1 µs apart): each message is an original when it comes round again, and every
@@ -224,21 +224,18 @@ fn scanned(lib: &Library, m: &Message, i: usize) -> Outcome {
     }
 }
 
+/// Requests `from..from + n` of the mix (round and round) through `path`; how many it accepted.
 #[inline(never)]
-fn edge_loop_three(lib: &Library, mix: &[Message], from: usize, n: usize) -> u64 {
+fn edge_loop(
+    path: fn(&Library, &Message, usize) -> Outcome,
+    lib: &Library,
+    mix: &[Message],
+    from: usize,
+    n: usize,
+) -> u64 {
     let mut accepted = 0u64;
     for i in from..from + n {
-        let (_, _, d) = three(lib, &mix[i % mix.len()], i);
-        accepted += u64::from(matches!(d, Ok((0, _, _))));
-    }
-    accepted
-}
-
-#[inline(never)]
-fn edge_loop_scanned(lib: &Library, mix: &[Message], from: usize, n: usize) -> u64 {
-    let mut accepted = 0u64;
-    for i in from..from + n {
-        let (_, _, d) = scanned(lib, &mix[i % mix.len()], i);
+        let (_, _, d) = path(lib, &mix[i % mix.len()], i);
         accepted += u64::from(matches!(d, Ok((0, _, _))));
     }
     accepted
@@ -292,13 +289,10 @@ fn main() {
     let lib = Library::new();
     let w = mix.len();
     let done = match mode.as_str() {
-        "three" => {
-            edge_loop_three(&lib, &mix, 0, w);
-            edge_loop_three(&lib, &mix, w, n)
-        }
-        "scanned" => {
-            edge_loop_scanned(&lib, &mix, 0, w);
-            edge_loop_scanned(&lib, &mix, w, n)
+        "three" | "scanned" => {
+            let path = if mode == "three" { three } else { scanned };
+            edge_loop(path, &lib, &mix, 0, w);
+            edge_loop(path, &lib, &mix, w, n)
         }
         "scan" => {
             edge_loop_scan(&mix, 0, w);

@@ -313,17 +313,7 @@ fn transports(worker: *mut lc_worker, message: &[u8], udp: lc_result, transport:
         assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
         assert!(untouched(&d), "an output written on a refused call");
     }
-    let options = lc_sip_options {
-        transport,
-        flags,
-        monotonic_ns: 1,
-        unix_ns: 1,
-        target: lc_str {
-            ptr: ptr::null(),
-            len: 0,
-        },
-        source: lc_ip::default(),
-    };
+    let (options, options_ok) = drawn_options(transport, flags);
     let mut d = poisoned::<lc_decision>();
     // SAFETY: as above; `options` is readable.
     let r = unsafe {
@@ -335,12 +325,30 @@ fn transports(worker: *mut lc_worker, message: &[u8], udp: lc_result, transport:
             d.as_mut_ptr(),
         )
     };
-    if declared && flags & !(LC_SIP_HAS_TIME | LC_SIP_KNOWN_DIALOG) == 0 {
+    if options_ok {
         assert_eq!(r, udp);
     } else {
         assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
         assert!(untouched(&d), "an output written on a refused call");
     }
+}
+
+/// `lc_sip_options` with the drawn transport and flags, and whether both are declared ones.
+fn drawn_options(transport: u32, flags: u32) -> (lc_sip_options, bool) {
+    let options = lc_sip_options {
+        transport,
+        flags,
+        monotonic_ns: 1,
+        unix_ns: 1,
+        target: lc_str {
+            ptr: ptr::null(),
+            len: 0,
+        },
+        source: lc_ip::default(),
+    };
+    let declared =
+        transport <= LC_TRANSPORT_WSS && flags & !(LC_SIP_HAS_TIME | LC_SIP_KNOWN_DIALOG) == 0;
+    (options, declared)
 }
 
 /// The message scanned once, and the calls on the scan against their raw siblings (see the
@@ -359,19 +367,7 @@ fn scanned(
     let r = unsafe { lc_sip_scan(message.as_ptr(), message.len(), scan.as_mut_ptr()) };
     assert_eq!(r, udp, "the scan fails as lc_classify_sip does");
     let zeroed = lc_scanned_sip { opaque: [0; 64] };
-    let options = lc_sip_options {
-        transport,
-        flags,
-        monotonic_ns: 1,
-        unix_ns: 1,
-        target: lc_str {
-            ptr: ptr::null(),
-            len: 0,
-        },
-        source: lc_ip::default(),
-    };
-    let options_ok =
-        transport <= LC_TRANSPORT_WSS && flags & !(LC_SIP_HAS_TIME | LC_SIP_KNOWN_DIALOG) == 0;
+    let (options, options_ok) = drawn_options(transport, flags);
     let mut raw = poisoned::<lc_oc_category>();
     let mut category = poisoned::<lc_oc_category>();
     // SAFETY: `engine` is live; `message`, `options` readable; the scan was written by
