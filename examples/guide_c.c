@@ -60,6 +60,26 @@ static int prsm(lc_worker *worker, const uint8_t *buf, size_t len, uint64_t now_
     return req->served;
 }
 
+/* One scan per request: the detector, overload control's category and classification. */
+static int one_scan(lc_engine *engine, lc_worker *worker, lc_detector *det, const uint8_t *buf, size_t len,
+                    uint64_t now_ns) {
+    lc_scanned_sip scan; /* on the stack; it points into buf: keep buf unchanged until the last call */
+    if (lc_sip_scan(buf, len, &scan) != LC_RESULT_OK) {
+        return 0; /* malformed: the LC_RESULT_SIP_* code each *_sip call would give */
+    }
+    lc_sip_options o = {0};
+    o.transport = LC_TRANSPORT_UDP;
+    lc_class cls;
+    lc_oc_category cat;
+    lc_decision d;
+    if (lc_detector_observe_scanned(det, &scan, now_ns, &cls) != LC_RESULT_OK ||
+        lc_oc_category_scanned(engine, &scan, &o, &cat) != LC_RESULT_OK ||
+        lc_classify_scanned(worker, &scan, &o, &d) != LC_RESULT_OK) {
+        return 0;
+    }
+    return cls == LC_CLASS_ORIGINAL && cat == LC_OC_CATEGORY_REDUCIBLE && d.verdict == LC_VERDICT_ACCEPT;
+}
+
 static const char INVITE[] = "INVITE sip:bob@example.com SIP/2.0\r\n"
                              "Via: SIP/2.0/UDP 192.0.2.4:5060;branch=z9hG4bK74bf9\r\n"
                              "From: <sip:alice@example.net>;tag=9fxced76sl\r\n"
@@ -79,10 +99,18 @@ int main(void) {
     }
     /* No policy: the INVITE is accepted, observed as an original and served once. */
     int served = prsm(worker, (const uint8_t *)INVITE, strlen(INVITE), 1000000, &req);
+    lc_detector *det = NULL;
+    int scanned = lc_detector_new(NULL, &det) == LC_RESULT_OK &&
+                  one_scan(engine, worker, det, (const uint8_t *)INVITE, strlen(INVITE), 1000000);
+    lc_detector_free(det);
     lc_worker_free(worker);
     lc_engine_free(engine);
     if (served != 1) {
         fprintf(stderr, "guide_c: served %d requests, expected 1\n", served);
+        return 1;
+    }
+    if (!scanned) {
+        fprintf(stderr, "guide_c: the scanned INVITE was not an accepted, reducible original\n");
         return 1;
     }
     printf("guide_c: the guide's fragments ran\n");

@@ -10,15 +10,15 @@
 // The version of this header: `MAJOR.MINOR.PATCH` (semantic versioning; the SONAME is
 // `libloadctl.so.MAJOR`). A program can require a version at compile time:
 //
-//     #if LC_VERSION_MAJOR != 3 || LC_VERSION_NUMBER < 30000
-//     #error "needs loadctl 3.x, 3.0.0 or later"
+//     #if LC_VERSION_MAJOR != 3 || LC_VERSION_NUMBER < 30100
+//     #error "needs loadctl 3.x, 3.1.0 or later"
 //     #endif
 //
 // and check the library it runs with (the same major version, by its SONAME, but possibly
 // older than the header it was built with): `lc_version_number() >= LC_VERSION_NUMBER`.
-#define LC_VERSION "3.0.0"
+#define LC_VERSION "3.1.0"
 #define LC_VERSION_MAJOR 3
-#define LC_VERSION_MINOR 0
+#define LC_VERSION_MINOR 1
 #define LC_VERSION_PATCH 0
 // MAJOR × 10000 + MINOR × 100 + PATCH (MINOR and PATCH stay below 100): 0.1.0 is 100.
 #define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH)
@@ -45,7 +45,9 @@
 // for the duration of the call only: the library copies what it keeps, and the caller may
 // free or reuse them as soon as the call returns. The exceptions say so: the memory of a
 // shared cell table (`lc_cell_table_format`, `lc_engine_new_shared`) stays the caller's but
-// must stay mapped for as long as the engines using it live.
+// must stay mapped for as long as the engines using it live; the message `lc_sip_scan` scans
+// stays borrowed by the `lc_scanned_sip` it fills, unchanged and readable, until the last call
+// that uses the scan has returned.
 //
 // Ownership of what the library hands out.
 //   - Handles (`lc_engine`, `lc_worker`, `lc_subscriber`, `lc_notifier`, `lc_scheduler`,
@@ -65,7 +67,7 @@
 //   - The strings of `lc_result_text` and `lc_version` are static.
 //
 // Threads. `lc_engine`, `lc_scheduler`, `lc_detector`, `lc_oc_client` and `lc_oc_server` may be
-// used from any number of threads at once. An `lc_worker`, `lc_subscriber`, `lc_notifier` or
+// used from any number of threads at once, and so may an `lc_scanned_sip` (only read). An `lc_worker`, `lc_subscriber`, `lc_notifier` or
 // `lc_oc_shard` is used by one thread at a time (it may move between threads). `lc_last_error`
 // is per thread.
 //
@@ -667,6 +669,29 @@ typedef struct lc_sip_options {
   struct lc_ip source;
 } lc_sip_options;
 
+// A raw SIP request scanned by `lc_sip_scan`, for `lc_detector_observe_scanned`,
+// `lc_detector_forget_scanned`, `lc_oc_category_scanned` and `lc_classify_scanned`. The
+// caller owns it (on the stack is fine: 512 bytes, no allocation, nothing to free); its
+// contents are private: fill it only with `lc_sip_scan`, never write into it. A copy (`=` or
+// `memcpy`) is as good as the original.
+//
+// **It borrows the message.** The scan points into the `msg` bytes given to `lc_sip_scan`:
+// they must stay unchanged and readable until the last call that uses the scan (or a copy of
+// it) has returned. Changing, reusing or freeing them first is undefined behaviour, as a
+// dangling pointer would be; scan the new message instead.
+//
+// **Checked before use.** A struct that is zeroed, or was filled by a failed `lc_sip_scan`,
+// is refused by every call with `LC_RESULT_INVALID_ARGUMENT` (naming it in `lc_last_error`),
+// never read as a scan. Uninitialised memory is a caller error that is refused the same way as
+// long as its first 8 bytes do not hold the tag a successful scan writes — which memory left
+// over from an earlier scan of another message does: zero it (`= {0}`) where that may happen.
+//
+// Read-only for the calls that take it: any number of threads may use one scan at once.
+typedef struct lc_scanned_sip {
+  // Private: written by `lc_sip_scan`, read by the calls that take the scan.
+  uint64_t opaque[64];
+} lc_scanned_sip;
+
 // Server settings. Get the defaults with `lc_oc_server_config_default`.
 typedef struct lc_oc_server_config {
   // The algorithm chosen when a client offers both (default `LC_OC_ALGORITHM_RATE`).
@@ -920,8 +945,9 @@ typedef struct lc_ticket {
 
 // The decision for one request. **Lifetime of its strings:** `rule_id`, `source` and
 // `targets` point into the policy snapshot the worker holds; they stay valid until the next
-// `lc_classify`, `lc_classify_sip`, `lc_classify_sip_opts` or `lc_complete` on the same
-// worker (any of which may switch it to a newly published snapshot), or `lc_worker_free`.
+// `lc_classify`, `lc_classify_sip`, `lc_classify_sip_opts`, `lc_classify_scanned` or
+// `lc_complete` on the same worker (any of which may switch it to a newly published snapshot),
+// or `lc_worker_free`.
 // Publishing from another thread never invalidates them by itself. Copy what you keep longer.
 // The caller owns the struct itself (it may be uninitialised before the call).
 typedef struct lc_decision {
@@ -2212,6 +2238,19 @@ lc_result lc_oc_category_sip(const struct lc_engine *engine,
                              const struct lc_sip_options *options,
                              lc_oc_category *category);
 
+// The category of a request `lc_sip_scan` scanned, written to `*category`: the same as
+// `lc_oc_category_sip` gives the same message with the same `options` (NULL: an unknown
+// origin), without scanning it again. Bad options get `LC_RESULT_INVALID_ARGUMENT`, and so
+// does a `scanned` that holds no successful scan (zeroed, or its `lc_sip_scan` failed).
+//
+// # Safety
+// `engine` from `lc_engine_new`; `scanned` filled by `lc_sip_scan`, its message unchanged and
+// readable (see `lc_scanned_sip`); `options` NULL or readable; `category` writable.
+lc_result lc_oc_category_scanned(const struct lc_engine *engine,
+                                 const struct lc_scanned_sip *scanned,
+                                 const struct lc_sip_options *options,
+                                 lc_oc_category *category);
+
 // Writes the default server configuration into `*out`.
 //
 // # Safety
@@ -2409,6 +2448,20 @@ lc_result lc_detector_observe_sip(const struct lc_detector *detector,
                                   uint64_t now_ns,
                                   lc_class *request_class);
 
+// As `lc_detector_observe_sip`, on a request `lc_sip_scan` scanned (the same key, class and
+// errors for the same message, without scanning it again). `LC_RESULT_INVALID_ARGUMENT` for a
+// `scanned` that holds no successful scan (zeroed, or its `lc_sip_scan` failed); nothing is
+// recorded then.
+//
+// # Safety
+// `detector` from `lc_detector_new`, alive during the call; `scanned` filled by
+// `lc_sip_scan`, its message unchanged and readable (see `lc_scanned_sip`); `request_class`
+// writable.
+lc_result lc_detector_observe_scanned(const struct lc_detector *detector,
+                                      const struct lc_scanned_sip *scanned,
+                                      uint64_t now_ns,
+                                      lc_class *request_class);
+
 // As `lc_detector_observe_sip`, from the fields of the caller's own parser (see
 // `lc_transaction_parts`). A `top_via` that is not `SIP/2.0/transport sent-by;params` gets
 // `LC_RESULT_SIP_BAD_VIA`.
@@ -2434,6 +2487,17 @@ lc_result lc_detector_forget_sip(const struct lc_detector *detector,
                                  size_t len,
                                  bool *forgotten);
 
+// As `lc_detector_forget_sip`, on a request `lc_sip_scan` scanned. Errors as for
+// `lc_detector_observe_scanned`.
+//
+// # Safety
+// `detector` from `lc_detector_new`, alive during the call; `scanned` filled by
+// `lc_sip_scan`, its message unchanged and readable (see `lc_scanned_sip`); `forgotten`
+// writable.
+lc_result lc_detector_forget_scanned(const struct lc_detector *detector,
+                                     const struct lc_scanned_sip *scanned,
+                                     bool *forgotten);
+
 // As `lc_detector_forget_sip`, from the fields of the caller's own parser.
 //
 // # Safety
@@ -2448,6 +2512,26 @@ lc_result lc_detector_forget(const struct lc_detector *detector,
 // # Safety
 // `detector` from `lc_detector_new`, alive during the call; `out` writable.
 lc_result lc_detector_stats(const struct lc_detector *detector, struct lc_detector_counters *out);
+
+// Scans a raw SIP request (`len` bytes: request line and headers; a body is ignored) once, into
+// `*scanned`, for the calls that take an `lc_scanned_sip`: the same scan `lc_classify_sip_opts`,
+// `lc_oc_category_sip` and `lc_detector_observe_sip` each make of the message, so that a
+// caller that makes several of them on one request scans it once. No allocation.
+//
+// The scan borrows `msg`: keep the bytes unchanged and readable until the last call that uses
+// the scan has returned (see `lc_scanned_sip`).
+//
+// Errors: a malformed message gets the `LC_RESULT_SIP_*` code those calls give it
+// (`lc_last_error` says what is malformed). Then `*scanned` is marked as a failed scan (an
+// exception to outputs written only on success): the calls that take it refuse it with
+// `LC_RESULT_INVALID_ARGUMENT` rather than use an earlier scan still in its memory. A request
+// without a usable top Via scans (only the detector needs one: its calls give
+// `LC_RESULT_SIP_MISSING_VIA` / `LC_RESULT_SIP_BAD_VIA`).
+//
+// # Safety
+// `msg` readable for `len` bytes (and kept unchanged and readable while the scan is used);
+// `scanned` writable for one `lc_scanned_sip`.
+lc_result lc_sip_scan(const uint8_t *msg, size_t len, struct lc_scanned_sip *scanned);
 
 // Renders the subscriber's next SUBSCRIBE as SIP bytes into `buf` (not NUL-terminated) and its
 // length into `*len`, with a Via from `wire` and `branch` and this end's Contact. `branch` is
@@ -2626,6 +2710,25 @@ lc_result lc_classify_sip_opts(struct lc_worker *worker,
                                size_t len,
                                const struct lc_sip_options *options,
                                struct lc_decision *out);
+
+// Classifies a request `lc_sip_scan` scanned, exactly as `lc_classify_sip_opts` classifies the
+// same message with the same options, without scanning it again. `options` NULL means the
+// defaults (those of a zeroed `lc_sip_options`: UDP, the engine's clock, no target, an unknown
+// origin). `options` and its `target` are read during the call only; the decision's strings
+// point into the policy (see `lc_decision`), never into the message.
+//
+// Errors: the options' errors of `lc_classify_sip_opts`; `LC_RESULT_INVALID_ARGUMENT` for a
+// `scanned` that holds no successful scan (zeroed, or its `lc_sip_scan` failed). No decision
+// is written then.
+//
+// # Safety
+// `worker` from `lc_worker_attach` (this thread only); `scanned` filled by `lc_sip_scan`, its
+// message unchanged and readable (see `lc_scanned_sip`); `options` NULL or readable (its
+// `target` readable during the call); `out` writable.
+lc_result lc_classify_scanned(struct lc_worker *worker,
+                              const struct lc_scanned_sip *scanned,
+                              const struct lc_sip_options *options,
+                              struct lc_decision *out);
 
 // Gives back the window slot of a completed transaction (`lc_decision.ticket` of a decision
 // with `has_ticket`): call it once per ticket when the transaction ends (final response,

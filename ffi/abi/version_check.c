@@ -5,8 +5,8 @@
 #include <string.h>
 #include "loadctl.h"
 
-#if LC_VERSION_MAJOR != 3 || LC_VERSION_NUMBER < 30000
-#error "needs loadctl 3.x, 3.0.0 or later"
+#if LC_VERSION_MAJOR != 3 || LC_VERSION_NUMBER < 30100
+#error "needs loadctl 3.x, 3.1.0 or later"
 #endif
 
 #if LC_VERSION_NUMBER != LC_VERSION_MAJOR * 10000 + LC_VERSION_MINOR * 100 + LC_VERSION_PATCH

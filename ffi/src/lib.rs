@@ -24,12 +24,14 @@
 //! - An `lc_engine` may be used from any thread. An `lc_worker` is used by one thread at a time
 //!   (typically one per worker thread or process). `lc_scheduler`, `lc_detector`,
 //!   `lc_oc_client` and `lc_oc_server` may be used from any number of threads at once; an
-//!   `lc_oc_shard` by one thread at a time.
+//!   `lc_oc_shard` by one thread at a time. An `lc_scanned_sip` is only read by the calls that
+//!   take it, from any number of threads at once.
 //!
 //! Modules: [`engine`] (configuration, policies, stats), [`worker`] (classification),
 //! [`event`] (the load-control event package: subscriber and notifier handles), [`prsm`]
 //! (overload-safe scheduling: the two-queue scheduler and the retransmission detector),
 //! [`overload`] (feedback overload control, RFC 7339 / RFC 7415: client and server),
+//! [`scanned`] (a raw request scanned once for the detector, the category and classification),
 //! [`error`] (`lc_last_error`: the calling thread's message for its last failing call).
 
 #![warn(missing_docs)]
@@ -43,6 +45,7 @@ pub mod error;
 pub mod event;
 pub mod overload;
 pub mod prsm;
+pub mod scanned;
 pub mod wire;
 pub mod worker;
 

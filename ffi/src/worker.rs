@@ -2,9 +2,9 @@
 //!
 //! # Lifetime of the strings in an `lc_decision`
 //! `rule_id`, `source` and `targets` point into the policy snapshot the worker holds. They stay
-//! valid until the next `lc_classify`, `lc_classify_sip`, `lc_classify_sip_opts` or
-//! `lc_complete` on the **same worker** (any of which may switch it to a newly published
-//! snapshot), or `lc_worker_free`.
+//! valid until the next `lc_classify`, `lc_classify_sip`, `lc_classify_sip_opts`,
+//! `lc_classify_scanned` or `lc_complete` on the **same worker** (any of which may switch it to
+//! a newly published snapshot), or `lc_worker_free`.
 //! Publishing from another thread never invalidates them by itself. Copy what you keep longer.
 
 use loadctl::compile::Identities;
@@ -13,6 +13,7 @@ use loadctl::sip::{self, SipError};
 
 use crate::abi::FromC;
 use crate::engine::lc_engine;
+use crate::scanned::Scan;
 use crate::{Code, Out, boundary, lc_result, lc_str};
 
 /// A worker's classifier (a shard of the engine). Use it from one thread at a time.
@@ -223,8 +224,9 @@ pub const LC_MAX_TARGETS: usize = 16;
 
 /// The decision for one request. **Lifetime of its strings:** `rule_id`, `source` and
 /// `targets` point into the policy snapshot the worker holds; they stay valid until the next
-/// `lc_classify`, `lc_classify_sip`, `lc_classify_sip_opts` or `lc_complete` on the same
-/// worker (any of which may switch it to a newly published snapshot), or `lc_worker_free`.
+/// `lc_classify`, `lc_classify_sip`, `lc_classify_sip_opts`, `lc_classify_scanned` or
+/// `lc_complete` on the same worker (any of which may switch it to a newly published snapshot),
+/// or `lc_worker_free`.
 /// Publishing from another thread never invalidates them by itself. Copy what you keep longer.
 /// The caller owns the struct itself (it may be uninitialised before the call).
 #[repr(C)]
@@ -544,21 +546,65 @@ pub(crate) fn sip_error_detail(e: SipError) -> Code {
     crate::error::fail(sip_error(e), format_args!("SIP: {e}"))
 }
 
-/// Scans `msg` and classifies it as `request_of` builds it from the scan: the shared body of
-/// `lc_classify_sip` and `lc_classify_sip_opts`, after their checks.
+/// The checked contents of an `lc_sip_options` (or of `lc_classify_sip`'s transport): what
+/// classifying a raw request takes besides the message.
+#[derive(Clone, Copy, Debug, Default)]
+struct SipOptions<'a> {
+    peer: Peer,
+    transport: Transport,
+    time: Option<Time>,
+    target: Option<&'a str>,
+}
+
+impl<'a> SipOptions<'a> {
+    /// `options` checked (NULL: the defaults, UDP at the engine's clock with no target and an
+    /// unknown origin): flags, transport, source and a UTF-8 target, before anything happens.
+    ///
+    /// # Safety
+    /// `options` NULL or readable, its `target` NULL or readable during `'a`.
+    unsafe fn checked(options: *const lc_sip_options) -> Result<Self, Code> {
+        // SAFETY: NULL or readable by the caller's contract.
+        let Some(o) = (unsafe { options.as_ref() }) else {
+            return Ok(SipOptions::default());
+        };
+        let (peer, transport) = Peer::of_options(Some(o))?;
+        // SAFETY: `target` is NULL or readable during 'a by the caller's contract.
+        let target = unsafe { o.target.to_opt_str("lc_sip_options.target") }?;
+        let time = (o.flags & LC_SIP_HAS_TIME != 0).then_some(Time {
+            monotonic_ns: o.monotonic_ns,
+            unix_ns: i128::from(o.unix_ns),
+        });
+        Ok(SipOptions {
+            peer,
+            transport,
+            time,
+            target,
+        })
+    }
+}
+
+/// Classifies a scanned request as `lc_classify_sip_opts` does: the shared body of the raw and
+/// the scanned entry points, after their checks.
+fn classify_scan(
+    worker: &mut lc_worker,
+    scanned: &Scan<'_>,
+    o: SipOptions<'_>,
+    out: Out<'_, lc_decision>,
+) -> Code {
+    let request = scanned.request(o.transport, o.time).with_target(o.target);
+    decide(worker, &o.peer.apply(request), out);
+    Code::Ok
+}
+
+/// Scans `msg`, then [`classify_scan`].
 fn classify_raw(
     worker: &mut lc_worker,
     msg: &[u8],
-    transport: Transport,
-    time: Option<Time>,
-    target: Option<&str>,
-    peer: Peer,
+    o: SipOptions<'_>,
     out: Out<'_, lc_decision>,
 ) -> Code {
     let scanned = try_!(sip::scan(msg).map_err(sip_error_detail));
-    let request = peer.apply(Request::from_sip(&scanned, transport, time).with_target(target));
-    decide(worker, &request, out);
-    Code::Ok
+    classify_scan(worker, &Scan::new(scanned), o, out)
 }
 
 /// Scans a raw SIP request (`len` bytes: request line and headers; a body is ignored) and
@@ -587,7 +633,11 @@ pub unsafe extern "C" fn lc_classify_sip(
         let bytes = try_slice!(msg, len);
         let out = try_out!(out);
         let transport = try_value!(transport, "lc_classify_sip: transport");
-        classify_raw(worker, bytes, transport, None, None, Peer::default(), out)
+        let o = SipOptions {
+            transport,
+            ..SipOptions::default()
+        };
+        classify_raw(worker, bytes, o, out)
     })
 }
 
@@ -613,16 +663,43 @@ pub unsafe extern "C" fn lc_classify_sip_opts(
     boundary(|| {
         let worker = try_mut!(worker);
         let bytes = try_slice!(msg, len);
-        let o = *try_ref!(options);
+        let options = try_ref!(options);
         let out = try_out!(out);
-        let (peer, transport) = try_!(Peer::of_options(Some(&o)));
-        // SAFETY: `target` is NULL or readable for the call by contract.
-        let target = try_!(unsafe { o.target.to_opt_str("lc_sip_options.target") });
-        let time = (o.flags & LC_SIP_HAS_TIME != 0).then_some(Time {
-            monotonic_ns: o.monotonic_ns,
-            unix_ns: i128::from(o.unix_ns),
-        });
-        classify_raw(worker, bytes, transport, time, target, peer, out)
+        // SAFETY: readable, its target readable during the call, by contract.
+        let o = try_!(unsafe { SipOptions::checked(options) });
+        classify_raw(worker, bytes, o, out)
+    })
+}
+
+/// Classifies a request `lc_sip_scan` scanned, exactly as `lc_classify_sip_opts` classifies the
+/// same message with the same options, without scanning it again. `options` NULL means the
+/// defaults (those of a zeroed `lc_sip_options`: UDP, the engine's clock, no target, an unknown
+/// origin). `options` and its `target` are read during the call only; the decision's strings
+/// point into the policy (see `lc_decision`), never into the message.
+///
+/// Errors: the options' errors of `lc_classify_sip_opts`; `LC_RESULT_INVALID_ARGUMENT` for a
+/// `scanned` that holds no successful scan (zeroed, or its `lc_sip_scan` failed). No decision
+/// is written then.
+///
+/// # Safety
+/// `worker` from `lc_worker_attach` (this thread only); `scanned` filled by `lc_sip_scan`, its
+/// message unchanged and readable (see `lc_scanned_sip`); `options` NULL or readable (its
+/// `target` readable during the call); `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_classify_scanned(
+    worker: *mut lc_worker,
+    scanned: *const crate::scanned::lc_scanned_sip,
+    options: *const lc_sip_options,
+    out: *mut lc_decision,
+) -> lc_result {
+    boundary(|| {
+        let worker = try_mut!(worker);
+        let out = try_out!(out);
+        // SAFETY: NULL or readable, its target readable during the call, by contract.
+        let o = try_!(unsafe { SipOptions::checked(options) });
+        // SAFETY: NULL or filled by lc_sip_scan, its message kept, by contract.
+        let request = try_!(unsafe { crate::scanned::load(scanned) });
+        classify_scan(worker, &request, o, out)
     })
 }
 

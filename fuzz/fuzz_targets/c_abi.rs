@@ -27,6 +27,13 @@
 //! `lc_oc_via_strip` takes the oc parameters out of it both ways, and what it writes has none
 //! left (stripping again finds nothing, and no feedback reads from it).
 //!
+//! The message is also scanned once (`lc_sip_scan`) for the calls that take the scan: they give
+//! what their raw siblings give the same bytes — `lc_classify_scanned` the code of
+//! `lc_classify_sip_opts` with the drawn transport and flags, `lc_oc_category_scanned` the
+//! category of `lc_oc_category_sip`, `lc_detector_observe_scanned` the classes of
+//! `lc_detector_observe_sip` on a detector of its own — and a failed scan or a zeroed struct is
+//! `LC_RESULT_INVALID_ARGUMENT` with every output untouched.
+//!
 //! Calling `extern "C"` functions is `unsafe` in Rust: that is the point of this target, and
 //! each call states why its pointers are valid.
 #![no_main]
@@ -55,20 +62,23 @@ use loadctl_ffi::overload::{
     LC_OC_VERDICT_FORWARD, LC_OC_VERDICT_SHED_UNREACHABLE, lc_oc_admission, lc_oc_applied, lc_oc_client,
     lc_oc_client_find, lc_oc_client_free, lc_oc_client_hop, lc_oc_client_new, lc_oc_client_on_response,
     LC_OC_CATEGORY_NONE, LC_OC_STRIP_REQUEST, LC_OC_STRIP_RESPONSE, lc_oc_decide, lc_oc_feedback,
-    lc_oc_feedback_parse, lc_oc_feedback_write_via, lc_oc_via_strip,
+    lc_oc_category, lc_oc_category_scanned, lc_oc_category_sip, lc_oc_feedback_parse,
+    lc_oc_feedback_write_via, lc_oc_via_strip,
     lc_oc_server_free, lc_oc_server_new, lc_oc_server_on_request, lc_oc_server_write_via,
     lc_oc_shard, lc_oc_shard_free, lc_oc_shard_new, lc_oc_verdict,
 };
 use loadctl_ffi::prsm::{
     LC_CLASS_ORIGINAL, LC_CLASS_RETRANSMISSION, LC_DISCIPLINE_FIFO, LC_DISCIPLINE_PRIORITY,
-    lc_detector, lc_detector_config, lc_detector_forget_sip, lc_detector_free, lc_detector_new,
-    lc_detector_observe_sip, lc_scheduler, lc_scheduler_config, lc_scheduler_counters,
+    lc_detector, lc_detector_config, lc_detector_forget_scanned, lc_detector_forget_sip,
+    lc_detector_free, lc_detector_new, lc_detector_observe_scanned, lc_detector_observe_sip,
+    lc_scheduler, lc_scheduler_config, lc_scheduler_counters,
     lc_scheduler_free, lc_scheduler_new, lc_scheduler_pop, lc_scheduler_push, lc_scheduler_stats,
 };
+use loadctl_ffi::scanned::{lc_scanned_sip, lc_sip_scan};
 use loadctl_ffi::worker::{
     LC_IP_NONE, LC_IP_V4, LC_IP_V6, LC_SIP_HAS_TIME, LC_SIP_KNOWN_DIALOG, lc_ip, LC_TRANSPORT_UDP, LC_TRANSPORT_WSS, lc_classify, lc_classify_sip,
-    lc_classify_sip_opts, lc_complete, lc_decision, lc_request, lc_sip_options, lc_ticket,
-    lc_worker, lc_worker_attach, lc_worker_free,
+    lc_classify_scanned, lc_classify_sip_opts, lc_complete, lc_decision, lc_request,
+    lc_sip_options, lc_ticket, lc_worker, lc_worker_attach, lc_worker_free,
 };
 use loadctl_ffi::*;
 
@@ -225,6 +235,7 @@ fuzz_target!(|data: &[u8]| {
     assert_ne!(r, LC_RESULT_PANIC);
     let [v0, v1, v2, v3] = values(data);
     transports(worker, message, r, v0, v1);
+    scanned(engine, worker, message, r, v0, v1);
     booleans(worker, v2);
     let forged = lc_ticket {
         key: u64::from(v0) << 32 | u64::from(v3),
@@ -302,17 +313,7 @@ fn transports(worker: *mut lc_worker, message: &[u8], udp: lc_result, transport:
         assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
         assert!(untouched(&d), "an output written on a refused call");
     }
-    let options = lc_sip_options {
-        transport,
-        flags,
-        monotonic_ns: 1,
-        unix_ns: 1,
-        target: lc_str {
-            ptr: ptr::null(),
-            len: 0,
-        },
-        source: lc_ip::default(),
-    };
+    let (options, options_ok) = drawn_options(transport, flags);
     let mut d = poisoned::<lc_decision>();
     // SAFETY: as above; `options` is readable.
     let r = unsafe {
@@ -324,12 +325,109 @@ fn transports(worker: *mut lc_worker, message: &[u8], udp: lc_result, transport:
             d.as_mut_ptr(),
         )
     };
-    if declared && flags & !(LC_SIP_HAS_TIME | LC_SIP_KNOWN_DIALOG) == 0 {
+    if options_ok {
         assert_eq!(r, udp);
     } else {
         assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
         assert!(untouched(&d), "an output written on a refused call");
     }
+}
+
+/// `lc_sip_options` with the drawn transport and flags, and whether both are declared ones.
+fn drawn_options(transport: u32, flags: u32) -> (lc_sip_options, bool) {
+    let options = lc_sip_options {
+        transport,
+        flags,
+        monotonic_ns: 1,
+        unix_ns: 1,
+        target: lc_str {
+            ptr: ptr::null(),
+            len: 0,
+        },
+        source: lc_ip::default(),
+    };
+    let declared =
+        transport <= LC_TRANSPORT_WSS && flags & !(LC_SIP_HAS_TIME | LC_SIP_KNOWN_DIALOG) == 0;
+    (options, declared)
+}
+
+/// The message scanned once, and the calls on the scan against their raw siblings (see the
+/// target's documentation); `udp` is what `lc_classify_sip` returned for it.
+fn scanned(
+    engine: *mut lc_engine,
+    worker: *mut lc_worker,
+    message: &[u8],
+    udp: lc_result,
+    transport: u32,
+    flags: u32,
+) {
+    let mut scan = poisoned::<lc_scanned_sip>();
+    // SAFETY: `message` is readable and stays unchanged while the scan is used; `scan` is
+    // writable.
+    let r = unsafe { lc_sip_scan(message.as_ptr(), message.len(), scan.as_mut_ptr()) };
+    assert_eq!(r, udp, "the scan fails as lc_classify_sip does");
+    let zeroed = lc_scanned_sip { opaque: [0; 64] };
+    let (options, options_ok) = drawn_options(transport, flags);
+    let mut raw = poisoned::<lc_oc_category>();
+    let mut category = poisoned::<lc_oc_category>();
+    // SAFETY: `engine` is live; `message`, `options` readable; the scan was written by
+    // lc_sip_scan (a failed one too) and its message is unchanged; outputs writable.
+    let (raw_r, r) = unsafe {
+        (
+            lc_oc_category_sip(
+                engine,
+                message.as_ptr(),
+                message.len(),
+                &options,
+                raw.as_mut_ptr(),
+            ),
+            lc_oc_category_scanned(engine, scan.as_ptr(), &options, category.as_mut_ptr()),
+        )
+    };
+    if !options_ok {
+        let refused = (LC_RESULT_INVALID_ARGUMENT, LC_RESULT_INVALID_ARGUMENT);
+        assert_eq!((raw_r, r), refused);
+    } else if udp != LC_RESULT_OK {
+        let refused = (udp, LC_RESULT_INVALID_ARGUMENT);
+        assert_eq!((raw_r, r), refused, "a failed scan is refused");
+    } else {
+        assert_eq!((raw_r, r), (LC_RESULT_OK, LC_RESULT_OK));
+        // SAFETY: both written on success.
+        let (raw, category) = unsafe { (raw.assume_init(), category.assume_init()) };
+        assert_eq!(raw, category);
+    }
+    if r != LC_RESULT_OK {
+        assert!(untouched(&category), "an output written on a refused call");
+    }
+    let mut d = poisoned::<lc_decision>();
+    // SAFETY: `worker` is live and used by this thread only; as above.
+    let r = unsafe { lc_classify_scanned(worker, scan.as_ptr(), &options, d.as_mut_ptr()) };
+    if options_ok && udp == LC_RESULT_OK {
+        assert_eq!(r, LC_RESULT_OK);
+        // SAFETY: written on success.
+        let (has_ticket, ticket) = unsafe { ((*d.as_ptr()).has_ticket, (*d.as_ptr()).ticket) };
+        if has_ticket {
+            // SAFETY: `worker` is live; `ticket` came from this engine.
+            assert_eq!(unsafe { lc_complete(worker, &ticket) }, LC_RESULT_OK);
+        }
+    } else {
+        assert_eq!(r, LC_RESULT_INVALID_ARGUMENT);
+        assert!(untouched(&d), "an output written on a refused call");
+    }
+    let mut d = poisoned::<lc_decision>();
+    let mut category = poisoned::<lc_oc_category>();
+    // SAFETY: as above; `zeroed` is readable.
+    let (rc, rk) = unsafe {
+        (
+            lc_classify_scanned(worker, &zeroed, ptr::null(), d.as_mut_ptr()),
+            lc_oc_category_scanned(engine, &zeroed, ptr::null(), category.as_mut_ptr()),
+        )
+    };
+    assert_eq!((rc, rk), (LC_RESULT_INVALID_ARGUMENT, LC_RESULT_INVALID_ARGUMENT));
+    assert!(
+        untouched(&d) && untouched(&category),
+        "an output written on a refused call"
+    );
 }
 
 /// `lc_request.initial`, `has_time` and `known_dialog` from the drawn value's three low bytes
@@ -542,15 +640,15 @@ fn priority_peers(list: &[u8]) {
 /// The message through the detector and the scheduler; a drawn class pushed and a drawn
 /// discipline configured on the side.
 fn prsm(message: &[u8], class: u32, discipline: u32) {
-    let config = lc_detector_config {
+    let detector_config = lc_detector_config {
         capacity: 64,
         t1_ns: 500_000_000,
         stripes: 2,
     };
     let mut detector: *mut lc_detector = ptr::null_mut();
-    // SAFETY: `config` and `detector` are valid places.
+    // SAFETY: `detector_config` and `detector` are valid places.
     assert_eq!(
-        unsafe { lc_detector_new(&config, &mut detector) },
+        unsafe { lc_detector_new(&detector_config, &mut detector) },
         LC_RESULT_OK
     );
     let config = lc_scheduler_config {
@@ -637,10 +735,42 @@ fn prsm(message: &[u8], class: u32, discipline: u32) {
     } else {
         assert_eq!(classes, [u32::MAX; 2]);
     }
-    // SAFETY: both came from their constructors and are freed once.
+    // The same copies through one scan, on a detector of its own: the same classes.
+    let mut scanned_detector: *mut lc_detector = ptr::null_mut();
+    let mut scan = poisoned::<lc_scanned_sip>();
+    // SAFETY: `config` and the detector are valid places; `message` is readable and unchanged
+    // while the scan is used; `scan` is writable.
+    let scan_r = unsafe {
+        let r = lc_detector_new(&detector_config, &mut scanned_detector);
+        assert_eq!(r, LC_RESULT_OK);
+        lc_sip_scan(message.as_ptr(), message.len(), scan.as_mut_ptr())
+    };
+    let mut scanned_classes = [u32::MAX; 2];
+    for (copy, now_ns) in [0u64, 500_000_000].into_iter().enumerate() {
+        // SAFETY: the detector is live; the scan was written by lc_sip_scan; the class is a
+        // valid place.
+        let class = &mut scanned_classes[copy];
+        let r = unsafe {
+            lc_detector_observe_scanned(scanned_detector, scan.as_ptr(), now_ns, class)
+        };
+        if scan_r != LC_RESULT_OK {
+            assert_eq!(r, LC_RESULT_INVALID_ARGUMENT, "a failed scan is refused");
+        }
+    }
+    assert_eq!(scanned_classes, classes);
+    if classes[0] != u32::MAX {
+        let mut forgotten = false;
+        // SAFETY: as above; `forgotten` is a valid place.
+        let r = unsafe {
+            lc_detector_forget_scanned(scanned_detector, scan.as_ptr(), &mut forgotten)
+        };
+        assert_eq!((r, forgotten), (LC_RESULT_OK, true));
+    }
+    // SAFETY: all came from their constructors and are freed once.
     unsafe {
         lc_scheduler_free(scheduler);
         lc_detector_free(detector);
+        lc_detector_free(scanned_detector);
     }
 }
 

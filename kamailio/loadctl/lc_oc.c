@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../core/config.h"
 #include "../../core/dprint.h"
 #include "../../core/globals.h"
 #include "../../core/ip_addr.h"
@@ -274,6 +275,34 @@ static void lc_oc_strip_request(sip_msg_t *msg)
 			msg, msg->via1->bstart, msg->via1->bsize, LC_OC_STRIP_REQUEST);
 }
 
+/* The category of a request from `origin` (lc_oc_category_sip's), from one
+ * scan shared by lc_oc_check() and lc_oc_forward(): a proxy that is a server
+ * upstream and a client downstream asks both about the same request. The scan
+ * reads a private copy of the message, since a scan borrows the bytes it read
+ * and the script may rewrite msg->buf in place in between (msg_apply_changes()
+ * keeps msg->id); it is taken again when the bytes differ. The origin is not
+ * kept: the script may set the dialog flag between the two calls. */
+static lc_result lc_oc_category_of(lc_engine *engine, sip_msg_t *msg,
+		const lc_sip_options *origin, lc_oc_category *cat)
+{
+	static char copy[BUF_SIZE];
+	static int copy_len = -1;
+	static lc_result scanned = LC_RESULT_EMPTY;
+	static lc_scanned_sip scan;
+
+	if(msg->len <= 0 || (size_t)msg->len > sizeof(copy))
+		return lc_oc_category_sip(engine, (const uint8_t *)msg->buf,
+				(size_t)msg->len, origin, cat);
+	if(copy_len != msg->len || memcmp(copy, msg->buf, (size_t)msg->len) != 0) {
+		memcpy(copy, msg->buf, (size_t)msg->len);
+		copy_len = msg->len;
+		scanned = lc_sip_scan((const uint8_t *)copy, (size_t)copy_len, &scan);
+	}
+	if(scanned != LC_RESULT_OK)
+		return scanned; /* the code lc_oc_category_sip gives the message */
+	return lc_oc_category_scanned(engine, &scan, origin, cat);
+}
+
 /* The hop of `dst` ("IP:PORT") at `now`: added if new when `add`, else only
  * found (a response or timeout from a destination never sent to takes no
  * cell). -1 when there is none: logged when the table is full. */
@@ -329,8 +358,7 @@ int ki_lc_oc_forward(sip_msg_t *msg, str *dst)
 	if(p == NULL)
 		return -4;
 	lc_msg_origin(msg, &origin);
-	r = lc_oc_category_sip(p->engine, (const uint8_t *)msg->buf,
-			(size_t)msg->len, &origin, &cat);
+	r = lc_oc_category_of(p->engine, msg, &origin, &cat);
 	if(r != LC_RESULT_OK) {
 		LM_ERR("lc_oc_forward(): %s\n", lc_result_text(r));
 		return -4;
@@ -503,9 +531,7 @@ int ki_lc_oc_check(sip_msg_t *msg)
 	if(p == NULL)
 		return -4;
 	lc_msg_origin(msg, &origin);
-	if(lc_oc_category_sip(p->engine, (const uint8_t *)msg->buf,
-			   (size_t)msg->len, &origin, &cat)
-			!= LC_RESULT_OK)
+	if(lc_oc_category_of(p->engine, msg, &origin, &cat) != LC_RESULT_OK)
 		return -4;
 	if(cat == LC_OC_CATEGORY_NONE)
 		return 1; /* ACK, CANCEL: part of a transaction already admitted */

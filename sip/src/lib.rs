@@ -231,7 +231,8 @@ pub fn trim(b: &[u8]) -> &[u8] {
 /// the end of the input without a line end.
 fn line(input: &[u8], at: usize) -> Option<(&[u8], usize)> {
     let rest = &input[at..];
-    let lf = rest.iter().position(|&b| b == b'\n')?;
+    // Vectorised: a byte loop here was half of a scan's instructions.
+    let lf = memchr::memchr(b'\n', rest)?;
     let content = &rest[..lf];
     let content = content.strip_suffix(b"\r").unwrap_or(content);
     Some((content, at + lf + 1))
@@ -253,25 +254,26 @@ enum Known {
 }
 
 fn known(name: &[u8]) -> Known {
-    let eq = |s: &str| name.eq_ignore_ascii_case(s.as_bytes());
-    if eq("from") || eq("f") {
-        Known::From
-    } else if eq("to") || eq("t") {
-        Known::To
-    } else if eq("p-asserted-identity") {
-        Known::Pai
-    } else if eq("event") || eq("o") {
-        Known::Event
-    } else if eq("call-id") || eq("i") {
-        Known::CallId
-    } else if eq("cseq") {
-        Known::CSeq
-    } else if eq("via") || eq("v") {
-        Known::Via
-    } else if eq("resource-priority") {
-        Known::ResourcePriority
-    } else {
-        Known::Other
+    // By length first: each header line costs one comparison, not up to sixteen.
+    let is = |s: &str| name.eq_ignore_ascii_case(s.as_bytes());
+    match name.len() {
+        1 => match name[0].to_ascii_lowercase() {
+            b'f' => Known::From,
+            b't' => Known::To,
+            b'o' => Known::Event,
+            b'i' => Known::CallId,
+            b'v' => Known::Via,
+            _ => Known::Other,
+        },
+        2 if is("to") => Known::To,
+        3 if is("via") => Known::Via,
+        4 if is("from") => Known::From,
+        4 if is("cseq") => Known::CSeq,
+        5 if is("event") => Known::Event,
+        7 if is("call-id") => Known::CallId,
+        17 if is("resource-priority") => Known::ResourcePriority,
+        19 if is("p-asserted-identity") => Known::Pai,
+        _ => Known::Other,
     }
 }
 
@@ -289,20 +291,24 @@ pub fn scan<'a>(input: &'a [u8]) -> Result<SipRequest<'a>, SipError> {
     if request_line.starts_with(b"SIP/") {
         return Err(SipError::NotARequest);
     }
-    let text = std::str::from_utf8(request_line).map_err(|_| SipError::BadRequestLine)?;
-    let mut parts = text.split(' ');
-    let (Some(method), Some(request_uri), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(SipError::BadRequestLine);
-    };
+    // `METHOD SP Request-URI SP SIP/2.0`, split as bytes (a `str` split cost a tenth of the
+    // scan); the method is a token and the version ASCII, so only the URI needs a UTF-8 check.
+    let split = |b: &'a [u8]| memchr::memchr(b' ', b).map(|sp| (&b[..sp], &b[sp + 1..]));
+    let (method, rest) = split(request_line).ok_or(SipError::BadRequestLine)?;
+    let (request_uri, version) = split(rest).ok_or(SipError::BadRequestLine)?;
     let method_ok = !method.is_empty()
         && method
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-.!%*_+`'~".contains(&b));
-    if !method_ok || request_uri.is_empty() || !version.eq_ignore_ascii_case("SIP/2.0") {
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.!%*_+`'~".contains(b));
+    if !method_ok || request_uri.is_empty() || !version.eq_ignore_ascii_case(b"SIP/2.0") {
         return Err(SipError::BadRequestLine);
     }
+    let (Ok(method), Ok(request_uri)) = (
+        std::str::from_utf8(method),
+        std::str::from_utf8(request_uri),
+    ) else {
+        return Err(SipError::BadRequestLine);
+    };
     // Per known header: the first line's value and where the line after it starts.
     let mut fields: [Option<(&[u8], usize)>; 8] = [None; 8];
     // The header being read, to extend over folds: (field slot, value start, value end, end
@@ -345,16 +351,19 @@ pub fn scan<'a>(input: &'a [u8]) -> Result<SipRequest<'a>, SipError> {
             continue;
         }
         commit(&mut fields, current, input)?;
+        // A plain loop: the colon comes after a few bytes, before memchr's set-up would pay off.
         let colon = l
             .iter()
             .position(|&b| b == b':')
             .ok_or(SipError::BadHeader)?;
         // White space may separate the name from the colon (HCOLON, RFC 3261 §25.1).
         let name = trim(&l[..colon]);
-        if name.is_empty() || name.iter().any(|b| b.is_ascii_whitespace()) {
+        let kind = known(name);
+        // A known name is neither empty nor holds white space: only the others are looked at.
+        if kind == Known::Other && (name.is_empty() || name.iter().any(u8::is_ascii_whitespace)) {
             return Err(SipError::BadHeader);
         }
-        let slot = match known(name) {
+        let slot = match kind {
             Known::From => Some(0),
             Known::To => Some(1),
             Known::Pai => Some(2),
@@ -498,6 +507,10 @@ impl<'a> Iterator for HeaderLines<'a> {
 
 /// The part of a comma-separated header value before the first comma outside quotes and `<>`.
 fn top_value(v: &[u8]) -> &[u8] {
+    // Most values (a Via with one via-parm) hold no comma at all: one search settles them.
+    if memchr::memchr(b',', v).is_none() {
+        return v;
+    }
     let (mut quoted, mut angle) = (false, false);
     let mut i = 0;
     while i < v.len() {
@@ -523,11 +536,9 @@ fn params_start(v: &[u8]) -> usize {
         match v[i] {
             b'\\' if quoted => i += 1,
             b'"' => quoted = !quoted,
+            // Display names are a few bytes, the URI is longer: memchr finds its end.
             b'<' if !quoted => {
-                return v[i..]
-                    .iter()
-                    .position(|&b| b == b'>')
-                    .map_or(v.len(), |e| i + e + 1);
+                return memchr::memchr(b'>', &v[i..]).map_or(v.len(), |e| i + e + 1);
             }
             b';' if !quoted => return i,
             _ => {}

@@ -134,11 +134,24 @@ impl<'r> Request<'r> {
         time: Option<Time>,
     ) -> Self {
         use crate::sip::uri_part;
+        Self::from_sip_with_uris(sip, uri_part(sip.from), uri_part(sip.to), transport, time)
+    }
+
+    /// [`Request::from_sip`], given the URIs of `sip.from` and `sip.to` (what
+    /// [`crate::sip::uri_part`] finds in each): for a caller that builds several requests from
+    /// one scan and finds them once, as the C ABI's scanned message does.
+    pub fn from_sip_with_uris(
+        sip: &crate::sip::SipRequest<'r>,
+        from: Option<&'r str>,
+        to: Option<&'r str>,
+        transport: Transport,
+        time: Option<Time>,
+    ) -> Self {
         Request {
             method: sip.method,
             identities: Identities {
-                from: uri_part(sip.from),
-                to: uri_part(sip.to),
+                from,
+                to,
                 request_uri: Some(sip.request_uri),
                 p_asserted_identity: sip.p_asserted_identity,
                 target: None,

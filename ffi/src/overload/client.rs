@@ -2,6 +2,7 @@
 //! the decision), RFC 7339 / RFC 7415's client.
 
 use super::*;
+use crate::scanned::Scan;
 
 /// Client settings. Get the defaults (RFC 7415's suggested values) with
 /// `lc_oc_client_config_default` and change what you need.
@@ -634,19 +635,52 @@ pub unsafe extern "C" fn lc_oc_category_sip(
         let e = try_ref!(engine);
         let bytes = try_slice!(msg, len);
         // SAFETY: NULL or readable by contract.
-        let (peer, transport) = try_!(crate::worker::Peer::of_options(unsafe { options.as_ref() }));
+        let origin = try_!(crate::worker::Peer::of_options(unsafe { options.as_ref() }));
         let category = try_out!(category);
         let scanned = try_!(sip::scan(bytes).map_err(sip_error_detail));
-        let request = peer.apply(loadctl::runtime::Request::from_sip(
-            &scanned, transport, None,
-        ));
-        category.write(
-            match Category::of(&request, &e.engine.config().exemptions) {
-                None => LC_OC_CATEGORY_NONE,
-                Some(Category::Reducible) => LC_OC_CATEGORY_REDUCIBLE,
-                Some(Category::Priority) => LC_OC_CATEGORY_PRIORITY,
-            },
-        );
+        category.write(category_of(e, &Scan::new(scanned), origin));
         Code::Ok
     })
+}
+
+/// The category of a request `lc_sip_scan` scanned, written to `*category`: the same as
+/// `lc_oc_category_sip` gives the same message with the same `options` (NULL: an unknown
+/// origin), without scanning it again. Bad options get `LC_RESULT_INVALID_ARGUMENT`, and so
+/// does a `scanned` that holds no successful scan (zeroed, or its `lc_sip_scan` failed).
+///
+/// # Safety
+/// `engine` from `lc_engine_new`; `scanned` filled by `lc_sip_scan`, its message unchanged and
+/// readable (see `lc_scanned_sip`); `options` NULL or readable; `category` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_oc_category_scanned(
+    engine: *const lc_engine,
+    scanned: *const crate::scanned::lc_scanned_sip,
+    options: *const crate::worker::lc_sip_options,
+    category: *mut lc_oc_category,
+) -> lc_result {
+    boundary(|| {
+        let e = try_ref!(engine);
+        // SAFETY: NULL or readable by contract.
+        let origin = try_!(crate::worker::Peer::of_options(unsafe { options.as_ref() }));
+        let category = try_out!(category);
+        // SAFETY: NULL or filled by lc_sip_scan, its message kept, by contract.
+        let scan = try_!(unsafe { crate::scanned::load(scanned) });
+        category.write(category_of(e, &scan, origin));
+        Code::Ok
+    })
+}
+
+/// The `LC_OC_CATEGORY_*` of a scanned request from `origin` (the checked options) under
+/// `engine`'s exemptions.
+fn category_of(
+    engine: &lc_engine,
+    scanned: &Scan<'_>,
+    (peer, transport): (crate::worker::Peer, loadctl::runtime::Transport),
+) -> lc_oc_category {
+    let request = peer.apply(scanned.request(transport, None));
+    match Category::of(&request, &engine.engine.config().exemptions) {
+        None => LC_OC_CATEGORY_NONE,
+        Some(Category::Reducible) => LC_OC_CATEGORY_REDUCIBLE,
+        Some(Category::Priority) => LC_OC_CATEGORY_PRIORITY,
+    }
 }

@@ -137,11 +137,19 @@ pub unsafe extern "C" fn lc_detector_free(detector: *mut lc_detector) {
     let _ = boundary(|| unsafe { crate::free_box(detector) });
 }
 
-/// The transaction key of a raw request: scan errors get their `LC_RESULT_SIP_*` code, a
-/// request without a usable top Via `LC_RESULT_SIP_MISSING_VIA` / `LC_RESULT_SIP_BAD_VIA`.
+/// The transaction key of a raw request: scan errors get their `LC_RESULT_SIP_*` code, then
+/// as [`key_of_scanned`].
 fn key_of_sip(d: &RetransmissionDetector, msg: &[u8]) -> Result<TransactionKey, Code> {
-    let request = sip::scan(msg).map_err(sip_error_detail)?;
-    d.key(&request).map_err(key_error)
+    key_of_scanned(d, &sip::scan(msg).map_err(sip_error_detail)?)
+}
+
+/// The transaction key of a scanned request: one without a usable top Via gets
+/// `LC_RESULT_SIP_MISSING_VIA` / `LC_RESULT_SIP_BAD_VIA`.
+fn key_of_scanned(
+    d: &RetransmissionDetector,
+    request: &sip::SipRequest<'_>,
+) -> Result<TransactionKey, Code> {
+    d.key(request).map_err(key_error)
 }
 
 /// The transaction key of a caller-parsed request.
@@ -204,6 +212,33 @@ pub unsafe extern "C" fn lc_detector_observe_sip(
     })
 }
 
+/// As `lc_detector_observe_sip`, on a request `lc_sip_scan` scanned (the same key, class and
+/// errors for the same message, without scanning it again). `LC_RESULT_INVALID_ARGUMENT` for a
+/// `scanned` that holds no successful scan (zeroed, or its `lc_sip_scan` failed); nothing is
+/// recorded then.
+///
+/// # Safety
+/// `detector` from `lc_detector_new`, alive during the call; `scanned` filled by
+/// `lc_sip_scan`, its message unchanged and readable (see `lc_scanned_sip`); `request_class`
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_detector_observe_scanned(
+    detector: *const lc_detector,
+    scanned: *const lc_scanned_sip,
+    now_ns: u64,
+    request_class: *mut lc_class,
+) -> lc_result {
+    boundary(|| {
+        let d = &try_ref!(detector).detector;
+        let request_class = try_out!(request_class);
+        // SAFETY: NULL or filled by lc_sip_scan, its message kept, by contract.
+        let scan = try_!(unsafe { crate::scanned::load(scanned) });
+        let key = try_!(key_of_scanned(d, &scan.sip));
+        request_class.write(class_to_c(d.observe(key, now_ns)));
+        Code::Ok
+    })
+}
+
 /// As `lc_detector_observe_sip`, from the fields of the caller's own parser (see
 /// `lc_transaction_parts`). A `top_via` that is not `SIP/2.0/transport sent-by;params` gets
 /// `LC_RESULT_SIP_BAD_VIA`.
@@ -249,6 +284,30 @@ pub unsafe extern "C" fn lc_detector_forget_sip(
         let bytes = try_slice!(msg, len);
         let forgotten = try_out!(forgotten);
         let key = try_!(key_of_sip(d, bytes));
+        forgotten.write(d.forget(key));
+        Code::Ok
+    })
+}
+
+/// As `lc_detector_forget_sip`, on a request `lc_sip_scan` scanned. Errors as for
+/// `lc_detector_observe_scanned`.
+///
+/// # Safety
+/// `detector` from `lc_detector_new`, alive during the call; `scanned` filled by
+/// `lc_sip_scan`, its message unchanged and readable (see `lc_scanned_sip`); `forgotten`
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lc_detector_forget_scanned(
+    detector: *const lc_detector,
+    scanned: *const lc_scanned_sip,
+    forgotten: *mut bool,
+) -> lc_result {
+    boundary(|| {
+        let d = &try_ref!(detector).detector;
+        let forgotten = try_out!(forgotten);
+        // SAFETY: NULL or filled by lc_sip_scan, its message kept, by contract.
+        let scan = try_!(unsafe { crate::scanned::load(scanned) });
+        let key = try_!(key_of_scanned(d, &scan.sip));
         forgotten.write(d.forget(key));
         Code::Ok
     })

@@ -44,6 +44,7 @@ pub use detector::*;
 pub use scheduler::*;
 
 use crate::abi::FromC;
+use crate::scanned::lc_scanned_sip;
 use crate::worker::sip_error_detail;
 use crate::{Code, boundary, lc_result, lc_str};
 

@@ -141,9 +141,27 @@ fn raw_sip_and_parts_make_the_same_key() {
         assert!(!forgotten);
         assert_eq!(observe_sip(2, &mut class), crate::LC_RESULT_OK);
         assert_eq!(class, LC_CLASS_ORIGINAL);
+        // The scanned message makes the same key too.
+        let mut scanned = std::mem::MaybeUninit::<lc_scanned_sip>::uninit();
+        assert_eq!(
+            crate::scanned::lc_sip_scan(msg, len, scanned.as_mut_ptr()),
+            crate::LC_RESULT_OK
+        );
+        assert_eq!(
+            lc_detector_observe_scanned(d, scanned.as_ptr(), 3, &mut class),
+            crate::LC_RESULT_OK
+        );
+        assert_eq!(class, LC_CLASS_RETRANSMISSION);
+        assert_eq!(
+            lc_detector_forget_scanned(d, scanned.as_ptr(), &mut forgotten),
+            crate::LC_RESULT_OK
+        );
+        assert!(forgotten);
+        assert_eq!(observe_sip(4, &mut class), crate::LC_RESULT_OK);
+        assert_eq!(class, LC_CLASS_ORIGINAL);
         let mut st = lc_detector_counters::default();
         assert_eq!(lc_detector_stats(d, &mut st), crate::LC_RESULT_OK);
-        assert_eq!((st.originals, st.retransmissions, st.tracked), (2, 1, 1));
+        assert_eq!((st.originals, st.retransmissions, st.tracked), (3, 2, 1));
         lc_detector_free(d);
     }
 }
@@ -170,6 +188,16 @@ fn via_errors_have_their_own_codes() {
             assert_eq!(r, expected);
             let text = std::ffi::CStr::from_ptr(crate::lc_result_text(r));
             assert!(!text.to_bytes().is_empty());
+            // Scanned: the Via is the detector's business, so only the response fails to scan.
+            let mut scanned = std::mem::MaybeUninit::<lc_scanned_sip>::uninit();
+            let r = crate::scanned::lc_sip_scan(msg.as_ptr(), msg.len(), scanned.as_mut_ptr());
+            if expected == crate::LC_RESULT_SIP_NOT_A_REQUEST {
+                assert_eq!(r, expected);
+                continue;
+            }
+            assert_eq!(r, crate::LC_RESULT_OK);
+            let r = lc_detector_observe_scanned(d, scanned.as_ptr(), 0, &mut class);
+            assert_eq!(r, expected);
         }
         assert_eq!(class, u32::MAX, "no output on error");
         lc_detector_free(d);
