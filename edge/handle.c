@@ -4,7 +4,8 @@
  * validate.c: 400/416/420/482/483, or dropped when no usable Via routes an answer), shown to
  * the retransmission detector (a retransmission whose original's decision is remembered gets
  * it again, memory.c) and, with overload control, to the server side (oc.c), then classified
- * with lc_classify_sip_opts, with the transport it came on and the next hop as its target
+ * from one scan (lc_sip_scan: the detector, the overload category and lc_classify_scanned),
+ * with the transport it came on and the next hop as its target
  * entity (`sip:IP:PORT` of --next-hop, where the edge forwards it), so rules with a
  * `target-sip-entity` naming the next hop apply (RFC 7200 §5.3.3); rules without one apply
  * whatever the target. Emergency requests (urn:service:sos…, RFC 5031) and requests whose
@@ -93,10 +94,15 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
      * decision is remembered. ACK and CANCEL are classified as before (exempt). */
     int ack_or_cancel = is_ack || (len >= 7 && strncmp(msg, "CANCEL ", 7) == 0);
     uint64_t now = now_ns();
+    /* One scan for the detector, the overload category and classification; it points into
+     * msg, which stays as it is until lc_classify_scanned. A message that does not scan is
+     * refused by each of the three (not observed, no category, malformed), as before. */
+    lc_scanned_sip scan;
+    (void)lc_sip_scan((const uint8_t *)msg, len, &scan);
     lc_class cls = LC_CLASS_ORIGINAL;
     decided_t *dm = NULL; /* this transaction's slot of the decision memory (NULL: not observed) */
     unsigned long dk = 0;
-    if (!ack_or_cancel && lc_detector_observe_sip(w->e->det, (const uint8_t *)msg, len, now, &cls) == LC_RESULT_OK) {
+    if (!ack_or_cancel && lc_detector_observe_scanned(w->e->det, &scan, now, &cls) == LC_RESULT_OK) {
         dk = decision_key(msg, len);
         dm = decision_slot(w->decided, dk);
         if (cls == LC_CLASS_RETRANSMISSION) BUMP(w->c.retransmissions);
@@ -120,7 +126,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     lc_oc_category oc_cat = LC_OC_CATEGORY_NONE;
     if (w->e->oc) {
         lc_oc_category cat = LC_OC_CATEGORY_NONE;
-        lc_result cr = lc_oc_category_sip(w->e->engine, (const uint8_t *)msg, len, &o, &cat);
+        lc_result cr = lc_oc_category_scanned(w->e->engine, &scan, &o, &cat);
         oc_exempt = cr == LC_RESULT_OK && cat == LC_OC_CATEGORY_NONE;
         if (cr == LC_RESULT_OK && cat != LC_OC_CATEGORY_NONE) {
             char key[32];
@@ -160,7 +166,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     /* The next hop this edge forwards to (every request goes there): rules whose
      * target-sip-entity names it apply. */
     o.target = cstr(w->e->next_hop_uri);
-    lc_result r = lc_classify_sip_opts(w->lw, (const uint8_t *)msg, len, &o, &d);
+    lc_result r = lc_classify_scanned(w->lw, &scan, &o, &d);
     if (r != LC_RESULT_OK) {
         BUMP(w->c.malformed);
         record_decision(dm, dk, DM_NONE, 0, now);
