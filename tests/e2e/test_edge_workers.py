@@ -63,6 +63,18 @@ def spread(c: Checks, proc, workers: int, family: str = "edge_worker_datagrams_t
     c.that(all(n > 0 for n in per) and extra is None, f"{workers} worker(s), {family} of each: {per}")
 
 
+def rate_held(c: Checks, ts: list, r: float) -> None:
+    """The rule's GCRA bound in any second and its rate after the first, at the next hop."""
+    c.that(len(ts) > 100, f"{len(ts)} INVITEs reached the next hop")
+    if len(ts) > 100:
+        worst = max_in_window(ts, 1.0)
+        bound = int(r * (1.0 + TAU_S)) + 1
+        c.that(worst <= bound, f"at most {worst} INVITEs in any 1 s at the next hop (bound r·(1 s + τ) + 1 = {bound})")
+        start, end = ts[0] + 1.0, ts[-1]
+        rate = (count_in(ts, start, end) - 1) / (end - start) if end > start else 0.0
+        c.that(abs(rate - r) <= 0.03 * r, f"{rate:.2f}/s admitted after the first second, expected {r:g}/s ± 3 %")
+
+
 def rate_across_workers(run: Run, workers: int) -> Checks:
     c = Checks(f"rate_across_workers --workers {workers}: SIPp at 60 calls/s, a port per call, rule 20/s")
     r, offered, calls = 20.0, 60, 600
@@ -79,14 +91,7 @@ def rate_across_workers(run: Run, workers: int) -> Checks:
     uac.wait(timeout=60)
     ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
     out = invite_outcomes(SippOutputs(uac.cwd))
-    c.that(len(ts) > 100, f"{len(ts)} INVITEs reached the next hop")
-    if len(ts) > 100:
-        worst = max_in_window(ts, 1.0)
-        bound = int(r * (1.0 + TAU_S)) + 1
-        c.that(worst <= bound, f"at most {worst} INVITEs in any 1 s at the next hop (bound r·(1 s + τ) + 1 = {bound})")
-        start, end = ts[0] + 1.0, ts[-1]
-        rate = (count_in(ts, start, end) - 1) / (end - start) if end > start else 0.0
-        c.that(abs(rate - r) <= 0.03 * r, f"{rate:.2f}/s admitted after the first second, expected {r:g}/s ± 3 %")
+    rate_held(c, ts, r)
     invites = out["invites"]
     c.that(invites == calls and out["answered_200"] + out["rejected_503"] == calls and out["failed_calls"] == 0,
            f"every call answered 200 or 503: {out['answered_200']} + {out['rejected_503']} of {invites}, {out['failed_calls']} failed")
@@ -190,14 +195,7 @@ def tcp_across_workers(run: Run, workers: int) -> Checks:
     uac.wait(timeout=60)
     ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
     out = invite_outcomes(SippOutputs(uac.cwd))
-    c.that(len(ts) > 100, f"{len(ts)} INVITEs reached the next hop")
-    if len(ts) > 100:
-        worst = max_in_window(ts, 1.0)
-        bound = int(r * (1.0 + TAU_S)) + 1
-        c.that(worst <= bound, f"at most {worst} INVITEs in any 1 s at the next hop (bound r·(1 s + τ) + 1 = {bound})")
-        start, end = ts[0] + 1.0, ts[-1]
-        rate = (count_in(ts, start, end) - 1) / (end - start) if end > start else 0.0
-        c.that(abs(rate - r) <= 0.03 * r, f"{rate:.2f}/s admitted after the first second, expected {r:g}/s ± 3 %")
+    rate_held(c, ts, r)
     c.that(out["invites"] == calls and out["answered_200"] + out["rejected_503"] == calls and out["failed_calls"] == 0,
            f"every call answered 200 or 503: {out['answered_200']} + {out['rejected_503']} of {out['invites']}, {out['failed_calls']} failed")
     stats = edge_stats(edge)
