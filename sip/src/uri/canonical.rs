@@ -2,8 +2,8 @@
 
 use super::escape::{decode_into, decode_lower_into, extend_lower};
 use super::numbers::{
-    Number, SipUserNumbers, UserNumber, normalize_number, tel_params_into, user_is_phone,
-    user_number,
+    Number, SipUserNumbers, UserNumber, normalize_number, push_number, tel_params_into,
+    user_is_phone, user_number,
 };
 use super::{Params, UriRef, split_byte};
 
@@ -143,8 +143,12 @@ pub fn canonicalize_noting<'b, 'a>(
         // Work area after the key: decoded number, then digits, then context.
         buf.extend_from_slice(b"tel:");
         let digits_start = buf.len();
-        append(raw_number, buf);
-        let global = normalize_number(buf, digits_start);
+        let global = if escaped {
+            decode_into(raw_number, buf);
+            normalize_number(buf, digits_start)
+        } else {
+            push_number(raw_number.as_bytes(), buf)
+        };
         let digits = digits_start + usize::from(global)..buf.len();
         // RFC 3966 §4: every parameter counts, in any order; a global number has no context.
         let mut context = tel_params_into(params, buf).filter(|_| !global);

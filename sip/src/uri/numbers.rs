@@ -16,14 +16,67 @@ pub(super) fn normalize_number(buf: &mut Vec<u8>, start: usize) -> bool {
     let first_digit = start + usize::from(global);
     let mut w = first_digit;
     for r in first_digit..buf.len() {
-        let b = buf[r];
-        if !is_visual_separator(b) {
-            buf[w] = b.to_ascii_uppercase();
+        if let Some(c) = number_byte(buf[r]) {
+            buf[w] = c;
             w += 1;
         }
     }
     buf.truncate(w);
     global
+}
+
+/// A byte of a telephone number in canonical form: none for a visual separator, others
+/// upper-cased.
+#[inline]
+fn number_byte(b: u8) -> Option<u8> {
+    (!is_visual_separator(b)).then_some(b.to_ascii_uppercase())
+}
+
+/// Appends the telephone number `raw` (without %-escapes) to `buf` as [`normalize_number`]
+/// leaves it; returns whether it is global. Numbers are mostly runs of decimal digits, which
+/// move eight at a time: a word is copied whole and as many of its bytes kept as lead with
+/// digits (the output is a separate slice, so what is copied past them is only overwritten).
+#[inline]
+pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> bool {
+    let start = buf.len();
+    // Room for the number: the output is never longer than `raw`.
+    buf.extend_from_slice(raw);
+    let out = &mut buf[start..];
+    let global = raw.first() == Some(&b'+');
+    let (mut r, mut w) = (usize::from(global), usize::from(global));
+    loop {
+        if let Some(word) = raw.get(r..r + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
+            out[w..w + 8].copy_from_slice(&word);
+            let digits = leading_decimal_digits(u64::from_le_bytes(word));
+            r += digits;
+            w += digits;
+            if digits == 8 {
+                continue;
+            }
+        }
+        let Some(&c) = raw.get(r) else {
+            break;
+        };
+        r += 1;
+        if let Some(c) = number_byte(c) {
+            out[w] = c;
+            w += 1;
+        }
+    }
+    buf.truncate(start + w);
+    global
+}
+
+/// How many of the bytes of `word` (little-endian) are decimal digits before the first one
+/// that is not (8 when all are). Byte-wise arithmetic that never carries into the next byte:
+/// `x = byte ^ '0'` is below 10 exactly for a digit, and `(x & 0x7f) + 0x76` reaches bit 7
+/// from 10 on (at most 0xf5); `x`'s own bit 7 catches the bytes from 0x80.
+#[inline]
+pub(super) fn leading_decimal_digits(word: u64) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let x = word ^ (u64::from(b'0') * ONES);
+    let not_digit = (((x & (0x7f * ONES)) + 0x76 * ONES) | x) & (0x80 * ONES);
+    (not_digit.trailing_zeros() / 8) as usize
 }
 
 /// A canonical telephone number.

@@ -1,4 +1,4 @@
-use super::numbers::user_number;
+use super::numbers::{self, user_number};
 use super::parse::parse_sip;
 use super::*;
 use proptest::prelude::*;
@@ -587,5 +587,45 @@ proptest! {
         let plain = format!("sip:{}{reserved}{}@example.com", &user[..i], &user[i..]);
         let esc = format!("sip:{}%{:02X}{}@example.com", &user[..i], reserved as u8, &user[i..]);
         prop_assert_ne!(key(&plain), key(&esc));
+    }
+}
+
+/// The word-at-a-time digit count agrees with a byte-by-byte one for every pair of byte values
+/// side by side in every position (the arithmetic must not carry from one byte to the next).
+#[test]
+fn leading_decimal_digits_counts_like_bytes() {
+    for a in 0..=255u8 {
+        for b in 0..=255u8 {
+            for split in 0..=8 {
+                let mut word = [b'7'; 8];
+                if split < 8 {
+                    word[split] = a;
+                }
+                if split + 1 < 8 {
+                    word[split + 1] = b;
+                }
+                let want = word.iter().take_while(|c| c.is_ascii_digit()).count();
+                let got = numbers::leading_decimal_digits(u64::from_le_bytes(word));
+                assert_eq!(got, want, "{word:?}");
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
+
+    /// Appending a number eight bytes at a time gives what normalising it in place gives.
+    #[test]
+    fn pushed_numbers_are_normalised_numbers(
+        prefix in "[a-z:]{0,5}",
+        number in "\\+?[0-9a-fA-F*#().-]{0,40}|[0-9]{0,30}|.{0,20}",
+    ) {
+        let mut pushed = prefix.clone().into_bytes();
+        let global = numbers::push_number(number.as_bytes(), &mut pushed);
+        let mut in_place = prefix.clone().into_bytes();
+        in_place.extend_from_slice(number.as_bytes());
+        prop_assert_eq!(global, numbers::normalize_number(&mut in_place, prefix.len()));
+        prop_assert_eq!(pushed, in_place);
     }
 }
