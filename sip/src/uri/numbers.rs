@@ -32,12 +32,13 @@ fn number_byte(b: u8) -> Option<u8> {
     (!is_visual_separator(b)).then_some(b.to_ascii_uppercase())
 }
 
-/// Appends the telephone number `raw` (without %-escapes) to `buf` as [`normalize_number`]
-/// leaves it; returns whether it is global. Numbers are mostly runs of decimal digits, which
-/// move eight at a time: a word is copied whole and as many of its bytes kept as lead with
-/// digits (the output is a separate slice, so what is copied past them is only overwritten).
+/// Appends the telephone number at the start of `raw` (without %-escapes), which ends at the
+/// first `;` or with `raw`, to `buf` as [`normalize_number`] leaves it; returns whether it is
+/// global and where it ends. Numbers are mostly runs of decimal digits, which move eight at a
+/// time: a word is copied whole and as many of its bytes kept as lead with digits (the output
+/// is a separate slice, so what is copied past them is only overwritten).
 #[inline]
-pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> bool {
+pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> (bool, usize) {
     let start = buf.len();
     // Room for the number: the output is never longer than `raw`.
     buf.extend_from_slice(raw);
@@ -54,7 +55,7 @@ pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> bool {
                 continue;
             }
         }
-        let Some(&c) = raw.get(r) else {
+        let Some(&c) = raw.get(r).filter(|&&c| c != b';') else {
             break;
         };
         r += 1;
@@ -64,7 +65,7 @@ pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> bool {
         }
     }
     buf.truncate(start + w);
-    global
+    (global, r)
 }
 
 /// How many of the bytes of `word` (little-endian) are decimal digits before the first one
@@ -195,18 +196,28 @@ pub(super) fn tel_params_into(
 /// that looks at the first bytes of each parameter and skips to the next `;`.
 #[inline]
 pub(super) fn user_is_phone(params: Params<'_>) -> bool {
+    // `| 0x20` folds exactly the upper-case letter onto each lower-case one, so on letters
+    // a word compare is `eq_ignore_ascii_case`.
+    let letters = |b: [u8; 4], word: &[u8; 4]| {
+        u32::from_le_bytes(b) | 0x2020_2020 == u32::from_le_bytes(*word)
+    };
     let mut rest = params.0.as_bytes();
     loop {
         if let Some((name, after)) = rest.split_first_chunk::<4>()
-            && name.eq_ignore_ascii_case(b"user")
+            && letters(*name, b"user")
         {
             match after.first() {
                 // A bare `user` is the first one: no value, not a number.
                 None | Some(b';') => return false,
                 Some(b'=') => {
-                    let value = &after[1..];
-                    let end = value.iter().position(|&c| c == b';').unwrap_or(value.len());
-                    return value[..end].eq_ignore_ascii_case(b"phone");
+                    return match after[1..].split_first_chunk::<5>() {
+                        Some(([p, h, o, n, e], end)) => {
+                            letters([*p, *h, *o, *n], b"phon")
+                                && *e | 0x20 == b'e'
+                                && matches!(end.first(), None | Some(b';'))
+                        }
+                        None => false,
+                    };
                 }
                 // `userx…`: another parameter.
                 _ => {}

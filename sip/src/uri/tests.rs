@@ -615,17 +615,38 @@ fn leading_decimal_digits_counts_like_bytes() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
 
-    /// Appending a number eight bytes at a time gives what normalising it in place gives.
+    /// Appending a number eight bytes at a time gives what normalising it in place gives, up
+    /// to its first `;`.
     #[test]
     fn pushed_numbers_are_normalised_numbers(
         prefix in "[a-z:]{0,5}",
-        number in "\\+?[0-9a-fA-F*#().-]{0,40}|[0-9]{0,30}|.{0,20}",
+        number in "\\+?[0-9a-fA-F*#().;-]{0,40}|[0-9]{0,30}|.{0,20}",
     ) {
         let mut pushed = prefix.clone().into_bytes();
-        let global = numbers::push_number(number.as_bytes(), &mut pushed);
+        let (global, end) = numbers::push_number(number.as_bytes(), &mut pushed);
+        prop_assert_eq!(end, number.find(';').unwrap_or(number.len()));
         let mut in_place = prefix.clone().into_bytes();
-        in_place.extend_from_slice(number.as_bytes());
+        in_place.extend_from_slice(&number.as_bytes()[..end]);
         prop_assert_eq!(global, numbers::normalize_number(&mut in_place, prefix.len()));
         prop_assert_eq!(pushed, in_place);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
+
+    /// The one-pass `user=phone` test is `Params::get("user")` compared with `phone`.
+    #[test]
+    fn user_is_phone_is_the_first_user_parameter(
+        params in proptest::collection::vec(
+            "(user|USER|uSeR|usex|users|use|U5ER|x)(=(phone|PHONE|pHoNe|phon|phones|tel|)|)", 0..4,
+        ),
+    ) {
+        let text = params.join(";");
+        let want = Params(&text)
+            .get("user")
+            .flatten()
+            .is_some_and(|v| v.eq_ignore_ascii_case("phone"));
+        prop_assert_eq!(numbers::user_is_phone(Params(&text)), want, "{}", text);
     }
 }
