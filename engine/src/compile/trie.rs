@@ -178,7 +178,7 @@ impl Node {
 
     /// Matches the label against `number` from `*i` on, advancing `*i`; false on a mismatch or
     /// when the number ends first.
-    #[inline]
+    #[inline(always)]
     fn label_matches(&self, number: &[u8], i: &mut usize) -> bool {
         for n in 0..usize::from(self.label_len) {
             let want = (self.label[n / 2] >> (4 * (n % 2))) & 0xf;
@@ -190,6 +190,18 @@ impl Node {
         true
     }
 }
+
+/// The number of bits set in each 10-bit child mask: `count_ones` is a dozen and a half
+/// instructions on the baseline x86-64 target (no `popcnt`), a table lookup one.
+static CHILDREN_BELOW: [u8; 1 << 10] = {
+    let mut t = [0; 1 << 10];
+    let mut m = 0;
+    while m < t.len() {
+        t[m] = (m as u32).count_ones() as u8;
+        m += 1;
+    }
+    t
+};
 
 /// Prefix → rule indices, packed for lookups.
 #[derive(Clone, Debug)]
@@ -233,8 +245,8 @@ impl DigitTrie {
         if node.mask & bit == 0 {
             return None;
         }
-        let k = (node.mask & (bit - 1)).count_ones();
-        self.nodes.get(node.first_child as usize + k as usize)
+        let k = CHILDREN_BELOW[usize::from(node.mask & (bit - 1))];
+        self.nodes.get(node.first_child as usize + usize::from(k))
     }
 
     /// Calls `found` with the entries of every stored prefix of `number` (shortest first).
