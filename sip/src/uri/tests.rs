@@ -650,3 +650,33 @@ proptest! {
         prop_assert_eq!(numbers::user_is_phone(Params(&text)), want, "{}", text);
     }
 }
+
+/// Lower-casing eight bytes at a time is `to_ascii_lowercase` on each, whatever the neighbours.
+#[test]
+fn lower_word_lowers_each_byte() {
+    for a in 0..=255u8 {
+        for b in 0..=255u8 {
+            let bytes = [a, b, b, a, a, b, a, b];
+            let got = super::escape::lower_word(u64::from_le_bytes(bytes)).to_le_bytes();
+            assert_eq!(got, bytes.map(|c| c.to_ascii_lowercase()), "{bytes:?}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    /// Appending lower-cased (word by word, the last word overlapping) is appending and then
+    /// `make_ascii_lowercase`, for every length.
+    #[test]
+    fn extend_lower_is_a_lower_cased_copy(
+        before in "[A-Za-z]{0,9}",
+        text in proptest::collection::vec(any::<u8>(), 0..40),
+    ) {
+        let mut out = before.clone().into_bytes();
+        super::escape::extend_lower(&text, &mut out);
+        let mut want = before.into_bytes();
+        want.extend(text.iter().map(u8::to_ascii_lowercase));
+        prop_assert_eq!(out, want);
+    }
+}
