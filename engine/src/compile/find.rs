@@ -46,24 +46,31 @@ impl CompiledPolicy {
             None => ([Parts::ALL; 4], [None, None, None, None, None], &mut unused),
         };
         let [lf, lt, lr, lp0, lp1] = keys;
+        // Fields whose index finds rules by host alone are probed before they are parsed.
+        let h = |slot: usize| (m.by_host_only[slot]).then(|| &m.index[slot]);
         if m.uses[0] {
             let text = ids.from.and_then(|v| header_text(v, 0));
-            view.fields[0][0] = field(text, (parts[0], m.numbers, &mut *unread), f0, kf, lf);
+            let how = (parts[0], m.numbers, &mut *unread);
+            view.fields[0][0] = field(text, how, f0, kf, lf, h(0));
         }
         if m.uses[1] {
             let text = ids.to.and_then(|v| header_text(v, 0));
-            view.fields[1][0] = field(text, (parts[1], m.numbers, &mut *unread), t0, kt, lt);
+            let how = (parts[1], m.numbers, &mut *unread);
+            view.fields[1][0] = field(text, how, t0, kt, lt, h(1));
         }
         if m.uses[2] {
             let text = ids.request_uri.map(bare_text);
-            view.fields[2][0] = field(text, (parts[2], m.numbers, &mut *unread), r0, kr, lr);
+            let how = (parts[2], m.numbers, &mut *unread);
+            view.fields[2][0] = field(text, how, r0, kr, lr, h(2));
         }
         if m.uses[3] {
             let mut values = ids.p_asserted_identity.values();
             let text = values.next().and_then(element_text);
-            view.fields[3][0] = field(text, (parts[3], m.numbers, &mut *unread), p0, kp0, lp0);
+            let how = (parts[3], m.numbers, &mut *unread);
+            view.fields[3][0] = field(text, how, p0, kp0, lp0, h(3));
             let text = values.next().and_then(element_text);
-            view.fields[3][1] = field(text, (parts[3], m.numbers, &mut *unread), p1, kp1, lp1);
+            let how = (parts[3], m.numbers, &mut *unread);
+            view.fields[3][1] = field(text, how, p1, kp1, lp1, h(3));
         }
         view
     }
@@ -183,6 +190,9 @@ impl CompiledPolicy {
             _ => [pai0, pai1],
         };
         fields[slot].iter_mut().zip(keys).any(|(entry, key)| {
+            if let LazyKey::Unread { .. } = key {
+                read_unread(entry, key, numbers);
+            }
             let Some(parts) = *entry else {
                 return false;
             };

@@ -5,7 +5,7 @@ use super::identity::*;
 use super::trie::{DigitTrie, TrieBuilder};
 use crate::hash::FxHashMap;
 use crate::policy::Field;
-use crate::uri::Canonical;
+use crate::uri::{self, Canonical};
 
 /// Where the anchors of one header field are indexed. Entries are
 /// `rule << ENTRY_RULE_SHIFT | method << 1 | sufficient` (see [`entry`]): `sufficient` says a hit
@@ -74,6 +74,31 @@ impl FieldIndexBuilder {
 }
 
 impl FieldIndex {
+    /// The index finds rules by the host alone (only `many` domains are in it): a URI whose
+    /// host it does not hold brings no candidate, whatever else the URI holds.
+    pub(super) fn by_host_only(&self) -> bool {
+        self.exact.is_empty()
+            && self.context.is_empty()
+            && self.global.is_empty()
+            && self.local.is_empty()
+    }
+
+    /// Whether the URI `text` may have a host of [`FieldIndex::domain`]: false only when
+    /// its host, read without parsing it ([`uri::peek_host`]), is not there. `buf` is scratch
+    /// space for a host to lower-case.
+    #[inline]
+    pub(super) fn knows_host(&self, text: &str, buf: &mut Vec<u8>) -> bool {
+        match uri::peek_host(text) {
+            Some((host, true)) => self.domain.contains_key(host),
+            Some((host, false)) => {
+                buf.clear();
+                buf.extend(host.iter().map(u8::to_ascii_lowercase));
+                self.domain.contains_key(&buf[..])
+            }
+            None => true,
+        }
+    }
+
     #[inline]
     pub(super) fn lookup(&self, c: &Canonical<'_, '_>, out: &mut Vec<u32>) {
         if !self.exact.is_empty()

@@ -219,6 +219,11 @@ impl Default for DigitTrie {
 }
 
 impl DigitTrie {
+    /// No prefix is stored.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.iter().all(|n| n.entries == NONE)
+    }
+
     #[inline]
     fn report(&self, node: &Node, found: &mut impl FnMut(&[u32])) {
         match node.entries {

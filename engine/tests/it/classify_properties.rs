@@ -560,6 +560,78 @@ proptest! {
     }
 }
 
+/// Rules where only `many` (with and without a domain, with excepts) look at From, in blocks
+/// that may also test the Request-URI's number, so the From index finds rules by host alone:
+/// `find_with` looks From's host up before parsing From, and a rule found through the
+/// Request-URI reads From on demand.
+fn host_only_policy_xml() -> impl Strategy<Value = String> {
+    let except = prop_oneof![
+        (0..3usize, 0..3usize)
+            .prop_map(|(u, d)| format!("<except id=\"sip:{}@{}\"/>", USERS[u], DOMAINS[d])),
+        (0..3usize).prop_map(|d| format!("<except domain=\"{}\"/>", DOMAINS[d])),
+    ];
+    let many = (
+        proptest::option::of(0..3usize),
+        proptest::collection::vec(except, 0..2),
+    )
+        .prop_map(|(d, ex)| {
+            let domain = d.map_or(String::new(), |d| format!(" domain=\"{}\"", DOMAINS[d]));
+            format!("<many{domain}>{}</many>", ex.concat())
+        });
+    let from = proptest::collection::vec(many, 1..3)
+        .prop_map(|ids| format!("<lc:from>{}</lc:from>", ids.concat()));
+    let ruri = (0..PREFIXES.len()).prop_map(|p| {
+        format!(
+            "<lc:request-uri><many-tel prefix=\"{}\"/></lc:request-uri>",
+            PREFIXES[p]
+        )
+    });
+    let block = (from, proptest::option::of(ruri))
+        .prop_map(|(from, ruri)| vec![from].into_iter().chain(ruri).collect::<Vec<_>>());
+    let rule = proptest::collection::vec(block, 1..3);
+    proptest::collection::vec(rule, 1..8).prop_map(|rules| {
+        rules
+            .into_iter()
+            .enumerate()
+            .map(|(i, sips)| {
+                format!(
+                    "<rule id=\"r{i}\"><conditions>{}</conditions><actions><lc:accept><lc:rate>1</lc:rate></lc:accept></actions></rule>",
+                    call_identity_xml(sips)
+                )
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1_000, ..ProptestConfig::default() })]
+
+    /// A From that only `many` read is looked up by its host before it is parsed, and parsed
+    /// on demand when a candidate found another way reads it: `find_with` finds the rule an
+    /// eager view and a scan find, for hosts the index holds and does not hold, in any case,
+    /// and for From values `uri::parse` refuses.
+    #[test]
+    fn from_read_by_host_alone_finds_the_same_rule(
+        rules in host_only_policy_xml(),
+        requests in proptest::collection::vec((mixed_value(), mixed_uri()), 1..20),
+    ) {
+        let policy = compiled(&rules);
+        let mut lazy = Scratch::default();
+        for (from, ruri) in &requests {
+            let ids = Identities {
+                from: Some(from),
+                request_uri: Some(ruri),
+                ..Identities::default()
+            };
+            let found = policy.find_with("INVITE", 0, &ids, &mut lazy);
+            let mut eager = Scratch::default();
+            let view = policy.view(&ids, &mut eager);
+            let scanned = (0..policy.len()).find(|&i| policy.check(i, "INVITE", 0, &view).is_ok());
+            prop_assert_eq!(found, scanned, "{} | {}\n{}", from, ruri, rules);
+        }
+    }
+}
+
 // ------------------------------------------------------------------ no allocation
 
 #[test]

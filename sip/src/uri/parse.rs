@@ -259,6 +259,86 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
     }
 }
 
+/// The host of the SIP or SIPS URI `text` as written, read without parsing `text`, and whether
+/// it holds no upper-case letter: when [`parse`] accepts `text`, this host lower-cased is the
+/// host of its canonical form ([`super::Canonical::host`]). `None` for other schemes and IPv6
+/// references: parse instead. A caller that only looks hosts up can tell a host it does not
+/// know from this alone, and parse (validate) only the URIs whose host it knows.
+///
+/// Why it agrees with [`parse`]: the host starts after the first `@` (after the scheme's colon
+/// when there is none; no `@` may appear unescaped in the user part, and an escape's two hex
+/// digits are no delimiter) and ends at the first `:`, `;` or `?` after that, or with the URI;
+/// a host that parses holds no `%` and no byte from `:` to `?`, so lower-casing is all that
+/// canonicalisation does to it.
+pub fn peek_host(text: &str) -> Option<(&[u8], bool)> {
+    let b = text.trim_ascii().as_bytes();
+    let Some((colon, Scheme::Sip | Scheme::Sips)) = known_scheme(b) else {
+        return None;
+    };
+    let rest = &b[colon + 1..];
+    let host = &rest[first_at(rest).map_or(0, |at| at + 1)..];
+    if host.first() == Some(&b'[') {
+        return None;
+    }
+    // Eight bytes a step: where the first byte from `:` to `?` is, and whether an upper-case
+    // letter comes before it (byte-wise sums on the low seven bits, which never carry).
+    let mut upper = 0;
+    let mut words = host.chunks_exact(8);
+    let mut i = 0;
+    for word in &mut words {
+        let w = u64::from_le_bytes([
+            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+        ]);
+        let low = w & !HIGH;
+        let at_least = |n: u64| low + (0x80 - n) * ONES;
+        let stop = at_least(u64::from(b':')) & !at_least(u64::from(b'?') + 1) & !w & HIGH;
+        let caps = at_least(u64::from(b'A')) & !at_least(u64::from(b'Z') + 1) & !w & HIGH;
+        if stop != 0 {
+            let below_stop = (stop & stop.wrapping_neg()) - 1;
+            upper |= caps & below_stop;
+            i += (stop.trailing_zeros() / 8) as usize;
+            return Some((&host[..i], upper == 0));
+        }
+        upper |= caps;
+        i += 8;
+    }
+    for &c in words.remainder() {
+        if matches!(c, b':'..=b'?') {
+            break;
+        }
+        upper |= u64::from(c.is_ascii_uppercase());
+        i += 1;
+    }
+    Some((&host[..i], upper == 0))
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Where the first `@` of `b` is: eight bytes a step (a zero byte of `word ^ '@'…` is an `@`;
+/// the borrow of the subtraction only ever marks bytes above the first zero, so the lowest
+/// mark is exact), then byte by byte.
+#[inline]
+fn first_at(b: &[u8]) -> Option<usize> {
+    let mut words = b.chunks_exact(8);
+    let mut i = 0;
+    for word in &mut words {
+        let w = u64::from_le_bytes([
+            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+        ]) ^ (u64::from(b'@') * ONES);
+        let zero = w.wrapping_sub(ONES) & !w & HIGH;
+        if zero != 0 {
+            return Some(i + (zero.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&c| c == b'@')
+        .map(|k| i + k)
+}
+
 /// Splits a SIP URI at the delimiters [`parse`] found, without scanning it again. An IPv6
 /// reference (whose colons are not a port's) takes [`parse_sip`].
 fn sip_from_delimiters<'a>(

@@ -680,3 +680,30 @@ proptest! {
         prop_assert_eq!(out, want);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 20_000, ..ProptestConfig::default() })]
+
+    /// A host read without parsing is the canonical host of every SIP URI that parses (and is
+    /// read for all of them but IPv6 references).
+    #[test]
+    fn peeked_hosts_are_canonical_hosts(
+        space in "[ \t]{0,1}",
+        scheme in "(sip|SIPS|sips|SiP|tel|x)",
+        rest in "[aB1:@;?=%.\\[\\]_F-]{0,24}|[a-z0-9+]{1,12}(@[A-Za-z0-9.-]{1,30})?(:[0-9]{1,5})?(;[a-z=]{1,8})?(\\?[a-z=@]{1,6})?",
+    ) {
+        let text = format!("{space}{scheme}:{rest}{space}");
+        let peeked = peek_host(&text);
+        if let Some((host, lower)) = peeked {
+            prop_assert_eq!(lower, !host.iter().any(u8::is_ascii_uppercase), "{}", text);
+        }
+        if let Ok(uri @ UriRef::Sip(s)) = parse(&text) {
+            prop_assert_eq!(peeked.is_some(), !s.host.starts_with('['), "{}", text);
+            let mut buf = Vec::new();
+            let c = canonicalize_parts(uri, &mut buf, Parts { host: true, ..Parts::default() });
+            if let Some((host, _)) = peeked {
+                prop_assert_eq!(Some(&host.to_ascii_lowercase()[..]), c.host, "{}", text);
+            }
+        }
+    }
+}
