@@ -46,8 +46,7 @@ impl CompiledPolicy {
             None => ([Parts::ALL; 4], [None, None, None, None, None], &mut unused),
         };
         let [lf, lt, lr, lp0, lp1] = keys;
-        // Fields whose index finds rules by host alone are probed before they are parsed.
-        let h = |slot: usize| (m.by_host_only[slot]).then(|| &m.index[slot]);
+        let h = |slot: usize| Some((&m.index[slot], m.probe[slot]));
         if m.uses[0] {
             let text = ids.from.and_then(|v| header_text(v, 0));
             let how = (parts[0], m.numbers, &mut *unread);

@@ -5,7 +5,7 @@ use super::identity::*;
 use super::trie::{DigitTrie, TrieBuilder};
 use crate::hash::FxHashMap;
 use crate::policy::Field;
-use crate::uri::{self, Canonical};
+use crate::uri::{self, Canonical, Parts, PeekedNumber, SipUserNumbers};
 
 /// Where the anchors of one header field are indexed. Entries are
 /// `rule << ENTRY_RULE_SHIFT | method << 1 | sufficient` (see [`entry`]): `sufficient` says a hit
@@ -74,28 +74,69 @@ impl FieldIndexBuilder {
 }
 
 impl FieldIndex {
-    /// The index finds rules by the host alone (only `many` domains are in it): a URI whose
-    /// host it does not hold brings no candidate, whatever else the URI holds.
-    pub(super) fn by_host_only(&self) -> bool {
-        self.exact.is_empty()
+    /// How the URIs of a field indexed here may be looked at before they are parsed, given
+    /// `parts`, the parts of its canonical form the policy reads on every request.
+    pub(super) fn probe(&self, parts: Parts) -> Probe {
+        let only = |p: Parts| parts == p;
+        let by_host = self.exact.is_empty()
             && self.context.is_empty()
             && self.global.is_empty()
-            && self.local.is_empty()
+            && self.local.is_empty();
+        let by_global_number = self.exact.is_empty()
+            && self.domain.is_empty()
+            && self.context.is_empty()
+            && self.local.is_empty();
+        if by_host
+            && only(Parts {
+                host: true,
+                ..Parts::default()
+            })
+        {
+            Probe::Host
+        } else if by_global_number
+            && only(Parts {
+                number: true,
+                ..Parts::default()
+            })
+        {
+            Probe::GlobalNumber
+        } else {
+            Probe::Parse
+        }
     }
 
-    /// Whether the URI `text` may have a host of [`FieldIndex::domain`]: false only when
-    /// its host, read without parsing it ([`uri::peek_host`]), is not there. `buf` is scratch
-    /// space for a host to lower-case.
+    /// Whether looking the URI `text` up here may find a rule: false only when what `probe`
+    /// reads of it without parsing it is not here (a host not in [`FieldIndex::domain`], no
+    /// number or a global number no prefix in [`FieldIndex::global`] starts). `buf` is scratch
+    /// space.
     #[inline]
-    pub(super) fn knows_host(&self, text: &str, buf: &mut Vec<u8>) -> bool {
-        match uri::peek_host(text) {
-            Some((host, true)) => self.domain.contains_key(host),
-            Some((host, false)) => {
-                buf.clear();
-                buf.extend(host.iter().map(u8::to_ascii_lowercase));
-                self.domain.contains_key(&buf[..])
-            }
-            None => true,
+    pub(super) fn may_find(
+        &self,
+        probe: Probe,
+        text: &str,
+        numbers: SipUserNumbers,
+        buf: &mut Vec<u8>,
+    ) -> bool {
+        match probe {
+            Probe::Parse => true,
+            Probe::Host => match uri::peek_host(text) {
+                Some((host, true)) => self.domain.contains_key(host),
+                Some((host, false)) => {
+                    buf.clear();
+                    buf.extend(host.iter().map(u8::to_ascii_lowercase));
+                    self.domain.contains_key(&buf[..])
+                }
+                None => true,
+            },
+            Probe::GlobalNumber => match uri::peek_number(text, numbers, buf) {
+                PeekedNumber::None => false,
+                PeekedNumber::Global => {
+                    let mut found = false;
+                    self.global.walk(&buf[1..], |_| found = true);
+                    found
+                }
+                PeekedNumber::Unsure => true,
+            },
         }
     }
 
@@ -132,6 +173,21 @@ impl FieldIndex {
             }
         }
     }
+}
+
+/// How a field's URIs are looked at before they are parsed ([`FieldIndex::probe`]): a URI
+/// whose index cannot find a rule by what is read of it brings no candidate, parsed or not,
+/// so it is parsed only when a candidate found through another field reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Probe {
+    /// Parsed: the field's index finds rules by more than the host or a global number.
+    Parse,
+    /// Only `many` look at the field (they read the host alone) and its index finds rules by
+    /// host alone: the host is read ([`uri::peek_host`]).
+    Host,
+    /// Only `many-tel` look at the field (they read the number alone) and its index finds
+    /// rules by global numbers alone: the number is read ([`uri::peek_number`]).
+    GlobalNumber,
 }
 
 /// The hot part of a rule for candidate checks.

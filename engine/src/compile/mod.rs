@@ -18,11 +18,12 @@
 //! policy reads on every request are written ([`crate::uri::Parts`]: the key when the field has
 //! exact ids in its index, the host when a `many` looks at it, the number when a `many-tel`
 //! does); the key a candidate's `one` or `except id` compares is built when first compared.
-//! A field that only `many` read, and whose index therefore finds rules by host alone, is
-//! first looked up by its host, read without parsing the URI ([`crate::uri::peek_host`]): a
-//! URI whose host the index does not hold can bring no candidate, so it is parsed only when a
-//! candidate found another way reads the field. [`CompiledPolicy::view`] (for `explain` and
-//! [`CompiledPolicy::check`]) builds everything.
+//! A field that only `many` read and whose index finds rules by host alone is first looked up
+//! by its host, read without parsing the URI ([`crate::uri::peek_host`]); one that only
+//! `many-tel` read and whose index finds rules by global numbers alone, by its number
+//! ([`crate::uri::peek_number`]). A URI its index cannot find a rule for that way can bring no
+//! candidate, so it is parsed only when a candidate found another way reads the field.
+//! [`CompiledPolicy::view`] (for `explain` and [`CompiledPolicy::check`]) builds everything.
 //!
 //! P-Asserted-Identity is a list that may span several header lines (RFC 3261 §7.3.1; RFC
 //! 3325 §9.1 allows one sip/sips and one tel identity): the view takes its first two values

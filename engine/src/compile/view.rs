@@ -1,7 +1,7 @@
 //! A request as the rule checks read it: its header values, cut out and canonicalised only
 //! when a candidate rule asks for them (the view), and the scratch space they are written to.
 
-use super::index::FieldIndex;
+use super::index::{FieldIndex, Probe};
 use crate::sip::HeaderValues;
 use crate::uri::{self, Canonical, Parts, SipUserNumbers};
 
@@ -82,8 +82,8 @@ pub(super) enum LazyKey<'b, 'r> {
     /// Not built yet: the URI's text (it parsed when the view was built) and where to build
     /// its canonical form, which then replaces the view's.
     Pending { text: &'r str, buf: &'b mut Vec<u8> },
-    /// The URI itself is not read yet ([`field`] found its host unknown to the field's index,
-    /// the only one the field has): its text and where its parts and key go.
+    /// The URI itself is not read yet ([`field`] found that the field's index cannot find a
+    /// rule for it): its text and where its parts and key go.
     Unread {
         text: &'r str,
         parts: Parts,
@@ -237,10 +237,10 @@ pub(crate) fn uri_canonical<'b, 'r>(
 /// it and there is a `key_buf`. `*unread` is set when the URI is a [`uri::unread_number`]
 /// (looked at when `parts` has the key or the number).
 ///
-/// With `hosts` (the field's index, which then finds rules by host alone, see
-/// [`FieldIndex::by_host_only`]) and a `key_buf`, a URI whose host the index does not hold is
-/// not parsed: it could bring no candidate, so it is left for a check that reads the field
-/// ([`read_unread`]), `key` saying how, and the view holds nothing for it.
+/// With `probe` (the field's index and how) and a `key_buf` (a lazy view), a URI that the index
+/// cannot find a rule for by what the probe reads of it without parsing it ([`FieldIndex::may_find`]) is not parsed: it could
+/// bring no candidate, so it is left for a check that reads the field ([`read_unread`]), `key`
+/// saying how, and the view holds nothing for it.
 #[inline]
 pub(super) fn field<'b, 'r>(
     text: Option<&'r str>,
@@ -248,11 +248,11 @@ pub(super) fn field<'b, 'r>(
     buf: &'b mut Vec<u8>,
     key_buf: Option<&'b mut Vec<u8>>,
     key: &mut LazyKey<'b, 'r>,
-    hosts: Option<&FieldIndex>,
+    probe: Option<(&FieldIndex, Probe)>,
 ) -> Option<Canonical<'b, 'r>> {
     let text = text?;
-    let key_buf = match (hosts, key_buf) {
-        (Some(index), Some(key_buf)) if !index.knows_host(text, buf) => {
+    let key_buf = match (probe, key_buf) {
+        (Some((index, probe)), Some(key_buf)) if !index.may_find(probe, text, numbers, buf) => {
             *key = LazyKey::Unread {
                 text,
                 parts,
@@ -290,7 +290,7 @@ pub(super) fn read_unread<'b, 'r>(
         key_buf,
     } = std::mem::replace(key, LazyKey::InView)
     {
-        // Left unread only with host-only parts, which never note an unread number.
+        // A URI that would note an unread number is never left unread.
         *entry = field(
             Some(text),
             (parts, numbers, &mut false),

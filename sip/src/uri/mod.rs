@@ -70,7 +70,7 @@ pub use params::{
     CanonicalParam, ENTITY_STRICT_PARAMS, STRICT_PARAMS, canonical_headers, canonical_params,
     params_and_headers_match, params_and_headers_match_with,
 };
-pub use parse::{HeaderUris, header_uris, parse, peek_host};
+pub use parse::{HeaderUris, PeekedNumber, header_uris, parse, peek_host, peek_number};
 
 /// Why a URI could not be parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

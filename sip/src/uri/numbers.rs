@@ -32,19 +32,30 @@ fn number_byte(b: u8) -> Option<u8> {
     (!is_visual_separator(b)).then_some(b.to_ascii_uppercase())
 }
 
+/// What [`push_number`] appended.
+pub(super) struct Pushed {
+    /// The number is global (`+`).
+    pub(super) global: bool,
+    /// Where in `raw` it ends (its first `;`, or the end).
+    pub(super) end: usize,
+    /// Every byte it kept after the `+` is a decimal digit.
+    pub(super) decimal: bool,
+}
+
 /// Appends the telephone number at the start of `raw` (without %-escapes), which ends at the
-/// first `;` or with `raw`, to `buf` as [`normalize_number`] leaves it; returns whether it is
-/// global and where it ends. Numbers are mostly runs of decimal digits, which move eight at a
-/// time: a word is copied whole and as many of its bytes kept as lead with digits (the output
-/// is a separate slice, so what is copied past them is only overwritten).
+/// first `;` or with `raw`, to `buf` as [`normalize_number`] leaves it. Numbers are mostly
+/// runs of decimal digits, which move eight at a time: a word is copied whole and as many of
+/// its bytes kept as lead with digits (the output is a separate slice, so what is copied past
+/// them is only overwritten).
 #[inline]
-pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> (bool, usize) {
+pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> Pushed {
     let start = buf.len();
     // Room for the number: the output is never longer than `raw`.
     buf.extend_from_slice(raw);
     let out = &mut buf[start..];
     let global = raw.first() == Some(&b'+');
     let (mut r, mut w) = (usize::from(global), usize::from(global));
+    let mut decimal = true;
     loop {
         if let Some(word) = raw.get(r..r + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
             out[w..w + 8].copy_from_slice(&word);
@@ -60,12 +71,17 @@ pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> (bool, usize) {
         };
         r += 1;
         if let Some(c) = number_byte(c) {
+            decimal &= c.is_ascii_digit();
             out[w] = c;
             w += 1;
         }
     }
     buf.truncate(start + w);
-    (global, r)
+    Pushed {
+        global,
+        end: r,
+        decimal,
+    }
 }
 
 /// How many of the bytes of `word` (little-endian) are decimal digits before the first one
@@ -193,7 +209,9 @@ pub(super) fn tel_params_into(
 
 /// The first parameter named `user` (any case) has the value `phone` (any case): RFC 3261
 /// §19.1.1's telephone-subscriber marker, as `params.get("user")` compares it, in one pass
-/// that looks at the first bytes of each parameter and skips to the next `;`.
+/// that looks at the first bytes of each parameter and skips to the next `;`. A `?` ends the
+/// parameters as their end does (parameters never hold one: there a SIP URI's headers begin),
+/// so the parameters of a URI not yet split at its `?` give the same answer.
 #[inline]
 pub(super) fn user_is_phone(params: Params<'_>) -> bool {
     // `| 0x20` folds exactly the upper-case letter onto each lower-case one, so on letters
@@ -208,13 +226,13 @@ pub(super) fn user_is_phone(params: Params<'_>) -> bool {
         {
             match after.first() {
                 // A bare `user` is the first one: no value, not a number.
-                None | Some(b';') => return false,
+                None | Some(b';' | b'?') => return false,
                 Some(b'=') => {
                     return match after[1..].split_first_chunk::<5>() {
                         Some(([p, h, o, n, e], end)) => {
                             letters([*p, *h, *o, *n], b"phon")
                                 && *e | 0x20 == b'e'
-                                && matches!(end.first(), None | Some(b';'))
+                                && matches!(end.first(), None | Some(b';' | b'?'))
                         }
                         None => false,
                     };
@@ -223,9 +241,9 @@ pub(super) fn user_is_phone(params: Params<'_>) -> bool {
                 _ => {}
             }
         }
-        match rest.iter().position(|&c| c == b';') {
-            Some(i) => rest = &rest[i + 1..],
-            None => return false,
+        match rest.iter().position(|&c| c == b';' || c == b'?') {
+            Some(i) if rest[i] == b';' => rest = &rest[i + 1..],
+            _ => return false,
         }
     }
 }

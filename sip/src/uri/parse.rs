@@ -2,6 +2,7 @@
 //! and the URIs of a header value.
 
 use super::escape::has_escape;
+use super::numbers::{SipUserNumbers, UserNumber, push_number, user_is_phone, user_number};
 use super::{Params, SipUri, TelUri, UriError, UriRef, split_byte};
 
 const PLAIN: u8 = 0;
@@ -276,7 +277,7 @@ pub fn peek_host(text: &str) -> Option<(&[u8], bool)> {
         return None;
     };
     let rest = &b[colon + 1..];
-    let host = &rest[first_at(rest).map_or(0, |at| at + 1)..];
+    let host = &rest[first_of(rest, b'@', b'@').map_or(0, |at| at + 1)..];
     if host.first() == Some(&b'[') {
         return None;
     }
@@ -312,30 +313,102 @@ pub fn peek_host(text: &str) -> Option<(&[u8], bool)> {
     Some((&host[..i], upper == 0))
 }
 
+/// What [`peek_number`] tells of a URI without parsing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeekedNumber {
+    /// If [`parse`] accepts the URI, its canonical form holds no number (and it is no
+    /// [`super::unread_number`]).
+    None,
+    /// If [`parse`] accepts the URI, its canonical number is global, with the digits written
+    /// into the caller's buffer.
+    Global,
+    /// It takes parsing to tell (a local number, %-escapes, an IPv6 reference, a user part
+    /// the setting leaves unread, another scheme).
+    Unsure,
+}
+
+/// The telephone number of the URI `text` as [`super::canonicalize_with`] reads it with
+/// `numbers`, found without parsing `text`: for [`PeekedNumber::Global`], `buf` (cleared
+/// first) holds `+` and the canonical digits. Like [`peek_host`], for a caller that only
+/// looks global numbers up: it parses only the URIs whose number it knows.
+///
+/// Why it agrees with [`parse`] and the canonical form: a `tel:` number runs to the first `;`;
+/// a SIP URI's user part (up to a `:` before its first `@`) is a number when the URI
+/// parameters (from the first `;` after the `@` to a `?`) hold `user=phone` (then up to its
+/// own first `;`), or when `numbers` reads it as one; every other URI of these schemes holds
+/// none. Escapes, which decoding could turn into digits, leave it unsure.
+pub fn peek_number(text: &str, numbers: SipUserNumbers, buf: &mut Vec<u8>) -> PeekedNumber {
+    buf.clear();
+    let text = text.trim_ascii();
+    let (colon, scheme) = match known_scheme(text.as_bytes()) {
+        Some(known) => known,
+        None => return PeekedNumber::Unsure,
+    };
+    let rest = &text[colon + 1..];
+    let number = match scheme {
+        Scheme::Tel => rest,
+        Scheme::Sip | Scheme::Sips => {
+            let Some(at) = first_of(rest.as_bytes(), b'@', b'@') else {
+                // No user part: no number.
+                return PeekedNumber::None;
+            };
+            let userinfo = &rest[..at];
+            let user =
+                first_of(userinfo.as_bytes(), b':', b':').map_or(userinfo, |c| &userinfo[..c]);
+            let hostpart = &rest[at + 1..];
+            if hostpart.starts_with('[') {
+                return PeekedNumber::Unsure;
+            }
+            // The URI parameters start at the first `;` unless a `?` comes first (user_is_phone
+            // stops at the `?` that ends them).
+            let params = match first_of(hostpart.as_bytes(), b';', b'?') {
+                Some(i) if hostpart.as_bytes()[i] == b';' => &hostpart[i + 1..],
+                _ => "",
+            };
+            if user_is_phone(Params(params)) {
+                user
+            } else {
+                match user_number(user) {
+                    None => return PeekedNumber::None,
+                    Some(UserNumber::Global) if numbers.reads(UserNumber::Global) => user,
+                    Some(_) => return PeekedNumber::Unsure,
+                }
+            }
+        }
+        Scheme::Other => return PeekedNumber::Unsure,
+    };
+    // Digits alone after the `+` (no escape to decode, nothing but digits for a walk).
+    if !number.starts_with('+') || !push_number(number.as_bytes(), buf).decimal {
+        return PeekedNumber::Unsure;
+    }
+    PeekedNumber::Global
+}
+
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
-/// Where the first `@` of `b` is: eight bytes a step (a zero byte of `word ^ '@'…` is an `@`;
-/// the borrow of the subtraction only ever marks bytes above the first zero, so the lowest
-/// mark is exact), then byte by byte.
+/// Where the first `x` or `y` (ASCII) of `b` is: eight bytes a step (a zero byte of
+/// `word ^ x…` is an `x`; the borrow of the subtraction only ever marks bytes above the first
+/// zero, so the lowest mark is exact), then byte by byte.
 #[inline]
-fn first_at(b: &[u8]) -> Option<usize> {
+fn first_of(b: &[u8], x: u8, y: u8) -> Option<usize> {
+    let zeros = |w: u64| w.wrapping_sub(ONES) & !w & HIGH;
     let mut words = b.chunks_exact(8);
     let mut i = 0;
     for word in &mut words {
         let w = u64::from_le_bytes([
             word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
-        ]) ^ (u64::from(b'@') * ONES);
-        let zero = w.wrapping_sub(ONES) & !w & HIGH;
-        if zero != 0 {
-            return Some(i + (zero.trailing_zeros() / 8) as usize);
+        ]);
+        let found = zeros(w ^ (u64::from(x) * ONES)) | zeros(w ^ (u64::from(y) * ONES));
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
         }
         i += 8;
     }
     words
         .remainder()
         .iter()
-        .position(|&c| c == b'@')
+        .position(|&c| c == x || c == y)
         .map(|k| i + k)
 }
 

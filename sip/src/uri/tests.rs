@@ -623,8 +623,11 @@ proptest! {
         number in "\\+?[0-9a-fA-F*#().;-]{0,40}|[0-9]{0,30}|.{0,20}",
     ) {
         let mut pushed = prefix.clone().into_bytes();
-        let (global, end) = numbers::push_number(number.as_bytes(), &mut pushed);
+        let numbers::Pushed { global, end, decimal } =
+            numbers::push_number(number.as_bytes(), &mut pushed);
         prop_assert_eq!(end, number.find(';').unwrap_or(number.len()));
+        let kept = &pushed[prefix.len() + usize::from(global)..];
+        prop_assert_eq!(decimal, kept.iter().all(u8::is_ascii_digit));
         let mut in_place = prefix.clone().into_bytes();
         in_place.extend_from_slice(&number.as_bytes()[..end]);
         prop_assert_eq!(global, numbers::normalize_number(&mut in_place, prefix.len()));
@@ -635,12 +638,14 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
 
-    /// The one-pass `user=phone` test is `Params::get("user")` compared with `phone`.
+    /// The one-pass `user=phone` test is `Params::get("user")` compared with `phone`, also on
+    /// parameters followed by a URI's `?` and headers.
     #[test]
     fn user_is_phone_is_the_first_user_parameter(
         params in proptest::collection::vec(
             "(user|USER|uSeR|usex|users|use|U5ER|x)(=(phone|PHONE|pHoNe|phon|phones|tel|)|)", 0..4,
         ),
+        headers in proptest::collection::vec("(user|user=phone|x=1|)", 0..3),
     ) {
         let text = params.join(";");
         let want = Params(&text)
@@ -648,6 +653,9 @@ proptest! {
             .flatten()
             .is_some_and(|v| v.eq_ignore_ascii_case("phone"));
         prop_assert_eq!(numbers::user_is_phone(Params(&text)), want, "{}", text);
+        // A URI's parameters not yet cut at the `?` of its headers give the same answer.
+        let uncut = format!("{text}?{}", headers.join(";"));
+        prop_assert_eq!(numbers::user_is_phone(Params(&uncut)), want, "{}", uncut);
     }
 }
 
@@ -703,6 +711,41 @@ proptest! {
             let c = canonicalize_parts(uri, &mut buf, Parts { host: true, ..Parts::default() });
             if let Some((host, _)) = peeked {
                 prop_assert_eq!(Some(&host.to_ascii_lowercase()[..]), c.host, "{}", text);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 20_000, ..ProptestConfig::default() })]
+
+    /// A number read without parsing is the canonical number of every URI that parses, under
+    /// every reading of SIP user parts; "none" means no number and nothing unread.
+    #[test]
+    fn peeked_numbers_are_canonical_numbers(
+        space in "[ \t]{0,1}",
+        scheme in "(sip|SIPS|sips|tel|TEL|urn)",
+        user in "\\+?[0-9().-]{0,10}|[a-z0-9+%;=:]{0,8}|\\+1%32|\\+1;isub=2",
+        host in "@[a-z.]{1,8}|@\\[::1\\]|",
+        params in "(;user=phone|;USER=Phone|;user=ip|;x=1|;phone-context=\\+1|)(;lr|)(\\?a=b;user=phone|)",
+        numbers in proptest::sample::select(&SipUserNumbers::ALL[..]),
+    ) {
+        let text = format!("{space}{scheme}:{user}{host}{params}{space}");
+        let mut digits = Vec::new();
+        let peeked = peek_number(&text, numbers, &mut digits);
+        if let Ok(uri) = parse(&text) {
+            let (mut buf, mut unread) = (Vec::new(), false);
+            let parts = Parts { number: true, ..Parts::default() };
+            let c = canonicalize_noting(uri, &mut buf, parts, numbers, &mut unread);
+            match peeked {
+                PeekedNumber::None => prop_assert!(c.number.is_none() && !unread, "{}", text),
+                PeekedNumber::Global => {
+                    let n = c.number.expect("a number");
+                    prop_assert!(n.global && !unread, "{}", text);
+                    prop_assert_eq!(&digits[..1], b"+");
+                    prop_assert_eq!(&digits[1..], n.digits, "{}", text);
+                }
+                PeekedNumber::Unsure => {}
             }
         }
     }
