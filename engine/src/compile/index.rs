@@ -128,12 +128,14 @@ impl FieldIndex {
                 }
                 None => true,
             },
-            Probe::GlobalNumber => match uri::peek_number(text, numbers, buf) {
+            Probe::GlobalNumber => match uri::peek_number(text, numbers) {
                 PeekedNumber::None => false,
-                PeekedNumber::Global => {
+                PeekedNumber::Global(written) => {
                     let mut found = false;
-                    self.global.walk(&buf[1..], |_| found = true);
-                    found
+                    let complete = self
+                        .global
+                        .walk_written(written.as_bytes(), |_| found = true);
+                    found || !complete
                 }
                 PeekedNumber::Unsure => true,
             },

@@ -19,6 +19,8 @@
 //! Characters other than 0–9 end a walk (`*`, `#` and hex digits never start a stored prefix
 //! here, since policy prefixes are checked to be decimal).
 
+use crate::uri::is_visual_separator;
+
 /// No entries at a node (see [`Node::entries`]).
 const NONE: u32 = u32::MAX;
 /// Set in [`Node::entries`]: the rest is a position in [`DigitTrie::lists`].
@@ -275,6 +277,50 @@ impl DigitTrie {
         }
     }
 
+    /// [`DigitTrie::walk`] over a number as written (`uri::PeekedNumber::Global`): RFC 3966
+    /// visual separators are skipped, and the number ends with `written` or at a `;`. False
+    /// when another byte came before the walk ended: then what follows it is unknown and the
+    /// walk may have missed longer prefixes; true when the walk saw every prefix there is.
+    #[inline]
+    pub fn walk_written(&self, written: &[u8], mut found: impl FnMut(&[u32])) -> bool {
+        let Some(mut node) = self.nodes.first() else {
+            return true;
+        };
+        self.report(node, &mut found);
+        let mut i = 0;
+        // The next digit: `Ok(None)` at the end of the number, `Err` at another byte.
+        let mut next = || loop {
+            match written.get(i) {
+                None | Some(b';') => return Ok(None),
+                Some(&c) if c.is_ascii_digit() => {
+                    i += 1;
+                    return Ok(Some(c));
+                }
+                Some(&c) if is_visual_separator(c) => i += 1,
+                Some(_) => return Err(()),
+            }
+        };
+        loop {
+            let Ok(digit) = next() else {
+                return false;
+            };
+            // The number ended, or no stored prefix goes on with it.
+            let Some(child) = digit.and_then(|d| self.child(node, d)) else {
+                return true;
+            };
+            node = child;
+            for n in 0..usize::from(node.label_len) {
+                let want = (node.label[n / 2] >> (4 * (n % 2))) & 0xf;
+                match next() {
+                    Ok(Some(d)) if d.wrapping_sub(b'0') == want => {}
+                    Ok(_) => return true,
+                    Err(()) => return false,
+                }
+            }
+            self.report(node, &mut found);
+        }
+    }
+
     /// Calls `found` with the entries stored under exactly `digits` (nothing when `digits`
     /// holds anything but 0–9 or is not stored).
     #[inline]
@@ -348,6 +394,32 @@ mod tests {
         assert!(exact(b"12a12").is_empty());
         assert!(exact(b"").is_empty());
         assert!(exact(b"9").is_empty());
+    }
+
+    /// A walk over a number as written reports what a walk over its digits reports; it says
+    /// it saw every prefix unless a byte other than a digit or separator came while prefixes
+    /// could still go on.
+    #[test]
+    fn written_numbers_walk_as_their_digits() {
+        let mut b = TrieBuilder::default();
+        b.insert(b"1212", 1);
+        b.insert(b"1", 2);
+        b.insert(b"1212555", 3);
+        b.insert(b"44", 4);
+        let t = b.build();
+        let written = |n: &[u8]| {
+            let mut seen = Vec::new();
+            let complete = t.walk_written(n, |e| seen.extend_from_slice(e));
+            (seen, complete)
+        };
+        assert_eq!(written(b"1-212-555-1234"), (walk(&t, b"12125551234"), true));
+        assert_eq!(written(b"(121)2.555"), (vec![2, 1, 3], true));
+        assert_eq!(written(b"1212;isub=555"), (vec![2, 1], true));
+        assert_eq!(written(b"4420%31"), (vec![4], true), "no prefix goes on past 4420");
+        assert_eq!(written(b"1212%35"), (vec![2, 1], false), "1212555 might follow");
+        assert_eq!(written(b"12:pw"), (vec![2], false));
+        assert_eq!(written(b"33"), (vec![], true));
+        assert_eq!(written(b""), (vec![], true));
     }
 
     #[test]
@@ -433,6 +505,14 @@ mod tests {
                 .map(|(i, _)| i as u32)
                 .collect();
             let mut got = walk(&t, &number);
+            // The same number written with visual separators walks the same.
+            let written: Vec<u8> = number
+                .iter()
+                .flat_map(|&d| if next() % 3 == 0 { vec![b'-', d] } else { vec![d] })
+                .collect();
+            let mut seen = Vec::new();
+            assert!(t.walk_written(&written, |e| seen.extend_from_slice(e)));
+            assert_eq!(seen, got, "{}", String::from_utf8_lossy(&written));
             want.sort_unstable();
             got.sort_unstable();
             assert_eq!(got, want, "{}", String::from_utf8_lossy(&number));

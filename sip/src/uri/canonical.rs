@@ -149,8 +149,7 @@ pub fn canonicalize_noting<'b, 'a>(
             decode_into(&text[..end], buf);
             (normalize_number(buf, digits_start), end)
         } else {
-            let pushed = push_number(text.as_bytes(), buf);
-            (pushed.global, pushed.end)
+            push_number(text.as_bytes(), buf)
         };
         let params = params.unwrap_or(Params(text.get(end + 1..).unwrap_or("")));
         let digits = digits_start + usize::from(global)..buf.len();

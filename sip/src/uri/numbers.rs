@@ -32,30 +32,19 @@ fn number_byte(b: u8) -> Option<u8> {
     (!is_visual_separator(b)).then_some(b.to_ascii_uppercase())
 }
 
-/// What [`push_number`] appended.
-pub(super) struct Pushed {
-    /// The number is global (`+`).
-    pub(super) global: bool,
-    /// Where in `raw` it ends (its first `;`, or the end).
-    pub(super) end: usize,
-    /// Every byte it kept after the `+` is a decimal digit.
-    pub(super) decimal: bool,
-}
-
 /// Appends the telephone number at the start of `raw` (without %-escapes), which ends at the
-/// first `;` or with `raw`, to `buf` as [`normalize_number`] leaves it. Numbers are mostly
-/// runs of decimal digits, which move eight at a time: a word is copied whole and as many of
-/// its bytes kept as lead with digits (the output is a separate slice, so what is copied past
-/// them is only overwritten).
+/// first `;` or with `raw`, to `buf` as [`normalize_number`] leaves it; returns whether it is
+/// global and where it ends. Numbers are mostly runs of decimal digits, which move eight at a
+/// time: a word is copied whole and as many of its bytes kept as lead with digits (the output
+/// is a separate slice, so what is copied past them is only overwritten).
 #[inline]
-pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> Pushed {
+pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> (bool, usize) {
     let start = buf.len();
     // Room for the number: the output is never longer than `raw`.
     buf.extend_from_slice(raw);
     let out = &mut buf[start..];
     let global = raw.first() == Some(&b'+');
     let (mut r, mut w) = (usize::from(global), usize::from(global));
-    let mut decimal = true;
     loop {
         if let Some(word) = raw.get(r..r + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
             out[w..w + 8].copy_from_slice(&word);
@@ -71,17 +60,12 @@ pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> Pushed {
         };
         r += 1;
         if let Some(c) = number_byte(c) {
-            decimal &= c.is_ascii_digit();
             out[w] = c;
             w += 1;
         }
     }
     buf.truncate(start + w);
-    Pushed {
-        global,
-        end: r,
-        decimal,
-    }
+    (global, r)
 }
 
 /// How many of the bytes of `word` (little-endian) are decimal digits before the first one

@@ -2,7 +2,7 @@
 //! and the URIs of a header value.
 
 use super::escape::has_escape;
-use super::numbers::{SipUserNumbers, UserNumber, push_number, user_is_phone, user_number};
+use super::numbers::{SipUserNumbers, UserNumber, user_is_phone, user_number};
 use super::{Params, SipUri, TelUri, UriError, UriRef, split_byte};
 
 const PLAIN: u8 = 0;
@@ -315,30 +315,31 @@ pub fn peek_host(text: &str) -> Option<(&[u8], bool)> {
 
 /// What [`peek_number`] tells of a URI without parsing it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PeekedNumber {
+pub enum PeekedNumber<'a> {
     /// If [`parse`] accepts the URI, its canonical form holds no number (and it is no
     /// [`super::unread_number`]).
     None,
-    /// If [`parse`] accepts the URI, its canonical number is global, with the digits written
-    /// into the caller's buffer.
-    Global,
-    /// It takes parsing to tell (a local number, %-escapes, an IPv6 reference, a user part
-    /// the setting leaves unread, another scheme).
+    /// If [`parse`] accepts the URI, its canonical number is global, written here after its
+    /// `+`: as long as these bytes hold nothing but digits and RFC 3966 visual separators, the
+    /// canonical digits are those digits, up to the end or a `;` (where parameters begin). Any
+    /// other byte may be an escape that decoding turns into a digit, or a password: a reader
+    /// learns nothing from it or what follows.
+    Global(&'a str),
+    /// It takes parsing to tell (a local number, an IPv6 reference, a user part the setting
+    /// leaves unread, another scheme).
     Unsure,
 }
 
 /// The telephone number of the URI `text` as [`super::canonicalize_with`] reads it with
-/// `numbers`, found without parsing `text`: for [`PeekedNumber::Global`], `buf` (cleared
-/// first) holds `+` and the canonical digits. Like [`peek_host`], for a caller that only
-/// looks global numbers up: it parses only the URIs whose number it knows.
+/// `numbers`, found without parsing `text`. Like [`peek_host`], for a caller that only looks
+/// global numbers up: it parses only the URIs whose number it knows.
 ///
 /// Why it agrees with [`parse`] and the canonical form: a `tel:` number runs to the first `;`;
 /// a SIP URI's user part (up to a `:` before its first `@`) is a number when the URI
 /// parameters (from the first `;` after the `@` to a `?`) hold `user=phone` (then up to its
 /// own first `;`), or when `numbers` reads it as one; every other URI of these schemes holds
-/// none. Escapes, which decoding could turn into digits, leave it unsure.
-pub fn peek_number(text: &str, numbers: SipUserNumbers, buf: &mut Vec<u8>) -> PeekedNumber {
-    buf.clear();
+/// none.
+pub fn peek_number(text: &str, numbers: SipUserNumbers) -> PeekedNumber<'_> {
     let text = text.trim_ascii();
     let (colon, scheme) = match known_scheme(text.as_bytes()) {
         Some(known) => known,
@@ -353,8 +354,6 @@ pub fn peek_number(text: &str, numbers: SipUserNumbers, buf: &mut Vec<u8>) -> Pe
                 return PeekedNumber::None;
             };
             let userinfo = &rest[..at];
-            let user =
-                first_of(userinfo.as_bytes(), b':', b':').map_or(userinfo, |c| &userinfo[..c]);
             let hostpart = &rest[at + 1..];
             if hostpart.starts_with('[') {
                 return PeekedNumber::Unsure;
@@ -366,8 +365,10 @@ pub fn peek_number(text: &str, numbers: SipUserNumbers, buf: &mut Vec<u8>) -> Pe
                 _ => "",
             };
             if user_is_phone(Params(params)) {
-                user
+                // A password's `:` ends what a reader may read.
+                userinfo
             } else {
+                let user = split_byte(userinfo, b':').map_or(userinfo, |(u, _)| u);
                 match user_number(user) {
                     None => return PeekedNumber::None,
                     Some(UserNumber::Global) if numbers.reads(UserNumber::Global) => user,
@@ -377,11 +378,10 @@ pub fn peek_number(text: &str, numbers: SipUserNumbers, buf: &mut Vec<u8>) -> Pe
         }
         Scheme::Other => return PeekedNumber::Unsure,
     };
-    // Digits alone after the `+` (no escape to decode, nothing but digits for a walk).
-    if !number.starts_with('+') || !push_number(number.as_bytes(), buf).decimal {
-        return PeekedNumber::Unsure;
+    match number.strip_prefix('+') {
+        Some(written) => PeekedNumber::Global(written),
+        None => PeekedNumber::Unsure,
     }
-    PeekedNumber::Global
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
