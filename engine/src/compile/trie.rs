@@ -257,24 +257,28 @@ impl DigitTrie {
     }
 
     /// Calls `found` with the entries of every stored prefix of `number` (shortest first).
+    /// Returns how many digits it read: all of `number` when a stored prefix could have gone
+    /// on past it.
     #[inline]
-    pub fn walk(&self, number: &[u8], mut found: impl FnMut(&[u32])) {
+    pub fn walk(&self, number: &[u8], mut found: impl FnMut(&[u32])) -> usize {
         let Some(mut node) = self.nodes.first() else {
-            return;
+            return 0;
         };
         self.report(node, &mut found);
         let mut i = 0;
         while let Some(&d) = number.get(i) {
             let Some(next) = self.child(node, d) else {
-                return;
+                return i;
             };
             node = next;
             i += 1;
+            // A mismatch leaves `i` at the digit that differs; running out leaves it at the end.
             if !node.label_matches(number, &mut i) {
-                return;
+                return i;
             }
             self.report(node, &mut found);
         }
+        i
     }
 
     /// [`DigitTrie::walk`] over a number as written (`uri::PeekedNumber::Global`): RFC 3966
@@ -282,43 +286,24 @@ impl DigitTrie {
     /// when another byte came before the walk ended: then what follows it is unknown and the
     /// walk may have missed longer prefixes; true when the walk saw every prefix there is.
     #[inline]
-    pub fn walk_written(&self, written: &[u8], mut found: impl FnMut(&[u32])) -> bool {
-        let Some(mut node) = self.nodes.first() else {
-            return true;
-        };
-        self.report(node, &mut found);
-        let mut i = 0;
-        // The next digit: `Ok(None)` at the end of the number, `Err` at another byte.
-        let mut next = || loop {
-            match written.get(i) {
-                None | Some(b';') => return Ok(None),
-                Some(&c) if c.is_ascii_digit() => {
-                    i += 1;
-                    return Ok(Some(c));
-                }
-                Some(&c) if is_visual_separator(c) => i += 1,
-                Some(_) => return Err(()),
+    pub fn walk_written(&self, written: &[u8], found: impl FnMut(&[u32])) -> bool {
+        // The digits, gathered first: the walk itself then runs as on a canonical number.
+        let mut digits = [0u8; 64];
+        let mut n = 0;
+        let mut read_all = true;
+        for &c in written {
+            if c.is_ascii_digit() && n < digits.len() {
+                digits[n] = c;
+                n += 1;
+            } else if c == b';' {
+                break;
+            } else if !is_visual_separator(c) {
+                read_all = false;
+                break;
             }
-        };
-        loop {
-            let Ok(digit) = next() else {
-                return false;
-            };
-            // The number ended, or no stored prefix goes on with it.
-            let Some(child) = digit.and_then(|d| self.child(node, d)) else {
-                return true;
-            };
-            node = child;
-            for n in 0..usize::from(node.label_len) {
-                let want = (node.label[n / 2] >> (4 * (n % 2))) & 0xf;
-                match next() {
-                    Ok(Some(d)) if d.wrapping_sub(b'0') == want => {}
-                    Ok(_) => return true,
-                    Err(()) => return false,
-                }
-            }
-            self.report(node, &mut found);
         }
+        let walked = self.walk(&digits[..n], found);
+        read_all || walked < n
     }
 
     /// Calls `found` with the entries stored under exactly `digits` (nothing when `digits`
@@ -415,8 +400,16 @@ mod tests {
         assert_eq!(written(b"1-212-555-1234"), (walk(&t, b"12125551234"), true));
         assert_eq!(written(b"(121)2.555"), (vec![2, 1, 3], true));
         assert_eq!(written(b"1212;isub=555"), (vec![2, 1], true));
-        assert_eq!(written(b"4420%31"), (vec![4], true), "no prefix goes on past 4420");
-        assert_eq!(written(b"1212%35"), (vec![2, 1], false), "1212555 might follow");
+        assert_eq!(
+            written(b"4420%31"),
+            (vec![4], true),
+            "no prefix goes on past 4420"
+        );
+        assert_eq!(
+            written(b"1212%35"),
+            (vec![2, 1], false),
+            "1212555 might follow"
+        );
         assert_eq!(written(b"12:pw"), (vec![2], false));
         assert_eq!(written(b"33"), (vec![], true));
         assert_eq!(written(b""), (vec![], true));
@@ -508,7 +501,13 @@ mod tests {
             // The same number written with visual separators walks the same.
             let written: Vec<u8> = number
                 .iter()
-                .flat_map(|&d| if next() % 3 == 0 { vec![b'-', d] } else { vec![d] })
+                .flat_map(|&d| {
+                    if next() % 3 == 0 {
+                        vec![b'-', d]
+                    } else {
+                        vec![d]
+                    }
+                })
                 .collect();
             let mut seen = Vec::new();
             assert!(t.walk_written(&written, |e| seen.extend_from_slice(e)));
