@@ -77,27 +77,32 @@ impl FieldIndex {
     /// How the URIs of a field indexed here may be looked at before they are parsed, given
     /// `parts`, the parts of its canonical form the policy reads on every request.
     pub(super) fn probe(&self, parts: Parts) -> Probe {
-        let only = |p: Parts| parts == p;
+        let host = Parts {
+            host: true,
+            ..Parts::default()
+        };
+        let number = Parts {
+            number: true,
+            ..Parts::default()
+        };
         let by_host = self.exact.is_empty()
             && self.context.is_empty()
             && self.global.is_empty()
             && self.local.is_empty();
-        let by_global_number = self.exact.is_empty()
-            && self.domain.is_empty()
+        // Keys, if any, of no number: a number is found by its digits alone.
+        let by_global_number = self.domain.is_empty()
             && self.context.is_empty()
-            && self.local.is_empty();
-        if by_host
-            && only(Parts {
-                host: true,
-                ..Parts::default()
-            })
-        {
+            && self.local.is_empty()
+            && !self.exact.keys().any(|k| k.starts_with(b"tel:"));
+        if by_host && parts == host {
             Probe::Host
         } else if by_global_number
-            && only(Parts {
-                number: true,
-                ..Parts::default()
-            })
+            && (parts == number
+                || parts
+                    == Parts {
+                        key: true,
+                        ..number
+                    })
         {
             Probe::GlobalNumber
         } else {
@@ -105,39 +110,55 @@ impl FieldIndex {
         }
     }
 
-    /// Whether looking the URI `text` up here may find a rule: false only when what `probe`
-    /// reads of it without parsing it is not here (a host not in [`FieldIndex::domain`], no
-    /// number or a global number no prefix in [`FieldIndex::global`] starts). `buf` is scratch
-    /// space.
+    /// What `probe` reads of the URI `text` without parsing it, looked up here: for
+    /// [`Peeked::Found`], the entries a lookup of its canonical form would add are added to
+    /// `candidates` (valid only if the URI parses). `buf` is scratch space.
     #[inline]
-    pub(super) fn may_find(
+    pub(super) fn peek(
         &self,
         probe: Probe,
         text: &str,
         numbers: SipUserNumbers,
         buf: &mut Vec<u8>,
-    ) -> bool {
+        candidates: &mut Vec<u32>,
+    ) -> Peeked {
+        let known = |known: bool| {
+            if known {
+                Peeked::Parse
+            } else {
+                Peeked::Nothing
+            }
+        };
         match probe {
-            Probe::Parse => true,
+            Probe::Parse => Peeked::Parse,
             Probe::Host => match uri::peek_host(text) {
-                Some((host, true)) => self.domain.contains_key(host),
+                Some((host, true)) => known(self.domain.contains_key(host)),
                 Some((host, false)) => {
                     buf.clear();
                     buf.extend(host.iter().map(u8::to_ascii_lowercase));
-                    self.domain.contains_key(&buf[..])
+                    known(self.domain.contains_key(&buf[..]))
                 }
-                None => true,
+                None => Peeked::Parse,
             },
             Probe::GlobalNumber => match uri::peek_number(text, numbers) {
-                PeekedNumber::None => false,
+                // Found by its key, if at all, which parsing gives.
+                PeekedNumber::None => known(!self.exact.is_empty()),
                 PeekedNumber::Global(written) => {
-                    let mut found = false;
+                    // A number's key is no key here: its digits find all there is.
+                    let before = candidates.len();
                     let complete = self
                         .global
-                        .walk_written(written.as_bytes(), |_| found = true);
-                    found || !complete
+                        .walk_written(written.as_bytes(), |l| candidates.extend_from_slice(l));
+                    if !complete {
+                        candidates.truncate(before);
+                        Peeked::Parse
+                    } else if candidates.len() > before {
+                        Peeked::Found
+                    } else {
+                        Peeked::Nothing
+                    }
                 }
-                PeekedNumber::Unsure => true,
+                PeekedNumber::Unsure => Peeked::Parse,
             },
         }
     }
@@ -187,9 +208,21 @@ pub(super) enum Probe {
     /// Only `many` look at the field (they read the host alone) and its index finds rules by
     /// host alone: the host is read ([`uri::peek_host`]).
     Host,
-    /// Only `many-tel` look at the field (they read the number alone) and its index finds
-    /// rules by global numbers alone: the number is read ([`uri::peek_number`]).
+    /// Only `many-tel` (and `one`) look at the field, and its index finds rules by global
+    /// numbers (and keys of URIs that are no number): the number is read
+    /// ([`uri::peek_number`]), and a URI without one is parsed if the index has keys.
     GlobalNumber,
+}
+
+/// What [`FieldIndex::peek`] tells of a URI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Peeked {
+    /// Parse it and look its canonical form up.
+    Parse,
+    /// It brings no candidate, parsed or not.
+    Nothing,
+    /// Its candidates were added; they stand if it parses.
+    Found,
 }
 
 /// The hot part of a rule for candidate checks.
