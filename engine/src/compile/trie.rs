@@ -19,7 +19,7 @@
 //! Characters other than 0–9 end a walk (`*`, `#` and hex digits never start a stored prefix
 //! here, since policy prefixes are checked to be decimal).
 
-use crate::uri::is_visual_separator;
+use crate::uri::{is_visual_separator, leading_decimal_digits};
 
 /// No entries at a node (see [`Node::entries`]).
 const NONE: u32 = u32::MAX;
@@ -287,21 +287,38 @@ impl DigitTrie {
     /// walk may have missed longer prefixes; true when the walk saw every prefix there is.
     #[inline]
     pub fn walk_written(&self, written: &[u8], found: impl FnMut(&[u32])) -> bool {
-        // The digits, gathered first: the walk itself then runs as on a canonical number.
-        let mut digits = [0u8; 64];
-        let mut n = 0;
-        let mut read_all = true;
-        for &c in written {
-            if c.is_ascii_digit() && n < digits.len() {
-                digits[n] = c;
-                n += 1;
-            } else if c == b';' {
-                break;
-            } else if !is_visual_separator(c) {
-                read_all = false;
-                break;
+        // The digits, gathered first (runs of them eight at a time: a word is copied whole and
+        // as many of its bytes kept as lead with digits), then walked as a canonical number.
+        const MAX: usize = 64;
+        let mut digits = [0u8; MAX + 8];
+        let (mut n, mut r) = (0, 0);
+        let read_all = loop {
+            if n <= MAX
+                && let Some(word) = written
+                    .get(r..r + 8)
+                    .and_then(|w| <[u8; 8]>::try_from(w).ok())
+            {
+                digits[n..n + 8].copy_from_slice(&word);
+                let k = leading_decimal_digits(u64::from_le_bytes(word));
+                n += k;
+                r += k;
+                if k == 8 {
+                    continue;
+                }
             }
-        }
+            match written.get(r) {
+                None | Some(b';') => break true,
+                Some(&c) if c.is_ascii_digit() && n < MAX => {
+                    digits[n] = c;
+                    n += 1;
+                }
+                Some(&c) if is_visual_separator(c) => {}
+                Some(_) => break false,
+            }
+            r += 1;
+        };
+        // Digits past the first MAX count as a byte the walk could not read.
+        let (n, read_all) = if n > MAX { (MAX, false) } else { (n, read_all) };
         let walked = self.walk(&digits[..n], found);
         read_all || walked < n
     }
@@ -413,6 +430,14 @@ mod tests {
         assert_eq!(written(b"12:pw"), (vec![2], false));
         assert_eq!(written(b"33"), (vec![], true));
         assert_eq!(written(b""), (vec![], true));
+        // Longer than the walk reads: complete only if no prefix went on that far.
+        let mut long = TrieBuilder::default();
+        long.insert(&[b'1'; 70], 9);
+        let long = long.build();
+        let mut seen = Vec::new();
+        assert!(!long.walk_written(&[b'1'; 72], |e| seen.extend_from_slice(e)));
+        assert!(long.walk_written(&[b'2'; 72], |e| seen.extend_from_slice(e)));
+        assert!(seen.is_empty());
     }
 
     #[test]

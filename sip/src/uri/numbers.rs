@@ -73,7 +73,7 @@ pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> (bool, usize) {
 /// `x = byte ^ '0'` is below 10 exactly for a digit, and `(x & 0x7f) + 0x76` reaches bit 7
 /// from 10 on (at most 0xf5); `x`'s own bit 7 catches the bytes from 0x80.
 #[inline]
-pub(super) fn leading_decimal_digits(word: u64) -> usize {
+pub fn leading_decimal_digits(word: u64) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     let x = word ^ (u64::from(b'0') * ONES);
     let not_digit = (((x & (0x7f * ONES)) + 0x76 * ONES) | x) & (0x80 * ONES);
