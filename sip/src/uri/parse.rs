@@ -574,6 +574,14 @@ impl<'a> Iterator for HeaderUris<'a> {
         let b = s.as_bytes();
         let mut i = 0;
         let mut in_quotes = false;
+        // A quoted display name without a backslash is passed eight bytes at a time to its
+        // closing quote.
+        if b[0] == b'"'
+            && let Some(q) = first_of(&b[1..], b'"', b'\\')
+            && b[1 + q] == b'"'
+        {
+            i = q + 2;
+        }
         // Find a '<' outside a quoted display name, or the end of this value: a plain loop,
         // display names being a few bytes (memchr3 costs more on them, measured). The URI
         // after the '<' is longer: memchr finds its '>'.

@@ -147,6 +147,10 @@ fn header_values_in_every_form() {
         ("\"a <quoted> name, too\" <sip:e@x>", vec!["sip:e@x"]),
         ("<sip:f@x>, <tel:+44207>", vec!["sip:f@x", "tel:+44207"]),
         ("\"Q\\\"x\" <sip:g@x>", vec!["sip:g@x"]),
+        (
+            "\"A long display name, with <brackets>\" <sip:h@x>, \"\" <sip:i@x>",
+            vec!["sip:h@x", "sip:i@x"],
+        ),
     ];
     for (value, want) in cases {
         let got: Vec<&str> = header_uris(value).map(|r| r.expect("ok")).collect();
@@ -157,6 +161,10 @@ fn header_values_in_every_form() {
         Some(Err(UriError::Unclosed))
     );
     assert_eq!(header_uris("   ").next(), None);
+    assert_eq!(
+        header_uris("\"no closing quote <sip:x@y>").next(),
+        Some(Err(UriError::Unclosed))
+    );
 }
 
 #[test]
