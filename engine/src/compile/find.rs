@@ -27,43 +27,59 @@ impl CompiledPolicy {
     }
 
     /// Canonicalises the header fields some rule uses into `bufs` (a view without target).
-    /// With `lazy` (where keys built on demand go, and how to get each), only the parts the
-    /// policy reads on every request are built ([`Matcher::parts`]); without, all of them.
-    /// `*unread` is set when some field is a [`uri::unread_number`].
+    /// With `lazy`, only the parts the policy reads on every request are built
+    /// ([`Matcher::parts`]), fields are probed before they are parsed, and what the probes find
+    /// goes to its candidates; without, all of every field is built. `*unread` is set when
+    /// some field is a [`uri::unread_number`].
     #[inline]
     fn fields_view<'b, 'r>(
         &self,
         ids: &Identities<'r>,
         [f0, t0, r0, p0, p1]: [&'b mut Vec<u8>; 5],
-        lazy: Option<(&'b mut [Vec<u8>; 5], &mut Keys<'b, 'r>)>,
+        lazy: Option<Lazy<'b, 'r, '_>>,
         unread: &mut bool,
     ) -> RequestView<'b, 'r> {
         let m = &self.matcher;
         let mut view = RequestView::default();
         let mut unused: Keys<'b, 'r> = IN_VIEW;
-        let (parts, [kf, kt, kr, kp0, kp1], keys) = match lazy {
-            Some((bufs, keys)) => (m.parts, bufs.each_mut().map(Some), keys),
-            None => ([Parts::ALL; 4], [None, None, None, None, None], &mut unused),
+        let (parts, [kf, kt, kr, kp0, kp1], keys, mut candidates) = match lazy {
+            Some((bufs, keys, c)) => (m.parts, bufs.each_mut().map(Some), keys, Some(c)),
+            None => (
+                [Parts::ALL; 4],
+                [None, None, None, None, None],
+                &mut unused,
+                None,
+            ),
         };
         let [lf, lt, lr, lp0, lp1] = keys;
         if m.uses[0] {
             let text = ids.from.and_then(|v| header_text(v, 0));
-            view.fields[0][0] = field(text, (parts[0], m.numbers, &mut *unread), f0, kf, lf);
+            let how = (parts[0], m.numbers, &mut *unread);
+            let probe = probe_of(m, 0, candidates.as_deref_mut());
+            view.fields[0][0] = field(text, how, f0, kf, lf, probe);
         }
         if m.uses[1] {
             let text = ids.to.and_then(|v| header_text(v, 0));
-            view.fields[1][0] = field(text, (parts[1], m.numbers, &mut *unread), t0, kt, lt);
+            let how = (parts[1], m.numbers, &mut *unread);
+            let probe = probe_of(m, 1, candidates.as_deref_mut());
+            view.fields[1][0] = field(text, how, t0, kt, lt, probe);
         }
         if m.uses[2] {
             let text = ids.request_uri.map(bare_text);
-            view.fields[2][0] = field(text, (parts[2], m.numbers, &mut *unread), r0, kr, lr);
+            let how = (parts[2], m.numbers, &mut *unread);
+            let probe = probe_of(m, 2, candidates.as_deref_mut());
+            view.fields[2][0] = field(text, how, r0, kr, lr, probe);
         }
         if m.uses[3] {
             let mut values = ids.p_asserted_identity.values();
             let text = values.next().and_then(element_text);
-            view.fields[3][0] = field(text, (parts[3], m.numbers, &mut *unread), p0, kp0, lp0);
+            let how = (parts[3], m.numbers, &mut *unread);
+            let probe = probe_of(m, 3, candidates.as_deref_mut());
+            view.fields[3][0] = field(text, how, p0, kp0, lp0, probe);
             let text = values.next().and_then(element_text);
-            view.fields[3][1] = field(text, (parts[3], m.numbers, &mut *unread), p1, kp1, lp1);
+            let how = (parts[3], m.numbers, &mut *unread);
+            let probe = probe_of(m, 3, candidates);
+            view.fields[3][1] = field(text, how, p1, kp1, lp1, probe);
         }
         view
     }
@@ -183,6 +199,9 @@ impl CompiledPolicy {
             _ => [pai0, pai1],
         };
         fields[slot].iter_mut().zip(keys).any(|(entry, key)| {
+            if let LazyKey::Unread { .. } = key {
+                read_unread(entry, key, numbers);
+            }
             let Some(parts) = *entry else {
                 return false;
             };
@@ -209,6 +228,7 @@ impl CompiledPolicy {
         let mut target = LazyTarget::Ready(view.target);
         let mut keys = IN_VIEW;
         let mut fields = view.fields;
+        candidates.clear();
         self.find_in(
             method,
             unix_nanos,
@@ -229,7 +249,7 @@ impl CompiledPolicy {
         target: &mut LazyTarget<'_, '_>,
         candidates: &mut Vec<u32>,
     ) -> Option<usize> {
-        candidates.clear();
+        // Candidates already found (by a lazy view's probes) stay.
         for (slot, values) in fields.iter().enumerate() {
             if !self.matcher.uses[slot] {
                 continue;
@@ -310,10 +330,11 @@ impl CompiledPolicy {
         let [f0, t0, r0, p0, p1, tg] = bufs;
         let mut lazy_keys: Keys<'_, '_> = IN_VIEW;
         let mut unread = false;
+        candidates.clear();
         let mut view = self.fields_view(
             ids,
             [f0, t0, r0, p0, p1],
-            Some((keys, &mut lazy_keys)),
+            Some((keys, &mut lazy_keys, candidates)),
             &mut unread,
         );
         // The target is canonicalised only if a candidate rule names one.
@@ -362,6 +383,20 @@ impl CompiledPolicy {
             })
             .collect()
     }
+}
+
+/// What a lazy view builds with besides the field buffers: where keys built on demand go, how
+/// to get each, and the candidates its probes find.
+type Lazy<'b, 'r, 'c> = (&'b mut [Vec<u8>; 5], &'c mut Keys<'b, 'r>, &'c mut Vec<u32>);
+
+/// How field `slot` is probed before it is parsed, in a lazy view (`candidates`: where what a
+/// probe finds goes).
+fn probe_of<'m, 'c>(
+    m: &'m Matcher,
+    slot: usize,
+    candidates: Option<&'c mut Vec<u32>>,
+) -> Option<(&'m FieldIndex, Probe, &'c mut Vec<u32>)> {
+    candidates.map(|c| (&m.index[slot], m.probe[slot], c))
 }
 
 /// Display of a canonical form for people (`explain`).

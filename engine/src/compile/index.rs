@@ -5,7 +5,7 @@ use super::identity::*;
 use super::trie::{DigitTrie, TrieBuilder};
 use crate::hash::FxHashMap;
 use crate::policy::Field;
-use crate::uri::Canonical;
+use crate::uri::{self, Canonical, Parts, PeekedNumber, SipUserNumbers};
 
 /// Where the anchors of one header field are indexed. Entries are
 /// `rule << ENTRY_RULE_SHIFT | method << 1 | sufficient` (see [`entry`]): `sufficient` says a hit
@@ -74,6 +74,95 @@ impl FieldIndexBuilder {
 }
 
 impl FieldIndex {
+    /// How the URIs of a field indexed here may be looked at before they are parsed, given
+    /// `parts`, the parts of its canonical form the policy reads on every request.
+    pub(super) fn probe(&self, parts: Parts) -> Probe {
+        let host = Parts {
+            host: true,
+            ..Parts::default()
+        };
+        let number = Parts {
+            number: true,
+            ..Parts::default()
+        };
+        let by_host = self.exact.is_empty()
+            && self.context.is_empty()
+            && self.global.is_empty()
+            && self.local.is_empty();
+        // Keys, if any, of no number: a number is found by its digits alone.
+        let by_global_number = self.domain.is_empty()
+            && self.context.is_empty()
+            && self.local.is_empty()
+            && !self.exact.keys().any(|k| k.starts_with(b"tel:"));
+        if by_host && parts == host {
+            Probe::Host
+        } else if by_global_number
+            && (parts == number
+                || parts
+                    == Parts {
+                        key: true,
+                        ..number
+                    })
+        {
+            Probe::GlobalNumber
+        } else {
+            Probe::Parse
+        }
+    }
+
+    /// What `probe` reads of the URI `text` without parsing it, looked up here: for
+    /// [`Peeked::Found`], the entries a lookup of its canonical form would add are added to
+    /// `candidates` (valid only if the URI parses). `buf` is scratch space.
+    #[inline]
+    pub(super) fn peek(
+        &self,
+        probe: Probe,
+        text: &str,
+        numbers: SipUserNumbers,
+        buf: &mut Vec<u8>,
+        candidates: &mut Vec<u32>,
+    ) -> Peeked {
+        let known = |known: bool| {
+            if known {
+                Peeked::Parse
+            } else {
+                Peeked::Nothing
+            }
+        };
+        match probe {
+            Probe::Parse => Peeked::Parse,
+            Probe::Host => match uri::peek_host(text) {
+                Some((host, true)) => known(self.domain.contains_key(host)),
+                Some((host, false)) => {
+                    buf.clear();
+                    buf.extend(host.iter().map(u8::to_ascii_lowercase));
+                    known(self.domain.contains_key(&buf[..]))
+                }
+                None => Peeked::Parse,
+            },
+            Probe::GlobalNumber => match uri::peek_number(text, numbers) {
+                // Found by its key, if at all, which parsing gives.
+                PeekedNumber::None => known(!self.exact.is_empty()),
+                PeekedNumber::Global(written) => {
+                    // A number's key is no key here: its digits find all there is.
+                    let before = candidates.len();
+                    let complete = self
+                        .global
+                        .walk_written(written.as_bytes(), |l| candidates.extend_from_slice(l));
+                    if !complete {
+                        candidates.truncate(before);
+                        Peeked::Parse
+                    } else if candidates.len() > before {
+                        Peeked::Found
+                    } else {
+                        Peeked::Nothing
+                    }
+                }
+                PeekedNumber::Unsure => Peeked::Parse,
+            },
+        }
+    }
+
     #[inline]
     pub(super) fn lookup(&self, c: &Canonical<'_, '_>, out: &mut Vec<u32>) {
         if !self.exact.is_empty()
@@ -107,6 +196,33 @@ impl FieldIndex {
             }
         }
     }
+}
+
+/// How a field's URIs are looked at before they are parsed ([`FieldIndex::probe`]): a URI
+/// whose index cannot find a rule by what is read of it brings no candidate, parsed or not,
+/// so it is parsed only when a candidate found through another field reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Probe {
+    /// Parsed: the field's index finds rules by more than the host or a global number.
+    Parse,
+    /// Only `many` look at the field (they read the host alone) and its index finds rules by
+    /// host alone: the host is read ([`uri::peek_host`]).
+    Host,
+    /// Only `many-tel` (and `one`) look at the field, and its index finds rules by global
+    /// numbers (and keys of URIs that are no number): the number is read
+    /// ([`uri::peek_number`]), and a URI without one is parsed if the index has keys.
+    GlobalNumber,
+}
+
+/// What [`FieldIndex::peek`] tells of a URI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Peeked {
+    /// Parse it and look its canonical form up.
+    Parse,
+    /// It brings no candidate, parsed or not.
+    Nothing,
+    /// Its candidates were added; they stand if it parses.
+    Found,
 }
 
 /// The hot part of a rule for candidate checks.

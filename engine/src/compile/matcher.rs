@@ -41,6 +41,8 @@ pub(super) struct Matcher {
     /// field, the number when a `many-tel` does. Other parts are not built; the key that a
     /// candidate's `one` or `except id` compares is built when first compared.
     pub(super) parts: [Parts; 4],
+    /// Per field, how its URIs are looked at before they are parsed.
+    pub(super) probe: [Probe; 4],
     pub(super) uses_target: bool,
     /// How SIP user parts are read (the compile option this matcher was built with).
     pub(super) numbers: SipUserNumbers,
@@ -106,6 +108,7 @@ impl Matcher {
             always: Vec::new(),
             uses: [false; 4],
             parts: [Parts::default(); 4],
+            probe: [Probe::Parse; 4],
             uses_target: false,
             numbers,
             compares_numbers: false,
@@ -211,6 +214,9 @@ impl Matcher {
         }
         for (p, index) in m.parts.iter_mut().zip(&m.index) {
             p.key = !index.exact.is_empty();
+        }
+        for ((probe, &parts), index) in m.probe.iter_mut().zip(&m.parts).zip(&m.index) {
+            *probe = index.probe(parts);
         }
         m.sips.shrink_to_fit();
         m.fields.shrink_to_fit();

@@ -18,7 +18,14 @@
 //! policy reads on every request are written ([`crate::uri::Parts`]: the key when the field has
 //! exact ids in its index, the host when a `many` looks at it, the number when a `many-tel`
 //! does); the key a candidate's `one` or `except id` compares is built when first compared.
-//! [`CompiledPolicy::view`] (for `explain` and [`CompiledPolicy::check`]) builds everything.
+//! A field that only `many` read and whose index finds rules by host alone is first looked up
+//! by its host, read without parsing the URI ([`crate::uri::peek_host`]); one that only
+//! `many-tel` (and `one` with ids that are no number) read and whose index holds no local
+//! prefix, by its number ([`crate::uri::peek_number`]). A URI its index cannot find a rule for
+//! that way brings no candidate and is not parsed; one whose number finds candidates is parsed
+//! only to tell that they stand. Either is canonicalised only when a candidate's check reads
+//! the field. [`CompiledPolicy::view`] (for `explain` and [`CompiledPolicy::check`]) builds
+//! everything.
 //!
 //! P-Asserted-Identity is a list that may span several header lines (RFC 3261 §7.3.1; RFC
 //! 3325 §9.1 allows one sip/sips and one tel identity): the view takes its first two values

@@ -1,6 +1,7 @@
 //! A request as the rule checks read it: its header values, cut out and canonicalised only
 //! when a candidate rule asks for them (the view), and the scratch space they are written to.
 
+use super::index::{FieldIndex, Peeked, Probe};
 use crate::sip::HeaderValues;
 use crate::uri::{self, Canonical, Parts, SipUserNumbers};
 
@@ -81,6 +82,14 @@ pub(super) enum LazyKey<'b, 'r> {
     /// Not built yet: the URI's text (it parsed when the view was built) and where to build
     /// its canonical form, which then replaces the view's.
     Pending { text: &'r str, buf: &'b mut Vec<u8> },
+    /// The URI itself is not read yet ([`field`] found what the field's index finds for it
+    /// without parsing it): its text and where its parts and key go.
+    Unread {
+        text: &'r str,
+        parts: Parts,
+        buf: &'b mut Vec<u8>,
+        key_buf: &'b mut Vec<u8>,
+    },
 }
 
 /// One value of a request field as an identity test reads it.
@@ -227,6 +236,13 @@ pub(crate) fn uri_canonical<'b, 'r>(
 /// key left to build into `key_buf` on first use (`key` says how) when `parts` does not hold
 /// it and there is a `key_buf`. `*unread` is set when the URI is a [`uri::unread_number`]
 /// (looked at when `parts` has the key or the number).
+///
+/// With `probe` (the field's index, how, and the candidates) and a `key_buf` (a lazy view),
+/// what the probe reads of the URI without parsing it is looked up first
+/// ([`FieldIndex::peek`]): a URI that brings no candidate that way is not parsed, and one whose
+/// candidates were found that way is only parsed to tell they stand; either is left for a
+/// check that reads the field ([`read_unread`]), `key` saying how, and the view holds nothing
+/// for it, so the field is not looked up again.
 #[inline]
 pub(super) fn field<'b, 'r>(
     text: Option<&'r str>,
@@ -234,8 +250,31 @@ pub(super) fn field<'b, 'r>(
     buf: &'b mut Vec<u8>,
     key_buf: Option<&'b mut Vec<u8>>,
     key: &mut LazyKey<'b, 'r>,
+    probe: Option<(&FieldIndex, Probe, &mut Vec<u32>)>,
 ) -> Option<Canonical<'b, 'r>> {
     let text = text?;
+    let key_buf = match (probe, key_buf) {
+        (Some((index, probe, candidates)), Some(key_buf)) => {
+            let before = candidates.len();
+            match index.peek(probe, text, numbers, buf, candidates) {
+                Peeked::Parse => Some(key_buf),
+                Peeked::Found if uri::parse(text).is_err() => {
+                    candidates.truncate(before);
+                    return None;
+                }
+                Peeked::Nothing | Peeked::Found => {
+                    *key = LazyKey::Unread {
+                        text,
+                        parts,
+                        buf,
+                        key_buf,
+                    };
+                    return None;
+                }
+            }
+        }
+        (_, key_buf) => key_buf,
+    };
     let parsed = uri::parse(text).ok()?;
     if !parts.key
         && let Some(buf) = key_buf
@@ -245,6 +284,34 @@ pub(super) fn field<'b, 'r>(
     Some(uri::canonicalize_noting(
         parsed, buf, parts, numbers, unread,
     ))
+}
+
+/// Reads a URI [`field`] left unread, for a check that asks for the field: `entry` gets what
+/// `field` would have built, `key` how to get its key. Out of line: checks rarely read such a
+/// field.
+#[inline(never)]
+pub(super) fn read_unread<'b, 'r>(
+    entry: &mut Option<Canonical<'b, 'r>>,
+    key: &mut LazyKey<'b, 'r>,
+    numbers: SipUserNumbers,
+) {
+    if let LazyKey::Unread {
+        text,
+        parts,
+        buf,
+        key_buf,
+    } = std::mem::replace(key, LazyKey::InView)
+    {
+        // A URI that would note an unread number is never left unread.
+        *entry = field(
+            Some(text),
+            (parts, numbers, &mut false),
+            buf,
+            Some(key_buf),
+            key,
+            None,
+        );
+    }
 }
 
 #[cfg(test)]

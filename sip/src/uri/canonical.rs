@@ -2,10 +2,10 @@
 
 use super::escape::{decode_into, decode_lower_into, extend_lower};
 use super::numbers::{
-    Number, SipUserNumbers, UserNumber, normalize_number, tel_params_into, user_is_phone,
-    user_number,
+    Number, SipUserNumbers, UserNumber, normalize_number, push_number, tel_params_into,
+    user_is_phone, user_number,
 };
-use super::{Params, UriRef, split_byte};
+use super::{Params, UriRef};
 
 /// The canonical form of one URI, with its parts as slices of one buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,18 +119,18 @@ pub fn canonicalize_noting<'b, 'a>(
         true => decode_lower_into(raw, buf),
         false => extend_lower(raw.as_bytes(), buf),
     };
-    // (number as written, its parameters, the host that is a local number's context).
-    let tel_parts: Option<(&str, Params<'_>, Option<&str>)> = match uri {
+    // (number as written, followed in a user part by its `;` parameters; the parameters when
+    // the URI holds them apart; the host that is a local number's context).
+    let tel_parts: Option<(&str, Option<Params<'_>>, Option<&str>)> = match uri {
         _ if !parts.key && !parts.number => None,
-        UriRef::Tel(t) => Some((t.number, t.params, None)),
-        UriRef::Sip(s) if user_is_phone(s.params) => s.user.map(|u| {
-            let (n, p) = split_byte(u, b';').unwrap_or((u, ""));
-            (n, Params(p), None)
-        }),
+        UriRef::Tel(t) => Some((t.number, Some(t.params), None)),
+        UriRef::Sip(s) if user_is_phone(s.params) => s.user.map(|u| (u, None, None)),
         UriRef::Sip(s) => match s.user.and_then(|u| Some((u, user_number(u)?))) {
-            Some((u, kind)) if numbers.reads(kind) => {
-                Some((u, Params(""), (kind == UserNumber::Local).then_some(s.host)))
-            }
+            Some((u, kind)) if numbers.reads(kind) => Some((
+                u,
+                Some(Params("")),
+                (kind == UserNumber::Local).then_some(s.host),
+            )),
             Some(_) => {
                 *unread = true;
                 None
@@ -139,12 +139,19 @@ pub fn canonicalize_noting<'b, 'a>(
         },
         _ => None,
     };
-    if let Some((raw_number, params, host_context)) = tel_parts {
+    if let Some((text, params, host_context)) = tel_parts {
         // Work area after the key: decoded number, then digits, then context.
         buf.extend_from_slice(b"tel:");
         let digits_start = buf.len();
-        append(raw_number, buf);
-        let global = normalize_number(buf, digits_start);
+        // The number ends at the first `;` (only a user part has one).
+        let (global, end) = if escaped {
+            let end = text.bytes().position(|c| c == b';').unwrap_or(text.len());
+            decode_into(&text[..end], buf);
+            (normalize_number(buf, digits_start), end)
+        } else {
+            push_number(text.as_bytes(), buf)
+        };
+        let params = params.unwrap_or(Params(text.get(end + 1..).unwrap_or("")));
         let digits = digits_start + usize::from(global)..buf.len();
         // RFC 3966 §4: every parameter counts, in any order; a global number has no context.
         let mut context = tel_params_into(params, buf).filter(|_| !global);

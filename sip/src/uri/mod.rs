@@ -63,14 +63,14 @@ pub use canonical::canonicalize_noting;
 pub use canonical::{
     Canonical, Parts, SipRest, canonicalize, canonicalize_parts, canonicalize_with,
 };
-#[doc(hidden)]
-pub use numbers::is_visual_separator;
 pub use numbers::{Number, SipUserNumbers, UnknownSipUserNumbers, unread_number};
+#[doc(hidden)]
+pub use numbers::{is_visual_separator, leading_decimal_digits};
 pub use params::{
     CanonicalParam, ENTITY_STRICT_PARAMS, STRICT_PARAMS, canonical_headers, canonical_params,
     params_and_headers_match, params_and_headers_match_with,
 };
-pub use parse::{HeaderUris, header_uris, parse};
+pub use parse::{HeaderUris, PeekedNumber, header_uris, parse, peek_host, peek_number};
 
 /// Why a URI could not be parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

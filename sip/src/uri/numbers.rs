@@ -16,14 +16,68 @@ pub(super) fn normalize_number(buf: &mut Vec<u8>, start: usize) -> bool {
     let first_digit = start + usize::from(global);
     let mut w = first_digit;
     for r in first_digit..buf.len() {
-        let b = buf[r];
-        if !is_visual_separator(b) {
-            buf[w] = b.to_ascii_uppercase();
+        if let Some(c) = number_byte(buf[r]) {
+            buf[w] = c;
             w += 1;
         }
     }
     buf.truncate(w);
     global
+}
+
+/// A byte of a telephone number in canonical form: none for a visual separator, others
+/// upper-cased.
+#[inline]
+fn number_byte(b: u8) -> Option<u8> {
+    (!is_visual_separator(b)).then_some(b.to_ascii_uppercase())
+}
+
+/// Appends the telephone number at the start of `raw` (without %-escapes), which ends at the
+/// first `;` or with `raw`, to `buf` as [`normalize_number`] leaves it; returns whether it is
+/// global and where it ends. Numbers are mostly runs of decimal digits, which move eight at a
+/// time: a word is copied whole and as many of its bytes kept as lead with digits (the output
+/// is a separate slice, so what is copied past them is only overwritten).
+#[inline]
+pub(super) fn push_number(raw: &[u8], buf: &mut Vec<u8>) -> (bool, usize) {
+    let start = buf.len();
+    // Room for the number: the output is never longer than `raw`.
+    buf.extend_from_slice(raw);
+    let out = &mut buf[start..];
+    let global = raw.first() == Some(&b'+');
+    let (mut r, mut w) = (usize::from(global), usize::from(global));
+    loop {
+        if let Some(word) = raw.get(r..r + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
+            out[w..w + 8].copy_from_slice(&word);
+            let digits = leading_decimal_digits(u64::from_le_bytes(word));
+            r += digits;
+            w += digits;
+            if digits == 8 {
+                continue;
+            }
+        }
+        let Some(&c) = raw.get(r).filter(|&&c| c != b';') else {
+            break;
+        };
+        r += 1;
+        if let Some(c) = number_byte(c) {
+            out[w] = c;
+            w += 1;
+        }
+    }
+    buf.truncate(start + w);
+    (global, r)
+}
+
+/// How many of the bytes of `word` (little-endian) are decimal digits before the first one
+/// that is not (8 when all are). Byte-wise arithmetic that never carries into the next byte:
+/// `x = byte ^ '0'` is below 10 exactly for a digit, and `(x & 0x7f) + 0x76` reaches bit 7
+/// from 10 on (at most 0xf5); `x`'s own bit 7 catches the bytes from 0x80.
+#[inline]
+pub fn leading_decimal_digits(word: u64) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let x = word ^ (u64::from(b'0') * ONES);
+    let not_digit = (((x & (0x7f * ONES)) + 0x76 * ONES) | x) & (0x80 * ONES);
+    (not_digit.trailing_zeros() / 8) as usize
 }
 
 /// A canonical telephone number.
@@ -139,29 +193,41 @@ pub(super) fn tel_params_into(
 
 /// The first parameter named `user` (any case) has the value `phone` (any case): RFC 3261
 /// §19.1.1's telephone-subscriber marker, as `params.get("user")` compares it, in one pass
-/// that looks at the first bytes of each parameter and skips to the next `;`.
+/// that looks at the first bytes of each parameter and skips to the next `;`. A `?` ends the
+/// parameters as their end does (parameters never hold one: there a SIP URI's headers begin),
+/// so the parameters of a URI not yet split at its `?` give the same answer.
 #[inline]
 pub(super) fn user_is_phone(params: Params<'_>) -> bool {
+    // `| 0x20` folds exactly the upper-case letter onto each lower-case one, so on letters
+    // a word compare is `eq_ignore_ascii_case`.
+    let letters = |b: [u8; 4], word: &[u8; 4]| {
+        u32::from_le_bytes(b) | 0x2020_2020 == u32::from_le_bytes(*word)
+    };
     let mut rest = params.0.as_bytes();
     loop {
         if let Some((name, after)) = rest.split_first_chunk::<4>()
-            && name.eq_ignore_ascii_case(b"user")
+            && letters(*name, b"user")
         {
             match after.first() {
                 // A bare `user` is the first one: no value, not a number.
-                None | Some(b';') => return false,
+                None | Some(b';' | b'?') => return false,
                 Some(b'=') => {
-                    let value = &after[1..];
-                    let end = value.iter().position(|&c| c == b';').unwrap_or(value.len());
-                    return value[..end].eq_ignore_ascii_case(b"phone");
+                    return match after[1..].split_first_chunk::<5>() {
+                        Some(([p, h, o, n, e], end)) => {
+                            letters([*p, *h, *o, *n], b"phon")
+                                && *e | 0x20 == b'e'
+                                && matches!(end.first(), None | Some(b';' | b'?'))
+                        }
+                        None => false,
+                    };
                 }
                 // `userx…`: another parameter.
                 _ => {}
             }
         }
-        match rest.iter().position(|&c| c == b';') {
-            Some(i) => rest = &rest[i + 1..],
-            None => return false,
+        match rest.iter().position(|&c| c == b';' || c == b'?') {
+            Some(i) if rest[i] == b';' => rest = &rest[i + 1..],
+            _ => return false,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! and the URIs of a header value.
 
 use super::escape::has_escape;
+use super::numbers::{SipUserNumbers, UserNumber, user_is_phone, user_number};
 use super::{Params, SipUri, TelUri, UriError, UriRef, split_byte};
 
 const PLAIN: u8 = 0;
@@ -259,6 +260,158 @@ pub fn parse(s: &str) -> Result<UriRef<'_>, UriError> {
     }
 }
 
+/// The host of the SIP or SIPS URI `text` as written, read without parsing `text`, and whether
+/// it holds no upper-case letter: when [`parse`] accepts `text`, this host lower-cased is the
+/// host of its canonical form ([`super::Canonical::host`]). `None` for other schemes and IPv6
+/// references: parse instead. A caller that only looks hosts up can tell a host it does not
+/// know from this alone, and parse (validate) only the URIs whose host it knows.
+///
+/// Why it agrees with [`parse`]: the host starts after the first `@` (after the scheme's colon
+/// when there is none; no `@` may appear unescaped in the user part, and an escape's two hex
+/// digits are no delimiter) and ends at the first `:`, `;` or `?` after that, or with the URI;
+/// a host that parses holds no `%` and no byte from `:` to `?`, so lower-casing is all that
+/// canonicalisation does to it.
+pub fn peek_host(text: &str) -> Option<(&[u8], bool)> {
+    let b = text.trim_ascii().as_bytes();
+    let Some((colon, Scheme::Sip | Scheme::Sips)) = known_scheme(b) else {
+        return None;
+    };
+    let rest = &b[colon + 1..];
+    let host = &rest[first_of(rest, b'@', b'@').map_or(0, |at| at + 1)..];
+    if host.first() == Some(&b'[') {
+        return None;
+    }
+    // Eight bytes a step: where the first byte from `:` to `?` is, and whether an upper-case
+    // letter comes before it (byte-wise sums on the low seven bits, which never carry).
+    let mut upper = 0;
+    let mut words = host.chunks_exact(8);
+    let mut i = 0;
+    for word in &mut words {
+        let w = u64::from_le_bytes([
+            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+        ]);
+        let low = w & !HIGH;
+        let at_least = |n: u64| low + (0x80 - n) * ONES;
+        let stop = at_least(u64::from(b':')) & !at_least(u64::from(b'?') + 1) & !w & HIGH;
+        let caps = at_least(u64::from(b'A')) & !at_least(u64::from(b'Z') + 1) & !w & HIGH;
+        if stop != 0 {
+            let below_stop = (stop & stop.wrapping_neg()) - 1;
+            upper |= caps & below_stop;
+            i += (stop.trailing_zeros() / 8) as usize;
+            return Some((&host[..i], upper == 0));
+        }
+        upper |= caps;
+        i += 8;
+    }
+    for &c in words.remainder() {
+        if matches!(c, b':'..=b'?') {
+            break;
+        }
+        upper |= u64::from(c.is_ascii_uppercase());
+        i += 1;
+    }
+    Some((&host[..i], upper == 0))
+}
+
+/// What [`peek_number`] tells of a URI without parsing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeekedNumber<'a> {
+    /// If [`parse`] accepts the URI, its canonical form holds no number (and it is no
+    /// [`super::unread_number`]).
+    None,
+    /// If [`parse`] accepts the URI, its canonical number is global, written here after its
+    /// `+`: as long as these bytes hold nothing but digits and RFC 3966 visual separators, the
+    /// canonical digits are those digits, up to the end or a `;` (where parameters begin). Any
+    /// other byte may be an escape that decoding turns into a digit, or a password: a reader
+    /// learns nothing from it or what follows.
+    Global(&'a str),
+    /// It takes parsing to tell (a local number, an IPv6 reference, a user part the setting
+    /// leaves unread, another scheme).
+    Unsure,
+}
+
+/// The telephone number of the URI `text` as [`super::canonicalize_with`] reads it with
+/// `numbers`, found without parsing `text`. Like [`peek_host`], for a caller that only looks
+/// global numbers up: it parses only the URIs whose number it knows.
+///
+/// Why it agrees with [`parse`] and the canonical form: a `tel:` number runs to the first `;`;
+/// a SIP URI's user part (up to a `:` before its first `@`) is a number when the URI
+/// parameters (from the first `;` after the `@` to a `?`) hold `user=phone` (then up to its
+/// own first `;`), or when `numbers` reads it as one; every other URI of these schemes holds
+/// none.
+pub fn peek_number(text: &str, numbers: SipUserNumbers) -> PeekedNumber<'_> {
+    let text = text.trim_ascii();
+    let (colon, scheme) = match known_scheme(text.as_bytes()) {
+        Some(known) => known,
+        None => return PeekedNumber::Unsure,
+    };
+    let rest = &text[colon + 1..];
+    let number = match scheme {
+        Scheme::Tel => rest,
+        Scheme::Sip | Scheme::Sips => {
+            let Some(at) = first_of(rest.as_bytes(), b'@', b'@') else {
+                // No user part: no number.
+                return PeekedNumber::None;
+            };
+            let userinfo = &rest[..at];
+            let hostpart = &rest[at + 1..];
+            if hostpart.starts_with('[') {
+                return PeekedNumber::Unsure;
+            }
+            // The URI parameters start at the first `;` unless a `?` comes first (user_is_phone
+            // stops at the `?` that ends them).
+            let params = match first_of(hostpart.as_bytes(), b';', b'?') {
+                Some(i) if hostpart.as_bytes()[i] == b';' => &hostpart[i + 1..],
+                _ => "",
+            };
+            if user_is_phone(Params(params)) {
+                // A password's `:` ends what a reader may read.
+                userinfo
+            } else {
+                let user = split_byte(userinfo, b':').map_or(userinfo, |(u, _)| u);
+                match user_number(user) {
+                    None => return PeekedNumber::None,
+                    Some(UserNumber::Global) if numbers.reads(UserNumber::Global) => user,
+                    Some(_) => return PeekedNumber::Unsure,
+                }
+            }
+        }
+        Scheme::Other => return PeekedNumber::Unsure,
+    };
+    match number.strip_prefix('+') {
+        Some(written) => PeekedNumber::Global(written),
+        None => PeekedNumber::Unsure,
+    }
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Where the first `x` or `y` (ASCII) of `b` is: eight bytes a step (a zero byte of
+/// `word ^ x…` is an `x`; the borrow of the subtraction only ever marks bytes above the first
+/// zero, so the lowest mark is exact), then byte by byte.
+#[inline]
+fn first_of(b: &[u8], x: u8, y: u8) -> Option<usize> {
+    let zeros = |w: u64| w.wrapping_sub(ONES) & !w & HIGH;
+    let mut words = b.chunks_exact(8);
+    let mut i = 0;
+    for word in &mut words {
+        let w = u64::from_le_bytes([
+            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+        ]);
+        let found = zeros(w ^ (u64::from(x) * ONES)) | zeros(w ^ (u64::from(y) * ONES));
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&c| c == x || c == y)
+        .map(|k| i + k)
+}
+
 /// Splits a SIP URI at the delimiters [`parse`] found, without scanning it again. An IPv6
 /// reference (whose colons are not a port's) takes [`parse_sip`].
 fn sip_from_delimiters<'a>(
@@ -421,6 +574,14 @@ impl<'a> Iterator for HeaderUris<'a> {
         let b = s.as_bytes();
         let mut i = 0;
         let mut in_quotes = false;
+        // A quoted display name without a backslash is passed eight bytes at a time to its
+        // closing quote.
+        if b[0] == b'"'
+            && let Some(q) = first_of(&b[1..], b'"', b'\\')
+            && b[1 + q] == b'"'
+        {
+            i = q + 2;
+        }
         // Find a '<' outside a quoted display name, or the end of this value: a plain loop,
         // display names being a few bytes (memchr3 costs more on them, measured). The URI
         // after the '<' is longer: memchr finds its '>'.

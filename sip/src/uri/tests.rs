@@ -1,4 +1,4 @@
-use super::numbers::user_number;
+use super::numbers::{self, user_number};
 use super::parse::parse_sip;
 use super::*;
 use proptest::prelude::*;
@@ -147,6 +147,10 @@ fn header_values_in_every_form() {
         ("\"a <quoted> name, too\" <sip:e@x>", vec!["sip:e@x"]),
         ("<sip:f@x>, <tel:+44207>", vec!["sip:f@x", "tel:+44207"]),
         ("\"Q\\\"x\" <sip:g@x>", vec!["sip:g@x"]),
+        (
+            "\"A long display name, with <brackets>\" <sip:h@x>, \"\" <sip:i@x>",
+            vec!["sip:h@x", "sip:i@x"],
+        ),
     ];
     for (value, want) in cases {
         let got: Vec<&str> = header_uris(value).map(|r| r.expect("ok")).collect();
@@ -157,6 +161,10 @@ fn header_values_in_every_form() {
         Some(Err(UriError::Unclosed))
     );
     assert_eq!(header_uris("   ").next(), None);
+    assert_eq!(
+        header_uris("\"no closing quote <sip:x@y>").next(),
+        Some(Err(UriError::Unclosed))
+    );
 }
 
 #[test]
@@ -587,5 +595,174 @@ proptest! {
         let plain = format!("sip:{}{reserved}{}@example.com", &user[..i], &user[i..]);
         let esc = format!("sip:{}%{:02X}{}@example.com", &user[..i], reserved as u8, &user[i..]);
         prop_assert_ne!(key(&plain), key(&esc));
+    }
+}
+
+/// The word-at-a-time digit count agrees with a byte-by-byte one for every pair of byte values
+/// side by side in every position (the arithmetic must not carry from one byte to the next).
+#[test]
+fn leading_decimal_digits_counts_like_bytes() {
+    for a in 0..=255u8 {
+        for b in 0..=255u8 {
+            for split in 0..=8 {
+                let mut word = [b'7'; 8];
+                if split < 8 {
+                    word[split] = a;
+                }
+                if split + 1 < 8 {
+                    word[split + 1] = b;
+                }
+                let want = word.iter().take_while(|c| c.is_ascii_digit()).count();
+                let got = numbers::leading_decimal_digits(u64::from_le_bytes(word));
+                assert_eq!(got, want, "{word:?}");
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
+
+    /// Appending a number eight bytes at a time gives what normalising it in place gives, up
+    /// to its first `;`.
+    #[test]
+    fn pushed_numbers_are_normalised_numbers(
+        prefix in "[a-z:]{0,5}",
+        number in "\\+?[0-9a-fA-F*#().;-]{0,40}|[0-9]{0,30}|.{0,20}",
+    ) {
+        let mut pushed = prefix.clone().into_bytes();
+        let (global, end) = numbers::push_number(number.as_bytes(), &mut pushed);
+        prop_assert_eq!(end, number.find(';').unwrap_or(number.len()));
+        let mut in_place = prefix.clone().into_bytes();
+        in_place.extend_from_slice(&number.as_bytes()[..end]);
+        prop_assert_eq!(global, numbers::normalize_number(&mut in_place, prefix.len()));
+        prop_assert_eq!(pushed, in_place);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
+
+    /// The one-pass `user=phone` test is `Params::get("user")` compared with `phone`, also on
+    /// parameters followed by a URI's `?` and headers.
+    #[test]
+    fn user_is_phone_is_the_first_user_parameter(
+        params in proptest::collection::vec(
+            "(user|USER|uSeR|usex|users|use|U5ER|x)(=(phone|PHONE|pHoNe|phon|phones|tel|)|)", 0..4,
+        ),
+        headers in proptest::collection::vec("(user|user=phone|x=1|)", 0..3),
+    ) {
+        let text = params.join(";");
+        let want = Params(&text)
+            .get("user")
+            .flatten()
+            .is_some_and(|v| v.eq_ignore_ascii_case("phone"));
+        prop_assert_eq!(numbers::user_is_phone(Params(&text)), want, "{}", text);
+        // A URI's parameters not yet cut at the `?` of its headers give the same answer.
+        let uncut = format!("{text}?{}", headers.join(";"));
+        prop_assert_eq!(numbers::user_is_phone(Params(&uncut)), want, "{}", uncut);
+    }
+}
+
+/// Lower-casing eight bytes at a time is `to_ascii_lowercase` on each, whatever the neighbours.
+#[test]
+fn lower_word_lowers_each_byte() {
+    for a in 0..=255u8 {
+        for b in 0..=255u8 {
+            let bytes = [a, b, b, a, a, b, a, b];
+            let got = super::escape::lower_word(u64::from_le_bytes(bytes)).to_le_bytes();
+            assert_eq!(got, bytes.map(|c| c.to_ascii_lowercase()), "{bytes:?}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    /// Appending lower-cased (word by word, the last word overlapping) is appending and then
+    /// `make_ascii_lowercase`, for every length.
+    #[test]
+    fn extend_lower_is_a_lower_cased_copy(
+        before in "[A-Za-z]{0,9}",
+        text in proptest::collection::vec(any::<u8>(), 0..40),
+    ) {
+        let mut out = before.clone().into_bytes();
+        super::escape::extend_lower(&text, &mut out);
+        let mut want = before.into_bytes();
+        want.extend(text.iter().map(u8::to_ascii_lowercase));
+        prop_assert_eq!(out, want);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 20_000, ..ProptestConfig::default() })]
+
+    /// A host read without parsing is the canonical host of every SIP URI that parses (and is
+    /// read for all of them but IPv6 references).
+    #[test]
+    fn peeked_hosts_are_canonical_hosts(
+        space in "[ \t]{0,1}",
+        scheme in "(sip|SIPS|sips|SiP|tel|x)",
+        rest in "[aB1:@;?=%.\\[\\]_F-]{0,24}|[a-z0-9+]{1,12}(@[A-Za-z0-9.-]{1,30})?(:[0-9]{1,5})?(;[a-z=]{1,8})?(\\?[a-z=@]{1,6})?",
+    ) {
+        let text = format!("{space}{scheme}:{rest}{space}");
+        let peeked = peek_host(&text);
+        if let Some((host, lower)) = peeked {
+            prop_assert_eq!(lower, !host.iter().any(u8::is_ascii_uppercase), "{}", text);
+        }
+        if let Ok(uri @ UriRef::Sip(s)) = parse(&text) {
+            prop_assert_eq!(peeked.is_some(), !s.host.starts_with('['), "{}", text);
+            let mut buf = Vec::new();
+            let c = canonicalize_parts(uri, &mut buf, Parts { host: true, ..Parts::default() });
+            if let Some((host, _)) = peeked {
+                prop_assert_eq!(Some(&host.to_ascii_lowercase()[..]), c.host, "{}", text);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 20_000, ..ProptestConfig::default() })]
+
+    /// A number read without parsing is the canonical number of every URI that parses, under
+    /// every reading of SIP user parts; "none" means no number and nothing unread.
+    #[test]
+    fn peeked_numbers_are_canonical_numbers(
+        space in "[ \t]{0,1}",
+        scheme in "(sip|SIPS|sips|tel|TEL|urn)",
+        user in "\\+?[0-9().-]{0,10}|[a-z0-9+%;=:]{0,8}|\\+1%32|\\+1;isub=2",
+        host in "@[a-z.]{1,8}|@\\[::1\\]|",
+        params in "(;user=phone|;USER=Phone|;user=ip|;x=1|;phone-context=\\+1|)(;lr|)(\\?a=b;user=phone|)",
+        numbers in proptest::sample::select(&SipUserNumbers::ALL[..]),
+    ) {
+        let text = format!("{space}{scheme}:{user}{host}{params}{space}");
+        let peeked = peek_number(&text, numbers);
+        if let Ok(uri) = parse(&text) {
+            let (mut buf, mut unread) = (Vec::new(), false);
+            let parts = Parts { number: true, ..Parts::default() };
+            let c = canonicalize_noting(uri, &mut buf, parts, numbers, &mut unread);
+            match peeked {
+                PeekedNumber::None => prop_assert!(c.number.is_none() && !unread, "{}", text),
+                PeekedNumber::Global(written) => {
+                    let n = c.number.expect("a number");
+                    prop_assert!(n.global && !unread, "{}", text);
+                    // The digits of what is written before any other byte start the
+                    // canonical digits, and are all of them when nothing else comes before
+                    // the end or a `;`.
+                    let number = written.split(';').next().unwrap_or("");
+                    let clean = number
+                        .bytes()
+                        .position(|b| !b.is_ascii_digit() && !is_visual_separator(b))
+                        .unwrap_or(number.len());
+                    let digits: Vec<u8> =
+                        number[..clean].bytes().filter(u8::is_ascii_digit).collect();
+                    prop_assert!(n.digits.starts_with(&digits), "{}", text);
+                    if clean == number.len() {
+                        prop_assert_eq!(&digits[..], n.digits, "{}", text);
+                    }
+                }
+                PeekedNumber::Unsure => {}
+            }
+        }
     }
 }
