@@ -447,18 +447,28 @@ fn mixed_policy_xml() -> impl Strategy<Value = String> {
     )
         .prop_map(|(name, ids)| format!("<lc:{name}>{}</lc:{name}>", ids.concat()));
     let rule = proptest::collection::vec(proptest::collection::vec(field, 1..3), 1..3);
-    proptest::collection::vec(rule, 1..10).prop_map(|rules| {
-        rules
-            .into_iter()
-            .enumerate()
-            .map(|(i, sips)| {
-                format!(
-                    "<rule id=\"r{i}\"><conditions>{}</conditions><actions><lc:accept><lc:rate>1</lc:rate></lc:accept></actions></rule>",
-                    call_identity_xml(sips)
-                )
-            })
-            .collect()
-    })
+    proptest::collection::vec(rule, 1..10).prop_map(rate_rules_xml)
+}
+
+/// The first rule whose full check holds on an eager view of `ids` (an INVITE at time 0).
+fn scanned(policy: &CompiledPolicy, ids: &Identities<'_>) -> Option<usize> {
+    let mut eager = Scratch::default();
+    let view = policy.view(ids, &mut eager);
+    (0..policy.len()).find(|&i| policy.check(i, "INVITE", 0, &view).is_ok())
+}
+
+/// Rate rules `r0`, `r1`, … with the `<sip>` blocks given (each a list of field tests).
+fn rate_rules_xml(rules: Vec<Vec<Vec<String>>>) -> String {
+    rules
+        .into_iter()
+        .enumerate()
+        .map(|(i, sips)| {
+            format!(
+                "<rule id=\"r{i}\"><conditions>{}</conditions><actions><lc:accept><lc:rate>1</lc:rate></lc:accept></actions></rule>",
+                call_identity_xml(sips)
+            )
+        })
+        .collect()
 }
 
 /// Request URIs of every kind a field may hold, valid or not: SIP URIs in any case, with
@@ -589,18 +599,7 @@ fn host_only_policy_xml() -> impl Strategy<Value = String> {
     let block = (from, proptest::option::of(ruri))
         .prop_map(|(from, ruri)| vec![from].into_iter().chain(ruri).collect::<Vec<_>>());
     let rule = proptest::collection::vec(block, 1..3);
-    proptest::collection::vec(rule, 1..8).prop_map(|rules| {
-        rules
-            .into_iter()
-            .enumerate()
-            .map(|(i, sips)| {
-                format!(
-                    "<rule id=\"r{i}\"><conditions>{}</conditions><actions><lc:accept><lc:rate>1</lc:rate></lc:accept></actions></rule>",
-                    call_identity_xml(sips)
-                )
-            })
-            .collect()
-    })
+    proptest::collection::vec(rule, 1..8).prop_map(rate_rules_xml)
 }
 
 proptest! {
@@ -624,10 +623,7 @@ proptest! {
                 ..Identities::default()
             };
             let found = policy.find_with("INVITE", 0, &ids, &mut lazy);
-            let mut eager = Scratch::default();
-            let view = policy.view(&ids, &mut eager);
-            let scanned = (0..policy.len()).find(|&i| policy.check(i, "INVITE", 0, &view).is_ok());
-            prop_assert_eq!(found, scanned, "{} | {}\n{}", from, ruri, rules);
+            prop_assert_eq!(found, scanned(&policy, &ids), "{} | {}\n{}", from, ruri, rules);
         }
     }
 }
@@ -664,18 +660,7 @@ fn global_number_policy_xml() -> impl Strategy<Value = String> {
     let block = (field, proptest::option::of(from))
         .prop_map(|(field, from)| vec![field].into_iter().chain(from).collect::<Vec<_>>());
     let rule = proptest::collection::vec(block, 1..3);
-    proptest::collection::vec(rule, 1..8).prop_map(|rules| {
-        rules
-            .into_iter()
-            .enumerate()
-            .map(|(i, sips)| {
-                format!(
-                    "<rule id=\"r{i}\"><conditions>{}</conditions><actions><lc:accept><lc:rate>1</lc:rate></lc:accept></actions></rule>",
-                    call_identity_xml(sips)
-                )
-            })
-            .collect()
-    })
+    proptest::collection::vec(rule, 1..8).prop_map(rate_rules_xml)
 }
 
 /// Request-URIs and To URIs holding numbers in every way a field may: tel URIs global and
@@ -757,10 +742,8 @@ proptest! {
                 ..Identities::default()
             };
             let found = policy.find_with("INVITE", 0, &ids, &mut lazy);
-            let mut eager = Scratch::default();
-            let view = policy.view(&ids, &mut eager);
-            let scanned = (0..policy.len()).find(|&i| policy.check(i, "INVITE", 0, &view).is_ok());
-            prop_assert_eq!(found, scanned, "{} | {} | {}\n{}", ruri, to, from, rules);
+            let scan = scanned(&policy, &ids);
+            prop_assert_eq!(found, scan, "{} | {} | {}\n{}", ruri, to, from, rules);
             let unread = |text: Option<&str>| {
                 text.and_then(|t| loadctl::uri::parse(t).ok())
                     .is_some_and(|u| loadctl::uri::unread_number(u, numbers))
