@@ -11,7 +11,8 @@ workers traffic, and each test checks from `edge_worker_datagrams_total` that it
   the rule's bound holds across the workers at the next hop (never more than r·(1 s + τ) + 1 in
   any second, τ = 100 ms, libloadctl's GCRA tolerance) and its rate within 3 %; every INVITE is
   forwarded or answered 503, and the edge's counters add up to what SIPp sent.
-- window_across_workers: a window of 4 (RFC 7200 `win`) against 30 calls/s from a port per
+- window_across_workers: a window of 4 (RFC 7200 §5.4: "the <win> element describes the
+  acceptable window size") against 30 calls/s from a port per
   call, a next hop that answers each INVITE 400 ms after it arrives: never more than 4 INVITEs
   unanswered at the next hop, and 4 reached (the window is exact across workers, its slots given
   back by final responses that reach whichever worker the kernel gives the next hop's address).
@@ -21,7 +22,10 @@ workers traffic, and each test checks from `edge_worker_datagrams_total` that it
 - connection_limit: `--max-connections 5` and 12 connections: exactly 5 served and 7 refused,
   whichever workers accept them (the limit is over all TCP workers).
 - retransmission_other_port: a request retransmitted from another source port (a NAT
-  rebinding) may reach another worker; it still gets its original's decision: a rate-0 call's
+  rebinding) may reach another worker; it still gets its original's decision (RFC 3261 §16.11:
+  "a retransmitted request MUST be forwarded to the same destination each time it is
+  processed", and its branch "MUST be the same each time a retransmitted request is
+  forwarded"; RFC 7200 limits new requests, so a copy takes no second token): a rate-0 call's
   copies from 16 other ports are each answered 503 without being classified again, an admitted
   call's copies are forwarded with the original's branch, and none is unremembered.
 
