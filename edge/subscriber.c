@@ -231,33 +231,6 @@ void subscriber_refuse(worker_t *w, const char *msg, size_t len, const peer_t *f
     }
 }
 
-/* A message of the event package for this edge's subscriber: taken and answered here. Returns
- * 1 when it was. `from` is NULL for what came on the notifier's TLS connection. */
-static void subscriber_take(worker_t *w, const char *msg, size_t len, const struct sockaddr_in *from, int response,
-                            const char *branch);
-
-int subscriber_receive(worker_t *w, const char *msg, size_t len, const struct sockaddr_in *from) {
-    edge_t *e = w->e;
-    if (!e->sub) return 0;
-    int response = len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0;
-    char branch[64] = "";
-    if (response) {
-        top_branch(msg, len, branch, sizeof branch);
-        if (strncmp(branch, SUB_BRANCH, strlen(SUB_BRANCH)) != 0) return 0;
-    } else if (!(len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len))) {
-        return 0;
-    }
-    if (e->link && from) {
-        peer_t p = {0, *from, 0, 0, 0};
-        subscriber_refuse(w, msg, len, &p);
-        return 1;
-    }
-    pthread_mutex_lock(&e->sub_lock);
-    subscriber_take(w, msg, len, from, response, branch);
-    pthread_mutex_unlock(&e->sub_lock);
-    return 1;
-}
-
 /* The rest of subscriber_receive, under the subscriber's lock. */
 static void subscriber_take(worker_t *w, const char *msg, size_t len, const struct sockaddr_in *from, int response,
                             const char *branch) {
@@ -290,6 +263,30 @@ static void subscriber_take(worker_t *w, const char *msg, size_t len, const stru
     }
     subscriber_transmit(w);
     log_subscriber_events(e);
+}
+
+/* A message of the event package for this edge's subscriber: taken and answered here. Returns
+ * 1 when it was. `from` is NULL for what came on the notifier's TLS connection. */
+int subscriber_receive(worker_t *w, const char *msg, size_t len, const struct sockaddr_in *from) {
+    edge_t *e = w->e;
+    if (!e->sub) return 0;
+    int response = len >= 8 && strncmp(msg, "SIP/2.0 ", 8) == 0;
+    char branch[64] = "";
+    if (response) {
+        top_branch(msg, len, branch, sizeof branch);
+        if (strncmp(branch, SUB_BRANCH, strlen(SUB_BRANCH)) != 0) return 0;
+    } else if (!(len >= 7 && strncmp(msg, "NOTIFY ", 7) == 0 && is_load_control(msg, len))) {
+        return 0;
+    }
+    if (e->link && from) {
+        peer_t p = {0, *from, 0, 0, 0};
+        subscriber_refuse(w, msg, len, &p);
+        return 1;
+    }
+    pthread_mutex_lock(&e->sub_lock);
+    subscriber_take(w, msg, len, from, response, branch);
+    pthread_mutex_unlock(&e->sub_lock);
+    return 1;
 }
 
 /* Whether a notifier URI asks for TLS: `sips:`, or a `transport=tls` parameter. */
