@@ -46,55 +46,19 @@ void dialogs_free(dialogs_t *d) {
     free(d);
 }
 
-/* The value of `tag` in a From / To header value (after the name-addr's `>`, a display name's
- * quoted string skipped), or NULL. */
-static const char *tag_of(const char *v, size_t vl, size_t *tl) {
-    size_t k = 0;
-    int quoted = 0, angle = 0;
-    for (size_t i = 0; i < vl; i++) {
-        if (quoted) {
-            if (v[i] == '\\') i++;
-            else if (v[i] == '"') quoted = 0;
-        } else if (v[i] == '"') {
-            quoted = 1;
-        } else if (v[i] == '<') {
-            angle = 1;
-        } else if (v[i] == '>' && angle) {
-            k = i + 1;
-            break;
-        }
-    }
-    for (; k + 5 <= vl; k++) {
-        if (v[k] != ';') continue;
-        size_t p = k + 1;
-        while (p < vl && (v[p] == ' ' || v[p] == '\t')) p++;
-        if (p + 4 <= vl && strncasecmp(v + p, "tag=", 4) == 0) {
-            size_t s = p + 4, e = s;
-            while (e < vl && v[e] != ';' && v[e] != ',' && v[e] != ' ' && v[e] != '\t' && v[e] != '\r') e++;
-            if (e == s) return NULL;
-            *tl = e - s;
-            return v + s;
-        }
-    }
-    return NULL;
-}
-
 static uint64_t fnv(uint64_t h, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
     return (h ^ 0xff) * 0x100000001b3ull; /* a separator, so "ab"+"c" is not "a"+"bc" */
 }
 
-/* The dialog key of a message (0: it names no dialog: no Call-ID or a tag missing). */
-static uint64_t dialog_key(const char *msg, size_t len) {
-    size_t cl = 0, fl = 0, tl = 0, ftl = 0, ttl = 0;
-    /* The To tag first: a new request (none) costs the edge one header scan here, not three. */
-    size_t t = find_header(msg, len, "To", "t", &tl);
-    const char *tt = t ? tag_of(msg + t, tl, &ttl) : NULL;
-    if (!tt) return 0;
-    size_t c = find_header(msg, len, "Call-ID", "i", &cl);
-    size_t f = find_header(msg, len, "From", "f", &fl);
-    if (!c || !f || !cl) return 0;
-    const char *ft = tag_of(msg + f, fl, &ftl);
+/* The dialog key of a request or response from its Call-ID, From and To values (0: it names
+ * no dialog: no Call-ID or a tag missing). */
+static uint64_t dialog_key_of(const char *c, size_t cl, const char *f, size_t fl, const char *t, size_t tl) {
+    size_t ftl = 0, ttl = 0;
+    const char *tt = t ? header_tag(t, tl, &ttl) : NULL;
+    while (c && cl > 0 && (c[cl - 1] == ' ' || c[cl - 1] == '\t')) cl--; /* found by name or by sv_check: same key */
+    if (!tt || !c || !cl || !f) return 0;
+    const char *ft = header_tag(f, fl, &ftl);
     if (!ft) return 0;
     size_t n = ftl < ttl ? ftl : ttl;
     int cmp = memcmp(ft, tt, n);
@@ -106,10 +70,22 @@ static uint64_t dialog_key(const char *msg, size_t len) {
         ftl = ttl;
         ttl = y;
     }
-    uint64_t h = fnv(0xcbf29ce484222325ull, msg + c, cl);
+    uint64_t h = fnv(0xcbf29ce484222325ull, c, cl);
     h = fnv(h, ft, ftl);
     h = fnv(h, tt, ttl);
     return h ? h : 1;
+}
+
+/* The dialog key of a message, its headers found by name. */
+static uint64_t dialog_key(const char *msg, size_t len) {
+    size_t cl = 0, fl = 0, tl = 0;
+    /* The To tag first: a message without one costs one header scan here, not three. */
+    size_t t = find_header(msg, len, "To", "t", &tl);
+    if (!t || !header_tag(msg + t, tl, &(size_t){0})) return 0;
+    size_t c = find_header(msg, len, "Call-ID", "i", &cl);
+    size_t f = find_header(msg, len, "From", "f", &fl);
+    if (!c || !f) return 0;
+    return dialog_key_of(msg + c, cl, msg + f, fl, msg + t, tl);
 }
 
 static uint32_t second(uint64_t now_ns) {
@@ -155,9 +131,10 @@ void dialogs_answered(dialogs_t *d, const char *msg, size_t len, uint64_t now_ns
     atomic_store_explicit(&d->seen[victim], now, memory_order_relaxed);
 }
 
-int dialogs_known(dialogs_t *d, const char *msg, size_t len, uint64_t now_ns) {
+int dialogs_known(dialogs_t *d, const char *call_id, size_t call_id_len, const char *from, size_t from_len, const char *to,
+                  size_t to_len, uint64_t now_ns) {
     if (!d) return 0;
-    uint64_t key = dialog_key(msg, len);
+    uint64_t key = dialog_key_of(call_id, call_id_len, from, from_len, to, to_len);
     if (!key) return 0;
     uint32_t now = second(now_ns);
     size_t base = (size_t)(key % d->sets) * WAYS;

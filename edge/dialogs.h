@@ -17,9 +17,11 @@ void dialogs_free(dialogs_t *d);
  * is ignored. Call it only for the next hop's responses. */
 void dialogs_answered(dialogs_t *d, const char *msg, size_t len, uint64_t now_ns);
 
-/* Whether a request belongs to a dialog in the table (its Call-ID and tags, from either side);
- * a hit keeps the dialog for another DIALOG_IDLE_S. */
-int dialogs_known(dialogs_t *d, const char *msg, size_t len, uint64_t now_ns);
+/* Whether a request belongs to a dialog in the table, from its Call-ID, From and To header
+ * values (NULL when absent; the tags may be either way round); a hit keeps the dialog for
+ * another DIALOG_IDLE_S. */
+int dialogs_known(dialogs_t *d, const char *call_id, size_t call_id_len, const char *from, size_t from_len, const char *to,
+                  size_t to_len, uint64_t now_ns);
 
 /* Dialogs counted in the table now (for the metrics). */
 size_t dialogs_count(const dialogs_t *d, uint64_t now_ns);

@@ -40,26 +40,34 @@ size_t build_reply(worker_t *w, const char *msg, size_t len, unsigned status, co
     char *out = w->reply_buf;
     const size_t cap = sizeof w->reply_buf;
     size_t at = 0;
-    char line[128];
-    int n = snprintf(line, sizeof line, "SIP/2.0 %u %s\r\n", status, reason);
-    put(out, &at, cap, line, (size_t)n);
+    /* "SIP/2.0 NNN Reason": written by hand, as snprintf cost a tenth of a rejection. */
+    char code[4] = {(char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10), (char)('0' + status % 10), ' '};
+    put(out, &at, cap, "SIP/2.0 ", 8);
+    put(out, &at, cap, code, 4);
+    put(out, &at, cap, reason, strlen(reason));
+    put(out, &at, cap, "\r\n", 2);
     size_t i = first_header(msg, len);
     const char *h;
     size_t line_len;
     while (next_header(msg, len, &i, &h, &line_len)) {
-        if (header_is(h, line_len, "Via", "v") || header_is(h, line_len, "From", "f") ||
-            header_is(h, line_len, "Call-ID", "i") || header_is(h, line_len, "CSeq", NULL)) {
-            put(out, &at, cap, h, line_len);
-            put(out, &at, cap, "\r\n", 2);
-        } else if (header_is(h, line_len, "To", "t")) {
-            put(out, &at, cap, h, line_len);
-            int tagged = 0;
-            for (size_t k = 0; k + 4 <= line_len; k++) {
-                if (strncasecmp(h + k, "tag=", 4) == 0) tagged = 1;
-            }
-            if (!tagged) put(out, &at, cap, ";tag=" EDGE_TAG, 5 + strlen(EDGE_TAG));
-            put(out, &at, cap, "\r\n", 2);
+        /* One look at the first letter, then one name: most lines are none of these. */
+        int copy = 0, to = 0;
+        switch (h[0] | 0x20) {
+        case 'v': copy = header_is(h, line_len, "Via", "v"); break;
+        case 'f': copy = header_is(h, line_len, "From", "f"); break;
+        case 'i': copy = header_is(h, line_len, "Call-ID", "i"); break;
+        case 'c': copy = header_is(h, line_len, "Call-ID", NULL) || header_is(h, line_len, "CSeq", NULL); break;
+        case 't': copy = to = header_is(h, line_len, "To", "t"); break;
+        default: break;
         }
+        if (!copy) continue;
+        put(out, &at, cap, h, line_len);
+        if (to) {
+            const char *colon = memchr(h, ':', line_len);
+            size_t v = colon ? (size_t)(colon - h) + 1 : line_len, tl = 0;
+            if (!header_tag(h + v, line_len - v, &tl)) put(out, &at, cap, ";tag=" EDGE_TAG, 5 + strlen(EDGE_TAG));
+        }
+        put(out, &at, cap, "\r\n", 2);
     }
     for (size_t t = 0; d && d->verdict == LC_VERDICT_REDIRECT && t < d->target_count; t++) {
         put(out, &at, cap, "Contact: <", 10);

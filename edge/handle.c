@@ -35,17 +35,10 @@
 
 /* True for an ACK to an answer this edge sent itself: its To carries the tag the edge adds. */
 static int acks_our_answer(const char *msg, size_t len) {
-    size_t tl = 0;
-    size_t t = find_header(msg, len, "To", "t", &tl);
-    const char *tag = ";tag=" EDGE_TAG;
-    size_t n = strlen(tag);
-    for (size_t k = 0; t && k + n <= tl; k++) {
-        if (strncasecmp(msg + t + k, tag, n) == 0 &&
-            (k + n == tl || msg[t + k + n] == ';' || msg[t + k + n] == ' ' || msg[t + k + n] == '>')) {
-            return 1;
-        }
-    }
-    return 0;
+    size_t vl = 0, tl = 0;
+    size_t v = find_header(msg, len, "To", "t", &vl);
+    const char *tag = v ? header_tag(msg + v, vl, &tl) : NULL;
+    return tag && tl == strlen(EDGE_TAG) && ascii_ieq(tag, EDGE_TAG, tl);
 }
 
 /* One SIP message from a peer, whatever the transport. */
@@ -63,7 +56,8 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
         forward_response(w, msg, len, from);
         return;
     }
-    if (len >= 4 && strncmp(msg, "ACK ", 4) == 0 && acks_our_answer(msg, len)) {
+    int is_ack = len >= 4 && strncmp(msg, "ACK ", 4) == 0;
+    if (is_ack && acks_our_answer(msg, len)) {
         BUMP(w->c.absorbed);
         return; /* the ACK to our own 503 / 302 ends here (RFC 3261 §17.2.1) */
     }
@@ -80,7 +74,6 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     /* RFC 3261 §16.6 step 7: "if the Request-URI contains a SIPS URI, TLS MUST be used to
      * communicate with that proxy"; a request goes on over the transport it came on, so a
      * sips: Request-URI is forwarded only when it came over TLS. */
-    int is_ack = len >= 4 && strncmp(msg, "ACK ", 4) == 0;
     const char *ruri = memchr(msg, ' ', len < 64 ? len : 64);
     if (!from->tls && ruri && (size_t)(msg + len - ruri) > 6 && strncasecmp(ruri + 1, "sips:", 5) == 0) {
         BUMP(w->c.invalid[is_ack ? SV_UNANSWERED : SV_BAD_SCHEME]);
@@ -103,7 +96,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     decided_t *dm = NULL; /* this transaction's slot of the decision memory (NULL: not observed) */
     unsigned long dk = 0;
     if (!ack_or_cancel && lc_detector_observe_scanned(w->e->det, &scan, now, &cls) == LC_RESULT_OK) {
-        dk = decision_key(msg, len);
+        dk = decision_key(&sv);
         dm = decision_slot(w->decided, dk);
         if (cls == LC_CLASS_RETRANSMISSION) BUMP(w->c.retransmissions);
         else BUMP(w->c.originals);
@@ -121,7 +114,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     o.transport = from->tls ? LC_TRANSPORT_TLS : from->tcp ? LC_TRANSPORT_TCP : LC_TRANSPORT_UDP;
     o.source.family = LC_IP_V4;
     memcpy(o.source.addr, &from->addr.sin_addr, 4);
-    if (dialogs_known(w->e->dialogs, msg, len, now)) o.flags |= LC_SIP_KNOWN_DIALOG;
+    if (dialogs_known(w->e->dialogs, sv.call_id.p, sv.call_id.n, sv.from.p, sv.from.n, sv.to.p, sv.to.n, now)) o.flags |= LC_SIP_KNOWN_DIALOG;
     int oc_new = 0, oc_exempt = 0;
     lc_oc_category oc_cat = LC_OC_CATEGORY_NONE;
     if (w->e->oc) {

@@ -20,24 +20,17 @@
 
 #include "edge.h"
 #include "memory.h"
-#include "via.h"
 #include "window.h"
 
 /* The key of a request's transaction in the decision memory: Call-ID, CSeq (number and method)
- * and the top Via's branch. The detector's RFC 3261 key (branch, sent-by, method, CSeq number)
- * is not exposed; this one is the same for every copy of a request, and the memory is asked
- * only about requests the detector has already called retransmissions. The Call-ID keeps
- * apart requests of RFC 2543 clients, whose branches may be missing or not unique. */
-unsigned long decision_key(const char *msg, size_t len) {
-    size_t cl = 0, sl = 0;
-    size_t c = find_header(msg, len, "Call-ID", "i", &cl);
-    size_t s = find_header(msg, len, "CSeq", NULL, &sl);
-    lc_str via = top_via(msg, len);
-    const char *v = (const char *)via.ptr;
-    size_t bl = 0;
-    size_t b = v ? via_branch(v, via.len, &bl) : 0;
-    unsigned long h = hash_bytes(msg + c, cl, msg + s, sl);
-    return h ^ (hash_bytes(v ? v + b : "", bl, "", 0) * 0x9e3779b97f4a7c15ul);
+ * and the top Via's branch, as sv_check found them. The detector's RFC 3261 key (branch,
+ * sent-by, method, CSeq number) is not exposed; this one is the same for every copy of a
+ * request, and the memory is asked only about requests the detector has already called
+ * retransmissions. The Call-ID keeps apart requests of RFC 2543 clients, whose branches may be
+ * missing or not unique. */
+unsigned long decision_key(const sv_result *sv) {
+    unsigned long h = hash_bytes(sv->call_id.p ? sv->call_id.p : "", sv->call_id.n, sv->cseq.p ? sv->cseq.p : "", sv->cseq.n);
+    return h ^ (hash_bytes(sv->branch.p ? sv->branch.p : "", sv->branch.n, "", 0) * 0x9e3779b97f4a7c15ul);
 }
 
 /* The decision-memory entry of transaction `key` in the calling worker's own table: its own

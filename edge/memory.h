@@ -3,8 +3,10 @@
 #define LOADCTL_EDGE_MEMORY_H
 
 #include "edge.h"
+#include "validate.h"
 
-unsigned long decision_key(const char *msg, size_t len);
+/* The decision-memory key of a request sv_check passed. */
+unsigned long decision_key(const sv_result *sv);
 /* A remembered decision. */
 typedef struct {
     int kind; /* DM_* */

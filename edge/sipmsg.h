@@ -13,6 +13,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "sipvia.h" /* ascii_ieq */
+
 /* CLOCK_MONOTONIC in nanoseconds (the clock libloadctl's shared tables and timers expect). */
 static inline uint64_t now_ns(void) {
     struct timespec ts;
@@ -47,7 +49,7 @@ static inline void addr_key(const struct sockaddr_in *a, char *out, size_t cap) 
 /* Case-insensitive prefix match of a header line against a long or compact name. */
 static inline int header_is(const char *line, size_t len, const char *name, const char *compact) {
     size_t n = strlen(name);
-    if (len > n && strncasecmp(line, name, n) == 0 && (line[n] == ':' || line[n] == ' ' || line[n] == '\t')) return 1;
+    if (len > n && ascii_ieq(line, name, n) && (line[n] == ':' || line[n] == ' ' || line[n] == '\t')) return 1;
     if (compact && len > 1 && (line[0] == compact[0] || line[0] == (compact[0] - 32)) && (line[1] == ':' || line[1] == ' ')) return 1;
     return 0;
 }
@@ -94,6 +96,52 @@ static inline size_t find_header(const char *msg, size_t len, const char *name, 
     }
     *value_len = 0;
     return 0;
+}
+
+/* The value of the `tag` parameter of a From / To header value (RFC 3261 §20.20, §20.39:
+ * after the name-addr's `>`, a display name's quoted string skipped; `;` SWS `tag=`), with its
+ * length in *tl; NULL when it has none. */
+static inline const char *header_tag(const char *v, size_t vl, size_t *tl) {
+    size_t k = 0;
+    int quoted = 0, angle = 0;
+    /* Without a quoted display name the name-addr ends at the first '>' after its '<' (a URI
+     * holds no '>'): three memchr calls instead of a walk over every byte. */
+    const char *lt = memchr(v, '"', vl) ? NULL : memchr(v, '<', vl);
+    if (lt) {
+        const char *gt = memchr(lt, '>', vl - (size_t)(lt - v));
+        if (!gt) return NULL;
+        k = (size_t)(gt - v) + 1;
+    }
+    for (size_t i = 0; !lt && i < vl; i++) {
+        if (quoted) {
+            if (v[i] == '\\') i++;
+            else if (v[i] == '"') quoted = 0;
+        } else if (v[i] == '"') {
+            quoted = 1;
+        } else if (v[i] == '<') {
+            angle = 1;
+        } else if (v[i] == '>' && angle) {
+            k = i + 1;
+            angle = 0;
+            break;
+        }
+    }
+    if (angle) return NULL; /* a name-addr that does not close has no header parameters */
+    while (k < vl) {
+        const char *semi = memchr(v + k, ';', vl - k);
+        if (!semi) return NULL;
+        size_t p = (size_t)(semi - v) + 1;
+        while (p < vl && (v[p] == ' ' || v[p] == '\t')) p++;
+        if (p + 4 <= vl && ascii_ieq(v + p, "tag=", 4)) {
+            size_t s = p + 4, e = s;
+            while (e < vl && v[e] != ';' && v[e] != ',' && v[e] != ' ' && v[e] != '\t' && v[e] != '\r') e++;
+            if (e == s) return NULL;
+            *tl = e - s;
+            return v + s;
+        }
+        k = p;
+    }
+    return NULL;
 }
 
 /* Appends `len` bytes to out if they fit. */

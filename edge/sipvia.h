@@ -10,6 +10,17 @@
 #include <string.h>
 #include <strings.h>
 
+/* Whether the `n` bytes at `a` spell `name` ignoring ASCII case: inline rather than
+ * strncasecmp, whose call and locale set-up cost more than these short names' compare, and
+ * this runs for header lines of every message. Only letters fold: '\r' | 0x20 is '-'. */
+static inline int ascii_ieq(const char *a, const char *name, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = (unsigned char)a[i], y = (unsigned char)name[i];
+        if (x != y && !((x | 0x20) == (y | 0x20) && (y | 0x20) >= 'a' && (y | 0x20) <= 'z')) return 0;
+    }
+    return 1;
+}
+
 /* RFC 3261 §25.1 token characters. */
 static inline int sip_token_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '!' ||
@@ -19,6 +30,9 @@ static inline int sip_token_char(char c) {
 /* The offset of the first comma separating Via entries in a header value (len when none): a
  * comma inside a quoted string (a quoted oc-algo="loss,rate", say) separates nothing. */
 static inline size_t via_comma(const char *v, size_t len) {
+    const char *comma = memchr(v, ',', len);
+    const char *quote = memchr(v, '"', comma ? (size_t)(comma - v) : len);
+    if (!quote) return comma ? (size_t)(comma - v) : len; /* the common case: no quote before it */
     int quoted = 0;
     for (size_t k = 0; k < len; k++) {
         if (v[k] == '"') quoted = !quoted;
@@ -41,7 +55,7 @@ static inline void via_param(const char *v, size_t len, size_t k, const char *na
     *value = NULL;
     *value_len = 0;
     for (size_t j = k; j + 1 + nl <= len; j++) {
-        if (v[j] == ';' && strncasecmp(v + j + 1, name, nl) == 0) {
+        if (v[j] == ';' && ascii_ieq(v + j + 1, name, nl)) {
             size_t b = j + 1 + nl, n = 0;
             while (b + n < len && v[b + n] != ';' && v[b + n] != ' ' && v[b + n] != '\t') n++;
             *value = v + b;
@@ -58,7 +72,7 @@ static inline int via_parse(const char *v, size_t len, via_entry_t *out) {
     memset(out, 0, sizeof *out);
     size_t k = 0;
     while (k < len && (v[k] == ' ' || v[k] == '\t')) k++;
-    if (len - k < 8 || strncasecmp(v + k, "SIP", 3) != 0) return 0;
+    if (len - k < 8 || !ascii_ieq(v + k, "SIP", 3)) return 0;
     k += 3;
     while (k < len && v[k] == ' ') k++;
     if (k >= len || v[k] != '/') return 0;

@@ -1,8 +1,11 @@
 /* RFC 3261 §16.3 request validation (validate.c), one request per case, each expected answer
  * from the RFC sentence cited beside it. `make edge-test` runs it under ASan and UBSan. */
+#define _POSIX_C_SOURCE 200809L /* sipmsg.h: clock_gettime */
+
 #include <stdio.h>
 #include <string.h>
 
+#include "sipmsg.h"
 #include "sipvia.h"
 #include "validate.h"
 #include "../ffi/tests/check.h"
@@ -130,6 +133,44 @@ int main(void) {
         CHECK(via_parse(w, strlen(w), &e) == 1 && e.port == 0 && e.host_len == 13 && e.received == NULL);
         const char *bad[] = {"SIP/2.0/UDP", "SIP/2.0/UDP 192.0.2.1:0", "SIP/2.0/UDP 192.0.2.1 junk", "SIP/1.0/UDP a", "HTTP/2.0/UDP a"};
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(via_parse(bad[i], strlen(bad[i]), &e) == 0);
+    }
+    /* What sv_check hands on (the decision memory's key, the dialog lookup): the first
+     * occurrence of each, its value trimmed, long and compact names alike. */
+#define SPAN_IS(s, text) ((s).n == strlen(text) && memcmp((s).p, text, (s).n) == 0)
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0", VIA REST, &r) == SV_OK && SPAN_IS(r.call_id, "c1") &&
+          SPAN_IS(r.cseq, "1 INVITE") && SPAN_IS(r.from, "<sip:a@example.org>;tag=1") && SPAN_IS(r.to, "<sip:b@example.org>") &&
+          SPAN_IS(r.branch, "z9hG4bK-1"));
+    CHECK(check_req("INVITE sip:b@example.org SIP/2.0",
+                    "v: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK-7 , SIP/2.0/UDP 192.0.2.2;branch=z9hG4bK-8\r\n"
+                    "f: <sip:a@example.org>;tag=1\r\nt: <sip:b@example.org>;tag=2 \r\ni:  c9 \r\nCSeq: 1 INVITE\r\nCall-ID: other",
+                    &r) == SV_OK &&
+          SPAN_IS(r.call_id, "c9") && SPAN_IS(r.to, "<sip:b@example.org>;tag=2") && SPAN_IS(r.branch, "z9hG4bK-7"));
+    /* Names compare without case, letters only (RFC 3261 §7.3.1); a CR is not a '-'. */
+    CHECK(ascii_ieq("cALL-id", "Call-ID", 7) && !ascii_ieq("Call\rID", "Call-ID", 7) && !ascii_ieq("Via", "Vib", 3));
+    /* The tag of a From / To value (RFC 3261 §20.20, §20.39: a header parameter, after the
+     * name-addr; a display name may quote anything, a URI may carry a parameter named tag). */
+    {
+        const char *cases[][2] = {
+            {"\"Bob\" <sip:b@x>;tag=abc", "abc"},
+            {"\"A > ;tag=no\" <sip:b@x;tag=uri>;tag=yes", "yes"},
+            {"<sip:b@x;tag=uri>", NULL},
+            {"<sip:b@x;tag=uri>;user=x", NULL},
+            {"sip:b@x;tag=t1", "t1"},
+            {"<sip:b@x> ; TAG=Up;x=1", "Up"},
+            {"<sip:b@x;tag=no", NULL},
+            {"\"x\" <sip:b@x;tag=no", NULL},
+            {"<sip:b@x>;tag=", NULL},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            size_t tl = 0;
+            const char *t = header_tag(cases[i][0], strlen(cases[i][0]), &tl);
+            CHECK(cases[i][1] ? t && tl == strlen(cases[i][1]) && memcmp(t, cases[i][1], tl) == 0 : t == NULL);
+        }
+    }
+    /* A comma inside a quoted parameter value separates no Via entries. */
+    {
+        const char *v = "SIP/2.0/UDP a;x=\"1,2\", SIP/2.0/UDP b";
+        CHECK(via_comma(v, strlen(v)) == strlen("SIP/2.0/UDP a;x=\"1,2\""));
     }
     /* Truncated input never reads past its end (ASan): every prefix of a valid request. */
     {

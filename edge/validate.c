@@ -59,14 +59,14 @@ static int header_id(const hline *h) {
         case 't': return H_TO;
         default: return H_OTHER;
         }
-    case 2: return strncasecmp(n, "To", 2) == 0 ? H_TO : H_OTHER;
-    case 3: return strncasecmp(n, "Via", 3) == 0 ? H_VIA : H_OTHER;
-    case 4: return strncasecmp(n, "From", 4) == 0 ? H_FROM : strncasecmp(n, "CSeq", 4) == 0 ? H_CSEQ : H_OTHER;
-    case 5: return strncasecmp(n, "Route", 5) == 0 ? H_ROUTE : H_OTHER;
-    case 7: return strncasecmp(n, "Call-ID", 7) == 0 ? H_CALL_ID : H_OTHER;
-    case 12: return strncasecmp(n, "Max-Forwards", 12) == 0 ? H_MAX_FORWARDS : H_OTHER;
-    case 13: return strncasecmp(n, "Proxy-Require", 13) == 0 ? H_PROXY_REQUIRE : H_OTHER;
-    case 19: return strncasecmp(n, "Proxy-Authorization", 19) == 0 ? H_PROXY_AUTHORIZATION : H_OTHER;
+    case 2: return ascii_ieq(n, "To", 2) ? H_TO : H_OTHER;
+    case 3: return ascii_ieq(n, "Via", 3) ? H_VIA : H_OTHER;
+    case 4: return ascii_ieq(n, "From", 4) ? H_FROM : ascii_ieq(n, "CSeq", 4) ? H_CSEQ : H_OTHER;
+    case 5: return ascii_ieq(n, "Route", 5) ? H_ROUTE : H_OTHER;
+    case 7: return ascii_ieq(n, "Call-ID", 7) ? H_CALL_ID : H_OTHER;
+    case 12: return ascii_ieq(n, "Max-Forwards", 12) ? H_MAX_FORWARDS : H_OTHER;
+    case 13: return ascii_ieq(n, "Proxy-Require", 13) ? H_PROXY_REQUIRE : H_OTHER;
+    case 19: return ascii_ieq(n, "Proxy-Authorization", 19) ? H_PROXY_AUTHORIZATION : H_OTHER;
     default: return H_OTHER;
     }
 }
@@ -110,14 +110,16 @@ static int request_uri(const char *u, size_t n) {
                      u[k] == '-' || u[k] == '.'))
         k++;
     if (k == n || u[k] != ':' || k + 1 == n) return 0;
+    /* Bytes no URI holds: controls, blank, DEL, '<', '>', '"'; those below 0x40 as one mask. */
+    const unsigned long long low = 0x1ffffffffull | 1ull << '"' | 1ull << '<' | 1ull << '>';
     for (size_t j = k + 1; j < n; j++) {
         unsigned char c = (unsigned char)u[j];
-        if (c <= 0x20 || c == 0x7f || c == '<' || c == '>' || c == '"') return 0;
+        if ((c < 0x40 && (low >> c & 1)) || c == 0x7f) return 0;
     }
     size_t scheme = k;
     const char *rest = u + k + 1;
     size_t rest_len = n - k - 1;
-    if ((scheme == 3 && strncasecmp(u, "sip", 3) == 0) || (scheme == 4 && strncasecmp(u, "sips", 4) == 0)) {
+    if ((scheme == 3 && ascii_ieq(u, "sip", 3)) || (scheme == 4 && ascii_ieq(u, "sips", 4))) {
         const char *at = memchr(rest, '@', rest_len);
         const char *host = at ? at + 1 : rest;
         size_t host_len = rest_len - (size_t)(host - rest);
@@ -125,13 +127,13 @@ static int request_uri(const char *u, size_t n) {
         return 1;
     }
     /* tel (RFC 3966) numbers and urn (RFC 5031 service URNs: emergency calls) are classified too */
-    if ((scheme == 3 && strncasecmp(u, "tel", 3) == 0) || (scheme == 3 && strncasecmp(u, "urn", 3) == 0)) return 1;
+    if ((scheme == 3 && ascii_ieq(u, "tel", 3)) || (scheme == 3 && ascii_ieq(u, "urn", 3))) return 1;
     return 2;
 }
 
 /* Whether a Via entry's sent-by is `own` (`own_len` bytes; 0: none). */
 static int sent_by_is(const via_entry_t *e, const char *own, size_t own_len) {
-    return own_len && e->sent_by_len == own_len && strncasecmp(e->sent_by, own, own_len) == 0;
+    return own_len && e->sent_by_len == own_len && ascii_ieq(e->sent_by, own, own_len);
 }
 
 sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const char *own_sent_by2, sv_result *out) {
@@ -140,6 +142,7 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const c
     out->phrase = NULL;
     out->extra[0] = 0;
     out->max_forwards = -1;
+    out->call_id = out->cseq = out->from = out->to = out->branch = (sv_span){NULL, 0};
     int is_ack = len >= 4 && strncmp(msg, "ACK ", 4) == 0;
     /* The start line: Method SP Request-URI SP SIP-Version (RFC 3261 §7.1). */
     const char *first_nl = memchr(msg, '\n', len);
@@ -172,7 +175,10 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const c
                 size_t c = via_comma(v, rest);
                 via_entry_t e;
                 int ok = via_parse(v, c, &e);
-                if (vias++ == 0) via_ok = ok;
+                if (vias++ == 0) {
+                    via_ok = ok;
+                    if (ok) out->branch = (sv_span){e.branch, e.branch_len};
+                }
                 const char *br = e.branch;
                 size_t brl = e.branch_len;
                 if (ok && (sent_by_is(&e, own_sent_by, own_len) || sent_by_is(&e, own_sent_by2, own2_len)) && br &&
@@ -191,9 +197,11 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const c
             }
         } else if (id == H_CALL_ID) {
             call_id = h.value_len > 0;
+            if (!out->call_id.p) out->call_id = (sv_span){h.value, h.value_len};
         } else if (id == H_CSEQ) {
             /* CSeq = 1*DIGIT LWS Method, the method that of the request line (RFC 3261 §20.16) */
             cseq_seen = 1;
+            if (!out->cseq.p) out->cseq = (sv_span){h.value, h.value_len};
             size_t k = 0;
             while (k < h.value_len && h.value[k] >= '0' && h.value[k] <= '9') k++;
             size_t digits = k;
@@ -201,8 +209,10 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const c
             cseq_ok = digits > 0 && digits <= 10 && k > digits && h.value_len - k == m && memcmp(h.value + k, msg, m) == 0;
         } else if (id == H_FROM) {
             from = h.value_len > 0;
+            if (!out->from.p) out->from = (sv_span){h.value, h.value_len};
         } else if (id == H_TO) {
             to = h.value_len > 0;
+            if (!out->to.p) out->to = (sv_span){h.value, h.value_len};
         } else if (id == H_MAX_FORWARDS) {
             size_t k = 0;
             long v = 0;

@@ -22,12 +22,22 @@ typedef enum {
 /* The counter label of each reason. */
 extern const char *const SV_LABELS[SV_COUNT];
 
+/* A part of the checked message: `p` points into it (NULL, length 0: absent). */
+typedef struct {
+    const char *p;
+    size_t n;
+} sv_span;
+
 typedef struct {
     sv_reason reason;
     unsigned status;      /* the response to send; 0 when none (valid, or dropped) */
     const char *phrase;   /* its reason phrase */
     char extra[512];      /* header lines the response carries besides the copied ones (CRLF each) */
     int max_forwards;     /* the request's value; -1 when absent */
+    /* What the rest of the request's way reads, found by the same walk over its header lines
+     * (first occurrence, value trimmed; valid whatever the reason): */
+    sv_span call_id, cseq, from, to;
+    sv_span branch; /* the top Via entry's branch parameter */
 } sv_result;
 
 /* Checks a request (one whole message, start line first). `own_sent_by` and `own_sent_by2` (or
