@@ -76,18 +76,6 @@ static uint64_t dialog_key_of(const char *c, size_t cl, const char *f, size_t fl
     return h ? h : 1;
 }
 
-/* The dialog key of a message, its headers found by name. */
-static uint64_t dialog_key(const char *msg, size_t len) {
-    size_t cl = 0, fl = 0, tl = 0;
-    /* The To tag first: a message without one costs one header scan here, not three. */
-    size_t t = find_header(msg, len, "To", "t", &tl);
-    if (!t || !header_tag(msg + t, tl, &(size_t){0})) return 0;
-    size_t c = find_header(msg, len, "Call-ID", "i", &cl);
-    size_t f = find_header(msg, len, "From", "f", &fl);
-    if (!c || !f) return 0;
-    return dialog_key_of(msg + c, cl, msg + f, fl, msg + t, tl);
-}
-
 static uint32_t second(uint64_t now_ns) {
     return (uint32_t)(now_ns / 1000000000ull) + 1;
 }
@@ -102,15 +90,16 @@ void dialogs_answered(dialogs_t *d, const char *msg, size_t len, uint64_t now_ns
     unsigned status = status_code(msg, len);
     /* a 2xx, or a 1xx with a To tag (an early dialog: its PRACK and UPDATE, RFC 3262, 3311) */
     if (!d || status < 101 || status > 299) return;
-    size_t ql = 0;
-    size_t q = find_header(msg, len, "CSeq", NULL, &ql);
+    msg_ids f;
+    find_ids(msg, len, &f);
     /* CSeq: 1*DIGIT LWS Method */
-    size_t k = 0;
-    while (k < ql && msg[q + k] >= '0' && msg[q + k] <= '9') k++;
-    while (k < ql && (msg[q + k] == ' ' || msg[q + k] == '\t')) k++;
-    if (!q || ql - k < 6 || strncmp(msg + q + k, "INVITE", 6) != 0) return;
-    if (ql - k > 6 && msg[q + k + 6] != ' ' && msg[q + k + 6] != '\t' && msg[q + k + 6] != '\r') return;
-    uint64_t key = dialog_key(msg, len);
+    const char *q = f.cseq;
+    size_t ql = f.cseq_len, k = 0;
+    while (k < ql && q[k] >= '0' && q[k] <= '9') k++;
+    while (k < ql && (q[k] == ' ' || q[k] == '\t')) k++;
+    if (!q || ql - k < 6 || strncmp(q + k, "INVITE", 6) != 0) return;
+    if (ql - k > 6 && q[k + 6] != ' ' && q[k + 6] != '\t' && q[k + 6] != '\r') return;
+    uint64_t key = dialog_key_of(f.call_id, f.call_id_len, f.from, f.from_len, f.to, f.to_len);
     if (!key) return;
     uint32_t now = second(now_ns);
     size_t base = (size_t)(key % d->sets) * WAYS, victim = base;

@@ -109,7 +109,7 @@ void answer(worker_t *w, const char *msg, size_t len, const peer_t *from, const 
  * transport it came on. With overload control the sender's oc parameters stay here (RFC 7339
  * §5.6). Over TCP the Via names the inbound connection (lc-conn=SLOT.GEN) for the response's
  * way back. */
-void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *from) {
+void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned long loop) {
     char *out = w->fwd_buf;
     const size_t cap = sizeof w->fwd_buf;
     size_t at = 0;
@@ -117,21 +117,25 @@ void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *fro
     put(out, &at, cap, msg, first);
     size_t vl = 0;
     size_t v = find_header(msg, len, "Via", "v", &vl);
-    char via[256];
-    int n;
     /* The branch in two parts (RFC 3261 §16.6 step 8): the transaction's, from the incoming top
      * Via and request line, and after the dot the loop-detection hash that sv_check compares
      * when the request comes back (validate.h). */
-    unsigned long loop = sv_loop_hash(msg, len);
+    put(out, &at, cap, "Via: SIP/2.0/", 13);
+    put_str(out, &at, cap, !from->tcp ? "UDP" : from->tls ? "TLS" : "TCP");
+    put(out, &at, cap, " ", 1);
+    put_str(out, &at, cap, from->tls ? w->e->tls_via_host : w->e->via_host);
+    put(out, &at, cap, ";branch=z9hG4bK-lc", 18);
+    put_num(out, &at, cap, hash_bytes(msg + v, vl, msg, first), 16);
+    put(out, &at, cap, ".", 1);
+    put_num(out, &at, cap, loop, 16);
     if (from->tcp) {
-        n = snprintf(via, sizeof via, "Via: SIP/2.0/%s %s;branch=z9hG4bK-lc%lx.%lx" CONN_PARAM "%u.%u%s\r\n",
-                     from->tls ? "TLS" : "TCP", from->tls ? w->e->tls_via_host : w->e->via_host,
-                     hash_bytes(msg + v, vl, msg, first), loop, from->slot, (unsigned)from->gen, w->e->oc_params);
-    } else {
-        n = snprintf(via, sizeof via, "Via: SIP/2.0/UDP %s;branch=z9hG4bK-lc%lx.%lx%s\r\n", w->e->via_host,
-                     hash_bytes(msg + v, vl, msg, first), loop, w->e->oc_params);
+        put_str(out, &at, cap, CONN_PARAM);
+        put_num(out, &at, cap, from->slot, 10);
+        put(out, &at, cap, ".", 1);
+        put_num(out, &at, cap, (unsigned)from->gen, 10);
     }
-    put(out, &at, cap, via, (size_t)n);
+    put_str(out, &at, cap, w->e->oc_params);
+    put(out, &at, cap, "\r\n", 2);
     size_t i = first;
     int via_done = 0, mf_done = 0;
     const char *h;
@@ -146,19 +150,16 @@ void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *fro
             if (w->e->oc_srv) sv = oc_stripped(w, h + vs, line_len - vs, LC_OC_STRIP_REQUEST);
             put(out, &at, cap, "Via: ", 5);
             put_rport(out, &at, cap, (const char *)sv.ptr, sv.len, from);
-            char extra[96];
-            char src[INET_ADDRSTRLEN];
-            inet_ntop(AF_INET, &from->addr.sin_addr, src, sizeof src);
-            int m = snprintf(extra, sizeof extra, ";received=%s", src);
-            put(out, &at, cap, extra, (size_t)m);
+            put(out, &at, cap, ";received=", 10);
+            put_ipv4(out, &at, cap, &from->addr.sin_addr);
             put(out, &at, cap, "\r\n", 2);
         } else if (header_is(h, line_len, "Max-Forwards", NULL)) {
             mf_done = 1;
             const char *colon = memchr(h, ':', line_len);
             int mf = colon ? atoi(colon + 1) : 70;
-            char mfl[32];
-            int m = snprintf(mfl, sizeof mfl, "Max-Forwards: %d\r\n", mf > 0 ? mf - 1 : 0);
-            put(out, &at, cap, mfl, (size_t)m);
+            put(out, &at, cap, "Max-Forwards: ", 14);
+            put_num(out, &at, cap, (unsigned long)(mf > 0 ? mf - 1 : 0), 10);
+            put(out, &at, cap, "\r\n", 2);
         } else {
             put(out, &at, cap, h, (size_t)(msg + i - h)); /* the line as it came, with its line end */
         }

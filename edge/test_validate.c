@@ -145,6 +145,14 @@ int main(void) {
                     "f: <sip:a@example.org>;tag=1\r\nt: <sip:b@example.org>;tag=2 \r\ni:  c9 \r\nCSeq: 1 INVITE\r\nCall-ID: other",
                     &r) == SV_OK &&
           SPAN_IS(r.call_id, "c9") && SPAN_IS(r.to, "<sip:b@example.org>;tag=2") && SPAN_IS(r.branch, "z9hG4bK-7"));
+    /* The loop hash sv_check hands on is sv_loop_hash's, whichever headers count. */
+    {
+        static char m[512];
+        snprintf(m, sizeof m, "OPTIONS sip:b@example.org SIP/2.0\r\n" VIA REST "Route: <sip:p1>\r\nContact: <sip:x>\r\nRoute: <sip:p2>\r\n"
+                              "Proxy-Require: foo\r\nMax-Forwards: 9\r\n\r\n");
+        sv_check(m, strlen(m), OWN, NULL, &r);
+        CHECK(r.loop_hash == sv_loop_hash(m, strlen(m)) && r.loop_hash != 0);
+    }
     /* Names compare without case, letters only (RFC 3261 §7.3.1); a CR is not a '-'. */
     CHECK(ascii_ieq("cALL-id", "Call-ID", 7) && !ascii_ieq("Call\rID", "Call-ID", 7) && !ascii_ieq("Via", "Vib", 3));
     /* The tag of a From / To value (RFC 3261 §20.20, §20.39: a header parameter, after the

@@ -38,6 +38,7 @@ typedef struct {
      * (first occurrence, value trimmed; valid whatever the reason): */
     sv_span call_id, cseq, from, to;
     sv_span branch; /* the top Via entry's branch parameter */
+    unsigned long loop_hash; /* sv_loop_hash of the message */
 } sv_result;
 
 /* Checks a request (one whole message, start line first). `own_sent_by` and `own_sent_by2` (or

@@ -24,12 +24,11 @@ unsigned long hash_bytes(const char *a, size_t alen, const char *b, size_t blen)
 
 /* Call-ID and CSeq number identify the transaction for window tickets. */
 unsigned long transaction_hash(const char *msg, size_t len) {
-    size_t cl = 0, sl = 0;
-    size_t c = find_header(msg, len, "Call-ID", "i", &cl);
-    size_t s = find_header(msg, len, "CSeq", NULL, &sl);
+    msg_ids f;
+    find_ids(msg, len, &f);
     size_t num = 0;
-    while (num < sl && msg[s + num] >= '0' && msg[s + num] <= '9') num++;
-    return hash_bytes(msg + c, cl, msg + s, num);
+    while (num < f.cseq_len && f.cseq[num] >= '0' && f.cseq[num] <= '9') num++;
+    return hash_bytes(f.call_id ? f.call_id : "", f.call_id_len, f.cseq ? f.cseq : "", num);
 }
 
 /* The tables are shared by the workers (edge.h: a response reaches whichever worker the kernel
