@@ -8,10 +8,12 @@ proxy's CPU is read from its process and all its descendants):
       matching INVITEs, a SIPp UAS logging when each INVITE reached it. Over the measured
       interval (after a warm-up): total admitted, admitted/s, the most admitted in any sliding
       1 s and 100 ms window, and how admissions spread inside each second.
-  (b) CPU per 1,000 SIP messages at that offered load, with the limiter in the path (the run of
-      (a)) and without it (same proxy, limiter left out). Messages are every SIP message the
-      proxy received or sent: the sum over both SIPp instances of what they sent and received
-      (each crossed the proxy once), from SIPp's -trace_counts.
+  (b) CPU per 1,000 SIP messages at each --cpu-rates load, with the limiter rejecting the excess
+      of R, with the limiter in the path admitting everything, and without it (same proxy,
+      limiter left out), in --cpu-repeat rounds in which the proxies take turns, so that each
+      proxy's cost against the first's is a median of per-round ratios. Messages are every SIP
+      message the proxy received or sent: the sum over both SIPp instances of what they sent
+      and received (each crossed the proxy once), from SIPp's -trace_counts.
   (c) the highest call rate the proxy sustains on one core without failed calls or
       retransmissions, stepping the rate up with the limiter out of the path; each step says
       which core ran out (the proxy's, or SIPp's: UAC and UAS share the other core).
@@ -331,28 +333,74 @@ def accuracy(proxy: Proxy, args) -> dict:
 LIMIT_ABOVE_ALL = 1000000
 
 
-def cpu_runs(proxy: Proxy, args, limited_at_offered: Optional[TrafficResult]) -> list:
-    """(variant, [results]) at each CPU rate: the limiter rejecting the excess of R, the limiter
-    in the path admitting everything, and no limiter; each run --cpu-repeat times (the
-    accuracy run counts as one of the first variant's runs at 3R)."""
-    out = []
-    for rate in args.cpu_rates:
-        calls = calls_for(rate, args)
-        variants = [(f"limit {args.limit}/s", args.limit), ("limiter, admits all", LIMIT_ABOVE_ALL), ("no limiter", None)]
-        for variant, limit in variants:
-            runs = []
-            if limit == args.limit and limited_at_offered is not None and rate == limited_at_offered.rate:
-                runs.append(limited_at_offered)
-            while len(runs) < args.cpu_repeat:
-                tag = {args.limit: "limit", LIMIT_ABOVE_ALL: "pass", None: "nolimit"}[limit]
-                runs.append(traffic_run(proxy, limit, rate, calls, args, log_arrivals=False, label=f"cpu{rate:g}-{tag}"))
-            out.append((variant, runs))
-        print(
-            f"[{proxy.name}] cpu at {rate:g} calls/s (ms per 1000 msgs): "
-            + ", ".join(f"{v}: {', '.join(f'{r.sched_ms_per_1000:.2f}' for r in rs)}" for v, rs in out[-3:]),
-            flush=True,
-        )
+CPU_VARIANTS = ("limit", "pass", "nolimit")
+
+
+def cpu_variant(tag: str, args) -> tuple:
+    """(the variant's name in the tables, the limit its proxy runs with)."""
+    return {
+        "limit": (f"limit {args.limit}/s", args.limit),
+        "pass": ("limiter, admits all", LIMIT_ABOVE_ALL),
+        "nolimit": ("no limiter", None),
+    }[tag]
+
+
+def cpu_runs(proxies: list, args, limited: dict) -> dict:
+    """{(proxy, rate, variant tag): [results, one per round]}: at each CPU rate, the limiter
+    rejecting the excess of R, the limiter in the path admitting everything, and no limiter,
+    --cpu-repeat rounds. The proxies take turns within a round (A B, then B A in the next), so
+    each round's figures were measured minutes apart at most and their ratio is not moved by
+    what the rest of the machine did over the whole run. With one round, a proxy's accuracy run
+    (`limited`, at 3R) stands for its limit run at that rate."""
+    out = {}
+    for rnd in range(args.cpu_repeat):
+        order = proxies if rnd % 2 == 0 else list(reversed(proxies))
+        for rate in args.cpu_rates:
+            calls = calls_for(rate, args)
+            for tag in CPU_VARIANTS:
+                _, limit = cpu_variant(tag, args)
+                for proxy in order:
+                    key = (proxy.name, rate, tag)
+                    acc = limited.get(proxy.name)
+                    if args.cpu_repeat == 1 and tag == "limit" and acc is not None and acc.rate == rate:
+                        out.setdefault(key, []).append(acc)
+                        continue
+                    r = traffic_run(proxy, limit, rate, calls, args, log_arrivals=False, label=f"cpu{rate:g}-{tag}")
+                    out.setdefault(key, []).append(r)
+            print(
+                f"cpu round {rnd + 1}/{args.cpu_repeat} at {rate:g} calls/s (ms per 1000 msgs): "
+                + "; ".join(f"{p.name} " + ", ".join(f"{tag} {out[(p.name, rate, tag)][-1].sched_ms_per_1000:.2f}" for tag in CPU_VARIANTS) for p in proxies),
+                flush=True,
+            )
     return out
+
+
+def cpu_ratios(proxies: list, runs: dict, args) -> list:
+    """Each proxy after the first against the first, per rate and variant: the median of the
+    per-round ratios of their CPU per message (min – max), the figure to quote."""
+    rows = []
+    if len(proxies) < 2:
+        return rows
+    base = proxies[0].name
+    for other in proxies[1:]:
+        for rate in args.cpu_rates:
+            for tag in CPU_VARIANTS:
+                a, b = runs.get((base, rate, tag), []), runs.get((other.name, rate, tag), [])
+                per_round = [round(y.sched_ms_per_1000 / x.sched_ms_per_1000, 3) for x, y in zip(a, b) if x.sched_ms_per_1000 > 0]
+                if not per_round:
+                    continue
+                ranked = sorted(per_round)
+                rows.append(
+                    {
+                        "proxy": other.name,
+                        "against": base,
+                        "offered_cps": rate,
+                        "variant": cpu_variant(tag, args)[0],
+                        "ratio_median": ranked[len(ranked) // 2] if len(ranked) % 2 else round((ranked[len(ranked) // 2 - 1] + ranked[len(ranked) // 2]) / 2, 3),
+                        "ratio_per_round": per_round,
+                    }
+                )
+    return rows
 
 
 def max_rate(proxy: Proxy, args) -> list:
@@ -504,6 +552,7 @@ def main(argv=None) -> int:
     # The harness itself sleeps most of the time; keep its wake-ups off the proxy's core.
     os.sched_setaffinity(0, {args.sipp_cpu})
     t0 = time.monotonic()
+    measured, limited = [], {}
     for proxy in chosen:
         why = proxy.available()
         if why:
@@ -511,19 +560,18 @@ def main(argv=None) -> int:
             results.setdefault("skipped", {})[proxy.name] = why
             continue
         print(f"[{proxy.name}] {proxy.description}", flush=True)
-        limited = None
         if "accuracy" not in skip or ("cpu" not in skip and not proxy.accuracy_only):
             a = accuracy(proxy, args)
-            limited = a["result"]
+            acc = limited[proxy.name] = a["result"]
             results["accuracy"].append(
                 {
                     "proxy": proxy.name,
                     "limit": args.limit,
                     "offered_cps": a["offered"],
-                    "outcomes": limited.uac,
-                    "uas": limited.uas_stat,
-                    "stray_acks_at_uas": sum(n for k, n in limited.uas_counts.items() if k.startswith("0_ACK_Recv")),
-                    "drops": limited.drops,
+                    "outcomes": acc.uac,
+                    "uas": acc.uas_stat,
+                    "stray_acks_at_uas": sum(n for k, n in acc.uas_counts.items() if k.startswith("0_ACK_Recv")),
+                    "drops": acc.drops,
                     **a["stats"],
                 }
             )
@@ -534,12 +582,17 @@ def main(argv=None) -> int:
                 f"first 100 ms {s.get('first_100ms_share')}",
                 flush=True,
             )
-        if proxy.accuracy_only:
-            continue
-        if "cpu" not in skip:
-            for variant, runs in cpu_runs(proxy, args, limited):
-                results["cpu"].append(cpu_row(proxy.name, variant, runs))
-        if "maxrate" not in skip:
+        if not proxy.accuracy_only:
+            measured.append(proxy)
+    if "cpu" not in skip and measured:
+        runs = cpu_runs(measured, args, limited)
+        for proxy in measured:
+            for rate in args.cpu_rates:
+                for tag in CPU_VARIANTS:
+                    results["cpu"].append(cpu_row(proxy.name, cpu_variant(tag, args)[0], runs[(proxy.name, rate, tag)]))
+        results["cpu_ratios"] = cpu_ratios(measured, runs, args)
+    if "maxrate" not in skip:
+        for proxy in measured:
             results["max_rate"][proxy.name] = max_rate(proxy, args)
     results["elapsed_s"] = round(time.monotonic() - t0, 1)
 
@@ -662,6 +715,16 @@ def report(results: dict, args) -> str:
     )
     out.append("")
     out.append("Messages: everything both SIPp instances sent or received (each crossed the proxy once). An admitted call is 14 (INVITE, 100, 180, 200, ACK, BYE, 200, in and out); a rejected one 3 (INVITE in, 503 out, ACK in).")
+    if results.get("cpu_ratios"):
+        out.append("")
+        out.append("CPU per message, each proxy against the first, round by round (the proxies take turns within a round):")
+        out.append("")
+        out.append(
+            markdown_table(
+                ["proxy / against", "offered calls/s", "path", "median of per-round ratios", "per round"],
+                [[f"{r['proxy']} / {r['against']}", f"{r['offered_cps']:g}", r["variant"], r["ratio_median"], ", ".join(f"{x:g}" for x in r["ratio_per_round"])] for r in results["cpu_ratios"]],
+            )
+        )
     out.append("CPU (stat): utime+stime of all the proxy's processes from /proc/PID/stat, charged in 10 ms ticks; (schedstat): the scheduler's exact on-CPU time, /proc/PID/task/*/schedstat; µs per offered call from schedstat. Each row is the run with the median schedstat figure of its variant.")
     for name, steps in results["max_rate"].items():
         out.append("")
