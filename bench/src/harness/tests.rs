@@ -32,6 +32,8 @@ fn rounds_alternate_direction() {
             Run {
                 rps: key.len() as f64,
                 latencies: Vec::new(),
+                seconds: w,
+                extra: Vec::new(),
             }
         })
     };
