@@ -232,6 +232,33 @@ mod tests {
             .count();
         assert!((1_300..1_500).contains(&rates), "{rates}");
     }
+
+    #[test]
+    fn hot_requests_match_the_rule_they_aim_at() {
+        let policy = hot_policy();
+        let engine = loadctl::Engine::new(loadctl::EngineConfig::default().with_shards(1));
+        engine
+            .publish(&loadctl::runtime::Source::local("t"), policy.clone())
+            .expect("publish");
+        let mut shard = engine.attach();
+        let requests = hot_requests(&policy, &[0, 1, 2, 3], 400, 1);
+        assert_eq!(requests.len(), 400);
+        let mut seen = [0; 4];
+        for (k, r) in &requests {
+            let d = shard.classify(&r.as_request(loadctl::runtime::Time {
+                monotonic_ns: 0,
+                unix_ns: 0,
+            }));
+            let id = d.rule.map(|r| r.id().as_str().to_owned());
+            assert_eq!(id.as_deref(), Some(hot_rules()[*k].0), "{r:?}");
+            // Return the window slot (a window of 256 would fill before the 400 requests end).
+            if let Some(t) = d.ticket {
+                shard.complete(t);
+            }
+            seen[*k] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+    }
 }
 
 /// A request of the workload, owning its header values as a SIP stack would hold them.
@@ -449,12 +476,17 @@ pub const HOT_RATE: f64 = 200_000.0;
 pub const HOT_SLOW: f64 = 1_000.0;
 
 /// The rules of the hot-rule policy ([`hot_policy`]), in its order, with their limits, so the
-/// harness can state the bounds their shared cells obey.
-pub fn hot_rules() -> [(&'static str, Limit); 3] {
+/// harness can state the bounds their shared cells obey. The fourth, a percent rule admitting
+/// everything, keeps no shared state: the control the three others are compared with.
+pub fn hot_rules() -> [(&'static str, Limit); 4] {
     [
         ("hot-rate", Limit::Rate(Rate::new(HOT_RATE).expect("rate"))),
         ("hot-slow", Limit::Rate(Rate::new(HOT_SLOW).expect("rate"))),
         ("hot-window", Limit::Window(HOT_WINDOW)),
+        (
+            "hot-local",
+            Limit::Percent(Percent::new(100.0).expect("percent")),
+        ),
     ]
 }
 
@@ -463,13 +495,14 @@ pub fn hot_rules() -> [(&'static str, Limit); 3] {
 /// its worst case, a take and a return per request.
 pub const HOT_WINDOW: u32 = 256;
 
-/// The hot-rule policy: three rules every request of [`hot_requests`] matches one of, by the
+/// The hot-rule policy: four rules every request of [`hot_requests`] matches one of, by the
 /// To number's prefix (`+44 20…` → `hot-rate`, `+44 30…` → `hot-slow`, `+44 40…` →
-/// `hot-window`, limits as [`hot_rules`] says), all refusing with a reject.
+/// `hot-window`, `+44 50…` → `hot-local`, limits as [`hot_rules`] says), all refusing with a
+/// reject.
 pub fn hot_policy() -> Ruleset {
     let rules = hot_rules()
         .into_iter()
-        .zip(["+44-20", "+44-30", "+44-40"])
+        .zip(["+44-20", "+44-30", "+44-40", "+44-50"])
         .map(|((id, limit), prefix)| Rule {
             id: RuleId::new(id).expect("id"),
             conditions: Conditions {

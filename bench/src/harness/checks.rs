@@ -92,7 +92,12 @@ impl Check {
 
     pub(crate) fn shown(&self, v: f64) -> String {
         let v = v / self.scale;
-        let digits = if v.abs() >= 100.0 { 0 } else { 2 };
+        // Small ratios (writes per admission of a leased rule) keep their first figures.
+        let digits = match v.abs() {
+            a if a >= 100.0 => 0,
+            a if a >= 0.1 || a == 0.0 => 2,
+            _ => 4,
+        };
         format!("{v:.digits$}{}", self.unit)
     }
 
@@ -128,9 +133,12 @@ pub(crate) fn is_throughput(key: &str) -> bool {
         })
 }
 
-/// A figure's value for the tables: M/s for throughput figures.
+/// A figure's value for the tables: M/s for throughput figures, whole ones per second below
+/// 10,000/s (a slow rule's writes, the naive evaluator).
 pub(crate) fn shown(key: &str, v: f64) -> String {
-    if is_throughput(key) {
+    if is_throughput(key) && v.abs() < 10_000.0 {
+        format!("{v:.0} /s")
+    } else if is_throughput(key) {
         format!("{:.3} M/s", v / 1e6)
     } else {
         format!("{v:.1}")

@@ -28,8 +28,15 @@ pub(crate) struct Results<'a> {
 /// Prints the tables to stderr and, with `json`, the JSON object to stdout.
 pub(crate) fn print(r: Results<'_>, json: bool) {
     let per_round = &r.throughput.per_round;
+    let keys = r
+        .out
+        .keys()
+        .map(|k| k.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(28);
     eprintln!(
-        "\n{:<28} {:>14}   min – max over {} rounds",
+        "\n{:<keys$} {:>14}   min – max over {} rounds",
         "figure", "value", r.rounds
     );
     for (k, v) in &r.out {
@@ -37,7 +44,7 @@ pub(crate) fn print(r: Results<'_>, json: bool) {
             let (lo, hi) = spread(v);
             format!("{} – {}", shown(k, lo), shown(k, hi))
         });
-        eprintln!("{k:<28} {:>14}   {range}", shown(k, *v));
+        eprintln!("{k:<keys$} {:>14}   {range}", shown(k, *v));
     }
     let width = r
         .checks
