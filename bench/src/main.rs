@@ -80,6 +80,9 @@ fn main() {
                 ));
             }
             Group::Hot => {
+                if let Some(ns) = hot::line_transfer_ns() {
+                    out.insert("hot_line_transfer_ns".into(), ns);
+                }
                 let hot = hot::Hot::new(&o.threads);
                 cpu = cpu.or_else(CpuTimes::now);
                 throughput.extend(throughput::measure_groups(

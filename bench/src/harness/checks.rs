@@ -17,6 +17,8 @@ pub(crate) enum Bound {
     /// Information, no target: an upper bound the figure obeys by construction (the engine's
     /// arithmetic), shown so that a figure breaking it stands out.
     Obeys(f64),
+    /// Information, no target and no bound (how a figure scales).
+    Info,
 }
 
 impl Bound {
@@ -26,7 +28,7 @@ impl Bound {
         match self {
             Self::AtLeast(b) => Some(v >= b),
             Self::AtMost(b) => Some(v <= b),
-            Self::Peer | Self::Obeys(_) => None,
+            Self::Peer | Self::Obeys(_) | Self::Info => None,
         }
     }
 
@@ -106,7 +108,8 @@ impl Check {
             Bound::AtLeast(b) => format!("≥ {}{}", b / self.scale, self.unit),
             Bound::AtMost(b) => format!("≤ {}{}", b / self.scale, self.unit),
             Bound::Peer => "(peer)".to_owned(),
-            Bound::Obeys(b) => format!("obeys ≤ {}{} (info)", b / self.scale, self.unit),
+            Bound::Obeys(b) => format!("obeys ≤ {:.1}{} (info)", b / self.scale, self.unit),
+            Bound::Info => "(info)".to_owned(),
         }
     }
 

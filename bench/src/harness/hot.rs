@@ -28,6 +28,8 @@
 //! the 100 ms burst tolerance), each rate rule's full burst.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use loadctl::policy::Limit;
 use loadctl::runtime::{Engine, Shard, Ticket};
@@ -35,7 +37,7 @@ use loadctl_bench::workload::{OwnedRequest, hot_policy, hot_requests, hot_rules}
 
 use super::checks::{Bound, Check, rate_tokens_bound};
 use super::engine_with;
-use super::rounds::{Figure, Run, run_with};
+use super::rounds::{Figure, Run, median, run_with};
 
 /// Window transactions each thread keeps in flight. 4 per thread on 64 threads is the hot
 /// window's size, so that rule never refuses up to 64 threads: its figure measures a take and
@@ -277,10 +279,74 @@ fn rule_prefix(name: &str, aim: &[usize], k: usize) -> String {
     }
 }
 
-/// The bounds the hot figures' cell writes obey, as information (not targets), per thread
-/// count in `threads`: a rate rule's writes per second over its bound (≤ 1: a write grants at
-/// least one token and GCRA grants at most r·span + b), a window's writes per admission (≤ 2:
-/// one take, at most one return). Rows whose figures were not measured are left out.
+/// A word alone on its cache line, as a rule's cell is.
+#[repr(align(64))]
+struct Line(AtomicU64);
+
+/// What handing one cache line from one core's write to another's costs on this machine, in
+/// ns: two threads, pinned to the first and the last usable core (the farthest pair the
+/// harness can name), take turns incrementing one word — each reads it until the other's
+/// increment shows, then compares and swaps — so every turn is a write to a line the other
+/// core wrote last, as a contended cell's take or return is (the median of five runs of
+/// 200,000 turns). `None` with fewer than two cores.
+pub(crate) fn line_transfer_ns() -> Option<f64> {
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let (&first, &last) = (cores.first()?, cores.last()?);
+    if cores.len() < 2 {
+        return None;
+    }
+    const TURNS: u64 = 200_000;
+    // A turn takes ~100 ns; a core taken by another process makes it a time slice, so a run
+    // also ends after 100 ms and counts the turns it had.
+    const LIMIT: Duration = Duration::from_millis(100);
+    let runs: Vec<f64> = (0..5)
+        .map(|_| {
+            let (line, stop) = (Line(AtomicU64::new(0)), AtomicBool::new(false));
+            let start = Instant::now();
+            std::thread::scope(|scope| {
+                for (core, parity) in [(first, 0), (last, 1)] {
+                    let (line, stop) = (&line, &stop);
+                    scope.spawn(move || {
+                        core_affinity::set_for_current(core);
+                        let mut next = parity;
+                        while next < TURNS {
+                            // Reading, not swapping, while it is the other's turn: a failed
+                            // swap would take the line away from the thread whose turn it is.
+                            while line.0.load(Ordering::Acquire) != next {
+                                if stop.load(Ordering::Relaxed) {
+                                    return;
+                                }
+                                std::hint::spin_loop();
+                            }
+                            let swapped = line.0.compare_exchange(
+                                next,
+                                next + 1,
+                                Ordering::AcqRel,
+                                Ordering::Relaxed,
+                            );
+                            debug_assert!(swapped.is_ok(), "only this thread moves it on");
+                            next += 2;
+                            if next % 1024 < 2 && start.elapsed() > LIMIT {
+                                stop.store(true, Ordering::Relaxed);
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+            let turns = line.0.load(Ordering::Acquire).max(1);
+            start.elapsed().as_nanos() as f64 / turns as f64
+        })
+        .collect();
+    Some(median(&runs))
+}
+
+/// The hot group's information rows (not targets), per thread count in `threads`: the bounds
+/// the cells' writes obey — a rate rule's writes per second over its bound (≤ 1: a write grants
+/// at least one token and GCRA grants at most r·span + b), a window's writes per admission
+/// (≤ 2: one take, at most one return) —, then each stream's per-thread throughput against one
+/// thread and against the control at the same count. Rows whose figures were not measured are
+/// left out.
 pub(crate) fn checks(threads: &[usize], per_round: &BTreeMap<String, Vec<f64>>) -> Vec<Check> {
     let rules = hot_rules();
     let mut out = Vec::new();
@@ -299,6 +365,29 @@ pub(crate) fn checks(threads: &[usize], per_round: &BTreeMap<String, Vec<f64>>) 
                     &writes,
                     &format!("{p}_{of}_{t}t"),
                     Bound::Obeys(most),
+                    per_round,
+                ));
+            }
+        }
+    }
+    // How per-thread throughput moves: against one thread, and against the control (no cell)
+    // at the same thread count.
+    for &(name, _) in &STREAMS {
+        for &t in threads {
+            let per_thread = format!("{name}_per_thread_{t}t");
+            if t != 1 {
+                out.push(Check::ratio(
+                    &per_thread,
+                    &format!("{name}_per_thread_1t"),
+                    Bound::Info,
+                    per_round,
+                ));
+            }
+            if name != "hot_local" {
+                out.push(Check::ratio(
+                    &per_thread,
+                    &format!("hot_local_per_thread_{t}t"),
+                    Bound::Info,
                     per_round,
                 ));
             }

@@ -74,7 +74,7 @@ pub(crate) fn print(r: Results<'_>, json: bool) {
                 .filter(|&&v| judged(v) == Some(true))
                 .count();
             match c.bound {
-                Bound::Peer => format!("{} – {}", c.shown(lo), c.shown(hi)),
+                Bound::Peer | Bound::Info => format!("{} – {}", c.shown(lo), c.shown(hi)),
                 _ => format!(
                     "{} – {} ({met}/{})",
                     c.shown(lo),

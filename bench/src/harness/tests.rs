@@ -276,7 +276,7 @@ fn hot_checks_are_information_on_measured_figures() {
     // Three writes per admission in a round breaks the window's bound.
     assert_eq!(checks[1].values, [2.0, 3.0]);
     assert_eq!(checks[1].bound.holds(3.0), Some(false));
-    assert_eq!(checks[1].target(), "obeys ≤ 2 (info)");
+    assert_eq!(checks[1].target(), "obeys ≤ 2.0 (info)");
     assert_eq!(checks[0].shown(0.008), "0.0080");
 }
 
@@ -316,4 +316,13 @@ fn small_rates_are_shown_per_second() {
     assert_eq!(shown("hot_slow_writes_per_s_2t", 1_099.6), "1100 /s");
     assert_eq!(shown("hot_rate_2t", 11_345_000.0), "11.345 M/s");
     assert_eq!(shown("hot_rate_p999_ns_2t", 551.0), "551.0");
+}
+
+#[test]
+fn a_line_transfer_takes_some_time() {
+    let cores = core_affinity::get_core_ids().unwrap_or_default().len();
+    match super::hot::line_transfer_ns() {
+        Some(ns) => assert!(cores >= 2 && ns > 0.0 && ns.is_finite(), "{ns}"),
+        None => assert!(cores < 2),
+    }
 }
