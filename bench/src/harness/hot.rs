@@ -25,9 +25,11 @@
 //!
 //! Each figure has an engine of its own, with one shard per thread, so a figure's rounds start
 //! from the same state: the window empty and, after the other figures' windows (longer than
-//! the 100 ms burst tolerance), each rate rule's full burst.
+//! the 100 ms burst tolerance), each rate rule's full burst — except one round of the figure
+//! that ends a round and so also starts the next.
 
 use std::collections::BTreeMap;
+use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -60,8 +62,8 @@ const STREAMS: [(&str, &[usize]); 5] = [
     ("hot_mix", &[0, 1, 2]),
 ];
 
-/// Requests per stream: enough distinct numbers that no classification repeats the last one's
-/// lines, few enough to stay in cache like the standard mix.
+/// Requests per stream: distinct numbers, as a stream of calls has, few enough to stay in
+/// cache.
 const REQUESTS: usize = 4_096;
 
 /// The hot group's requests and engines, which its figures borrow.
@@ -73,7 +75,7 @@ pub(crate) struct Hot {
 }
 
 impl Hot {
-    /// The policy, its requests and an engine per figure for the thread counts `threads`.
+    /// Each stream's requests and an engine per figure, for the thread counts `threads`.
     pub(crate) fn new(threads: &[usize]) -> Self {
         let policy = hot_policy();
         let requests = STREAMS
@@ -296,25 +298,28 @@ pub(crate) fn line_transfer_ns() -> Option<f64> {
         return None;
     }
     const TURNS: u64 = 200_000;
-    // A turn takes ~100 ns; a core taken by another process makes it a time slice, so a run
-    // also ends after 100 ms and counts the turns it had.
+    // A turn takes tens of ns; a core taken by another process makes it a time slice, so a
+    // run also ends after 100 ms and counts the turns it had.
     const LIMIT: Duration = Duration::from_millis(100);
     let runs: Vec<f64> = (0..5)
         .map(|_| {
             let (line, stop) = (Line(AtomicU64::new(0)), AtomicBool::new(false));
-            let start = Instant::now();
+            // Both threads pinned before the clock starts, so starting them is not timed.
+            let ready = Barrier::new(2);
             std::thread::scope(|scope| {
-                for (core, parity) in [(first, 0), (last, 1)] {
-                    let (line, stop) = (&line, &stop);
+                let turns = [(first, 0), (last, 1)].map(|(core, parity)| {
+                    let (line, stop, ready) = (&line, &stop, &ready);
                     scope.spawn(move || {
                         core_affinity::set_for_current(core);
+                        ready.wait();
+                        let start = Instant::now();
                         let mut next = parity;
                         while next < TURNS {
                             // Reading, not swapping, while it is the other's turn: a failed
                             // swap would take the line away from the thread whose turn it is.
                             while line.0.load(Ordering::Acquire) != next {
                                 if stop.load(Ordering::Relaxed) {
-                                    return;
+                                    return None;
                                 }
                                 std::hint::spin_loop();
                             }
@@ -328,14 +333,16 @@ pub(crate) fn line_transfer_ns() -> Option<f64> {
                             next += 2;
                             if next % 1024 < 2 && start.elapsed() > LIMIT {
                                 stop.store(true, Ordering::Relaxed);
-                                return;
+                                break;
                             }
                         }
-                    });
-                }
-            });
-            let turns = line.0.load(Ordering::Acquire).max(1);
-            start.elapsed().as_nanos() as f64 / turns as f64
+                        // The first thread's loop spans every turn but the other's last.
+                        Some(start.elapsed().as_nanos() as f64 / next.max(1) as f64)
+                    })
+                });
+                let [a, b] = turns.map(|h| h.join().ok().flatten());
+                a.or(b).unwrap_or(f64::NAN)
+            })
         })
         .collect();
     Some(median(&runs))
