@@ -232,6 +232,33 @@ mod tests {
             .count();
         assert!((1_300..1_500).contains(&rates), "{rates}");
     }
+
+    #[test]
+    fn hot_requests_match_the_rule_they_aim_at() {
+        let policy = hot_policy();
+        let engine = loadctl::Engine::new(loadctl::EngineConfig::default().with_shards(1));
+        engine
+            .publish(&loadctl::runtime::Source::local("t"), policy.clone())
+            .expect("publish");
+        let mut shard = engine.attach();
+        let requests = hot_requests(&policy, &[0, 1, 2, 3], 400, 1);
+        assert_eq!(requests.len(), 400);
+        let mut seen = [0; 4];
+        for (k, r) in &requests {
+            let d = shard.classify(&r.as_request(loadctl::runtime::Time {
+                monotonic_ns: 0,
+                unix_ns: 0,
+            }));
+            let id = d.rule.map(|r| r.id().as_str().to_owned());
+            assert_eq!(id.as_deref(), Some(hot_rules()[*k].0), "{r:?}");
+            // Return the window slot (a window of 256 would fill before the 400 requests end).
+            if let Some(t) = d.ticket {
+                shard.complete(t);
+            }
+            seen[*k] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+    }
 }
 
 /// A request of the workload, owning its header values as a SIP stack would hold them.
@@ -343,32 +370,7 @@ pub fn requests(policy: &Ruleset, n: usize, seed: u64) -> Vec<OwnedRequest> {
     (0..n)
         .map(|_| {
             let kind = rng.below(100);
-            let caller = format!(
-                "\"{}\" <sip:user{}@customers{}.example.org;transport=tcp>;tag={:x}",
-                rng.pick(NAMES),
-                rng.below(100_000),
-                rng.below(50),
-                rng.next_u64()
-            );
-            let callee = format!("999{}", rng.digits(8));
-            let mut r = OwnedRequest {
-                method: "INVITE",
-                from: caller,
-                to: number_header(&mut rng, &callee),
-                request_uri: format!("sip:+999{}@core.example;user=phone", rng.digits(8)),
-                p_asserted_identity: rng
-                    .chance(30)
-                    .then(|| format!("<sip:pai{}@trusted.example>", rng.below(1000))),
-                target: rng
-                    .chance(20)
-                    .then(|| format!("sip:sbc{}.example.com", rng.below(8))),
-                initial: true,
-                transport: if rng.chance(70) {
-                    loadctl::runtime::Transport::Udp
-                } else {
-                    loadctl::runtime::Transport::Tcp
-                },
-            };
+            let mut r = initial_invite(&mut rng);
             if kind < 60 && !rules.is_empty() {
                 let rule = rng.pick(rules);
                 aim_at(&mut rng, rule, &mut r);
@@ -379,6 +381,37 @@ pub fn requests(policy: &Ruleset, n: usize, seed: u64) -> Vec<OwnedRequest> {
             r
         })
         .collect()
+}
+
+/// An initial INVITE to a number no rule of the generated policies covers (`+999…`), with the
+/// header values a SIP stack would hold.
+fn initial_invite(rng: &mut Rng) -> OwnedRequest {
+    let caller = format!(
+        "\"{}\" <sip:user{}@customers{}.example.org;transport=tcp>;tag={:x}",
+        rng.pick(NAMES),
+        rng.below(100_000),
+        rng.below(50),
+        rng.next_u64()
+    );
+    let callee = format!("999{}", rng.digits(8));
+    OwnedRequest {
+        method: "INVITE",
+        from: caller,
+        to: number_header(rng, &callee),
+        request_uri: format!("sip:+999{}@core.example;user=phone", rng.digits(8)),
+        p_asserted_identity: rng
+            .chance(30)
+            .then(|| format!("<sip:pai{}@trusted.example>", rng.below(1000))),
+        target: rng
+            .chance(20)
+            .then(|| format!("sip:sbc{}.example.com", rng.below(8))),
+        initial: true,
+        transport: if rng.chance(70) {
+            loadctl::runtime::Transport::Udp
+        } else {
+            loadctl::runtime::Transport::Tcp
+        },
+    }
 }
 
 /// Rewrites the header a rule's first `<sip>` block looks at so the request hits it.
@@ -433,4 +466,82 @@ fn aim_at(rng: &mut Rng, rule: &Rule, r: &mut OwnedRequest) {
 /// The `small-10` policy: ten rules of the carrier mix.
 pub fn small_policy(seed: u64) -> Ruleset {
     carrier_policy(10, seed)
+}
+
+/// The rate of the hot-rule policy's fast rule: ⌊200,000/s · 0.5 ms⌋ = 100 tokens per lease
+/// at the engine's default lease period.
+pub const HOT_RATE: f64 = 200_000.0;
+
+/// The rate of the hot-rule policy's slow rule: below 2,000/s a lease is one token.
+pub const HOT_SLOW: f64 = 1_000.0;
+
+/// The rules of the hot-rule policy ([`hot_policy`]), in its order, with their limits, so the
+/// harness can state the bounds their shared cells obey. The fourth, a percent rule admitting
+/// everything, keeps no shared state: the control the three others are compared with.
+pub fn hot_rules() -> [(&'static str, Limit); 4] {
+    [
+        ("hot-rate", Limit::Rate(Rate::new(HOT_RATE).expect("rate"))),
+        ("hot-slow", Limit::Rate(Rate::new(HOT_SLOW).expect("rate"))),
+        ("hot-window", Limit::Window(HOT_WINDOW)),
+        (
+            "hot-local",
+            Limit::Percent(Percent::new(100.0).expect("percent")),
+        ),
+    ]
+}
+
+/// The window of the hot-rule policy's window rule: room for four transactions in flight per
+/// thread on 64 threads, so that rule admits every request it is offered and its cell sees
+/// its worst case, a take and a return per request.
+pub const HOT_WINDOW: u32 = 256;
+
+/// The hot-rule policy: four rules every request of [`hot_requests`] matches one of, by the
+/// To number's prefix (`+44 20…` → `hot-rate`, `+44 30…` → `hot-slow`, `+44 40…` →
+/// `hot-window`, `+44 50…` → `hot-local`, limits as [`hot_rules`] says), all refusing with a
+/// reject.
+pub fn hot_policy() -> Ruleset {
+    let rules = hot_rules()
+        .into_iter()
+        .zip(["+44-20", "+44-30", "+44-40", "+44-50"])
+        .map(|((id, limit), prefix)| Rule {
+            id: RuleId::new(id).expect("id"),
+            conditions: Conditions {
+                call_identity: Some(CallIdentity {
+                    sip: NonEmpty::one(SipIdentity {
+                        to: Some(set(Identity::ManyTel {
+                            prefix: Some(tel(prefix)),
+                            except: Vec::new(),
+                        })),
+                        ..SipIdentity::default()
+                    }),
+                }),
+                ..Conditions::default()
+            },
+            accept: Accept {
+                limit,
+                alt_action: AltAction::Reject,
+            },
+        })
+        .collect();
+    Ruleset::full(0, rules).expect("ids are unique")
+}
+
+/// `n` initial INVITEs for `policy` (deterministic for `seed`), each aimed at one of the rules
+/// at the indexes `aim` (chosen uniformly) and paired with that index.
+pub fn hot_requests(
+    policy: &Ruleset,
+    aim: &[usize],
+    n: usize,
+    seed: u64,
+) -> Vec<(usize, OwnedRequest)> {
+    let mut rng = Rng::new(seed);
+    let rules = policy.rules().unwrap_or(&[]);
+    (0..n)
+        .filter_map(|_| {
+            let k = *rng.pick(aim);
+            let mut r = initial_invite(&mut rng);
+            aim_at(&mut rng, rules.get(k)?, &mut r);
+            Some((k, r))
+        })
+        .collect()
 }

@@ -1,9 +1,12 @@
-//! The harness's parts: how a figure is measured in rounds (`rounds`), the figures measured
-//! once (`once`), the throughput groups (`throughput`), the targets (`checks`) and what a run
-//! prints (`report`); `main.rs` reads the options and runs them in that order.
+//! The harness's parts: its command line (`options`), how a figure is measured in rounds
+//! (`rounds`), the figures measured once (`once`), the standard throughput groups
+//! (`throughput`), the hot-rule group (`hot`), the targets and information bounds (`checks`)
+//! and what a run prints (`report`); `main.rs` reads the options and runs the groups asked for.
 
 pub(crate) mod checks;
+pub(crate) mod hot;
 pub(crate) mod once;
+pub(crate) mod options;
 pub(crate) mod report;
 pub(crate) mod rounds;
 pub(crate) mod throughput;

@@ -1,6 +1,6 @@
 //! The figures measured once per run, outside the interleaved rounds: compile time, the
 //! compiled policy's memory, XML parse and SIP scan speed, publish-to-visible latency, and the
-//! shared writes per request.
+//! shared writes per request with the bound they obey.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -10,6 +10,7 @@ use loadctl::policy::{self, Change, Limits, Ruleset};
 use loadctl::runtime::{Source, Time};
 use loadctl_bench::workload::carrier_policy;
 
+use super::checks::rate_tokens_bound;
 use super::rounds::percentile;
 use super::{WALL, Workload, engine_with};
 
@@ -148,7 +149,9 @@ fn publish_to_visible(w: &Workload) -> f64 {
 
 /// Shared writes: the mix on one shard for 1 s of simulated time (2,000,000 requests, 500 ns
 /// apart), per 1,000 requests, in all and split by the matched rule's limit (rate leases,
-/// window slots taken).
+/// window slots taken); and the bound the total obeys (`shared_writes_bound_per_1k`): per rule,
+/// at most its matched requests, and at most [`rate_tokens_bound`] over the second for a rate
+/// rule, its size for a window (tickets are not completed here), nothing for a percent rule.
 fn shared_writes(w: &Workload, out: &mut BTreeMap<String, f64>) {
     let e = engine_with(&w.carrier, 1);
     let mut s = e.attach();
@@ -169,8 +172,35 @@ fn shared_writes(w: &Workload, out: &mut BTreeMap<String, f64>) {
             rate += wrote;
         }
     }
-    let per_1k = |w: u64| w as f64 * 1000.0 / n as f64;
-    out.insert("shared_writes_per_1k".into(), per_1k(s.shared_writes()));
-    out.insert("shared_writes_rate_per_1k".into(), per_1k(rate));
-    out.insert("shared_writes_window_per_1k".into(), per_1k(window));
+    let span_ns = (n as u64 - 1) * 500;
+    let config = e.config();
+    let bound: f64 = s
+        .snapshot()
+        .policy()
+        .rules()
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let matched = s.rule_stats(i).map_or(0, |st| st.matched) as f64;
+            let most = match *r.limit() {
+                policy::Limit::Rate(r) => rate_tokens_bound(
+                    r.per_second(),
+                    config.burst_tolerance,
+                    config.lease_period,
+                    span_ns,
+                ),
+                policy::Limit::Window(size) => f64::from(size),
+                policy::Limit::Percent(_) => 0.0,
+            };
+            matched.min(most)
+        })
+        .sum();
+    let per_1k = |w: f64| w * 1000.0 / n as f64;
+    out.insert(
+        "shared_writes_per_1k".into(),
+        per_1k(s.shared_writes() as f64),
+    );
+    out.insert("shared_writes_rate_per_1k".into(), per_1k(rate as f64));
+    out.insert("shared_writes_window_per_1k".into(), per_1k(window as f64));
+    out.insert("shared_writes_bound_per_1k".into(), per_1k(bound));
 }

@@ -1,6 +1,6 @@
 //! What a run prints: the figures with their spread over rounds, the targets and whether each
-//! was met, how busy the machine was (all on stderr), and with `--json` one JSON object on
-//! stdout.
+//! was met, the information bounds and whether they held, how busy the machine was (all on
+//! stderr), and with `--json` one JSON object on stdout.
 
 use std::collections::BTreeMap;
 
@@ -28,8 +28,15 @@ pub(crate) struct Results<'a> {
 /// Prints the tables to stderr and, with `json`, the JSON object to stdout.
 pub(crate) fn print(r: Results<'_>, json: bool) {
     let per_round = &r.throughput.per_round;
+    let keys = r
+        .out
+        .keys()
+        .map(|k| k.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(28);
     eprintln!(
-        "\n{:<28} {:>14}   min – max over {} rounds",
+        "\n{:<keys$} {:>14}   min – max over {} rounds",
         "figure", "value", r.rounds
     );
     for (k, v) in &r.out {
@@ -37,15 +44,24 @@ pub(crate) fn print(r: Results<'_>, json: bool) {
             let (lo, hi) = spread(v);
             format!("{} – {}", shown(k, lo), shown(k, hi))
         });
-        eprintln!("{k:<28} {:>14}   {range}", shown(k, *v));
+        eprintln!("{k:<keys$} {:>14}   {range}", shown(k, *v));
     }
+    let width = r
+        .checks
+        .iter()
+        .map(|c| c.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(40);
     eprintln!(
-        "\n{:<40} {:>10}  {:<26} target",
+        "\n{:<width$} {:>10}  {:<26} target",
         "target", "median", "min – max (rounds met)"
     );
     for c in &r.checks {
         let m = c.median();
-        let mark = match c.bound.met(m) {
+        // A target met or missed, or an information bound holding or broken.
+        let judged = |v: f64| c.bound.met(v).or(c.bound.holds(v));
+        let mark = match judged(m) {
             Some(true) => " ✓",
             Some(false) => " ✗",
             None => "",
@@ -55,10 +71,10 @@ pub(crate) fn print(r: Results<'_>, json: bool) {
             let met = c
                 .values
                 .iter()
-                .filter(|&&v| c.bound.met(v) == Some(true))
+                .filter(|&&v| judged(v) == Some(true))
                 .count();
             match c.bound {
-                Bound::Peer => format!("{} – {}", c.shown(lo), c.shown(hi)),
+                Bound::Peer | Bound::Info => format!("{} – {}", c.shown(lo), c.shown(hi)),
                 _ => format!(
                     "{} – {} ({met}/{})",
                     c.shown(lo),
@@ -70,7 +86,7 @@ pub(crate) fn print(r: Results<'_>, json: bool) {
             "(measured once)".to_owned()
         };
         eprintln!(
-            "{:<40} {:>10}  {range:<26} {}{mark}",
+            "{:<width$} {:>10}  {range:<26} {}{mark}",
             c.name,
             c.shown(m),
             c.target()

@@ -13,10 +13,16 @@ use loadctl_bench::workload::OwnedRequest;
 
 use super::WALL;
 
-/// A throughput run: total operations per second and sampled single-operation latencies.
+/// A throughput run: total operations per second, sampled single-operation latencies, and
+/// whatever else the figure derived from its threads' state when they stopped.
 pub(crate) struct Run {
     pub(crate) rps: f64,
     pub(crate) latencies: Vec<u64>,
+    /// How long the run took, threads' start and join included (the `rps` denominator).
+    pub(crate) seconds: f64,
+    /// More figures of this run under their own keys (the hot group's writes and admissions
+    /// per second); empty for the others.
+    pub(crate) extra: Vec<(String, f64)>,
 }
 
 /// Runs `op` on `threads` pinned threads for `seconds`; `state` makes each thread's state.
@@ -28,13 +34,25 @@ pub(crate) fn run<S>(
     state: impl Fn(usize) -> S + Sync,
     op: impl Fn(&mut S, usize) + Sync,
 ) -> Run {
+    run_with(threads, seconds, state, op, |_| ()).0
+}
+
+/// [`run`], and then `finish` on each thread's state once its loop has stopped (outside the
+/// timed loop, so it costs the operations nothing), returning what it gave per thread.
+pub(crate) fn run_with<S, X: Send + Default>(
+    threads: usize,
+    seconds: f64,
+    state: impl Fn(usize) -> S + Sync,
+    op: impl Fn(&mut S, usize) + Sync,
+    finish: impl Fn(S) -> X + Sync,
+) -> (Run, Vec<X>) {
     let stop = AtomicBool::new(false);
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let start = Instant::now();
-    let results: Vec<(u64, Vec<u64>)> = std::thread::scope(|scope| {
+    let results: Vec<(u64, Vec<u64>, X)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (stop, state, op, cores) = (&stop, &state, &op, &cores);
+                let (stop, state, op, finish, cores) = (&stop, &state, &op, &finish, &cores);
                 scope.spawn(move || {
                     if let Some(core) = cores.get(t % cores.len().max(1)) {
                         core_affinity::set_for_current(*core);
@@ -56,7 +74,7 @@ pub(crate) fn run<S>(
                         }
                         n += 128;
                     }
-                    (n, latencies)
+                    (n, latencies, finish(s))
                 })
             })
             .collect();
@@ -69,12 +87,24 @@ pub(crate) fn run<S>(
     });
     let elapsed = start.elapsed().as_secs_f64();
     let total: u64 = results.iter().map(|r| r.0).sum();
-    Run {
-        rps: total as f64 / elapsed,
-        latencies: results.into_iter().flat_map(|r| r.1).collect(),
+    let mut latencies = Vec::new();
+    let mut finished = Vec::with_capacity(threads);
+    for (_, l, x) in results {
+        latencies.extend(l);
+        finished.push(x);
     }
+    (
+        Run {
+            rps: total as f64 / elapsed,
+            latencies,
+            seconds: elapsed,
+            extra: Vec::new(),
+        },
+        finished,
+    )
 }
 
+/// The value at quantile `p` (0..=1, nearest rank) of `v`, which it sorts; 0 when empty.
 pub(crate) fn percentile(v: &mut [u64], p: f64) -> u64 {
     if v.is_empty() {
         return 0;
@@ -83,10 +113,13 @@ pub(crate) fn percentile(v: &mut [u64], p: f64) -> u64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// A throughput figure of the harness: its key and how to measure it for one window.
+/// A throughput figure of the harness: its key, how to measure it for one window, and the
+/// latency percentiles reported from its runs.
 pub(crate) struct Figure<'a> {
     pub(crate) key: String,
     pub(crate) measure: Box<dyn Fn(f64) -> Run + 'a>,
+    /// (key, quantile): each round's latency percentile is reported under the key.
+    pub(crate) percentiles: Vec<(String, f64)>,
 }
 
 impl<'a> Figure<'a> {
@@ -94,7 +127,14 @@ impl<'a> Figure<'a> {
         Self {
             key: key.into(),
             measure: Box::new(measure),
+            percentiles: Vec::new(),
         }
+    }
+
+    /// With the latency quantile `p` of every round reported under `key`.
+    pub(crate) fn with_percentile(mut self, key: impl Into<String>, p: f64) -> Self {
+        self.percentiles.push((key.into(), p));
+        self
     }
 }
 

@@ -15,10 +15,11 @@ use loadctl_bench::naive::{NaiveEvaluator, RateGate};
 use loadctl_bench::peers::{LockedLimiter, floor};
 use loadctl_bench::workload::OwnedRequest;
 
-use super::rounds::{Figure, Run, classify_run, interleave, naive_run, percentile, run};
+use super::rounds::{Figure, classify_run, interleave, naive_run, percentile, run};
 use super::{BUSY, WALL, Workload, engine_with};
 
 /// What the throughput groups measured.
+#[derive(Default)]
 pub(crate) struct Throughput {
     /// Per figure (and latency percentile), its value in each round.
     pub(crate) per_round: BTreeMap<String, Vec<f64>>,
@@ -26,12 +27,22 @@ pub(crate) struct Throughput {
     pub(crate) group_loads: Vec<serde_json::Value>,
     /// The groups measured while others took at least [`BUSY`] of the CPU time.
     pub(crate) busy_groups: Vec<String>,
-    /// What others took over all groups.
+    /// What others took over all groups (set by the caller, who knows when they started).
     pub(crate) load: Option<Load>,
 }
 
-/// Measures every group on `threads` thread counts in `rounds` rounds of `window` seconds.
-pub(crate) fn measure(w: &Workload, threads: &[usize], rounds: usize, window: f64) -> Throughput {
+impl Throughput {
+    /// Adds what `other` measured (its `load` aside).
+    pub(crate) fn extend(&mut self, other: Throughput) {
+        self.per_round.extend(other.per_round);
+        self.group_loads.extend(other.group_loads);
+        self.busy_groups.extend(other.busy_groups);
+    }
+}
+
+/// Measures the standard groups on `threads` thread counts in `rounds` rounds of `window`
+/// seconds.
+pub(crate) fn standard(w: &Workload, threads: &[usize], rounds: usize, window: f64) -> Throughput {
     let clock = SystemClock::default();
     let engine = engine_with(&w.carrier, 2);
     let keys10k = keys(&engine, &w.mix);
@@ -122,10 +133,14 @@ pub(crate) fn measure(w: &Workload, threads: &[usize], rounds: usize, window: f6
         }),
     ];
     for &t in threads {
-        carrier_group.push(Figure::new(
-            format!("loadctl_{t}t"),
-            classify_run(t, &engine, mix),
-        ));
+        let figure = Figure::new(format!("loadctl_{t}t"), classify_run(t, &engine, mix));
+        carrier_group.push(match t {
+            1 => figure
+                .with_percentile("p50_ns_1t", 0.5)
+                .with_percentile("p99_ns_1t", 0.99)
+                .with_percentile("p999_ns_1t", 0.999),
+            _ => figure.with_percentile(format!("p999_ns_{t}t"), 0.999),
+        });
     }
     carrier_group.push(Figure::new("naive_1t", naive_run(&naive, mix, &clock)));
     groups.push(carrier_group);
@@ -163,11 +178,10 @@ pub(crate) fn measure(w: &Workload, threads: &[usize], rounds: usize, window: f6
 }
 
 /// Runs each group in its rounds, logging what it measured and how busy the machine was.
-fn measure_groups(groups: &[Vec<Figure<'_>>], rounds: usize, window: f64) -> Throughput {
+pub(crate) fn measure_groups(groups: &[Vec<Figure<'_>>], rounds: usize, window: f64) -> Throughput {
     let mut per_round: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut group_loads = Vec::new();
     let mut busy_groups = Vec::new();
-    let throughput_start = CpuTimes::now();
     for group in groups {
         let (t, cpu) = (Instant::now(), CpuTimes::now());
         let runs = interleave(group, rounds, window);
@@ -193,35 +207,28 @@ fn measure_groups(groups: &[Vec<Figure<'_>>], rounds: usize, window: f64) -> Thr
             "steal_share": load.map(|l| l.steal),
         }));
         for (figure, runs) in group.iter().zip(runs) {
-            let mut latency = |key: &str, p: f64, runs: &mut [Run]| {
+            let mut runs = runs;
+            for (key, p) in &figure.percentiles {
                 per_round.insert(
-                    key.to_owned(),
+                    key.clone(),
                     runs.iter_mut()
-                        .map(|r| percentile(&mut r.latencies, p) as f64)
+                        .map(|r| percentile(&mut r.latencies, *p) as f64)
                         .collect(),
                 );
-            };
-            let mut runs = runs;
-            match figure.key.as_str() {
-                "loadctl_1t" => {
-                    latency("p50_ns_1t", 0.5, &mut runs);
-                    latency("p99_ns_1t", 0.99, &mut runs);
-                    latency("p999_ns_1t", 0.999, &mut runs);
+            }
+            for run in &runs {
+                for (key, v) in &run.extra {
+                    per_round.entry(key.clone()).or_default().push(*v);
                 }
-                "loadctl_2t" => latency("p999_ns_2t", 0.999, &mut runs),
-                _ => {}
             }
             per_round.insert(figure.key.clone(), runs.iter().map(|r| r.rps).collect());
         }
     }
-    let load = throughput_start
-        .zip(CpuTimes::now())
-        .and_then(|(a, b)| b.since(&a));
     Throughput {
         per_round,
         group_loads,
         busy_groups,
-        load,
+        load: None,
     }
 }
 
