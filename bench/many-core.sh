@@ -17,8 +17,9 @@
 #               per thread count (loadctl, limiter, governor keyed and direct, locked) × 5
 #               counts + 5 one-thread figures = 30; hot group, say 4 per count = 20;
 #               50 × 2 s = 100 s, + ~20 s workload and one-off figures: ~2 min
-#   edge        5 steps (tests/e2e/edge_many_core.py --rates) × (6 s of load + ~3 s to start
-#               and drain), fewer if one fails: ≤ 1 min
+#   edge        at most 5 steps (tests/e2e/edge_many_core.py's --rates) × (6 s of load, 8 when
+#               SIPp falls behind, + ~3 s to start and stop), stopping early when one fails or
+#               SIPp falls short; a failing step waits for SIPp's 16 s timeout: ≤ 1.5 min
 # about 4 min in all; FILE's "seconds" has each part, and the script says when it took over 8.
 set -euo pipefail
 
