@@ -22,6 +22,7 @@
 #               SIPp falls short; a failing step waits for SIPp's 16 s timeout: ≤ 1.5 min
 # about 4 min in all; FILE's "seconds" has each part, and the script says when it took over 8.
 set -euo pipefail
+trap 'echo "bench/many-core.sh: failed (exit $?) at line $LINENO" >&2' ERR
 
 out=""
 while [ $# -gt 0 ]; do

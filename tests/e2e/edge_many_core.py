@@ -20,11 +20,12 @@ busiest edge thread, the kernel's drops at the edge's and the UAS's sockets, and
 address and port to one, so the kernel gives all its datagrams to one worker: 4 of the 7 an
 admitted call brings the edge land there, whatever W is (edge/README.md, "Workers").
 
-Cores (this process's affinity): with at least W + 2 of them the edge gets the first W, the UAS
-the next and the UACs the rest ("dedicated"). With fewer the load generator shares the edge's
-cores, the UAS on the last and the UACs below it ("shared"), and the output says so: the edge's
-pinned workers then compete with SIPp for their cores, so a failed step may be a core running
-out under either, and the edge's CPU per message includes what being preempted costs.
+Cores (this process's affinity): with at least W + 5 of them the edge gets the first W, the UAS
+the next and the UACs the rest, at least 4 ("dedicated"). With fewer, so that the UACs are still
+several, the UAS takes the last core and one UAC for every two cores the ones below it, the
+edge's among them ("shared"), and the output says so: the edge's pinned workers then compete
+with SIPp for their cores, so a failed step may be a core running out under either, and the
+edge's CPU per message includes what being preempted costs.
 
 With --harness (the harness's JSON, from bench/many-core.sh) the one file --out holds that too,
 with the harness's stderr (--harness-log), its machine line and what the script capped.
@@ -77,7 +78,7 @@ class Layout:
 def layout(workers: int, uacs: int) -> Layout:
     cpus = sorted(os.sched_getaffinity(0))
     n = len(cpus)
-    if n - workers >= 2:
+    if n - workers >= 5:
         rest = cpus[workers:]
         return Layout("dedicated", cpus[:workers], rest[0], rest[1 : 1 + (uacs or len(rest) - 1)])
     count = uacs or max(1, n // 2)
@@ -270,10 +271,10 @@ def main(argv=None) -> int:
     if not 1 <= args.workers <= cores:
         ap.error(f"--workers {args.workers}: {cores} usable cores")
     lay = layout(args.workers, args.uacs)
-    note = (f"{len(lay.uacs)} SIPp UACs on cores {lay.uacs} and the UAS on core {lay.uas} share the edge's cores {lay.edge}: "
-            "the edge's pinned workers compete with SIPp, so a failed step may be a core running out under either, "
-            "and the edge's CPU per message includes what being preempted costs" if lay.mode == "shared" else
-            f"the edge on cores {lay.edge}, the UAS on core {lay.uas}, {len(lay.uacs)} UACs on cores {lay.uacs}: no core shared")
+    note = f"the edge on cores {lay.edge}, the UAS on core {lay.uas}, {len(lay.uacs)} SIPp UACs on cores {lay.uacs}: " + (
+        "the load generator shares the edge's cores, the edge's pinned workers compete with SIPp, so a failed step may be a core "
+        "running out under either, and the edge's CPU per message includes what being preempted costs" if lay.mode == "shared" else
+        "no core shared")
     print(f"[edge] {args.workers} workers, rule {args.limit} calls/s, {args.step_s:g} s per step; {lay.mode}: {note}", flush=True)
 
     # The harness itself sleeps most of the time; keep its wake-ups off the edge's first core.
