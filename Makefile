@@ -19,7 +19,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 # the SONAME's number: the major version (ffi/abi/README.md)
 SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 
-.PHONY: test test-builds cli kamailio-release-builds lint doc unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e e2e-tls kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary kamailio-summary-reset
+.PHONY: test test-builds cli kamailio-release-builds lint doc unit loom fuzz-smoke soak c-test header header-check cxx-check lib symbols-check abi-dump abi-check abi-baseline install example edge edge-test tools demo bench e2e-tools e2e e2e-tls kamailio-compare kamailio-module kamailio-module-test kamailio-module-compare faults kamailio-releases kamailio-summary kamailio-summary-reset many-core
 
 ## test: formatting, lints, the API docs (no warnings, no broken links), every Rust test, the loom models (and their mutants), the C ABI
 ## header check, the ABI baseline check, the shared library's SONAME/exports/version, the C test
@@ -406,3 +406,12 @@ demo:
 ## bench: criterion benches and the runtime harness (figures go to BENCHMARKS.md)
 bench:
 	$(CARGO) bench -p loadctl-bench
+
+## many-core: the figures for a machine with more cores, in one file (bench/many-core.sh): the
+## harness's hot-rule and standard groups at 1, 2, 4, 8 and 16 threads and the edge with 16
+## workers under SIPp, capped at the usable cores (about 4 min on 16). Not part of `make test`.
+## A timing run: alone on the machine (flock /tmp/loadctl-traffic.lock make many-core).
+## MANY_CORE_ARGS=--out FILE to write elsewhere than target/many-core.json
+MANY_CORE_ARGS ?=
+many-core:
+	bash bench/many-core.sh $(MANY_CORE_ARGS)
