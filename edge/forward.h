@@ -13,7 +13,7 @@ void reply(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigne
            const lc_decision *d);
 void reply_overload(worker_t *w, const char *msg, size_t len, const peer_t *from);
 void answer(worker_t *w, const char *msg, size_t len, const peer_t *from, const lc_decision *d);
-/* Forwards a request to the next hop; `loop` is sv_check's loop_hash of it (the branch's loop part). */
+/* Forwards a request to the next hop; `loop` is its sv_loop_hash (the branch's loop part). */
 void forward_request(worker_t *w, const char *msg, size_t len, const peer_t *from, unsigned long loop);
 /* Whether a message came from a next hop: the UDP next hop's address and port (where the
  * edge's requests went; a server answers from the socket a request came in on), or a

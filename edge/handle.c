@@ -144,7 +144,7 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
             /* Repeated without classifying: no rate token, no window slot, no lc_oc_decide and
              * no timeout tracking (the original has them). */
             BUMP(w->c.retx_repeated);
-            if (prior.kind == DM_FORWARDED) forward_request(w, msg, len, from, sv.loop_hash); /* same branch */
+            if (prior.kind == DM_FORWARDED) forward_request(w, msg, len, from, sv_loop_hash_of(&sv, msg, len)); /* same branch */
             else if (prior.kind == DM_ANSWERED) reply(w, msg, len, from, prior.status, "Service Unavailable", NULL);
             else if (prior.kind == DM_OC_SHED || prior.kind == DM_NO_POLICY) reply_overload(w, msg, len, from);
             else BUMP(w->c.dropped);
@@ -205,5 +205,5 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
     }
     if (d.has_ticket) remember(w, transaction_hash(msg, len), d.ticket);
     record_decision(dm, dk, DM_FORWARDED, 0, now);
-    forward_request(w, msg, len, from, sv.loop_hash);
+    forward_request(w, msg, len, from, sv_loop_hash_of(&sv, msg, len));
 }

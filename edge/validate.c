@@ -93,6 +93,19 @@ unsigned long sv_loop_hash(const char *msg, size_t len) {
     return h ? h : 1;
 }
 
+unsigned long sv_loop_hash_of(const sv_result *sv, const char *msg, size_t len) {
+    if (sv->loop_n < 0) return sv_loop_hash(msg, len);
+    unsigned long h = 1469598103934665603ul;
+    size_t first = 0;
+    while (first < len && msg[first] != '\n' && msg[first] != '\r') first++;
+    h = fnv(h, msg, first);
+    for (int k = 0; k < sv->loop_n; k++) {
+        h = fnv(h, sv->loop_name[k], 1);
+        h = fnv(h, sv->loop_value[k].p, sv->loop_value[k].n);
+    }
+    return h ? h : 1;
+}
+
 static sv_reason fail(sv_result *out, sv_reason r, unsigned status, const char *phrase) {
     out->reason = r;
     out->status = status;
@@ -155,11 +168,10 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const c
     const char *sp2 = uri ? memchr(uri, ' ', (size_t)(msg + line_len - uri)) : NULL;
     int line_ok = m > 0 && sp2 && (size_t)(msg + line_len - (sp2 + 1)) == 7 && memcmp(sp2 + 1, "SIP/2.0", 7) == 0;
     int uri_kind = line_ok ? request_uri(uri, (size_t)(sp2 - uri)) : 0;
-    /* The loop hash as sv_loop_hash defines it, computed on this walk: it goes into the branch
-     * of every request forwarded, and a second walk cost a tenth of forwarding one. */
-    size_t lf = 0;
-    while (lf < len && msg[lf] != '\n' && msg[lf] != '\r') lf++;
-    unsigned long loop_hash = fnv(1469598103934665603ul, msg, lf);
+    /* What the loop hash covers (sv_loop_hash), noted on this walk: a forwarded request's branch
+     * needs it (sv_loop_hash_of), and a second walk cost a tenth of forwarding one; hashing it
+     * here would cost a rejected request as much for nothing. */
+    out->loop_n = 0;
     /* The header fields a proxy works with. */
     size_t at = first + 1;
     hline h;
@@ -171,9 +183,13 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const c
     while (next_line(msg, len, &at, &h)) {
         int id = header_id(&h);
         if (id == H_OTHER) continue;
-        if (id != H_VIA && id != H_MAX_FORWARDS) {
-            loop_hash = fnv(loop_hash, h.name, 1);
-            loop_hash = fnv(loop_hash, h.value, h.value_len);
+        if (id != H_VIA && id != H_MAX_FORWARDS && out->loop_n >= 0) {
+            if (out->loop_n < SV_LOOP_PARTS) {
+                out->loop_name[out->loop_n] = h.name;
+                out->loop_value[out->loop_n++] = (sv_span){h.value, h.value_len};
+            } else {
+                out->loop_n = -1; /* more than it holds: sv_loop_hash_of walks the message again */
+            }
         }
         if (id == H_VIA) {
             /* Every entry of every Via line: the top one must parse (the response is routed by
@@ -233,7 +249,6 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const c
             proxy_require_len = h.value_len;
         }
     }
-    out->loop_hash = loop_hash ? loop_hash : 1;
     /* RFC 3261 §18.2.2: the response goes by the top Via. Without a usable one there is no
      * way to answer. */
     if (vias == 0 || !via_ok) return fail(out, SV_NO_VIA, 0, NULL);

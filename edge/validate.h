@@ -22,6 +22,11 @@ typedef enum {
 /* The counter label of each reason. */
 extern const char *const SV_LABELS[SV_COUNT];
 
+/* How many header lines covered by the loop hash sv_check notes (Call-ID, CSeq, From, To, and
+ * a few Route / Proxy-Require / Proxy-Authorization lines); a request with more is hashed by a
+ * second walk. */
+#define SV_LOOP_PARTS 12
+
 /* A part of the checked message: `p` points into it (NULL, length 0: absent). */
 typedef struct {
     const char *p;
@@ -38,7 +43,11 @@ typedef struct {
      * (first occurrence, value trimmed; valid whatever the reason): */
     sv_span call_id, cseq, from, to;
     sv_span branch; /* the top Via entry's branch parameter */
-    unsigned long loop_hash; /* sv_loop_hash of the message */
+    /* The header lines the loop hash covers, in order (their names' first bytes and values);
+     * loop_n -1 when there were more than SV_LOOP_PARTS. Read by sv_loop_hash_of. */
+    int loop_n;
+    const char *loop_name[SV_LOOP_PARTS];
+    sv_span loop_value[SV_LOOP_PARTS];
 } sv_result;
 
 /* Checks a request (one whole message, start line first). `own_sent_by` and `own_sent_by2` (or
@@ -50,5 +59,8 @@ sv_reason sv_check(const char *msg, size_t len, const char *own_sent_by, const c
  * how the request is processed — request line, Call-ID, CSeq, From, To, Route, Proxy-Require,
  * Proxy-Authorization — and not of the top Via, which differs on every pass. */
 unsigned long sv_loop_hash(const char *msg, size_t len);
+
+/* sv_loop_hash of a message sv_check checked into `sv`, from what its walk noted. */
+unsigned long sv_loop_hash_of(const sv_result *sv, const char *msg, size_t len);
 
 #endif
