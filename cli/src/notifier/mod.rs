@@ -163,15 +163,22 @@ pub fn run(o: &Options<'_>) -> u8 {
         eprintln!("loadctl notifier: {why}");
         return code;
     }
+    let start = Instant::now();
     let observe = match o.observe.map(|a| (a, UdpSocket::bind(a))) {
         None => None,
-        Some((_, Ok(s))) if s.set_nonblocking(true).is_ok() => Some(s),
+        Some((a, Ok(s))) => {
+            let (to, reports) = std::sync::mpsc::sync_channel(server::REPORTS_QUEUED);
+            let reader = std::thread::Builder::new()
+                .name("observe".into())
+                .spawn(move || server::read_reports(s, start, to));
+            if let Err(e) = reader {
+                eprintln!("loadctl notifier: cannot read reports on {a}: {e}");
+                return 2;
+            }
+            Some(reports)
+        }
         Some((a, Err(e))) => {
             eprintln!("loadctl notifier: cannot listen for reports on {a}: {e}");
-            return 2;
-        }
-        Some((a, Ok(_))) => {
-            eprintln!("loadctl notifier: cannot listen for reports on {a}");
             return 2;
         }
     };
@@ -185,7 +192,7 @@ pub fn run(o: &Options<'_>) -> u8 {
         shown: Vec::new(),
         outstanding: HashMap::new(),
         branches: 0,
-        start: Instant::now(),
+        start,
         state: o.state_file.map(|p| (p.to_owned(), None)),
         state_failing: false,
     };

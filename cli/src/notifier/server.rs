@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
 use loadctl::event::notifier::{DialogRecord, Notifier};
@@ -43,8 +44,8 @@ pub(super) struct Server {
     pub(super) sent_by: String,
     pub(super) contact: String,
     pub(super) notifier: Notifier,
-    /// Demand reports (`--observe`), non-blocking.
-    pub(super) observe: Option<UdpSocket>,
+    /// Demand reports (`--observe`) as [`read_reports`] received them.
+    pub(super) observe: Option<Receiver<Report>>,
     /// The targets last printed.
     pub(super) shown: Vec<(String, f64)>,
     pub(super) outstanding: HashMap<String, Outstanding>,
@@ -166,15 +167,18 @@ impl Server {
         }
     }
 
-    /// Reads the demand reports waiting on the `--observe` socket.
+    /// Applies the demand reports received since the last call, each at the time it arrived.
     pub(super) fn observations(&mut self) {
-        let Some(sock) = &self.observe else {
+        let Some(reports) = &self.observe else {
             return;
         };
-        let mut buf = [0u8; 4096];
-        while let Ok((n, from)) = sock.recv_from(&mut buf) {
-            let now = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            for line in String::from_utf8_lossy(&buf[..n]).lines() {
+        while let Ok(Report {
+            at: now,
+            from,
+            bytes,
+        }) = reports.try_recv()
+        {
+            for line in String::from_utf8_lossy(&bytes).lines() {
                 match parse_report(line) {
                     Ok(None) => {}
                     Ok(Some((uri, count))) => {
@@ -270,6 +274,36 @@ impl Server {
         }
         if let Ok((n, from)) = self.sock.recv_from(buf) {
             self.receive(&buf[..n], from);
+        }
+    }
+}
+
+/// A datagram of demand reports and when it arrived (ns on the server's clock).
+pub(super) struct Report {
+    at: u64,
+    from: SocketAddr,
+    bytes: Vec<u8>,
+}
+
+/// Demand reports in flight between [`read_reports`] and the server's loop: a bound on what a
+/// flood of reports can hold in memory (past it the socket's buffer fills and the kernel drops).
+pub(super) const REPORTS_QUEUED: usize = 256;
+
+/// The `--observe` socket's reader, on a thread of its own: a report is timestamped when it
+/// arrives, not when the server's loop next wakes (up to 50 ms later, and later still on a busy
+/// machine), so the demand measured from the reports' spacing is the senders'. Ends when the
+/// server is gone.
+pub(super) fn read_reports(sock: UdpSocket, start: Instant, to: SyncSender<Report>) {
+    let mut buf = [0u8; 4096];
+    while let Ok((n, from)) = sock.recv_from(&mut buf) {
+        let at = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let report = Report {
+            at,
+            from,
+            bytes: buf[..n].to_vec(),
+        };
+        if to.send(report).is_err() {
+            return;
         }
     }
 }
