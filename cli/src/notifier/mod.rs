@@ -9,7 +9,8 @@
 //! `loadctl::event::allocator`) when something in the traffic path reports it: with
 //! `--observe IP:PORT` the notifier reads UDP datagrams of lines `SUBSCRIBER-URI COUNT` (the
 //! requests of the class that arrived from that subscriber since its previous report; the
-//! protected server, a tap or a script reading the server's counters sends them). Without
+//! protected server, a tap or a script reading the server's counters sends them; each counts
+//! at the time it arrives, read on a thread of its own). Without
 //! reports the split is blind: every subscriber counts as wanting more than it has, so all get
 //! equal shares, re-split whenever one comes or goes. NOTIFYs are retransmitted over UDP until
 //! answered (T1 doubling up to T2, for 64·T1).
