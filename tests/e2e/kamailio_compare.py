@@ -32,6 +32,7 @@ import os
 import platform
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -389,14 +390,13 @@ def cpu_ratios(proxies: list, runs: dict, args) -> list:
                 per_round = [round(y.sched_ms_per_1000 / x.sched_ms_per_1000, 3) for x, y in zip(a, b) if x.sched_ms_per_1000 > 0]
                 if not per_round:
                     continue
-                ranked = sorted(per_round)
                 rows.append(
                     {
                         "proxy": other.name,
                         "against": base,
                         "offered_cps": rate,
                         "variant": cpu_variant(tag, args)[0],
-                        "ratio_median": ranked[len(ranked) // 2] if len(ranked) % 2 else round((ranked[len(ranked) // 2 - 1] + ranked[len(ranked) // 2]) / 2, 3),
+                        "ratio_median": round(statistics.median(per_round), 3),
                         "ratio_per_round": per_round,
                     }
                 )
