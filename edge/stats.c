@@ -203,11 +203,13 @@ void render_stats(void *userdata, mbuf *b) {
     }
 }
 
-/* SIGUSR1: the same exposition as GET /metrics, on stdout. */
+/* SIGUSR1: the same exposition as GET /metrics, on stdout, then the line `# EOF` (a comment to a
+ * Prometheus parser): the dump takes more than one write, and a reader knows it has it whole. */
 void print_stats(edge_t *e) {
     mbuf b = {0};
     render_stats(e, &b);
     if (b.p) fwrite(b.p, 1, b.len, stdout);
+    fputs("# EOF\n", stdout);
     fflush(stdout);
     free(b.p);
 }

@@ -574,20 +574,14 @@ static long counter(const char *text, const char *name) {
     return -1;
 }
 
-/* Sends SIGUSR1 and reads the dump from the edge's stdout (`out`, a pipe) into buf. */
+/* Sends SIGUSR1 and reads the dump from the edge's stdout (`out`, a pipe) into buf, up to the
+ * line `# EOF` that ends it. */
 static void stats(pid_t pid, int out, char *buf, size_t cap) {
     size_t len = 0;
     buf[0] = 0;
     kill(pid, SIGUSR1);
-    while (len + 1 < cap && strstr(buf, "\nedge_detector_tracked ") == NULL) {
+    while (len + 1 < cap && strstr(buf, "\n# EOF\n") == NULL) {
         if (!readable(out, 2000)) break;
-        ssize_t k = read(out, buf + len, cap - 1 - len);
-        if (k <= 0) break;
-        len += (size_t)k;
-        buf[len] = 0;
-    }
-    /* the rest of that line */
-    while (len + 1 < cap && buf[len - 1] != '\n' && readable(out, 500)) {
         ssize_t k = read(out, buf + len, cap - 1 - len);
         if (k <= 0) break;
         len += (size_t)k;

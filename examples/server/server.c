@@ -202,6 +202,7 @@ static void print_stats(server_t *s) {
                    (double)st.delay_ns / 1e6, (unsigned long long)st.clients);
         }
     }
+    puts("# EOF"); /* the dump is whole */
     fflush(stdout);
 }
 

@@ -63,13 +63,31 @@ def wait_event(proc: Proc, what: str, number=None, timeout: float = 10.0) -> flo
     return when(edge_events(proc), what, number)
 
 
+DUMP_END = "# EOF"
+
+
+def signal_dump(proc: Proc, timeout: float = 20.0) -> str:
+    """Sends SIGUSR1 and returns the counters the program prints for it, once the dump is whole.
+
+    The edge and the example server end each dump with the line `# EOF`; a dump is written in
+    more than one write, so its first lines are no sign that the rest is there. The edge handles
+    signals between batches of messages: later on a busy machine."""
+    before = proc.stdout_path.stat().st_size if proc.stdout_path.exists() else 0
+
+    def text() -> str:
+        return proc.stdout_path.read_bytes()[before:].decode(errors="replace") if proc.stdout_path.exists() else ""
+
+    proc.send_signal(signal.SIGUSR1)
+    if not wait_until(lambda: f"\n{DUMP_END}\n" in "\n" + text(), timeout):
+        raise AssertionError(f"no whole counter dump ({DUMP_END!r} not printed) within {timeout} s of SIGUSR1:\n{proc.tail(30)}")
+    out = text()
+    return out[: ("\n" + out).index(f"\n{DUMP_END}\n")]
+
+
 def edge_stats(proc: Proc) -> dict:
     """The edge's counters: SIGUSR1 makes it print them (Prometheus text) on stdout."""
-    before = proc.stdout_path.stat().st_size if proc.stdout_path.exists() else 0
-    proc.send_signal(signal.SIGUSR1)
-    wait_until(lambda: "edge_dropped_total" in proc.stdout_path.read_bytes()[before:].decode(errors="replace"), 3.0)
     out = {}
-    for line in proc.stdout_path.read_bytes()[before:].decode(errors="replace").splitlines():
+    for line in signal_dump(proc).splitlines():
         parts = line.split()
         if len(parts) == 2 and parts[0].startswith("edge_"):
             value = float(parts[1])
@@ -79,11 +97,8 @@ def edge_stats(proc: Proc) -> dict:
 
 def engine_counters(proc: Proc) -> dict:
     """The engine's own counters (loadctl_*) from the edge's SIGUSR1 output."""
-    before = proc.stdout_path.stat().st_size if proc.stdout_path.exists() else 0
-    proc.send_signal(signal.SIGUSR1)
-    wait_until(lambda: "edge_dropped_total" in proc.stdout_path.read_bytes()[before:].decode(errors="replace"), 3.0)
     out = {}
-    for line in proc.stdout_path.read_bytes()[before:].decode(errors="replace").splitlines():
+    for line in signal_dump(proc).splitlines():
         parts = line.split()
         if len(parts) == 2 and parts[0].startswith("loadctl_") and parts[1].isdigit():
             out[parts[0]] = int(parts[1])

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from admission import count_in
 from checks import Checks
+from edge_proc import signal_dump
 from ports import wait_tcp_port, wait_udp_port
 from processes import Proc, Run
 from sipp import SippOutputs, SippPorts, sipp_command, write_injection
@@ -36,10 +37,10 @@ OFFERED = 3.0 * CALLS_CAPACITY
 WINDOW_S = 20
 
 
-def stats_of(proc: Proc) -> dict:
-    """The `name value` lines a program printed to stdout (its SIGUSR1 / exit counters)."""
+def name_values(text: str) -> dict:
+    """The `name value` lines of a counter dump."""
     out = {}
-    for line in proc.stdout_path.read_text(errors="replace").splitlines():
+    for line in text.splitlines():
         parts = line.split()
         if len(parts) == 2 and not parts[0].startswith("#"):
             try:
@@ -47,6 +48,16 @@ def stats_of(proc: Proc) -> dict:
             except ValueError:
                 pass
     return out
+
+
+def stats_of(proc: Proc) -> dict:
+    """The counters a program printed to stdout, the last value of each (its exit counters)."""
+    return name_values(proc.stdout_path.read_text(errors="replace"))
+
+
+def stats_now(proc: Proc) -> dict:
+    """The counters a running program prints on SIGUSR1, once the dump is whole."""
+    return name_values(signal_dump(proc))
 
 
 # ---------------------------------------------------------------------------------------------

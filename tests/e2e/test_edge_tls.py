@@ -61,7 +61,7 @@ sys.path.insert(0, str(HERE))
 
 from checks import Checks, suite_main  # noqa: E402
 from edge_proc import EDGE, edge_events, samples, scrape, start_edge, wait_event  # noqa: E402
-from overload_setups import loss_feedback_through, stats_of  # noqa: E402
+from overload_setups import loss_feedback_through, stats_now  # noqa: E402
 from policy_docs import MATCH, OTHER, document, rate_rule, split  # noqa: E402
 from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
 from processes import Run, wait_until  # noqa: E402
@@ -437,9 +437,7 @@ def overload_loop_over_tls(run: Run) -> Checks:
 
     out = loss_feedback_through(run, c, start, transport="t1")
     edge = proxy["edge"]
-    edge.send_signal(signal.SIGUSR1)
-    time.sleep(0.5)
-    st = stats_of(edge)
+    st = stats_now(edge)
     c.that(st.get("edge_oc_shed_total", -1) == out["shed"], f"the edge shed {st.get('edge_oc_shed_total', -1):.0f} INVITEs and the UAC got {out['shed']} 503s")
     c.that(st.get("edge_oc_tls_next_hop_updates_total", 0) >= 100 and st.get("edge_oc_next_hop_updates_total", -1) == 0,
            f"the feedback went to --tls-next-hop's state ({st.get('edge_oc_tls_next_hop_updates_total', 0):.0f} updates), "

@@ -50,7 +50,6 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
 from __future__ import annotations
 
 import re
-import signal
 import socket
 import sys
 import threading
@@ -65,7 +64,7 @@ from checks import Checks, suite_main  # noqa: E402
 from edge_proc import start_edge  # noqa: E402
 from kamailio_proc import Kamailio, build, feed_occupancy, suite_label  # noqa: E402
 from oc_wire import WireCapture, oc_sent, oc_wire_vs_sent, via_oc  # noqa: E402
-from overload_setups import loss_call_mix_through, loss_feedback_through  # noqa: E402
+from overload_setups import loss_call_mix_through, loss_feedback_through, stats_now  # noqa: E402
 from policy_docs import MATCH, document  # noqa: E402
 from ports import free_udp_port, wait_udp_port  # noqa: E402
 from processes import Run  # noqa: E402
@@ -187,8 +186,7 @@ def oc_server_occupancy(run: Run) -> Checks:
     t0, fed = feed_occupancy(uas, kam.port, capacity, seconds)
     uac_oc.wait(timeout=60)
     uac_plain.wait(timeout=60)
-    edge.send_signal(signal.SIGUSR1)
-    time.sleep(0.5)
+    edge_stats = stats_now(edge)
     ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
     # What each report said against what the UAS logged in the same window once it had
     # flushed (a lagging log would feed the loop too little).
@@ -197,16 +195,11 @@ def oc_server_occupancy(run: Run) -> Checks:
     first = ts[0] if ts else t0
     # Physics: the loop aims at the capacity: CAPACITY ± 15 % at the UAS once it has settled.
     c.rate("INVITEs at the UAS after 4 s", ts, first + 4.0, first + seconds - 1.0, capacity, 0.15)
-    edge_stats = {}
-    for line in edge.stdout_path.read_text(errors="replace").splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            edge_stats[parts[0]] = parts[1]
     # RFC 7339 §5.1: the server chose loss for the edge (the module's servers run the loss
     # algorithm) and its values reached the edge in the Via of relayed replies.
-    c.that(edge_stats.get("edge_oc_next_hop_algorithm") == "1", f"the edge's next hop selected loss (algorithm {edge_stats.get('edge_oc_next_hop_algorithm')})")
-    c.that(float(edge_stats.get("edge_oc_next_hop_updates_total", 0)) > 10, f"feedback updates applied at the edge: {edge_stats.get('edge_oc_next_hop_updates_total')}")
-    shed = float(edge_stats.get("edge_oc_shed_total", 0))
+    c.that(edge_stats.get("edge_oc_next_hop_algorithm") == 1, f"the edge's next hop selected loss (algorithm {edge_stats.get('edge_oc_next_hop_algorithm')})")
+    c.that(edge_stats.get("edge_oc_next_hop_updates_total", 0) > 10, f"feedback updates applied at the edge: {edge_stats.get('edge_oc_next_hop_updates_total')}")
+    shed = edge_stats.get("edge_oc_shed_total", 0)
     plain = invite_outcomes(SippOutputs(uac_plain.cwd))
     oc_out = invite_outcomes(SippOutputs(uac_oc.cwd))
     # Max-min fair over two equal demands: half each; the participant sheds its excess itself,

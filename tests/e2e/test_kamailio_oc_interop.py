@@ -23,7 +23,6 @@ dispatcher-oc.cfg; no loadctl module in that Kamailio).
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 import time
@@ -108,8 +107,6 @@ def dispatcher_run(run: Run, label: str, loop: bool) -> dict:
     uac.wait(timeout=WINDOW_S + 60)
     oclist.stop.set()
     oclist.join(timeout=2)
-    server.send_signal(signal.SIGUSR1)
-    time.sleep(0.5)
     out = invite_outcomes(SippOutputs(uac.cwd))
     st = SippOutputs(uac.cwd).stat()
     out["response_ms"] = response_ms(str(st.get("ResponseTime1(C)", "")))

@@ -49,7 +49,7 @@ from admission import count_in  # noqa: E402
 from checks import Checks, suite_main  # noqa: E402
 from edge_proc import edge_events, start_edge, wait_event  # noqa: E402
 from figures import svg_lines  # noqa: E402
-from kamailio_proc import Kamailio, build, check_calls, offered_load, start_uas, suite_label  # noqa: E402
+from kamailio_proc import Kamailio, check_calls, offered_load, start_uas, suite_label  # noqa: E402
 from notifier_scenarios import moved_notifier_scenarios, notifier_scenario  # noqa: E402
 from policy_docs import MATCH, document, rate_rule, rule, split  # noqa: E402
 from ports import free_udp_port, wait_udp_port  # noqa: E402

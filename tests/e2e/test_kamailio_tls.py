@@ -66,7 +66,7 @@ sys.path.insert(0, str(HERE))
 from checks import Checks, suite_main  # noqa: E402
 from edge_proc import start_edge  # noqa: E402
 from kamailio_proc import Kamailio, build, check_calls, feed_occupancy, start_uas, suite_label  # noqa: E402
-from overload_setups import loss_feedback_through  # noqa: E402
+from overload_setups import loss_feedback_through, stats_now  # noqa: E402
 from policy_docs import MATCH, OTHER, document, rate_rule, split  # noqa: E402
 from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
 from processes import HarnessError, Run, wait_until  # noqa: E402
@@ -439,26 +439,20 @@ def oc_server_over_tls(run: Run) -> Checks:
                                         transport="t1"))
     feed_occupancy(uas, kam.port, capacity, seconds)
     uac.wait(timeout=60)
-    edge.send_signal(signal.SIGUSR1)
-    time.sleep(0.5)
+    stats = stats_now(edge)
     ts = [a.t for a in SippOutputs(uas.cwd).arrivals()]
     first = ts[0] if ts else time.time()
     # Physics: the loop aims at the capacity, whoever sheds: CAPACITY ± 15 % once settled.
     c.rate("INVITEs at the UAS after 4 s", ts, first + 4.0, first + seconds - 1.0, capacity, 0.15)
-    stats = {}
-    for line in edge.stdout_path.read_text(errors="replace").splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            stats[parts[0]] = parts[1]
     # RFC 7339 §5.1: Kamailio chose loss for the edge and its values reached it over TLS, in the
     # Via of the replies it relayed on the edge's connection (the edge's TLS next hop has
     # counters of its own where it keeps it apart from the UDP one).
     hop = "edge_oc_tls_next_hop" if "edge_oc_tls_next_hop_algorithm" in stats else "edge_oc_next_hop"
-    c.that(stats.get(f"{hop}_algorithm") == "1" and float(stats.get(f"{hop}_updates_total", 0)) > 10,
+    c.that(stats.get(f"{hop}_algorithm") == 1 and stats.get(f"{hop}_updates_total", 0) > 10,
            f"the edge's TLS next hop selected loss ({hop}_algorithm {stats.get(f'{hop}_algorithm')}) and its values "
            f"applied {stats.get(f'{hop}_updates_total')} times")
     out = invite_outcomes(SippOutputs(uac.cwd))
-    shed = float(stats.get("edge_oc_shed_total", 0))
+    shed = stats.get("edge_oc_shed_total", 0)
     # The participant sheds its excess itself, 1 − capacity / offered = half: Kamailio's own
     # 503s (§5.10.2, for clients that do not take part) stay few.
     c.that(0.3 <= shed / max(out["invites"], 1) <= 0.7,

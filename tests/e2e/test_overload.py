@@ -33,9 +33,7 @@ Kamailio.
 from __future__ import annotations
 
 import csv
-import signal
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,7 +42,7 @@ sys.path.insert(0, str(HERE))
 from checks import Checks, suite_main  # noqa: E402
 from edge_proc import EDGE, LOADCTL, start_edge  # noqa: E402
 from oc_wire import WireCapture, oc_sent, oc_wire_vs_sent, via_oc  # noqa: E402
-from overload_setups import CALLEE, CALLS_CAPACITY, MU, OFFERED, SERVER, WINDOW_S, loss_call_mix_through, loss_feedback_through, stats_of  # noqa: E402
+from overload_setups import CALLEE, CALLS_CAPACITY, MU, OFFERED, SERVER, WINDOW_S, loss_call_mix_through, loss_feedback_through, stats_now, stats_of  # noqa: E402
 from policy_docs import document  # noqa: E402
 from ports import free_udp_port, wait_udp_port  # noqa: E402
 from processes import Run  # noqa: E402
@@ -91,17 +89,15 @@ def one_loop(run: Run, label: str, overload_control: bool) -> dict:
                      duration_ms=100, timeout_s=WINDOW_S + 45, max_concurrent=20000, logs=False),
     )
     uac.wait(timeout=WINDOW_S + 60)
-    for p in (edge, server):
-        p.send_signal(signal.SIGUSR1)
-    time.sleep(0.5)
+    edge_now, server_now = stats_now(edge), stats_now(server)
     out = invite_outcomes(SippOutputs(uac.cwd))
     st = SippOutputs(uac.cwd).stat()
     out["response_ms"] = response_ms(str(st.get("ResponseTime1(C)", "")))
     counts = sorted(uac.cwd.glob("*_counts.csv"))
     last = last_csv_row(counts[-1]) if counts else {}
     out["elapsed_s"] = response_ms(str(last.get("ElapsedTime", ""))) / 1000.0
-    out["edge"] = stats_of(edge)
-    out["server"] = stats_of(server)
+    out["edge"] = edge_now
+    out["server"] = server_now
     run.stop(edge)
     run.stop(server)
     out["server"] = stats_of(server) or out["server"]
@@ -187,9 +183,7 @@ def behind_edge(run: Run, c: Checks, setup) -> None:
 
     out = setup(run, c, start)
     edge = proxy["edge"]
-    edge.send_signal(signal.SIGUSR1)
-    time.sleep(0.5)
-    edge_stats = stats_of(edge)
+    edge_stats = stats_now(edge)
     shed = edge_stats.get("edge_oc_shed_total", -1)
     c.that(shed == out["shed"], f"the edge shed {shed:.0f} INVITEs and the UAC got {out['shed']} 503s")
     c.that(edge_stats.get("edge_oc_bad_feedback_total", -1) == 0, "no feedback refused")
@@ -230,10 +224,7 @@ def edge_as_server(run: Run) -> Checks:
                                             calls=seconds * rate, timeout_s=40, logs=False))
     uac_a.wait(timeout=60)
     uac_b.wait(timeout=60)
-    for e in (a, b):
-        e.send_signal(signal.SIGUSR1)
-    time.sleep(0.5)
-    sa, sb = stats_of(a), stats_of(b)
+    sa, sb = stats_now(a), stats_now(b)
     out_a = invite_outcomes(SippOutputs(uac_a.cwd))
     out_b = invite_outcomes(SippOutputs(uac_b.cwd))
     # RFC 7339 §5.1 / RFC 7415 §3.3: A offers loss,rate and the server (rate preferred) selects
