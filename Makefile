@@ -359,15 +359,17 @@ target/edge: $(EDGE_SRC) $(wildcard edge/*.h) include/loadctl.h $(LIBDIR)/libloa
 target/server: examples/server/server.c include/loadctl.h $(LIBDIR)/libloadctl.a Makefile
 	$(CC) $(CFLAGS_C) -O2 examples/server/server.c $(LIBDIR)/libloadctl.a $(CLIBS) -o $@.tmp && mv -f $@.tmp $@
 
-## edge-test: the stream framer's and the request validation's unit tests, then the edge driven
-## over UDP and TCP on loopback,
-## as built and built with ASan+UBSan (all under -Werror)
+## edge-test: the stream framer's, the request validation's and the per-source connection table's
+## unit tests, then the edge driven over UDP and TCP on loopback, as built and built with
+## ASan+UBSan (all under -Werror)
 EDGE_SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 edge-test: edge
 	$(CC) $(CFLAGS_C) $(EDGE_SAN) edge/test_stream.c -o target/test_stream
 	./target/test_stream
 	$(CC) $(CFLAGS_C) $(EDGE_SAN) edge/test_validate.c edge/validate.c -o target/test_validate
 	./target/test_validate
+	$(CC) $(CFLAGS_C) $(EDGE_SAN) edge/test_sources.c edge/sources.c $(CLIBS) -o target/test_sources
+	./target/test_sources
 	$(CC) $(CFLAGS_C) $(EDGE_SAN) -O1 $(EDGE_SRC) $(LIBDIR)/libloadctl.a $(EDGE_LIBS) $(CLIBS) -o target/edge-asan
 	$(CC) -std=c11 -Wall -Wextra -Wpedantic -Werror edge/test_edge.c -o target/test_edge
 	./target/test_edge ./target/edge

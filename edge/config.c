@@ -90,6 +90,9 @@ static const char HELP_MORE[] =
     "Transport:\n"
     "  --transport udp|tcp|both    (default both)\n"
     "  --max-connections N         inbound TCP connections (default 1024)\n"
+    "  --max-connections-per-source N\n"
+    "                              inbound TCP and TLS connections from one IP address (default: no\n"
+    "                              limit but --max-connections)\n"
     "  --tcp-idle-s S              close silent inbound connections after S s (default 300, 0: never)\n"
     "  --linger-us N               UDP read linger under dense traffic, 0-100000 (default 200)\n"
     "  --workers N                 UDP workers, each with its own socket on the port (SO_REUSEPORT),\n"
@@ -156,7 +159,7 @@ static int number(const char *s, long min, long max, long *out) {
  * usage error, logged). */
 int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
     const char *notifier_at = NULL, *transport = "both", *next_hop_name = NULL, *notifier_name = NULL;
-    long max_conns = 1024, idle_s = 300;
+    long max_conns = 1024, per_source = 0, idle_s = 300;
     long retry_after = 0, expires_l = 0;
     int oc_option = 0;
     memset(o, 0, sizeof *o);
@@ -207,7 +210,7 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
         /* Every other option takes a value; another option in its place is a value forgotten. */
         static const char *const WITH_VALUE[] = {"--listen", "--next-hop", "--policy", "--source", "--subscribe", "--notifier",
                                                  "--uri", "--expires", "--startup-hold-ms", "--linger-us", "--workers", "--transport",
-                                                 "--max-connections", "--tcp-idle-s", "--redirect-allow", "--priority-namespaces", "--priority-peers",
+                                                 "--max-connections", "--max-connections-per-source", "--tcp-idle-s", "--redirect-allow", "--priority-namespaces", "--priority-peers",
                                                  "--oc-occupancy-target", "--oc-timeout-ms", "--oc-algorithms", "--retry-after",
                                                  "--metrics", "--fallback-policy", "--sip-user-numbers", "--log-oc",
                                                  "--tls-listen", "--tls-cert", "--tls-key", "--tls-ca", "--tls-next-hop",
@@ -235,6 +238,7 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
         else if (strcmp(opt, "--workers") == 0) bad = number(val, 1, 256, &workers);
         else if (strcmp(opt, "--transport") == 0) transport = val;
         else if (strcmp(opt, "--max-connections") == 0) bad = number(val, 1, 1000000, &max_conns);
+        else if (strcmp(opt, "--max-connections-per-source") == 0) bad = number(val, 1, 1000000, &per_source);
         else if (strcmp(opt, "--tcp-idle-s") == 0) bad = number(val, 0, 86400 * 365, &idle_s);
         else if (strcmp(opt, "--redirect-allow") == 0) o->redirect_allow = val;
         else if (strcmp(opt, "--priority-namespaces") == 0) o->priority_namespaces = val;
@@ -286,6 +290,7 @@ int options_parse(int argc, char **argv, edge_t *e, options_t *o) {
     if (o->metrics_at && parse_addr(o->metrics_at, &o->metrics_addr)) return usage_error("--metrics: '%s' is not IPv4-ADDRESS:PORT (port 1-65535)", o->metrics_at);
     if (retry_after > 0) snprintf(e->retry_hdr, sizeof e->retry_hdr, "Retry-After: %ld\r\n", retry_after);
     e->max_conns = (unsigned)max_conns;
+    e->max_conns_per_source = (unsigned)per_source;
     e->nudp = (unsigned)(workers < 1 ? 1 : workers > 256 ? 256 : workers);
     e->idle_ns = (uint64_t)idle_s * 1000000000ull;
     /* TLS. Every certificate a TLS peer of this edge presents is verified (--tls-ca), except a

@@ -24,6 +24,7 @@
 #include "loadctl.h"
 #include "sipmsg.h"
 #include "sipstream.h"
+#include "sources.h"
 #include "validate.h"
 
 #define MAX_MSG 65535
@@ -110,7 +111,7 @@ typedef struct {
  * no locked instruction) and read by the main thread for SIGUSR1. */
 typedef struct {
     atomic_ulong forwarded, answered, malformed, absorbed, dropped;
-    atomic_ulong tcp_accepted, tcp_refused, tcp_closed, tcp_framing_errors, tcp_too_large, tcp_overflows;
+    atomic_ulong tcp_accepted, tcp_refused, tcp_source_refused, tcp_closed, tcp_framing_errors, tcp_too_large, tcp_overflows;
     atomic_ulong tcp_pings, tcp_responses_orphaned, hop_connects, hop_failures, forward_failures, tcp_idle_closed;
     atomic_ulong oc_shed, oc_rejected, oc_bad_feedback, oc_timeouts, oc_stripped;
     atomic_ulong originals, retransmissions, retx_repeated, retx_unremembered;
@@ -165,6 +166,7 @@ struct worker;
 typedef struct {
     int udp_on, tcp_on, tls_on;
     unsigned max_conns;
+    unsigned max_conns_per_source; /* 0: no limit per source */
     uint64_t idle_ns; /* an inbound connection silent this long is closed (0: never) */
     struct sockaddr_in listen_addr;
     struct sockaddr_in next_hop;
@@ -195,6 +197,8 @@ typedef struct {
     struct worker **tcps;
     unsigned ntcp;
     _Atomic unsigned tcp_inbound;
+    /* The inbound connections of each source address, against --max-connections-per-source. */
+    sources_t sources;
     long linger_us; /* --linger-us */
     int pin;       /* pin each UDP worker to a CPU of `cpus` (more than one worker) */
     cpu_set_t cpus; /* the process's affinity mask at start */

@@ -171,6 +171,10 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    if (e.ntcp && sources_init(&e.sources, e.max_conns_per_source, e.max_conns) != 0) {
+        elog("cannot allocate the table of --max-connections-per-source\n");
+        return 1;
+    }
     for (unsigned k = 0; k < e.ntcp; k++) {
         worker_t *w = e.tcps[k];
         w->sock = e.udp_on ? e.udps[k % e.nudp]->sock : -1; /* answers to UDP requests that came back over TCP */
@@ -242,6 +246,7 @@ int main(int argc, char **argv) {
         free(e.tcps[k]);
     }
     free(e.tcps);
+    if (e.ntcp) sources_free(&e.sources);
     tls_teardown();
     for (unsigned k = 0; k < e.nudp; k++) {
         if (e.udps[k]->sock >= 0) close(e.udps[k]->sock);

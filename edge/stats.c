@@ -178,6 +178,8 @@ void render_stats(void *userdata, mbuf *b) {
         metric(b, "edge_tcp_accepted_total", "counter", "Inbound TCP connections accepted.", SUM(tcp_accepted));
         metric(b, "edge_tcp_refused_total", "counter", "Inbound connections closed at once (--max-connections).",
                SUM(tcp_refused));
+        metric(b, "edge_tcp_source_refused_total", "counter",
+               "Inbound connections closed at once: their address had --max-connections-per-source open.", SUM(tcp_source_refused));
         metric(b, "edge_tcp_closed_total", "counter", "TCP connections closed.", SUM(tcp_closed));
         metric(b, "edge_tcp_framing_errors_total", "counter", "Messages without a usable Content-Length (400, close).",
                SUM(tcp_framing_errors));

@@ -108,6 +108,7 @@ static void conn_close(worker_t *w, unsigned slot) {
     } else {
         w->inbound--;
         atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
+        sources_give(&w->e->sources, c->peer.sin_addr.s_addr);
     }
     if (c->lingering) w->lingering--;
     free(c->in);
@@ -504,13 +505,27 @@ static void tcp_accept(worker_t *w, int tls) {
             if (errno != EAGAIN && errno != EWOULDBLOCK) elog("tcp: accept: %s\n", strerror(errno));
             return;
         }
-        /* A place among --max-connections, taken before the connection is opened: the workers
-         * accept side by side, and the limit holds over all of them. */
+        /* A place among --max-connections, then one among its address's
+         * --max-connections-per-source, taken before the connection is opened: the workers
+         * accept side by side, and the limits hold over all of them. Refused: the peer sees
+         * the connection closed. */
         int slot = -1;
-        if (atomic_fetch_add_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed) < w->e->max_conns) slot = conn_open(w, fd, &peer, 0, 0);
-        if (slot < 0) atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
-        if (slot < 0) {
-            close(fd); /* the table is full: refused (the peer sees the connection closed) */
+        if (atomic_fetch_add_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed) >= w->e->max_conns) {
+            atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
+            close(fd);
+            BUMP(w->c.tcp_refused);
+            continue;
+        }
+        if (!sources_take(&w->e->sources, peer.sin_addr.s_addr)) {
+            atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
+            close(fd);
+            BUMP(w->c.tcp_source_refused);
+            continue;
+        }
+        if ((slot = conn_open(w, fd, &peer, 0, 0)) < 0) {
+            sources_give(&w->e->sources, peer.sin_addr.s_addr);
+            atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
+            close(fd);
             BUMP(w->c.tcp_refused);
             continue;
         }

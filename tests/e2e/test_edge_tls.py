@@ -39,6 +39,10 @@ stunnel (Debian's SIPp has no TLS).
   renewed certificate; files that cannot be used leave the one in use (logged).
 - tls_command_line: TLS options without what they need are refused (exit 2, naming what is
   missing); a certificate or key that cannot be used stops the edge (exit 1, naming the file).
+- abandoned_handshakes: 30 connections from one address to the TLS port that never start their
+  handshake: with `--max-connections 10` alone they take every place and a client from another
+  address is refused; with `--max-connections-per-source 4` they hold 4 places, 26 are refused
+  at once, and the other client is served.
 - overload_loop_over_tls: tests/e2e/overload_setups.py's loss feedback (SIPp UAS answering
   oc=50 loss, RFC 7339 §7.2) with the edge reaching the UAS over TLS: the same shares as over
   UDP (test_overload.py uas_loss_feedback).
@@ -60,7 +64,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from checks import Checks, suite_main  # noqa: E402
-from edge_proc import EDGE, edge_events, samples, scrape, start_edge, wait_event  # noqa: E402
+from edge_proc import EDGE, edge_events, edge_stats, samples, scrape, start_edge, wait_event  # noqa: E402
 from overload_setups import loss_feedback_through, stats_now  # noqa: E402
 from policy_docs import MATCH, OTHER, document, rate_rule, split  # noqa: E402
 from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
@@ -613,6 +617,48 @@ def tls_command_line(run: Run) -> Checks:
         c.that(p.returncode == code_wanted and needle in p.stderr, f"{label}: exit {p.returncode}, {p.stderr.strip()[-160:]!r}")
     return c
 
+def abandoned_handshakes(run: Run) -> Checks:
+    c = Checks("abandoned_handshakes: 30 connections from one address that never handshake, then a client from another")
+    certs = Certs(run)
+
+    def flood_then_client(*args) -> tuple:
+        """(whether the client from 127.0.0.1 was served, the edge's counters) after 127.0.0.2
+        opened 30 connections to the TLS port and sent nothing (each would hold its place 10 s)."""
+        edge, hop, _, tls_port = hop_edge(run, certs, "--max-connections", "10", *args)
+        flood = [socket.create_connection(("127.0.0.1", tls_port), timeout=5, source_address=("127.0.0.2", 0)) for _ in range(30)]
+        # Every flood connection accepted or refused before the client comes: the edge has
+        # counted all 30 (the client's place must not depend on winning a race).
+        wait_until(lambda: sum(edge_stats(edge).get(k, 0) for k in ("edge_tcp_accepted_total", "edge_tcp_refused_total",
+                                                                      "edge_tcp_source_refused_total")) >= 30, 5.0)
+        try:
+            conn = tls_connect(tls_port, certs.ca.cert)
+            conn.sendall(options(40))
+            answer = read_message(conn)
+            conn.close()
+        except (ssl.SSLError, OSError):
+            answer = ""
+        stats = edge_stats(edge)
+        for s in flood:
+            s.close()
+        hop.close()
+        run.stop(edge)
+        return answer.startswith("SIP/2.0 200"), stats
+
+    # Without a limit per source the flood takes every place of --max-connections for the 10 s
+    # a handshake may take: the attack this option is for.
+    ok, stats = flood_then_client()
+    c.that(not ok and stats.get("edge_tcp_accepted_total") == 10 and stats.get("edge_tcp_refused_total") == 21,
+           f"--max-connections 10 alone: the client {'served' if ok else 'refused'} (refused expected); accepted "
+           f"{stats.get('edge_tcp_accepted_total')}, refused {stats.get('edge_tcp_refused_total')} (10 and 21 expected)")
+    ok, stats = flood_then_client("--max-connections-per-source", "4")
+    c.that(ok, "--max-connections-per-source 4: the client from another address is served (200)")
+    c.that(stats.get("edge_tcp_source_refused_total") == 26 and stats.get("edge_tcp_refused_total") == 0
+           and stats.get("edge_tcp_accepted_total") == 5,
+           f"127.0.0.2 held 4 places: accepted {stats.get('edge_tcp_accepted_total')} (4 and the client's), refused per source "
+           f"{stats.get('edge_tcp_source_refused_total')} (26), by --max-connections {stats.get('edge_tcp_refused_total')} (0)")
+    return c
+
+
 
 TESTS = {
     "calls_over_tls": calls_over_tls,
@@ -625,6 +671,7 @@ TESTS = {
     "certificate_reload": certificate_reload,
     "tls_command_line": tls_command_line,
     "overload_loop_over_tls": overload_loop_over_tls,
+    "abandoned_handshakes": abandoned_handshakes,
 }
 
 

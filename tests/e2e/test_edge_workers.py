@@ -21,6 +21,9 @@ workers traffic, and each test checks from `edge_worker_datagrams_total` that it
   hop, the rule's bound and rate hold across them.
 - connection_limit: `--max-connections 5` and 12 connections: exactly 5 served and 7 refused,
   whichever workers accept them (the limit is over all TCP workers).
+- connections_per_source: `--max-connections-per-source 3`: of 20 connections from one address
+  3 are served and 17 refused, another address's 3 are served beside them, and a place comes
+  back when one of the first address's connections closes (the count is over all TCP workers).
 - retransmission_other_port: a request retransmitted from another source port (a NAT
   rebinding) may reach another worker; it still gets its original's decision (RFC 3261 §16.11:
   "a retransmitted request MUST be forwarded to the same destination each time it is
@@ -48,7 +51,7 @@ from checks import Checks, suite_main  # noqa: E402
 from edge_proc import EDGE, edge_stats, engine_counters, start_edge  # noqa: E402
 from policy_docs import MATCH, document, rate_rule, rule  # noqa: E402
 from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
-from processes import Run  # noqa: E402
+from processes import Run, wait_until  # noqa: E402
 from sip_sockets import UdpPeers, header  # noqa: E402
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
 
@@ -209,6 +212,16 @@ def tcp_across_workers(run: Run, workers: int) -> Checks:
     return c
 
 
+def served(s: socket.socket) -> bool:
+    """Whether the edge serves the connection: an RFC 5626 ping gets its CRLF back (a refused
+    connection was closed at once)."""
+    try:
+        s.sendall(b"\r\n\r\n")
+        return s.recv(16) == b"\r\n"
+    except OSError:
+        return False
+
+
 def connection_limit(run: Run, workers: int) -> Checks:
     c = Checks(f"connection_limit --workers {workers}: --max-connections 5, 12 connections")
     path = run.path("policy.xml")
@@ -219,19 +232,51 @@ def connection_limit(run: Run, workers: int) -> Checks:
     edge = start_edge(run, "edge", port, hop.getsockname()[1], "--policy", path, "--workers", str(workers), "--max-connections", "5")
     wait_tcp_port(port, proc=edge)
     conns = [socket.create_connection(("127.0.0.1", port), timeout=2.0) for _ in range(12)]
-    time.sleep(0.5)
-    served = 0
-    for s in conns:
-        try:
-            s.sendall(b"\r\n\r\n")  # an RFC 5626 ping: a served connection answers CRLF
-            served += s.recv(16) == b"\r\n"
-        except OSError:
-            pass
+    count = sum(served(s) for s in conns)
     stats = edge_stats(edge)
-    c.that(served == 5, f"{served} of 12 connections served (5 expected)")
+    c.that(count == 5, f"{count} of 12 connections served (5 expected)")
     c.that(stats.get("edge_tcp_accepted_total") == 5 and stats.get("edge_tcp_refused_total") == 7,
            f"accepted {stats.get('edge_tcp_accepted_total')}, refused {stats.get('edge_tcp_refused_total')} (5 and 7 expected)")
     for s in conns:
+        s.close()
+    hop.close()
+    return c
+
+
+def connections_per_source(run: Run, workers: int) -> Checks:
+    c = Checks(f"connections_per_source --workers {workers}: --max-connections-per-source 3, 20 connections from one address")
+    path = run.path("policy.xml")
+    path.write_text(document(0, "full", ""))
+    hop = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    hop.bind(("127.0.0.1", 0))
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", port, hop.getsockname()[1], "--policy", path, "--workers", str(workers),
+                      "--max-connections", "50", "--max-connections-per-source", "3")
+    wait_tcp_port(port, proc=edge)
+
+    def connect(source: str) -> socket.socket:
+        # 127.0.0.0/8 is all loopback: each address is another peer to the edge.
+        return socket.create_connection(("127.0.0.1", port), timeout=2.0, source_address=(source, 0))
+
+    flood = [connect("127.0.0.2") for _ in range(20)]
+    others = [connect("127.0.0.3") for _ in range(3)]
+    flood_served = [s for s in flood if served(s)]
+    others_served = sum(served(s) for s in others)
+    stats = edge_stats(edge)
+    c.that(len(flood_served) == 3, f"{len(flood_served)} of 127.0.0.2's 20 connections served (3 expected)")
+    c.that(others_served == 3, f"{others_served} of 127.0.0.3's 3 served beside them (3 expected)")
+    c.that(stats.get("edge_tcp_accepted_total") == 6 and stats.get("edge_tcp_source_refused_total") == 17
+           and stats.get("edge_tcp_refused_total") == 0,
+           f"accepted {stats.get('edge_tcp_accepted_total')}, refused per source {stats.get('edge_tcp_source_refused_total')}, "
+           f"refused by --max-connections {stats.get('edge_tcp_refused_total')} (6, 17 and 0 expected)")
+    # A connection that closes gives its place back, whichever worker held it.
+    closed_before = stats.get("edge_tcp_closed_total", 0)
+    flood_served[0].close()
+    wait_until(lambda: edge_stats(edge).get("edge_tcp_closed_total", 0) > closed_before, 10.0)
+    again = [connect("127.0.0.2") for _ in range(2)]
+    count = sum(served(s) for s in again)
+    c.that(count == 1, f"after one of 127.0.0.2's connections closed, {count} of 2 more served (1 expected)")
+    for s in flood + others + again:
         s.close()
     hop.close()
     return c
@@ -294,6 +339,7 @@ TESTS = {
     f"{name}_{w}": (lambda run, f=f, w=w: f(run, w))
     for name, f in (("rate_across_workers", rate_across_workers), ("window_across_workers", window_across_workers),
                     ("tcp_across_workers", tcp_across_workers), ("connection_limit", connection_limit),
+                    ("connections_per_source", connections_per_source),
                     ("retransmission_other_port", retransmission_other_port))
     for w in WORKERS
 }
