@@ -212,6 +212,19 @@ def tcp_across_workers(run: Run, workers: int) -> Checks:
     return c
 
 
+def tcp_edge(run: Run, workers: int, *args) -> tuple:
+    """An edge with an empty policy listening on TCP, and a UDP socket as its next hop that never
+    answers; (edge, port, next hop socket)."""
+    path = run.path("policy.xml")
+    path.write_text(document(0, "full", ""))
+    hop = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    hop.bind(("127.0.0.1", 0))
+    port = free_udp_port(tcp=True)
+    edge = start_edge(run, "edge", port, hop.getsockname()[1], "--policy", path, "--workers", str(workers), *args)
+    wait_tcp_port(port, proc=edge)
+    return edge, port, hop
+
+
 def served(s: socket.socket) -> bool:
     """Whether the edge serves the connection: an RFC 5626 ping gets its CRLF back (a refused
     connection was closed at once)."""
@@ -224,13 +237,7 @@ def served(s: socket.socket) -> bool:
 
 def connection_limit(run: Run, workers: int) -> Checks:
     c = Checks(f"connection_limit --workers {workers}: --max-connections 5, 12 connections")
-    path = run.path("policy.xml")
-    path.write_text(document(0, "full", ""))
-    hop = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    hop.bind(("127.0.0.1", 0))
-    port = free_udp_port(tcp=True)
-    edge = start_edge(run, "edge", port, hop.getsockname()[1], "--policy", path, "--workers", str(workers), "--max-connections", "5")
-    wait_tcp_port(port, proc=edge)
+    edge, port, hop = tcp_edge(run, workers, "--max-connections", "5")
     conns = [socket.create_connection(("127.0.0.1", port), timeout=2.0) for _ in range(12)]
     count = sum(served(s) for s in conns)
     stats = edge_stats(edge)
@@ -245,14 +252,7 @@ def connection_limit(run: Run, workers: int) -> Checks:
 
 def connections_per_source(run: Run, workers: int) -> Checks:
     c = Checks(f"connections_per_source --workers {workers}: --max-connections-per-source 3, 20 connections from one address")
-    path = run.path("policy.xml")
-    path.write_text(document(0, "full", ""))
-    hop = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    hop.bind(("127.0.0.1", 0))
-    port = free_udp_port(tcp=True)
-    edge = start_edge(run, "edge", port, hop.getsockname()[1], "--policy", path, "--workers", str(workers),
-                      "--max-connections", "50", "--max-connections-per-source", "3")
-    wait_tcp_port(port, proc=edge)
+    edge, port, hop = tcp_edge(run, workers, "--max-connections", "50", "--max-connections-per-source", "3")
 
     def connect(source: str) -> socket.socket:
         # 127.0.0.0/8 is all loopback: each address is another peer to the edge.
