@@ -152,6 +152,7 @@ typedef struct lc_sub
 	char stem[96]; /* every Call-ID of this subscription starts "stem-" */
 	char tag[64];
 	int tls;			/* heard only from its verified TLS peer */
+	int tcp;			/* reached over TCP (;transport=tcp) */
 	char tls_name[256]; /* the name its certificate must carry */
 	lc_subscriber *sub;
 	char contact[LC_URI_MAX];
@@ -594,8 +595,10 @@ static void lc_sub_stop(uint64_t now)
 }
 
 /* A URI of this Kamailio: `scheme`:loadctl@ its first listening socket of
- * `proto` (of any when PROTO_NONE). 0, or -1 when it has none. */
-static int lc_sub_own_uri(char *out, size_t n, const char *scheme, int proto)
+ * `proto` (of any when PROTO_NONE), then `params`. 0, or -1 when it has
+ * none. */
+static int lc_sub_own_uri(char *out, size_t n, const char *scheme, int proto,
+		const char *params)
 {
 	struct socket_info *si;
 	struct socket_info **list;
@@ -608,10 +611,10 @@ static int lc_sub_own_uri(char *out, size_t n, const char *scheme, int proto)
 	}
 	if(si == NULL)
 		return -1;
-	snprintf(out, n, "%s:loadctl@%s%.*s%s:%d", scheme,
+	snprintf(out, n, "%s:loadctl@%s%.*s%s:%d%s", scheme,
 			si->address.af == AF_INET6 ? "[" : "", si->address_str.len,
 			si->address_str.s, si->address.af == AF_INET6 ? "]" : "",
-			si->port_no);
+			si->port_no, params);
 	return 0;
 }
 
@@ -641,10 +644,16 @@ static int lc_sub_owner_init(void)
 	for(i = 0; i < _lc_sub_n; i++) {
 		lc_sub_t *s = &_lc_subs[i];
 		/* RFC 3261 §8.1.1.8: a SIPS Request-URI wants a SIPS Contact (a
-		 * notifier that opens a connection of its own then opens a TLS one) */
+		 * notifier that opens a connection of its own then opens a TLS one);
+		 * a notifier reached over TCP gets a Contact on TCP, so that the
+		 * NOTIFYs it sends on a connection of its own take TCP too (a
+		 * Contact without transport is UDP, RFC 3263 §4.1, which the link
+		 * to it may not carry). */
 		snprintf(s->contact, sizeof(s->contact), "%s", _lc_contact);
-		if(s->tls && !(lc_sub_contact && *lc_sub_contact))
-			lc_sub_own_uri(s->contact, sizeof(s->contact), "sips", PROTO_TLS);
+		if(!(lc_sub_contact && *lc_sub_contact) && (s->tls || s->tcp))
+			lc_sub_own_uri(s->contact, sizeof(s->contact),
+					s->tls ? "sips" : "sip", s->tls ? PROTO_TLS : PROTO_TCP,
+					s->tls ? "" : ";transport=tcp"); /* mod_init checked */
 		snprintf(s->from, sizeof(s->from), "%s",
 				lc_sub_from && *lc_sub_from ? lc_sub_from : s->contact);
 		lock_get(&_lc_sub_sh->lock);
@@ -716,6 +725,7 @@ static int lc_sub_setup(void)
 		snprintf(s->tag, sizeof(s->tag), "%llx%d",
 				(unsigned long long)(now ^ (uint64_t)getpid()), i);
 		s->tls = lc_tls_uri_wants(s->notifier);
+		s->tcp = !s->tls && lc_uri_transport_is(s->notifier, "tcp");
 		tls |= s->tls;
 		if(s->tls
 				&& lc_tls_uri_host(s->notifier, s->tls_name, sizeof(s->tls_name))
@@ -750,6 +760,15 @@ static int lc_sub_setup(void)
 				name);
 	}
 	for(i = 0; i < _lc_sub_n; i++) {
+		if(_lc_subs[i].tcp
+				&& lc_sub_own_uri(uri, sizeof(uri), "sip", PROTO_TCP, "") < 0) {
+			LM_ERR("subscribe %s: a subscription over TCP needs a TCP "
+				   "listening socket (disable_tcp=no, "
+				   "listen=tcp:ADDRESS:PORT): tm sends the SUBSCRIBEs from "
+				   "it and its Contact names it\n",
+					_lc_subs[i].notifier);
+			return -1;
+		}
 		if(_lc_subs[i].tls && !lc_tls_name_ok(_lc_subs[i].tls_name)) {
 			LM_ERR("subscribe %s: \"%s\" is neither a DNS name nor an IP "
 				   "address (a wildcard never names a notifier, RFC 5922 "
@@ -762,7 +781,7 @@ static int lc_sub_setup(void)
 		return 0;
 	if(lc_tls_init() < 0)
 		return -1;
-	if(lc_sub_own_uri(uri, sizeof(uri), "sips", PROTO_TLS) < 0) {
+	if(lc_sub_own_uri(uri, sizeof(uri), "sips", PROTO_TLS, "") < 0) {
 		LM_ERR("a subscription over TLS needs a TLS listening socket "
 			   "(enable_tls=yes, listen=tls:ADDRESS:PORT): tm sends the "
 			   "SUBSCRIBEs from it\n");

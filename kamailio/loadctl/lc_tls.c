@@ -48,18 +48,23 @@ static pv_spec_t _lc_tls_dns[LC_TLS_N];
 static pv_spec_t _lc_tls_ip[LC_TLS_N];
 static pv_spec_t _lc_tls_uri;
 
-int lc_tls_uri_wants(const char *uri)
+int lc_uri_transport_is(const char *uri, const char *transport)
 {
+	size_t n = strlen(transport);
 	const char *p;
 
-	if(strncasecmp(uri, "sips:", 5) == 0)
-		return 1;
 	for(p = strchr(uri, ';'); p; p = strchr(p + 1, ';')) {
-		if(strncasecmp(p, ";transport=tls", 14) == 0
-				&& (p[14] == '\0' || strchr(";?>", p[14])))
+		if(strncasecmp(p, ";transport=", 11) == 0
+				&& strncasecmp(p + 11, transport, n) == 0
+				&& (p[11 + n] == '\0' || strchr(";?>", p[11 + n])))
 			return 1;
 	}
 	return 0;
+}
+
+int lc_tls_uri_wants(const char *uri)
+{
+	return strncasecmp(uri, "sips:", 5) == 0 || lc_uri_transport_is(uri, "tls");
 }
 
 int lc_tls_uri_host(const char *uri, char *out, size_t n)

@@ -43,6 +43,9 @@
 /* subjectAltNames of each type read from a certificate (Kamailio 5.8+). */
 #define LC_TLS_SANS 16
 
+/* Whether a SIP URI's transport parameter is `transport` (RFC 3261 §19.1.1;
+ * the name compared without case). */
+int lc_uri_transport_is(const char *uri, const char *transport);
 /* Whether a notifier URI asks for TLS: `sips:`, or `;transport=tls`. */
 int lc_tls_uri_wants(const char *uri);
 /* The host of a SIP URI (an IPv6 reference without its brackets) into

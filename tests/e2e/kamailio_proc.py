@@ -12,7 +12,9 @@ the same Kamailio the same way:
   children, the next hop, tm, subscriptions, KEMI, TCP, TLS, ...), ready once its SIP and RPC
   sockets are bound; ``jsonrpc()`` one request to its jsonrpcs datagram socket.
 - ``offered_load()``, ``start_uas()``, ``check_calls()``: a SIPp UAC offering 3R matching and R
-  other calls/s through it to a SIPp UAS, and the checks every such run makes.
+  other calls/s through it to a SIPp UAS, and the checks every such run makes;
+  ``start_held_notifier()`` and ``held_notifier_end()``: a SIPp notifier holding a
+  subscription, and those checks and the unsubscribe at its end.
 - ``feed_occupancy()``: the occupancy of a server of a given capacity, reported to the module's
   RFC 7339 server (loadctl.cfg's OC_SERVER).
 
@@ -23,15 +25,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import time
 from pathlib import Path
 
 from admission import count_in
 from checks import Checks
-from policy_docs import MATCH, OTHER
+from policy_docs import MATCH, OTHER, document, rate_rule, split
 from ports import free_udp_port, wait_tcp_port, wait_udp_port
-from processes import HarnessError, Run
+from processes import HarnessError, Run, wait_until
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection
 
 HERE = Path(__file__).resolve().parent
@@ -195,6 +198,38 @@ def check_calls(c: Checks, uac, uas, other):
     stray = SippOutputs(uas.cwd).counts().get("0_ACK_Recv", -1)
     c.that(stray == 0, f"the ACKs to Kamailio's 503s stopped there (sl): {stray} reached the UAS")
     return out
+
+
+def start_held_notifier(run: Run, ports: SippPorts, r: float, uri: str):
+    """A SIPp notifier over TCP (-t t1) on `ports` that sends one document with a rate rule `r`
+    and holds the subscription until the subscriber ends it (scenarios/notifier_held.xml),
+    `uri` its Contact; (the SIPp process, its log file)."""
+    scenario = run.path("notifier_held.xml")
+    scenario.write_text((HERE / "scenarios" / "notifier_held.xml").read_text()
+                        .replace("@DOC_V0@", document(0, "full", rate_rule(r))).replace("@CONTACT@", uri))
+    notifier = run.start("notifier", sipp_command(scenario, ports, calls=1, timeout_s=120, transport="t1"))
+    wait_tcp_port(ports.sip, proc=notifier)
+    return notifier, notifier.cwd / "logs.log"
+
+
+def held_notifier_end(c: Checks, run: Run, kam: "Kamailio", uac, uas, logs: Path, notifier_uri: str, r: float, over: str) -> None:
+    """The end of a subscription to a SIPp notifier holding it (scenarios/notifier_held.xml,
+    whose log is `logs`) while `uac` offered 3r matching and r other calls/s (done by now): the
+    notifier's rate r enforced at the UAS, the calls' outcomes (check_calls), then SIGTERM to
+    Kamailio's main process, which asks the subscriber to unsubscribe before it stops the
+    others: the unsubscribe (Expires 0) goes to the notifier's Contact, over `over`."""
+    run.stop(uas)
+    matching, other = split(SippOutputs(uas.cwd).arrivals())
+    if matching:
+        c.rate("the notifier's rate R is enforced", matching, matching[0] + 1.0, matching[-1] - 0.5, r)
+    else:
+        c.that(False, "no matching call was admitted: the notifier's rate R is not what is enforced")
+    check_calls(c, uac, uas, other)
+    kam.proc.send_signal(signal.SIGTERM)
+    unsubscribed = wait_until(lambda: "unsubscribed|" in logs.read_text(errors="replace"), 10)
+    line = next((ln for ln in logs.read_text(errors="replace").splitlines() if ln.startswith("unsubscribed|")), "")
+    c.that(unsubscribed and [x.strip() for x in line.split("|")] == ["unsubscribed", "0", f"SUBSCRIBE {notifier_uri}"],
+           f"on SIGTERM the unsubscribe (Expires 0) reached the notifier over {over}: {line!r}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,10 @@ one UDP socket on loopback, jsonrpcs on a UDP datagram socket for the loadctl.* 
   partial, a bodyless refresh NOTIFY (RFC 7200 §4.8: 2R stays in force, counted at the UAS),
   invalid (logged at WARNING with the notifier and its version), gap and re-SUBSCRIBE,
   terminated.
+- subscriber_over_tcp: a `sip:…;transport=tcp` SIPp notifier (scenarios/notifier_held.xml,
+  `-t t1`): the SUBSCRIBE leaves from Kamailio's TCP socket with a Contact on TCP, the NOTIFY
+  comes back on the connection and applies, its rate is enforced, and on SIGTERM the unsubscribe
+  reaches the notifier over TCP; without a TCP listener Kamailio does not start.
 - subscriber_dialog: two Python notifiers: SUBSCRIBE through tm, retry, refresh, unsubscribe.
 - subscriber_resubscribe: noresource stops the subscriber (rules withdrawn), loadctl.resubscribe
   starts a new subscription, probation;retry-after=1 brings it back after that second.
@@ -49,7 +53,7 @@ from admission import count_in  # noqa: E402
 from checks import Checks, suite_main  # noqa: E402
 from edge_proc import edge_events, start_edge, wait_event  # noqa: E402
 from figures import svg_lines  # noqa: E402
-from kamailio_proc import Kamailio, check_calls, offered_load, start_uas, suite_label  # noqa: E402
+from kamailio_proc import CFG, Kamailio, build, check_calls, held_notifier_end, offered_load, start_held_notifier, start_uas, suite_label  # noqa: E402
 from notifier_scenarios import moved_notifier_scenarios, notifier_scenario  # noqa: E402
 from policy_docs import MATCH, document, rate_rule, rule, split  # noqa: E402
 from ports import free_udp_port, wait_udp_port  # noqa: E402
@@ -158,6 +162,46 @@ def subscriber_lifecycle(run: Run) -> Checks:
     check_calls(c, uac, uas, other)
     c.lines.append(("info  phases in the module's log, from v0: v1 {:+.2f} s, invalid {:+.2f} s, gap {:+.2f} s, v6 {:+.2f} s, "
                     "terminated {:+.2f} s").format(t1 - t0, t_bad - t0, t_gap - t0, t6 - t0, t_term - t0))
+    return c
+
+
+def subscriber_over_tcp(run: Run) -> Checks:
+    c = Checks("subscriber_over_tcp: a sip:…;transport=tcp SIPp notifier: SUBSCRIBE, NOTIFY and the unsubscribe over TCP")
+    r, seconds = 30.0, 6.0
+    notifier_ports = SippPorts.pick(tcp=True)
+    notifier_uri = f"sip:sbc@127.0.0.1:{notifier_ports.sip};transport=tcp"
+    notifier, logs = start_held_notifier(run, notifier_ports, r, notifier_uri)
+    uas, uas_ports = start_uas(run, seconds + 30)
+    tcp_port = free_udp_port(tcp=True)
+    kam = Kamailio(run, "kamailio", None, 2, uas_ports.sip, subscribe=[notifier_uri], tcp_port=tcp_port)
+    sub_wait(kam, "policy applied (version)", 0)
+    dialog = next((ln for ln in logs.read_text(errors="replace").splitlines() if ln.startswith("dialog|")), "")
+    _, _, _, _, target, via = (x.strip() for x in (dialog.split("|") + [""] * 6)[:6])
+    # RFC 3261 §18.1.1: the request leaves over the transport its URI names (SIPp -t t1 takes
+    # nothing else); §8.1.1.8: the Contact is where the notifier reaches the subscriber, so on
+    # TCP too: a Contact without a transport parameter would be UDP (RFC 3263 §4.1).
+    c.that(via.startswith(f"SIP/2.0/TCP 127.0.0.1:{tcp_port}") and target == f"sip:loadctl@127.0.0.1:{tcp_port};transport=tcp",
+           f"the SUBSCRIBE left from Kamailio's TCP socket with a TCP Contact: Via {via!r}, Contact {target!r}")
+    sub = {s["notifier"]: s for s in kam.rpc("loadctl.subscriptions")["result"]["subscriptions"]}.get(notifier_uri, {})
+    c.that(sub.get("state") == "active" and sub.get("version") == 0 and sub.get("notifies") == 1,
+           f"loadctl.subscriptions: {sub.get('state')}, version {sub.get('version')}, {sub.get('notifies')} NOTIFY (over the TCP connection)")
+    uac = offered_load(run, kam, uas_ports, r, seconds)
+    uac.wait(timeout=seconds + 60)
+    held_notifier_end(c, run, kam, uac, uas, logs, notifier_uri, r, "TCP")
+    # Without a TCP listener the subscription could neither be sent nor name a Contact on TCP:
+    # Kamailio does not start, and says what to configure.
+    proc = run.start("kamailio-no-tcp", [
+        build().binary, "-f", CFG, "-DD", "-E", "-n", 1, "-l", f"udp:127.0.0.1:{free_udp_port()}", "-Y", run.path("rundir-no-tcp", "x").parent,
+        *build().defines(), "-A", f'SUBSCRIBE="{notifier_uri}"', "-A", f'RPC_SOCKET="udp:127.0.0.1:{free_udp_port()}"',
+        "-A", 'NEXT_HOP="sip:127.0.0.1:9"',
+    ])
+    try:
+        code = proc.wait(timeout=10)
+    except HarnessError:
+        code = None
+    said = next((ln.strip() for ln in proc.stderr_path.read_text(errors="replace").splitlines() if "needs a TCP listening socket" in ln), "")
+    c.that(code not in (None, 0) and "disable_tcp=no" in said,
+           f"without a TCP listener Kamailio does not start (status {code}) and says why: {said[-160:]!r}")
     return c
 
 
@@ -593,6 +637,7 @@ def notifier_restart(run: Run) -> Checks:
 
 TESTS = {
     "subscriber_lifecycle": subscriber_lifecycle,
+    "subscriber_over_tcp": subscriber_over_tcp,
     "subscriber_dialog": subscriber_dialog,
     "subscriber_resubscribe": subscriber_resubscribe,
     "redirect_agreement": redirect_agreement,

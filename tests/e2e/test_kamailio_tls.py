@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import signal
 import socket
 import ssl
 import sys
@@ -65,9 +64,9 @@ sys.path.insert(0, str(HERE))
 
 from checks import Checks, suite_main  # noqa: E402
 from edge_proc import start_edge  # noqa: E402
-from kamailio_proc import Kamailio, build, check_calls, feed_occupancy, start_uas, suite_label  # noqa: E402
+from kamailio_proc import Kamailio, build, feed_occupancy, held_notifier_end, start_held_notifier, start_uas, suite_label  # noqa: E402
 from overload_setups import loss_feedback_through, stats_now  # noqa: E402
-from policy_docs import MATCH, OTHER, document, rate_rule, split  # noqa: E402
+from policy_docs import MATCH, OTHER, document, rate_rule  # noqa: E402
 from ports import free_udp_port, wait_tcp_port, wait_udp_port  # noqa: E402
 from processes import HarnessError, Run, wait_until  # noqa: E402
 from sipp import SippOutputs, SippPorts, invite_outcomes, sipp_command, write_injection  # noqa: E402
@@ -218,11 +217,7 @@ def subscription_over_tls(run: Run) -> Checks:
     notifier_ports = SippPorts.pick(tcp=True)
     front = free_udp_port(tcp=True)
     notifier_uri = f"sips:sbc@127.0.0.1:{front}"
-    scenario = run.path("notifier_held.xml")
-    scenario.write_text((HERE / "scenarios" / "notifier_held.xml").read_text()
-                        .replace("@DOC_V0@", document(0, "full", rate_rule(r))).replace("@CONTACT@", notifier_uri))
-    notifier = run.start("notifier", sipp_command(scenario, notifier_ports, calls=1, timeout_s=120, transport="t1"))
-    wait_tcp_port(notifier_ports.sip, proc=notifier)
+    notifier, logs = start_held_notifier(run, notifier_ports, r, notifier_uri)
     stunnel(run, "notifier-tls", front, notifier_ports.sip, client=False, cert=certs.notifier)
     uas, uas_ports = start_uas(run, seconds + 30)
     tcp_port = free_udp_port(tcp=True)
@@ -231,7 +226,6 @@ def subscription_over_tls(run: Run) -> Checks:
                        defines=(f'SUB_TLS_NAME="{notifier_uri} notifier.test"',))
     if not wait_until(lambda: applied(kam, notifier_uri), 10):
         raise HarnessError(f"the notifier's document was not applied within 10 s:\n{kam.proc.tail(30)}")
-    logs = notifier.cwd / "logs.log"
     dialog = next((ln for ln in logs.read_text(errors="replace").splitlines() if ln.startswith("dialog|")), "")
     _, call_id, peer, tag, target, via = (x.strip() for x in (dialog.split("|") + [""] * 6)[:6])
     c.that(via.startswith("SIP/2.0/TLS 127.0.0.1:") and target == f"sips:loadctl@127.0.0.1:{kam.tls_port}",
@@ -302,20 +296,7 @@ def subscription_over_tls(run: Run) -> Checks:
     uac = run.start("uac", sipp_command("uac_invite.xml", SippPorts.pick(tcp=True), remote=f"127.0.0.1:{uac_front}", inf=inf,
                                         rate=4 * r, calls=int(4 * r * seconds), timeout_s=seconds + 40, transport="t1"))
     uac.wait(timeout=seconds + 50)
-    run.stop(uas)
-    matching, other = split(SippOutputs(uas.cwd).arrivals())
-    if matching:
-        c.rate("the notifier's rate R is enforced", matching, matching[0] + 1.0, matching[-1] - 0.5, r)
-    else:
-        c.that(False, "no matching call was admitted: the notifier's rate R is not what is enforced")
-    check_calls(c, uac, uas, other)
-    # SIGTERM to the main process (which asks the subscriber to unsubscribe before it stops the
-    # others): the unsubscribe goes to the notifier's Contact, over TLS.
-    kam.proc.send_signal(signal.SIGTERM)
-    unsubscribed = wait_until(lambda: "unsubscribed|" in logs.read_text(errors="replace"), 10)
-    line = next((ln for ln in logs.read_text(errors="replace").splitlines() if ln.startswith("unsubscribed|")), "")
-    c.that(unsubscribed and [x.strip() for x in line.split("|")] == ["unsubscribed", "0", f"SUBSCRIBE {notifier_uri}"],
-           f"on SIGTERM the unsubscribe (Expires 0) reached the notifier over TLS: {line!r}")
+    held_notifier_end(c, run, kam, uac, uas, logs, notifier_uri, r, "TLS")
     return c
 
 
