@@ -69,7 +69,7 @@ typedef struct {
     lc_scheduler *sched;
     lc_detector *det;
     lc_oc_server *oc; /* NULL without --overload-control */
-    lc_engine *engine; /* for the requests' categories (lc_oc_category_sip) */
+    lc_engine *engine; /* for the requests' categories (lc_oc_category_scanned) */
     FILE *oc_log;      /* --log-oc, or NULL */
     atomic_ulong received, served, served_retx, dropped, rejected, answered, malformed;
 } server_t;
@@ -300,8 +300,13 @@ int main(int argc, char **argv) {
         if (n <= 0 || strncmp(buf, "SIP/2.0 ", 8) == 0) continue; /* nothing, or a response: ignored */
         uint64_t t = now_ns();
         atomic_fetch_add(&s.received, 1);
+        /* One scan for the detector and the overload category: it points into buf, which stays
+         * as it is until both are done. A request that does not scan is refused by the
+         * detector (and counted malformed). */
+        lc_scanned_sip scan;
+        (void)lc_sip_scan((const uint8_t *)buf, (size_t)n, &scan);
         lc_class cls = LC_CLASS_ORIGINAL;
-        if (lc_detector_observe_sip(s.det, (const uint8_t *)buf, (size_t)n, t, &cls) != LC_RESULT_OK) {
+        if (lc_detector_observe_scanned(s.det, &scan, t, &cls) != LC_RESULT_OK) {
             atomic_fetch_add(&s.malformed, 1);
             continue;
         }
@@ -312,7 +317,7 @@ int main(int argc, char **argv) {
         memset(&origin, 0, sizeof origin);
         origin.source.family = LC_IP_V4;
         memcpy(origin.source.addr, &from.sin_addr, 4);
-        if (s.oc) lc_oc_category_sip(s.engine, (const uint8_t *)buf, (size_t)n, &origin, &cat);
+        if (s.oc) lc_oc_category_scanned(s.engine, &scan, &origin, &cat);
         if (s.oc && cat != LC_OC_CATEGORY_NONE) {
             char key[32];
             addr_key(&from, key, sizeof key);
