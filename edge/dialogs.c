@@ -56,7 +56,6 @@ static uint64_t fnv(uint64_t h, const char *s, size_t n) {
 static uint64_t dialog_key_of(const char *c, size_t cl, const char *f, size_t fl, const char *t, size_t tl) {
     size_t ftl = 0, ttl = 0;
     const char *tt = t ? header_tag(t, tl, &ttl) : NULL;
-    while (c && cl > 0 && (c[cl - 1] == ' ' || c[cl - 1] == '\t')) cl--; /* found by name or by sv_check: same key */
     if (!tt || !c || !cl || !f) return 0;
     const char *ft = header_tag(f, fl, &ftl);
     if (!ft) return 0;

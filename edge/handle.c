@@ -197,13 +197,13 @@ void handle(worker_t *w, const char *msg, size_t len, const peer_t *from) {
             reply_overload(w, msg, len, from);
             return;
         }
-        oc_track(w, transaction_hash(msg, len), now, oc_hop_of(w->e, from->tls));
+        oc_track(w, transaction_hash_of(sv.call_id.p, sv.call_id.n, sv.cseq.p, sv.cseq.n), now, oc_hop_of(w->e, from->tls));
     } else if (oc_exempt) {
         /* ACK / CANCEL: always sent, counted in the loss algorithm's mix (RFC 7339 §7.2) */
         lc_oc_verdict v = LC_OC_VERDICT_FORWARD;
         lc_oc_decide(w->ocs, oc_hop_of(w->e, from->tls), now, LC_OC_CATEGORY_NONE, &v);
     }
-    if (d.has_ticket) remember(w, transaction_hash(msg, len), d.ticket);
+    if (d.has_ticket) remember(w, transaction_hash_of(sv.call_id.p, sv.call_id.n, sv.cseq.p, sv.cseq.n), d.ticket);
     record_decision(dm, dk, DM_FORWARDED, 0, now);
     forward_request(w, msg, len, from, sv_loop_hash_of(&sv, msg, len));
 }

@@ -50,7 +50,7 @@ static inline void addr_key(const struct sockaddr_in *a, char *out, size_t cap) 
 static inline int header_is(const char *line, size_t len, const char *name, const char *compact) {
     size_t n = strlen(name);
     if (len > n && ascii_ieq(line, name, n) && (line[n] == ':' || line[n] == ' ' || line[n] == '\t')) return 1;
-    if (compact && len > 1 && (line[0] == compact[0] || line[0] == (compact[0] - 32)) && (line[1] == ':' || line[1] == ' ')) return 1;
+    if (compact && len > 1 && (line[0] == compact[0] || line[0] == (compact[0] - 32)) && (line[1] == ':' || line[1] == ' ' || line[1] == '\t')) return 1;
     return 0;
 }
 
@@ -144,8 +144,9 @@ static inline const char *header_tag(const char *v, size_t vl, size_t *tl) {
     return NULL;
 }
 
-/* The headers a transaction or a dialog is known by: each one's first value (after the colon
- * and blanks; NULL, 0 when absent). */
+/* The headers a transaction or a dialog is known by: each one's first value, without the blanks
+ * around it (as sv_check's spans: a request and its responses give the same; NULL, 0 when
+ * absent). */
 typedef struct {
     const char *call_id, *cseq, *from, *to;
     size_t call_id_len, cseq_len, from_len, to_len;
@@ -182,8 +183,10 @@ static inline void find_ids(const char *msg, size_t len, msg_ids *f) {
         if (!colon) continue;
         size_t k = (size_t)(colon - h) + 1;
         while (k < line_len && (h[k] == ' ' || h[k] == '\t')) k++;
+        size_t e = line_len;
+        while (e > k && (h[e - 1] == ' ' || h[e - 1] == '\t')) e--;
         *v = h + k;
-        *vl = line_len - k;
+        *vl = e - k;
     }
 }
 

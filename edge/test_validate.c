@@ -145,6 +145,25 @@ int main(void) {
                     "f: <sip:a@example.org>;tag=1\r\nt: <sip:b@example.org>;tag=2 \r\ni:  c9 \r\nCSeq: 1 INVITE\r\nCall-ID: other",
                     &r) == SV_OK &&
           SPAN_IS(r.call_id, "c9") && SPAN_IS(r.to, "<sip:b@example.org>;tag=2") && SPAN_IS(r.branch, "z9hG4bK-7"));
+    /* find_ids (a response's Call-ID and CSeq, for the window and overload-control tables, and
+     * its From and To, for the dialogs) finds what sv_check hands on for a request (the key
+     * they were kept under): the same bytes, blanks around them trimmed alike, long and compact
+     * names, a tab before the colon. */
+    {
+        const char *heads[] = {
+            VIA "From: <sip:a@example.org>;tag=1\r\nTo: <sip:b@example.org>\r\nCall-ID:  c7 \t\r\nCSeq: 7 INVITE \r\n",
+            VIA "f\t: <sip:a@example.org>;tag=1 \r\nt: <sip:b@example.org>\r\ni\t: c8\r\nCSeq:\t8 INVITE\r\ni: other\r\n",
+        };
+        for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+            static char m[1024];
+            snprintf(m, sizeof m, "INVITE sip:b@example.org SIP/2.0\r\n%s\r\n", heads[i]);
+            msg_ids f;
+            find_ids(m, strlen(m), &f);
+            CHECK(sv_check(m, strlen(m), OWN, NULL, &r) == SV_OK && r.call_id.p == f.call_id && r.call_id.n == f.call_id_len &&
+                  r.cseq.p == f.cseq && r.cseq.n == f.cseq_len && r.from.p == f.from && r.from.n == f.from_len && r.to.p == f.to &&
+                  r.to.n == f.to_len);
+        }
+    }
     /* sv_loop_hash_of, from what sv_check noted, is sv_loop_hash, whichever headers count. */
     {
         static char m[512];

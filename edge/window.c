@@ -22,13 +22,16 @@ unsigned long hash_bytes(const char *a, size_t alen, const char *b, size_t blen)
     return h ? h : 1;
 }
 
-/* Call-ID and CSeq number identify the transaction for window tickets. */
+unsigned long transaction_hash_of(const char *call_id, size_t call_id_len, const char *cseq, size_t cseq_len) {
+    size_t num = 0;
+    while (num < cseq_len && cseq[num] >= '0' && cseq[num] <= '9') num++;
+    return hash_bytes(call_id ? call_id : "", call_id_len, cseq ? cseq : "", num);
+}
+
 unsigned long transaction_hash(const char *msg, size_t len) {
     msg_ids f;
     find_ids(msg, len, &f);
-    size_t num = 0;
-    while (num < f.cseq_len && f.cseq[num] >= '0' && f.cseq[num] <= '9') num++;
-    return hash_bytes(f.call_id ? f.call_id : "", f.call_id_len, f.cseq ? f.cseq : "", num);
+    return transaction_hash_of(f.call_id, f.call_id_len, f.cseq, f.cseq_len);
 }
 
 /* The tables are shared by the workers (edge.h: a response reaches whichever worker the kernel
