@@ -106,9 +106,11 @@ static void conn_close(worker_t *w, unsigned slot) {
         if ((int)slot == w->hop) w->hop = -1;
         if ((int)slot == w->tls_hop) w->tls_hop = -1;
     } else {
+        /* The address's place first: while the table holds it, its place among
+         * --max-connections is held too (the table's size counts on it). */
         w->inbound--;
-        atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
         sources_give(&w->e->sources, c->peer.sin_addr.s_addr);
+        atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
     }
     if (c->lingering) w->lingering--;
     free(c->in);
@@ -512,21 +514,21 @@ static void tcp_accept(worker_t *w, int tls) {
         int slot = -1;
         if (atomic_fetch_add_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed) >= w->e->max_conns) {
             atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
+            BUMP(w->c.tcp_refused); /* counted before the close the peer sees */
             close(fd);
-            BUMP(w->c.tcp_refused);
             continue;
         }
         if (!sources_take(&w->e->sources, peer.sin_addr.s_addr)) {
             atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
-            close(fd);
             BUMP(w->c.tcp_source_refused);
+            close(fd);
             continue;
         }
         if ((slot = conn_open(w, fd, &peer, 0, 0)) < 0) {
             sources_give(&w->e->sources, peer.sin_addr.s_addr);
             atomic_fetch_sub_explicit(&w->e->tcp_inbound, 1, memory_order_relaxed);
-            close(fd);
             BUMP(w->c.tcp_refused);
+            close(fd);
             continue;
         }
         if (tls) {

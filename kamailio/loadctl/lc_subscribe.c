@@ -52,6 +52,7 @@
 
 #include "../../core/sr_module.h"
 #include "../../core/dprint.h"
+#include "../../core/globals.h"
 #include "../../core/locking.h"
 #include "../../core/mem/mem.h"
 #include "../../core/mem/shm_mem.h"
@@ -145,7 +146,8 @@ static lc_owner_t _lc_sub_owner = {
 };
 
 /* Each subscription. Set in mod_init, before the fork, and read by every
- * process: notifier, stem, tag, tls, tls_name. The owner's alone: the rest. */
+ * process: notifier, stem, tag, tls, tcp, tls_name. The owner's alone: the
+ * rest. */
 typedef struct lc_sub
 {
 	char notifier[LC_URI_MAX];
@@ -707,6 +709,27 @@ static uint64_t lc_sub_tick(uint64_t now)
 	return next;
 }
 
+/* Whether the core has TCP (TLS) switched off (disable_tcp, enable_tls). The
+ * core refuses a -l of a protocol switched off, but a listen= line read before
+ * the switch stays in the socket list unopened. */
+static int lc_sub_tcp_off(void)
+{
+#ifdef USE_TCP
+	return tcp_disable;
+#else
+	return 1;
+#endif
+}
+
+static int lc_sub_tls_off(void)
+{
+#ifdef USE_TLS
+	return tcp_disable || tls_disable;
+#else
+	return 1;
+#endif
+}
+
 /* mod_init: what every process knows of each subscription (its Call-ID
  * stem, whether it is over TLS, the name its notifier's certificate must
  * carry). 0, or -1 (logged). */
@@ -761,7 +784,9 @@ static int lc_sub_setup(void)
 	}
 	for(i = 0; i < _lc_sub_n; i++) {
 		if(_lc_subs[i].tcp
-				&& lc_sub_own_uri(uri, sizeof(uri), "sip", PROTO_TCP, "") < 0) {
+				&& (lc_sub_tcp_off()
+						|| lc_sub_own_uri(uri, sizeof(uri), "sip", PROTO_TCP, "")
+								   < 0)) {
 			LM_ERR("subscribe %s: a subscription over TCP needs a TCP "
 				   "listening socket (disable_tcp=no, "
 				   "listen=tcp:ADDRESS:PORT): tm sends the SUBSCRIBEs from "
@@ -781,7 +806,8 @@ static int lc_sub_setup(void)
 		return 0;
 	if(lc_tls_init() < 0)
 		return -1;
-	if(lc_sub_own_uri(uri, sizeof(uri), "sips", PROTO_TLS, "") < 0) {
+	if(lc_sub_tls_off()
+			|| lc_sub_own_uri(uri, sizeof(uri), "sips", PROTO_TLS, "") < 0) {
 		LM_ERR("a subscription over TLS needs a TLS listening socket "
 			   "(enable_tls=yes, listen=tls:ADDRESS:PORT): tm sends the "
 			   "SUBSCRIBEs from it\n");

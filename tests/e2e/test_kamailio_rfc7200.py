@@ -199,6 +199,7 @@ def subscriber_over_tcp(run: Run) -> Checks:
         code = proc.wait(timeout=10)
     except HarnessError:
         code = None
+        run.stop(proc)
     said = next((ln.strip() for ln in proc.stderr_path.read_text(errors="replace").splitlines() if "needs a TCP listening socket" in ln), "")
     c.that(code not in (None, 0) and "disable_tcp=no" in said,
            f"without a TCP listener Kamailio does not start (status {code}) and says why: {said[-160:]!r}")
