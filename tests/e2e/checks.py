@@ -38,6 +38,14 @@ class Checks:
         ok = abs(got / expected - 1.0) <= tolerance
         self.record(ok, f"{label}: {n} in {end - start:.2f} s = {got:.2f}/s, expected {expected:g}/s ± {tolerance:.0%}")
 
+    def steady_rate(self, label: str, ts, expected: float, none: str, tolerance: float = TOLERANCE):
+        """`rate` from 1 s after the first arrival to 0.5 s before the last (the onset and the
+        tail left out); a failure saying `none` when nothing arrived."""
+        if ts:
+            self.rate(label, ts, ts[0] + 1.0, ts[-1] - 0.5, expected, tolerance)
+        else:
+            self.record(False, none)
+
     def passed_share(self, label: str, passed, shed, start: float, end: float, expected: float, tolerance: float):
         """Of the requests decided in [start, end), the share that passed: `passed` are their
         arrival times downstream, `shed` the times their rejections came back. A share of
